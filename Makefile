@@ -1,0 +1,39 @@
+# The two entry points of the README: `make demo` and `make test`. Each does its own set-up.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test setup setup-test bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(PY) pyproject.toml
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[test,timeline]'
+	touch $@
+
+node_modules/.bin/pi: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(VENV)/.installed node_modules/.bin/pi
+
+setup-test: $(VENV)/.installed-test node_modules/.bin/pi
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+demo: setup
+	$(PY) -m nbsubagents.demo .demo/project
+
+test: setup-test
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) benchmarks/run_overhead.py
+
+clean:
+	rm -rf $(VENV) node_modules .demo

@@ -1,0 +1,125 @@
+"""The run directory: its layout, atomic writes, and readers.
+
+A run directory is the source of truth for one run; everything else (registry rows, panels) is
+derived from it, so its files are written in an order that a reader can rely on: ``meta.json``
+before the supervisor starts, ``events.jsonl``/``transcript.log``/``stdout.log`` while it runs,
+``result.json`` last and atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA_VERSION = 1
+TERMINAL = ("completed", "failed", "aborted")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where each artifact of one run lives."""
+
+    dir: Path
+
+    @property
+    def meta(self) -> Path: return self.dir / "meta.json"
+    @property
+    def events(self) -> Path: return self.dir / "events.jsonl"
+    @property
+    def result(self) -> Path: return self.dir / "result.json"
+    @property
+    def stdout(self) -> Path: return self.dir / "stdout.log"
+    @property
+    def stderr(self) -> Path: return self.dir / "stderr.log"
+    @property
+    def transcript(self) -> Path: return self.dir / "transcript.log"
+    @property
+    def session(self) -> Path: return self.dir / "child-session.jsonl"
+    @property
+    def system_prompt(self) -> Path: return self.dir / "system-prompt.md"
+    @property
+    def supervisor(self) -> Path: return self.dir / "supervisor.json"
+
+
+def new_run_id() -> str:
+    """Sortable by start time, unique without coordination between kernels."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def runs_dir(root: Path) -> Path:
+    return root / ".pi" / "subagents" / "runs"
+
+
+def now_iso() -> str:
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Readers see the old file or the whole new one, never a half-written one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_events(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete event line; a torn last line (run still writing) is skipped."""
+    try:
+        fh = open(path, "rb")
+    except OSError:
+        return
+    with fh:
+        for raw in fh:
+            if raw.endswith(b"\n"):
+                try:
+                    yield json.loads(raw)
+                except ValueError:
+                    continue
+
+
+class EventTail:
+    """Follows a growing events.jsonl from where it last stopped: cheap to poll."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self._partial = b""
+
+    def read_new(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return []
+        if not chunk:
+            return []
+        self.offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        out = []
+        for raw in lines:
+            try:
+                out.append(json.loads(raw))
+            except ValueError:
+                continue
+        return out

@@ -1,0 +1,71 @@
+"""The ``nbsubagents`` console script: ``doctor`` says whether this machine can run sub-agents."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .config import NbSubagentsError, agent_dir, find_pi, project_root
+
+
+def _line(label: str, value: str, ok: bool = True) -> str:
+    return f"{'✓' if ok else '✗'} {label:<14} {value}"
+
+
+def doctor() -> int:
+    """Print python, node, pi, agent dir, presets, runs root and models; exit 1 if something is missing."""
+    from .artifacts import runs_dir
+    from .models import available_models
+    from .preset_files import PresetError, discover
+
+    problems = 0
+    print(_line("python", f"{platform.python_version()} ({sys.executable})"))
+    node = shutil.which("node")
+    if node:
+        version = subprocess.run([node, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        print(_line("node", f"{version.stdout.strip()} ({node})"))
+    else:
+        problems += 1
+        print(_line("node", "not found: install Node.js >= 20 (pi runs on it)", False))
+    pi = None
+    try:
+        pi = find_pi()
+        version = subprocess.run([pi, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                 timeout=60)
+        print(_line("pi", f"{(version.stdout or version.stderr).strip()} ({pi})"))
+    except (NbSubagentsError, OSError, subprocess.TimeoutExpired) as exc:
+        problems += 1
+        print(_line("pi", str(exc), False))
+    adir = agent_dir()
+    print(_line("agent dir", str(adir), adir.is_dir()))
+    try:
+        found = discover()
+        names = ", ".join(f"{p.name} ({p.scope})" for p in found.values()) or "none yet"
+        print(_line("presets", names))
+    except PresetError as exc:
+        problems += 1
+        print(_line("presets", str(exc), False))
+    print(_line("runs root", str(runs_dir(project_root()))))
+    if pi:
+        models = available_models(pi)
+        print(_line("models", ", ".join(models) if models else "none: configure a provider for pi", bool(models)))
+        problems += not models
+    return 1 if problems else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nbsubagents", description="Delegate tasks to pi sub-agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="check python, node, pi, presets and models")
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return doctor()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

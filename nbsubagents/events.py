@@ -1,0 +1,184 @@
+"""pi's JSON event stream -> nbsubagents' normalized events.
+
+pi (``--mode json``) prints one JSON object per line. Most of it is redundant for a person watching
+(streaming deltas, large message snapshots), so the supervisor keeps a small, stable vocabulary in
+``events.jsonl`` that the formatter, the widgets and the registry share. Each normalized event is a
+dict with ``seq`` (1, 2, ...), ``ts`` (Unix seconds) and ``type``, one of:
+
+=================  =========================================================================
+``run_start``      runId, preset, model, cwd, task (written by the supervisor, not pi)
+``session``        sessionId, cwd (pi's session header)
+``turn_start``     turn (1-based)
+``thinking``       text (the assistant's reasoning, when the model shares it)
+``assistant_text`` text (the assistant's visible text of one message)
+``tool_call``      id, name, args
+``tool_result``    id, name, isError, text (shortened), details (edit diff and similar, shortened)
+``usage``          input, output, cacheRead, cacheWrite, totalTokens, cost (one assistant message)
+``message_end``    stopReason, model, provider, errorMessage (one assistant message)
+``retry``          phase (start|end), plus pi's fields (attempt, delayMs, errorMessage, ...)
+``error``          message (pi reported an error, or the supervisor did)
+``stdout_text``    text (a stdout line that is not JSON: kept, shown as text)
+``pi_event``       piType, data (an event type this module does not know: kept, never dropped)
+``run_end``        status, exitCode, stopReason, errorMessage (written by the supervisor)
+=================  =========================================================================
+
+The adapter is stateful only to number turns; it never needs pi's large snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+Event = dict[str, Any]
+
+RESULT_TEXT_LIMIT = 2000  # enough for a person and the formatter; stdout.log keeps everything
+
+# pi event types whose information reaches us through other events, deliberately not repeated.
+_FOLDED = frozenset(
+    {"agent_start", "agent_end", "turn_end", "message_start", "message_update",
+     "tool_execution_update", "model_change", "thinking_level_change"}
+)
+
+
+def _text_of(content: Any) -> str:
+    """Join the text parts of a pi content list (or pass a plain string through)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+
+
+def _shorten(text: str, limit: int = RESULT_TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class PiEventAdapter:
+    """Turns pi's JSON objects into zero or more normalized events (without seq/ts)."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+
+    def adapt(self, obj: Any) -> list[Event]:
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            return [{"type": "pi_event", "piType": None, "data": obj}]
+        kind = obj["type"]
+        if kind == "session":
+            return [{"type": "session", "sessionId": obj.get("id"), "cwd": obj.get("cwd")}]
+        if kind == "turn_start":
+            self.turn += 1
+            return [{"type": "turn_start", "turn": self.turn}]
+        if kind == "message_end":
+            return self._message_end(obj.get("message") or {})
+        if kind == "tool_execution_start":
+            return [{"type": "tool_call", "id": obj.get("toolCallId"), "name": obj.get("toolName"),
+                     "args": obj.get("args") or {}}]
+        if kind == "tool_execution_end":
+            result = obj.get("result") or {}
+            details = result.get("details") if isinstance(result, dict) else None
+            return [{"type": "tool_result", "id": obj.get("toolCallId"), "name": obj.get("toolName"),
+                     "isError": bool(obj.get("isError")),
+                     "text": _shorten(_text_of(result.get("content") if isinstance(result, dict) else result)),
+                     "details": _short_details(details)}]
+        if kind in ("auto_retry_start", "auto_retry_end"):
+            data = {k: v for k, v in obj.items() if k != "type"}
+            return [{"type": "retry", "phase": kind.rsplit("_", 1)[1], **data}]
+        if kind in _FOLDED:
+            return []
+        return [{"type": "pi_event", "piType": kind, "data": obj}]
+
+    def _message_end(self, message: dict[str, Any]) -> list[Event]:
+        if message.get("role") != "assistant":
+            return []  # user prompts and tool results arrive through other events
+        out: list[Event] = []
+        content = message.get("content") or []
+        thinking = "\n".join(p.get("thinking", "") for p in content
+                             if isinstance(p, dict) and p.get("type") == "thinking").strip()
+        if thinking:
+            out.append({"type": "thinking", "text": thinking})
+        text = _text_of(content)
+        if text.strip():
+            out.append({"type": "assistant_text", "text": text})
+        usage = message.get("usage") or {}
+        if usage:
+            cost = usage.get("cost") or {}
+            out.append({"type": "usage", "input": usage.get("input", 0), "output": usage.get("output", 0),
+                        "cacheRead": usage.get("cacheRead", 0), "cacheWrite": usage.get("cacheWrite", 0),
+                        "totalTokens": usage.get("totalTokens", 0),
+                        "cost": cost.get("total", 0) if isinstance(cost, dict) else 0})
+        out.append({"type": "message_end", "stopReason": message.get("stopReason"),
+                    "model": message.get("model"), "provider": message.get("provider"),
+                    "errorMessage": message.get("errorMessage")})
+        if message.get("stopReason") == "error":
+            out.append({"type": "error", "message": message.get("errorMessage") or "provider error"})
+        return out
+
+
+def _short_details(details: Any) -> dict[str, Any] | None:
+    if not isinstance(details, dict) or not details:
+        return None
+    return {k: _shorten(v) if isinstance(v, str) else v for k, v in details.items()
+            if isinstance(v, (str, int, float, bool))}
+
+
+def parse_line(raw: bytes, adapter: PiEventAdapter) -> list[Event]:
+    """One raw stdout line (without its newline) -> normalized events. Never raises."""
+    text = raw.decode("utf-8", errors="replace").rstrip("\r")
+    if not text.strip():
+        return []
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return [{"type": "stdout_text", "text": _shorten(text)}]
+    return adapter.adapt(obj)
+
+
+def iter_stream(lines: Iterator[bytes]) -> Iterator[Event]:
+    """Normalize a whole recorded pi stream (fixtures, benchmarks)."""
+    adapter = PiEventAdapter()
+    for raw in lines:
+        yield from parse_line(raw.rstrip(b"\n"), adapter)
+
+
+class Tally:
+    """Running totals over normalized events: what result.json and panel headers report."""
+
+    __slots__ = ("turns", "tool_calls", "input", "output", "cache_read", "cache_write", "cost",
+                 "final_text", "stop_reason", "error_message", "model")
+
+    def __init__(self) -> None:
+        self.turns = self.tool_calls = self.input = self.output = self.cache_read = self.cache_write = 0
+        self.cost = 0.0
+        self.final_text = ""
+        self.stop_reason: str | None = None
+        self.error_message: str | None = None
+        self.model: str | None = None
+
+    def add(self, event: Event) -> None:
+        kind = event.get("type")
+        if kind == "turn_start":
+            self.turns += 1
+        elif kind == "tool_call":
+            self.tool_calls += 1
+        elif kind == "assistant_text":
+            self.final_text = event.get("text", "")
+        elif kind == "usage":
+            self.input += event.get("input") or 0
+            self.output += event.get("output") or 0
+            self.cache_read += event.get("cacheRead") or 0
+            self.cache_write += event.get("cacheWrite") or 0
+            self.cost += event.get("cost") or 0
+        elif kind == "message_end":
+            self.stop_reason = event.get("stopReason")
+            self.error_message = event.get("errorMessage")
+            if event.get("provider") and event.get("model"):
+                self.model = f"{event['provider']}/{event['model']}"
+
+    @property
+    def tokens(self) -> int:
+        return self.input + self.output + self.cache_read + self.cache_write
+
+    def usage(self) -> dict[str, Any]:
+        return {"input": self.input, "output": self.output, "cacheRead": self.cache_read,
+                "cacheWrite": self.cache_write, "totalTokens": self.tokens, "cost": round(self.cost, 8)}

@@ -1,0 +1,372 @@
+"""Launching, watching, waiting for and cancelling runs; the ``Run`` handle.
+
+The kernel's side of a run is thin on purpose: it writes ``meta.json``, starts the supervisor and
+then only reads the run directory. So a run started here and one found later on disk (another
+kernel, after a restart) are the same kind of object.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from . import artifacts
+from .artifacts import RunPaths, TERMINAL, atomic_write_json, now_iso, read_json
+from .config import NbSubagentsError, find_pi, project_root, settings
+from .formatter import ProgressFormatter
+from .renderers import NullRenderer, Renderer
+
+
+class Run:
+    """One sub-agent run, backed by its run directory."""
+
+    def __init__(self, run_dir: str | Path, meta: dict[str, Any] | None = None) -> None:
+        self.paths = RunPaths(Path(run_dir))
+        self.meta: dict[str, Any] = meta if meta is not None else (read_json(self.paths.meta) or {})
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._result: dict[str, Any] | None = None
+        self._tail = artifacts.EventTail(self.paths.events)
+        self._formatter = ProgressFormatter(self.meta.get("cwd"))
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.meta.get("runId") or self.paths.dir.name
+
+    @property
+    def dir(self) -> Path:
+        return self.paths.dir
+
+    @property
+    def name(self) -> str:
+        return self.meta.get("name") or self.meta.get("preset") or self.id
+
+    @property
+    def preset(self) -> str | None:
+        return self.meta.get("preset")
+
+    @property
+    def model(self) -> str | None:
+        return self.meta.get("resolvedModel")
+
+    @property
+    def task(self) -> str:
+        return self.meta.get("task", "")
+
+    # -- state --------------------------------------------------------------------------------
+    @property
+    def result(self) -> dict[str, Any] | None:
+        """The parsed result.json once the run is terminal, else None."""
+        if self._result is None:
+            self._result = read_json(self.paths.result)
+        return self._result
+
+    @property
+    def status(self) -> str:
+        result = self.result
+        if result is not None:
+            return result.get("status", "failed")
+        if self._proc is None and not self.paths.supervisor.exists():
+            return "queued"
+        return "running"
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def output(self) -> str:
+        """The child's final assistant text ('' until the run ends)."""
+        return (self.result or {}).get("finalText") or ""
+
+    @property
+    def error(self) -> str | None:
+        return (self.result or {}).get("errorMessage")
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(artifacts.read_events(self.paths.events))
+
+    @property
+    def transcript(self) -> str:
+        try:
+            return self.paths.transcript.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    # -- control ------------------------------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> Run:
+        """Block until the run is terminal (or ``timeout`` seconds pass); returns self."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.done:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if self._proc is not None:
+                try:
+                    self._proc.wait(settings.poll_interval)
+                except subprocess.TimeoutExpired:
+                    pass
+                if self._proc.poll() is not None and self.result is None:
+                    self._write_lost_supervisor_result()
+            else:
+                time.sleep(settings.poll_interval)
+        return self
+
+    def cancel(self) -> bool:
+        """Ask the supervisor to abort the child (SIGTERM, SIGKILL after 5 s); False if already done."""
+        if self.done:
+            return False
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.send_signal(signal.SIGTERM)
+            return True
+        info = read_json(self.paths.supervisor)
+        if info and _same_process(info.get("pid"), info.get("startTicks")):
+            os.kill(int(info["pid"]), signal.SIGTERM)
+            return True
+        if self.status == "queued":
+            self._write_result("aborted", "Aborted before it started")
+            return True
+        return False
+
+    # -- internals ----------------------------------------------------------------------------
+    def _launch(self) -> None:
+        log = open(self.paths.dir / "supervisor.log", "ab")
+        with log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "nbsubagents.supervisor", str(self.paths.dir)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                cwd=self.meta.get("cwd"))
+
+    def _pump(self, renderer: Renderer) -> None:
+        for event in self._tail.read_new():
+            line = self._formatter.format(event)
+            if line is not None:
+                renderer.line(self, event, line)
+
+    def _write_result(self, status: str, message: str) -> None:
+        """A result for a run whose supervisor never ran or died: keeps the registry truthful."""
+        if self.paths.result.exists():
+            return
+        now = now_iso()
+        atomic_write_json(self.paths.result, {
+            "schemaVersion": artifacts.SCHEMA_VERSION, "runId": self.id, "status": status, "exitCode": None,
+            "stopReason": None, "errorMessage": message, "finalText": "", "model": None,
+            "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": 0},
+            "turns": 0, "toolCalls": 0, "startedAt": now, "endedAt": now, "durationSeconds": 0.0})
+        self._result = None
+
+    def _write_lost_supervisor_result(self) -> None:
+        code = self._proc.returncode if self._proc is not None else None
+        self._write_result("failed", f"interrupted: supervisor exited without a result (exit code {code})")
+
+    # -- representations ----------------------------------------------------------------------
+    def __repr__(self) -> str:
+        from .renderers import summary_line
+        if not self.done:
+            return f"<Run {self.id} {self.name} {self.status}>"
+        text = summary_line(self)
+        out = self.output.strip()
+        if out:
+            text += "\n" + "\n".join("  " + ln for ln in out.splitlines()[:20])
+        return text
+
+
+def _same_process(pid: Any, start_ticks: Any) -> bool:
+    from .supervisor import process_start_ticks
+    if not isinstance(pid, int):
+        return False
+    return start_ticks is not None and process_start_ticks(pid) == start_ticks
+
+
+# -- preparing runs -----------------------------------------------------------------------------
+@dataclass
+class TaskSpec:
+    """One task of a call, before it becomes a run."""
+
+    preset: str
+    task: str
+    model: str | None = None
+    cwd: str | None = None
+    name: str | None = None
+    timeout: float | None = None
+
+
+def _as_spec(item: Any, index: int) -> TaskSpec:
+    if isinstance(item, TaskSpec):
+        return item
+    get = item.get if isinstance(item, Mapping) else (lambda k, d=None: getattr(item, k, d))
+    known = {"preset", "task", "model", "cwd", "name", "timeout"}
+    if isinstance(item, Mapping):
+        unknown = set(item) - known
+        if unknown:
+            raise NbSubagentsError(f"Task {index}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+                                   f"a task may have {', '.join(sorted(known))}")
+    preset, task = get("preset"), get("task")
+    if not isinstance(preset, str) or not preset:
+        raise NbSubagentsError(f"Task {index}: 'preset' must be a preset name, got {preset!r}")
+    return TaskSpec(preset=preset, task=task, model=get("model"), cwd=get("cwd"), name=get("name"),
+                    timeout=get("timeout"))
+
+
+def _check_task(task: Any) -> str:
+    if not isinstance(task, str):
+        raise NbSubagentsError(f"The task must be a string (what the sub-agent should do), got {type(task).__name__}")
+    if not task.strip():
+        raise NbSubagentsError("The task is empty: say what the sub-agent should do")
+    return task
+
+
+def _check_cwd(cwd: str | Path | None) -> Path:
+    path = Path(cwd).expanduser() if cwd is not None else Path.cwd()
+    if cwd is not None and ".." in Path(cwd).parts:
+        raise NbSubagentsError(f"cwd {str(cwd)!r} contains '..': give the directory without parent references")
+    if not path.exists():
+        raise NbSubagentsError(f"cwd {str(path)!r} does not exist: give an existing directory")
+    if not path.is_dir():
+        raise NbSubagentsError(f"cwd {str(path)!r} is not a directory: give a directory")
+    return path.resolve()
+
+
+def _check_timeout(timeout: Any) -> float:
+    value = settings.timeout if timeout is None else timeout
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise NbSubagentsError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(value)
+
+
+def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
+    """Validate one task and write its run directory; raises NbSubagentsError on bad input."""
+    from . import preset_files as preset_mod
+    from .models import resolve_model
+
+    task = _check_task(spec.task)
+    cwd = _check_cwd(spec.cwd)
+    timeout = _check_timeout(spec.timeout)
+    preset = preset_mod.get(spec.preset)
+    pi = find_pi()
+    model = resolve_model(spec.model, preset.name, preset.model, pi)
+    root = project_root()
+    run_id = artifacts.new_run_id()
+    run_dir = artifacts.runs_dir(root) / run_id
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise NbSubagentsError(f"Cannot create the run directory {run_dir}: {exc.strerror or exc}. "
+                               "Make the project's .pi/subagents/runs writable or configure(root=...).") from None
+    paths = RunPaths(run_dir)
+    argv = [pi, "--mode", "json", "-p", "--session", str(paths.session), "--model", model]
+    if preset.prompt:
+        paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
+        argv += ["--append-system-prompt", str(paths.system_prompt)]
+    if preset.tools is not None:
+        argv += ["--tools", ",".join(preset.tools)]
+    if preset.thinking:
+        argv += ["--thinking", preset.thinking]
+    argv.append(task)
+    meta = {
+        "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
+        "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
+        "presetScope": preset.scope, "task": task, "cwd": str(cwd), "root": str(root),
+        "requestedModel": spec.model, "resolvedModel": model,
+        "tools": list(preset.tools) if preset.tools is not None else None, "thinking": preset.thinking,
+        "systemPromptPath": str(paths.system_prompt) if preset.prompt else None,
+        "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1"},
+        "timeout": timeout, "extendTimeoutDebounce": settings.extend_timeout_debounce,
+        "loopingToolCount": settings.looping_tool_count, "createdAt": now_iso(),
+        "launcher": {"pid": os.getpid(), "host": os.uname().nodename},
+    }
+    atomic_write_json(paths.meta, meta)
+    return Run(run_dir, meta)
+
+
+def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int) -> Run:
+    """A task that could not start still becomes a run, so it is found and explained later."""
+    root = project_root()
+    run_id = artifacts.new_run_id()
+    run_dir = artifacts.runs_dir(root) / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    meta = {"schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or spec.preset,
+            "mode": mode, "taskIndex": task_index, "preset": spec.preset, "task": spec.task if isinstance(spec.task, str) else repr(spec.task),
+            "cwd": str(spec.cwd or Path.cwd()), "root": str(root), "requestedModel": spec.model,
+            "resolvedModel": None, "createdAt": now_iso(), "launcher": {"pid": os.getpid()}}
+    atomic_write_json(RunPaths(run_dir).meta, meta)
+    run = Run(run_dir, meta)
+    run._write_result("failed", str(error))
+    return run
+
+
+# -- driving foreground runs ----------------------------------------------------------------------
+def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None) -> list[Run]:
+    """Run queued runs, at most ``concurrency`` at once, feeding the renderer until all are terminal.
+
+    A KeyboardInterrupt (a kernel interrupt) cancels every active run and marks queued ones
+    aborted, then waits for the supervisors to record it: no child outlives the cell.
+    """
+    renderer = renderer or NullRenderer()
+    renderer.start(runs)
+    queued = [r for r in runs if r.status == "queued"]
+    active: list[Run] = []
+    for r in runs:
+        if r.done:
+            renderer.end(r)
+    try:
+        while queued or active:
+            while queued and len(active) < concurrency:
+                run = queued.pop(0)
+                run._launch()
+                active.append(run)
+            active = _poll_active(active, renderer)
+    except KeyboardInterrupt:
+        for run in queued:
+            run._write_result("aborted", "Aborted before it started: the cell was interrupted")
+            renderer.end(run)
+        for run in active:
+            run.cancel()
+        while active:
+            try:
+                active = _poll_active(active, renderer)
+            except KeyboardInterrupt:
+                continue  # a second interrupt must not leave children behind
+    finally:
+        renderer.close()
+    return runs
+
+
+def _poll_active(active: list[Run], renderer: Renderer) -> list[Run]:
+    still = []
+    for run in active:
+        run._pump(renderer)
+        proc = run._proc
+        if proc is not None and proc.poll() is not None:
+            run._pump(renderer)
+            if run.result is None:
+                run._write_lost_supervisor_result()
+            renderer.end(run)
+        else:
+            still.append(run)
+    if still:
+        first = still[0]._proc
+        try:
+            if first is not None:
+                first.wait(settings.poll_interval)
+        except subprocess.TimeoutExpired:
+            pass
+    return still
+
+
+def build_runs(items: Iterable[Any], *, mode: str) -> list[Run]:
+    """Each task becomes a run; one task's bad preset or model fails that task alone."""
+    runs = []
+    for index, item in enumerate(items):
+        spec = _as_spec(item, index)
+        try:
+            runs.append(prepare(spec, mode=mode, task_index=index))
+        except NbSubagentsError as exc:
+            runs.append(failed_run(spec, exc, mode=mode, task_index=index))
+    return runs

@@ -1,0 +1,301 @@
+"""The process that runs one pi child and writes its artifacts: ``python -m nbsubagents.supervisor RUN_DIR``.
+
+It is started detached from the kernel (its own session), so a run outlives an interrupted,
+restarted or killed kernel. It reads everything it needs from ``meta.json``, runs pi in a process
+group of its own (so the whole tree can be stopped), turns pi's stdout into ``stdout.log`` (raw),
+``events.jsonl`` (normalized) and ``transcript.log`` (formatted), enforces the guards (timeout
+extended while the child is active, loop detection, cancel via SIGTERM) and writes ``result.json``
+last and atomically. Artifact writes are best-effort: a full disk costs lines, never the result.
+Imports are kept to the standard library and the small core modules: start-up time is run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from .artifacts import RunPaths, atomic_write_json, now_iso, read_json
+from .events import Event, PiEventAdapter, Tally, parse_line
+from .formatter import ProgressFormatter, transcript_header, transcript_line
+
+KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
+MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log but not parsed
+TICK = 0.2                       # guard checks while the child is silent
+
+
+class _Sink:
+    """An append-only artifact file that stops trying after its first write error."""
+
+    def __init__(self, path: Path, mode: str = "ab") -> None:
+        try:
+            self.fh: IO[bytes] | None = open(path, mode)
+        except OSError:
+            self.fh = None
+
+    def write(self, data: bytes) -> None:
+        if self.fh is None:
+            return
+        try:
+            self.fh.write(data)
+        except (OSError, ValueError):
+            self.close()
+
+    def flush(self) -> None:
+        if self.fh is not None:
+            try:
+                self.fh.flush()
+            except OSError:
+                self.close()
+
+    def close(self) -> None:
+        if self.fh is not None:
+            try:
+                self.fh.close()
+            except OSError:
+                pass
+            self.fh = None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The kernel's start time of a pid: with the pid it identifies a process despite pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Supervisor:
+    def __init__(self, paths: RunPaths, meta: dict[str, Any]) -> None:
+        self.paths = paths
+        self.meta = meta
+        self.tally = Tally()
+        self.formatter = ProgressFormatter(meta.get("cwd"))
+        self.adapter = PiEventAdapter()
+        self.seq = 0
+        self.child: subprocess.Popen[bytes] | None = None
+        self.stop_reason: tuple[str, str] | None = None  # (status, message) decided by a guard or cancel
+        self.kill_at: float | None = None
+        self.timeout = float(meta.get("timeout") or 0)
+        self.debounce = float(meta.get("extendTimeoutDebounce", 30))
+        self.loop_limit = int(meta.get("loopingToolCount", 5))
+        self.last_activity = time.monotonic()
+        self.last_signatures: list[str] = []
+        self.events = _Sink(paths.events)
+        self.transcript = _Sink(paths.transcript)
+        self.stdout = _Sink(paths.stdout)
+
+    # -- events -------------------------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        self.seq += 1
+        event = {"seq": self.seq, "ts": round(time.time(), 3), **event}
+        self.tally.add(event)
+        self.events.write(json.dumps(event, ensure_ascii=False).encode() + b"\n")
+        line = self.formatter.format(event)
+        if line is not None:
+            self.transcript.write(transcript_line(event, line).encode() + b"\n")
+        if event["type"] == "tool_call":
+            self._check_loop(event)
+        if event["type"] in ("tool_call", "tool_result"):
+            self.last_activity = time.monotonic()
+
+    def _check_loop(self, event: Event) -> None:
+        if self.loop_limit <= 0:
+            return
+        signature = json.dumps([event.get("name"), event.get("args")], sort_keys=True)
+        self.last_signatures = [s for s in self.last_signatures if s == signature] + [signature]
+        if len(self.last_signatures) >= self.loop_limit:
+            self.stop("failed", "Loop detected: sub-agent is repeating the same tool calls")
+
+    # -- stopping -----------------------------------------------------------------------------
+    def stop(self, status: str, message: str) -> None:
+        """Ask the child's whole process group to end; SIGKILL follows after a grace period."""
+        if self.stop_reason is None:
+            self.stop_reason = (status, message)
+        if self.kill_at is None and self.child is not None:
+            self.kill_at = time.monotonic() + KILL_GRACE
+            _killpg(self.child.pid, signal.SIGTERM)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.stop("aborted", "Aborted: the run was cancelled" if signum == signal.SIGTERM
+                  else f"Aborted by signal {signal.Signals(signum).name}")
+
+    def _guards(self) -> None:
+        now = time.monotonic()
+        if self.stop_reason is not None and self.kill_at is None and self.child is not None:
+            self.stop(*self.stop_reason)  # a cancel that arrived while the child was being spawned
+        if self.kill_at is not None and now >= self.kill_at and self.child is not None:
+            _killpg(self.child.pid, signal.SIGKILL)
+            self.kill_at = now + KILL_GRACE
+        if self.stop_reason is None and self.timeout > 0 and now - self.started >= self.timeout:
+            if now - self.last_activity >= self.debounce:
+                self.stop("failed", f"Timed out after {int(now - self.started)}s. "
+                                    "Consider resuming with a longer timeout.")
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self.started = time.monotonic()
+        started_at = now_iso()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        _best_effort(atomic_write_json, self.paths.supervisor,
+                     {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at})
+        header = transcript_header({**self.meta, "startedAt": started_at})
+        self.transcript.write(header.encode() + b"\n")
+        self.emit({"type": "run_start", "runId": self.meta.get("runId"), "preset": self.meta.get("preset"),
+                   "model": self.meta.get("resolvedModel"), "cwd": self.meta.get("cwd"),
+                   "task": self.meta.get("task")})
+        exit_code: int | None = None
+        spawn_error = None
+        if self.stop_reason is None:  # a cancel can arrive before the child exists
+            try:
+                exit_code = self._spawn_and_pump()
+            except OSError as exc:
+                spawn_error = _spawn_message(self.meta.get("argv", ["pi"])[0], exc)
+        status, error = self._verdict(exit_code, spawn_error)
+        self.emit({"type": "run_end", "status": status, "exitCode": exit_code,
+                   "stopReason": self.tally.stop_reason, "errorMessage": error})
+        for sink in (self.events, self.transcript, self.stdout):
+            sink.close()
+        ended_at = now_iso()
+        result = {
+            "schemaVersion": self.meta.get("schemaVersion", 1), "runId": self.meta.get("runId"),
+            "status": status, "exitCode": exit_code, "stopReason": self.tally.stop_reason,
+            "errorMessage": error, "finalText": self.tally.final_text, "model": self.tally.model,
+            "usage": self.tally.usage(), "turns": self.tally.turns, "toolCalls": self.tally.tool_calls,
+            "startedAt": started_at, "endedAt": ended_at,
+            "durationSeconds": round(time.monotonic() - self.started, 3),
+        }
+        atomic_write_json(self.paths.result, result)
+        return result
+
+    def _spawn_and_pump(self) -> int:
+        env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1"}
+        with open(self.paths.stderr, "ab") as stderr:
+            self.child = subprocess.Popen(
+                self.meta["argv"], cwd=self.meta.get("cwd"), env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+        assert self.child.stdout is not None
+        fd = self.child.stdout.fileno()
+        os.set_blocking(fd, False)
+        selector = selectors.DefaultSelector()
+        selector.register(fd, selectors.EVENT_READ)
+        buffer, overflow = b"", 0
+        eof = False
+        exited_at: float | None = None
+        while not eof:
+            if selector.select(TICK):
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    chunk = None
+                if chunk == b"":
+                    eof = True
+                elif chunk:
+                    self.stdout.write(chunk)
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for raw in lines:
+                        if overflow:
+                            self.emit({"type": "stdout_text",
+                                       "text": f"[a stdout line of {overflow + len(raw)} bytes was too long to parse]"})
+                            overflow = 0
+                            continue
+                        for event in parse_line(raw, self.adapter):
+                            self.emit(event)
+                    if len(buffer) > MAX_LINE:
+                        overflow += len(buffer)
+                        buffer = b""
+                    self.events.flush()
+                    self.transcript.flush()
+                    self.stdout.flush()
+            self._guards()
+            if self.child.poll() is not None:
+                # pi is gone; whatever still holds the pipe open (a stray tool process) must go too.
+                exited_at = exited_at or time.monotonic()
+                if time.monotonic() - exited_at > 0.5:
+                    _killpg(self.child.pid, signal.SIGKILL)
+                    break
+        if buffer.strip():
+            for event in parse_line(buffer, self.adapter):
+                self.emit(event)
+        selector.close()
+        self.child.stdout.close()
+        code = self.child.wait()
+        _killpg(self.child.pid, signal.SIGKILL)  # bash-tool grandchildren left behind by pi
+        return code
+
+    def _verdict(self, exit_code: int | None, spawn_error: str | None) -> tuple[str, str | None]:
+        """Semantic completion: pi exits 0 even when the provider failed."""
+        if self.stop_reason is not None:
+            return self.stop_reason
+        if spawn_error:
+            return "failed", spawn_error
+        if self.tally.stop_reason == "error":
+            return "failed", self.tally.error_message or "The model provider returned an error"
+        if self.tally.stop_reason == "aborted":
+            return "aborted", self.tally.error_message or "pi aborted the request"
+        if exit_code != 0:
+            tail = _last_line(self.paths.stderr)
+            return "failed", f"pi exited with code {exit_code}" + (f": {tail}" if tail else "")
+        if self.tally.stop_reason is None:
+            return "failed", "pi ended without a reply from the model"
+        return "completed", None
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _best_effort(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except OSError:
+        pass
+
+
+def _spawn_message(program: str, exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return (f"pi could not be started: {program} does not exist. Install it with "
+                "`npm install @mariozechner/pi-coding-agent@0.73.1` or set NBSUBAGENTS_PI.")
+    return f"pi could not be started ({program}): {exc.strerror or exc}"
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 4096))
+            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m nbsubagents.supervisor RUN_DIR", file=sys.stderr)
+        return 2
+    paths = RunPaths(Path(args[0]))
+    meta = read_json(paths.meta)
+    if meta is None:
+        print(f"no readable meta.json in {paths.dir}", file=sys.stderr)
+        return 2
+    Supervisor(paths, meta).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
