@@ -1,0 +1,90 @@
+"""Fixtures for end-to-end tests: a temp project, the real pinned pi, the scripted model.
+
+Every run in these tests is the real ``pi`` talking to the project's scripted model on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from nbsubagents import config
+from nbsubagents.scripted import ScriptedModel, write_agent_dir
+
+REPO = Path(__file__).resolve().parents[1]
+PI = REPO / "node_modules" / ".bin" / "pi"
+
+SCOUT = """---
+name: scout
+description: Reads files and reports.
+model: demo/scripted
+tools: read, ls, bash
+---
+You are a scout. MARKER-SCOUT-PROMPT
+"""
+SCRIBE = """---
+name: scribe
+description: Writes notes.
+model: demo/scripted
+tools: read, write, edit
+---
+Write carefully.
+"""
+NOMODEL = """---
+name: nomodel
+description: Has no model.
+---
+"""
+
+
+def processes_inside(folder: Path) -> list[str]:
+    """Processes whose working directory is inside ``folder``: a run's leftovers if any."""
+    found = []
+    folder = folder.resolve()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd == folder or folder in cwd.parents:
+            found.append(f"{entry.name}: {cmd}")
+    return found
+
+
+@pytest.fixture
+def scripted():
+    with ScriptedModel() as model:
+        yield model
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, scripted):
+    """A project with two presets, a few files, an agent dir for the scripted model; cwd is set to it."""
+    root = tmp_path / "project"
+    (root / ".pi" / "subagents").mkdir(parents=True)
+    (root / ".pi" / "subagents" / "scout.md").write_text(SCOUT)
+    (root / ".pi" / "subagents" / "scribe.md").write_text(SCRIBE)
+    (root / ".pi" / "subagents" / "nomodel.md").write_text(NOMODEL)
+    (root / "src").mkdir()
+    (root / "README.md").write_text("# Demo project\nsecond line\n")
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    agent = write_agent_dir(tmp_path / "agent", scripted.url)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("PI_OFFLINE", "1")
+    monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
+    monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
+    monkeypatch.chdir(root)
+    saved = config.Settings(**vars(config.settings))
+    yield root
+    for key, value in vars(saved).items():
+        setattr(config.settings, key, value)
+    deadline = time.monotonic() + 10
+    while processes_inside(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_inside(tmp_path) == [], "a run left processes behind"
