@@ -1,7 +1,8 @@
 """Renderers place what the formatter produced; they never word anything themselves.
 
-A renderer gets ``start(runs)``, ``line(run, event, progress_line)`` for each formatted event and
-``end(run)`` when a run is terminal, then ``close()``. The plain-text one lives here (it needs no
+A renderer gets ``start(runs)``, ``event(run, event, progress_line)`` for every normalized event
+(``progress_line`` is None when the formatter has nothing to say, e.g. for usage events that only
+move the header's counters), ``end(run)`` when a run is terminal, then ``close()``. The plain-text one lives here (it needs no
 Jupyter); the widget one lives at the edge (``nbsubagents.widgets``), and ``nbsubagents.display``
 chooses between them.
 """
@@ -21,7 +22,7 @@ ICONS = {"queued": "…", "running": "⏳", "completed": "✓", "failed": "✗",
 
 class Renderer(Protocol):
     def start(self, runs: list[Run]) -> None: ...
-    def line(self, run: Run, event: dict[str, Any], line: ProgressLine) -> None: ...
+    def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None: ...
     def end(self, run: Run) -> None: ...
     def close(self) -> None: ...
 
@@ -71,8 +72,8 @@ class TextRenderer:
     def _print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
-    def line(self, run: Run, event: dict[str, Any], line: ProgressLine) -> None:
-        if event.get("type") == "run_end":
+    def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None:
+        if line is None or event.get("type") == "run_end":
             return
         now = time.monotonic()
         important = line.kind in ("assistant", "failed", "error")
@@ -94,6 +95,6 @@ class TextRenderer:
 
 class NullRenderer:
     def start(self, runs: list[Run]) -> None: pass
-    def line(self, run: Run, event: dict[str, Any], line: ProgressLine) -> None: pass
+    def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None: pass
     def end(self, run: Run) -> None: pass
     def close(self) -> None: pass

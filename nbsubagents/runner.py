@@ -145,9 +145,7 @@ class Run:
 
     def _pump(self, renderer: Renderer) -> None:
         for event in self._tail.read_new():
-            line = self._formatter.format(event)
-            if line is not None:
-                renderer.line(self, event, line)
+            renderer.event(self, event, self._formatter.format(event))
 
     def _write_result(self, status: str, message: str) -> None:
         """A result for a run whose supervisor never ran or died: keeps the registry truthful."""
