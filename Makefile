@@ -33,7 +33,7 @@ test: setup-test
 	$(PY) -m pytest -q
 
 bench: setup
-	$(PY) benchmarks/run_overhead.py
+	$(PY) benchmarks/bench_overhead.py
 
 clean:
 	rm -rf $(VENV) node_modules .demo
