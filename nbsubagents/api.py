@@ -19,14 +19,17 @@ def _renderer(show: bool) -> Any:
 
 
 def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
-        timeout: float | None = None, name: str | None = None, show: bool = True) -> Run:
+        timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
+        resume: str | None = None, show: bool = True) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
-    Bad input (unknown preset or model, empty task, missing cwd) raises before anything starts.
-    Interrupting the cell aborts the run and returns it with status ``aborted``.
+    ``files`` puts file contents before the task (paths, or dicts with ``path`` and ``start``/``end``,
+    ``head`` or ``tail``); ``resume`` continues an earlier run (its id or a unique prefix) with its
+    history. Bad input (unknown preset or model, empty task, missing cwd) raises before anything
+    starts. Interrupting the cell aborts the run and returns it with status ``aborted``.
     """
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
-                    name=name, timeout=timeout)
+                    name=name, timeout=timeout, files=files, resume=resume)
     (the_run,) = _runs.drive([_runs.prepare(spec, mode="single")], concurrency=1, renderer=_renderer(show))
     return the_run
 

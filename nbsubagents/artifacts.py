@@ -43,6 +43,8 @@ class RunPaths:
     @property
     def system_prompt(self) -> Path: return self.dir / "system-prompt.md"
     @property
+    def prompt(self) -> Path: return self.dir / "prompt.md"
+    @property
     def supervisor(self) -> Path: return self.dir / "supervisor.json"
 
 

@@ -26,7 +26,7 @@ class PiNotFoundError(NbSubagentsError):
 
 @dataclass
 class Settings:
-    """Process-wide settings; ``None`` means "derive it" (env var, then the project)."""
+    """The settings in force; see ``current()`` for where each value comes from."""
 
     pi: str | None = None          # path of the pi binary
     root: str | None = None        # project root holding .pi/subagents/runs
@@ -35,20 +35,105 @@ class Settings:
     timeout: float = 600.0         # seconds per run, extended while the child is active
     extend_timeout_debounce: float = 30.0
     looping_tool_count: int = 5
+    panel_lines: int = 15          # lines in a panel's rolling window
+    runner: str = "process"        # "process" or "tmux" (foreground runs only)
     poll_interval: float = 0.05    # how often a waiting kernel looks at events.jsonl
 
 
-settings = Settings()
+# What each file setting may hold: (type check, what a right value looks like, clamp range).
+_FILE_KEYS: dict[str, tuple[type | tuple[type, ...], str, tuple[float, float] | None]] = {
+    "concurrency": (int, "a whole number >= 1", (1, 64)),
+    "max_tasks": (int, "a whole number >= 1", (1, 1000)),
+    "timeout": ((int, float), "a number of seconds > 0", None),
+    "extend_timeout_debounce": ((int, float), "a number of seconds from 0 to 300", (0, 300)),
+    "looping_tool_count": (int, "a whole number from 0 to 50", (0, 50)),
+    "panel_lines": (int, "a whole number >= 1", (1, 500)),
+}
+_CAMEL = {"maxTasks": "max_tasks", "extendTimeoutDebounce": "extend_timeout_debounce",
+          "loopingToolCount": "looping_tool_count", "panelLines": "panel_lines"}
+
+_overrides: dict[str, object] = {}
+_file_cache: dict[Path, tuple[tuple[int, int], dict[str, object]]] = {}
+
+
+def _read_subagents_settings(path: Path) -> dict[str, object]:
+    """The ``subagents`` object of one pi settings.json, validated; cached by mtime and size."""
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _file_cache.get(path)
+    if cached and cached[0] == stamp:
+        return cached[1]
+    import json
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        raise NbSubagentsError(f"Settings file {path}: malformed JSON" + (f" at line {line}" if line else "")
+                               + f": {getattr(exc, 'msg', exc)}. Fix the JSON or remove the file.") from None
+    except OSError as exc:
+        raise NbSubagentsError(f"Settings file {path} cannot be read: {exc.strerror or exc}") from None
+    section = data.get("subagents", {}) if isinstance(data, dict) else {}
+    if not isinstance(section, dict):
+        raise NbSubagentsError(f'Settings file {path}: "subagents" must be an object like '
+                               '{"concurrency": 4, "timeout": 600}')
+    values: dict[str, object] = {}
+    for raw_key, value in section.items():
+        key = _CAMEL.get(raw_key, raw_key)
+        if key not in _FILE_KEYS:
+            continue  # other tools may keep their own keys here
+        kind, right, clamp = _FILE_KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, kind) or (key == "timeout" and value <= 0) \
+                or (key in ("concurrency", "max_tasks", "panel_lines") and value < 1):
+            raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be {right}, got {value!r}')
+        values[key] = min(max(value, clamp[0]), clamp[1]) if clamp else value
+    _file_cache[path] = (stamp, values)
+    return values
+
+
+def current(cwd: Path | None = None) -> Settings:
+    """Defaults, then ``<agent dir>/settings.json``, then the project's ``.pi/settings.json``, then ``configure()``."""
+    merged: dict[str, object] = {}
+    merged.update(_read_subagents_settings(agent_dir() / "settings.json"))
+    project = project_root(cwd, _explicit=_overrides.get("root"))  # type: ignore[arg-type]
+    merged.update(_read_subagents_settings(project / ".pi" / "settings.json"))
+    merged.update(_overrides)
+    return Settings(**merged)  # type: ignore[arg-type]
+
+
+class _LiveSettings:
+    """``config.settings.x`` reads the value in force now; assigning to it is ``configure(x=...)``."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(current(), name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        configure(**{name: value})
+
+
+settings = _LiveSettings()
 
 
 def configure(**changes: object) -> Settings:
-    """Change settings for this process: ``configure(concurrency=2, pi="/opt/pi")``."""
+    """Change settings for this process: ``configure(concurrency=2, pi="/opt/pi")``; ``None`` resets one."""
     known = {f.name for f in fields(Settings)}
     for key, value in changes.items():
         if key not in known:
             raise NbSubagentsError(f"Unknown setting {key!r}. Known settings: {', '.join(sorted(known))}")
-        setattr(settings, key, value)
-    return settings
+        if key == "runner" and value not in (None, "process", "tmux"):
+            raise NbSubagentsError(f'runner must be "process" or "tmux", got {value!r}')
+        if value is None and key not in ("pi", "root"):
+            _overrides.pop(key, None)
+        else:
+            _overrides[key] = value
+    return current()
+
+
+def reset() -> None:
+    """Forget every ``configure()`` change (tests, and notebooks that want a clean slate)."""
+    _overrides.clear()
 
 
 def agent_dir() -> Path:
@@ -58,7 +143,7 @@ def agent_dir() -> Path:
 
 def find_pi(cwd: Path | None = None) -> str:
     """The pi binary: setting or NBSUBAGENTS_PI, the project's node_modules, then PATH."""
-    explicit = settings.pi or os.environ.get("NBSUBAGENTS_PI")
+    explicit = _overrides.get("pi") or os.environ.get("NBSUBAGENTS_PI")
     if explicit:
         if not Path(explicit).is_file():
             raise PiNotFoundError(f"pi not found at {explicit} (from the pi setting or NBSUBAGENTS_PI). "
@@ -80,9 +165,9 @@ def find_pi(cwd: Path | None = None) -> str:
     )
 
 
-def project_root(cwd: Path | None = None) -> Path:
+def project_root(cwd: Path | None = None, *, _explicit: str | None = None) -> Path:
     """Nearest ancestor with a .pi/ folder (not the home folder's, which holds pi's own agent dir)."""
-    explicit = settings.root or os.environ.get("NBSUBAGENTS_ROOT")
+    explicit = (_explicit if _explicit is not None else _overrides.get("root")) or os.environ.get("NBSUBAGENTS_ROOT")
     if explicit:
         return Path(explicit).expanduser().resolve()
     start = Path(cwd or Path.cwd()).resolve()

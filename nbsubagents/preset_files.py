@@ -50,7 +50,11 @@ __all__ = [
 # pi's --thinking values (pi-coding-agent cli/args VALID_THINKING_LEVELS).
 THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "xhigh")
 SCOPES: tuple[str, ...] = ("global", "project")
-KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking"})
+KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking", "noTools", "excludeTools",
+                        "noSkills", "noContextFiles", "noExtensions", "skills", "extraArgs", "timeout"})
+# pi flags that would undo a preset's tool restriction if smuggled in through extraArgs.
+_TOOL_FLAGS = ("--tools", "-t", "--no-tools", "-nt")
+_SHELL_META = set(";&|`$<>(){}*?!~\\\n\r'\"")
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _FENCE = "---"
@@ -86,6 +90,18 @@ class Preset:
     scope: str
     path: Path
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    no_tools: bool = False
+    exclude_tools: tuple[str, ...] | None = None
+    no_skills: bool = False
+    no_context_files: bool = False
+    no_extensions: bool = False
+    skills: tuple[str, ...] | None = None
+    extra_args: tuple[str, ...] = ()
+    timeout: float | None = None
+
+    @property
+    def restricts_tools(self) -> bool:
+        return self.tools is not None or self.exclude_tools is not None or self.no_tools
 
 
 # --- locations ------------------------------------------------------------------------------
@@ -187,7 +203,7 @@ def _optional_text(data: dict[Any, Any], key: str, where: str) -> str | None:
     return value.strip() or None
 
 
-def _parse_tools(value: Any, where: str) -> tuple[str, ...] | None:
+def _parse_tools(value: Any, where: str, key: str = "tools") -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -196,7 +212,7 @@ def _parse_tools(value: Any, where: str) -> tuple[str, ...] | None:
         names = value
     else:
         raise PresetError(
-            f"{where}: 'tools' must be a comma-separated string or a list of tool names, "
+            f"{where}: '{key}' must be a comma-separated string or a list of tool names, "
             f"got {value!r}"
         )
     cleaned = tuple(name.strip() for name in names if name.strip())
@@ -204,7 +220,7 @@ def _parse_tools(value: Any, where: str) -> tuple[str, ...] | None:
     if bad:
         listed = ", ".join(repr(name) for name in bad)
         raise PresetError(
-            f"{where}: invalid tool name {listed} in 'tools'; tool names use only letters, "
+            f"{where}: invalid {'tool ' if key != 'skills' else 'skill '}name {listed} in '{key}'; names use only letters, "
             "digits, '_', '.' and '-' (e.g. tools: read, grep, find)"
         )
     return cleaned
@@ -236,17 +252,78 @@ def parse_preset(path: Path, scope: str) -> Preset:
     data = _load_yaml(frontmatter, where)
     name = _required_text(data, "name", where)
     description = _required_text(data, "description", where)
-    return Preset(
+    model = _optional_text(data, "model", where)
+    preset = Preset(
         name=name,
         description=description,
-        model=_optional_text(data, "model", where),
+        model=None if model == "inherit" else model,  # Claude Code's "use the caller's model"
         tools=_parse_tools(data.get("tools"), where),
         thinking=_parse_thinking(data.get("thinking"), where),
         prompt=body.strip(),
         scope=scope,
         path=path,
         extra={key: value for key, value in data.items() if key not in KNOWN_KEYS},
+        no_tools=_flag(data, "noTools", where),
+        exclude_tools=_parse_tools(data.get("excludeTools"), where, "excludeTools"),
+        no_skills=_flag(data, "noSkills", where),
+        no_context_files=_flag(data, "noContextFiles", where),
+        no_extensions=_flag(data, "noExtensions", where),
+        skills=_parse_tools(data.get("skills"), where, "skills"),
+        extra_args=_parse_extra_args(data.get("extraArgs"), where),
+        timeout=_parse_timeout(data.get("timeout"), where),
     )
+    _check_combinations(preset, where)
+    return preset
+
+
+def _flag(data: dict[str, Any], key: str, where: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise PresetError(f"{where}: '{key}' must be true or false, got {value!r}")
+    return value
+
+
+def _parse_timeout(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise PresetError(f"{where}: 'timeout' must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _parse_extra_args(value: Any, where: str) -> tuple[str, ...]:
+    """Extra pi flags; passed as argv items (never through a shell), yet refused if shell-like."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items = value.split()
+    elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+        items = value
+    else:
+        raise PresetError(f"{where}: 'extraArgs' must be a list of pi arguments, got {value!r}")
+    for item in items:
+        if "\0" in item:
+            raise PresetError(f"{where}: extraArg {item!r} contains a null byte")
+        bad = sorted(set(item) & _SHELL_META)
+        if bad:
+            raise PresetError(f"{where}: extraArg {item!r} contains shell metacharacters ({' '.join(bad)}); "
+                              "give plain pi flags and values, e.g. extraArgs: [--no-themes]")
+    return tuple(items)
+
+
+def _check_combinations(preset: Preset, where: str) -> None:
+    if preset.tools is not None and preset.exclude_tools is not None:
+        raise PresetError(f"{where}: 'tools' and 'excludeTools' are mutually exclusive; keep one")
+    if preset.no_tools and (preset.tools or preset.exclude_tools is not None):
+        raise PresetError(f"{where}: 'noTools' cannot be combined with 'tools' or 'excludeTools'")
+    if preset.skills and preset.no_skills:
+        raise PresetError(f"{where}: 'skills' and 'noSkills' are mutually exclusive — --no-skills would "
+                          "override the --skill flags")
+    if preset.restricts_tools:
+        for arg in preset.extra_args:
+            if arg.split("=", 1)[0] in _TOOL_FLAGS:
+                raise PresetError(f'{where}: Refusing extraArg "{arg}" which would override profile tool '
+                                  "restrictions. Use the dedicated profile fields instead.")
 
 
 # --- discovery ------------------------------------------------------------------------------

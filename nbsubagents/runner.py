@@ -193,13 +193,15 @@ class TaskSpec:
     cwd: str | None = None
     name: str | None = None
     timeout: float | None = None
+    files: list[Any] | None = None
+    resume: str | None = None
 
 
 def _as_spec(item: Any, index: int) -> TaskSpec:
     if isinstance(item, TaskSpec):
         return item
     get = item.get if isinstance(item, Mapping) else (lambda k, d=None: getattr(item, k, d))
-    known = {"preset", "task", "model", "cwd", "name", "timeout"}
+    known = {"preset", "task", "model", "cwd", "name", "timeout", "files", "resume"}
     if isinstance(item, Mapping):
         unknown = set(item) - known
         if unknown:
@@ -209,7 +211,7 @@ def _as_spec(item: Any, index: int) -> TaskSpec:
     if not isinstance(preset, str) or not preset:
         raise NbSubagentsError(f"Task {index}: 'preset' must be a preset name, got {preset!r}")
     return TaskSpec(preset=preset, task=task, model=get("model"), cwd=get("cwd"), name=get("name"),
-                    timeout=get("timeout"))
+                    timeout=get("timeout"), files=get("files"), resume=get("resume"))
 
 
 def _check_task(task: Any) -> str:
@@ -238,18 +240,48 @@ def _check_timeout(timeout: Any) -> float:
     return float(value)
 
 
+def _find_run_dir(root: Path, id_or_prefix: str) -> Path:
+    base = artifacts.runs_dir(root)
+    exact = base / id_or_prefix
+    if exact.is_dir():
+        return exact
+    matches = sorted(p for p in base.glob(f"{id_or_prefix}*") if p.is_dir()) if base.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise NbSubagentsError(f'Run id prefix "{id_or_prefix}" is ambiguous: {", ".join(p.name for p in matches)}')
+    raise NbSubagentsError(f'No run "{id_or_prefix}" under {base}')
+
+
+def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
+    """The earlier run, and its transcript when it left no session file to continue."""
+    earlier = Run(_find_run_dir(root, run_id))
+    if not earlier.done:
+        raise NbSubagentsError(f"Run {earlier.id} is still running: wait for it (or cancel it) before resuming it")
+    session = earlier.paths.session
+    if session.is_file() and session.stat().st_size > 0:
+        return earlier, None
+    return earlier, earlier.transcript
+
+
 def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
     """Validate one task and write its run directory; raises NbSubagentsError on bad input."""
+    import shutil
+
     from . import preset_files as preset_mod
+    from .context import compose_prompt
     from .models import resolve_model
+    from .pi_args import build_argv
 
     task = _check_task(spec.task)
     cwd = _check_cwd(spec.cwd)
-    timeout = _check_timeout(spec.timeout)
     preset = preset_mod.get(spec.preset)
+    timeout = _check_timeout(spec.timeout if spec.timeout is not None else preset.timeout)
     pi = find_pi()
     model = resolve_model(spec.model, preset.name, preset.model, pi)
     root = project_root()
+    earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
+    prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     run_id = artifacts.new_run_id()
     run_dir = artifacts.runs_dir(root) / run_id
     try:
@@ -258,25 +290,27 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
         raise NbSubagentsError(f"Cannot create the run directory {run_dir}: {exc.strerror or exc}. "
                                "Make the project's .pi/subagents/runs writable or configure(root=...).") from None
     paths = RunPaths(run_dir)
-    argv = [pi, "--mode", "json", "-p", "--session", str(paths.session), "--model", model]
+    argv, ignored_tools = build_argv(pi, preset, model, session=paths.session,
+                                     system_prompt=paths.system_prompt if preset.prompt else None)
     if preset.prompt:
         paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
-        argv += ["--append-system-prompt", str(paths.system_prompt)]
-    if preset.tools is not None:
-        argv += ["--tools", ",".join(preset.tools)]
-    if preset.thinking:
-        argv += ["--thinking", preset.thinking]
-    argv.append(task)
+    paths.prompt.write_text(prompt, encoding="utf-8")
+    if earlier is not None and previously is None:
+        shutil.copyfile(earlier.paths.session, paths.session)  # pi appends; the earlier run keeps its own
+    current = settings
     meta = {
         "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
         "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
         "presetScope": preset.scope, "task": task, "cwd": str(cwd), "root": str(root),
         "requestedModel": spec.model, "resolvedModel": model,
-        "tools": list(preset.tools) if preset.tools is not None else None, "thinking": preset.thinking,
+        "tools": list(preset.tools) if preset.tools is not None else None, "ignoredTools": ignored_tools or None,
+        "thinking": preset.thinking,
         "systemPromptPath": str(paths.system_prompt) if preset.prompt else None,
+        "promptPath": str(paths.prompt), "files": [str(f) if isinstance(f, Path) else f for f in spec.files or []],
+        "resumedFrom": earlier.id if earlier is not None else None,
         "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1"},
-        "timeout": timeout, "extendTimeoutDebounce": settings.extend_timeout_debounce,
-        "loopingToolCount": settings.looping_tool_count, "createdAt": now_iso(),
+        "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
+        "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
         "launcher": {"pid": os.getpid(), "host": os.uname().nodename},
     }
     atomic_write_json(paths.meta, meta)

@@ -137,7 +137,7 @@ class Supervisor:
             self.kill_at = now + KILL_GRACE
         if self.stop_reason is None and self.timeout > 0 and now - self.started >= self.timeout:
             if now - self.last_activity >= self.debounce:
-                self.stop("failed", f"Timed out after {int(now - self.started)}s. "
+                self.stop("failed", f"Timed out after {self.timeout:g}s. "
                                     "Consider resuming with a longer timeout.")
 
     # -- the run ------------------------------------------------------------------------------
@@ -179,9 +179,12 @@ class Supervisor:
 
     def _spawn_and_pump(self) -> int:
         env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1"}
-        with open(self.paths.stderr, "ab") as stderr:
+        prompt = self.meta.get("promptPath")
+        # pi reads a non-TTY stdin to EOF as its prompt: a file, never an open pipe.
+        with open(self.paths.stderr, "ab") as stderr, \
+                (open(prompt, "rb") if prompt else open(os.devnull, "rb")) as stdin:
             self.child = subprocess.Popen(
-                self.meta["argv"], cwd=self.meta.get("cwd"), env=env, stdin=subprocess.DEVNULL,
+                self.meta["argv"], cwd=self.meta.get("cwd"), env=env, stdin=stdin,
                 stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
         assert self.child.stdout is not None
         fd = self.child.stdout.fileno()

@@ -80,10 +80,9 @@ def project(tmp_path, monkeypatch, scripted):
     monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
     monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
     monkeypatch.chdir(root)
-    saved = config.Settings(**vars(config.settings))
+    config.reset()
     yield root
-    for key, value in vars(saved).items():
-        setattr(config.settings, key, value)
+    config.reset()
     deadline = time.monotonic() + 10
     while processes_inside(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import pytest
 
 from nbsubagents import preset_files as presets
@@ -231,10 +233,47 @@ def test_invalid_thinking_names_allowed_values(tmp_path):
 def test_extra_keys_are_preserved(tmp_path):
     path = write(
         tmp_path, "a.md",
-        preset_md("a", extra="timeout: 300\nnoTools: true\nexcludeTools: [bash]\ncolor: blue\n"),
+        preset_md("a", extra="timeout: 300\nexcludeTools: [bash]\ncolor: blue\n"),
     )
     p = presets.parse_preset(path, "global")
-    assert p.extra == {"timeout": 300, "noTools": True, "excludeTools": ["bash"], "color": "blue"}
+    assert p.extra == {"color": "blue"}
+    assert p.timeout == 300.0 and p.exclude_tools == ("bash",)
+
+
+def test_harms_haus_profile_fields_are_typed(tmp_path):
+    path = write(tmp_path, "a.md", preset_md("a", extra=(
+        "noSkills: true\nnoContextFiles: true\nnoExtensions: true\nnoTools: true\n"
+        "extraArgs: [--verbose]\ntimeout: 12.5\n")))
+    p = presets.parse_preset(path, "global")
+    assert (p.no_skills, p.no_context_files, p.no_extensions, p.no_tools) == (True, True, True, True)
+    assert p.extra_args == ("--verbose",) and p.timeout == 12.5 and p.restricts_tools
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("tools: read\nexcludeTools: bash\n", "'tools' and 'excludeTools' are mutually exclusive"),
+    ("noTools: yes please\n", "'noTools' must be true or false"),
+    ("skills: [a]\nnoSkills: true\n", "'skills' and 'noSkills' are mutually exclusive"),
+    ("extraArgs: ['--x; rm -rf /']\n", "contains shell metacharacters"),
+    ("extraArgs: ['--x=$(id)']\n", "contains shell metacharacters"),
+    ("extraArgs: 7\n", "'extraArgs' must be a list of pi arguments"),
+    ("tools: read\nextraArgs: [--tools=bash]\n", 'Refusing extraArg "--tools=bash" which would override'),
+    ("noTools: true\nextraArgs: [-t, bash]\n", 'Refusing extraArg "-t"'),
+    ("timeout: -3\n", "'timeout' must be a positive number of seconds"),
+])
+def test_bad_profile_fields_are_clear_errors(tmp_path, extra, message):
+    path = write(tmp_path, "a.md", preset_md("a", extra=extra))
+    with pytest.raises(PresetError, match=re.escape(message)):
+        presets.parse_preset(path, "global")
+
+
+def test_extra_args_without_tool_restriction_may_name_tools(tmp_path):
+    p = presets.parse_preset(write(tmp_path, "a.md", preset_md("a", extra="extraArgs: --tools read\n")), "global")
+    assert p.extra_args == ("--tools", "read")
+
+
+def test_claude_code_inherit_model_means_no_model(tmp_path):
+    p = presets.parse_preset(write(tmp_path, "a.md", preset_md("a", extra="model: inherit\n")), "global")
+    assert p.model is None
 
 
 def test_preset_is_hashable_and_frozen(tmp_path):
