@@ -1,0 +1,225 @@
+"""Guards, resume, file context and bad input (issue 7): the real pi against the scripted model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import nbsubagents
+from nbsubagents import config
+from nbsubagents.runner import Run, TaskSpec, prepare
+
+
+def user_text(request: dict) -> str:
+    users = [m for m in request["messages"] if m["role"] == "user"]
+    content = users[-1]["content"]
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
+    config.configure(extend_timeout_debounce=2)
+    task = "\n".join(f"run: sleep 0.4; echo step{i}" for i in range(6))
+    run = nbsubagents.run("scout", task, timeout=1, show=False)
+    assert run.status == "completed", run.error
+    assert run.result["durationSeconds"] > 1 and run.result["toolCalls"] == 6
+
+
+def test_timeout_kills_an_idle_child_with_the_spec_message(project):
+    config.configure(extend_timeout_debounce=0.5)
+    run = nbsubagents.run("scout", "run: sleep 30", timeout=1, show=False)
+    assert run.status == "failed"
+    assert run.error == "Timed out after 1s. Consider resuming with a longer timeout."
+    assert run.result["durationSeconds"] < 10
+
+
+def test_identical_consecutive_tool_calls_are_a_loop(project):
+    config.configure(looping_tool_count=3)
+    run = nbsubagents.run("scout", "run: echo same\nrun: echo same\nrun: echo same\nrun: echo same", show=False)
+    assert run.status == "failed"
+    assert run.error == "Loop detected: sub-agent is repeating the same tool calls"
+
+
+def test_loop_detection_is_off_at_zero(project):
+    config.configure(looping_tool_count=0)
+    run = nbsubagents.run("scout", "\n".join(["run: echo same"] * 6), show=False)
+    assert run.status == "completed" and run.result["toolCalls"] == 6
+
+
+def test_project_settings_override_global_ones(project):
+    agent = config.agent_dir()
+    data = json.loads((agent / "settings.json").read_text())
+    data["subagents"] = {"looping_tool_count": 2, "timeout": 99, "concurrency": 3}
+    (agent / "settings.json").write_text(json.dumps(data))
+    (project / ".pi" / "settings.json").write_text(json.dumps({"subagents": {"loopingToolCount": 4}}))
+    now = config.current()
+    assert (now.looping_tool_count, now.timeout, now.concurrency) == (4, 99, 3)
+    config.configure(concurrency=1)
+    assert config.current().concurrency == 1
+    run = prepare(TaskSpec("scout", "say: hi"), mode="single")
+    assert run.meta["loopingToolCount"] == 4 and run.meta["timeout"] == 99
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"subagents": {"timeout": 0}}', '"subagents.timeout" must be a number of seconds > 0, got 0'),
+    ('{"subagents": {"concurrency": "four"}}', '"subagents.concurrency" must be a whole number >= 1'),
+    ('{"subagents": [1]}', '"subagents" must be an object'),
+    ('{"subagents": {\n  "timeout": 5,,\n}}', "malformed JSON at line 2"),
+])
+def test_malformed_settings_are_clear_errors_naming_the_file(project, text, message):
+    (project / ".pi" / "settings.json").write_text(text)
+    with pytest.raises(nbsubagents.NbSubagentsError) as err:
+        nbsubagents.run("scout", "say: hi", show=False)
+    assert message in str(err.value) and str(project / ".pi" / "settings.json") in str(err.value)
+
+
+def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, scripted):
+    first = nbsubagents.run("scout", "say: remember the word PELICAN", show=False)
+    assert first.status == "completed"
+    second = nbsubagents.run("scout", "read README.md", resume=first.id[:-2], show=False)
+    assert second.status == "completed" and second.meta["resumedFrom"] == first.id
+    history = json.dumps(scripted.requests[-1]["messages"])
+    assert "remember the word PELICAN" in history  # the earlier turn, replayed by pi from the session
+    assert user_text(scripted.requests[-1]) == "read README.md"
+    assert (first.dir / "child-session.jsonl").read_text() != (second.dir / "child-session.jsonl").read_text()
+
+
+def test_resume_without_a_session_file_prepends_the_transcript(project, scripted):
+    import signal
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.5)
+    try:
+        first = nbsubagents.run("scout", "sleep: 30\nread README.md", show=False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert first.status == "aborted" and not (first.dir / "child-session.jsonl").exists()
+    second = nbsubagents.run("scout", "say: carrying on", resume=first.id, show=False)
+    prompt = user_text(scripted.requests[-1])
+    assert prompt.startswith("Previously:\n\n") and first.id in prompt
+    assert prompt.endswith("Instructions:\n\nsay: carrying on")
+    assert second.status == "completed"
+
+
+def test_resuming_a_running_run_is_an_error(project):
+    running = prepare(TaskSpec("scout", "run: sleep 30"), mode="single")
+    running._launch()
+    try:
+        with pytest.raises(nbsubagents.NbSubagentsError, match="is still running"):
+            nbsubagents.run("scout", "say: x", resume=running.id, show=False)
+    finally:
+        running.cancel()
+        running.wait(30)
+    assert running.status == "aborted"
+
+
+def test_files_are_prepended_with_headers_and_placeholders(project, scripted):
+    (project / "big.txt").write_text("x" * (1024 * 1024 + 10))
+    (project / "lines.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    files = ["README.md", {"path": "lines.txt", "start": 2, "end": 3}, {"path": "lines.txt", "tail": 1},
+             "missing.txt", "big.txt", "src"]
+    run = nbsubagents.run("scout", "say: read them", files=files, show=False)
+    assert run.status == "completed"
+    assert user_text(scripted.requests[0]) == textwrap.dedent("""\
+        === README.md ===
+        # Demo project
+        second line
+        === lines.txt ===
+        line 2
+        line 3
+        === lines.txt ===
+        line 10
+        === missing.txt ===
+        [file not found: missing.txt]
+        === big.txt ===
+        [file too large: big.txt (1024KB, limit 1024KB)]
+        === src ===
+        [could not read file: src]
+        say: read them""")
+
+
+def test_a_task_starting_with_a_dash_reaches_the_child_unchanged(project, scripted):
+    run = nbsubagents.run("scout", "--help me: say: hi {x} $HOME", show=False)
+    assert run.status == "completed"
+    assert user_text(scripted.requests[0]) == "--help me: say: hi {x} $HOME"
+    assert "--help me" not in " ".join(run.meta["argv"])
+
+
+def test_exclude_tools_resolves_against_pis_tool_names(project, scripted):
+    (project / ".pi" / "subagents" / "nobash.md").write_text(
+        "---\nname: nobash\ndescription: d\nmodel: demo/scripted\nexcludeTools: bash, write\n---\n")
+    run = nbsubagents.run("nobash", "say: hi", show=False)
+    assert run.status == "completed"
+    assert sorted(t["function"]["name"] for t in scripted.requests[0]["tools"]) == ["edit", "find", "grep", "ls", "read"]
+
+
+def test_claude_code_agent_file_loads_and_maps_tools(project, scripted):
+    (project / ".pi" / "subagents" / "claude.md").write_text(
+        "---\nname: claude-reviewer\ndescription: Reviews code\ntools: Read, Grep, Glob, WebFetch\n"
+        "model: inherit\n---\nYou review code.\n")
+    run = nbsubagents.run("claude-reviewer", "say: ok", model="demo/scripted", show=False)
+    assert run.status == "completed"
+    assert sorted(t["function"]["name"] for t in scripted.requests[0]["tools"]) == ["find", "grep", "read"]
+    assert run.meta["ignoredTools"] == ["WebFetch"]
+
+
+@pytest.mark.parametrize("cwd, message", [
+    ("../project", "contains '..'"),
+    ("README.md", "is not a directory"),
+    ("nowhere", "does not exist"),
+])
+def test_bad_cwd_is_a_clear_error(project, cwd, message):
+    with pytest.raises(nbsubagents.NbSubagentsError, match=message):
+        nbsubagents.run("scout", "say: hi", cwd=cwd, show=False)
+
+
+def test_unwritable_run_directory_is_a_clear_error_before_spawning(project):
+    (project / ".pi" / "subagents" / "runs").write_text("a file where the runs folder should be")
+    with pytest.raises(nbsubagents.NbSubagentsError, match="Cannot create the run directory"):
+        nbsubagents.run("scout", "say: hi", show=False)
+
+
+def _supervise(tmp_path, child_code: str) -> tuple[dict, list[dict], float]:
+    """Runs the supervisor over a stand-in child (for what pi itself never prints).
+
+    Returns the result, the events and the peak memory (MiB) of the supervisor and that child,
+    measured by a fresh Python process that has no other children.
+    """
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "meta.json").write_text(json.dumps({"runId": "r", "argv": [sys.executable, "-c", child_code],
+                                                   "cwd": str(tmp_path)}))
+    measure = ("import resource, subprocess, sys\n"
+               "subprocess.run([sys.executable, '-m', 'nbsubagents.supervisor', sys.argv[1]], check=True)\n"
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", measure, str(run_dir)], check=True, timeout=120,
+                         capture_output=True, text=True).stdout
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return json.loads((run_dir / "result.json").read_text()), events, int(out) / 1024
+
+
+def test_non_json_and_invalid_utf8_lines_are_kept_and_shown_as_text(tmp_path):
+    code = r"""import sys; sys.stdout.buffer.write(b'not json at all\n\xff\xfe broken utf8\n{"type":"agent_start"}\n')"""
+    result, events, _ = _supervise(tmp_path, code)
+    texts = [e["text"] for e in events if e["type"] == "stdout_text"]
+    assert texts == ["not json at all", "\ufffd\ufffd broken utf8"]
+    assert (tmp_path / "run" / "stdout.log").read_bytes().startswith(b"not json at all\n\xff\xfe")
+    assert result["status"] == "failed" and "without a reply" in result["errorMessage"]
+
+
+def test_a_child_printing_hundreds_of_megabytes_keeps_memory_bounded(tmp_path):
+    code = ("import sys\nw = sys.stdout.buffer.write\nblock = b'x' * (1 << 20)\n"
+            "for _ in range(300): w(block)\nw(b'\\n')\n"
+            "line = b'{\"type\":\"turn_start\"}\\n' * 4096\nfor _ in range(12): w(line)\n")
+    result, events, peak_mib = _supervise(tmp_path, code)
+    assert (tmp_path / "run" / "stdout.log").stat().st_size > 300 * (1 << 20)
+    assert any("too long to parse" in e.get("text", "") for e in events)
+    assert sum(e["type"] == "turn_start" for e in events) == 12 * 4096
+    assert peak_mib < 100, f"supervisor peaked at {peak_mib:.0f} MiB after 300 MiB of output"
