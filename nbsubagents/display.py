@@ -1,10 +1,104 @@
-"""Where output goes: the one place that decides between widgets and plain text."""
+"""Where output goes: the one place that decides between live widget panels and plain text.
+
+``choose_renderer()`` picks the renderer of a run; ``run_mimebundle()`` is how a ``Run`` shows as a
+cell's value. Both use ``widgets_available()``, so the two never disagree. ipywidgets is imported
+only when a panel is built (``nbsubagents.widgets``).
+"""
 
 from __future__ import annotations
 
+import html
+import importlib.util
+import os
+import sys
+import warnings
+from typing import TYPE_CHECKING, Any
+
 from .renderers import Renderer, TextRenderer
+
+if TYPE_CHECKING:
+    from .runner import Run
+
+ENV_VAR = "NBSUBAGENTS_DISPLAY"
+MODES = ("auto", "text", "widgets")
+VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def display_mode() -> str:
+    """``NBSUBAGENTS_DISPLAY``: ``text`` or ``widgets`` forces a renderer; unset or ``auto`` detects."""
+    raw = os.environ.get(ENV_VAR, "").strip().lower()
+    if raw in ("", "auto"):
+        return "auto"
+    if raw in ("text", "plain"):
+        return "text"
+    if raw in ("widgets", "widget"):
+        return "widgets"
+    warnings.warn(f"{ENV_VAR}={raw!r} is not one of {', '.join(MODES)}: detecting the display instead",
+                  stacklevel=3)
+    return "auto"
+
+
+def in_widget_kernel() -> bool:
+    """True inside a Jupyter kernel (ipykernel's ZMQInteractiveShell) where ipywidgets is importable.
+
+    Terminal IPython and plain scripts are not; a kernel run by nbconvert is (it keeps the widget
+    state when asked to), so set ``NBSUBAGENTS_DISPLAY=text`` there for plain text.
+    """
+    ipython = sys.modules.get("IPython")  # never imported here: a script has no shell to find
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:
+        return False
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return False
+    if not any(cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__):
+        return False
+    return importlib.util.find_spec("ipywidgets") is not None
+
+
+def widgets_available() -> bool:
+    """Whether runs show as widget panels here: the env var first, then the kernel check."""
+    mode = display_mode()
+    if mode != "auto":
+        return mode == "widgets"
+    return in_widget_kernel()
 
 
 def choose_renderer() -> Renderer:
-    """Plain text for now: widget panels are chosen here once a widget frontend is detected."""
+    """Live panels in a notebook kernel, plain throttled text elsewhere (``NBSUBAGENTS_DISPLAY`` forces one)."""
+    if widgets_available():
+        from .widgets import WidgetRenderer  # raises with an install hint when ipywidgets is missing
+        return WidgetRenderer()
     return TextRenderer()
+
+
+def summary_html(run: Run) -> str:
+    """The run's readable summary (its ``repr``) as HTML, for frontends without widgets."""
+    from .renderers import ICONS
+    status = run.status
+    color = "var(--jp-error-color1,#d32f2f)" if status in ("failed", "aborted") else "inherit"
+    return (f'<pre class="nbsubagents-summary nbsubagents-status-{status}" '
+            f'style="white-space:pre-wrap;color:{color}" title="{html.escape(ICONS.get(status, "?"))} '
+            f'{html.escape(status)}">{html.escape(repr(run), quote=False)}</pre>')
+
+
+def run_mimebundle(run: Run) -> dict[str, Any]:
+    """What a ``Run`` shows as a cell's value: its panel in a widget notebook, its summary everywhere.
+
+    ``text/plain`` is ``repr(run)`` (the summary line and the start of the output); ``text/html`` the
+    same for frontends without the widget manager (static HTML, nbconvert); the widget view the run's
+    panel with everything it did so far.
+    """
+    bundle: dict[str, Any] = {"text/plain": repr(run), "text/html": summary_html(run)}
+    if widgets_available():
+        try:
+            from .widgets import RunPanel
+            panel = RunPanel.from_run(run)
+        except ImportError:  # ipywidgets missing although forced: the summary still shows
+            return bundle
+        view = panel.widget._repr_mimebundle_().get(VIEW_MIME)
+        if view is not None:
+            bundle[VIEW_MIME] = view
+    return bundle

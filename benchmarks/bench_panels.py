@@ -1,0 +1,205 @@
+"""Kernel CPU while 16 runs stream at full speed into live panels.
+
+16 real runs (the pinned pi against the scripted model, 20 quick tool calls each) run at once; the
+same workload is driven with no renderer, with plain text, and with widget panels, and this
+process's CPU time (all its threads: the polling loop, the renderer, the panels' ticker) is
+measured around ``runner.drive``. The scripted model runs in its own process so its CPU is not
+counted. Reported: CPU seconds per run-second (CPU / sum of the runs' durations), share of one
+core, events and renders.
+
+Two placements: ``in-process`` (widgets without a frontend: no comm, so no message is serialized)
+and ``kernel`` (the same code in a real ipykernel whose widget messages go out over ZMQ to a client
+that reads them, as a notebook's would). A third, ``replay``, feeds 16 panels recorded events as
+fast as one thread can (no pi): the renderer's ceiling, and the throttle holding renders near 10 per
+panel per second.
+Run: ``python benchmarks/bench_panels.py [replay|in-process|kernel|both]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUNS = 16
+STEPS = 20
+TASK = "\n".join(("ls src", "read README.md", f"run: echo step{i}")[i % 3] for i in range(STEPS))
+
+
+class _CountingNull:
+    """The renderer protocol doing nothing but counting events (the floor)."""
+
+    def __init__(self) -> None:
+        self.events = 0
+
+    def start(self, runs): pass
+    def event(self, run, event, line): self.events += 1
+    def end(self, run): pass
+    def close(self): pass
+
+
+def measure(kind: str, *, display=None) -> dict:
+    """Drive RUNS runs at once with a renderer of ``kind`` (null, text, widgets); CPU and counts."""
+    from nbsubagents import runner
+
+    if kind == "null":
+        renderer = _CountingNull()
+    elif kind == "text":
+        from nbsubagents.renderers import TextRenderer
+        renderer = TextRenderer(open(os.devnull, "w"))
+    else:
+        from nbsubagents.widgets import WidgetRenderer
+        renderer = WidgetRenderer(display=display)
+    runs = runner.build_runs([{"preset": "scout", "task": TASK, "name": f"r{i}"} for i in range(RUNS)],
+                             mode="parallel")
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    runner.drive(runs, concurrency=RUNS, renderer=renderer)
+    cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    run_seconds = sum((r.result or {}).get("durationSeconds") or 0 for r in runs)
+    out = {"kind": kind, "cpu": cpu, "wall": wall, "run_seconds": run_seconds,
+           "statuses": sorted({r.status for r in runs}), "events": sum(len(r.events()) for r in runs),
+           "tool_calls": sum((r.result or {}).get("toolCalls", 0) for r in runs)}
+    if kind == "widgets":
+        out["renders"] = renderer.renders
+        out["renders_per_panel_second"] = renderer.renders / max(run_seconds, 1e-9)
+    return out
+
+
+def replay(seconds: float = 5.0) -> dict:
+    """No pi: 16 panels fed recorded events round-robin as fast as one thread can (the renderer's ceiling)."""
+    from nbsubagents.events import iter_stream
+    from nbsubagents.formatter import ProgressFormatter
+    from nbsubagents.runner import Run
+    from nbsubagents.widgets import WidgetRenderer
+
+    fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pi-0.73.1"
+    recorded = []
+    for path in sorted(fixtures.glob("*.jsonl")):
+        with open(path, "rb") as fh:
+            events = list(iter_stream(iter(fh)))
+        formatter = ProgressFormatter("/home/user/project")
+        recorded += [(event, formatter.format(event)) for event in events]
+    base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-replay-"))
+    runs = []
+    for i in range(RUNS):
+        run_dir = base / f"r{i}"
+        run_dir.mkdir()
+        meta = {"runId": f"r{i}", "name": f"r{i}", "resolvedModel": "demo/scripted", "timeout": 600.0}
+        (run_dir / "meta.json").write_text(json.dumps(meta))
+        (run_dir / "supervisor.json").write_text("{}")
+        runs.append(Run(run_dir, meta))
+    renderer = WidgetRenderer(display=lambda widget: None)
+    renderer.start(runs)
+    fed = 0
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    while time.monotonic() - wall0 < seconds:
+        for event, line in recorded:
+            for run in runs:
+                renderer.event(run, event, line)
+            fed += len(runs)
+    renderer.close()
+    cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    shutil.rmtree(base, ignore_errors=True)
+    row = {"events": fed, "cpu": cpu, "wall": wall, "renders": renderer.renders}
+    print(f"{'replay':10s} widgets  {fed:,} events into {RUNS} panels in {wall:.1f}s: {fed / cpu:,.0f} events per "
+          f"CPU second ({1e6 * cpu / fed:.1f} us each), renders {row['renders']} "
+          f"({row['renders'] / RUNS / wall:.1f}/panel/s: ~10 throttled, plus the first and the final)")
+    return row
+
+
+def _project() -> tuple[Path, subprocess.Popen]:
+    from nbsubagents.demo import copy_example_project
+    base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-panels-"))
+    project = copy_example_project(base / "project")
+    agent = base / "agent"
+    model = subprocess.Popen([sys.executable, "-m", "nbsubagents.scripted", "--agent-dir", str(agent)],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    assert model.stdout is not None and "listening" in model.stdout.readline()
+    os.environ.update({"PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1"})
+    return project, model
+
+
+def _print(row: dict, where: str) -> None:
+    extra = ""
+    if "renders" in row:
+        extra = f"  renders {row['renders']:5d} ({row['renders_per_panel_second']:.1f}/panel/s)"
+    print(f"{where:10s} {row['kind']:8s} cpu {row['cpu']:6.2f}s  wall {row['wall']:5.1f}s  "
+          f"cpu/run-second {row['cpu'] / row['run_seconds']:.4f}  core {100 * row['cpu'] / row['wall']:5.1f}%  "
+          f"events {row['events']}  tool calls {row['tool_calls']}  {','.join(row['statuses'])}{extra}")
+
+
+def in_process() -> list[dict]:
+    rows = []
+    for kind in ("null", "text", "widgets", "null", "text", "widgets"):
+        rows.append(measure(kind, display=lambda widget: None))
+        _print(rows[-1], "in-process")
+    return rows
+
+
+def in_kernel(project: Path) -> list[dict]:
+    """The same measurement inside a real ipykernel, its iopub drained by this process."""
+    from jupyter_client import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(project), env={**os.environ, "NBSUBAGENTS_DISPLAY": "widgets"})
+    kc = km.client()
+    kc.start_channels()
+    rows = []
+    try:
+        kc.wait_for_ready(60)
+        setup = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import bench_panels"
+        kc.execute_interactive(setup, timeout=60)
+        for kind in ("null", "widgets", "null", "widgets"):
+            msg_id = kc.execute(f"import json; print('RESULT' + json.dumps(bench_panels.measure({kind!r})))")
+            messages = 0
+            while True:
+                try:
+                    msg = kc.get_iopub_msg(timeout=300)
+                except queue.Empty:
+                    raise RuntimeError("the kernel went silent") from None
+                messages += 1
+                content = msg["content"]
+                if msg["msg_type"] == "stream" and content["text"].startswith("RESULT"):
+                    row = json.loads(content["text"][6:])
+                    row["iopub_messages"] = messages
+                    rows.append(row)
+                elif msg["msg_type"] == "error":
+                    raise RuntimeError("\n".join(content["traceback"]))
+                elif (msg["msg_type"] == "status" and content["execution_state"] == "idle"
+                      and msg["parent_header"].get("msg_id") == msg_id):
+                    break
+            _print(rows[-1], "kernel")
+            print(f"{'':10s} {'':8s} iopub messages read by the client: {rows[-1]['iopub_messages']}")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return rows
+
+
+def main() -> None:
+    where = sys.argv[1] if len(sys.argv) > 1 else "both"
+    project, model = _project()
+    os.chdir(project)
+    try:
+        print(f"{RUNS} runs at once, {STEPS} tool calls each (scripted model in its own process)")
+        if where in ("replay", "in-process", "both"):
+            replay()
+        if where in ("in-process", "both"):
+            in_process()
+        if where in ("kernel", "both"):
+            in_kernel(project)
+    finally:
+        model.terminate()
+        model.wait(10)
+        os.chdir("/")
+        shutil.rmtree(project.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""A real JupyterLab on 127.0.0.1 and a headless Chromium, for browser tests (see shared/notes/jupyter-testing.md).
+
+The server runs in its own process session with its config, runtime, data, settings and workspace
+dirs in a temp folder, so stopping it kills only what it started and the machine's Jupyter set-up
+is neither read nor changed. The browser is the system Chromium (``/usr/bin/chromium``), launched
+with the flags that keep it off the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class JupyterLab:
+    """``with JupyterLab(root, state_dir) as lab: page.goto(lab.url("lab/tree/x.ipynb"))``."""
+
+    def __init__(self, root: Path, state_dir: Path, *, env: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.state = state_dir
+        self.port = free_port()
+        self.token = secrets.token_hex(16)
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.extra_env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = state_dir / "jupyterlab.log"
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def start(self, timeout: float = 120) -> JupyterLab:
+        dirs = {name: self.state / name for name in ("config", "runtime", "data", "settings", "workspaces", "ipython")}
+        for path in dirs.values():
+            path.mkdir(parents=True, exist_ok=True)
+        toast = dirs["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+        toast.parent.mkdir(parents=True, exist_ok=True)
+        toast.write_text(json.dumps({"fetchNews": "false"}))
+        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(dirs["config"]), "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
+               "JUPYTER_DATA_DIR": str(dirs["data"]), "IPYTHONDIR": str(dirs["ipython"]),
+               "JUPYTER_PLATFORM_DIRS": "1", **self.extra_env}
+        argv = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
+                f"--port={self.port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={self.root}", f"--LabApp.workspaces_dir={dirs['workspaces']}",
+                f"--LabApp.user_settings_dir={dirs['settings']}", "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.expose_app_in_browser=True"]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(argv, cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=log, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if self.api("GET", "api/status") is not None:
+                    return self
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"JupyterLab did not answer within {timeout}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """Shut the kernels down through the API, then end the server's process group."""
+        if self.proc is None:
+            return
+        try:
+            for kernel in self.api("GET", "api/kernels") or []:
+                self.api("DELETE", f"api/kernels/{kernel['id']}")
+        except (OSError, urllib.error.URLError, ValueError):
+            pass
+        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self.proc = None
+
+    def __enter__(self) -> JupyterLab:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def url(self, path: str) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"{self.base}/{path}{sep}token={self.token}"
+
+    def api(self, method: str, path: str) -> Any:
+        request = urllib.request.Request(self.url(path), method=method)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+        return json.loads(body) if body else {}
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+def launch_chromium(playwright: Any) -> Any:
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

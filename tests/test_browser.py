@@ -1,0 +1,151 @@
+"""A real browser: JupyterLab in headless Chromium runs a notebook that delegates to scripted sub-agents.
+
+Proves what only a page can: the panels render (no "Error displaying widget"), lines appear while a
+run is still running, the final state shows the done icon and the final text, and the Cancel button
+aborts a slow run while its cell is still executing. Everything stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import nbformat
+
+from jupyterlab_harness import JupyterLab, launch_chromium
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+
+CELLS = [
+    "import os\nfrom nbsubagents.demo import use_scripted_model\n"
+    "use_scripted_model(os.path.abspath('agent'))\nimport nbsubagents",
+    'first = nbsubagents.run("scout", "read README.md\\nsleep: 2\\nls src\\nsleep: 2\\nrun: echo browser-ok",'
+    ' name="first")',
+    "first",
+    'group = nbsubagents.run_parallel([{"preset": "scout", "task": "read README.md", "name": "reader"},\n'
+    '                                  {"preset": "scribe", "task": "write NOTES.md: hello", "name": "writer"}])',
+    'slow = nbsubagents.run("scout", "run: sleep 60", name="slowpoke")',
+    'print("slow status:", slow.status)',
+    'bg = nbsubagents.start("scout", "sleep: 4\\nread README.md\\nsleep: 2\\nrun: echo bg-done", name="bg")',
+]
+
+# Records every state a panel's header and window go through, to prove lines show while it runs.
+RECORDER = """() => {
+  window.__panelStates = [];
+  const seen = new Map();
+  const snap = () => {
+    document.querySelectorAll('.nbsubagents-panel').forEach((panel) => {
+      const key = [...panel.classList].find((c) => c.startsWith('nbsubagents-run-')) || '?';
+      const header = panel.querySelector('.nbsubagents-header')?.innerText || '';
+      const lines = panel.querySelector('.nbsubagents-window')?.innerText || '';
+      const prompt = panel.closest('.jp-Cell')?.querySelector('.jp-InputPrompt')?.innerText || '';
+      const state = header + '\\n---\\n' + lines + '\\n---\\n' + prompt;
+      if (seen.get(key) !== state) {
+        seen.set(key, state);
+        window.__panelStates.push({key, header, lines, prompt, t: Date.now()});
+      }
+    });
+  };
+  new MutationObserver(snap).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def panel(page, name: str):
+    """The run panel whose header names ``name`` (a run panel, not a group)."""
+    return page.locator(".nbsubagents-panel").filter(
+        has=page.locator(".nbsubagents-name", has_text=name))
+
+
+def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project, tmp_path, monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, project / "panels.ipynb")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    page_errors: list[str] = []
+    requests: list[str] = []
+    with JupyterLab(project, tmp_path / "jupyter") as lab, sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1600})
+            context.on("request", lambda request: requests.append(request.url))
+            page = context.new_page()
+            page.on("pageerror", lambda error: page_errors.append(str(error)))
+            page.set_default_timeout(120_000)
+            page.goto(lab.url("lab/tree/panels.ipynb?reset"))
+            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                                   " && window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel"
+                                   "?.status === 'idle'", timeout=180_000)
+            page.evaluate(RECORDER)
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+            # One run: the done icon and the final text once it ended.
+            first = panel(page, "first").first
+            expect(first.locator(".nbsubagents-header")).to_contain_text("✓", timeout=120_000)
+            expect(first.locator(".nbsubagents-header")).to_contain_text("completed")
+            expect(first.locator(".nbsubagents-final")).to_contain_text("- run: echo browser-ok: browser-ok")
+            expect(first.locator(".nbsubagents-window")).to_contain_text("Listing src")
+            # ... and humanized lines while it was still running (the recorder saw ⏳ with them).
+            states = page.evaluate("() => window.__panelStates")
+            live = [s for s in states if "first" in s["header"] and "⏳" in s["header"]]
+            assert any("Reading README.md" in s["lines"] for s in live), states[:20]
+            assert any("Finished reading README.md" in s["lines"] and "Listing src" not in s["lines"]
+                       for s in live), "no intermediate state between two tool calls was shown"
+
+            # The full history opens on demand, also while later cells keep the kernel busy.
+            first.get_by_text("Full history (11 lines)").click()
+            expect(first.locator(".nbsubagents-history")).to_contain_text("Finished reading README.md")
+
+            # The run as a cell's value is its panel too (the second panel naming "first").
+            expect(panel(page, "first")).to_have_count(2)
+            expect(panel(page, "first").nth(1).locator(".nbsubagents-final")).to_contain_text("browser-ok")
+
+            # Parallel runs: one group header, run ids when all are done.
+            group = page.locator(".nbsubagents-group")
+            expect(group.locator(".nbsubagents-group-header")).to_have_text("Sub-agents: 2 done", timeout=120_000)
+            expect(group.locator(".nbsubagents-run-ids")).to_contain_text("Run ids:")
+            expect(panel(page, "writer").locator(".nbsubagents-window")).to_contain_text("Writing NOTES.md (+1 line)")
+
+            # A slow run: Cancel in the page aborts it while its cell is still executing.
+            slow = panel(page, "slowpoke")
+            expect(slow.locator(".nbsubagents-window")).to_contain_text("sleep 60", timeout=120_000)
+            expect(slow.locator(".nbsubagents-header")).to_contain_text("running")
+            slow.locator(".nbsubagents-cancel").scroll_into_view_if_needed()
+            clicked = time.monotonic()
+            slow.locator(".nbsubagents-cancel").click()
+            expect(slow.locator(".nbsubagents-header")).to_contain_text("aborted", timeout=30_000)
+            assert time.monotonic() - clicked < 30
+            expect(slow.locator(".nbsubagents-header")).to_contain_text("■")
+            expect(page.get_by_text("slow status: aborted")).to_be_visible(timeout=60_000)
+            expect(slow.locator(".nbsubagents-cancel")).to_be_hidden()
+
+            # A background run: its cell returned at once, its panel keeps moving until the end.
+            bg = panel(page, "bg")
+            expect(bg.locator(".nbsubagents-header")).to_contain_text("✓", timeout=120_000)
+            expect(bg.locator(".nbsubagents-final")).to_contain_text("bg-done")
+            states = page.evaluate("() => window.__panelStates")
+            after_return = [s for s in states if "bg" in s["header"] and re.search(r"\[\d+\]", s["prompt"])]
+            assert any("Reading README.md" in s["lines"] and "⏳" in s["header"] for s in after_return), \
+                [s for s in states if "bg" in s["header"]]
+
+            page.screenshot(path=str(ARTIFACTS / "browser-panels.png"))
+            first.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "browser-panels-top.png"))
+            assert page.get_by_text("Error displaying widget").count() == 0
+            assert "Error displaying widget" not in page.content()
+        finally:
+            browser.close()
+
+    assert page_errors == []
+    outside = sorted({url for url in requests
+                      if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).hostname != "127.0.0.1"})
+    assert outside == []
+    assert requests, "the recorder saw no request at all"

@@ -1,0 +1,380 @@
+"""Live panels without a browser: widget values after real runs and recorded events.
+
+Widgets work without a frontend (they just have no comm), so every value a page would show can be
+read here. Real runs are the real pi against the scripted model (``project`` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+import nbsubagents
+from nbsubagents import config, runner
+from nbsubagents.display import VIEW_MIME, choose_renderer, run_mimebundle
+from nbsubagents.events import iter_stream
+from nbsubagents.formatter import ProgressFormatter, ProgressLine
+from nbsubagents.renderers import TextRenderer
+from nbsubagents.runner import Run, TaskSpec
+from nbsubagents.widgets import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi-0.73.1"
+LINE = re.compile(r'<div class="nbsubagents-line nbsubagents-(\w+)">(.*?)</div>')
+
+
+def lines_of(value: str) -> list[tuple[str, str]]:
+    """(kind, text) of every formatter line in a window or history value (placeholders left out)."""
+    return [(kind, text) for kind, text in LINE.findall(value) if kind != "placeholder"]
+
+
+def fake_run(tmp_path: Path, name: str, status: str | None = None, **extra) -> Run:
+    """A run directory without a child: queued, running (a supervisor.json) or terminal (a result.json)."""
+    run_dir = tmp_path / "runs" / name
+    run_dir.mkdir(parents=True)
+    meta = {"runId": name, "name": name, "preset": "scout", "resolvedModel": "demo/scripted",
+            "timeout": 600.0, "cwd": str(tmp_path), "task": "x", **extra}
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    if status == "running":
+        (run_dir / "supervisor.json").write_text("{}")
+    elif status is not None:
+        finish(run_dir, status)
+    return Run(run_dir, meta)
+
+
+def finish(run_dir: Path, status: str, *, duration: float = 1.0, text: str = "", error: str | None = None) -> None:
+    (run_dir / "result.json").write_text(json.dumps({
+        "status": status, "finalText": text, "errorMessage": error, "durationSeconds": duration, "toolCalls": 0,
+        "usage": {"totalTokens": 0, "cost": 0}}))
+
+
+def drive_one(task: str, **kwargs) -> tuple[Run, WidgetRenderer, list]:
+    shown: list = []
+    renderer = WidgetRenderer(display=shown.append, **kwargs)
+    (run,) = runner.drive([runner.prepare(TaskSpec(preset="scout", task=task), mode="single")],
+                          concurrency=1, renderer=renderer)
+    return run, renderer, shown
+
+
+# -- one real run ---------------------------------------------------------------------------------------
+def test_panel_of_a_finished_run_shows_icon_counts_tokens_cost_and_final_text(project):
+    run, renderer, shown = drive_one("read README.md\nls src\nrun: echo hello")
+    panel = renderer.view
+    assert isinstance(panel, RunPanel) and shown == [panel.widget]
+    assert run.status == "completed"
+
+    header = panel.header.value
+    usage = run.result["usage"]
+    assert '<span class="nbsubagents-icon">✓</span>' in header
+    assert "<b class=\"nbsubagents-name\">scout</b>" in header and "completed" in header
+    assert "demo/scripted" in header and "3 tool calls" in header
+    assert f"{usage['totalTokens']:,} tokens" in header and f"${usage['cost']:.4f}" in header
+    assert panel.tally.tool_calls == run.result["toolCalls"] == 3
+    assert panel.tally.tokens == usage["totalTokens"] > 0
+    assert "timeout 10m" in header
+
+    texts = [text for _, text in lines_of(panel.window_html.value)]
+    assert texts[:3] == ["Reading README.md", "Finished reading README.md", "Listing src"]
+    assert "echo hello" in texts and "Command finished — hello" in texts
+    assert ("assistant", "Done. 3 steps:") in lines_of(panel.window_html.value)
+    assert "# Demo project" in panel.final_html.value and run.id in panel.final_html.value
+    assert panel.cancel_button.disabled
+
+    assert panel.elapsed() == pytest.approx(run.result["durationSeconds"])  # frozen at the end
+    time.sleep(1.3)
+    assert panel.header.value == header
+
+
+def test_provider_failure_is_red_with_pi_message(project):
+    run, renderer, _ = drive_one("fail: 500 upstream exploded")
+    panel = renderer.view
+    assert run.status == "failed"
+    assert "✗" in panel.header.value and "nbsubagents-status-failed" in panel.header.value
+    assert "d32f2f" in panel.header.value  # the icon and the status word are red
+    red = [text for kind, text in lines_of(panel.window_html.value) if kind in ("error", "failed")]
+    assert any("upstream exploded" in text for text in red)
+    css = panel.window_html.value.split("</style>")[0]
+    assert re.search(r"\.nbsubagents-failed,\.nbsubagents-lines \.nbsubagents-error\{color:var\(--jp-error-color1,"
+                     r"#d32f2f\)\}", css)
+
+
+def test_cancel_button_aborts_its_run_alone(project):
+    shown: list = []
+    renderer = WidgetRenderer(display=shown.append)
+    runs = runner.build_runs([{"preset": "scout", "task": "run: sleep 30", "name": "slow"},
+                              {"preset": "scout", "task": "sleep: 2\nrun: echo fine", "name": "quick"}],
+                             mode="parallel")
+    clicked = threading.Event()
+
+    def click_when_sleeping() -> None:  # a person clicks while the main thread drives the runs
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if renderer.view is not None:
+                slow = renderer.view.panels[0]
+                if any(text == "sleep 30" for _, text in lines_of(slow.window_html.value)):
+                    slow.cancel_button.click()
+                    clicked.set()
+                    return
+            time.sleep(0.05)
+
+    clicker = threading.Thread(target=click_when_sleeping)
+    clicker.start()
+    t0 = time.monotonic()
+    runner.drive(runs, concurrency=2, renderer=renderer)
+    clicker.join()
+    assert clicked.is_set() and time.monotonic() - t0 < 25
+    slow, quick = runs
+    assert slow.status == "aborted" and quick.status == "completed"
+    group = renderer.view
+    assert isinstance(group, GroupPanel)
+    assert "■" in group.panels[0].header.value and "aborted" in group.panels[0].header.value
+    assert "✓" in group.panels[1].header.value
+    assert group.header.value == "<b>Sub-agents: 1 done, 1 aborted</b>"
+    assert slow.id in group.ids_html.value and quick.id in group.ids_html.value
+
+
+def test_cancelling_a_queued_run_means_it_never_starts(project):
+    renderer = WidgetRenderer(display=lambda widget: None)
+    runs = runner.build_runs([{"preset": "scout", "task": "sleep: 2\nrun: echo first", "name": "first"},
+                              {"preset": "scout", "task": "run: echo second", "name": "second"}], mode="parallel")
+
+    def click_while_queued() -> None:
+        deadline = time.monotonic() + 30
+        while renderer.view is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        renderer.view.panels[1].cancel_button.click()
+
+    clicker = threading.Thread(target=click_while_queued)
+    clicker.start()
+    runner.drive(runs, concurrency=1, renderer=renderer)
+    clicker.join()
+    assert [r.status for r in runs] == ["completed", "aborted"]
+    assert not (runs[1].dir / "supervisor.log").exists()  # never launched
+    assert renderer.view.header_text() == "Sub-agents: 1 done, 1 aborted"
+
+
+# -- panels fed with events -------------------------------------------------------------------------------
+def test_rolling_window_keeps_the_latest_lines_and_history_is_bounded(tmp_path):
+    run = fake_run(tmp_path, "r1", "running")
+    panel = RunPanel(run, lines=5)
+    formatter = ProgressFormatter(str(tmp_path))
+    for i in range(600):
+        event = {"type": "tool_call", "id": f"c{i}", "name": "read", "args": {"path": f"f{i}.txt"}, "ts": time.time()}
+        panel.add(event, formatter.format(event))
+    panel.render()
+    assert lines_of(panel.window_html.value) == [("tool", f"Reading f{i}.txt") for i in range(595, 600)]
+    assert panel.line_count == 600 and len(panel.history) == HISTORY_LIMIT == 500
+    assert panel.history_box.titles == ("Full history (600 lines, latest 500 kept)",)
+    assert panel.history_html.value == ""  # built only when expanded
+    panel.history_box.selected_index = 0
+    history = lines_of(panel.history_html.value)
+    assert history[0] == ("tool", "Reading f100.txt") and history[-1] == ("tool", "Reading f599.txt")
+    assert len(history) == 500 and "(100 earlier lines not kept here: see" in panel.history_html.value
+
+
+def test_window_size_follows_the_panel_lines_setting(tmp_path):
+    try:
+        nbsubagents.configure(panel_lines=3)
+        panel = RunPanel(fake_run(tmp_path, "r1", "running"))
+        for i in range(10):
+            panel.add({"type": "assistant_text", "text": f"step {i}"}, ProgressLine("assistant", f"step {i}"))
+        panel.render()
+        assert [text for _, text in lines_of(panel.window_html.value)] == ["step 7", "step 8", "step 9"]
+        with pytest.raises(nbsubagents.NbSubagentsError, match="panel_lines must be a whole number"):
+            RunPanel(fake_run(tmp_path, "r2"), lines=0)
+    finally:
+        config.reset()
+
+
+def test_recorded_stream_styles_failures_red_and_assistant_text_apart(tmp_path):
+    panel = RunPanel(fake_run(tmp_path, "r1", "running"), lines=100)
+    for name in ("run_write_edit.jsonl", "run_thinking.jsonl", "run_err500_noretry.jsonl"):
+        formatter = ProgressFormatter("/home/user/project")
+        with open(FIXTURES / name, "rb") as fh:
+            for event in iter_stream(iter(fh)):
+                panel.add(event, formatter.format(event))
+    panel.render()
+    kinds = {kind for kind, _ in lines_of(panel.window_html.value)}
+    assert {"tool", "done", "assistant", "thinking", "error"} <= kinds
+    css = panel.window_html.value.split("</style>")[0]
+    assert ".nbsubagents-lines .nbsubagents-assistant{color:var(--jp-brand-color1" in css
+    assert "<script" not in panel.window_html.value
+
+
+def test_text_is_escaped_and_multiline_assistant_text_becomes_lines(tmp_path):
+    panel = RunPanel(fake_run(tmp_path, "r1", "running"))
+    panel.add({"type": "assistant_text"}, ProgressLine("assistant", "<b>bold</b> & co\n\n\x1b[31mred\x1b[0m"))
+    panel.render()
+    assert lines_of(panel.window_html.value) == [("assistant", "&lt;b&gt;bold&lt;/b&gt; &amp; co"),
+                                                 ("assistant", "red")]
+
+
+def test_header_counts_come_from_every_event_even_without_a_line(tmp_path):
+    panel = RunPanel(fake_run(tmp_path, "r1", "running"))
+    for _ in range(2):
+        panel.add({"type": "usage", "input": 1000, "output": 234, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0125},
+                  None)
+    panel.add({"type": "tool_call", "id": "a", "name": "ls", "args": {}}, ProgressLine("tool", "Listing files"))
+    panel.render()
+    assert "1 tool call ·" in panel.header.value and "2,468 tokens" in panel.header.value
+    assert "$0.0250" in panel.header.value and "⏳" in panel.header.value
+
+
+def test_elapsed_time_ticks_without_events_and_freezes_at_the_end(tmp_path):
+    run = fake_run(tmp_path, "r1", "running")
+    renderer = WidgetRenderer(display=lambda widget: None)
+    renderer.start([run])
+    renderer.event(run, {"type": "run_start", "ts": time.time() - 3}, None)
+    panel = renderer.view
+    first = panel.elapsed()
+    assert 2.9 < first < 10
+    before = panel.header.value
+    time.sleep(2.5)  # no event: the ticker moves the clock
+    assert panel.header.value != before and panel.elapsed() > first + 2
+    finish(run.dir, "completed", duration=7.25, text="all done")
+    renderer.end(run)
+    renderer.close()
+    assert "7.2s" in panel.header.value and "✓" in panel.header.value
+    frozen = panel.header.value
+    time.sleep(1.3)
+    assert panel.header.value == frozen and panel.elapsed() == 7.25
+    assert "all done" in panel.final_html.value
+
+
+def test_many_events_render_at_most_ten_times_a_second_and_the_final_state_always(tmp_path):
+    run = fake_run(tmp_path, "r1", "running")
+    renderer = WidgetRenderer(display=lambda widget: None, ticker=False)
+    renderer.start([run])
+    panel = renderer.view
+    start_renders = panel.renders
+    t0 = time.monotonic()
+    events = 0
+    while time.monotonic() - t0 < 0.8:  # as fast as events can come
+        renderer.event(run, {"type": "assistant_text"}, ProgressLine("assistant", f"line {events}"))
+        events += 1
+    spent = time.monotonic() - t0
+    renders = panel.renders - start_renders
+    assert events > 20 * renders and 3 <= renders <= spent / 0.1 + 2
+    finish(run.dir, "completed", text="final words")
+    renderer.end(run)
+    renderer.close()
+    assert lines_of(panel.window_html.value)[-1] == ("assistant", f"line {events - 1}")
+    assert "✓" in panel.header.value and "final words" in panel.final_html.value
+
+
+def test_the_ticker_renders_what_a_burst_left_pending(tmp_path):
+    run = fake_run(tmp_path, "r1", "running")
+    renderer = WidgetRenderer(display=lambda widget: None)
+    renderer.start([run])
+    for i in range(200):
+        renderer.event(run, {"type": "assistant_text"}, ProgressLine("assistant", f"line {i}"))
+    time.sleep(0.6)
+    assert lines_of(renderer.view.window_html.value)[-1] == ("assistant", "line 199")
+    renderer.close()
+
+
+def test_group_header_counts_each_status_and_lists_ids_only_when_all_are_done(tmp_path):
+    runs = [fake_run(tmp_path, "a", "running"), fake_run(tmp_path, "b", "running"), fake_run(tmp_path, "c"),
+            fake_run(tmp_path, "d", "completed"), fake_run(tmp_path, "e", "failed"),
+            fake_run(tmp_path, "f", "aborted")]
+    group = GroupPanel(runs)
+    assert group.header_text() == "Sub-agents: 2 running, 1 queued, 1 done, 1 failed, 1 aborted"
+    assert group.ids_html.value == ""
+    for run in runs[:3]:
+        finish(run.dir, "completed")
+    group.render()
+    assert group.header.value == "<b>Sub-agents: 4 done, 1 failed, 1 aborted</b>"
+    assert all(f"<code>{name}</code>" in group.ids_html.value for name in "abcdef")
+
+
+def test_final_text_waits_for_the_result_written_after_the_run_end_event(tmp_path):
+    run = fake_run(tmp_path, "r1", "running")
+    panel = RunPanel(run)
+    panel.add({"type": "run_end", "status": "completed", "ts": time.time()}, ProgressLine("done", "Completed"))
+    panel.render()  # the supervisor has said run_end but not yet written result.json
+    assert "✓" in panel.header.value and panel.active and "nbsubagents-output" not in panel.final_html.value
+    finish(run.dir, "completed", text="the final words")
+    panel.finish()
+    assert "the final words" in panel.final_html.value and not panel.active
+
+
+def test_a_run_seen_only_through_its_result_shows_its_error(tmp_path):
+    run = fake_run(tmp_path, "r1")
+    finish(run.dir, "failed", duration=0.0, error='Unknown preset: "ghost"')
+    panel = RunPanel.from_run(run)
+    assert "✗" in panel.header.value and "0.0s" in panel.header.value
+    assert 'Unknown preset: "ghost"' in panel.final_html.value and "nbsubagents-error" in panel.final_html.value
+    assert "(no output)" in panel.window_html.value
+
+
+# -- choosing a renderer; how a Run shows --------------------------------------------------------------------
+def test_choose_renderer_is_text_outside_a_kernel_and_follows_the_env_var(monkeypatch):
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    assert isinstance(choose_renderer(), TextRenderer)
+    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
+    assert isinstance(choose_renderer(), WidgetRenderer)
+    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "text")
+    assert isinstance(choose_renderer(), TextRenderer)
+    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "fancy")
+    with pytest.warns(UserWarning, match="NBSUBAGENTS_DISPLAY='fancy' is not one of auto, text, widgets"):
+        assert isinstance(choose_renderer(), TextRenderer)
+
+
+def test_run_mimebundle_is_text_and_html_outside_a_kernel_and_a_widget_when_forced(tmp_path, monkeypatch):
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    run = fake_run(tmp_path, "r1")
+    finish(run.dir, "completed", text="the answer <42>")
+    bundle = run._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"}
+    assert bundle["text/plain"] == repr(run) and "the answer <42>" in bundle["text/plain"]
+    assert "the answer &lt;42&gt;" in bundle["text/html"] and "✓ r1 completed" in bundle["text/html"]
+    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
+    bundle = run_mimebundle(run)
+    assert bundle[VIEW_MIME]["model_id"] and bundle["text/plain"] == repr(run)
+
+
+def test_missing_ipywidgets_is_a_clear_error_when_a_panel_is_built(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    with pytest.raises(ImportError, match=r"pip install 'ipywidgets>=8'.*NBSUBAGENTS_DISPLAY=text"):
+        RunPanel(fake_run(tmp_path, "r1"))
+
+
+def test_display_and_widgets_stay_out_of_a_bare_import():
+    code = ("import sys, nbsubagents, nbsubagents.display; nbsubagents.display.choose_renderer();"
+            "print(sorted({'IPython', 'ipywidgets', 'pandas'} & set(sys.modules)))")
+    env = {k: v for k, v in os.environ.items() if k != "NBSUBAGENTS_DISPLAY"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.strip() == "[]"
+
+
+def test_in_a_real_kernel_runs_show_live_panels_and_a_run_value_shows_its_panel(project, monkeypatch):
+    """nbclient drives a real ipykernel: choose_renderer picks widgets; the saved widget state has the lines."""
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import nbsubagents\nfrom nbsubagents.display import choose_renderer\n"
+                                  "print(type(choose_renderer()).__name__)"),
+        nbformat.v4.new_code_cell('r = nbsubagents.run("scout", "read README.md\\nrun: echo hi")'),
+        nbformat.v4.new_code_cell("r"),
+    ]
+    NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
+                   resources={"metadata": {"path": str(project)}}).execute()
+    assert nb.cells[0].outputs[0]["text"].strip() == "WidgetRenderer"
+    (shown,) = [o for o in nb.cells[1].outputs if o["output_type"] == "display_data"]
+    assert VIEW_MIME in shown["data"]
+    (value,) = nb.cells[2].outputs
+    assert value["output_type"] == "execute_result" and VIEW_MIME in value["data"]
+    assert "scout completed" in value["data"]["text/plain"] and "nbsubagents-summary" in value["data"]["text/html"]
+    state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
+    assert sum("Reading README.md" in v for v in values) == 2  # the live panel and the value's panel
+    assert sum('<span class="nbsubagents-icon">✓</span>' in v for v in values) == 2
