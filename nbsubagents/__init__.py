@@ -9,24 +9,29 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError"]
+__all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",
+           "start", "status", "cancel", "get_run", "Status"]
 
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
     "configure": "config", "NbSubagentsError": "config", "Run": "runner",
+    "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry",
 }
 
 if TYPE_CHECKING:
-    from .api import presets, run, run_parallel
+    from .api import cancel, get_run, presets, run, run_parallel, start, status
+    from .registry import Status
     from .config import NbSubagentsError, configure
     from .runner import Run
 
 
 def __getattr__(name: str) -> Any:
+    from importlib import import_module
+    if name in ("registry", "watcher"):  # nbsubagents.registry.rebuild() without importing it first
+        return import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nbsubagents' has no attribute {name!r}")
-    from importlib import import_module
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
@@ -34,3 +39,14 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext nbsubagents``: the ``%subagent`` magics (imported only now: they need IPython)."""
+    from .magics import load_ipython_extension as load
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .magics import unload_ipython_extension as unload
+    unload(ipython)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import runner as _runs
 from .config import NbSubagentsError, settings
 from .runner import Run, TaskSpec
+
+if TYPE_CHECKING:
+    from .registry import Status
 
 
 def _renderer(show: bool) -> Any:
@@ -30,6 +33,7 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
     """
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
                     name=name, timeout=timeout, files=files, resume=resume)
+    _check_runner()
     (the_run,) = _runs.drive([_runs.prepare(spec, mode="single")], concurrency=1, renderer=_renderer(show))
     return the_run
 
@@ -49,6 +53,7 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
     if len(items) > settings.max_tasks:
         raise NbSubagentsError(f"Too many tasks: {len(items)} given, at most {settings.max_tasks} per call "
                                f"(nbsubagents.configure(max_tasks=...) raises the limit)")
+    _check_runner()
     built = _runs.build_runs(items, mode="parallel")
     return _runs.drive(built, concurrency=limit, renderer=_renderer(show))
 
@@ -57,3 +62,59 @@ def presets(cwd: str | Path | None = None) -> Any:
     """The presets a run can name here: project ones override global ones by name."""
     from .preset_files import list_presets
     return list_presets(cwd)
+
+
+def _check_runner() -> None:
+    """The tmux runner needs tmux: say so before any run is created."""
+    if settings.runner == "tmux":
+        from .tmux_runner import require_tmux
+        require_tmux()
+
+
+def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
+          timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
+          on_done: Callable[[Run], Any] | None = None, show: bool = True) -> Run:
+    """Start one sub-agent in the background and return its ``Run`` at once.
+
+    The run's supervisor is detached (its own session), so the run goes on when the kernel is
+    interrupted, restarted or killed; this process's watcher follows it, records its end in the
+    registry, announces it once and then calls ``on_done(run)``. ``run.counts`` holds the registry's
+    counts right after the start. Background runs always use the process runner.
+    """
+    from . import registry, watcher
+
+    if on_done is not None and not callable(on_done):
+        raise NbSubagentsError(f"on_done must be a function taking the finished run, got {on_done!r}")
+    spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
+                    name=name, timeout=timeout, files=files)
+    registry.first_use()  # settles runs of earlier kernels, announces what finished while away
+    the_run = _runs.prepare(spec, mode="background")
+    renderer = _renderer(show) if show else None
+    if renderer is not None:
+        renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
+    the_run._launch()
+    watcher.watch(the_run, renderer=renderer, on_done=on_done)
+    the_run.counts = registry.counts()
+    return the_run
+
+
+def status(run_id: str | None = None, *, include_completed: bool = False) -> Status:
+    """Counts (running, completed, failed, aborted, total) and rows of this project's runs.
+
+    Active runs by default, every run with ``include_completed=True``, or one run (its id or a
+    unique prefix) with its final result fields. Settles runs whose supervisor is gone and
+    announces runs that finished while no kernel watched.
+    """
+    from .registry import status as _status
+    return _status(run_id, include_completed=include_completed)
+
+
+def get_run(run_id: str) -> Run:
+    """The ``Run`` of an id or unique id prefix (any kernel's, any mode's)."""
+    from .registry import get_run as _get_run
+    return _get_run(run_id)
+
+
+def cancel(run_id: str) -> bool:
+    """Cancel a run by id or prefix from any kernel; False when it had already ended."""
+    return get_run(run_id).cancel()

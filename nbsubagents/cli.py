@@ -1,4 +1,5 @@
-"""The ``nbsubagents`` console script: ``doctor`` says whether this machine can run sub-agents."""
+"""The ``nbsubagents`` console script: ``doctor`` says whether this machine can run sub-agents;
+``runs`` and ``status [RUN_ID] [--all]`` print the registry's tables."""
 
 from __future__ import annotations
 
@@ -61,10 +62,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nbsubagents", description="Delegate tasks to pi sub-agents.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="check python, node, pi, presets and models")
+    sub.add_parser("runs", help="every run of this project: counts and a table")
+    status = sub.add_parser("status", help="active runs (or every run with --all, or one run) and the counts")
+    status.add_argument("run_id", nargs="?", help="a run id or a unique prefix of one")
+    status.add_argument("--all", action="store_true", help="list completed, failed and aborted runs too")
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor()
+    if args.command in ("runs", "status"):
+        return show_status(getattr(args, "run_id", None), include_completed=args.command == "runs" or args.all)
     return 2
+
+
+def show_status(run_id: str | None, *, include_completed: bool) -> int:
+    """The tables of ``nbsubagents.status()``; a terminal look does not take a kernel's announcements."""
+    from .registry import status
+
+    try:
+        print(repr(status(run_id, include_completed=include_completed, announce=False)))
+    except NbSubagentsError as exc:
+        print(f"nbsubagents: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -50,11 +50,16 @@ def available_models(pi: str) -> tuple[str, ...]:
     with _lock:
         if key in _cache:
             return _cache[key]
-    proc = subprocess.run([pi, "--list-models"], stdin=subprocess.DEVNULL, capture_output=True,
-                          timeout=60, env={**os.environ, "PI_OFFLINE": "1"})
+    try:
+        proc = subprocess.run([pi, "--list-models"], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=60, env={**os.environ, "PI_OFFLINE": "1"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ModelError(f"Could not ask pi ({pi}) which models it has: {exc}. "
+                         "Check the pi installation with `nbsubagents doctor`.") from None
     models = parse_model_table(proc.stdout.decode(errors="replace") + "\n" + proc.stderr.decode(errors="replace"))
     with _lock:
         _cache[key] = models
+        _cache[_state_key(pi, adir)] = models  # pi may have just created auth.json: key the state it left
     return models
 
 

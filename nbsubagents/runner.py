@@ -33,6 +33,7 @@ class Run:
         self._result: dict[str, Any] | None = None
         self._tail = artifacts.EventTail(self.paths.events)
         self._formatter = ProgressFormatter(self.meta.get("cwd"))
+        self.counts: dict[str, int] | None = None  # the registry's counts when nbsubagents.start() returned
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -122,26 +123,49 @@ class Run:
         if self.done:
             return False
         if self._proc is not None:
+            self._cancel_requested = True
             if self._proc.poll() is None:
-                self._proc.send_signal(signal.SIGTERM)
+                # Until supervisor.json exists the supervisor has no SIGTERM handler yet: a signal
+                # then would kill it instead of letting it record the abort.
+                while self._proc.poll() is None and not self.paths.supervisor.exists():
+                    time.sleep(0.01)
+                if self._proc.poll() is None:
+                    self._proc.send_signal(signal.SIGTERM)
             return True
         info = read_json(self.paths.supervisor)
+        if info is None and (self.paths.dir / "supervisor.log").exists():
+            info = self._await_supervisor()  # launched by another process and still starting
         if info and _same_process(info.get("pid"), info.get("startTicks")):
             os.kill(int(info["pid"]), signal.SIGTERM)
             return True
         if self.status == "queued":
-            self._write_result("aborted", "Aborted before it started")
+            self._write_result("aborted", "cancelled before it started")
+            _note(self)
             return True
         return False
 
     # -- internals ----------------------------------------------------------------------------
+    def _await_supervisor(self, timeout: float = 10.0) -> dict[str, Any] | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.done:
+            info = read_json(self.paths.supervisor)
+            if info:
+                return info
+            time.sleep(0.05)
+        return None
+
     def _launch(self) -> None:
-        log = open(self.paths.dir / "supervisor.log", "ab")
-        with log:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "nbsubagents.supervisor", str(self.paths.dir)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                cwd=self.meta.get("cwd"))
+        _note(self, status="running")  # before the start: an interrupt right after it finds the handle set
+        if self.meta.get("runner") == "tmux":
+            from .tmux_runner import launch
+            self._proc = launch(self)  # type: ignore[assignment]  # a Popen look-alike
+        else:
+            log = open(self.paths.dir / "supervisor.log", "ab")
+            with log:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "nbsubagents.supervisor", str(self.paths.dir)],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                    cwd=self.meta.get("cwd"))
 
     def _pump(self, renderer: Renderer) -> None:
         for event in self._tail.read_new():
@@ -160,8 +184,13 @@ class Run:
         self._result = None
 
     def _write_lost_supervisor_result(self) -> None:
+        from .procs import kill_run_processes
+        kill_run_processes(self.id)  # pi outlives a killed supervisor: its leftovers go too
         code = self._proc.returncode if self._proc is not None else None
-        self._write_result("failed", f"interrupted: supervisor exited without a result (exit code {code})")
+        if getattr(self, "_cancel_requested", False):
+            self._write_result("aborted", "cancelled")
+        else:
+            self._write_result("failed", f"interrupted: supervisor exited without a result (exit code {code})")
 
     # -- representations ----------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -174,12 +203,21 @@ class Run:
             text += "\n" + "\n".join("  " + ln for ln in out.splitlines()[:20])
         return text
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Its panel in a notebook with widgets, the summary above elsewhere (``nbsubagents.display``)."""
+        from .display import run_mimebundle
+        return run_mimebundle(self)
+
+
+def _note(run: Run, **kwargs: Any) -> None:
+    """Keep the run's registry row current; a registry problem never fails a run."""
+    from . import registry
+    registry.note(run, **kwargs)
+
 
 def _same_process(pid: Any, start_ticks: Any) -> bool:
-    from .supervisor import process_start_ticks
-    if not isinstance(pid, int):
-        return False
-    return start_ticks is not None and process_start_ticks(pid) == start_ticks
+    from .procs import alive
+    return alive(pid, start_ticks)  # the same process (pids are reused) and not a zombie
 
 
 # -- preparing runs -----------------------------------------------------------------------------
@@ -311,10 +349,17 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
         "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1"},
         "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
         "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
-        "launcher": {"pid": os.getpid(), "host": os.uname().nodename},
+        "launcher": _launcher(), "runner": "process" if mode == "background" else current.runner,
     }
     atomic_write_json(paths.meta, meta)
-    return Run(run_dir, meta)
+    run = Run(run_dir, meta)
+    _note(run)
+    return run
+
+
+def _launcher() -> dict[str, Any]:
+    from .registry import launcher_identity
+    return launcher_identity()
 
 
 def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int) -> Run:
@@ -326,10 +371,11 @@ def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int) 
     meta = {"schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or spec.preset,
             "mode": mode, "taskIndex": task_index, "preset": spec.preset, "task": spec.task if isinstance(spec.task, str) else repr(spec.task),
             "cwd": str(spec.cwd or Path.cwd()), "root": str(root), "requestedModel": spec.model,
-            "resolvedModel": None, "createdAt": now_iso(), "launcher": {"pid": os.getpid()}}
+            "resolvedModel": None, "createdAt": now_iso(), "launcher": _launcher()}
     atomic_write_json(RunPaths(run_dir).meta, meta)
     run = Run(run_dir, meta)
     run._write_result("failed", str(error))
+    _note(run, announced=True)
     return run
 
 
@@ -351,12 +397,17 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
         while queued or active:
             while queued and len(active) < concurrency:
                 run = queued.pop(0)
+                if run.done:  # cancelled (from its panel) while it waited: never launch it
+                    _note(run, announced=True)
+                    renderer.end(run)
+                    continue
                 run._launch()
                 active.append(run)
             active = _poll_active(active, renderer)
     except KeyboardInterrupt:
         for run in queued:
-            run._write_result("aborted", "Aborted before it started: the cell was interrupted")
+            run._write_result("aborted", "cancelled before it started: the cell was interrupted")
+            _note(run, announced=True)
             renderer.end(run)
         for run in active:
             run.cancel()
@@ -379,6 +430,7 @@ def _poll_active(active: list[Run], renderer: Renderer) -> list[Run]:
             run._pump(renderer)
             if run.result is None:
                 run._write_lost_supervisor_result()
+            _note(run, announced=True)  # seen in its cell: no notice later
             renderer.end(run)
         else:
             still.append(run)

@@ -125,8 +125,8 @@ class Supervisor:
             _killpg(self.child.pid, signal.SIGTERM)
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        self.stop("aborted", "Aborted: the run was cancelled" if signum == signal.SIGTERM
-                  else f"Aborted by signal {signal.Signals(signum).name}")
+        self.stop("aborted", "cancelled" if signum == signal.SIGTERM
+                  else f"stopped by signal {signal.Signals(signum).name}")
 
     def _guards(self) -> None:
         now = time.monotonic()
@@ -146,8 +146,8 @@ class Supervisor:
         started_at = now_iso()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
-        _best_effort(atomic_write_json, self.paths.supervisor,
-                     {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at})
+        self.info = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at}
+        _best_effort(atomic_write_json, self.paths.supervisor, self.info)
         header = transcript_header({**self.meta, "startedAt": started_at})
         self.transcript.write(header.encode() + b"\n")
         self.emit({"type": "run_start", "runId": self.meta.get("runId"), "preset": self.meta.get("preset"),
@@ -178,7 +178,8 @@ class Supervisor:
         return result
 
     def _spawn_and_pump(self) -> int:
-        env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1"}
+        env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1",
+               "PI_SUBAGENTS_RUN_ID": str(self.meta.get("runId") or "")}  # finds leftovers if we die
         prompt = self.meta.get("promptPath")
         # pi reads a non-TTY stdin to EOF as its prompt: a file, never an open pipe.
         with open(self.paths.stderr, "ab") as stderr, \
@@ -186,6 +187,8 @@ class Supervisor:
             self.child = subprocess.Popen(
                 self.meta["argv"], cwd=self.meta.get("cwd"), env=env, stdin=stdin,
                 stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+        _best_effort(atomic_write_json, self.paths.supervisor,  # the child's group, for a reconcile after our death
+                     {**self.info, "childPid": self.child.pid, "childStartTicks": process_start_ticks(self.child.pid)})
         assert self.child.stdout is not None
         fd = self.child.stdout.fileno()
         os.set_blocking(fd, False)

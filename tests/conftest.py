@@ -5,7 +5,9 @@ Every run in these tests is the real ``pi`` talking to the project's scripted mo
 
 from __future__ import annotations
 
+import _thread
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -87,3 +89,38 @@ def project(tmp_path, monkeypatch, scripted):
     while processes_inside(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_inside(tmp_path) == [], "a run left processes behind"
+
+
+class interrupt_when_running:
+    """Interrupts the main thread (as a kernel interrupt does) once a run of ``project`` shows ``marker``
+    in its events: deterministic, unlike a timer that may fire while the run is still being prepared."""
+
+    def __init__(self, project: Path, marker: str = '"turn_start"', timeout: float = 60.0) -> None:
+        self.runs = project / ".pi" / "subagents" / "runs"
+        self.marker = marker
+        self.timeout = timeout
+        self.fired = threading.Event()
+        self._stop = threading.Event()
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            for events in self.runs.glob("*/events.jsonl"):
+                try:
+                    seen = self.marker in events.read_text(errors="replace")
+                except OSError:
+                    seen = False
+                if seen:
+                    self.fired.set()
+                    _thread.interrupt_main()
+                    return
+            time.sleep(0.05)
+
+    def __enter__(self) -> "interrupt_when_running":
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import interrupt_when_running
 
 import nbsubagents
 from nbsubagents import config
@@ -21,7 +22,7 @@ def user_text(request: dict) -> str:
 
 
 def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
-    config.configure(extend_timeout_debounce=2)
+    config.configure(extend_timeout_debounce=5)
     task = "\n".join(f"run: sleep 0.4; echo step{i}" for i in range(6))
     run = nbsubagents.run("scout", task, timeout=1, show=False)
     assert run.status == "completed", run.error
@@ -88,18 +89,8 @@ def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, 
 
 
 def test_resume_without_a_session_file_prepends_the_transcript(project, scripted):
-    import signal
-
-    def interrupt(*_):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, 1.5)
-    try:
+    with interrupt_when_running(project, '"turn_start"'):
         first = nbsubagents.run("scout", "sleep: 30\nread README.md", show=False)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     assert first.status == "aborted" and not (first.dir / "child-session.jsonl").exists()
     second = nbsubagents.run("scout", "say: carrying on", resume=first.id, show=False)
     prompt = user_text(scripted.requests[-1])

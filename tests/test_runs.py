@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import interrupt_when_running
 
 import nbsubagents
 from nbsubagents import config
@@ -137,16 +137,9 @@ def test_child_sees_pi_subagents_child(project):
 
 
 def test_interrupting_a_foreground_run_aborts_it_and_leaves_no_process(project):
-    def interrupt(*_):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, 1.5)
-    try:
+    with interrupt_when_running(project, '"tool_call"') as interrupt:
         run = nbsubagents.run("scout", "run: sleep 60", show=False)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    assert interrupt.fired.is_set()
     assert run.status == "aborted"
     assert run.result["durationSeconds"] < 10
 

@@ -1,0 +1,706 @@
+"""The run registry: a SQLite index of every run of a project, at ``<root>/.pi/subagents/registry.sqlite``.
+
+One row per run (single, parallel, background), written when the run is created, launched and
+once it is terminal. Several kernels and processes write it at once: WAL, a busy timeout and one
+short statement (or one ``BEGIN IMMEDIATE`` transaction) per write. The run directories stay the
+source of truth; ``rebuild()`` recreates every row from them, and a process's first use adds the
+directories it finds without a row.
+
+``reconcile()`` makes rows truthful after kernels came and went: a run whose ``result.json`` exists
+is ingested; one whose supervisor is gone (pid *and* start time, zombies count as gone) without a
+result is recorded ``failed`` (``interrupted: supervisor exited without a result``) in its run
+directory too, after its leftover processes are killed; a live one can get a watcher back.
+
+A completion is announced once per run across processes: ``claim()`` is an atomic
+``UPDATE ... WHERE announced = 0``, and only the process that wins it announces.
+
+Standard library only; pandas is imported by ``Status.to_frame()`` alone.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import sqlite3
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from . import artifacts, procs
+from .artifacts import TERMINAL, RunPaths, now_iso, read_json
+from .config import NbSubagentsError, project_root
+
+if TYPE_CHECKING:
+    import pandas
+
+    from .runner import Run
+
+__all__ = ["Status", "status", "counts", "reconcile", "rebuild", "get_run", "resolve",
+           "announce_finished_while_away", "db_path"]
+
+SCHEMA_VERSION = 1
+ACTIVE = ("queued", "running")
+STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
+AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
+FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
+LOST = "interrupted: supervisor exited without a result"
+
+# (column, SQL type); the order is the table's.
+COLUMNS: list[tuple[str, str]] = [
+    ("run_id", "TEXT PRIMARY KEY"), ("name", "TEXT"), ("preset", "TEXT"), ("mode", "TEXT"),
+    ("runner", "TEXT"), ("status", "TEXT NOT NULL"), ("task", "TEXT"), ("cwd", "TEXT"),
+    ("requested_model", "TEXT"), ("model", "TEXT"), ("run_dir", "TEXT NOT NULL"),
+    ("created_at", "TEXT"), ("started_at", "TEXT"), ("ended_at", "TEXT"), ("duration", "REAL"),
+    ("exit_code", "INTEGER"), ("stop_reason", "TEXT"), ("error_message", "TEXT"), ("final_text", "TEXT"),
+    ("input_tokens", "INTEGER"), ("output_tokens", "INTEGER"), ("cache_read_tokens", "INTEGER"),
+    ("cache_write_tokens", "INTEGER"), ("total_tokens", "INTEGER"), ("cost", "REAL"),
+    ("tool_calls", "INTEGER"), ("turns", "INTEGER"),
+    ("host", "TEXT"), ("launcher_pid", "INTEGER"), ("launcher_ticks", "INTEGER"),
+    ("notebook", "TEXT"), ("kernel", "TEXT"),
+    ("supervisor_pid", "INTEGER"), ("supervisor_ticks", "INTEGER"), ("child_pid", "INTEGER"),
+    ("owner_pid", "INTEGER"), ("owner_ticks", "INTEGER"), ("owner_host", "TEXT"),
+    ("announced", "INTEGER NOT NULL DEFAULT 0"), ("updated_at", "TEXT"),
+]
+NAMES = [name for name, _ in COLUMNS]
+_INSERT_ONLY = {"run_id", "owner_pid", "owner_ticks", "owner_host"}  # owner changes only by take_over()
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs ({", ".join(f"{n} {t}" for n, t in COLUMNS)});
+CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
+CREATE INDEX IF NOT EXISTS runs_preset ON runs(preset);
+CREATE INDEX IF NOT EXISTS runs_model ON runs(model);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
+CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
+"""
+
+_TERMINAL_SQL = "('completed', 'failed', 'aborted')"
+_UPSERT = (
+    f"INSERT INTO runs ({', '.join(NAMES)}) VALUES ({', '.join('?' for _ in NAMES)}) "
+    "ON CONFLICT(run_id) DO UPDATE SET "
+    + ", ".join(f"{n} = COALESCE(excluded.{n}, runs.{n})" for n in NAMES
+                if n not in _INSERT_ONLY and n not in ("status", "announced"))
+    + ", status = excluded.status, announced = MAX(runs.announced, excluded.announced) "
+    # a snapshot taken before the end never overwrites the end
+    f"WHERE runs.status NOT IN {_TERMINAL_SQL} OR excluded.status IN {_TERMINAL_SQL}"
+)
+
+_ready: set[Path] = set()
+_loaded: set[Path] = set()   # projects whose directories this process has synced
+_first: set[Path] = set()    # projects this process has announced "finished while away" for
+_lock = threading.Lock()
+_warned = False
+HOST = os.uname().nodename
+
+
+# -- the database ---------------------------------------------------------------------------------
+def db_path(root: str | Path | None = None) -> Path:
+    """``<root>/.pi/subagents/registry.sqlite`` of the project (the current one by default)."""
+    base = Path(root).expanduser().resolve() if root is not None else project_root()
+    return artifacts.runs_dir(base).parent / "registry.sqlite"
+
+
+def _db_of(run_dir: Path) -> Path:
+    return Path(run_dir).parent.parent / "registry.sqlite"  # <root>/.pi/subagents/runs/<id>
+
+
+class _Connection:
+    """``with _Connection(db) as conn``: a short-lived autocommit connection, schema ensured."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.parent.mkdir(parents=True, exist_ok=True)
+        if not self.db.exists():  # new, or deleted under us: set it up again
+            _ready.discard(self.db)
+            _loaded.discard(self.db)
+        self.conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA busy_timeout = 30000")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        if self.db not in _ready:
+            _init_schema(self.conn)
+            _ready.add(self.db)
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+
+def _init_schema(conn: sqlite3.Connection) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    conn.execute("COMMIT")
+                except BaseException:  # an interrupt too: undo, and let it go on up
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _connect(db: Path) -> _Connection:
+    return _Connection(db)
+
+
+# -- rows from run directories --------------------------------------------------------------------
+def launcher_identity() -> dict[str, Any]:
+    """Who starts a run: pid with its start time, host, and the notebook/kernel when cheaply known."""
+    me = os.getpid()
+    ident: dict[str, Any] = {"pid": me, "host": HOST, "startTicks": procs.process_start_ticks(me)}
+    if os.environ.get("JPY_SESSION_NAME"):
+        ident["notebook"] = os.environ["JPY_SESSION_NAME"]
+    if "ipykernel" in sys.modules:
+        argv = sys.argv
+        for i, arg in enumerate(argv):
+            if arg == "-f" and i + 1 < len(argv):
+                ident["kernel"] = Path(argv[i + 1]).stem
+            elif arg.startswith("--f="):
+                ident["kernel"] = Path(arg[4:]).stem
+    return ident
+
+
+def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
+    usage = result.get("usage") or {}
+    text = result.get("finalText") or ""
+    if len(text) > FINAL_TEXT_LIMIT:
+        text = text[:FINAL_TEXT_LIMIT - 1] + "…"
+    return {
+        "status": result.get("status") if result.get("status") in TERMINAL else "failed",
+        "exit_code": result.get("exitCode"), "stop_reason": result.get("stopReason"),
+        "error_message": result.get("errorMessage"), "final_text": text,
+        "input_tokens": usage.get("input"), "output_tokens": usage.get("output"),
+        "cache_read_tokens": usage.get("cacheRead"), "cache_write_tokens": usage.get("cacheWrite"),
+        "total_tokens": usage.get("totalTokens"), "cost": usage.get("cost"),
+        "tool_calls": result.get("toolCalls"), "turns": result.get("turns"),
+        "started_at": result.get("startedAt"), "ended_at": result.get("endedAt"),
+        "duration": result.get("durationSeconds"),
+    }
+
+
+def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
+    """The registry row a run directory implies (None until its meta.json exists)."""
+    paths = RunPaths(Path(run_dir))
+    meta = read_json(paths.meta)
+    if meta is None:
+        return None
+    launcher = meta.get("launcher") or {}
+    row: dict[str, Any] = {
+        "run_id": meta.get("runId") or paths.dir.name, "name": meta.get("name"), "preset": meta.get("preset"),
+        "mode": meta.get("mode"), "runner": meta.get("runner") or "process", "task": meta.get("task"),
+        "cwd": meta.get("cwd"), "requested_model": meta.get("requestedModel"), "model": meta.get("resolvedModel"),
+        "run_dir": str(paths.dir), "created_at": meta.get("createdAt"),
+        "host": launcher.get("host"), "launcher_pid": launcher.get("pid"),
+        "launcher_ticks": launcher.get("startTicks"), "notebook": launcher.get("notebook"),
+        "kernel": launcher.get("kernel"),
+        "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),
+    }
+    sup = read_json(paths.supervisor)
+    if sup:
+        row.update(supervisor_pid=sup.get("pid"), supervisor_ticks=sup.get("startTicks"),
+                   child_pid=sup.get("childPid"), started_at=sup.get("startedAt"))
+    result = read_json(paths.result)
+    if result is not None:
+        row.update(_result_fields(result))
+    else:
+        row["status"] = "running" if sup else "queued"
+    return row
+
+
+def upsert(db: Path, row: dict[str, Any], *, announced: bool = False) -> None:
+    """Insert or update one row (keyed by run_id); a terminal row is never taken back to active."""
+    values = {**row, "announced": 1 if announced else 0, "updated_at": now_iso()}
+    with _connect(db) as conn:
+        conn.execute(_UPSERT, [values.get(n) for n in NAMES])
+
+
+def record(run: Run | str | Path, *, status: str | None = None, announced: bool = False) -> dict[str, Any] | None:
+    """Write the row of a run from its directory (``status`` overrides what the directory says)."""
+    run_dir = Path(run.dir) if not isinstance(run, (str, Path)) else Path(run)
+    row = row_from_dir(run_dir)
+    if row is None:
+        return None
+    if status is not None and row["status"] not in TERMINAL:
+        row["status"] = status
+    upsert(_db_of(run_dir), row, announced=announced)
+    return row
+
+
+def note(run: Run, *, status: str | None = None, announced: bool = False) -> None:
+    """``record()`` that never fails a run: a registry problem is a warning (rebuild() repairs it)."""
+    global _warned
+    try:
+        record(run, status=status, announced=announced)
+    except (sqlite3.Error, OSError) as exc:
+        if not _warned:
+            _warned = True
+            warnings.warn(f"nbsubagents: the run registry {_db_of(run.dir)} could not be written ({exc}); "
+                          "runs still work, and nbsubagents.registry.rebuild() recreates it from the run "
+                          "directories", RuntimeWarning, stacklevel=2)
+
+
+def claim(run_id: str, root_or_db: Path) -> bool:
+    """Atomically take the right to announce a run's end; True for exactly one caller, ever."""
+    db = root_or_db if root_or_db.suffix == ".sqlite" else db_path(root_or_db)
+    with _connect(db) as conn:
+        return conn.execute("UPDATE runs SET announced = 1 WHERE run_id = ? AND announced = 0",
+                            (run_id,)).rowcount == 1
+
+
+def take_over(db: Path, row: dict[str, Any]) -> bool:
+    """Become the owner (watcher) of a run whose owner is gone; only one process wins."""
+    me = os.getpid()
+    with _connect(db) as conn:
+        return conn.execute(
+            "UPDATE runs SET owner_pid = ?, owner_ticks = ?, owner_host = ? WHERE run_id = ? "
+            "AND owner_pid IS ? AND owner_ticks IS ?",
+            (me, procs.process_start_ticks(me), HOST, row["run_id"], row.get("owner_pid"),
+             row.get("owner_ticks"))).rowcount == 1
+
+
+def _fetch(db: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
+    with _connect(db) as conn:
+        return [dict(r) for r in conn.execute(sql, tuple(args))]
+
+
+def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[str, int]:
+    """``{"running", "completed", "failed", "aborted", "total"}``; queued runs count as running."""
+    db = db or db_path(root)
+    out = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
+    if not db.exists():
+        return out
+    with _connect(db) as conn:
+        for status_, n in conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status"):
+            key = "running" if status_ in ACTIVE else status_
+            out[key] = out.get(key, 0) + n
+            out["total"] += n
+    return out
+
+
+# -- keeping rows truthful ------------------------------------------------------------------------
+def _age(iso: str | None) -> float:
+    if not iso:
+        return float("inf")
+    try:
+        return time.time() - datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return float("inf")
+
+
+def _owner_alive(row: dict[str, Any]) -> bool:
+    host = row.get("owner_host")
+    if host and host != HOST:
+        return True  # another machine's process: not ours to judge
+    return procs.alive(row.get("owner_pid"), row.get("owner_ticks"))
+
+
+def settle_lost(run: Run, message: str = LOST) -> None:
+    """A run whose supervisor died without a result: kill what it left, then record it failed."""
+    procs.kill_run_processes(run.id)
+    run._write_result("failed", message)
+    run._result = None
+
+
+def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
+    """Settle one non-terminal run: "ended" (ingested), "live" (supervisor up) or "starting"/"owned"."""
+    from .runner import Run
+
+    paths = RunPaths(Path(run_dir))
+    row = row or row_from_dir(paths.dir) or {}
+    if paths.result.exists():
+        record(paths.dir)
+        return "ended"
+    if row.get("host") and row["host"] != HOST:
+        return "owned"  # started on another machine sharing this folder
+    sup = read_json(paths.supervisor)
+    if sup and sup.get("pid") is not None:
+        if procs.alive(sup.get("pid"), sup.get("startTicks")):
+            if row.get("supervisor_pid") is None or row.get("status") != "running":
+                record(paths.dir)
+            return "live"
+        if not paths.result.exists():  # it writes result.json before it exits
+            settle_lost(Run(paths.dir))
+        record(paths.dir)
+        return "ended"
+    # No supervisor yet: starting, queued in a live process's drive, or never launched.
+    launched = paths.dir / "supervisor.log"
+    try:
+        launch_age = time.time() - launched.stat().st_mtime
+    except OSError:
+        launch_age = float("inf")
+    meta = read_json(paths.meta) or {}
+    if min(_age(meta.get("createdAt")), launch_age) < STARTING_GRACE:
+        return "starting"
+    launcher = meta.get("launcher") or {}
+    if procs.alive(launcher.get("pid"), launcher.get("startTicks")):
+        return "owned"
+    run = Run(paths.dir)
+    if launched.exists():
+        settle_lost(run)
+    else:
+        run._write_result("aborted", "cancelled before it started: the process that queued it exited")
+    record(paths.dir)
+    return "ended"
+
+
+def _sync_dirs(db: Path) -> None:
+    """Rows for run directories that have none (runs of older versions, a lost write); drop rows of
+    deleted directories. Once per process and project."""
+    base = db.parent / "runs"
+    try:
+        names = {e.name for e in os.scandir(base) if e.is_dir() and not e.name.startswith(".")}
+    except OSError:
+        names = set()
+    known = {r["run_id"]: r["run_dir"] for r in _fetch(db, "SELECT run_id, run_dir FROM runs")}
+    known_names = {Path(d).name for d in known.values()}
+    for name in sorted(names - known_names):
+        row = row_from_dir(base / name)
+        if row is not None:
+            upsert(db, row, announced=row["status"] in TERMINAL)  # history, not news
+    gone = [rid for rid, d in known.items() if Path(d).name not in names and not Path(d).is_dir()]
+    if gone:
+        with _connect(db) as conn:
+            conn.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
+
+
+def _ensure_loaded(db: Path) -> None:
+    with _lock:
+        if db in _loaded:
+            return
+        _loaded.add(db)
+    _sync_dirs(db)
+
+
+def _in_kernel() -> bool:
+    return "ipykernel" in sys.modules
+
+
+def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -> list[Run]:
+    """Settle every active row; returns the runs still live. With ``reattach`` (default: in a
+    kernel) live runs whose owner process is gone get this process's watcher."""
+    from .runner import Run
+
+    db = db_path(root)
+    if not db.exists() and not db.parent.joinpath("runs").is_dir():
+        return []
+    _ensure_loaded(db)
+    reattach = _in_kernel() if reattach is None else reattach
+    live = []
+    for row in _fetch(db, "SELECT * FROM runs WHERE status IN ('queued', 'running')"):
+        try:
+            verdict = check(Path(row["run_dir"]), row)
+        except OSError:
+            continue
+        if verdict != "live":
+            continue
+        run = Run(row["run_dir"])
+        live.append(run)
+        if reattach and not _owner_alive(row) and take_over(db, row):
+            from . import watcher
+            watcher.watch(run)
+    return live
+
+
+def announce_finished_while_away(root: str | Path | None = None) -> list[dict[str, Any]]:
+    """Announce (once, across processes) runs that ended while no process watched them."""
+    db = db_path(root)
+    if not db.exists():
+        return []
+    reconcile(root)
+    claimed = []
+    for row in _fetch(db, f"SELECT * FROM runs WHERE announced = 0 AND status IN {_TERMINAL_SQL} "
+                          "ORDER BY ended_at"):
+        if _owner_alive(row) and _age(row.get("ended_at")) < AWAY_GRACE:
+            continue  # its own watcher announces it
+        if claim(row["run_id"], db):
+            row["announced"] = 1
+            claimed.append(row)
+    if claimed:
+        from . import watcher
+        for row in claimed:
+            watcher.notify(row, away=True)
+        watcher.changed()
+    return claimed
+
+
+def first_use(root: str | Path | None = None) -> None:
+    """What a process does once per project: sync, reconcile, announce what finished while away."""
+    db = db_path(root)
+    with _lock:
+        fresh = db not in _first
+        _first.add(db)
+    if fresh:
+        announce_finished_while_away(root)
+
+
+def rebuild(root: str | Path | None = None) -> int:
+    """Recreate every row from the run directories; returns how many runs it holds.
+
+    Announcement flags survive for runs that had a row; runs new to the registry count as already
+    announced when terminal (they are history, not news).
+    """
+    db = db_path(root)
+    base = db.parent / "runs"
+    rows = []
+    if base.is_dir():
+        for entry in sorted(os.scandir(base), key=lambda e: e.name):
+            if entry.is_dir() and not entry.name.startswith("."):
+                row = row_from_dir(entry.path)
+                if row is not None:
+                    rows.append(row)
+    with _connect(db) as conn:
+        old = {r["run_id"]: (r["announced"], r["owner_pid"], r["owner_ticks"], r["owner_host"])
+               for r in conn.execute("SELECT run_id, announced, owner_pid, owner_ticks, owner_host FROM runs")}
+        now = now_iso()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM runs")
+            for row in rows:
+                prior = old.get(row["run_id"])
+                values = {**row, "updated_at": now,
+                          "announced": prior[0] if prior else int(row["status"] in TERMINAL)}
+                if prior:
+                    values.update(owner_pid=prior[1], owner_ticks=prior[2], owner_host=prior[3])
+                conn.execute(f"INSERT INTO runs ({', '.join(NAMES)}) VALUES ({', '.join('?' for _ in NAMES)})",
+                             [values.get(n) for n in NAMES])
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    with _lock:
+        _loaded.add(db)
+    return len(rows)
+
+
+# -- finding runs ---------------------------------------------------------------------------------
+def resolve(id_or_prefix: str, root: str | Path | None = None) -> dict[str, Any]:
+    """The row of a run id or unique prefix; a clear error when none or several match."""
+    if not isinstance(id_or_prefix, str) or not id_or_prefix.strip():
+        raise NbSubagentsError(f"A run id (or a unique prefix of one) is needed, got {id_or_prefix!r}")
+    prefix = id_or_prefix.strip()
+    db = db_path(root)
+    rows: list[dict[str, Any]] = []
+    if db.exists() or db.parent.joinpath("runs").is_dir():
+        _ensure_loaded(db)
+        rows = _fetch(db, "SELECT * FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT 21",
+                      (prefix, prefix + "\U0010ffff"))
+        if not rows:  # a directory written since this process synced (another process's lost write)
+            base = db.parent / "runs"
+            for path in sorted(base.glob(f"{_glob_escape(prefix)}*")) if base.is_dir() else []:
+                row = record(path)
+                if row is not None:
+                    rows.append(row)
+    exact = [r for r in rows if r["run_id"] == prefix]
+    if exact:
+        return exact[0]
+    if len(rows) == 1:
+        return rows[0]
+    if not rows:
+        raise NbSubagentsError(f'No run "{prefix}" in {db.parent / "runs"}: '
+                               "nbsubagents.status(include_completed=True) lists the runs")
+    listing = ", ".join(r["run_id"] for r in rows[:20]) + (", …" if len(rows) > 20 else "")
+    raise NbSubagentsError(f'Run id prefix "{prefix}" is ambiguous: it matches {listing}. Give more characters.')
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
+
+
+def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:
+    """The ``Run`` of an id or unique prefix: this process's own handle when it watches the run."""
+    from . import watcher
+    from .runner import Run
+
+    row = resolve(id_or_prefix, root)
+    return watcher.get(row["run_id"]) or Run(row["run_dir"])
+
+
+# -- status ---------------------------------------------------------------------------------------
+def status(run_id: str | None = None, *, include_completed: bool = False, root: str | Path | None = None,
+           announce: bool = True) -> Status:
+    """Counts and rows: active runs by default, every run with ``include_completed``, one with ``run_id``."""
+    db = db_path(root)
+    if announce:
+        with _lock:
+            _first.add(db)
+        announce_finished_while_away(root)  # reconciles first
+    else:
+        reconcile(root, reattach=False)
+    if run_id is not None:
+        row = resolve(run_id, root)
+        return Status(counts(db=db), [_refresh(db, row)], run_id=row["run_id"])
+    if not db.exists():
+        return Status(counts(db=db), [])
+    where = "" if include_completed else "WHERE status IN ('queued', 'running') "
+    rows = _fetch(db, f"SELECT * FROM runs {where}ORDER BY created_at, run_id")
+    return Status(counts(db=db), rows, include_completed=include_completed)
+
+
+def _refresh(db: Path, row: dict[str, Any]) -> dict[str, Any]:
+    got = _fetch(db, "SELECT * FROM runs WHERE run_id = ?", (row["run_id"],))
+    return got[0] if got else row
+
+
+def _local(iso: str | None, *, seconds: bool = True) -> str:
+    if not iso:
+        return ""
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone()
+    except ValueError:
+        return iso
+    return moment.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%m-%d %H:%M")
+
+
+def _took(row: dict[str, Any]) -> str:
+    if row.get("duration") is not None:
+        return f"{row['duration']:.1f}s"
+    since = row.get("started_at") or row.get("created_at")
+    if row.get("status") in ACTIVE and since:
+        age = _age(since)
+        return f"{age:.0f}s…" if age != float("inf") else ""
+    return ""
+
+
+def _first_line(text: str | None, limit: int) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def _outcome(row: dict[str, Any], limit: int = 50) -> str:
+    if row.get("status") == "completed":
+        return _first_line(row.get("final_text"), limit)
+    return _first_line(row.get("error_message"), limit)
+
+
+_TABLE = [("RUN ID", "run_id"), ("NAME", "name"), ("STATUS", "status"), ("MODEL", "model"),
+          ("STARTED", "started"), ("TOOK", "took"), ("TASK", "task"), ("RESULT", "result")]
+MAX_TABLE_ROWS = 50
+
+
+@dataclass
+class Status:
+    """What ``nbsubagents.status()`` returns: ``counts`` and ``rows`` (dicts of registry columns)."""
+
+    counts: dict[str, int]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    run_id: str | None = None
+    include_completed: bool = False
+
+    @property
+    def running(self) -> int:
+        return self.counts["running"]
+
+    @property
+    def total(self) -> int:
+        return self.counts["total"]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def counts_line(self) -> str:
+        c = self.counts
+        return (f"{c['running']} running · {c['completed']} completed · {c['failed']} failed · "
+                f"{c['aborted']} aborted · {c['total']} total")
+
+    def _cells(self, row: dict[str, Any]) -> dict[str, str]:
+        return {"run_id": row["run_id"], "name": row.get("name") or "", "status": row.get("status") or "",
+                "model": row.get("model") or "", "started": _local(row.get("started_at") or row.get("created_at"),
+                                                                    seconds=False),
+                "took": _took(row), "task": _first_line(row.get("task"), 40), "result": _outcome(row)}
+
+    def _shown(self) -> list[dict[str, Any]]:
+        return self.rows[-MAX_TABLE_ROWS:]
+
+    def _details(self, row: dict[str, Any]) -> list[tuple[str, str]]:
+        items = [("status", row.get("status") or ""), ("name", row.get("name") or ""),
+                 ("preset", row.get("preset") or ""), ("mode", row.get("mode") or ""),
+                 ("runner", row.get("runner") or ""), ("model", row.get("model") or ""),
+                 ("task", (row.get("task") or "").strip()), ("cwd", row.get("cwd") or ""),
+                 ("created", _local(row.get("created_at"))), ("started", _local(row.get("started_at"))),
+                 ("ended", _local(row.get("ended_at"))), ("took", _took(row))]
+        if row.get("status") in TERMINAL:
+            items += [("exit code", str(row.get("exit_code"))), ("stop reason", str(row.get("stop_reason"))),
+                      ("turns", str(row.get("turns") or 0)), ("tool calls", str(row.get("tool_calls") or 0)),
+                      ("tokens", f"{row.get('total_tokens') or 0:,}"), ("cost", f"${row.get('cost') or 0:.4f}")]
+            if row.get("error_message"):
+                items.append(("error", row["error_message"]))
+        elif row.get("runner") == "tmux":
+            items.append(("attach", f"tmux -L nbsubagents-{row['run_id']} attach"))
+        items += [("run dir", row.get("run_dir") or ""), ("transcript", str(Path(row.get("run_dir") or "") /
+                                                                              "transcript.log"))]
+        if row.get("status") in TERMINAL and row.get("final_text"):
+            items.append(("output", row["final_text"].strip()))
+        return [(k, v) for k, v in items if v not in ("", "None")]
+
+    def __repr__(self) -> str:
+        if self.run_id is not None and self.rows:
+            row = self.rows[0]
+            lines = [f"run {row['run_id']}"]
+            for key, value in self._details(row):
+                first, *rest = value.splitlines() or [""]
+                lines.append(f"  {key:<12} {first}")
+                lines += [f"  {'':<12} {ln}" for ln in rest[:30]]
+            return "\n".join(lines)
+        lines = [self.counts_line()]
+        shown = self._shown()
+        if not shown:
+            lines.append("no active runs" if not self.include_completed else "no runs yet")
+            return "\n".join(lines)
+        cells = [self._cells(r) for r in shown]
+        widths = {key: max(len(title), *(len(c[key]) for c in cells)) for title, key in _TABLE}
+        lines.append("  ".join(title.ljust(widths[key]) for title, key in _TABLE).rstrip())
+        for c in cells:
+            lines.append("  ".join(c[key].ljust(widths[key]) for _, key in _TABLE).rstrip())
+        if len(self.rows) > len(shown):
+            lines.append(f"… {len(self.rows) - len(shown)} earlier runs not shown (status.rows has all)")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        style = "text-align:left;vertical-align:top"
+        if self.run_id is not None and self.rows:
+            body = "".join(f"<tr><th style='{style}'>{esc(k)}</th><td style='{style};white-space:pre-wrap'>"
+                           f"{esc(v)}</td></tr>" for k, v in self._details(self.rows[0]))
+            return f"<div><b>run {esc(self.rows[0]['run_id'])}</b><table>{body}</table></div>"
+        head = f"<div>{esc(self.counts_line())}</div>"
+        shown = self._shown()
+        if not shown:
+            return head + f"<div><i>{'no active runs' if not self.include_completed else 'no runs yet'}</i></div>"
+        th = "".join(f"<th style='{style}'>{esc(t)}</th>" for t, _ in _TABLE)
+        trs = "".join("<tr>" + "".join(f"<td style='{style}'>{esc(c[k])}</td>" for _, k in _TABLE) + "</tr>"
+                      for c in (self._cells(r) for r in shown))
+        more = (f"<div><i>{len(self.rows) - len(shown)} earlier runs not shown</i></div>"
+                if len(self.rows) > len(shown) else "")
+        return f"<div>{head}<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>{more}</div>"
+
+    def to_frame(self) -> pandas.DataFrame:
+        """The rows as a pandas DataFrame indexed by run id (pandas is imported here only)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.rows, columns=NAMES)
+        for col in ("created_at", "started_at", "ended_at"):
+            frame[col] = pd.to_datetime(frame[col], utc=True, errors="coerce")
+        return frame.set_index("run_id")
+

@@ -1,0 +1,186 @@
+"""The tmux runner (opt-in, foreground runs only): the supervisor runs in a tmux session a person can attach to.
+
+``configure(runner="tmux")`` makes ``run``/``run_parallel`` start each run as
+
+    tmux -L nbsubagents-<runId> new-session -d -s <runId> -- python -m nbsubagents.tmux_runner RUN_DIR
+
+whose pane starts the supervisor and prints the run's transcript as it grows; attach with
+``tmux -L nbsubagents-<runId> attach``. Ctrl-C in the pane aborts the run. Each run has its own tmux
+server so the pane gets exactly the kernel's environment (a shared server would hand new panes its
+own, older environment). The kernel waits on ``result.json`` through ``TmuxProcess`` (the subset of
+``subprocess.Popen`` the runner uses); cancel and interrupt SIGTERM the supervisor found in
+``supervisor.json``; at the end the tmux server is killed so nothing is left.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import procs
+from .artifacts import RunPaths, read_json
+from .config import NbSubagentsError
+
+if TYPE_CHECKING:
+    from .runner import Run
+
+SETTLE = 2.0  # seconds after result.json before the session is killed even if the supervisor lingers
+
+
+def require_tmux() -> str:
+    """The tmux binary, or the error that says how to get it or how to do without."""
+    found = shutil.which("tmux")
+    if not found:
+        raise NbSubagentsError('runner="tmux" needs tmux on PATH: apt-get install tmux, '
+                               'or configure(runner="process")')
+    return found
+
+
+def socket_name(run_id: str) -> str:
+    return f"nbsubagents-{run_id}"
+
+
+def attach_command(run_id: str) -> str:
+    return f"tmux -L {socket_name(run_id)} attach"
+
+
+class TmuxProcess:
+    """A run's supervisor inside tmux, seen through ``poll``/``wait``/``send_signal`` like a Popen."""
+
+    def __init__(self, tmux: str, run_id: str, paths: RunPaths, pane_pid: int | None) -> None:
+        self.tmux = tmux
+        self.run_id = run_id
+        self.paths = paths
+        self.pid = pane_pid or 0
+        self.pane_ticks = procs.process_start_ticks(pane_pid) if pane_pid else None
+        self.returncode: int | None = None
+        self.args = [tmux, "-L", socket_name(run_id)]
+        self._pending: int | None = None
+        self._result_seen: float | None = None
+
+    def _supervisor(self) -> tuple[int, int] | None:
+        info = read_json(self.paths.supervisor) or {}
+        if procs.alive(info.get("pid"), info.get("startTicks")):
+            return info["pid"], info["startTicks"]
+        return None
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        supervisor = self._supervisor()
+        if self._pending is not None and supervisor is not None:
+            self.send_signal(self._pending)
+        if self.paths.result.exists():
+            self._result_seen = self._result_seen or time.monotonic()
+            if supervisor is None or time.monotonic() - self._result_seen > SETTLE:
+                self._finish(0)
+        elif supervisor is None and not procs.alive(self.pid, self.pane_ticks) and not self.paths.result.exists():
+            self._finish(1)  # the pane went without a result: the runner records it lost
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            time.sleep(0.05)
+        return self.returncode  # type: ignore[return-value]
+
+    def send_signal(self, sig: int) -> None:
+        supervisor = self._supervisor()
+        if supervisor is None:
+            if self.returncode is None:
+                self._pending = sig  # not up yet: delivered once supervisor.json names it
+            return
+        self._pending = None
+        try:
+            os.kill(supervisor[0], sig)
+        except ProcessLookupError:
+            pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._finish(-9)
+
+    def _finish(self, code: int) -> None:
+        self.returncode = code
+        kill_server(self.tmux, self.run_id)
+
+
+def kill_server(tmux: str, run_id: str) -> None:
+    try:
+        subprocess.run([tmux, "-L", socket_name(run_id), "kill-server"], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=10, cwd="/")
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+def launch(run: Run) -> TmuxProcess:
+    """Start the run's supervisor in a new detached tmux session; a failure to do so fails the run."""
+    tmux = require_tmux()
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    cwd = run.meta.get("cwd") or str(run.dir)
+    argv = [tmux, "-L", socket_name(run.id), "-f", "/dev/null", "new-session", "-d", "-s", run.id,
+            "-x", "200", "-y", "50", "-c", cwd, "-P", "-F", "#{pane_pid}", "--",
+            sys.executable, "-m", "nbsubagents.tmux_runner", str(run.dir)]
+    try:
+        # cwd="/": the tmux server keeps its client's working directory for its whole life.
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env=env, cwd="/")
+        error = proc.stderr.decode(errors="replace").strip() if proc.returncode else None
+        pane = proc.stdout.decode(errors="replace").strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        error, pane = str(exc), ""
+    handle = TmuxProcess(tmux, run.id, run.paths, int(pane) if pane.isdigit() else None)
+    if error is not None:
+        run._write_result("failed", f"tmux could not start the run's session: {error}")
+        handle._finish(1)
+    return handle
+
+
+# -- inside the pane ------------------------------------------------------------------------------
+def pane_main(run_dir: str) -> int:
+    """Runs in the tmux pane: start the supervisor, print the transcript as it grows, then the end."""
+    paths = RunPaths(Path(run_dir))
+    meta = read_json(paths.meta) or {}
+    signal.signal(signal.SIGINT, lambda *_: None)  # Ctrl-C reaches the supervisor (same group): it aborts
+    print(f"nbsubagents run {meta.get('runId', paths.dir.name)} ({meta.get('name') or meta.get('preset')}) "
+          f"in {meta.get('cwd')}\nCtrl-C aborts the run; Ctrl-b d detaches.\n", flush=True)
+    with open(paths.dir / "supervisor.log", "ab") as log:
+        supervisor = subprocess.Popen([sys.executable, "-m", "nbsubagents.supervisor", str(paths.dir)],
+                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    offset = 0
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    while True:
+        ended = supervisor.poll() is not None
+        try:
+            with open(paths.transcript, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+        except OSError:
+            chunk = b""
+        if chunk:
+            offset += len(chunk)
+            sys.stdout.write(decode(chunk))
+            sys.stdout.flush()
+        if ended:
+            break
+        time.sleep(0.1)
+    result = read_json(paths.result) or {}
+    print(f"\nrun {result.get('status', 'ended without a result')}", flush=True)
+    return supervisor.returncode or 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python -m nbsubagents.tmux_runner RUN_DIR", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(pane_main(sys.argv[1]))

@@ -1,0 +1,286 @@
+"""The watcher: one daemon thread per process following the runs this process launched or took over.
+
+Every ``POLL`` seconds it feeds new ``events.jsonl`` lines of each watched run to that run's
+renderer (the launching cell's panel) and looks for ``result.json``. When a run ends it ingests
+the result into the registry, ends the renderer, and, if this process wins the atomic claim,
+emits the run's one completion notice to the notice handlers (a status bar subscribes; the
+default handler prints a line); then it calls the run's ``on_done(run)``. Nothing it calls can
+stop it: exceptions are reported on stderr. No cell is ever executed.
+
+The thread starts with the first ``watch()`` and ends when nothing is left to watch (or on
+``stop()``, which sets its ``threading.Event``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import registry
+from .renderers import ICONS
+
+if TYPE_CHECKING:
+    from .renderers import Renderer
+    from .runner import Run
+
+__all__ = ["Notice", "watch", "get", "watching", "stop", "add_notice_handler", "remove_notice_handler",
+           "print_notice", "add_change_handler", "remove_change_handler"]
+
+POLL = 0.1           # seconds between looks at the watched runs
+CHECK_EVERY = 2.0    # seconds between liveness checks of a supervisor that is not our child
+
+
+@dataclass
+class Notice:
+    """One run's completion, as told to notice handlers (once per run across all processes)."""
+
+    run_id: str
+    name: str
+    status: str
+    mode: str | None
+    summary: str
+    away: bool = False
+    row: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def text(self) -> str:
+        kind = "background run" if self.mode == "background" else "run"
+        when = " while away" if self.away else ""
+        line = f"{ICONS.get(self.status, '?')} {kind} {self.name} {self.run_id} {self.status}{when}"
+        return line + (f": {self.summary}" if self.summary else "")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _summary(row: dict[str, Any]) -> str:
+    text = row.get("final_text") if row.get("status") == "completed" else row.get("error_message")
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    return first if len(first) <= 120 else first[:119] + "…"
+
+
+def print_notice(notice: Notice) -> None:
+    """The default notice handler: one printed line."""
+    print(notice.text, flush=True)
+
+
+_handlers: list[Callable[[Notice], Any]] = [print_notice]
+_change_handlers: list[Callable[[], Any]] = []
+
+
+def add_notice_handler(handler: Callable[[Notice], Any]) -> None:
+    """Call ``handler(notice)`` for every completion this process announces."""
+    if handler not in _handlers:
+        _handlers.append(handler)
+
+
+def remove_notice_handler(handler: Callable[[Notice], Any]) -> None:
+    """Stop calling ``handler`` (``remove_notice_handler(print_notice)`` silences the printed lines)."""
+    if handler in _handlers:
+        _handlers.remove(handler)
+
+
+def add_change_handler(handler: Callable[[], Any]) -> None:
+    """Call ``handler()`` whenever this process starts following a run or sees one end (a status bar
+    re-reads the counts then)."""
+    if handler not in _change_handlers:
+        _change_handlers.append(handler)
+
+
+def remove_change_handler(handler: Callable[[], Any]) -> None:
+    if handler in _change_handlers:
+        _change_handlers.remove(handler)
+
+
+def changed() -> None:
+    for handler in list(_change_handlers):
+        try:
+            handler()
+        except Exception:
+            _report(f"nbsubagents: change handler {handler!r} raised")
+
+
+def notify(row: dict[str, Any], *, away: bool = False) -> Notice:
+    """Tell every notice handler that a run ended (the caller has won ``registry.claim``)."""
+    notice = Notice(run_id=row["run_id"], name=row.get("name") or row["run_id"], status=row.get("status") or "",
+                    mode=row.get("mode"), summary=_summary(row), away=away, row=row)
+    for handler in list(_handlers):
+        try:
+            handler(notice)
+        except Exception:
+            _report(f"nbsubagents: notice handler {handler!r} raised")
+    return notice
+
+
+def _report(message: str) -> None:
+    print(message, file=sys.stderr)
+    traceback.print_exc()
+
+
+class _Entry:
+    def __init__(self, run: Run, renderer: Renderer | None, on_done: Callable[[Run], Any] | None) -> None:
+        self.run = run
+        self.renderer = renderer
+        self.on_done = on_done
+        self.next_check = time.monotonic() + CHECK_EVERY
+        self.failing = False
+        self.seen_supervisor = False
+
+
+class Watcher:
+    """Follows runs on one daemon thread; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, run: Run, *, renderer: Renderer | None = None,
+              on_done: Callable[[Run], Any] | None = None) -> None:
+        with self._lock:
+            entry = self._entries.get(run.id)
+            if entry is None:
+                self._entries[run.id] = _Entry(run, renderer, on_done)
+            else:
+                entry.renderer = entry.renderer or renderer
+                entry.on_done = entry.on_done or on_done
+            if self._thread is None or not self._thread.is_alive():
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._loop, name="nbsubagents-watcher", daemon=True)
+                self._thread.start()
+        changed()
+
+    def get(self, run_id: str) -> Run | None:
+        with self._lock:
+            entry = self._entries.get(run_id)
+        return entry.run if entry else None
+
+    def runs(self) -> list[Run]:
+        with self._lock:
+            return [e.run for e in self._entries.values()]
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        with self._lock:
+            if self._thread is thread:
+                self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                entries = list(self._entries.values())
+                if not entries:
+                    self._thread = None
+                    return
+            for entry in entries:
+                try:
+                    finished = self._step(entry)
+                    entry.failing = False
+                except Exception:
+                    if not entry.failing:
+                        _report(f"nbsubagents watcher: following run {entry.run.id} failed (will retry)")
+                    entry.failing = True
+                    finished = False
+                if finished:
+                    with self._lock:
+                        self._entries.pop(entry.run.id, None)
+            self._stop.wait(POLL)
+
+    def _step(self, entry: _Entry) -> bool:
+        run = entry.run
+        if not run.dir.is_dir():
+            return True  # deleted under us: nothing left to follow
+        if entry.renderer is not None:
+            run._pump(entry.renderer)
+        if run.paths.result.exists():
+            self._finish(entry)
+            return True
+        if not entry.seen_supervisor and run.paths.supervisor.exists():
+            entry.seen_supervisor = True
+            registry.note(run, status="running")  # its supervisor pid and start time
+        proc = run._proc
+        if proc is not None:
+            if proc.poll() is None:
+                return False
+            if not run.paths.result.exists():  # it writes result.json before it exits
+                registry.settle_lost(run, f"{registry.LOST} (exit code {proc.returncode})")
+            self._finish(entry)
+            return True
+        now = time.monotonic()
+        if now >= entry.next_check:  # a supervisor of another process: is it still there?
+            entry.next_check = now + CHECK_EVERY
+            if registry.check(run.dir) == "ended":
+                self._finish(entry)
+                return True
+        return False
+
+    def _finish(self, entry: _Entry) -> None:
+        run = entry.run
+        run._result = None
+        if run._proc is not None:
+            try:
+                run._proc.wait(5)  # reap it: it exits right after writing result.json
+            except Exception:
+                pass
+        renderer = entry.renderer
+        if renderer is not None:
+            _safely(run._pump, renderer)
+        row = None
+        won = False
+        try:
+            row = registry.record(run)
+            won = row is not None and registry.claim(run.id, registry._db_of(run.dir))
+        except Exception:
+            _report(f"nbsubagents: the registry could not record the end of run {run.id}")
+        if renderer is not None:
+            _safely(renderer.end, run)
+            _safely(renderer.close)
+        if won and row is not None:
+            notify(row)
+        changed()
+        if entry.on_done is not None:
+            try:
+                entry.on_done(run)
+            except Exception:
+                _report(f"nbsubagents: on_done of run {run.id} raised")
+
+
+def _safely(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        _report(f"nbsubagents: {getattr(fn, '__qualname__', fn)} raised")
+
+
+_watcher = Watcher()
+atexit.register(_watcher.stop, 1.0)
+
+
+def watch(run: Run, *, renderer: Renderer | None = None, on_done: Callable[[Run], Any] | None = None) -> None:
+    """Follow ``run`` until it ends: events to ``renderer``, the end to the registry, notices, ``on_done``."""
+    _watcher.watch(run, renderer=renderer, on_done=on_done)
+
+
+def get(run_id: str) -> Run | None:
+    """This process's handle of a run it watches, else None."""
+    return _watcher.get(run_id)
+
+
+def watching() -> list[Run]:
+    """The runs this process's watcher follows now."""
+    return _watcher.runs()
+
+
+def stop(timeout: float = 5.0) -> None:
+    """Stop the watcher thread (the next ``watch()`` starts it again)."""
+    _watcher.stop(timeout)

@@ -1,0 +1,235 @@
+"""The run registry on synthetic run directories: concurrency, reconcile, rebuild, prefixes, tables, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nbsubagents import NbSubagentsError, procs, registry
+from nbsubagents.artifacts import now_iso
+
+RESULT = {"status": "completed", "exitCode": 0, "stopReason": "stop", "errorMessage": None,
+          "finalText": "All done.\nsecond line", "usage": {"input": 10, "output": 5, "totalTokens": 15, "cost": 0.01},
+          "turns": 2, "toolCalls": 1, "startedAt": "2026-01-01T10:00:00.000Z",
+          "endedAt": "2026-01-01T10:00:03.000Z", "durationSeconds": 3.0}
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    base = tmp_path / "proj"
+    (base / ".pi" / "subagents" / "runs").mkdir(parents=True)
+    monkeypatch.chdir(base)
+    monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
+    return base
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def make_run(root: Path, run_id: str, *, result: dict | None = None, supervisor: dict | None = None,
+             created_at: str | None = None, launcher: dict | None = None, name: str = "scout",
+             task: str = "read README.md", register: bool = True) -> Path:
+    run_dir = root / ".pi" / "subagents" / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    meta = {"runId": run_id, "name": name, "preset": "scout", "mode": "background", "task": task,
+            "cwd": str(root), "resolvedModel": "demo/scripted", "createdAt": created_at or now_iso(),
+            "launcher": launcher or {"pid": dead_pid(), "host": registry.HOST, "startTicks": 1}}
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    if supervisor is not None:
+        (run_dir / "supervisor.json").write_text(json.dumps(supervisor))
+        (run_dir / "supervisor.log").write_text("")
+    if result is not None:
+        (run_dir / "result.json").write_text(json.dumps({"runId": run_id, **result}))
+    if register:
+        registry.record(run_dir)
+    return run_dir
+
+
+def rows(root: Path) -> dict[str, dict]:
+    with registry._connect(registry.db_path(root)) as conn:
+        return {r["run_id"]: dict(r) for r in conn.execute("SELECT * FROM runs")}
+
+
+def test_two_processes_registering_200_runs_each_at_once_lose_no_row(root):
+    for tag in ("a", "b"):
+        for i in range(200):
+            make_run(root, f"2026-{tag}-{i:03d}", register=False, launcher={"pid": 1, "host": "h"})
+    go = root / "go"
+    code = ("import sys, time, pathlib\n"
+            "from nbsubagents import registry\n"
+            "base, tag, go = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])\n"
+            "while not go.exists(): time.sleep(0.005)\n"
+            "for i in range(200):\n"
+            "    registry.record(base / f'2026-{tag}-{i:03d}', status='running')\n"
+            "    registry.record(base / f'2026-{tag}-{i:03d}', status='running')\n")
+    procs_ = [subprocess.Popen([sys.executable, "-c", code, str(root / ".pi/subagents/runs"), tag, str(go)],
+                               stderr=subprocess.PIPE, text=True) for tag in ("a", "b")]
+    time.sleep(1.0)  # both importing and waiting at the line
+    go.touch()
+    for proc in procs_:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    got = rows(root)
+    assert len(got) == 400
+    assert {r["status"] for r in got.values()} == {"running"}
+    with registry._connect(registry.db_path(root)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_terminal_row_is_never_taken_back_to_active(root):
+    run_dir = make_run(root, "20260101-100000-aaaaaa", result=RESULT)
+    registry.upsert(registry.db_path(root), {"run_id": "20260101-100000-aaaaaa", "status": "running",
+                                             "run_dir": str(run_dir)})
+    assert rows(root)["20260101-100000-aaaaaa"]["status"] == "completed"
+
+
+def test_reconcile_ingests_results_settles_lost_supervisors_and_leaves_starting_runs(root):
+    old = "2026-01-01T00:00:00.000Z"
+    finished = make_run(root, "20260101-000001-aaaaaa", supervisor={"pid": dead_pid(), "startTicks": 5},
+                        created_at=old)
+    registry.record(finished, status="running")
+    (finished / "result.json").write_text(json.dumps({"runId": finished.name, **RESULT}))
+    lost = make_run(root, "20260101-000002-bbbbbb", supervisor={"pid": dead_pid(), "startTicks": 5}, created_at=old)
+    # a leftover "pi" of the lost run: found by the run id in its environment, then killed
+    leftover = subprocess.Popen(["sleep", "60"], env={**os.environ, "PI_SUBAGENTS_RUN_ID": lost.name},
+                                cwd=root)
+    starting = make_run(root, "20260101-000003-cccccc")  # created just now, no supervisor.json yet
+    never = make_run(root, "20260101-000004-dddddd", created_at=old)  # launcher gone, never launched
+    me = os.getpid()
+    queued_here = make_run(root, "20260101-000005-eeeeee", created_at=old,
+                           launcher={"pid": me, "host": registry.HOST, "startTicks": procs.process_start_ticks(me)})
+    live = subprocess.Popen(["sleep", "60"])
+    alive = make_run(root, "20260101-000006-ffffff", created_at=old,
+                     supervisor={"pid": live.pid, "startTicks": procs.process_start_ticks(live.pid)})
+    reused = make_run(root, "20260101-000007-gggggg", created_at=old,  # the pid lives on as another process
+                      supervisor={"pid": live.pid, "startTicks": procs.process_start_ticks(live.pid) - 1})
+    try:
+        still = registry.reconcile(root)
+        assert leftover.wait(10) == -9
+    finally:
+        live.kill()
+        live.wait()
+        leftover.kill()
+        leftover.wait()
+
+    assert [r.id for r in still] == [alive.name]
+    got = rows(root)
+    assert got[finished.name]["status"] == "completed" and got[finished.name]["final_text"].startswith("All done.")
+    assert got[lost.name]["status"] == "failed"
+    assert got[lost.name]["error_message"] == "interrupted: supervisor exited without a result"
+    assert json.loads((lost / "result.json").read_text())["errorMessage"] == got[lost.name]["error_message"]
+    assert got[starting.name]["status"] == "queued" and not (starting / "result.json").exists()
+    assert got[never.name]["status"] == "aborted"
+    assert "before it started" in got[never.name]["error_message"]
+    assert got[queued_here.name]["status"] == "queued"
+    assert got[alive.name]["status"] == "running" and got[alive.name]["supervisor_pid"] == live.pid
+    assert got[reused.name]["status"] == "failed"
+
+
+def test_finished_while_away_is_announced_once_and_a_live_owners_run_is_left_to_it(root, capsys):
+    away = make_run(root, "20260101-000001-aaaaaa", result=RESULT)
+    me = os.getpid()
+    mine = make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "endedAt": now_iso()},
+                    launcher={"pid": me, "host": registry.HOST, "startTicks": procs.process_start_ticks(me)})
+
+    first = registry.announce_finished_while_away(root)
+    second = registry.announce_finished_while_away(root)
+
+    assert [r["run_id"] for r in first] == [away.name] and second == []
+    out = capsys.readouterr().out
+    assert out.strip() == f"✓ background run scout {away.name} completed while away: All done."
+    assert rows(root)[mine.name]["announced"] == 0  # its owner (this process) is alive: its watcher tells
+    assert registry.claim(mine.name, registry.db_path(root)) is True
+    assert registry.claim(mine.name, registry.db_path(root)) is False
+
+
+def test_rebuild_recreates_rows_from_run_directories_keeping_announcements(root):
+    a = make_run(root, "20260101-000001-aaaaaa", result=RESULT)
+    b = make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "status": "failed", "errorMessage": "boom"})
+    registry.claim(a.name, registry.db_path(root))
+    make_run(root, "20260101-000003-cccccc", result=RESULT, register=False)  # a lost write
+    assert registry.rebuild(root) == 3
+    got = rows(root)
+    assert got[a.name]["announced"] == 1 and got[b.name]["announced"] == 0  # kept as they were
+    assert got["20260101-000003-cccccc"]["announced"] == 1  # new to the registry: history, not news
+    assert got[b.name]["error_message"] == "boom"
+
+    registry.db_path(root).unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(str(registry.db_path(root)) + suffix).unlink(missing_ok=True)
+    assert registry.rebuild(root) == 3
+    assert set(rows(root)) == {a.name, b.name, "20260101-000003-cccccc"}
+
+
+def test_prefixes_resolve_uniquely_or_say_what_matched(root):
+    make_run(root, "20260101-000001-aaaaaa")
+    make_run(root, "20260101-000002-bbbbbb")
+    assert registry.resolve("20260101-000001")["run_id"] == "20260101-000001-aaaaaa"
+    assert registry.get_run("20260101-000002-b").id == "20260101-000002-bbbbbb"
+    with pytest.raises(NbSubagentsError, match="ambiguous: it matches 20260101-000001-aaaaaa, 20260101-000002-bbbbbb"):
+        registry.resolve("2026")
+    with pytest.raises(NbSubagentsError, match='No run "2027"'):
+        registry.resolve("2027")
+    with pytest.raises(NbSubagentsError, match="run id"):
+        registry.resolve("")
+    make_run(root, "20260101-000003-cccccc", register=False)  # on disk only: still found
+    assert registry.resolve("20260101-000003")["run_id"] == "20260101-000003-cccccc"
+
+
+def test_status_table_text_html_and_frame(root):
+    make_run(root, "20260101-000001-aaaaaa", result=RESULT, name="<scout>")
+    make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "status": "failed", "errorMessage": "pi exploded"})
+    st = registry.status(include_completed=True, announce=False)
+    text = repr(st).splitlines()
+    assert text[0] == "0 running · 1 completed · 1 failed · 0 aborted · 2 total"
+    assert text[1].split() == ["RUN", "ID", "NAME", "STATUS", "MODEL", "STARTED", "TOOK", "TASK", "RESULT"]
+    assert text[2].index("completed") == text[1].index("STATUS")  # aligned columns
+    assert "All done." in text[2] and "pi exploded" in text[3]
+    html = st._repr_html_()
+    assert "&lt;scout&gt;" in html and "<scout>" not in html and html.count("<tr>") == 3
+    frame = st.to_frame()
+    assert list(frame.index) == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb"]
+    assert frame.loc["20260101-000002-bbbbbb", "status"] == "failed"
+    assert str(frame["ended_at"].dtype).startswith("datetime")
+    assert repr(registry.status(announce=False)).endswith("no active runs")
+    one = repr(registry.status("20260101-000002", announce=False))
+    assert one.splitlines()[0] == "run 20260101-000002-bbbbbb" and "  error        pi exploded" in one
+
+
+def test_status_of_a_folder_without_runs_creates_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    st = registry.status(include_completed=True)
+    assert st.counts["total"] == 0 and st.rows == [] and list(tmp_path.iterdir()) == []
+
+
+def test_console_script_prints_the_same_tables(root):
+    make_run(root, "20260101-000001-aaaaaa", result=RESULT)
+    cli = [sys.executable, "-m", "nbsubagents.cli"]
+    runs = subprocess.run(cli + ["runs"], capture_output=True, text=True, timeout=60, cwd=root)
+    assert runs.returncode == 0 and runs.stdout.startswith("0 running · 1 completed")
+    assert "20260101-000001-aaaaaa" in runs.stdout
+    active = subprocess.run(cli + ["status"], capture_output=True, text=True, timeout=60, cwd=root)
+    assert active.stdout.strip().endswith("no active runs")
+    every = subprocess.run(cli + ["status", "--all"], capture_output=True, text=True, timeout=60, cwd=root)
+    assert every.stdout == runs.stdout
+    one = subprocess.run(cli + ["status", "20260101"], capture_output=True, text=True, timeout=60, cwd=root)
+    assert one.stdout.startswith("run 20260101-000001-aaaaaa") and "All done." in one.stdout
+    bad = subprocess.run(cli + ["status", "nope"], capture_output=True, text=True, timeout=60, cwd=root)
+    assert bad.returncode == 1 and 'No run "nope"' in bad.stderr
+    assert rows(root)["20260101-000001-aaaaaa"]["announced"] == 0  # a terminal look announces nothing
+
+
+def test_registry_and_watcher_stay_light():
+    code = ("import sys, nbsubagents.registry, nbsubagents.watcher, nbsubagents.tmux_runner;"
+            "print(sorted({'IPython', 'ipywidgets', 'pandas'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
