@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",
-           "start", "status", "cancel", "get_run", "Status"]
+           "start", "status", "cancel", "get_run", "Status", "runs"]
 
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
     "configure": "config", "NbSubagentsError": "config", "Run": "runner",
     "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry",
+    "runs": "api",
 }
 
 if TYPE_CHECKING:
-    from .api import cancel, get_run, presets, run, run_parallel, start, status
+    from .api import cancel, get_run, presets, run, run_parallel, runs, start, status
     from .registry import Status
     from .config import NbSubagentsError, configure
     from .runner import Run

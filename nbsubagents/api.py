@@ -118,3 +118,15 @@ def get_run(run_id: str) -> Run:
 def cancel(run_id: str) -> bool:
     """Cancel a run by id or prefix from any kernel; False when it had already ended."""
     return get_run(run_id).cancel()
+
+
+def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
+         text: str | None = None, limit: int | None = None) -> Any:
+    """Every run of this project as a pandas DataFrame, newest first, filtered in the registry.
+
+    ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO
+    time or an age such as ``"30m"``, ``"2h"``, ``"7d"``; ``text`` searches tasks and outputs.
+    """
+    from .query import runs as _runs_frame
+    return _runs_frame(status=status, preset=preset, model=model, since=since, until=until, text=text,
+                       limit=limit)

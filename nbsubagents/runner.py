@@ -100,6 +100,23 @@ class Run:
         except OSError:
             return ""
 
+    def events_frame(self) -> Any:
+        """One row per normalized event with the formatter's words for it (a pandas DataFrame)."""
+        from .inspection import events_frame
+        return events_frame(self.events(), self.meta.get("cwd"))
+
+    @property
+    def artifacts(self) -> Any:
+        """The run directory's files with their sizes."""
+        from .inspection import artifacts
+        return artifacts(self.paths.dir)
+
+    @property
+    def files_changed(self) -> list[str]:
+        """Paths the child wrote or edited successfully, as its events show them."""
+        from .inspection import files_changed
+        return files_changed(artifacts.read_events(self.paths.events), self.meta.get("cwd"))
+
     # -- control ------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> Run:
         """Block until the run is terminal (or ``timeout`` seconds pass); returns self."""

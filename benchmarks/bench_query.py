@@ -1,0 +1,74 @@
+"""`runs()` with two filters over 100,000 registry rows, against the same query in plain sqlite3.
+
+Target: runs() < 0.5 s. The ratio's baseline is the bare SQL (same WHERE, ORDER BY) fetched with
+sqlite3: what runs() adds is the DataFrame with proper dtypes.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import statistics
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from nbsubagents import query, registry
+
+N = 100_000
+
+
+def fill(root: Path) -> None:
+    db = registry.db_path(root)
+    (root / ".pi" / "subagents" / "runs").mkdir(parents=True)
+    runs_dir = root / ".pi" / "subagents" / "runs"
+    for i in range(N):  # the registry drops rows whose run directory is gone: give each one
+        (runs_dir / f"bench-{i:06d}").mkdir()
+    rng = random.Random(7)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    rows = []
+    for i in range(N):
+        t = start + timedelta(seconds=i * 60)
+        iso = t.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        status = rng.choice(["completed"] * 6 + ["failed", "aborted"])
+        row = {name: None for name in registry.NAMES}
+        row.update(run_id=f"bench-{i:06d}", name=f"task{i % 50}", preset=rng.choice(["scout", "scribe", "reviewer"]),
+                   mode="single", status=status, task=f"read file{i}.py and summarise", cwd=str(root),
+                   model="demo/scripted", run_dir=str(root / ".pi/subagents/runs" / f"bench-{i:06d}"),
+                   created_at=iso, started_at=iso, ended_at=iso, duration=rng.random() * 30, tool_calls=rng.randint(0, 20),
+                   total_tokens=rng.randint(100, 9000), cost=rng.random() / 100, final_text="Done.", announced=1)
+        rows.append([row[n] for n in registry.NAMES])
+    with registry._connect(db) as conn:
+        conn.execute("BEGIN")
+        conn.executemany(f"INSERT INTO runs ({', '.join(registry.NAMES)}) VALUES ({', '.join('?' * len(registry.NAMES))})", rows)
+        conn.execute("COMMIT")
+
+
+def main() -> None:
+    root = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-query-"))
+    fill(root)
+    filters = dict(status="completed", preset="scout")
+    sql, args = query.build_query(**filters)
+    db = registry.db_path(root)
+    query.runs(root=root, **filters)  # first use: schema, sync
+    ours, bare = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        frame = query.runs(root=root, **filters)
+        ours.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        conn = sqlite3.connect(db)
+        rows = conn.execute(sql, args).fetchall()
+        conn.close()
+        bare.append(time.perf_counter() - t0)
+    assert len(frame) == len(rows)
+    o, b = statistics.median(ours), statistics.median(bare)
+    print(f"rows in registry         : {N:,}; matching status=completed & preset=scout: {len(frame):,}")
+    print(f"runs() (DataFrame)       : median {o * 1000:.0f} ms (target < 500 ms)")
+    print(f"plain sqlite3 same query : median {b * 1000:.0f} ms")
+    print(f"ratio                    : {o / b:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""The registry as data: ``runs()`` returns a pandas DataFrame of runs, newest first.
+
+Filtering happens in SQLite (indexed columns, parameters, no string-built values), so a registry of
+100,000 runs answers in a fraction of a second; pandas is imported only here, only when called.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .config import NbSubagentsError
+
+if TYPE_CHECKING:
+    import pandas
+
+STATUSES = ["queued", "running", "completed", "failed", "aborted"]
+STATUS_COLORS = {"queued": "#6b7280", "running": "#2563eb", "completed": "#15803d", "failed": "#b91c1c",
+                 "aborted": "#b45309"}
+TASK_WIDTH = 80
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day|w|wk)s?\s*$", re.IGNORECASE)
+_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400,
+          "w": 604800, "wk": 604800}
+_SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_at, ended_at, duration, "
+           "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text")
+
+
+def to_utc_iso(value: Any, *, name: str) -> str:
+    """A datetime, a pandas Timestamp, an ISO string or a relative age like ``"2h"`` -> registry time text."""
+    if isinstance(value, str):
+        match = _RELATIVE.match(value)
+        if match:
+            seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+            value = datetime.now(timezone.utc) - timedelta(seconds=seconds)
+        else:
+            try:
+                value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            except ValueError:
+                raise NbSubagentsError(
+                    f"{name}={value!r} is not understood: give a datetime, an ISO time like "
+                    "'2026-11-25 14:00', or an age like '30m', '2h', '7d'") from None
+    if hasattr(value, "to_pydatetime"):
+        value = value.to_pydatetime()
+    if not isinstance(value, datetime):
+        raise NbSubagentsError(f"{name} must be a datetime, an ISO time or an age like '2h', got {value!r}")
+    if value.tzinfo is None:
+        value = value.astimezone()  # a naive time is the user's local time
+    value = value.astimezone(timezone.utc)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def _one_or_many(value: str | Iterable[str] | None, name: str) -> list[str] | None:
+    if value is None:
+        return None
+    values = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple, set)) else None
+    if not values or not all(isinstance(v, str) for v in values):
+        raise NbSubagentsError(f"{name} must be a name or a list of names, got {value!r}")
+    return values
+
+
+def build_query(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
+                until: Any = None, text: str | None = None, limit: int | None = None) -> tuple[str, list[Any]]:
+    """The SQL and its parameters for a ``runs()`` call (also the benchmark's baseline query)."""
+    where: list[str] = []
+    args: list[Any] = []
+    statuses = _one_or_many(status, "status")
+    if statuses:
+        unknown = [s for s in statuses if s not in STATUSES]
+        if unknown:
+            raise NbSubagentsError(f"Unknown status {unknown[0]!r}; statuses are {', '.join(STATUSES)}")
+    for column, values in (("status", statuses), ("preset", _one_or_many(preset, "preset")),
+                           ("model", _one_or_many(model, "model"))):
+        if values:
+            where.append(f"{column} IN ({', '.join('?' * len(values))})")
+            args += values
+    if since is not None:
+        where.append("created_at >= ?")
+        args.append(to_utc_iso(since, name="since"))
+    if until is not None:
+        where.append("created_at <= ?")
+        args.append(to_utc_iso(until, name="until"))
+    if text:
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where.append("(task LIKE ? ESCAPE '\\' OR final_text LIKE ? ESCAPE '\\')")
+        args += [pattern, pattern]
+    sql = f"SELECT {_SELECT} FROM runs"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY created_at DESC, run_id DESC"
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise NbSubagentsError(f"limit must be a whole number >= 1, got {limit!r}")
+        sql += " LIMIT ?"
+        args.append(limit)
+    return sql, args
+
+
+def _shorten(text: Any, width: int = TASK_WIDTH) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
+         text: str | None = None, limit: int | None = None, root: str | Path | None = None) -> pandas.DataFrame:
+    """Every run of the project as a DataFrame, newest first, filtered in the registry.
+
+    ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO time
+    or an age (``"30m"``, ``"2h"``, ``"7d"``); ``text`` searches the task and the final output.
+    """
+    import pandas as pd
+
+    from . import registry
+
+    sql, args = build_query(status=status, preset=preset, model=model, since=since, until=until, text=text,
+                            limit=limit)
+    db = registry.db_path(root)
+    registry.first_use(root)
+    registry.reconcile(root)  # rows for directories it has not seen, and truthful statuses
+    with registry._connect(db) as conn:
+        rows = conn.execute(sql, args).fetchall()
+    frame = pd.DataFrame.from_records([tuple(r) for r in rows], columns=[c.strip() for c in _SELECT.split(",")])
+    started = frame["started_at"].where(frame["started_at"].notna(), frame["created_at"])
+    out = pd.DataFrame({
+        "run_id": frame["run_id"].astype("string"),
+        "name": frame["name"].astype("string"),
+        "preset": frame["preset"].astype("string"),
+        "status": pd.Categorical(frame["status"], categories=STATUSES),
+        "model": frame["model"].astype("string"),
+        "task": frame["task"].map(_shorten).astype("string"),
+        "cwd": frame["cwd"].astype("string"),
+        "started": pd.to_datetime(started, utc=True, format="ISO8601"),
+        "ended": pd.to_datetime(frame["ended_at"], utc=True, format="ISO8601"),
+        "duration_s": pd.to_numeric(frame["duration"], errors="coerce").astype("Float64"),
+        "tool_calls": pd.to_numeric(frame["tool_calls"], errors="coerce").astype("Int64"),
+        "tokens": pd.to_numeric(frame["total_tokens"], errors="coerce").astype("Int64"),
+        "cost": pd.to_numeric(frame["cost"], errors="coerce").astype("Float64"),
+        "error": frame["error_message"].astype("string"),
+        "run_dir": frame["run_dir"].astype("string"),
+        "mode": frame["mode"].astype("string"),
+        "notebook": frame["notebook"].astype("string"),
+        "kernel": frame["kernel"].astype("string"),
+    })
+    return RunsFrame(out)
+
+
+def _frame_class() -> type:
+    import pandas as pd
+
+    class _RunsFrame(pd.DataFrame):
+        """A DataFrame whose notebook view colours statuses; its text view is pandas' own."""
+
+        @property
+        def _constructor(self) -> type:
+            return _RunsFrame
+
+        def _repr_html_(self) -> str | None:
+            return styled_html(self)
+
+    return _RunsFrame
+
+
+_cls: type | None = None
+
+
+def RunsFrame(frame: pandas.DataFrame) -> pandas.DataFrame:  # noqa: N802 - reads like the class it makes
+    global _cls
+    if _cls is None:
+        _cls = _frame_class()
+    return _cls(frame)
+
+
+def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
+    """An HTML table with status colours; every value escaped. Long frames show head and tail."""
+    import pandas as pd
+
+    shown = frame if len(frame) <= max_rows else pd.concat([frame.head(max_rows // 2), frame.tail(max_rows // 2)])
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    body = []
+    for _, row in shown.iterrows():
+        cells = []
+        for column, value in row.items():
+            if column == "status" and isinstance(value, str):
+                color = STATUS_COLORS.get(value, "inherit")
+                cells.append(f'<td class="nbsubagents-status-{html.escape(value)}" '
+                             f'style="color:{color};font-weight:600">{html.escape(value)}</td>')
+            elif value is None or value is pd.NA or (isinstance(value, float) and value != value) or value is pd.NaT:
+                cells.append("<td></td>")
+            elif isinstance(value, pd.Timestamp):
+                local = value.to_pydatetime().astimezone()  # shown in the reader's local time
+                cells.append(f"<td>{local.strftime('%Y-%m-%d %H:%M:%S')}</td>")
+            elif column == "cost" and isinstance(value, float):
+                cells.append(f"<td>${value:.4f}</td>")
+            else:
+                cells.append(f"<td>{html.escape(str(value))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    note = "" if len(frame) <= max_rows else f"<p>{len(frame)} runs; showing the newest and oldest {max_rows // 2}.</p>"
+    return (f'<div class="nbsubagents-runs">{note}<table class="dataframe"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
