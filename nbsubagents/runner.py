@@ -295,22 +295,10 @@ def _check_timeout(timeout: Any) -> float:
     return float(value)
 
 
-def _find_run_dir(root: Path, id_or_prefix: str) -> Path:
-    base = artifacts.runs_dir(root)
-    exact = base / id_or_prefix
-    if exact.is_dir():
-        return exact
-    matches = sorted(p for p in base.glob(f"{id_or_prefix}*") if p.is_dir()) if base.is_dir() else []
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise NbSubagentsError(f'Run id prefix "{id_or_prefix}" is ambiguous: {", ".join(p.name for p in matches)}')
-    raise NbSubagentsError(f'No run "{id_or_prefix}" under {base}')
-
-
 def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
     """The earlier run, and its transcript when it left no session file to continue."""
-    earlier = Run(_find_run_dir(root, run_id))
+    from .registry import get_run
+    earlier = get_run(run_id, root)
     if not earlier.done:
         raise NbSubagentsError(f"Run {earlier.id} is still running: wait for it (or cancel it) before resuming it")
     session = earlier.paths.session
