@@ -10,7 +10,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e '.[demo]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
@@ -27,7 +27,7 @@ setup-test: $(VENV)/.installed-test node_modules/.bin/pi
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 demo: setup
-	$(PY) -m nbsubagents.demo .demo/project
+	$(PY) -m nbsubagents.demo --notebook notebooks/quickstart.ipynb
 
 test: setup-test
 	$(PY) -m pytest -q

@@ -3,8 +3,9 @@
 The scripted model is a deterministic test double, not an AI: it turns task lines such as
 ``read README.md``, ``ls src``, ``run: python -V`` or ``write notes.md: text`` into real pi tool
 calls and ends with a summary that quotes what the tools returned. ``python -m nbsubagents.demo``
-is the README's main job: it copies the example project, runs a single and a parallel delegation
-in it, and prints what each run did.
+copies the example project, runs a single and a parallel delegation in it, and prints what each
+run did; ``python -m nbsubagents.demo --notebook [NOTEBOOK]`` (the README's ``make demo``) executes
+``notebooks/quickstart.ipynb`` headless instead and prints its text outputs.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .scripted import ScriptedModel, write_agent_dir
 
 DEMO_MODEL = "demo/scripted"
 EXAMPLE_PROJECT = Path(__file__).resolve().parent.parent / "examples" / "demo-project"
+QUICKSTART = Path(__file__).resolve().parent.parent / "notebooks" / "quickstart.ipynb"
 
 _active: ScriptedModel | None = None
 
@@ -48,10 +51,80 @@ def copy_example_project(dest: str | Path) -> Path:
     return dest
 
 
+def run_notebook(notebook: str | Path = QUICKSTART, out_dir: str | Path = ".demo") -> int:
+    """Execute a notebook headless (nbclient, widget state kept) and print its text outputs.
+
+    The kernel works in ``out_dir`` (temporary folders the notebook makes go there too, so the example
+    project and its runs stay next to the executed copy, ``out_dir/<name>.ipynb``). Returns 1 when a
+    cell failed.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    notebook, out = Path(notebook), Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(out)  # the kernel inherits it: the notebook's temp project lands in out_dir
+    nb = nbformat.read(notebook, as_version=4)
+    print(f"Executing {notebook} (scripted demo model {DEMO_MODEL}: deterministic, not an AI)\n")
+    client = NotebookClient(nb, kernel_name="python3", timeout=600, store_widget_state=True,
+                            resources={"metadata": {"path": str(out)}})
+    failed = False
+    try:
+        client.execute()
+    except CellExecutionError:
+        failed = True
+    finally:
+        nbformat.write(nb, out / notebook.name)
+    for cell in nb.cells:
+        if cell.cell_type != "code" or cell.get("execution_count") is None:
+            continue
+        print(f"[{cell.execution_count}] {cell.source.splitlines()[0] if cell.source else ''}")
+        for output in cell.outputs:
+            text = output.get("text") if output.output_type == "stream" else \
+                output.get("data", {}).get("text/plain", "")
+            if output.output_type == "error":
+                text = f"{output.ename}: {output.evalue}"
+            view = output.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+            if view is not None and output.output_type != "execute_result":
+                text = widget_text(nb, view.get("model_id", "")) or "(a panel)"
+            print("\n".join("    " + line for line in str(text).rstrip().splitlines()))
+        print()
+    print(f"Executed notebook: {out / notebook.name} (open it in JupyterLab to see the panels)")
+    return 1 if failed else 0
+
+
+def widget_text(nb: Any, model_id: str) -> str:
+    """The text a saved widget (and its children) shows, from an executed notebook's widget state."""
+    import html
+    import re
+
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    lines: list[str] = []
+
+    def visit(mid: str) -> None:
+        model = state.get(mid, {}).get("state", {})
+        kind = model.get("_model_name")
+        if kind == "HTMLModel":
+            body = re.sub(r"(?s)<style.*?</style>", "", model.get("value") or "")
+            body = re.sub(r"(?i)<br\s*/?>|</div>|</p>|</tr>", "\n", body)
+            text = html.unescape(re.sub(r"<[^>]+>", " ", body))
+            lines.extend(" ".join(line.split()) for line in text.splitlines() if line.strip())
+        if kind == "AccordionModel" and model.get("selected_index") is None:
+            return  # collapsed: its content is not on screen
+        for child in model.get("children", []):
+            visit(str(child).removeprefix("IPY_MODEL_"))
+
+    visit(model_id)
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     import nbsubagents
 
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--notebook":
+        return run_notebook(args[1] if len(args) > 1 else QUICKSTART)
     where = Path(args[0]) if args else Path(".demo") / "project"
     project = copy_example_project(where).resolve()
     os.chdir(project)

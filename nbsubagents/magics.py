@@ -1,0 +1,441 @@
+"""The ``%subagent`` magics: ``%load_ext nbsubagents``, then delegate from cells.
+
+Each magic parses its line with ``IPython.core.magic_arguments`` (so ``%subagent?`` shows the usage
+and a wrong flag is a ``UsageError``, never ``SystemExit``) and then calls the public function a
+user would call: ``run``, ``run_parallel``, ``start``, ``status``, ``presets``, ``cancel``.
+
+Task text reaches the child as written: the task magics are ``@no_var_expand``, so ``{``, ``}`` and
+``$`` are not interpolated; ``--expand`` opts in to IPython's ``$name`` / ``{expression}`` expansion
+with the notebook's variables. ``%subagent_status`` and ``%subagent_cancel`` take a run id and keep
+IPython's usual expansion, so ``%subagent_cancel {job.id}`` works.
+
+This module imports IPython; ``import nbsubagents`` does not import it (the extension hooks in
+``nbsubagents/__init__.py`` load it on ``%load_ext``).
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Any, Callable
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+import nbsubagents
+from nbsubagents.config import NbSubagentsError
+
+__all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_list", "suggest",
+           "unload_ipython_extension"]
+
+TASK_KEYS = ("preset", "task", "model", "cwd", "name", "timeout")
+_VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "-o", "--out", "--concurrency")
+_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--bg", "--expand", "-o")
+_GROUP_FLAGS = ("--concurrency", "--expand", "-o")
+_MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel"),
+                "cell": ("subagent", "subagents")}
+# A word of a magic line: runs of plain characters and quoted strings (quotes may hold spaces).
+_WORD = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def _usage(magic: Callable[..., Any]) -> str:
+    """The magic's one-paragraph usage, as argparse words it (without the RST prefix IPython adds)."""
+    text = magic.parser.format_usage()  # type: ignore[attr-defined]
+    return re.sub(r"^(usage:\s*)?::\s*", "", text.strip()).strip()
+
+
+def _parse(magic: Callable[..., Any], line: str) -> Any:
+    """``parse_argstring`` whose UsageError also shows the usage."""
+    try:
+        return parse_argstring(magic, line)
+    except (UsageError, ValueError) as exc:  # ValueError: an unclosed quote
+        raise UsageError(f"{exc}\nUsage: {_usage(magic)}") from None
+
+
+def _check_var(name: str | None) -> str | None:
+    if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
+        raise UsageError(f"-o needs a Python variable name to store the result in, got {name!r}")
+    return name
+
+
+def _split_line(magic: Callable[..., Any], line: str) -> tuple[str, str]:
+    """Split ``%subagent`` arguments into the options-and-preset part and the raw task text.
+
+    Options may come before and right after the preset; the first other word starts the task, which
+    is kept exactly as typed (no shell-style quote handling). ``--`` ends the options.
+    """
+    parser = magic.parser  # type: ignore[attr-defined]
+    takes_value = {flag for flag, action in parser._option_string_actions.items() if action.nargs != 0}
+    pos, have_preset, expect_value = 0, False, False
+    while True:
+        match = _WORD.match(line, pos)
+        if match is None:
+            return line, ""
+        word = match.group(1)
+        if expect_value:
+            expect_value = False
+        elif word == "--":
+            if have_preset:
+                return line[:match.start(1)], line[match.end():].strip()
+            nxt = _WORD.match(line, match.end())
+            if nxt is None:
+                return line[:match.start(1)], ""
+            return line[:match.start(1)] + nxt.group(1), line[nxt.end():].strip()
+        elif word.startswith("-") and len(word) > 1:
+            expect_value = "=" not in word and word in takes_value
+        elif not have_preset:
+            have_preset = True
+        else:
+            return line[:match.start(1)], line[match.start(1):].strip()
+        pos = match.end()
+
+
+def _to_usage_error(exc: NbSubagentsError) -> UsageError:
+    return UsageError(str(exc))
+
+
+def _yaml_error(exc: Exception) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return f"%%subagents: the cell is not valid YAML{where}: {problem}"
+
+
+_EXAMPLE = ("- preset: scout\n  task: read README.md\n- preset: scribe\n  task: write NOTES.md: hello\n"
+            "  name: writer")
+
+
+def parse_task_list(text: str) -> list[dict[str, Any]]:
+    """The tasks of a ``%%subagents`` cell: a YAML list of ``{preset, task, model?, cwd?, name?, timeout?}``.
+
+    Raises ``UsageError`` naming the item (its number and line) and what is wrong with it.
+    """
+    import yaml
+
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{_yaml_error(exc)}\nExpected a list of tasks, e.g.:\n{_EXAMPLE}") from None
+    if data is None:
+        raise UsageError(f"%%subagents needs tasks in the cell body: a YAML list such as\n{_EXAMPLE}")
+    if not isinstance(data, list):
+        raise UsageError(f"%%subagents: the cell must be a YAML list of tasks (one '- preset: ...' item each), "
+                         f"got a {type(data).__name__}. For example:\n{_EXAMPLE}")
+    lines = [item.start_mark.line + 1 for item in getattr(node, "value", [])]
+    tasks = []
+    for index, item in enumerate(data):
+        where = f"item {index + 1}" + (f" (line {lines[index]})" if index < len(lines) else "")
+        if not isinstance(item, dict):
+            raise UsageError(f"%%subagents: {where} must be a mapping with 'preset' and 'task', got {item!r}")
+        unknown = [str(k) for k in item if k not in TASK_KEYS]
+        if unknown:
+            raise UsageError(f"%%subagents: {where} has unknown key(s) {', '.join(unknown)}; "
+                             f"an item may have {', '.join(TASK_KEYS)}")
+        for key in ("preset", "task"):
+            if key not in item:
+                raise UsageError(f"%%subagents: {where} has no '{key}': every item needs 'preset' and 'task'")
+            if not isinstance(item[key], str) or not item[key].strip():
+                raise UsageError(f"%%subagents: {where}: '{key}' must be non-empty text, got {item[key]!r}")
+        for key in ("model", "cwd", "name"):
+            if item.get(key) is not None and not isinstance(item[key], str):
+                raise UsageError(f"%%subagents: {where}: '{key}' must be text, got {item[key]!r}")
+        timeout = item.get("timeout")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or timeout <= 0):
+            raise UsageError(f"%%subagents: {where}: 'timeout' must be a positive number of seconds, got {timeout!r}")
+        tasks.append(dict(item))
+    return tasks
+
+
+# -- the cell's value -------------------------------------------------------------------------------
+class RunList(list):
+    """The runs of a ``%%subagents`` cell (a plain list otherwise)."""
+
+
+_shown: list[Any] = []  # values whose panel this cell already shows (see _shown_value)
+
+
+def _skip_display() -> None:
+    """``_ipython_display_`` of a value already on screen: IPython keeps it (``_``, ``Out``), draws nothing."""
+
+
+def _panel_shown() -> bool:
+    from .display import widgets_available
+    return widgets_available()
+
+
+def _shown_value(value: Any) -> Any:
+    """The magic's value, marked so this cell does not draw it twice.
+
+    In a notebook with widgets the run's live panel is already in the cell's output; drawing the
+    returned ``Run`` again would add a second panel (a still "running" copy for ``--bg``). So until the
+    cell ends the value displays as nothing, while IPython still keeps it as the cell's value (``_``,
+    ``Out[n]``). ``_forget_shown`` (after every cell) removes the mark: later cells display it as usual.
+    """
+    if _panel_shown():
+        value._ipython_display_ = _skip_display
+        _shown.append(value)
+    return value
+
+
+def _forget_shown(*_: Any) -> None:
+    while _shown:
+        vars(_shown.pop()).pop("_ipython_display_", None)
+
+
+# -- the magics -----------------------------------------------------------------------------------
+@magics_class
+class SubagentMagics(Magics):
+    """``%subagent``, ``%%subagent``, ``%%subagents``, ``%subagent_status``, ``%subagent_presets``,
+    ``%subagent_cancel``."""
+
+    def _expand(self, text: str) -> str:
+        """``--expand``: ``$name`` and ``{expression}`` from the notebook's variables (IPython's rules)."""
+        from IPython.utils.text import DollarFormatter
+
+        formatter = DollarFormatter()
+        try:  # line by line, as IPython expands a magic's line (its patterns stop at a newline)
+            return "\n".join(formatter.vformat(part, args=[], kwargs=self.shell.user_ns)
+                             for part in text.split("\n"))
+        except Exception as exc:  # a missing name, a bad expression: say which, run nothing
+            raise UsageError(f"--expand could not fill in the task: {type(exc).__name__}: {exc}. "
+                             "Without --expand the task is sent exactly as written.") from None
+
+    def _store(self, var: str | None, value: Any) -> Any:
+        if var:
+            self.shell.user_ns[var] = value
+        return _shown_value(value)
+
+    @no_var_expand
+    @magic_arguments()
+    @argument("preset", nargs="?", metavar="PRESET", help="the preset to run (nbsubagents.presets() lists them)")
+    @argument("task", nargs="*", metavar="TASK",
+              help="%%subagent only: the task (in a %%%%subagent cell it is the cell body)")
+    @argument("--model", metavar="M", help="the model as provider/id, instead of the preset's")
+    @argument("--cwd", metavar="DIR", help="the directory the sub-agent works in (default: the current one)")
+    @argument("--timeout", type=float, metavar="S",
+              help="seconds before the run is stopped (default: preset, settings, 600)")
+    @argument("--name", metavar="N", help="a name for the run (default: the preset's)")
+    @argument("--bg", action="store_true", help="start in the background (nbsubagents.start) and return at once")
+    @argument("--expand", action="store_true",
+              help="fill in $name and {expression} from the notebook's variables (off: the task is sent as written)")
+    @argument("-o", "--out", metavar="VAR", help="also store the Run in this variable")
+    @line_cell_magic
+    def subagent(self, line: str, cell: str | None = None) -> Any:
+        """Run one sub-agent: ``%subagent PRESET TASK...`` or ``%%subagent PRESET`` with the task as the body.
+
+        The run's live panel (or its text progress) shows while it runs; the finished ``Run`` is the
+        cell's value (with ``--bg``, the started ``Run`` at once), drawn once: its panel is already
+        there. Options go before the task; ``--`` ends them.
+        """
+        if cell is None:
+            options, task = _split_line(self.subagent, line)
+        else:
+            options, task = line, cell
+        args = _parse(self.subagent, options)
+        if args.task:
+            raise UsageError(f"%%subagent takes its task from the cell body; the line has only PRESET and "
+                             f"options (got {' '.join(args.task)!r})\nUsage: {_usage(self.subagent)}")
+        if not args.preset:
+            names = ", ".join(p.name for p in nbsubagents.presets()) or "none found"
+            raise UsageError(f"Name a preset first (available: {names})\nUsage: {_usage(self.subagent)}")
+        _check_var(args.out)
+        if args.expand:
+            task = self._expand(task)
+        options = {"model": args.model, "cwd": args.cwd, "timeout": args.timeout, "name": args.name}
+        try:
+            if args.bg:
+                result = nbsubagents.start(args.preset, task, **options)
+            else:
+                result = nbsubagents.run(args.preset, task, **options)
+        except NbSubagentsError as exc:
+            raise _to_usage_error(exc) from None
+        return self._store(args.out, result)
+
+    @no_var_expand
+    @magic_arguments()
+    @argument("--concurrency", type=int, metavar="N", help="how many run at once (default: settings, 4)")
+    @argument("--expand", action="store_true",
+              help="fill in $name and {expression} in the body from the notebook's variables")
+    @argument("-o", "--out", metavar="VAR", help="also store the list of Runs in this variable")
+    @cell_magic
+    def subagents(self, line: str, cell: str) -> Any:
+        """Run several sub-agents in parallel; the cell body is a YAML list of tasks::
+
+            - preset: scout
+              task: read README.md
+            - preset: scribe
+              task: write NOTES.md: hello
+              name: writer       # optional, as are model, cwd and timeout
+
+        One group panel shows them all; the list of finished ``Run``s is the cell's value.
+        """
+        args = _parse(self.subagents, line)
+        _check_var(args.out)
+        tasks = parse_task_list(self._expand(cell) if args.expand else cell)
+        try:
+            runs = nbsubagents.run_parallel(tasks, concurrency=args.concurrency)
+        except NbSubagentsError as exc:
+            raise _to_usage_error(exc) from None
+        return self._store(args.out, RunList(runs))
+
+    @magic_arguments()
+    @argument("run_id", nargs="?", metavar="RUN_ID", help="one run (its id or a unique prefix) with its result")
+    @argument("--all", action="store_true", help="every run of this project, not only the active ones")
+    @line_magic
+    def subagent_status(self, line: str) -> Any:
+        """Counts and a table of this project's runs (active ones unless --all), or one run's details."""
+        args = _parse(self.subagent_status, line)
+        try:
+            return nbsubagents.status(args.run_id, include_completed=args.all)
+        except NbSubagentsError as exc:
+            raise _to_usage_error(exc) from None
+
+    @magic_arguments()
+    @line_magic
+    def subagent_presets(self, line: str) -> Any:
+        """The presets a run can name here (project presets override global ones)."""
+        _parse(self.subagent_presets, line)
+        try:
+            return nbsubagents.presets()
+        except NbSubagentsError as exc:
+            raise _to_usage_error(exc) from None
+
+    @magic_arguments()
+    @argument("run_id", metavar="RUN_ID", help="the run to cancel: its id or a unique prefix")
+    @line_magic
+    def subagent_cancel(self, line: str) -> None:
+        """Cancel a run (any kernel's) by id or prefix; says whether it had already ended."""
+        args = _parse(self.subagent_cancel, line)
+        try:
+            cancelled = nbsubagents.cancel(args.run_id)
+        except NbSubagentsError as exc:
+            raise _to_usage_error(exc) from None
+        print(f"Cancelling run {args.run_id}" if cancelled else f"Run {args.run_id} had already ended")
+
+
+# -- tab completion -------------------------------------------------------------------------------
+def _preset_names() -> list[str]:
+    try:
+        return [p.name for p in nbsubagents.presets()]
+    except Exception:  # a broken preset file must not break completion
+        return []
+
+
+def _model_names() -> list[str]:
+    try:
+        from .config import find_pi
+        from .models import available_models
+        return list(available_models(find_pi()))
+    except Exception:
+        return []
+
+
+def suggest(line_before_cursor: str, text_before_cursor: str | None = None) -> tuple[str, list[str]] | None:
+    """What to offer at the cursor: ``("preset"|"model"|"option", names)`` or None (not ours).
+
+    ``line_before_cursor`` is the cursor's line up to the cursor; ``text_before_cursor`` the whole cell
+    up to it (for preset names inside a ``%%subagents`` body).
+    """
+    words = line_before_cursor.split()
+    current = "" if not words or line_before_cursor[-1:].isspace() else words[-1]
+    before = words if not current else words[:-1]
+    cell = (text_before_cursor if text_before_cursor is not None else line_before_cursor).lstrip()
+    if not words or words[0] not in ("%subagent", "%%subagent", "%%subagents"):
+        if cell.startswith("%%subagents") and "\n" in cell and \
+                re.fullmatch(r"\s*(-\s+)?preset:\s*\S*", line_before_cursor):
+            return "preset", _preset_names()
+        return None
+    if words[0] == "%%subagents":
+        return ("option", list(_GROUP_FLAGS)) if current.startswith("-") and len(before) >= 1 else None
+    if len(before) == 0:  # still typing the magic's name
+        return None
+    previous = before[-1]
+    if previous == "--model" or current.startswith("--model="):
+        return "model", _model_names()
+    if previous in _VALUE_FLAGS:
+        return None  # a directory, a number, a name: not ours
+    if current.startswith("-"):
+        return "option", list(_RUN_FLAGS)
+    positional, skip = 0, False
+    for word in before[1:]:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = "=" not in word and word in _VALUE_FLAGS
+        else:
+            positional += 1
+    return ("preset", _preset_names()) if positional == 0 else None
+
+
+def _make_matcher() -> Callable[..., Any]:
+    from IPython.core.completer import SimpleCompletion, context_matcher
+
+    @context_matcher()
+    def nbsubagents_matcher(context: Any) -> dict[str, Any]:
+        lines = context.full_text.split("\n")
+        before = "\n".join(lines[:context.cursor_line] + [context.text_until_cursor])
+        found = suggest(context.text_until_cursor, before)
+        if found is None:
+            return {"completions": []}
+        kind, names = found
+        token = context.token.removeprefix("--model=")
+        matches = [SimpleCompletion(name, type=kind) for name in names if name.startswith(token)]
+        return {"completions": matches, "suppress": bool(matches)}
+
+    nbsubagents_matcher._nbsubagents = True  # type: ignore[attr-defined]
+    return nbsubagents_matcher
+
+
+def _legacy_completer(_shell: Any, event: Any) -> list[str]:
+    """``complete_command`` hook for IPython < 8.6 (no matcher API v2)."""
+    found = suggest(event.text_until_cursor)
+    return found[1] if found else []
+
+
+def _register_completer(shell: Any) -> None:
+    completer = getattr(shell, "Completer", None)
+    if completer is None:
+        return
+    _unregister_completer(shell)
+    try:
+        completer.custom_matchers.append(_make_matcher())
+    except ImportError:
+        for key in ("%subagent", "%%subagent", "%%subagents"):
+            shell.set_hook("complete_command", _legacy_completer, str_key=key)
+
+
+def _unregister_completer(shell: Any) -> None:
+    completer = getattr(shell, "Completer", None)
+    matchers = getattr(completer, "custom_matchers", None)
+    if matchers is not None:
+        matchers[:] = [m for m in matchers if not getattr(m, "_nbsubagents", False)]
+
+
+# -- the extension ----------------------------------------------------------------------------------
+def load_ipython_extension(shell: Any) -> None:
+    """Register the magics and the completer (again on ``%reload_ext``: nothing is registered twice)."""
+    shell.register_magics(SubagentMagics)
+    _register_completer(shell)
+    _unregister_event(shell)
+    shell.events.register("post_run_cell", _forget_shown)
+
+
+def _unregister_event(shell: Any) -> None:
+    try:
+        shell.events.unregister("post_run_cell", _forget_shown)
+    except ValueError:
+        pass
+
+
+def unload_ipython_extension(shell: Any) -> None:
+    """Remove the magics and the completer; runs already started are not touched."""
+    for kind, names in _MAGIC_NAMES.items():
+        table = shell.magics_manager.magics[kind]
+        for name in names:
+            table.pop(name, None)
+    _unregister_completer(shell)
+    _unregister_event(shell)
