@@ -95,7 +95,8 @@ def run_mimebundle(run: Run) -> dict[str, Any]:
     if widgets_available():
         try:
             from .widgets import RunPanel
-            panel = RunPanel.from_run(run)
+            # A panel that a renderer keeps updating stays live; otherwise a snapshot of the run so far.
+            panel = getattr(run, "_live_panel", None) or RunPanel.from_run(run)
         except ImportError:  # ipywidgets missing although forced: the summary still shows
             return bundle
         view = panel.widget._repr_mimebundle_().get(VIEW_MIME)

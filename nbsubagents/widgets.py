@@ -188,6 +188,7 @@ class RunPanel:
         self.widget = w.VBox([top, self.window_html, self.history_box, self.final_html])
         self.widget.add_class("nbsubagents-panel")
         self.widget.add_class(f"nbsubagents-run-{run.id}")
+        run._live_panel = self  # the run shown as a cell value later reuses this live panel
         subshell = _click_subshell()
         _route_clicks(self.cancel_button, subshell)
         _route_clicks(self.history_box, subshell)

@@ -376,5 +376,7 @@ def test_in_a_real_kernel_runs_show_live_panels_and_a_run_value_shows_its_panel(
     assert "scout completed" in value["data"]["text/plain"] and "nbsubagents-summary" in value["data"]["text/html"]
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
-    assert sum("Reading README.md" in v for v in values) == 2  # the live panel and the value's panel
-    assert sum('<span class="nbsubagents-icon">✓</span>' in v for v in values) == 2
+    # The run as a value shows the very panel that was live, not a second copy.
+    assert value["data"][VIEW_MIME]["model_id"] == shown["data"][VIEW_MIME]["model_id"]
+    assert sum("Reading README.md" in v for v in values) == 1
+    assert sum('<span class="nbsubagents-icon">✓</span>' in v for v in values) == 1
