@@ -32,8 +32,8 @@ demo: setup
 test: setup-test
 	$(PY) -m pytest -q
 
-bench: setup
-	$(PY) benchmarks/bench_overhead.py
+bench: setup-test
+	for b in overhead formatter panels registry query; do $(PY) benchmarks/bench_$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) node_modules .demo
