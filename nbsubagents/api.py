@@ -130,3 +130,30 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     from .query import runs as _runs_frame
     return _runs_frame(status=status, preset=preset, model=model, since=since, until=until, text=text,
                        limit=limit)
+
+
+def status_bar(*, root: str | Path | None = None) -> Any:
+    """A compact live line of this project's runs, ``bg: 2 running / 5 total`` (``· 1 failed``, then the
+    last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
+    from .explorer import status_bar as _status_bar
+    return _status_bar(root)
+
+
+def browse(*, status: Any = None, preset: str | None = None, model: str | None = None, since: Any = None,
+           text: str | None = None, limit: int = 500, live: bool = True) -> Any:
+    """An ipywidgets explorer of this project's runs: filters (status, preset, model, time range, text),
+    the runs, and the selected run's header, output, transcript, events and files. It refreshes while
+    runs are active. Returns a ``Browser`` (``set_filters``, ``select``, ``refresh``, ``close``)."""
+    from .explorer import browse as _browse
+    return _browse(status=status, preset=preset, model=model, since=since, text=text, limit=limit, live=live)
+
+
+def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
+                  until: Any = None, text: str | None = None, limit: int | None = 200) -> Any:
+    """A matplotlib Figure of runs over time: one bar per run from start to end, coloured by status.
+
+    Filters as ``runs()``; the newest ``limit`` runs are drawn. Needs matplotlib
+    (``pip install 'nbsubagents[timeline]'``).
+    """
+    from .explorer import runs_timeline as _timeline
+    return _timeline(status=status, preset=preset, model=model, since=since, until=until, text=text, limit=limit)

@@ -149,3 +149,108 @@ def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project,
                       if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).hostname != "127.0.0.1"})
     assert outside == []
     assert requests, "the recorder saw no request at all"
+
+
+EXPLORER_CELLS = [
+    CELLS[0],
+    'explored = nbsubagents.run("scout", "read README.md\\nrun: echo explorer-ok", name="explored", show=False)',
+    "nbsubagents.status_bar()",
+    'later = nbsubagents.start("scout", "sleep: 4\\nread README.md", name="later", show=False)',
+    "browser = nbsubagents.browse()\nbrowser",
+    'busy = nbsubagents.run("scout", "sleep: 15\\nread README.md", name="busy", show=False)',
+]
+
+# Records every text the status bar shows, to prove it moved while the background run ran.
+BAR_RECORDER = """() => {
+  window.__barStates = [];
+  const snap = () => {
+    document.querySelectorAll('.nbsubagents-statusbar').forEach((bar) => {
+      const text = bar.innerText.trim();
+      if (text && window.__barStates[window.__barStates.length - 1] !== text) window.__barStates.push(text);
+    });
+  };
+  new MutationObserver(snap).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch):
+    """status_bar() reads ``bg: ...`` and follows a background run; browse() lists the runs, a run picked
+    in the page shows its transcript, and the list turns the background run completed by itself."""
+    from playwright.sync_api import expect, sync_playwright
+
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in EXPLORER_CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, project / "explorer.ipynb")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    page_errors: list[str] = []
+    requests: list[str] = []
+    with JupyterLab(project, tmp_path / "jupyter") as lab, sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1600})
+            context.on("request", lambda request: requests.append(request.url))
+            page = context.new_page()
+            page.on("pageerror", lambda error: page_errors.append(str(error)))
+            page.set_default_timeout(120_000)
+            page.goto(lab.url("lab/tree/explorer.ipynb?reset"))
+            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                                   " && window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel"
+                                   "?.status === 'idle'", timeout=180_000)
+            page.evaluate(BAR_RECORDER)
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+            # The status bar: counts, then the background run's notice once it ended.
+            bar = page.locator(".nbsubagents-statusbar")
+            expect(bar).to_have_count(1, timeout=180_000)
+            expect(bar).to_have_text(re.compile(r"^bg: \d+ running / \d+ total"))
+            expect(bar).to_have_text(re.compile(r"^bg: [01] running / 3 total · ✓ later completed$"), timeout=120_000)
+            states = page.evaluate("() => window.__barStates")
+            assert "bg: 1 running / 2 total" in states, states
+
+            # The browser lists the runs, the busy foreground run too (live); picking one in the page shows
+            # its header and transcript while that run still keeps the kernel's main thread busy.
+            options = page.locator(".nbsubagents-browse-list option")
+            expect(options).to_have_count(3)
+            expect(options.filter(has_text="busy")).to_contain_text("running")
+            expect(options.filter(has_text="explored")).to_contain_text("completed")
+            index = page.evaluate("() => [...document.querySelectorAll('.nbsubagents-browse-list option')]"
+                                  ".findIndex((o) => o.textContent.includes('explored'))")
+            page.locator(".nbsubagents-browse-list select").select_option(index=index)
+            header = page.locator(".nbsubagents-browse-header")
+            expect(header).to_contain_text("explored")
+            expect(header).to_contain_text("completed")
+            expect(page.locator(".nbsubagents-browse-output")).to_contain_text("explorer-ok")
+            page.locator(".nbsubagents-browse-tabs .lm-TabBar-tab", has_text="Transcript").click()
+            transcript = page.locator(".nbsubagents-browse-transcript")
+            expect(transcript).to_be_visible()
+            expect(transcript).to_contain_text("Reading README.md")
+            expect(transcript).to_contain_text("echo explorer-ok")
+            busy_prompt = page.locator(".jp-CodeCell", has_text="busy = nbsubagents.run").locator(".jp-InputPrompt")
+            assert "*" in busy_prompt.inner_text(), "the busy cell ended before the click was served"
+
+            # Live: the background run turned completed in the list without a click.
+            expect(options.filter(has_text="later")).to_contain_text("completed", timeout=120_000)
+            expect(page.locator(".nbsubagents-browse-preset select")).to_have_value("any preset")  # selected
+
+            expect(options.filter(has_text="busy")).to_contain_text("completed", timeout=120_000)
+            expect(bar).to_have_text("bg: 0 running / 3 total · ✓ later completed")  # a foreground run counts too
+
+            # A filter typed in the page narrows the list.
+            page.locator(".nbsubagents-browse-text input").fill("explorer-ok")
+            page.locator(".nbsubagents-browse-text input").press("Enter")
+            expect(options).to_have_count(1)
+            expect(options.first).to_contain_text("explored")
+
+            page.locator(".nbsubagents-browse").scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "browser-explorer.png"))
+            assert page.get_by_text("Error displaying widget").count() == 0
+        finally:
+            browser.close()
+
+    assert page_errors == []
+    outside = sorted({url for url in requests
+                      if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).hostname != "127.0.0.1"})
+    assert outside == []

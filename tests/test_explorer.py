@@ -1,0 +1,364 @@
+"""The status bar (issue 4), the run browser and the timeline (issue 6), without a browser.
+
+Widgets work without a frontend, so every value a page would show is read here. Runs are the real pi
+against the scripted model (``project`` fixture); synthetic rows come from ``test_query.synthetic``.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+import nbsubagents
+from nbsubagents import explorer, watcher
+from nbsubagents.config import find_pi
+from nbsubagents.display import VIEW_MIME
+from nbsubagents.models import available_models
+from nbsubagents.query import STATUS_COLORS
+
+from test_query import synthetic
+
+
+def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def plain(value: str) -> str:
+    """What a page shows of an HTML widget value."""
+    return html.unescape(re.sub(r"<[^>]+>", "", value))
+
+
+@pytest.fixture
+def explore(project):
+    """A project whose bars and browsers are closed (and watcher stopped) at the end of the test."""
+    yield project
+    for browser in list(explorer._browsers):
+        browser.close()
+    for bar in list(explorer._bars):
+        bar.close()
+    watcher.stop()
+
+
+@pytest.fixture
+def warm(explore):
+    """Model list cached, as after a first run in a kernel."""
+    available_models(find_pi())
+    yield explore
+
+
+# -- the status bar -------------------------------------------------------------------------------------
+def test_status_bar_follows_a_background_run_from_start_to_end_and_shows_its_notice(warm):
+    bar = nbsubagents.status_bar()
+    assert bar.text == "bg: 0 running / 0 total" and repr(bar) == bar.text
+    widget = bar.widget
+    assert "nbsubagents-statusbar" in widget._dom_classes
+    assert plain(widget.value) == "bg: 0 running / 0 total" and bar.value == widget.value
+
+    run = nbsubagents.start("scout", "sleep: 2\nread README.md", name="scouter", show=False)
+    # start() tells the watcher, whose change handler updated the bar before start() returned
+    assert bar.text == "bg: 1 running / 1 total"
+    assert plain(widget.value) == "bg: 1 running / 1 total"
+    assert f'color:{STATUS_COLORS["running"]}' in widget.value
+
+    wait_for(lambda: "✓" in bar.text, what="the completion notice on the bar")
+    assert run.status == "completed"
+    assert bar.text == "bg: 0 running / 1 total · ✓ scouter completed"
+    assert plain(widget.value) == bar.text
+    assert f"background run scouter {run.id} completed" in widget.value  # the full notice as a tooltip
+
+
+def test_every_bar_stays_current_and_failures_are_counted(warm):
+    first, second = nbsubagents.status_bar(), nbsubagents.status_bar()
+    assert first is not second and {first, second} <= set(explorer._bars)
+    first.widget  # one shown as a widget, one used as text: both stay current
+    nbsubagents.start("scout", "fail: 500 upstream exploded", name="broken", show=False)
+    wait_for(lambda: "broken failed" in first.text and "broken failed" in second.text, what="both bars")
+    for bar in (first, second):
+        assert bar.text == "bg: 0 running / 1 total · 1 failed · ✗ broken failed"
+    assert plain(first.widget.value) == first.text
+    assert 'class="nbsubagents-statusbar-failed"' in first.widget.value and "d32f2f" in first.widget.value
+
+    first.close()
+    assert first not in explorer._bars and second in explorer._bars
+    nbsubagents.start("scout", "read README.md", name="again", show=False).wait(90)
+    wait_for(lambda: "again completed" in second.text, what="the second bar")
+    assert "again" not in first.text  # a closed bar no longer changes
+
+
+def test_status_bar_sees_runs_its_watcher_does_not(warm, monkeypatch):
+    monkeypatch.setattr(explorer, "BAR_IDLE_POLL", 0.2)
+    monkeypatch.setattr(explorer, "BAR_ACTIVE_POLL", 0.2)
+    bar = nbsubagents.status_bar()
+    assert bar.text == "bg: 0 running / 0 total"
+    nbsubagents.run("scout", "read README.md", name="fg", show=False)  # a foreground run: no watcher
+    wait_for(lambda: bar.text == "bg: 0 running / 1 total", timeout=30, what="the poll")
+
+
+def test_status_bar_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatch):
+    bar = nbsubagents.status_bar()
+    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "text")
+    bundle = bar._repr_mimebundle_()
+    assert VIEW_MIME not in bundle and bar._widget is None
+    assert bundle["text/plain"] == "bg: 0 running / 0 total"
+    assert plain(bundle["text/html"]) == "bg: 0 running / 0 total"
+    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
+    bundle = bar._repr_mimebundle_()
+    assert bundle[VIEW_MIME]["model_id"] == bar.widget.model_id
+    assert bundle["text/plain"] == "bg: 0 running / 0 total"
+
+
+# -- the browser ------------------------------------------------------------------------------------------
+def test_browse_lists_runs_and_its_filters_change_the_list(explore):
+    synthetic(explore)
+    browser = nbsubagents.browse(live=False)
+    assert isinstance(browser, nbsubagents.Browser)
+    assert len(browser.run_ids) == 40 and browser.run_ids[0] == "20260101-000000-000000"  # newest first
+    first = browser.labels[0]
+    assert first.startswith("✓ completed") and "job0" in first and "5.0s" in first and first.endswith("000000")
+    assert browser.table.options[0] == (first, "20260101-000000-000000")
+    assert browser.preset_filter.label == "any preset" and browser.since_filter.label == "any time"
+    assert [v for _, v in browser.preset_filter.options] == ["", "scout", "scribe"]
+    assert [v for _, v in browser.model_filter.options] == ["", "demo/other", "demo/scripted"]
+    assert [v for _, v in browser.since_filter.options] == ["", "1h", "24h", "7d"]
+    assert 'class="nbsubagents-status-failed"' in browser.table_html.value
+    assert "40 runs" in plain(browser.count_html.value)
+    for name in ("browse", "browse-list", "browse-status", "browse-preset", "browse-model", "browse-since",
+                 "browse-text", "browse-table", "browse-header", "browse-transcript", "browse-tabs"):
+        assert any(f"nbsubagents-{name}" in w._dom_classes for w in browser._all), name
+
+    browser.set_filters(status="failed")
+    assert len(browser.run_ids) == 10 and all(" failed " in label for label in browser.labels)
+    browser.set_filters(status=["completed", "aborted"], preset="scout")
+    assert len(browser.run_ids) == 10 and all("completed" in label for label in browser.labels)
+    assert browser.filters == {"status": ["completed", "aborted"], "preset": "scout", "model": None, "since": None,
+                               "text": None}
+    browser.set_filters(status=None, preset=None, model="demo/other")
+    assert len(browser.run_ids) == 14 and browser.preset_filter.label == "any preset"
+    browser.set_filters(model=None, text="needle")
+    assert [label.split()[2] for label in browser.labels] == ["job7"]
+    browser.set_filters(text=None, since="1h")
+    assert [label.split()[2] for label in browser.labels] == ["job0"]
+    browser.set_filters(since="24h")
+    assert len(browser.run_ids) == 24
+    browser.set_filters(since="2h")  # an age not in the menu becomes an entry of it
+    assert len(browser.run_ids) == 2 and ("since 2h", "2h") in browser.since_filter.options
+
+    # A person using the controls: the observers refresh the list.
+    browser.since_filter.value = ""  # "any time"
+    browser.status_filter.value = ("aborted",)
+    assert len(browser.run_ids) == 10 and all("aborted" in label for label in browser.labels)
+    browser.text_filter.value = "number 12 "
+    assert [label.split()[2] for label in browser.labels] == []  # job12 is completed, not aborted
+    browser.status_filter.value = ()
+    assert [label.split()[2] for label in browser.labels] == ["job12"]
+
+    with pytest.raises(nbsubagents.NbSubagentsError, match="Unknown status 'done'"):
+        browser.set_filters(status="done")
+    with pytest.raises(nbsubagents.NbSubagentsError, match="Unknown filter 'colour'"):
+        browser.set_filters(colour="red")
+    with pytest.raises(nbsubagents.NbSubagentsError, match="since='whenever' is not understood"):
+        browser.set_filters(since="whenever")
+    assert "job12" in repr(browser) and repr(browser).startswith("browse(): 1 run")
+    with pytest.raises(nbsubagents.NbSubagentsError, match="Unknown status 'done'"):
+        nbsubagents.browse(status="done", live=False)
+    assert set(explorer._browsers) == {browser}
+
+
+def test_selecting_a_synthetic_row_shows_its_header_and_error(explore):
+    synthetic(explore, 4)
+    browser = nbsubagents.browse(live=False)
+    assert browser.details.layout.display == "none"
+    browser.select("20260101-000000-000001")  # job1: failed with "boom"
+    assert browser.selected == "20260101-000000-000001" and browser.table.value == browser.selected
+    assert browser.details.layout.display is None
+    header = plain(browser.header_html.value)
+    assert header.startswith("✗ job1 failed") and "preset scout" in header and "demo/scripted" in header
+    assert "1 tool call" in header and "100 tokens" in header and "$0.0010" in header and "5.0s" in header
+    assert "boom" in browser.output_html.value and "output 1" in browser.output_html.value
+    assert "(no transcript yet)" in browser.transcript_html.value
+    assert "(no events yet)" in browser.events_html.value
+    with pytest.raises(nbsubagents.NbSubagentsError, match='No run "nope"'):
+        browser.select("nope")
+
+
+def test_browse_over_real_runs_shows_output_transcript_events_and_files(explore):
+    writer, reader = nbsubagents.run_parallel([
+        {"preset": "scribe", "task": "write notes.md: hello\nedit notes.md: hello -> bye", "name": "writer"},
+        {"preset": "scout", "task": "read README.md", "name": "reader"},
+    ], show=False)
+    browser = nbsubagents.browse(live=False)
+    assert set(browser.run_ids) == {writer.id, reader.id}
+
+    browser.select(reader.id)
+    header = plain(browser.header_html.value)
+    tokens = reader.result["usage"]["totalTokens"]
+    assert header.startswith("✓ reader completed") and "preset scout" in header and "1 tool call" in header
+    assert f"{tokens:,} tokens" in header and reader.id in header and "read README.md" in header
+    assert "# Demo project" in browser.output_html.value
+    transcript = plain(browser.transcript_html.value)
+    assert "Reading README.md" in transcript and transcript.strip() == reader.transcript.strip()
+    assert "Finished reading README.md" in browser.events_html.value and "tool_call" in browser.events_html.value
+    assert "result.json" in browser.artifacts_html.value and "transcript.log" in browser.artifacts_html.value
+    titles = browser.tabs.titles
+    assert titles[:2] == ("Output", "Transcript") and titles[2] == f"Events ({len(reader.events())})"
+
+    browser.table.value = writer.id  # a click in the list
+    assert plain(browser.header_html.value).startswith("✓ writer completed")
+    assert "<code>notes.md</code>" in browser.artifacts_html.value  # files changed
+    assert "Writing notes.md (+1 line)" in plain(browser.transcript_html.value)
+
+
+def test_browse_refreshes_while_a_run_is_active(warm):
+    browser = explorer.Browser(interval=0.2, idle_interval=0.5)
+    assert browser.run_ids == [] and "0 runs" in plain(browser.count_html.value)
+    run = nbsubagents.start("scout", "sleep: 3\nread README.md", name="live", show=False)
+    wait_for(lambda: run.id in browser.run_ids, timeout=30, what="the new run in the list")
+    label = browser.labels[0]
+    assert "running…" in label or "queued" in label
+    browser.select(run.id)
+    assert "(running: the output comes when it ends)" in browser.output_html.value
+    wait_for(lambda: browser.labels[0].startswith("✓ completed"), what="the end in the list")
+    wait_for(lambda: "Reading README.md" in browser.transcript_html.value, timeout=30, what="the transcript")
+    assert plain(browser.header_html.value).startswith("✓ live completed")
+    assert "# Demo project" in browser.output_html.value
+    browser.close()
+    assert not browser._thread.is_alive() and browser not in explorer._browsers
+
+
+def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatch):
+    synthetic(explore, 3)
+    browser = nbsubagents.browse(live=False)
+    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "text")
+    bundle = browser._repr_mimebundle_()
+    assert VIEW_MIME not in bundle and bundle["text/plain"].startswith("browse(): 3 runs")
+    assert "job2" in bundle["text/plain"] and "<table" in bundle["text/html"]
+    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
+    assert browser._repr_mimebundle_()[VIEW_MIME]["model_id"] == browser.widget.model_id
+
+
+def test_the_explorer_imports_nothing_heavy_until_used():
+    code = ("import sys, nbsubagents.explorer, nbsubagents; nbsubagents.status_bar; nbsubagents.browse; "
+            "print(sorted({'IPython', 'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+# -- the timeline -----------------------------------------------------------------------------------------
+def bars_of(fig) -> dict:
+    return {p.get_gid(): p for p in fig.axes[0].patches if p.get_gid()}
+
+
+def test_timeline_has_one_bar_per_run_coloured_by_status(explore):
+    from matplotlib.colors import to_hex
+    from matplotlib.figure import Figure
+
+    synthetic(explore, 8)
+    frame = nbsubagents.runs()
+    fig = nbsubagents.runs_timeline()
+    assert isinstance(fig, Figure)
+    bars = bars_of(fig)
+    assert set(bars) == set(frame["run_id"])
+    for run_id, status in zip(frame["run_id"], frame["status"]):
+        assert to_hex(bars[run_id].get_facecolor()) == STATUS_COLORS[status]
+        assert bars[run_id].get_width() * 86400 == pytest.approx(5.0, abs=0.01)  # 5 s, in days
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == [f"job{i}" for i in range(7, -1, -1)]  # earliest first
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["completed", "failed", "aborted"]
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    assert png.getvalue().startswith(b"\x89PNG")
+
+    failed = bars_of(nbsubagents.runs_timeline(status="failed"))
+    assert set(failed) == set(frame.loc[frame["status"] == "failed", "run_id"])
+
+
+def test_timeline_shows_parallel_runs_overlapping_and_a_running_run_up_to_now(warm):
+    from matplotlib.dates import date2num
+
+    first, second = nbsubagents.run_parallel([
+        {"preset": "scout", "task": "sleep: 2\nread README.md", "name": "left"},
+        {"preset": "scout", "task": "sleep: 2\nls src", "name": "right"},
+    ], concurrency=2, show=False)
+    later = nbsubagents.start("scout", "sleep: 4\nread README.md", name="later", show=False)
+    fig = nbsubagents.runs_timeline()
+    now = date2num(datetime.now(timezone.utc))
+    bars = bars_of(fig)
+    assert set(bars) == {first.id, second.id, later.id}
+    a, b = sorted((bars[first.id], bars[second.id]), key=lambda p: p.get_x())
+    assert a.get_x() <= b.get_x() < a.get_x() + a.get_width()  # they ran at the same time
+    assert a.get_width() * 86400 > 2 and b.get_width() * 86400 > 2
+    running = bars[later.id]
+    assert running.get_x() >= a.get_x() + a.get_width() - 1 / 86400  # started after the pair ended
+    assert abs(running.get_x() + running.get_width() - now) * 86400 < 5  # up to now
+    assert running.get_hatch() == "//"
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels[-1] == "later" and set(labels[:2]) == {"left", "right"}
+    later.wait(90)
+    assert later.status == "completed"
+
+
+def test_timeline_of_no_runs_says_so(explore):
+    fig = nbsubagents.runs_timeline()
+    assert bars_of(fig) == {}
+    assert [t.get_text() for t in fig.axes[0].texts] == ["no runs"]
+
+
+def test_timeline_without_matplotlib_says_how_to_install_it(explore, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ImportError, match=r"pip install 'nbsubagents\[timeline\]' \(or pip install matplotlib\)"):
+        nbsubagents.runs_timeline()
+
+
+def test_in_a_notebook_the_bar_browser_and_timeline_each_show_once(explore, monkeypatch):
+    """A real kernel (nbclient): the bar and the browser are widgets with a text fallback; the timeline
+    is one picture (the cell's value, not a second copy from pyplot)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    synthetic(explore, 4)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "import nbsubagents\nnbsubagents.status_bar()",
+        "browser = nbsubagents.browse(live=False)\nbrowser.select('20260101-000000-000002')\nbrowser",
+        "nbsubagents.runs_timeline()",
+        "browser.close()",
+    )]
+    NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
+                   resources={"metadata": {"path": str(explore)}}).execute()
+    (bar,) = nb.cells[0].outputs
+    assert VIEW_MIME in bar["data"] and bar["data"]["text/plain"] == "bg: 0 running / 4 total · 1 failed"
+    (browser,) = nb.cells[1].outputs
+    assert VIEW_MIME in browser["data"] and browser["data"]["text/plain"].startswith("browse(): 4 runs")
+    state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
+    assert any("job2" in v and "aborted" in v and "nbsubagents-browse-run" in v for v in values)
+    images = [o for o in nb.cells[2].outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 1 and images[0]["output_type"] == "execute_result"
+
+
+def test_without_ipywidgets_the_bar_is_text_and_browse_says_how_to_install_it(explore, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
+    bar = nbsubagents.status_bar()
+    bundle = bar._repr_mimebundle_()
+    assert VIEW_MIME not in bundle and bundle["text/plain"] == "bg: 0 running / 0 total"
+    with pytest.raises(ImportError, match=r"pip install 'ipywidgets>=8'"):
+        bar.widget
+    with pytest.raises(ImportError, match=r"pip install 'ipywidgets>=8'"):
+        nbsubagents.browse()
