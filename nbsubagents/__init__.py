@@ -6,7 +6,9 @@ loaded on first use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # typing is not imported at run time: the supervisor starts on this import
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",

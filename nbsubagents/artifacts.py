@@ -10,21 +10,33 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
+
+if TYPE_CHECKING:
+    from typing import Any, Iterator
 
 SCHEMA_VERSION = 1
 TERMINAL = ("completed", "failed", "aborted")
 
 
-@dataclass(frozen=True)
 class RunPaths:
-    """Where each artifact of one run lives."""
+    """Where each artifact of one run lives (a plain class: dataclasses would slow the supervisor's start)."""
 
-    dir: Path
+    __slots__ = ("dir",)
+
+    def __init__(self, dir: Path) -> None:  # noqa: A002 - the run directory
+        self.dir = dir
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunPaths) and other.dir == self.dir
+
+    def __hash__(self) -> int:
+        return hash(self.dir)
+
+    def __repr__(self) -> str:
+        return f"RunPaths({str(self.dir)!r})"
 
     @property
     def meta(self) -> Path: return self.dir / "meta.json"
@@ -50,7 +62,7 @@ class RunPaths:
 
 def new_run_id() -> str:
     """Sortable by start time, unique without coordination between kernels."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
 
 
 def runs_dir(root: Path) -> Path:

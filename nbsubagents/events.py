@@ -28,9 +28,12 @@ The adapter is stateful only to number turns; it never needs pi's large snapshot
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
 
-Event = dict[str, Any]
+if TYPE_CHECKING:
+    from typing import Any, Iterator
+
+    Event = dict[str, Any]
 
 RESULT_TEXT_LIMIT = 2000  # enough for a person and the formatter; stdout.log keeps everything
 

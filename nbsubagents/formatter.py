@@ -15,7 +15,11 @@ import os
 import re
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, NamedTuple
+from collections import namedtuple
+TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
+
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 from .events import RESULT_TEXT_LIMIT
 
@@ -36,11 +40,12 @@ _BASH_STATUS = ("Command exited with code", "Command timed out", "Command aborte
 _PLURAL = {"match": "matches", "file": "files", "dir": "dirs", "edit": "edits", "line": "lines"}
 
 
-class ProgressLine(NamedTuple):
-    """One line to show: ``kind`` lets a renderer style it without parsing the text."""
+# typing.NamedTuple would cost the supervisor ~10 ms of start-up (importing typing); these are the same.
+class ProgressLine(namedtuple("ProgressLine", "kind text")):
+    """One line to show: ``kind`` ("assistant", "thinking", "tool", "done", "failed", "error" or
+    "info") lets a renderer style it without parsing the text."""
 
-    kind: str  # "assistant" | "thinking" | "tool" | "done" | "failed" | "error" | "info"
-    text: str
+    __slots__ = ()
 
 
 def _n(count: int, word: str) -> str:
@@ -121,12 +126,11 @@ def _str_arg(args: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-class _Call(NamedTuple):
-    """What a result line needs from its call: the tool and the shown target (path, command)."""
+class _Call(namedtuple("_Call", "name target generic")):
+    """What a result line needs from its call: the tool, the shown target (path, command), and
+    ``generic``: the call was shown as "Running <tool>", so its result gets generic words too."""
 
-    name: str
-    target: str | None
-    generic: bool  # the call was shown as "Running <tool>": its result gets generic words too
+    __slots__ = ()
 
 
 class ProgressFormatter:

@@ -19,11 +19,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
-
 from .artifacts import RunPaths, atomic_write_json, now_iso, read_json
-from .events import Event, PiEventAdapter, Tally, parse_line
+from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
+
+TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
+if TYPE_CHECKING:
+    from typing import IO, Any
+
+    from .events import Event
 
 KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
 MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log but not parsed
