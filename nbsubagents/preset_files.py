@@ -319,6 +319,10 @@ def _check_combinations(preset: Preset, where: str) -> None:
     if preset.skills and preset.no_skills:
         raise PresetError(f"{where}: 'skills' and 'noSkills' are mutually exclusive — --no-skills would "
                           "override the --skill flags")
+    for arg in preset.extra_args:
+        if arg.split("=", 1)[0] == "--api-key":
+            raise PresetError(f'{where}: Refusing extraArg "--api-key": an API key may only come from the '
+                              "environment (e.g. ANTHROPIC_API_KEY) or pi's auth.json, never from argv")
     if preset.restricts_tools:
         for arg in preset.extra_args:
             if arg.split("=", 1)[0] in _TOOL_FLAGS:

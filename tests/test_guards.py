@@ -214,3 +214,17 @@ def test_a_child_printing_hundreds_of_megabytes_keeps_memory_bounded(tmp_path):
     assert any("too long to parse" in e.get("text", "") for e in events)
     assert sum(e["type"] == "turn_start" for e in events) == 12 * 4096
     assert peak_mib < 100, f"supervisor peaked at {peak_mib:.0f} MiB after 300 MiB of output"
+
+
+def test_an_api_key_from_the_environment_never_reaches_argv_meta_logs_or_registry(project, scripted, monkeypatch):
+    secret = "sk-nbsubagents-test-4f9a1c"
+    agent = config.agent_dir()
+    models = json.loads((agent / "models.json").read_text())
+    models["providers"]["demo"]["apiKey"] = "NBSUBAGENTS_TEST_KEY"  # pi reads a key named by an env var
+    (agent / "models.json").write_text(json.dumps(models))
+    monkeypatch.setenv("NBSUBAGENTS_TEST_KEY", secret)
+    run = nbsubagents.run("scout", "read README.md", show=False)
+    assert run.status == "completed"
+    assert secret not in " ".join(run.meta["argv"])
+    for path in [*run.dir.iterdir(), project / ".pi" / "subagents" / "registry.sqlite"]:
+        assert secret.encode() not in path.read_bytes(), path.name

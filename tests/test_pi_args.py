@@ -1,0 +1,49 @@
+"""Preset fields -> pi flags (argv only; the prompt goes through stdin)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nbsubagents.config import NbSubagentsError
+from nbsubagents.pi_args import build_argv
+from nbsubagents.preset_files import parse_preset
+
+
+def preset(tmp_path: Path, frontmatter: str):
+    path = tmp_path / "p.md"
+    path.write_text(f"---\nname: p\ndescription: d\n{frontmatter}---\nbody\n")
+    return parse_preset(path, "project")
+
+
+def argv_of(tmp_path: Path, frontmatter: str) -> list[str]:
+    argv, _ = build_argv("pi", preset(tmp_path, frontmatter), "demo/scripted", session=tmp_path / "s.jsonl",
+                         system_prompt=tmp_path / "sp.md")
+    return argv
+
+
+def test_base_argv_has_json_mode_session_model_and_prompt_file(tmp_path):
+    argv = argv_of(tmp_path, "")
+    assert argv == ["pi", "--mode", "json", "-p", "--session", str(tmp_path / "s.jsonl"), "--model", "demo/scripted",
+                    "--append-system-prompt", str(tmp_path / "sp.md")]
+
+
+def test_profile_flags_map_to_pi_flags(tmp_path):
+    argv = argv_of(tmp_path, "thinking: high\nnoSkills: true\nnoContextFiles: true\nnoExtensions: true\n"
+                             "extraArgs: [--verbose]\n")
+    tail = argv[argv.index("--append-system-prompt") + 2:]
+    assert tail == ["--thinking", "high", "--no-skills", "--no-context-files", "--no-extensions", "--verbose"]
+
+
+def test_skills_tools_and_no_tools(tmp_path):
+    assert argv_of(tmp_path, "skills: [lint, review]\n")[-4:] == ["--skill", "lint", "--skill", "review"]
+    assert argv_of(tmp_path, "tools: read, Grep, Glob, WebFetch\n")[-2:] == ["--tools", "read,grep,find"]
+    assert argv_of(tmp_path, "tools: WebFetch\n")[-1] == "--no-tools"
+    assert argv_of(tmp_path, "noTools: true\n")[-1] == "--no-tools"
+    assert argv_of(tmp_path, "excludeTools: [bash]\n")[-2:] == ["--tools", "read,edit,write,grep,find,ls"]
+
+
+def test_exclude_tools_naming_no_pi_tool_is_an_error(tmp_path):
+    with pytest.raises(NbSubagentsError, match="excludeTools names WebFetch, which pi does not have"):
+        argv_of(tmp_path, "excludeTools: [WebFetch]\n")
