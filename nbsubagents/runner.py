@@ -34,6 +34,7 @@ class Run:
         self._tail = artifacts.EventTail(self.paths.events)
         self._formatter = ProgressFormatter(self.meta.get("cwd"))
         self.counts: dict[str, int] | None = None  # the registry's counts when nbsubagents.start() returned
+        self._cancel_requested = False
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -204,7 +205,7 @@ class Run:
         from .procs import kill_run_processes
         kill_run_processes(self.id)  # pi outlives a killed supervisor: its leftovers go too
         code = self._proc.returncode if self._proc is not None else None
-        if getattr(self, "_cancel_requested", False):
+        if self._cancel_requested:
             self._write_result("aborted", "cancelled")
         else:
             self._write_result("failed", f"interrupted: supervisor exited without a result (exit code {code})")
