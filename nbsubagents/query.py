@@ -177,10 +177,13 @@ def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
     import pandas as pd
 
     shown = frame if len(frame) <= max_rows else pd.concat([frame.head(max_rows // 2), frame.tail(max_rows // 2)])
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    # A meaningful index (set_index("name")) is shown; pandas' default 0..n-1 is not.
+    labelled = not (isinstance(shown.index, pd.RangeIndex) and shown.index.name is None)
+    head = (f"<th>{html.escape(str(shown.index.name or ''))}</th>" if labelled else "") + \
+        "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
     body = []
-    for _, row in shown.iterrows():
-        cells = []
+    for label, row in shown.iterrows():
+        cells = [f"<th>{html.escape(str(label))}</th>"] if labelled else []
         for column, value in row.items():
             if column == "status" and isinstance(value, str):
                 color = STATUS_COLORS.get(value, "inherit")

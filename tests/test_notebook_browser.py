@@ -1,8 +1,8 @@
 """The quickstart in a real browser: JupyterLab in headless Chromium runs every cell of notebooks/quickstart.ipynb.
 
 What only a page proves: the %subagent panels render (no "Error displaying widget"), with humanized lines
-and final states, %%subagents shows one group panel, the background run's panel reaches its end after its
-cell returned, and nothing leaves 127.0.0.1. A screenshot goes to test-artifacts/.
+and final states, %%subagents shows one group panel, the background run's panel and the status bar reach
+its end after their cells returned, and nothing leaves 127.0.0.1. A screenshot goes to test-artifacts/.
 """
 
 from __future__ import annotations
@@ -87,8 +87,13 @@ def test_quickstart_runs_every_cell_in_jupyterlab_with_live_panels(tmp_path, mon
 
             # Every cell ran; the background run's live panel reached its end; the registry is a table.
             page.wait_for_function(ALL_RAN, timeout=240_000)
-            expect(page.locator("table.dataframe")).to_have_count(1)
+            expect(page.locator("table.dataframe")).to_have_count(2)  # runs() and the filtered runs()
+            expect(page.locator("td.nbsubagents-status-completed")).to_have_count(6 + 2)
             expect(page.get_by_text("0 running · 6 completed · 0 failed · 0 aborted · 6 total")).to_have_count(1)
+            # The status bar, shown while the background run went, follows it to its end by itself.
+            bar = page.locator(".nbsubagents-statusbar")
+            expect(bar).to_have_count(1)
+            expect(bar).to_have_text("bg: 0 running / 6 total · ✓ scout completed", timeout=60_000)
             finished = panel(page, "scout").locator(".nbsubagents-header")
             for i in range(finished.count()):
                 expect(finished.nth(i)).not_to_contain_text("running", timeout=60_000)
@@ -106,7 +111,7 @@ def test_quickstart_runs_every_cell_in_jupyterlab_with_live_panels(tmp_path, mon
             page.screenshot(path=str(ARTIFACTS / "quickstart-one-run.png"))
             group.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "quickstart-group.png"))
-            page.locator("table.dataframe").scroll_into_view_if_needed()
+            page.locator("table.dataframe").first.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "quickstart-registry.png"))
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "quickstart-failed.png"))

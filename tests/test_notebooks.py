@@ -7,7 +7,9 @@ DataFrames. The notebooks in the repository carry no outputs.
 
 from __future__ import annotations
 
+import base64
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +76,11 @@ def text(c) -> str:
     return NOTICE.sub("", "".join(parts))
 
 
+def raw(c) -> str:
+    """What a cell printed, completion notices included."""
+    return "".join(o.text for o in c.outputs if o.output_type == "stream")
+
+
 def drawn(c) -> list[str]:
     """The output types of what a cell drew (displays and its value; printed text left out)."""
     return [o.output_type for o in c.outputs if o.output_type != "stream"]
@@ -81,6 +88,23 @@ def drawn(c) -> list[str]:
 
 def html(c) -> str:
     return "".join(o.data.get("text/html", "") for o in c.outputs if "data" in o)
+
+
+def value(c, mime: str = "text/plain") -> str:
+    """One MIME type of the cell's value (its execute_result)."""
+    (result,) = [o for o in c.outputs if o.output_type == "execute_result"]
+    return result.data.get(mime, "")
+
+
+def statuses(table: str) -> list[str]:
+    """The status cells of a styled runs table (``runs()``'s HTML), top to bottom."""
+    return re.findall(r'<td class="nbsubagents-status-(\w+)"', table)
+
+
+def column(table: str, n: int) -> list[str]:
+    """The ``n``-th column (0-based) of every body row of a styled runs table."""
+    body = table.split("<tbody>", 1)[1]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row)[n] for row in re.findall(r"<tr>(.*?)</tr>", body)]
 
 
 def panels(nb, c) -> list[str]:
@@ -143,25 +167,51 @@ def test_quickstart_runs_presets_one_parallel_and_background_runs_and_shows_the_
     assert "scout" in panels(nb, background)[0]
     assert re.search(r"1 running · 5 completed · 0 failed · 0 aborted · 6 total\n.*\n\S+\s+scout\s+running",
                      text(cell(nb, "%subagent_status")))
+    bar = cell(nb, "nbsubagents.status_bar()")
+    assert value(bar) == "bg: 1 running / 6 total"  # what it said when shown: the background run going
+    assert "nbsubagents-statusbar-counts" in value(bar, "text/html")
+    (shown,) = panels(nb, bar)  # a widget, kept current from the watcher's thread (its saved state may lag)
+    assert re.fullmatch(r"bg: [01] running / 6 total( · ✓ scout completed)?", shown), shown
     assert text(cell(nb, "job.wait()")).startswith("completed - - read src/inventory.py")
 
     registry = text(cell(nb, "nbsubagents.status(include_completed=True)"))
     assert registry.startswith("0 running · 6 completed · 0 failed · 0 aborted · 6 total")
     for name in ("scout", "reader", "inventory", "writer", "editor"):
         assert re.search(rf"\n\S+\s+{name}\s+completed\s+demo/scripted", registry), name
-    frame = html(cell(nb, "frame = nbsubagents.status("))
-    assert 'class="dataframe"' in frame and frame.count("<td>completed</td>") == 6
+
+    every = cell(nb, "every = nbsubagents.runs()")
+    table = value(every, "text/html")
+    assert table.startswith('<div class="nbsubagents-runs"><table class="dataframe">')
+    assert statuses(table) == ["completed"] * 6
+    names = column(table, 1)  # newest first: the background run, the parallel three (any order), then the first two
+    assert names[0] == "scout" and sorted(names[1:4]) == ["editor", "inventory", "writer"], names
+    assert names[4:] == ["reader", "scout"], names
+    assert re.match(r"\s+run_id\s+name\s+preset\s+status", value(every))  # plain pandas as text
+    scribes = value(cell(nb, "scribes = nbsubagents.runs("), "text/html")
+    assert sorted(column(scribes, 0)) == ["editor", "writer"] and statuses(scribes) == ["completed"] * 2
 
 
 def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kernel_env):
     nb = execute("background-runs.ipynb", kernel_env)
 
+    bar = cell(nb, "bar = nbsubagents.status_bar()")
+    assert value(bar) == "bg: 0 running / 0 total" and value(bar, VIEW)
     assert re.search(r"^started \S+ - (queued|running)$", text(cell(nb, "import time")), re.M)
+    assert value(cell(nb, "bar.text")) == "'bg: 1 running / 1 total'"  # moved when the run started
     assert re.search(r"1 running · 0 completed .* 1 total\n.*\n\S+\s+explorer\s+running",
                      text(cell(nb, "nbsubagents.status()")))
-    waited = text(cell(nb, "job.wait()"))
+    wait = cell(nb, "job.wait()")
+    waited = text(wait)
     assert "completed - - ls src: inventory.py" in waited
     assert "on_done saw: [('explorer', 'completed')]" in waited
+    # the one completion notice (printed before on_done is called) and the bar that shows it
+    assert re.search(r"^✓ background run explorer \S+ completed: Done\. 2 steps:$", raw(wait), re.M), raw(wait)
+    assert "status bar: bg: 0 running / 1 total · ✓ explorer completed\n" in waited
+    # the widget itself followed: the runs started later and a notice (its saved state may lag behind the
+    # watcher's thread, so which notice and how many still running vary; the starts come from cells)
+    (line,) = panels(nb, bar)
+    assert re.fullmatch(r"bg: [0-2] running / 3 total · (✓ explorer completed|✓ notes completed|■ slowpoke aborted)",
+                        line), line
     assert "explorer" in panels(nb, cell(nb, "import time"))[0]
 
     slow = cell(nb, 'slow = nbsubagents.start("scout", "run: sleep 120"')
@@ -185,31 +235,85 @@ def test_exploring_runs_notebook_reads_back_output_transcript_events_and_files(k
     assert group.startswith("Sub-agents: 2 done, 1 failed")
     assert "✗ broken failed" in group and "500 the provider is down" in group
 
-    registry = text(cell(nb, "nbsubagents.status(include_completed=True)"))
-    assert registry.startswith("0 running · 2 completed · 1 failed · 0 aborted · 3 total")
-    failed = html(cell(nb, "frame = nbsubagents.status("))
-    assert 'class="dataframe"' in failed and "broken" in failed and "500 the provider is down" in failed
-    assert "survey" not in failed
+    notes = panels(nb, cell(nb, "notes = nbsubagents.run("))[0]
+    for line in ("✓ notes completed", "Writing NOTES.md (+1 line)", "Editing NOTES.md", "Finished editing NOTES.md"):
+        assert line in notes, notes
 
-    one = text(cell(nb, "survey_id ="))
+    registry = text(cell(nb, "nbsubagents.status(include_completed=True)"))
+    assert registry.startswith("0 running · 3 completed · 1 failed · 0 aborted · 4 total")
+
+    # runs(): styled, newest first; its filters narrow it in the registry
+    table = value(cell(nb, "all_runs = nbsubagents.runs()"), "text/html")
+    assert 'class="dataframe"' in table
+    names = column(table, 1)
+    assert names[0] == "notes" and sorted(names[1:]) == ["broken", "survey", "with-file"], names
+    assert sorted(statuses(table)) == ["completed"] * 3 + ["failed"]
+    failed = value(cell(nb, 'nbsubagents.runs(status="failed")'), "text/html")
+    assert column(failed, 0) == ["broken"] and statuses(failed) == ["failed"]
+    assert "500 the provider is down" in failed
+    scouts = value(cell(nb, 'nbsubagents.runs(preset="scout", since="1h")'), "text/html")
+    assert sorted(column(scouts, 0)) == ["survey", "with-file"] and statuses(scouts) == ["completed"] * 2
+    assert column(value(cell(nb, 'nbsubagents.runs(text="pears")'), "text/html"), 0) == ["notes"]
+    sums = value(cell(nb, "per_preset = all_runs.groupby("))
+    scout = re.search(r"^\d+\s+scout\s+2\s+3\s+(\d+)\s+([\d.]+)$", sums, re.M)
+    scribe = re.search(r"^\d+\s+scribe\s+2\s+2\s+(\d+)\s+([\d.]+)$", sums, re.M)
+    assert scout and scribe, sums
+    assert int(scout[1]) > 0 and float(scout[2]) > 0 and int(scribe[1]) > 0
+
+    one = text(cell(nb, "ids = dict("))
     assert re.match(r"\S+ completed\nDone\. 3 steps:\n- read README\.md: # Inventory service", one)
     assert re.search(r"^  name\s+survey$", text(cell(nb, "%subagent_status {run.id}")), re.M)
     transcript = text(cell(nb, "print(run.transcript)"))
     for line in ("Preset:  scout", "Model:   demo/scripted", "Reading README.md", "Finished reading README.md",
                  "Listing src", "wc -l src/inventory.py"):
         assert line in transcript
-    events = html(cell(nb, "import pandas as pd"))
+    events = html(cell(nb, "events = run.events_frame()"))
     for kind in ("run_start", "tool_call", "tool_result", "assistant_text", "usage", "run_end"):
         assert f"<td>{kind}</td>" in events, kind
-    files = text(cell(nb, "import json"))
+    for line in ("Reading README.md", "Finished reading README.md", "Listing src",
+                 "Command finished — 7 src/inventory.py"):
+        assert f"<td>{line}</td>" in events, line  # the formatter's words, as the panel showed them
+    found = html(cell(nb, "run.artifacts"))
+    assert "nbsubagents-artifacts" in found
     for name in ("events.jsonl", "meta.json", "prompt.md", "result.json", "transcript.log"):
-        assert f"'{name}'" in files
+        assert f"<td>{name}</td>" in found, name
+    files = text(cell(nb, "import json"))
     assert "'tools': ['read', 'ls', 'bash']" in files and "'toolCalls': 3" in files
+
+    assert text(cell(nb, "print(notes.files_changed)")).rstrip() == "['NOTES.md']\nPears are back on Monday."
+    steps = html(cell(nb, "notes.events_frame()"))
+    for line in ("Writing NOTES.md (+1 line)", "Finished writing NOTES.md", "Editing NOTES.md",
+                 "Finished editing NOTES.md (+1 -1)"):
+        assert f"<td>{line}</td>" in steps, line
+    assert "Reading" not in steps and "<td>usage</td>" not in steps  # rows without words were dropped
+
     prompt = text(cell(nb, "with_file = nbsubagents.get_run("))
     assert prompt.startswith("=== src/inventory.py ===\n") and "STOCK = {" in prompt
     broken = text(cell(nb, "broken = nbsubagents.get_run("))
     assert broken.startswith("failed - 500 the provider is down") and "✗" in broken
-    assert 'class="dataframe"' in html(cell(nb, 'frame.sort_values("duration"'))
+
+    # browse(): a widget (text elsewhere) listing the four runs, open on the notes run
+    browser = cell(nb, "browser = nbsubagents.browse()")
+    assert value(browser, VIEW)
+    listing = value(browser)
+    assert listing.startswith("browse(): 4 runs\n✓ completed  notes ") and "✗ failed     broken " in listing, listing
+    page = panels(nb, browser)[0]
+    for line in ("✓ notes completed · preset scribe · demo/scripted · 2 tool calls", "files changed: NOTES.md",
+                 "Finished editing NOTES.md (+1 -1)", "Task: write NOTES.md: Pears are out of stock."):
+        assert line in page, page
+
+    # runs_timeline(): one picture, the cell's value; the three parallel runs overlap in time
+    picture = cell(nb, "try:\n    timeline = nbsubagents.runs_timeline()")
+    assert raw(picture) == "" and drawn(picture) == ["execute_result"]  # nothing printed (no install hint)
+    assert base64.b64decode(value(picture, "image/png")).startswith(b"\x89PNG")
+    (project,) = kernel_env.glob("nbsubagents-exploring-*/project")
+    with sqlite3.connect(project / ".pi" / "subagents" / "registry.sqlite") as db:
+        spans = {name: (mode, start, end) for name, mode, start, end in
+                 db.execute("SELECT name, mode, started_at, ended_at FROM runs")}
+    together = [spans[name] for name in ("survey", "with-file", "broken")]
+    assert {mode for mode, _, _ in together} == {"parallel"}
+    assert max(start for _, start, _ in together) < min(end for _, _, end in together), spans
+    assert spans["notes"][1] >= max(end for _, _, end in together), spans
 
 
 def test_make_demo_executes_the_quickstart_and_prints_what_it_did(kernel_env):
@@ -219,7 +323,8 @@ def test_make_demo_executes_the_quickstart_and_prints_what_it_did(kernel_env):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     for line in ("✓ scout completed", "Reading README.md", "Sub-agents: 3 done", "Writing NOTES.md (+2 lines)",
-                 "1 running · 5 completed", "0 running · 6 completed · 0 failed · 0 aborted · 6 total"):
+                 "1 running · 5 completed", "bg: 1 running / 6 total",
+                 "0 running · 6 completed · 0 failed · 0 aborted · 6 total"):
         assert line in out, line
     executed = kernel_env / ".demo" / "quickstart.ipynb"
     assert f"Executed notebook: {executed}" in out

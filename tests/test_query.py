@@ -88,6 +88,9 @@ def test_runs_table_is_styled_in_a_notebook_and_plain_as_text(project):
     text = repr(frame)
     assert "job0" in text and "<td" not in text
     assert type(frame[frame["status"] == "failed"]).__name__ == type(frame).__name__
+    indexed = frame.set_index("name")._repr_html_()
+    assert "<th>name</th>" in indexed and "<th>job0</th>" in indexed
+    assert "<th>0</th>" not in html  # the default 0..n-1 index is not shown
 
 
 def test_real_runs_are_in_the_frame_and_can_be_inspected(project):
