@@ -8,7 +8,6 @@ import platform
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 from .config import NbSubagentsError, agent_dir, find_pi, project_root
 

@@ -23,7 +23,6 @@ a preset expects the next call to see it.
 from __future__ import annotations
 
 import html
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -124,3 +124,14 @@ class interrupt_when_running:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
+    """Poll ``predicate`` until it returns something true (which is returned), or fail the test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

@@ -12,21 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 
 import nbsubagents
 from nbsubagents import procs, registry, watcher
 from nbsubagents.config import find_pi
 from nbsubagents.models import available_models
-
-
-def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def python(code: str, *, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:

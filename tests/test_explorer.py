@@ -11,10 +11,10 @@ import io
 import re
 import subprocess
 import sys
-import time
 from datetime import datetime, timezone
 
 import pytest
+from conftest import wait_for
 
 import nbsubagents
 from nbsubagents import explorer, watcher
@@ -24,16 +24,6 @@ from nbsubagents.models import available_models
 from nbsubagents.query import STATUS_COLORS
 
 from test_query import synthetic
-
-
-def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def plain(value: str) -> str:

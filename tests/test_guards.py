@@ -12,7 +12,7 @@ from conftest import interrupt_when_running
 
 import nbsubagents
 from nbsubagents import config
-from nbsubagents.runner import Run, TaskSpec, prepare
+from nbsubagents.runner import TaskSpec, prepare
 
 
 def user_text(request: dict) -> str:

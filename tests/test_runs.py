@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from conftest import interrupt_when_running
