@@ -18,8 +18,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -125,3 +128,41 @@ class JupyterLab:
 
 def launch_chromium(playwright: Any) -> Any:
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+KERNEL_IDLE = ("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+               " && window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel?.status === 'idle'")
+
+
+@dataclass
+class LabPage:
+    """A notebook open in Chromium, with every request and page error it saw."""
+
+    page: Any
+    requests: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def offsite(self) -> list[str]:
+        """Requests that left 127.0.0.1 (data: and blob: URLs stay in the page)."""
+        return sorted({url for url in self.requests
+                       if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).hostname != "127.0.0.1"})
+
+
+@contextmanager
+def lab_page(lab: JupyterLab, notebook: str, *, height: int = 1600, timeout_ms: int = 120_000) -> Iterator[LabPage]:
+    """Open ``notebook`` of ``lab`` in headless Chromium and wait for its kernel to be idle."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": height})
+            session = LabPage(context.new_page())
+            context.on("request", lambda request: session.requests.append(request.url))
+            session.page.on("pageerror", lambda error: session.errors.append(str(error)))
+            session.page.set_default_timeout(timeout_ms)
+            session.page.goto(lab.url(f"lab/tree/{notebook}?reset"))
+            session.page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+            yield session
+        finally:
+            browser.close()

@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import nbformat
 
-from jupyterlab_harness import JupyterLab, launch_chromium
+from jupyterlab_harness import JupyterLab, lab_page
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -60,7 +59,7 @@ def panel(page, name: str):
 
 
 def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project, tmp_path, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
 
@@ -70,85 +69,70 @@ def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project,
     nbformat.write(nb, project / "panels.ipynb")
     ARTIFACTS.mkdir(exist_ok=True)
 
-    page_errors: list[str] = []
-    requests: list[str] = []
-    with JupyterLab(project, tmp_path / "jupyter") as lab, sync_playwright() as p:
-        browser = launch_chromium(p)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1600})
-            context.on("request", lambda request: requests.append(request.url))
-            page = context.new_page()
-            page.on("pageerror", lambda error: page_errors.append(str(error)))
-            page.set_default_timeout(120_000)
-            page.goto(lab.url("lab/tree/panels.ipynb?reset"))
-            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                                   " && window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel"
-                                   "?.status === 'idle'", timeout=180_000)
-            page.evaluate(RECORDER)
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    with JupyterLab(project, tmp_path / "jupyter") as lab, \
+            lab_page(lab, "panels.ipynb", height=1600, timeout_ms=120_000) as session:
+        page = session.page
+        page.evaluate(RECORDER)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
-            # One run: the done icon and the final text once it ended.
-            first = panel(page, "first").first
-            expect(first.locator(".nbsubagents-header")).to_contain_text("✓", timeout=120_000)
-            expect(first.locator(".nbsubagents-header")).to_contain_text("completed")
-            expect(first.locator(".nbsubagents-final")).to_contain_text("- run: echo browser-ok: browser-ok")
-            expect(first.locator(".nbsubagents-window")).to_contain_text("Listing src")
-            # ... and humanized lines while it was still running (the recorder saw ⏳ with them).
-            states = page.evaluate("() => window.__panelStates")
-            live = [s for s in states if "first" in s["header"] and "⏳" in s["header"]]
-            assert any("Reading README.md" in s["lines"] for s in live), states[:20]
-            assert any("Finished reading README.md" in s["lines"] and "Listing src" not in s["lines"]
-                       for s in live), "no intermediate state between two tool calls was shown"
+        # One run: the done icon and the final text once it ended.
+        first = panel(page, "first").first
+        expect(first.locator(".nbsubagents-header")).to_contain_text("✓", timeout=120_000)
+        expect(first.locator(".nbsubagents-header")).to_contain_text("completed")
+        expect(first.locator(".nbsubagents-final")).to_contain_text("- run: echo browser-ok: browser-ok")
+        expect(first.locator(".nbsubagents-window")).to_contain_text("Listing src")
+        # ... and humanized lines while it was still running (the recorder saw ⏳ with them).
+        states = page.evaluate("() => window.__panelStates")
+        live = [s for s in states if "first" in s["header"] and "⏳" in s["header"]]
+        assert any("Reading README.md" in s["lines"] for s in live), states[:20]
+        assert any("Finished reading README.md" in s["lines"] and "Listing src" not in s["lines"]
+                   for s in live), "no intermediate state between two tool calls was shown"
 
-            # The full history opens on demand, also while later cells keep the kernel busy.
-            first.get_by_text("Full history (11 lines)").click()
-            expect(first.locator(".nbsubagents-history")).to_contain_text("Finished reading README.md")
+        # The full history opens on demand, also while later cells keep the kernel busy.
+        first.get_by_text("Full history (11 lines)").click()
+        expect(first.locator(".nbsubagents-history")).to_contain_text("Finished reading README.md")
 
-            # The run as a cell's value is its panel too (the second panel naming "first").
-            expect(panel(page, "first")).to_have_count(2)
-            expect(panel(page, "first").nth(1).locator(".nbsubagents-final")).to_contain_text("browser-ok")
+        # The run as a cell's value is its panel too (the second panel naming "first").
+        expect(panel(page, "first")).to_have_count(2)
+        expect(panel(page, "first").nth(1).locator(".nbsubagents-final")).to_contain_text("browser-ok")
 
-            # Parallel runs: one group header, run ids when all are done.
-            group = page.locator(".nbsubagents-group")
-            expect(group.locator(".nbsubagents-group-header")).to_have_text("Sub-agents: 2 done", timeout=120_000)
-            expect(group.locator(".nbsubagents-run-ids")).to_contain_text("Run ids:")
-            expect(panel(page, "writer").locator(".nbsubagents-window")).to_contain_text("Writing NOTES.md (+1 line)")
+        # Parallel runs: one group header, run ids when all are done.
+        group = page.locator(".nbsubagents-group")
+        expect(group.locator(".nbsubagents-group-header")).to_have_text("Sub-agents: 2 done", timeout=120_000)
+        expect(group.locator(".nbsubagents-run-ids")).to_contain_text("Run ids:")
+        expect(panel(page, "writer").locator(".nbsubagents-window")).to_contain_text("Writing NOTES.md (+1 line)")
 
-            # A slow run: Cancel in the page aborts it while its cell is still executing.
-            slow = panel(page, "slowpoke")
-            expect(slow.locator(".nbsubagents-window")).to_contain_text("sleep 60", timeout=120_000)
-            expect(slow.locator(".nbsubagents-header")).to_contain_text("running")
-            slow.locator(".nbsubagents-cancel").scroll_into_view_if_needed()
-            clicked = time.monotonic()
-            slow.locator(".nbsubagents-cancel").click()
-            expect(slow.locator(".nbsubagents-header")).to_contain_text("aborted", timeout=30_000)
-            assert time.monotonic() - clicked < 30
-            expect(slow.locator(".nbsubagents-header")).to_contain_text("■")
-            expect(page.get_by_text("slow status: aborted")).to_be_visible(timeout=60_000)
-            expect(slow.locator(".nbsubagents-cancel")).to_be_hidden()
+        # A slow run: Cancel in the page aborts it while its cell is still executing.
+        slow = panel(page, "slowpoke")
+        expect(slow.locator(".nbsubagents-window")).to_contain_text("sleep 60", timeout=120_000)
+        expect(slow.locator(".nbsubagents-header")).to_contain_text("running")
+        slow.locator(".nbsubagents-cancel").scroll_into_view_if_needed()
+        clicked = time.monotonic()
+        slow.locator(".nbsubagents-cancel").click()
+        expect(slow.locator(".nbsubagents-header")).to_contain_text("aborted", timeout=30_000)
+        assert time.monotonic() - clicked < 30
+        expect(slow.locator(".nbsubagents-header")).to_contain_text("■")
+        expect(page.get_by_text("slow status: aborted")).to_be_visible(timeout=60_000)
+        expect(slow.locator(".nbsubagents-cancel")).to_be_hidden()
 
-            # A background run: its cell returned at once, its panel keeps moving until the end.
-            bg = panel(page, "bg")
-            expect(bg.locator(".nbsubagents-header")).to_contain_text("✓", timeout=120_000)
-            expect(bg.locator(".nbsubagents-final")).to_contain_text("bg-done")
-            states = page.evaluate("() => window.__panelStates")
-            after_return = [s for s in states if "bg" in s["header"] and re.search(r"\[\d+\]", s["prompt"])]
-            assert any("Reading README.md" in s["lines"] and "⏳" in s["header"] for s in after_return), \
-                [s for s in states if "bg" in s["header"]]
+        # A background run: its cell returned at once, its panel keeps moving until the end.
+        bg = panel(page, "bg")
+        expect(bg.locator(".nbsubagents-header")).to_contain_text("✓", timeout=120_000)
+        expect(bg.locator(".nbsubagents-final")).to_contain_text("bg-done")
+        states = page.evaluate("() => window.__panelStates")
+        after_return = [s for s in states if "bg" in s["header"] and re.search(r"\[\d+\]", s["prompt"])]
+        assert any("Reading README.md" in s["lines"] and "⏳" in s["header"] for s in after_return), \
+            [s for s in states if "bg" in s["header"]]
 
-            page.screenshot(path=str(ARTIFACTS / "browser-panels.png"))
-            first.scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "browser-panels-top.png"))
-            assert page.get_by_text("Error displaying widget").count() == 0
-            assert "Error displaying widget" not in page.content()
-        finally:
-            browser.close()
+        page.screenshot(path=str(ARTIFACTS / "browser-panels.png"))
+        first.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "browser-panels-top.png"))
+        assert page.get_by_text("Error displaying widget").count() == 0
+        assert "Error displaying widget" not in page.content()
 
-    assert page_errors == []
-    outside = sorted({url for url in requests
-                      if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).hostname != "127.0.0.1"})
-    assert outside == []
-    assert requests, "the recorder saw no request at all"
+    assert session.errors == []
+    assert session.offsite() == []
+    assert session.requests, "the recorder saw no request at all"
 
 
 EXPLORER_CELLS = [
@@ -176,7 +160,7 @@ BAR_RECORDER = """() => {
 def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch):
     """status_bar() reads ``bg: ...`` and follows a background run; browse() lists the runs, a run picked
     in the page shows its transcript, and the list turns the background run completed by itself."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     nb = nbformat.v4.new_notebook()
@@ -185,72 +169,57 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
     nbformat.write(nb, project / "explorer.ipynb")
     ARTIFACTS.mkdir(exist_ok=True)
 
-    page_errors: list[str] = []
-    requests: list[str] = []
-    with JupyterLab(project, tmp_path / "jupyter") as lab, sync_playwright() as p:
-        browser = launch_chromium(p)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1600})
-            context.on("request", lambda request: requests.append(request.url))
-            page = context.new_page()
-            page.on("pageerror", lambda error: page_errors.append(str(error)))
-            page.set_default_timeout(120_000)
-            page.goto(lab.url("lab/tree/explorer.ipynb?reset"))
-            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                                   " && window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel"
-                                   "?.status === 'idle'", timeout=180_000)
-            page.evaluate(BAR_RECORDER)
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    with JupyterLab(project, tmp_path / "jupyter") as lab, \
+            lab_page(lab, "explorer.ipynb", height=1600, timeout_ms=120_000) as session:
+        page = session.page
+        page.evaluate(BAR_RECORDER)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
-            # The status bar: counts, then the background run's notice once it ended.
-            bar = page.locator(".nbsubagents-statusbar")
-            expect(bar).to_have_count(1, timeout=180_000)
-            expect(bar).to_have_text(re.compile(r"^bg: \d+ running / \d+ total"))
-            expect(bar).to_have_text(re.compile(r"^bg: [01] running / 3 total · ✓ later completed$"), timeout=120_000)
-            states = page.evaluate("() => window.__barStates")
-            assert "bg: 1 running / 2 total" in states, states
+        # The status bar: counts, then the background run's notice once it ended.
+        bar = page.locator(".nbsubagents-statusbar")
+        expect(bar).to_have_count(1, timeout=180_000)
+        expect(bar).to_have_text(re.compile(r"^bg: \d+ running / \d+ total"))
+        expect(bar).to_have_text(re.compile(r"^bg: [01] running / 3 total · ✓ later completed$"), timeout=120_000)
+        states = page.evaluate("() => window.__barStates")
+        assert "bg: 1 running / 2 total" in states, states
 
-            # The browser lists the runs, the busy foreground run too (live); picking one in the page shows
-            # its header and transcript while that run still keeps the kernel's main thread busy.
-            options = page.locator(".nbsubagents-browse-list option")
-            expect(options).to_have_count(3)
-            expect(options.filter(has_text="busy")).to_contain_text("running")
-            expect(options.filter(has_text="explored")).to_contain_text("completed")
-            index = page.evaluate("() => [...document.querySelectorAll('.nbsubagents-browse-list option')]"
-                                  ".findIndex((o) => o.textContent.includes('explored'))")
-            page.locator(".nbsubagents-browse-list select").select_option(index=index)
-            header = page.locator(".nbsubagents-browse-header")
-            expect(header).to_contain_text("explored")
-            expect(header).to_contain_text("completed")
-            expect(page.locator(".nbsubagents-browse-output")).to_contain_text("explorer-ok")
-            page.locator(".nbsubagents-browse-tabs .lm-TabBar-tab", has_text="Transcript").click()
-            transcript = page.locator(".nbsubagents-browse-transcript")
-            expect(transcript).to_be_visible()
-            expect(transcript).to_contain_text("Reading README.md")
-            expect(transcript).to_contain_text("echo explorer-ok")
-            busy_prompt = page.locator(".jp-CodeCell", has_text="busy = nbsubagents.run").locator(".jp-InputPrompt")
-            assert "*" in busy_prompt.inner_text(), "the busy cell ended before the click was served"
+        # The browser lists the runs, the busy foreground run too (live); picking one in the page shows
+        # its header and transcript while that run still keeps the kernel's main thread busy.
+        options = page.locator(".nbsubagents-browse-list option")
+        expect(options).to_have_count(3)
+        expect(options.filter(has_text="busy")).to_contain_text("running")
+        expect(options.filter(has_text="explored")).to_contain_text("completed")
+        index = page.evaluate("() => [...document.querySelectorAll('.nbsubagents-browse-list option')]"
+                              ".findIndex((o) => o.textContent.includes('explored'))")
+        page.locator(".nbsubagents-browse-list select").select_option(index=index)
+        header = page.locator(".nbsubagents-browse-header")
+        expect(header).to_contain_text("explored")
+        expect(header).to_contain_text("completed")
+        expect(page.locator(".nbsubagents-browse-output")).to_contain_text("explorer-ok")
+        page.locator(".nbsubagents-browse-tabs .lm-TabBar-tab", has_text="Transcript").click()
+        transcript = page.locator(".nbsubagents-browse-transcript")
+        expect(transcript).to_be_visible()
+        expect(transcript).to_contain_text("Reading README.md")
+        expect(transcript).to_contain_text("echo explorer-ok")
+        busy_prompt = page.locator(".jp-CodeCell", has_text="busy = nbsubagents.run").locator(".jp-InputPrompt")
+        assert "*" in busy_prompt.inner_text(), "the busy cell ended before the click was served"
 
-            # Live: the background run turned completed in the list without a click.
-            expect(options.filter(has_text="later")).to_contain_text("completed", timeout=120_000)
-            expect(page.locator(".nbsubagents-browse-preset select")).to_have_value("any preset")  # selected
+        # Live: the background run turned completed in the list without a click.
+        expect(options.filter(has_text="later")).to_contain_text("completed", timeout=120_000)
+        expect(page.locator(".nbsubagents-browse-preset select")).to_have_value("any preset")  # selected
 
-            expect(options.filter(has_text="busy")).to_contain_text("completed", timeout=120_000)
-            expect(bar).to_have_text("bg: 0 running / 3 total · ✓ later completed")  # a foreground run counts too
+        expect(options.filter(has_text="busy")).to_contain_text("completed", timeout=120_000)
+        expect(bar).to_have_text("bg: 0 running / 3 total · ✓ later completed")  # a foreground run counts too
 
-            # A filter typed in the page narrows the list.
-            page.locator(".nbsubagents-browse-text input").fill("explorer-ok")
-            page.locator(".nbsubagents-browse-text input").press("Enter")
-            expect(options).to_have_count(1)
-            expect(options.first).to_contain_text("explored")
+        # A filter typed in the page narrows the list.
+        page.locator(".nbsubagents-browse-text input").fill("explorer-ok")
+        page.locator(".nbsubagents-browse-text input").press("Enter")
+        expect(options).to_have_count(1)
+        expect(options.first).to_contain_text("explored")
 
-            page.locator(".nbsubagents-browse").scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "browser-explorer.png"))
-            assert page.get_by_text("Error displaying widget").count() == 0
-        finally:
-            browser.close()
+        page.locator(".nbsubagents-browse").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "browser-explorer.png"))
+        assert page.get_by_text("Error displaying widget").count() == 0
 
-    assert page_errors == []
-    outside = sorted({url for url in requests
-                      if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).hostname != "127.0.0.1"})
-    assert outside == []
+    assert session.errors == []
+    assert session.offsite() == []

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from conftest import processes_inside
-from jupyterlab_harness import JupyterLab, launch_chromium
+from jupyterlab_harness import JupyterLab, lab_page
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -38,7 +37,7 @@ def panel(page, name: str):
 
 
 def test_quickstart_runs_every_cell_in_jupyterlab_with_live_panels(tmp_path, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     root = tmp_path / "lab"
     root.mkdir()
@@ -48,20 +47,10 @@ def test_quickstart_runs_every_cell_in_jupyterlab_with_live_panels(tmp_path, mon
         monkeypatch.delenv(name, raising=False)
     ARTIFACTS.mkdir(exist_ok=True)
 
-    page_errors: list[str] = []
-    requests: list[str] = []
-    with JupyterLab(root, tmp_path / "jupyter") as lab, sync_playwright() as p:
-        browser = launch_chromium(p)
+    with JupyterLab(root, tmp_path / "jupyter") as lab, \
+            lab_page(lab, "quickstart.ipynb", height=1800, timeout_ms=180_000) as session:
+        page = session.page
         try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1800})
-            context.on("request", lambda request: requests.append(request.url))
-            page = context.new_page()
-            page.on("pageerror", lambda error: page_errors.append(str(error)))
-            page.set_default_timeout(180_000)
-            page.goto(lab.url("lab/tree/quickstart.ipynb?reset"))
-            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                                   " && window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel"
-                                   "?.status === 'idle'", timeout=180_000)
             page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
             # One run from %%subagent: humanized lines and the final state in its panel.
@@ -116,12 +105,8 @@ def test_quickstart_runs_every_cell_in_jupyterlab_with_live_panels(tmp_path, mon
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "quickstart-failed.png"))
             raise
-        finally:
-            browser.close()
 
-    assert page_errors == []
-    outside = sorted({url for url in requests
-                      if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).hostname != "127.0.0.1"})
-    assert outside == []
-    assert requests, "no request was seen at all"
+    assert session.errors == []
+    assert session.offsite() == []
+    assert session.requests, "no request was seen at all"
     assert processes_inside(tmp_path) == []
