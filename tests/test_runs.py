@@ -160,8 +160,12 @@ def test_bad_inputs_raise_before_anything_starts(project):
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
 
 
-def test_import_stays_light():
-    code = ("import sys, nbsubagents, nbsubagents.runner, nbsubagents.supervisor, nbsubagents.api;"
+@pytest.mark.parametrize("module", ["nbsubagents", "runner", "supervisor", "api", "registry", "watcher", "query",
+                                    "inspection", "explorer", "widgets", "display", "cli", "demo"])
+def test_import_stays_light(module):
+    """Every module but the magics imports no IPython, ipywidgets or pandas until a function needs them."""
+    name = module if module == "nbsubagents" else f"nbsubagents.{module}"
+    code = (f"import sys, {name};"
             "heavy = {'IPython', 'ipywidgets', 'pandas'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
