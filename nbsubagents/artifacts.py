@@ -74,6 +74,20 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
+EMPTY_USAGE = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": 0}
+
+
+def result_record(run_id: str | None, status: str, *, error: str | None, started_at: str, ended_at: str,
+                  duration: float = 0.0, exit_code: int | None = None, stop_reason: str | None = None,
+                  final_text: str = "", model: str | None = None, usage: dict[str, Any] | None = None,
+                  turns: int = 0, tool_calls: int = 0) -> dict[str, Any]:
+    """The one shape of result.json, whether the supervisor or the kernel (for a run that never ran) writes it."""
+    return {"schemaVersion": SCHEMA_VERSION, "runId": run_id, "status": status, "exitCode": exit_code,
+            "stopReason": stop_reason, "errorMessage": error, "finalText": final_text, "model": model,
+            "usage": usage or dict(EMPTY_USAGE), "turns": turns, "toolCalls": tool_calls,
+            "startedAt": started_at, "endedAt": ended_at, "durationSeconds": duration}
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     """Readers see the old file or the whole new one, never a half-written one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

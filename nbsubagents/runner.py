@@ -122,18 +122,19 @@ class Run:
     def wait(self, timeout: float | None = None) -> Run:
         """Block until the run is terminal (or ``timeout`` seconds pass); returns self."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
         while not self.done:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             if self._proc is not None:
                 try:
-                    self._proc.wait(settings.poll_interval)
+                    self._proc.wait(interval)
                 except subprocess.TimeoutExpired:
                     pass
                 if self._proc.poll() is not None and self.result is None:
                     self._write_lost_supervisor_result()
             else:
-                time.sleep(settings.poll_interval)
+                time.sleep(interval)
         return self
 
     def cancel(self) -> bool:
@@ -194,11 +195,8 @@ class Run:
         if self.paths.result.exists():
             return
         now = now_iso()
-        atomic_write_json(self.paths.result, {
-            "schemaVersion": artifacts.SCHEMA_VERSION, "runId": self.id, "status": status, "exitCode": None,
-            "stopReason": None, "errorMessage": message, "finalText": "", "model": None,
-            "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": 0},
-            "turns": 0, "toolCalls": 0, "startedAt": now, "endedAt": now, "durationSeconds": 0.0})
+        atomic_write_json(self.paths.result,
+                          artifacts.result_record(self.id, status, error=message, started_at=now, ended_at=now))
         self._result = None
 
     def _write_lost_supervisor_result(self) -> None:
@@ -394,6 +392,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
     """
     renderer = renderer or NullRenderer()
     renderer.start(runs)
+    interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
     queued = [r for r in runs if r.status == "queued"]
     active: list[Run] = []
     for r in runs:
@@ -409,7 +408,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
                     continue
                 run._launch()
                 active.append(run)
-            active = _poll_active(active, renderer)
+            active = _poll_active(active, renderer, interval)
     except KeyboardInterrupt:
         for run in queued:
             run._write_result("aborted", "cancelled before it started: the cell was interrupted")
@@ -419,7 +418,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
             run.cancel()
         while active:
             try:
-                active = _poll_active(active, renderer)
+                active = _poll_active(active, renderer, interval)
             except KeyboardInterrupt:
                 continue  # a second interrupt must not leave children behind
     finally:
@@ -427,7 +426,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
     return runs
 
 
-def _poll_active(active: list[Run], renderer: Renderer) -> list[Run]:
+def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list[Run]:
     still = []
     for run in active:
         run._pump(renderer)
@@ -444,7 +443,7 @@ def _poll_active(active: list[Run], renderer: Renderer) -> list[Run]:
         first = still[0]._proc
         try:
             if first is not None:
-                first.wait(settings.poll_interval)
+                first.wait(interval)
         except subprocess.TimeoutExpired:
             pass
     return still

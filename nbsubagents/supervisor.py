@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from .artifacts import RunPaths, atomic_write_json, now_iso, read_json
+from .artifacts import RunPaths, atomic_write_json, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 
@@ -170,14 +170,11 @@ class Supervisor:
         for sink in (self.events, self.transcript, self.stdout):
             sink.close()
         ended_at = now_iso()
-        result = {
-            "schemaVersion": self.meta.get("schemaVersion", 1), "runId": self.meta.get("runId"),
-            "status": status, "exitCode": exit_code, "stopReason": self.tally.stop_reason,
-            "errorMessage": error, "finalText": self.tally.final_text, "model": self.tally.model,
-            "usage": self.tally.usage(), "turns": self.tally.turns, "toolCalls": self.tally.tool_calls,
-            "startedAt": started_at, "endedAt": ended_at,
-            "durationSeconds": round(time.monotonic() - self.started, 3),
-        }
+        result = result_record(
+            self.meta.get("runId"), status, error=error, exit_code=exit_code, stop_reason=self.tally.stop_reason,
+            final_text=self.tally.final_text, model=self.tally.model, usage=self.tally.usage(),
+            turns=self.tally.turns, tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
+            duration=round(time.monotonic() - self.started, 3))
         atomic_write_json(self.paths.result, result)
         return result
 
