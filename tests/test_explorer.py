@@ -221,9 +221,10 @@ def test_browse_refreshes_while_a_run_is_active(warm):
     browser.select(run.id)
     assert "(running: the output comes when it ends)" in browser.output_html.value
     wait_for(lambda: browser.labels[0].startswith("✓ completed"), what="the end in the list")
-    wait_for(lambda: "Reading README.md" in browser.transcript_html.value, timeout=30, what="the transcript")
+    # The refresh thread redraws the list, then the selected run: wait for the details to catch up.
+    wait_for(lambda: "# Demo project" in browser.output_html.value, what="the final output")
+    wait_for(lambda: "Reading README.md" in browser.transcript_html.value, what="the transcript")
     assert plain(browser.header_html.value).startswith("✓ live completed")
-    assert "# Demo project" in browser.output_html.value
     browser.close()
     assert not browser._thread.is_alive() and browser not in explorer._browsers
 
