@@ -158,8 +158,9 @@ class RunPanel:
         self.run = run
         self.lines = lines
         self.tally = Tally()
-        self.window: deque[str] = deque(maxlen=lines)
-        self.history: deque[str] = deque(maxlen=history)
+        # (kind, text, html) of each line: the kind and text let the end drop what the output box repeats
+        self.window: deque[tuple[str, str, str]] = deque(maxlen=lines)
+        self.history: deque[tuple[str, str, str]] = deque(maxlen=history)
         self.line_count = 0
         self.renders = 0
         self.last_render = 0.0       # time.monotonic() of the last render
@@ -235,7 +236,7 @@ class RunPanel:
             row = row.rstrip()
             if not row.strip():
                 continue
-            piece = opening + html.escape(row, quote=False) + "</div>"
+            piece = (line.kind, row, opening + html.escape(row, quote=False) + "</div>")
             self.window.append(piece)
             self.history.append(piece)
             self.line_count += 1
@@ -294,6 +295,9 @@ class RunPanel:
             status = self._current_status()
             terminal = status in TERMINAL
             self.header.value = self._header_html(status)
+            final = terminal and not self._final_rendered and (self._finished or self.run.result is not None)
+            if final:
+                self._drop_repeated_output()
             self.window_html.value = self._window_html(status)
             title = f"Full history ({_plural(self.line_count, 'line')}"
             title += f", latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else ")"
@@ -302,7 +306,7 @@ class RunPanel:
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
             # The final text lives in result.json, written just after the run_end event: wait for it.
-            if terminal and not self._final_rendered and (self._finished or self.run.result is not None):
+            if final:
                 self.final_html.value = self._final_html(status)
                 self.cancel_button.disabled = True
                 self.cancel_button.layout.display = "none"
@@ -338,9 +342,28 @@ class RunPanel:
                 f'<span class="nbsubagents-status"{style}>{status}</span> '
                 f'<span class="nbsubagents-meta" style="{_MUTED}">· {meta}</span></div>')
 
+    def _drop_repeated_output(self) -> None:
+        """The output box below shows the final message: the window ends with what led to it instead.
+
+        The message is the run of assistant lines just before the closing lines ("Completed"); only lines
+        that the output holds are dropped, so nothing the box does not show goes missing.
+        """
+        output = {row.strip() for row in self.run.output.splitlines() if row.strip()}
+        if not output:
+            return
+        rows = list(self.history)
+        end = len(rows)
+        while end and len(rows) - end < 3 and rows[end - 1][0] in ("done", "info", "error", "failed"):
+            end -= 1
+        start = end
+        while start and rows[start - 1][0] == "assistant" and rows[start - 1][1].strip() in output:
+            start -= 1
+        if start < end:
+            self.window = deque((rows[:start] + rows[end:])[-self.lines:], maxlen=self.lines)
+
     def _window_html(self, status: str) -> str:
         if self.window:
-            body = "".join(self.window)
+            body = "".join(piece for _, _, piece in self.window)
         else:
             placeholder = {"queued": "(queued)", "running": "(starting…)"}.get(status, "(no output)")
             body = f'<div class="nbsubagents-line nbsubagents-placeholder">{placeholder}</div>'
@@ -351,7 +374,7 @@ class RunPanel:
         note = (f'<div class="nbsubagents-line nbsubagents-placeholder">({_plural(dropped, "earlier line")} '
                 f'not kept here: see {html.escape(str(self.run.paths.transcript), quote=False)})</div>'
                 if dropped > 0 else "")
-        return f'{_LINE_CSS}<div class="nbsubagents-lines">{note}{"".join(self.history)}</div>'
+        return f'{_LINE_CSS}<div class="nbsubagents-lines">{note}{"".join(piece for _, _, piece in self.history)}</div>'
 
     def _final_html(self, status: str) -> str:
         parts = []

@@ -85,8 +85,12 @@ def test_panel_of_a_finished_run_shows_icon_counts_tokens_cost_and_final_text(pr
     texts = [text for _, text in lines_of(panel.window_html.value)]
     assert texts[:3] == ["Reading README.md", "Finished reading README.md", "Listing src"]
     assert "echo hello" in texts and "Command finished — hello" in texts
-    assert ("assistant", "Done. 3 steps:") in lines_of(panel.window_html.value)
     assert "# Demo project" in panel.final_html.value and run.id in panel.final_html.value
+    # The final message is in the output box; the window ends with what led to it, not a second copy.
+    assert "Done. 3 steps:" in panel.final_html.value
+    assert texts[-2:] == ["Command finished — hello", "Completed"]
+    panel.history_box.selected_index = 0
+    assert ("assistant", "Done. 3 steps:") in lines_of(panel.history_html.value)
     assert panel.cancel_button.disabled
 
     assert panel.elapsed() == pytest.approx(run.result["durationSeconds"])  # frozen at the end
@@ -216,6 +220,26 @@ def test_text_is_escaped_and_multiline_assistant_text_becomes_lines(tmp_path):
     panel.render()
     assert lines_of(panel.window_html.value) == [("assistant", "&lt;b&gt;bold&lt;/b&gt; &amp; co"),
                                                  ("assistant", "red")]
+
+
+@pytest.mark.parametrize("output, window", [
+    ("Found it.\nThe bug is in auth.ts", ["Let me look", "Reading auth.ts", "Completed"]),
+    ("Something else entirely", ["Let me look", "Reading auth.ts", "Found it.", "The bug is in auth.ts",
+                                 "Completed"]),
+])
+def test_the_final_window_leaves_out_only_what_the_output_box_shows(tmp_path, output, window):
+    run = fake_run(tmp_path, "r1", "running")
+    panel = RunPanel(run)
+    for kind, text in (("assistant", "Let me look"), ("tool", "Reading auth.ts"),
+                       ("assistant", "Found it.\nThe bug is in auth.ts"), ("done", "Completed")):
+        panel.add({"type": "x"}, ProgressLine(kind, text))
+    panel.render()
+    assert len(lines_of(panel.window_html.value)) == 5  # while it runs, the window shows everything
+    finish(run.dir, "completed", text=output)
+    panel.finish()
+    assert [text for _, text in lines_of(panel.window_html.value)] == window
+    assert output.partition("\n")[0] in panel.final_html.value
+    assert panel.line_count == 5
 
 
 def test_header_counts_come_from_every_event_even_without_a_line(tmp_path):
