@@ -59,6 +59,17 @@ def processes_inside(folder: Path) -> list[str]:
     return found
 
 
+@pytest.fixture(autouse=True)
+def forget_watched_runs():
+    """A run that a test left to this process's watcher (reattached by ``reconcile``, say) must not announce
+    its end during a later test, whose captured output it would join."""
+    yield
+    from nbsubagents import watcher
+
+    with watcher._watcher._lock:
+        watcher._watcher._entries.clear()
+
+
 @pytest.fixture
 def scripted():
     with ScriptedModel() as model:
