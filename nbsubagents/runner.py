@@ -120,7 +120,12 @@ class Run:
 
     # -- control ------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> Run:
-        """Block until the run is terminal (or ``timeout`` seconds pass); returns self."""
+        """Block until the run is terminal (or ``timeout`` seconds pass); returns self.
+
+        A run this kernel follows in the background is waited for until its panel shows the end and its
+        ``on_done`` returned; the panel's final state is then sent again from this thread, so the waiting
+        cell carries it (nbclient keeps only what a cell it executes receives).
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
         while not self.done:
@@ -135,6 +140,16 @@ class Run:
                     self._write_lost_supervisor_result()
             else:
                 time.sleep(interval)
+        if self.done:
+            from . import watcher
+
+            left = watcher.SETTLE_TIMEOUT
+            if deadline is not None:
+                left = max(0.0, min(left, deadline - time.monotonic()))
+            watcher.settle(self.id, left)
+            panel = getattr(self, "_live_panel", None)  # set by a widget panel (nbsubagents.widgets)
+            if panel is not None:
+                panel.resend()
         return self
 
     def cancel(self) -> bool:

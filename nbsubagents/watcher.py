@@ -28,11 +28,12 @@ if TYPE_CHECKING:
     from .renderers import Renderer
     from .runner import Run
 
-__all__ = ["Notice", "watch", "get", "watching", "stop", "add_notice_handler", "remove_notice_handler",
-           "print_notice", "add_change_handler", "remove_change_handler"]
+__all__ = ["Notice", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
+           "remove_notice_handler", "print_notice", "add_change_handler", "remove_change_handler"]
 
 POLL = 0.1           # seconds between looks at the watched runs
 CHECK_EVERY = 2.0    # seconds between liveness checks of a supervisor that is not our child
+SETTLE_TIMEOUT = 10.0  # how long Run.wait() gives the watcher to finish with a run that ended
 
 
 @dataclass
@@ -131,6 +132,7 @@ class _Entry:
         self.next_check = time.monotonic() + CHECK_EVERY
         self.failing = False
         self.seen_supervisor = False
+        self.settled = threading.Event()  # its end is rendered, announced, and on_done returned
 
 
 class Watcher:
@@ -166,6 +168,13 @@ class Watcher:
         with self._lock:
             return [e.run for e in self._entries.values()]
 
+    def settle(self, run_id: str, timeout: float) -> bool:
+        with self._lock:
+            entry = self._entries.get(run_id)
+        if entry is None or threading.current_thread() is self._thread:  # on_done may call run.wait()
+            return True
+        return entry.settled.wait(timeout)
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         thread = self._thread
@@ -194,6 +203,7 @@ class Watcher:
                 if finished:
                     with self._lock:
                         self._entries.pop(entry.run.id, None)
+                    entry.settled.set()
             self._stop.wait(POLL)
 
     def _step(self, entry: _Entry) -> bool:
@@ -279,6 +289,13 @@ def get(run_id: str) -> Run | None:
 def watching() -> list[Run]:
     """The runs this process's watcher follows now."""
     return _watcher.runs()
+
+
+def settle(run_id: str, timeout: float = SETTLE_TIMEOUT) -> bool:
+    """Wait until the watcher is through with a run that ended: its panel shows the end, its notice is out
+    and its on_done returned. ``Run.wait()`` calls it so the cell that waits also carries those last widget
+    updates (a saved notebook keeps them) and what follows the wait can rely on on_done having run."""
+    return _watcher.settle(run_id, timeout)
 
 
 def stop(timeout: float = 5.0) -> None:

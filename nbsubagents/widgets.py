@@ -295,7 +295,10 @@ class RunPanel:
             status = self._current_status()
             terminal = status in TERMINAL
             self.header.value = self._header_html(status)
-            final = terminal and not self._final_rendered and (self._finished or self.run.result is not None)
+            # The end is final once every event is in (run_end, or finish() after the last pump) and the
+            # final text is in result.json, written just after the run_end event.
+            final = terminal and not self._final_rendered and (
+                self._finished or (self._saw_run_end and self.run.result is not None))
             if final:
                 self._drop_repeated_output()
             self.window_html.value = self._window_html(status)
@@ -305,7 +308,6 @@ class RunPanel:
                 self.history_box.titles = (title,)
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
-            # The final text lives in result.json, written just after the run_end event: wait for it.
             if final:
                 self.final_html.value = self._final_html(status)
                 self.cancel_button.disabled = True
@@ -392,6 +394,18 @@ class RunPanel:
         parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">'
                      f'{html.escape(self.run.id, quote=False)}</div>')
         return "".join(parts)
+
+    def resend(self) -> None:
+        """Send every widget's whole state again from the calling thread.
+
+        Updates from the watcher's thread between two cells reach a live page but not nbclient, which
+        records only the messages of the cell it is executing: ``Run.wait()`` calls this so the waiting
+        cell carries the final state into a saved notebook.
+        """
+        with self._lock:
+            for widget in (self.header, self.window_html, self.history_html, self.history_box, self.final_html,
+                           self.cancel_button, self.widget):
+                widget.send_state()
 
     # -- controls -----------------------------------------------------------------------------------
     def _on_cancel(self, _button: Any = None) -> None:

@@ -71,6 +71,25 @@ def test_start_returns_at_once_then_the_watcher_records_announces_and_calls_on_d
     assert printed.count(f"✓ background run bg {run.id} completed: ") == 1
 
 
+def test_wait_returns_once_the_watcher_is_through_with_the_run(warm, capsys):
+    done = []
+
+    def slow_callback(run):
+        time.sleep(0.5)  # the end is already in result.json; wait() still holds for this
+        done.append(run.wait())  # waiting inside on_done returns at once instead of deadlocking
+
+    run = nbsubagents.start("scout", "read README.md", name="waited", on_done=slow_callback, show=False)
+    assert run.wait(timeout=60) is run
+    assert done == [run] and run.status == "completed"
+    assert run.id not in {r.id for r in watcher.watching()}
+    assert f"✓ background run waited {run.id} completed" in capsys.readouterr().out  # announced before it
+    late = nbsubagents.start("scout", "sleep: 5", name="late", show=False)
+    t0 = time.monotonic()
+    assert late.wait(timeout=0.5) is late and not late.done  # a timeout still bounds the wait
+    assert time.monotonic() - t0 < 5
+    late.wait()
+
+
 def test_an_on_done_that_raises_is_reported_and_the_watcher_goes_on(warm, capsys):
     def boom(run):
         raise RuntimeError("callback exploded")

@@ -242,6 +242,20 @@ def test_the_final_window_leaves_out_only_what_the_output_box_shows(tmp_path, ou
     assert panel.line_count == 5
 
 
+def test_the_end_is_drawn_once_every_event_is_in_not_when_result_json_appears(tmp_path):
+    run = fake_run(tmp_path, "r1", "running")
+    panel = RunPanel(run)
+    panel.add({"type": "tool_call"}, ProgressLine("tool", "Reading a.py"))
+    finish(run.dir, "completed", text="All done")  # the result is written; its last events are not read yet
+    panel.render()
+    assert panel.final_html.value == "" and panel.active
+    panel.add({"type": "assistant_text"}, ProgressLine("assistant", "All done"))
+    panel.add({"type": "run_end", "status": "completed"}, ProgressLine("done", "Completed"))
+    panel.render()
+    assert "All done" in panel.final_html.value and not panel.active
+    assert [text for _, text in lines_of(panel.window_html.value)] == ["Reading a.py", "Completed"]
+
+
 def test_header_counts_come_from_every_event_even_without_a_line(tmp_path):
     panel = RunPanel(fake_run(tmp_path, "r1", "running"))
     for _ in range(2):
