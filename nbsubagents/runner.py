@@ -123,8 +123,8 @@ class Run:
         """Block until the run is terminal (or ``timeout`` seconds pass); returns self.
 
         A run this kernel follows in the background is waited for until its panel shows the end and its
-        ``on_done`` returned; the panel's final state is then sent again from this thread, so the waiting
-        cell carries it (nbclient keeps only what a cell it executes receives).
+        ``on_done`` returned: the waiting cell then carries the panel's last updates, which ipykernel sends
+        with the executing cell, into a notebook saved by nbclient or nbconvert.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
@@ -147,9 +147,6 @@ class Run:
             if deadline is not None:
                 left = max(0.0, min(left, deadline - time.monotonic()))
             watcher.settle(self.id, left)
-            panel = getattr(self, "_live_panel", None)  # set by a widget panel (nbsubagents.widgets)
-            if panel is not None:
-                panel.resend()
         return self
 
     def cancel(self) -> bool:

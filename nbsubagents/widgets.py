@@ -395,18 +395,6 @@ class RunPanel:
                      f'{html.escape(self.run.id, quote=False)}</div>')
         return "".join(parts)
 
-    def resend(self) -> None:
-        """Send every widget's whole state again from the calling thread.
-
-        Updates from the watcher's thread between two cells reach a live page but not nbclient, which
-        records only the messages of the cell it is executing: ``Run.wait()`` calls this so the waiting
-        cell carries the final state into a saved notebook.
-        """
-        with self._lock:
-            for widget in (self.header, self.window_html, self.history_html, self.history_box, self.final_html,
-                           self.cancel_button, self.widget):
-                widget.send_state()
-
     # -- controls -----------------------------------------------------------------------------------
     def _on_cancel(self, _button: Any = None) -> None:
         """Abort this run alone (the supervisor stops pi); may run on the kernel's click subshell."""
