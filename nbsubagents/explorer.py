@@ -136,7 +136,6 @@ class StatusBar:
         self.root = self.db.parent.parent.parent  # <root>/.pi/subagents/registry.sqlite
         self.counts: dict[str, int] = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
         self.notice: Notice | None = None
-        self.closed = False
         self._widget: Any = None
         self._bar_lock = threading.RLock()
         with _lock:
@@ -204,7 +203,6 @@ class StatusBar:
 
     def close(self) -> None:
         """Stop updating this bar and close its widget."""
-        self.closed = True
         with _lock:
             _bars.discard(self)
         with self._bar_lock:

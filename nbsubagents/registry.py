@@ -647,7 +647,8 @@ class Status:
             if row.get("error_message"):
                 items.append(("error", row["error_message"]))
         elif row.get("runner") == "tmux":
-            items.append(("attach", f"tmux -L nbsubagents-{row['run_id']} attach"))
+            from .tmux_runner import attach_command
+            items.append(("attach", attach_command(row["run_id"])))
         items += [("run dir", row.get("run_dir") or ""), ("transcript", str(Path(row.get("run_dir") or "") /
                                                                               "transcript.log"))]
         if row.get("status") in TERMINAL and row.get("final_text"):

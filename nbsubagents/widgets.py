@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections import deque
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .artifacts import TERMINAL
@@ -158,9 +159,10 @@ class RunPanel:
         self.run = run
         self.lines = lines
         self.tally = Tally()
-        # (kind, text, html) of each line: the kind and text let the end drop what the output box repeats
-        self.window: deque[tuple[str, str, str]] = deque(maxlen=lines)
+        # (kind, text, html) of each line: the kind and text let the end drop what the output box repeats.
+        # The window is the latest ``lines`` of the history, but at the end (``_final_window``).
         self.history: deque[tuple[str, str, str]] = deque(maxlen=history)
+        self._final_window: list[tuple[str, str, str]] | None = None
         self.line_count = 0
         self.renders = 0
         self.last_render = 0.0       # time.monotonic() of the last render
@@ -237,7 +239,6 @@ class RunPanel:
             if not row.strip():
                 continue
             piece = (line.kind, row, opening + html.escape(row, quote=False) + "</div>")
-            self.window.append(piece)
             self.history.append(piece)
             self.line_count += 1
 
@@ -361,11 +362,14 @@ class RunPanel:
         while start and rows[start - 1][0] == "assistant" and rows[start - 1][1].strip() in output:
             start -= 1
         if start < end:
-            self.window = deque((rows[:start] + rows[end:])[-self.lines:], maxlen=self.lines)
+            self._final_window = (rows[:start] + rows[end:])[-self.lines:]
 
     def _window_html(self, status: str) -> str:
-        if self.window:
-            body = "".join(piece for _, _, piece in self.window)
+        window = self._final_window
+        if window is None:
+            window = list(islice(self.history, max(0, len(self.history) - self.lines), None))
+        if window:
+            body = "".join(piece for _, _, piece in window)
         else:
             placeholder = {"queued": "(queued)", "running": "(starting…)"}.get(status, "(no output)")
             body = f'<div class="nbsubagents-line nbsubagents-placeholder">{placeholder}</div>'

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"  # screenshots, kept for a look
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -142,6 +143,10 @@ class LabPage:
     requests: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
+    def run_all_cells(self) -> None:
+        """Start every cell; not awaited, since the command resolves only when the last cell ends."""
+        self.page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
     def offsite(self) -> list[str]:
         """Requests that left 127.0.0.1 (data: and blob: URLs stay in the page)."""
         return sorted({url for url in self.requests
@@ -166,3 +171,19 @@ def lab_page(lab: JupyterLab, notebook: str, *, height: int = 1600, timeout_ms: 
             yield session
         finally:
             browser.close()
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    """A python3 notebook of these code cells (and the screenshot folder the tests write to)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    ARTIFACTS.mkdir(exist_ok=True)
+
+
+def panel(page: Any, name: str) -> Any:
+    """The run panels whose header names ``name`` (run panels, not groups)."""
+    return page.locator(".nbsubagents-panel").filter(has=page.locator(".nbsubagents-name", has_text=name))

@@ -33,6 +33,21 @@ def row_of(project: Path, run_id: str) -> dict:
         return dict(conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone())
 
 
+def started_by_a_killed_launcher(code: str) -> str:
+    """Run ``code`` in a separate Python process, then SIGKILL it, as when the launching kernel dies.
+
+    ``code`` starts runs and prints a line about them; that line is returned once the launcher is gone.
+    """
+    launcher = subprocess.Popen([sys.executable, "-c", f"import nbsubagents, time\n{code}\ntime.sleep(600)\n"],
+                                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        return launcher.stdout.readline()
+    finally:
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(30)
+        launcher.stdout.close()
+
+
 def child_running(run_dir: Path) -> bool:
     """The run's pi is up and has started its bash tool (a grandchild)."""
     info = json.loads((run_dir / "supervisor.json").read_text()) if (run_dir / "supervisor.json").exists() else {}
@@ -110,23 +125,13 @@ def test_show_feeds_the_launching_renderer_from_the_watcher(warm, capsys):
 
 
 def test_runs_outlive_their_killed_launcher_and_are_announced_exactly_once(warm):
-    launcher = subprocess.Popen(
-        [sys.executable, "-c",
-         "import nbsubagents, time\n"
-         "runs = [nbsubagents.start('scout', f'sleep: 3\\nrun: echo bg{i}', name=f'bg{i}', show=False)"
-         " for i in range(3)]\n"
-         "print(' '.join(r.id for r in runs), flush=True)\n"
-         "time.sleep(600)\n"],
-        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    try:
-        ids = launcher.stdout.readline().split()
-        assert len(ids) == 3
-        runs_dir = warm / ".pi" / "subagents" / "runs"
-        assert not any((runs_dir / i / "result.json").exists() for i in ids)  # mid-run
-    finally:
-        launcher.send_signal(signal.SIGKILL)
-        launcher.wait(30)
-        launcher.stdout.close()
+    ids = started_by_a_killed_launcher(
+        "runs = [nbsubagents.start('scout', f'sleep: 3\\nrun: echo bg{i}', name=f'bg{i}', show=False)"
+        " for i in range(3)]\n"
+        "print(' '.join(r.id for r in runs), flush=True)").split()
+    assert len(ids) == 3
+    runs_dir = warm / ".pi" / "subagents" / "runs"
+    assert not any((runs_dir / i / "result.json").exists() for i in ids)  # mid-run
 
     wait_for(lambda: all((runs_dir / i / "result.json").exists() for i in ids), what="the three results")
 
@@ -240,19 +245,9 @@ def test_a_run_cancelled_by_another_handle_while_its_supervisor_starts_is_aborte
 
 
 def test_a_kernel_takes_over_watching_runs_whose_launcher_died(warm):
-    launcher = subprocess.Popen(
-        [sys.executable, "-c",
-         "import nbsubagents, time\n"
-         "print(nbsubagents.start('scout', 'sleep: 4\\nrun: echo adopted', name='orphan', show=False).id,"
-         " flush=True)\n"
-         "time.sleep(600)\n"],
-        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    try:
-        run_id = launcher.stdout.readline().strip()
-    finally:
-        launcher.send_signal(signal.SIGKILL)
-        launcher.wait(30)
-        launcher.stdout.close()
+    run_id = started_by_a_killed_launcher(
+        "print(nbsubagents.start('scout', 'sleep: 4\\nrun: echo adopted', name='orphan', show=False).id,"
+        " flush=True)").strip()
     wait_for(lambda: (warm / ".pi/subagents/runs" / run_id / "supervisor.json").exists(), what="the supervisor")
 
     # What a new kernel does on load: reconcile with reattach, then its watcher announces the end.

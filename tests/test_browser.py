@@ -9,14 +9,8 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
-import nbformat
-
-from jupyterlab_harness import JupyterLab, lab_page
-
-REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
+from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel, write_notebook
 
 CELLS = [
     "import os\nfrom nbsubagents.demo import use_scripted_model\n"
@@ -52,28 +46,18 @@ RECORDER = """() => {
 }"""
 
 
-def panel(page, name: str):
-    """The run panel whose header names ``name`` (a run panel, not a group)."""
-    return page.locator(".nbsubagents-panel").filter(
-        has=page.locator(".nbsubagents-name", has_text=name))
-
-
 def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project, tmp_path, monkeypatch):
     from playwright.sync_api import expect
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
 
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, project / "panels.ipynb")
-    ARTIFACTS.mkdir(exist_ok=True)
+    write_notebook(project / "panels.ipynb", CELLS)
 
     with JupyterLab(project, tmp_path / "jupyter") as lab, \
             lab_page(lab, "panels.ipynb", height=1600, timeout_ms=120_000) as session:
         page = session.page
         page.evaluate(RECORDER)
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        session.run_all_cells()
 
         # One run: the done icon and the final text once it ended.
         first = panel(page, "first").first
@@ -163,17 +147,13 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
     from playwright.sync_api import expect
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in EXPLORER_CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, project / "explorer.ipynb")
-    ARTIFACTS.mkdir(exist_ok=True)
+    write_notebook(project / "explorer.ipynb", EXPLORER_CELLS)
 
     with JupyterLab(project, tmp_path / "jupyter") as lab, \
             lab_page(lab, "explorer.ipynb", height=1600, timeout_ms=120_000) as session:
         page = session.page
         page.evaluate(BAR_RECORDER)
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        session.run_all_cells()
 
         # The status bar: counts, then the background run's notice once it ended.
         bar = page.locator(".nbsubagents-statusbar")

@@ -11,10 +11,9 @@ import shutil
 from pathlib import Path
 
 from conftest import processes_inside
-from jupyterlab_harness import JupyterLab, lab_page
+from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 
 # Every code cell of the open notebook has an execution count and the kernel is idle again.
 ALL_RAN = """() => {
@@ -29,11 +28,6 @@ ALL_RAN = """() => {
   }
   return widget.sessionContext.session.kernel.status === 'idle' ? count : false;
 }"""
-
-
-def panel(page, name: str):
-    """Run panels whose header names ``name``."""
-    return page.locator(".nbsubagents-panel").filter(has=page.locator(".nbsubagents-name", has_text=name))
 
 
 def test_quickstart_runs_every_cell_in_jupyterlab_with_live_panels(tmp_path, monkeypatch):
@@ -51,7 +45,7 @@ def test_quickstart_runs_every_cell_in_jupyterlab_with_live_panels(tmp_path, mon
             lab_page(lab, "quickstart.ipynb", height=1800, timeout_ms=180_000) as session:
         page = session.page
         try:
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            session.run_all_cells()
 
             # One run from %%subagent: humanized lines and the final state in its panel.
             first = panel(page, "scout").first
