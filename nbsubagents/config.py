@@ -38,6 +38,7 @@ class Settings:
     panel_lines: int = 15          # lines in a panel's rolling window
     runner: str = "process"        # "process" or "tmux" (foreground runs only)
     poll_interval: float = 0.05    # how often a waiting kernel looks at events.jsonl
+    claude_agents: bool = True     # also read Claude Code's .claude/agents/ and ~/.claude/agents/ (lowest precedence)
 
 
 # What each file setting may hold: (type check, what a right value looks like, clamp range).
@@ -50,7 +51,8 @@ _FILE_KEYS: dict[str, tuple[type | tuple[type, ...], str, tuple[float, float] | 
     "panel_lines": (int, "a whole number >= 1", (1, 500)),
 }
 _CAMEL = {"maxTasks": "max_tasks", "extendTimeoutDebounce": "extend_timeout_debounce",
-          "loopingToolCount": "looping_tool_count", "panelLines": "panel_lines"}
+          "loopingToolCount": "looping_tool_count", "panelLines": "panel_lines", "claudeAgents": "claude_agents"}
+_BOOL_KEYS = frozenset({"claude_agents"})
 
 _overrides: dict[str, object] = {}
 _file_cache: dict[Path, tuple[tuple[int, int], dict[str, object]]] = {}
@@ -82,6 +84,11 @@ def _read_subagents_settings(path: Path) -> dict[str, object]:
     values: dict[str, object] = {}
     for raw_key, value in section.items():
         key = _CAMEL.get(raw_key, raw_key)
+        if key in _BOOL_KEYS:
+            if not isinstance(value, bool):
+                raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be true or false, got {value!r}')
+            values[key] = value
+            continue
         if key not in _FILE_KEYS:
             continue  # other tools may keep their own keys here
         kind, right, clamp = _FILE_KEYS[key]

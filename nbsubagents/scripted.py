@@ -220,6 +220,7 @@ class ScriptedModel:
         self.models = tuple(models)
         self._port = port
         self._requests: list[dict] = []
+        self._headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -240,6 +241,12 @@ class ScriptedModel:
         """A snapshot of the chat completion bodies received so far."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """The HTTP headers of each chat completion request so far (names lower-cased), in arrival order."""
+        with self._lock:
+            return list(self._headers)
 
     def start(self) -> Self:
         self._stopping.clear()
@@ -278,6 +285,7 @@ class ScriptedModel:
     def _answer(self, h: _Handler, body: dict) -> None:
         with self._lock:
             self._requests.append(body)
+            self._headers.append({k.lower(): v for k, v in h.headers.items()})
         messages, index = body.get("messages") or [], step_index(body)
         step = self.step_for(body, index)
         if "error" in step:

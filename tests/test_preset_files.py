@@ -321,19 +321,20 @@ def test_malformed_yaml_reports_file_line_number(tmp_path):
         presets.parse_preset(path, "global")
     message = str(err.value)
     assert message == (
-        f"Preset file {path}: malformed YAML frontmatter at line 5: expected ',' or ']', but got "
+        f"Preset file {path}: malformed YAML frontmatter at line 5, column 1: expected ',' or ']', but got "
         "'<stream end>' (while parsing a flow sequence started at line 4). "
         "Fix the YAML between the '---' lines."
     )
 
 
 def test_malformed_yaml_line_number_points_at_the_bad_line(tmp_path):
-    path = write(tmp_path, "a.md", "---\nname: a\ndescription: d: e\n---\n")
+    path = write(tmp_path, "a.md", "---\nname: a\ndescription: Use when: the tests fail\n---\n")
     with pytest.raises(PresetError) as err:
         presets.parse_preset(path, "global")
     assert str(err.value) == (
-        f"Preset file {path}: malformed YAML frontmatter at line 3: mapping values are not "
-        "allowed here. Fix the YAML between the '---' lines."
+        f"Preset file {path}: malformed YAML frontmatter at line 3, column 22: mapping values are not "
+        "allowed here. The value of 'description' contains ': ', which YAML reads as a new key: put the value "
+        'in quotes, e.g. description: "Use when: the tests fail"'
     )
 
 
@@ -353,29 +354,35 @@ def test_unclosed_frontmatter_is_explained(tmp_path):
         presets.parse_preset(path, "global")
 
 
-def test_missing_name_is_reported(tmp_path):
-    path = write(tmp_path, "a.md", "---\ndescription: d\n---\n")
-    with pytest.raises(PresetError) as err:
-        presets.parse_preset(path, "global")
-    assert str(err.value) == f"Preset file {path}: missing required field 'name'"
+def test_missing_name_is_the_file_stem(tmp_path):
+    path = write(tmp_path, "code-scout.md", "---\ndescription: d\n---\n")
+    assert presets.parse_preset(path, "global").name == "code-scout"
 
 
-def test_missing_description_is_reported(tmp_path):
+def test_missing_description_loads_empty_with_one_warning(tmp_path):
     path = write(tmp_path, "a.md", "---\nname: a\n---\n")
-    with pytest.raises(PresetError) as err:
+    with pytest.warns(presets.PresetWarning, match="no description") as record:
+        p = presets.parse_preset(path, "global")
         presets.parse_preset(path, "global")
-    assert str(err.value) == f"Preset file {path}: missing required field 'description'"
+    assert p.description == "" and len(record) == 1
 
 
-def test_empty_frontmatter_reports_missing_name(tmp_path):
-    path = write(tmp_path, "a.md", "---\n---\nbody\n")
-    with pytest.raises(PresetError, match="missing required field 'name'"):
+def test_empty_frontmatter_is_a_preset_named_after_the_file(tmp_path):
+    path = write(tmp_path, "helper.md", "---\n---\nbody\n")
+    with pytest.warns(presets.PresetWarning, match="no description"):
+        p = presets.parse_preset(path, "global")
+    assert (p.name, p.description, p.prompt) == ("helper", "", "body")
+
+
+def test_empty_name_is_rejected(tmp_path):
+    path = write(tmp_path, "a.md", "---\nname: ''\ndescription: d\n---\n")
+    with pytest.raises(PresetError, match="'name' is empty; give the preset a name"):
         presets.parse_preset(path, "global")
 
 
 def test_non_string_name_is_rejected(tmp_path):
     path = write(tmp_path, "a.md", "---\nname: 123\ndescription: d\n---\n")
-    with pytest.raises(PresetError, match="'name' must be a non-empty string, got 123"):
+    with pytest.raises(PresetError, match="'name' must be a string, got 123; quote it"):
         presets.parse_preset(path, "global")
 
 
@@ -389,8 +396,11 @@ def test_duplicate_names_in_one_scope_name_both_files(agent, project):
     d = project_dir(project)
     write(d, "x.md", preset_md("scout"))
     write(d, "y.md", preset_md("scout"))
+    write(d, "z.md", preset_md("other"))
+    with pytest.warns(presets.PresetWarning, match="Two presets named 'scout'"):
+        assert list(presets.discover()) == ["other"]
     with pytest.raises(PresetError) as err:
-        presets.discover()
+        presets.get("scout")
     resolved = d.resolve()
     assert str(err.value) == (
         f"Two presets named 'scout' in project scope: {resolved / 'x.md'} and "
@@ -408,15 +418,20 @@ def test_several_broken_files_are_reported_together(agent, project):
     g = write(global_dir(agent), "nofm.md", "just text\n")
     write(global_dir(agent), "ok.md", preset_md("ok"))
     d = project_dir(project).resolve()
-    write(d, "noname.md", "---\ndescription: d\n---\n")
+    write(d, "noname.md", "---\ndescription: [d\n---\n")
     write(d, "badtools.md", preset_md("t", extra="tools: 42\n"))
-    with pytest.raises(PresetError) as err:
-        presets.discover()
-    lines = str(err.value).splitlines()
-    assert len(lines) == 3 and err.value.problems == lines
-    assert lines[0].startswith(f"Preset file {g}: no YAML frontmatter")
-    assert lines[1].startswith(f"Preset file {d / 'badtools.md'}: 'tools' must be")
-    assert lines[2] == f"Preset file {d / 'noname.md'}: missing required field 'name'"
+    with pytest.warns(presets.PresetWarning) as record:
+        listed = presets.list_presets()
+    assert [p.name for p in listed] == ["ok"]
+    messages = [p.message for p in listed.problems]
+    assert len(messages) == 3 and len(record) == 3
+    assert messages[0].startswith(f"Preset file {g}: no YAML frontmatter")
+    assert messages[1].startswith(f"Preset file {d / 'badtools.md'}: 'tools' must be")
+    assert messages[2].startswith(f"Preset file {d / 'noname.md'}: malformed YAML frontmatter at line 3")
+    assert [p.name for p in listed.problems] == ["nofm", "t", "noname"]
+    text = repr(listed)
+    assert "Problems (3 files skipped; running one of these names raises its error):" in text
+    assert f"  t (project): Preset file {d / 'badtools.md'}: 'tools' must be" in text
 
 
 def test_preset_error_is_a_value_error():
