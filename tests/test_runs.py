@@ -114,7 +114,7 @@ def test_unknown_preset_in_a_single_run_raises_naming_the_available_ones(project
 def test_model_resolution_call_over_preset_and_clear_errors(project):
     with pytest.raises(ModelError, match='No model for preset "nomodel".*model='):
         nbsubagents.run("nomodel", "read README.md", show=False)
-    with pytest.raises(ModelError, match='Unknown model "demo/gpt-9".*Available models: demo/scripted'):
+    with pytest.raises(ModelError, match=r'Unknown model "demo/gpt-9" \(from the call.s model=\)\. Available models \(1\): demo/scripted'):
         nbsubagents.run("scout", "read README.md", model="demo/gpt-9", show=False)
     run = nbsubagents.run("nomodel", "say: hi", model="demo/scripted", show=False)
     assert run.status == "completed" and run.meta["requestedModel"] == "demo/scripted"
