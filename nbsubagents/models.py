@@ -235,8 +235,9 @@ def _parse_pattern(pattern: str, pairs: list[tuple[str, str]]) -> tuple[tuple[st
 
 def match_model(name: str, available: tuple[str, ...] | list[str]) -> tuple[str, str | None] | None:
     """``(provider/id, thinking suffix)`` for a model name as ``pi --model`` reads it, or None."""
-    pairs = [tuple(m.split("/", 1)) for m in available if "/" in m]
-    pairs = [(p, i) for p, i in pairs]
+    if not name or not name.strip():
+        return None
+    pairs = [(m.split("/", 1)[0], m.split("/", 1)[1]) for m in available if "/" in m]
     lower = name.strip().lower()
     for provider, model_id in pairs:
         if f"{provider}/{model_id}".lower() == lower:

@@ -289,7 +289,7 @@ def _colon_hint(text: str, line_index: int) -> str | None:
     if not sep or not key.strip() or " " in key.strip() or not value.strip():
         return None
     quoted = value.strip().replace("\\", "\\\\").replace('"', '\\"')
-    shown = quoted if len(quoted) <= 40 else quoted[:39] + "…"
+    shown = quoted if len(quoted) <= 60 else quoted[:59] + "…"
     return (f"The value of '{key.strip()}' contains ': ', which YAML reads as a new key: put the value in "
             f'quotes, e.g. {key.strip()}: "{shown}"')
 
