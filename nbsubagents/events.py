@@ -39,7 +39,7 @@ RESULT_TEXT_LIMIT = 2000  # enough for a person and the formatter; stdout.log ke
 
 # pi event types whose information reaches us through other events, deliberately not repeated.
 _FOLDED = frozenset(
-    {"agent_start", "agent_end", "turn_end", "message_start", "message_update",
+    {"agent_start", "agent_end", "agent_settled", "turn_end", "message_start", "message_update",
      "tool_execution_update", "model_change", "thinking_level_change"}
 )
 
@@ -62,11 +62,15 @@ class PiEventAdapter:
 
     def __init__(self) -> None:
         self.turn = 0
+        # pi said the conversation is over (agent_end; pi 1.x adds agent_settled) and no new one started
+        self.conversation_over = False
 
     def adapt(self, obj: Any) -> list[Event]:
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             return [{"type": "pi_event", "piType": None, "data": obj}]
         kind = obj["type"]
+        if kind in ("agent_end", "agent_settled", "agent_start"):
+            self.conversation_over = kind != "agent_start"
         if kind == "session":
             return [{"type": "session", "sessionId": obj.get("id"), "cwd": obj.get("cwd")}]
         if kind == "turn_start":

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
 MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log but not parsed
 TICK = 0.2                       # guard checks while the child is silent
+END_GRACE = 3.0                  # seconds pi may take to exit after the end of the conversation
 
 
 class _Sink:
@@ -93,6 +94,8 @@ class Supervisor:
         self.loop_limit = int(meta.get("loopingToolCount", 5))
         self.last_activity = time.monotonic()
         self.last_signatures: list[str] = []
+        self.conversation_over_at: float | None = None
+        self.ended_after_conversation = False  # pi did not exit after agent_end/agent_settled: we ended it
         self.events = _Sink(paths.events)
         self.transcript = _Sink(paths.transcript)
         self.stdout = _Sink(paths.stdout)
@@ -175,6 +178,8 @@ class Supervisor:
             final_text=self.tally.final_text, model=self.tally.model, usage=self.tally.usage(),
             turns=self.tally.turns, tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
             duration=round(time.monotonic() - self.started, 3))
+        if self.ended_after_conversation:
+            result["endedAfterConversation"] = True  # pi had not exited END_GRACE s after the conversation ended
         atomic_write_json(self.paths.result, result)
         return result
 
@@ -225,6 +230,7 @@ class Supervisor:
                     self.transcript.flush()
                     self.stdout.flush()
             self._guards()
+            self._end_after_conversation()
             if self.child.poll() is not None:
                 # pi is gone; whatever still holds the pipe open (a stray tool process) must go too.
                 exited_at = exited_at or time.monotonic()
@@ -240,6 +246,20 @@ class Supervisor:
         _killpg(self.child.pid, signal.SIGKILL)  # bash-tool grandchildren left behind by pi
         return code
 
+    def _end_after_conversation(self) -> None:
+        """agent_end (and pi 1.x's agent_settled) end the conversation; some pi versions then never exit."""
+        if not self.adapter.conversation_over:
+            self.conversation_over_at = None
+            return
+        now = time.monotonic()
+        if self.conversation_over_at is None:
+            self.conversation_over_at = now
+        elif (now - self.conversation_over_at >= END_GRACE and self.kill_at is None and self.child is not None
+              and self.child.poll() is None):
+            self.ended_after_conversation = True
+            self.kill_at = now + KILL_GRACE
+            _killpg(self.child.pid, signal.SIGTERM)
+
     def _verdict(self, exit_code: int | None, spawn_error: str | None) -> tuple[str, str | None]:
         """Semantic completion: pi exits 0 even when the provider failed."""
         if self.stop_reason is not None:
@@ -250,7 +270,7 @@ class Supervisor:
             return "failed", self.tally.error_message or "The model provider returned an error"
         if self.tally.stop_reason == "aborted":
             return "aborted", self.tally.error_message or "pi aborted the request"
-        if exit_code != 0:
+        if exit_code != 0 and not self.ended_after_conversation:
             tail = _last_line(self.paths.stderr)
             return "failed", f"pi exited with code {exit_code}" + (f": {tail}" if tail else "")
         if self.tally.stop_reason is None:

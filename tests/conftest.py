@@ -17,7 +17,9 @@ from nbsubagents import config
 from nbsubagents.scripted import ScriptedModel, write_agent_dir
 
 REPO = Path(__file__).resolve().parents[1]
-PI = REPO / "node_modules" / ".bin" / "pi"
+# The pi under test: package.json's pin by default; `make test` runs the tests marked pi_matrix (the ones that
+# exercise pi's event stream) a second time with NBSUBAGENTS_TEST_PI=pi1/node_modules/.bin/pi (pi 1.x).
+PI = Path(os.environ.get("NBSUBAGENTS_TEST_PI") or REPO / "node_modules" / ".bin" / "pi").absolute()
 
 SCOUT = """---
 name: scout

@@ -186,6 +186,7 @@ def test_permission_modes_are_known_and_a_wrong_one_is_refused(corpus):
     assert tools_flag(argv_for("bad-mode")[0]) == "read,write"  # a pi child never asks: nothing to change
 
 
+@pytest.mark.pi_matrix
 def test_disallowed_tools_are_removed_in_the_childs_argv(corpus, scripted):
     run = nbsubagents.run("doc-writer", "read README.md", model="demo/scripted", show=False)
     assert run.status == "completed", run.error
@@ -197,6 +198,7 @@ def test_disallowed_tools_are_removed_in_the_childs_argv(corpus, scripted):
     assert run.meta["requestedModel"] == "demo/scripted" and run.meta["requestedModelSource"] == "call"
 
 
+@pytest.mark.pi_matrix
 def test_plan_mode_child_gets_read_only_tools(corpus, scripted):
     run = nbsubagents.run("architect", "read README.md", model="demo/scripted", show=False)
     assert run.status == "completed", run.error
@@ -219,6 +221,7 @@ def test_pi_extension_files_without_name_or_description_load(corpus):
         "tells people and agents when to pick this preset)"]
 
 
+@pytest.mark.pi_matrix
 def test_a_nameless_pi_extension_preset_runs_under_its_file_name(corpus, scripted):
     run = nbsubagents.run("implementer", "run: echo from-implementer", model="demo/scripted", show=False)
     assert run.status == "completed" and "from-implementer" in run.output
@@ -228,6 +231,7 @@ def test_a_nameless_pi_extension_preset_runs_under_its_file_name(corpus, scripte
 # --- 4. model names as pi understands them ----------------------------------------------------------
 
 
+@pytest.mark.pi_matrix
 def test_a_sonnet_preset_runs_when_pi_has_a_matching_model(corpus, scripted, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     # a provider of our own that serves Claude model ids (pi's built-in anthropic provider speaks another API)

@@ -6,12 +6,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def nbsubagents_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "nbsubagents.cli", *args], capture_output=True, text=True,
                           timeout=120, env=env or os.environ.copy(), stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.pi_matrix
 def test_doctor_reports_pi_presets_and_models(project):
     from nbsubagents.config import pi_package
 

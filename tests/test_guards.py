@@ -21,6 +21,7 @@ def user_text(request: dict) -> str:
     return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
 
 
+@pytest.mark.pi_matrix
 def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
     config.configure(extend_timeout_debounce=5)
     task = "\n".join(f"run: sleep 0.4; echo step{i}" for i in range(6))
@@ -29,6 +30,7 @@ def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
     assert run.result["durationSeconds"] > 1 and run.result["toolCalls"] == 6
 
 
+@pytest.mark.pi_matrix
 def test_timeout_kills_an_idle_child_with_the_spec_message(project):
     config.configure(extend_timeout_debounce=0.5)
     run = nbsubagents.run("scout", "run: sleep 30", timeout=1, show=False)
@@ -37,6 +39,7 @@ def test_timeout_kills_an_idle_child_with_the_spec_message(project):
     assert run.result["durationSeconds"] < 10
 
 
+@pytest.mark.pi_matrix
 def test_identical_consecutive_tool_calls_are_a_loop(project):
     config.configure(looping_tool_count=3)
     run = nbsubagents.run("scout", "run: echo same\nrun: echo same\nrun: echo same\nrun: echo same", show=False)
@@ -77,6 +80,7 @@ def test_malformed_settings_are_clear_errors_naming_the_file(project, text, mess
     assert message in str(err.value) and str(project / ".pi" / "settings.json") in str(err.value)
 
 
+@pytest.mark.pi_matrix
 def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, scripted):
     first = nbsubagents.run("scout", "say: remember the word PELICAN", show=False)
     assert first.status == "completed"
@@ -88,6 +92,7 @@ def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, 
     assert (first.dir / "child-session.jsonl").read_text() != (second.dir / "child-session.jsonl").read_text()
 
 
+@pytest.mark.pi_matrix
 def test_resume_without_a_session_file_prepends_the_transcript(project, scripted):
     with interrupt_when_running(project, '"turn_start"'):
         first = nbsubagents.run("scout", "sleep: 30\nread README.md", show=False)
@@ -136,6 +141,7 @@ def test_files_are_prepended_with_headers_and_placeholders(project, scripted):
         say: read them""")
 
 
+@pytest.mark.pi_matrix
 def test_a_task_starting_with_a_dash_reaches_the_child_unchanged(project, scripted):
     run = nbsubagents.run("scout", "--help me: say: hi {x} $HOME", show=False)
     assert run.status == "completed"
@@ -143,6 +149,7 @@ def test_a_task_starting_with_a_dash_reaches_the_child_unchanged(project, script
     assert "--help me" not in " ".join(run.meta["argv"])
 
 
+@pytest.mark.pi_matrix
 def test_exclude_tools_resolves_against_pis_tool_names(project, scripted):
     (project / ".pi" / "subagents" / "nobash.md").write_text(
         "---\nname: nobash\ndescription: d\nmodel: demo/scripted\nexcludeTools: bash, write\n---\n")
@@ -151,6 +158,7 @@ def test_exclude_tools_resolves_against_pis_tool_names(project, scripted):
     assert sorted(t["function"]["name"] for t in scripted.requests[0]["tools"]) == ["edit", "find", "grep", "ls", "read"]
 
 
+@pytest.mark.pi_matrix
 def test_claude_code_agent_file_loads_and_maps_tools(project, scripted):
     (project / ".pi" / "subagents" / "claude.md").write_text(
         "---\nname: claude-reviewer\ndescription: Reviews code\ntools: Read, Grep, Glob, WebFetch\n"

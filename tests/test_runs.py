@@ -16,6 +16,9 @@ from nbsubagents.models import ModelError
 from nbsubagents.preset_files import PresetError
 
 
+pytestmark = pytest.mark.pi_matrix  # pi's event stream, end to end: run against both pinned pi versions
+
+
 def iso(ts: str) -> datetime:
     return datetime.fromisoformat(ts.replace("Z", "+00:00"))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from nbsubagents.config import pi_command
 from nbsubagents.scripted import ScriptedModel, demo_plan, step_index, write_agent_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -299,10 +300,12 @@ def test_write_agent_dir_merges_settings(tmp_path):
 
 
 def find_pi() -> Path | None:
-    candidate = Path(os.environ.get("NBSUBAGENTS_PI") or REPO / "node_modules/.bin/pi")
+    from conftest import PI
+    candidate = Path(os.environ.get("NBSUBAGENTS_PI") or PI)
     return candidate if candidate.exists() and shutil.which("node") else None
 
 
+@pytest.mark.pi_matrix
 @pytest.mark.skipif(find_pi() is None, reason="pi CLI not installed")
 def test_real_pi_reads_a_file_through_the_scripted_model(tmp_path):
     project = tmp_path / "project"
@@ -312,7 +315,7 @@ def test_real_pi_reads_a_file_through_the_scripted_model(tmp_path):
         agent_dir = write_agent_dir(tmp_path / "agent", model.url)
         env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1"}
         proc = subprocess.run(
-            [str(find_pi()), "--mode", "json", "-p", "--no-session", "--model", "demo/scripted", "read hello.txt"],
+            [*pi_command(str(find_pi())), "--mode", "json", "-p", "--no-session", "--model", "demo/scripted", "read hello.txt"],
             cwd=project,
             env=env,
             stdin=subprocess.DEVNULL,
