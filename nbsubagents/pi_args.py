@@ -101,7 +101,8 @@ def tool_notes(preset: Preset) -> list[str]:
             by_reason.setdefault(classify_tool(name)[1] or "no pi equivalent", []).append(name)
         reasons = "; ".join(f"{why}: {', '.join(names)}" for why, names in by_reason.items())
         notes.append(f"tools a pi child cannot have are left out ({reasons})")
-    if tools == [] and not preset.no_tools:
+    named = bool(ignored) or bool(preset.tools and preset.permission_mode == "plan")
+    if tools == [] and not preset.no_tools and named:  # an explicit `tools: []` needs no warning
         why = "permissionMode: plan and its tools leave" if preset.permission_mode == "plan" else "its tools leave"
         notes.append(f"{why} no pi tool: the child runs with no tools (pi's tools: {', '.join(PI_TOOLS)})")
     return notes

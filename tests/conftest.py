@@ -93,6 +93,7 @@ def project(tmp_path, monkeypatch, scripted):
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     monkeypatch.setenv("PI_OFFLINE", "1")
     monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the model-list cache stays in the test
     monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
     monkeypatch.chdir(root)
     config.reset()

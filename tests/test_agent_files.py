@@ -261,3 +261,13 @@ def test_sonnet_without_such_a_model_is_a_short_error(corpus):
         nbsubagents.run("code-reviewer", "read README.md", show=False)
     assert str(err.value) == ('Unknown model "sonnet" (from preset "code-reviewer"). '
                               "Available models (1): demo/scripted")
+
+
+def test_the_readme_preset_table_lists_every_field_and_what_is_ignored():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("Every field, and what a pi child makes of it:"):readme.index("**Models.**")]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    first_cells = " ".join(row.split("|")[1] for row in rows)
+    for key in sorted(presets.KNOWN_KEYS | presets.IGNORED_KEYS):
+        assert f"`{key}`" in first_cells, f"the README's preset table does not list {key}"
+    assert "anything else" in first_cells

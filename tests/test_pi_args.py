@@ -47,3 +47,13 @@ def test_skills_tools_and_no_tools(tmp_path):
 def test_exclude_tools_naming_no_pi_tool_is_an_error(tmp_path):
     with pytest.raises(NbSubagentsError, match="excludeTools names WebFetch, which pi does not have"):
         argv_of(tmp_path, "excludeTools: [WebFetch]\n")
+
+
+def test_an_explicitly_empty_tool_list_gives_no_tools_without_a_warning(tmp_path):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert argv_of(tmp_path, "tools: []\n")[-1] == "--no-tools"
+    with pytest.warns(UserWarning, match="permissionMode: plan and its tools leave no pi tool"):
+        assert argv_of(tmp_path, "tools: Write, Edit\npermissionMode: plan\n")[-1] == "--no-tools"
