@@ -59,7 +59,8 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
 
 
 def presets(cwd: str | Path | None = None) -> Any:
-    """The presets a run can name here: project ones override global ones by name."""
+    """The presets a run can name here (project over global over Claude Code's folders, by name), shown as a
+    table; ``.problems`` lists the files that could not be loaded, each with its error."""
     from .preset_files import list_presets
     return list_presets(cwd)
 
