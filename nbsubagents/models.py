@@ -157,6 +157,13 @@ def parse_model_table(text: str) -> tuple[str, ...]:
     return tuple(models)
 
 
+def failure_line(text: str) -> str:
+    """The line that says why pi failed: the last one naming an error (node prints its version last), else the last."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "Error" in ln or "error:" in ln.lower()]
+    return ((errors or lines or [""])[-1])[:300]
+
+
 def _ask_pi(pi: str) -> tuple[str, ...]:
     try:
         proc = subprocess.run([*pi_command(pi), "--list-models"], stdin=subprocess.DEVNULL, capture_output=True,
@@ -166,8 +173,8 @@ def _ask_pi(pi: str) -> tuple[str, ...]:
                          "Check the pi installation with `nbsubagents doctor`.") from None
     out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
     if proc.returncode != 0:
-        tail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
-        raise ModelError(f"pi ({pi}) failed to list its models (exit code {proc.returncode}): {tail[0][:300]}. "
+        raise ModelError(f"pi ({pi}) failed to list its models (exit code {proc.returncode}): "
+                         f"{failure_line(err) or failure_line(out)}. "
                          "Check the pi installation with `nbsubagents doctor`.")
     return parse_model_table(out + "\n" + err)
 

