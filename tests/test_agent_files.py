@@ -122,6 +122,11 @@ def test_claude_agent_folders_can_be_switched_off_in_settings(corpus):
     found, _ = listed()
     assert [p.name for p in found] == ["explorer", "implementer", "nomodel", "scout", "scribe", "summarizer"]
     assert [p.name for p in found.problems] == ["notes"]
+    (corpus / ".pi" / "settings.json").unlink()
+    assert "code-reviewer" in [p.name for p in listed()[0]]
+    nbsubagents.configure(claude_agents=False)
+    assert "code-reviewer" not in [p.name for p in listed()[0]]
+    config.reset()
     (corpus / ".pi" / "settings.json").write_text(json.dumps({"subagents": {"claudeAgents": "no"}}))
     with pytest.raises(nbsubagents.NbSubagentsError, match='"subagents.claudeAgents" must be true or false, got \'no\''):
         nbsubagents.presets()
