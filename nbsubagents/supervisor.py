@@ -22,6 +22,7 @@ from pathlib import Path
 from .artifacts import RunPaths, atomic_write_json, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
+from .procs import MARKER, become_subreaper, end_run_processes, process_start_ticks
 
 TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
 if TYPE_CHECKING:
@@ -67,16 +68,6 @@ class _Sink:
             self.fh = None
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """The kernel's start time of a pid: with the pid it identifies a process despite pid reuse."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 class Supervisor:
     def __init__(self, paths: RunPaths, meta: dict[str, Any]) -> None:
         self.paths = paths
@@ -91,7 +82,7 @@ class Supervisor:
         self.timeout = float(meta.get("timeout") or 0)
         self.debounce = float(meta.get("extendTimeoutDebounce", 30))
         self.loop_limit = int(meta.get("loopingToolCount", 5))
-        self.last_activity = time.monotonic()
+        self.last_activity: float | None = None  # the last tool call or result: only they extend the timeout
         self.last_signatures: list[str] = []
         self.events = _Sink(paths.events)
         self.transcript = _Sink(paths.transcript)
@@ -126,7 +117,7 @@ class Supervisor:
             self.stop_reason = (status, message)
         if self.kill_at is None and self.child is not None:
             self.kill_at = time.monotonic() + KILL_GRACE
-            _killpg(self.child.pid, signal.SIGTERM)
+            _killpg(self.child.pid, signal.SIGTERM)  # pi ends the tool commands it is running itself
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop("aborted", "cancelled" if signum == signal.SIGTERM
@@ -138,15 +129,23 @@ class Supervisor:
             self.stop(*self.stop_reason)  # a cancel that arrived while the child was being spawned
         if self.kill_at is not None and now >= self.kill_at and self.child is not None:
             _killpg(self.child.pid, signal.SIGKILL)
+            self._end_leftovers(settle=0.0)
             self.kill_at = now + KILL_GRACE
         if self.stop_reason is None and self.timeout > 0 and now - self.started >= self.timeout:
-            if now - self.last_activity >= self.debounce:
+            # Extended only while tool calls go on: one within the last `debounce` seconds.
+            if self.last_activity is None or now - self.last_activity >= self.debounce:
                 self.stop("failed", f"Timed out after {self.timeout:g}s. "
                                     "Consider resuming with a longer timeout.")
 
     # -- the run ------------------------------------------------------------------------------
+    def _end_leftovers(self, settle: float = 2.0) -> None:
+        """SIGKILL every process of the run still there: marked with its id, or our descendant (as the
+        subreaper we inherit tool processes that left pi's tree, even with their environment cleared)."""
+        end_run_processes(str(self.meta.get("runId") or ""), subtree_of=os.getpid(), settle=settle)
+
     def run(self) -> dict[str, Any]:
         self.started = time.monotonic()
+        become_subreaper()
         started_at = now_iso()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
@@ -164,6 +163,8 @@ class Supervisor:
                 exit_code = self._spawn_and_pump()
             except OSError as exc:
                 spawn_error = _spawn_message(self.meta.get("argv", ["pi"])[0], exc)
+            finally:
+                self._end_leftovers()  # after any end: nothing of the run may remain
         status, error = self._verdict(exit_code, spawn_error)
         self.emit({"type": "run_end", "status": status, "exitCode": exit_code,
                    "stopReason": self.tally.stop_reason, "errorMessage": error})
@@ -180,7 +181,7 @@ class Supervisor:
 
     def _spawn_and_pump(self) -> int:
         env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1",
-               "PI_SUBAGENTS_RUN_ID": str(self.meta.get("runId") or "")}  # finds leftovers if we die
+               MARKER: str(self.meta.get("runId") or "")}  # finds leftovers if we die
         prompt = self.meta.get("promptPath")
         # pi reads a non-TTY stdin to EOF as its prompt: a file, never an open pipe.
         with open(self.paths.stderr, "ab") as stderr, \
@@ -236,9 +237,7 @@ class Supervisor:
                 self.emit(event)
         selector.close()
         self.child.stdout.close()
-        code = self.child.wait()
-        _killpg(self.child.pid, signal.SIGKILL)  # bash-tool grandchildren left behind by pi
-        return code
+        return self.child.wait()
 
     def _verdict(self, exit_code: int | None, spawn_error: str | None) -> tuple[str, str | None]:
         """Semantic completion: pi exits 0 even when the provider failed."""

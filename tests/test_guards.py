@@ -228,3 +228,10 @@ def test_an_api_key_from_the_environment_never_reaches_argv_meta_logs_or_registr
     assert secret not in " ".join(run.meta["argv"])
     for path in [*run.dir.iterdir(), project / ".pi" / "subagents" / "registry.sqlite"]:
         assert secret.encode() not in path.read_bytes(), path.name
+
+
+def test_timeout_is_not_extended_for_a_child_that_makes_no_tool_calls(project):
+    """Issue 13, item 6: the extension is for a child still calling tools, not for one that never did."""
+    run = nbsubagents.run("scout", "sleep: 25\nsay: late", timeout=2, show=False)  # the model stalls, no tools
+    assert run.status == "failed" and run.error == "Timed out after 2s. Consider resuming with a longer timeout."
+    assert run.result["durationSeconds"] < 10 and run.result["toolCalls"] == 0
