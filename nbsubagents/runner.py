@@ -7,6 +7,7 @@ kernel, after a restart) are the same kind of object.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -301,8 +302,8 @@ def _check_cwd(cwd: str | Path | None) -> Path:
 
 def _check_timeout(timeout: Any) -> float:
     value = settings.timeout if timeout is None else timeout
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise NbSubagentsError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise NbSubagentsError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
     return float(value)
 
 

@@ -66,7 +66,7 @@ def test_project_settings_override_global_ones(project):
 
 @pytest.mark.parametrize("text, message", [
     ('{"subagents": {"timeout": 0}}', '"subagents.timeout" must be a number of seconds > 0, got 0'),
-    ('{"subagents": {"concurrency": "four"}}', '"subagents.concurrency" must be a whole number >= 1'),
+    ('{"subagents": {"concurrency": "four"}}', '"subagents.concurrency" must be a whole number from 1 to 64'),
     ('{"subagents": [1]}', '"subagents" must be an object'),
     ('{"subagents": {\n  "timeout": 5,,\n}}', "malformed JSON at line 2"),
 ])
@@ -235,3 +235,51 @@ def test_timeout_is_not_extended_for_a_child_that_makes_no_tool_calls(project):
     run = nbsubagents.run("scout", "sleep: 25\nsay: late", timeout=2, show=False)  # the model stalls, no tools
     assert run.status == "failed" and run.error == "Timed out after 2s. Consider resuming with a longer timeout."
     assert run.result["durationSeconds"] < 10 and run.result["toolCalls"] == 0
+
+
+def run_dirs(project) -> list:
+    runs = project / ".pi" / "subagents" / "runs"
+    return sorted(runs.iterdir()) if runs.is_dir() else []
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_timeouts_are_refused_before_anything_is_written(project, value):
+    """Issue 13, item 4: NaN is not JSON and inf is no timeout at all."""
+    with pytest.raises(nbsubagents.NbSubagentsError, match="timeout must be a positive, finite number of seconds"):
+        nbsubagents.run("scout", "say: hi", timeout=value, show=False)
+    with pytest.raises(nbsubagents.NbSubagentsError, match=r"configure\(timeout=\.\.\.\) must be a number"):
+        config.configure(timeout=value)
+    assert run_dirs(project) == []
+
+
+@pytest.mark.parametrize("key, value", [
+    ("concurrency", 0), ("concurrency", 65), ("max_tasks", 0), ("extend_timeout_debounce", 301),
+    ("extend_timeout_debounce", float("nan")), ("looping_tool_count", 51), ("looping_tool_count", -1),
+    ("panel_lines", 0), ("panel_lines", 501), ("poll_interval", 0), ("timeout", 0),
+])
+def test_out_of_range_settings_are_errors_not_clamped(project, key, value):
+    before = config.current()
+    with pytest.raises(nbsubagents.NbSubagentsError, match=rf"configure\({key}=\.\.\.\) must be"):
+        config.configure(**{"panel_lines" if key != "panel_lines" else "max_tasks": 7, key: value})
+    assert config.current() == before  # nothing of a refused call is applied
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"subagents": {"loopingToolCount": 51}}', '"subagents.loopingToolCount" must be a whole number from 0 to 50, got 51'),
+    ('{"subagents": {"extend_timeout_debounce": 1000}}', '"subagents.extend_timeout_debounce" must be a number of seconds from 0 to 300'),
+    ('{"subagents": {"timeout": NaN}}', '"subagents.timeout" must be a number of seconds > 0, got nan'),
+    ('{"subagents": {"timeout": Infinity}}', '"subagents.timeout" must be a number of seconds > 0, got inf'),
+    ('{"subagents": {"concurrency": 500}}', '"subagents.concurrency" must be a whole number from 1 to 64, got 500'),
+])
+def test_out_of_range_and_non_finite_settings_files_name_the_file_and_key(project, text, message):
+    (project / ".pi" / "settings.json").write_text(text)
+    with pytest.raises(nbsubagents.NbSubagentsError) as err:
+        nbsubagents.run("scout", "say: hi", show=False)
+    assert message in str(err.value) and str(project / ".pi" / "settings.json") in str(err.value)
+    assert run_dirs(project) == []
+
+
+def test_a_files_range_that_starts_after_its_end_is_an_error(project):
+    with pytest.raises(nbsubagents.NbSubagentsError, match=r"start \(5\) is after end \(2\)"):
+        nbsubagents.run("scout", "say: hi", files=[{"path": "README.md", "start": 5, "end": 2}], show=False)
+    assert run_dirs(project) == []
