@@ -262,3 +262,31 @@ def test_a_kernel_takes_over_watching_runs_whose_launcher_died(warm):
     row = row_of(warm, run_id)
     assert row["status"] == "completed" and row["announced"] == 1 and row["owner_pid"] != row["launcher_pid"]
     assert "while away" not in python("import nbsubagents; nbsubagents.status()").stdout
+
+
+def test_the_first_run_after_a_restart_brings_the_finished_while_away_notice(warm):
+    """Issue 13, item 8: the notice came only with a status()-like call, not with the first run()."""
+    (run_id,) = started_by_a_killed_launcher(
+        "print(nbsubagents.start('scout', 'sleep: 1\\nsay: bg done', show=False).id, flush=True)").split()
+    runs_dir = warm / ".pi" / "subagents" / "runs"
+    wait_for(lambda: (runs_dir / run_id / "result.json").exists(), what="the background result")
+    out = python("import nbsubagents\nr = nbsubagents.run('scout', 'say: fg', show=False)\n"
+                 "print('RUN', r.status)").stdout
+    assert f"completed while away" in out and run_id in out and "RUN completed" in out
+    assert out.index(run_id) < out.index("RUN completed")  # before the run, not after a later status()
+
+
+def test_a_run_belongs_to_the_project_of_its_cwd(warm, tmp_path):
+    """Issue 13, item 8: run(cwd=X) used X for the child only, the current project's presets and registry."""
+    other = tmp_path / "other"
+    (other / ".pi" / "subagents").mkdir(parents=True)
+    (other / ".pi" / "subagents" / "helper.md").write_text(
+        "---\nname: helper\ndescription: Only in the other project.\nmodel: demo/scripted\n---\nHelp.\n")
+    (other / ".pi" / "settings.json").write_text('{"subagents": {"timeout": 77}}')
+    assert "helper" in [p.name for p in nbsubagents.presets(cwd=other)]
+    run = nbsubagents.run("helper", "say: there", cwd=other, show=False)
+    assert run.status == "completed" and run.meta["timeout"] == 77
+    assert run.dir.parent == other / ".pi" / "subagents" / "runs"
+    assert row_of(other, run.id)["status"] == "completed"
+    assert not (warm / ".pi" / "subagents" / "runs").exists() or run.id not in os.listdir(
+        warm / ".pi" / "subagents" / "runs")
