@@ -69,9 +69,44 @@ def runs_dir(root: Path) -> Path:
     return root / ".pi" / "subagents" / "runs"
 
 
+def iso(t: float) -> str:
+    """Unix seconds as the ISO time the artifacts use (UTC, milliseconds, ``Z``)."""
+    seconds, ms = divmod(round(t * 1000), 1000)  # rounded: iso(parse_iso(x)) == x
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
+
+
 def now_iso() -> str:
-    t = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+    return iso(time.time())
+
+
+def parse_iso(text: Any) -> float | None:
+    """The Unix seconds of an ISO time written by ``iso`` (None when it is not one)."""
+    if not isinstance(text, str):
+        return None
+    from datetime import datetime
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def last_event_time(path: Path) -> float | None:
+    """The ``ts`` of the last complete event in an events.jsonl: a run's last sign of life."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 65536))
+            lines = fh.read().split(b"\n")[:-1]  # the part after the last newline is torn or empty
+    except OSError:
+        return None
+    for raw in reversed(lines):
+        try:
+            ts = json.loads(raw).get("ts")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(ts, (int, float)):
+            return float(ts)
+    return None
 
 
 EMPTY_USAGE = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": 0}

@@ -316,7 +316,7 @@ def _owner_alive(row: dict[str, Any]) -> bool:
 def settle_lost(run: Run, message: str = LOST) -> None:
     """A run whose supervisor died without a result: kill what it left, then record it failed."""
     procs.kill_run_processes(run.id)
-    run._write_result("failed", message)
+    run._write_result("failed", message, lost=True)
     run._result = None
 
 

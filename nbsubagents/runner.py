@@ -203,13 +203,24 @@ class Run:
         for event in self._tail.read_new():
             renderer.event(self, event, self._formatter.format(event))
 
-    def _write_result(self, status: str, message: str) -> None:
-        """A result for a run whose supervisor never ran or died: keeps the registry truthful."""
+    def _write_result(self, status: str, message: str, *, lost: bool = False) -> None:
+        """A result for a run whose supervisor never ran (now, 0 s) or died (``lost``): keeps the registry truthful.
+
+        A lost run keeps its real start (``supervisor.json``, else ``meta.json``) and ends at its last event,
+        the last evidence that it was alive, not at the moment someone noticed.
+        """
         if self.paths.result.exists():
             return
-        now = now_iso()
-        atomic_write_json(self.paths.result,
-                          artifacts.result_record(self.id, status, error=message, started_at=now, ended_at=now))
+        now = time.time()
+        started = ended = now
+        if lost:
+            sup = read_json(self.paths.supervisor) or {}
+            started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(self.meta.get("createdAt")) \
+                or now
+            ended = max(started, artifacts.last_event_time(self.paths.events) or started)
+        atomic_write_json(self.paths.result, artifacts.result_record(
+            self.id, status, error=message, started_at=artifacts.iso(started), ended_at=artifacts.iso(ended),
+            duration=round(ended - started, 3)))
         self._result = None
 
     def _write_lost_supervisor_result(self) -> None:
@@ -217,9 +228,10 @@ class Run:
         kill_run_processes(self.id)  # pi outlives a killed supervisor: its leftovers go too
         code = self._proc.returncode if self._proc is not None else None
         if self._cancel_requested:
-            self._write_result("aborted", "cancelled")
+            self._write_result("aborted", "cancelled", lost=True)
         else:
-            self._write_result("failed", f"interrupted: supervisor exited without a result (exit code {code})")
+            self._write_result("failed", f"interrupted: supervisor exited without a result (exit code {code})",
+                               lost=True)
 
     # -- representations ----------------------------------------------------------------------
     def __repr__(self) -> str:

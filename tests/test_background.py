@@ -290,3 +290,30 @@ def test_a_run_belongs_to_the_project_of_its_cwd(warm, tmp_path):
     assert row_of(other, run.id)["status"] == "completed"
     assert not (warm / ".pi" / "subagents" / "runs").exists() or run.id not in os.listdir(
         warm / ".pi" / "subagents" / "runs")
+
+
+def test_a_lost_run_keeps_its_real_start_and_ends_at_its_last_sign_of_life(warm):
+    """Issue 13, item 5: a run reconciled after its supervisor died read 'failed in 0.0s'."""
+    from datetime import datetime
+
+    def parse_iso(text: str) -> float:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+    run = nbsubagents.start("scout", "run: echo first\nsleep: 60\nsay: never", show=False)
+    wait_for(lambda: any(e["type"] == "tool_result" for e in run.events()), what="the tool's result")
+    time.sleep(1.5)
+    last_ts = run.events()[-1]["ts"]
+    started_at = json.loads((run.dir / "supervisor.json").read_text())["startedAt"]
+    time.sleep(1.5)  # the run stalls (the model hangs): no sign of life after last_ts
+    killed_at = time.time()
+    os.kill(json.loads((run.dir / "supervisor.json").read_text())["pid"], signal.SIGKILL)
+    run.wait(60)
+    result = run.result
+    assert run.status == "failed" and "supervisor exited without a result" in run.error
+    assert result["startedAt"] == started_at
+    assert abs(parse_iso(result["endedAt"]) - last_ts) < 0.01 and parse_iso(result["endedAt"]) < killed_at - 1
+    assert result["durationSeconds"] == pytest.approx(last_ts - parse_iso(started_at), abs=0.01)
+    assert result["durationSeconds"] > 1
+    row = row_of(warm, run.id)
+    assert (row["started_at"], row["ended_at"], row["duration"]) == (
+        started_at, result["endedAt"], result["durationSeconds"])
