@@ -145,7 +145,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
 
 
 def status_bar(*, root: str | Path | None = None) -> Any:
-    """A compact live line of this project's runs, ``bg: 2 running / 5 total`` (``· 1 failed``, then the
+    """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, then the
     last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
     from .explorer import status_bar as _status_bar
     return _status_bar(root)

@@ -54,7 +54,7 @@ def _read_part(path: Path, name: str, opts: dict[str, int]) -> str:
     if not path.is_file():
         return f"[could not read file: {name}]"
     if size > FILE_LIMIT:
-        return f"[file too large: {name} ({size // 1024}KB, limit {FILE_LIMIT // 1024}KB)]"
+        return f"[file too large: {name} ({-(-size // 1024)}KB, limit {FILE_LIMIT // 1024}KB)]"  # rounded up
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

@@ -283,3 +283,14 @@ def test_a_files_range_that_starts_after_its_end_is_an_error(project):
     with pytest.raises(nbsubagents.NbSubagentsError, match=r"start \(5\) is after end \(2\)"):
         nbsubagents.run("scout", "say: hi", files=[{"path": "README.md", "start": 5, "end": 2}], show=False)
     assert run_dirs(project) == []
+
+
+def test_a_file_just_over_the_limit_does_not_read_as_the_limit(tmp_path):
+    """Issue 13, item 8: 1 MB + 1 byte read '(1024KB, limit 1024KB)'."""
+    from nbsubagents.context import FILE_LIMIT, files_block
+
+    (tmp_path / "big.txt").write_bytes(b"x" * (FILE_LIMIT + 1))
+    (tmp_path / "exact.txt").write_bytes(b"y" * FILE_LIMIT)
+    block = files_block(["big.txt", "exact.txt"], tmp_path)
+    assert "[file too large: big.txt (1025KB, limit 1024KB)]" in block
+    assert "=== exact.txt ===\n" + "y" * FILE_LIMIT in block  # at the limit is still read
