@@ -211,6 +211,10 @@ class Run:
         """
         if self.paths.result.exists():
             return
+        try:
+            os.unlink(self.paths.dir / ".result-reserve")  # a dead supervisor's reserved space (supervisor.RESERVE)
+        except OSError:
+            pass
         now = time.time()
         started = ended = now
         if lost:
@@ -218,9 +222,17 @@ class Run:
             started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(self.meta.get("createdAt")) \
                 or now
             ended = max(started, artifacts.last_event_time(self.paths.events) or started)
-        atomic_write_json(self.paths.result, artifacts.result_record(
+        record = artifacts.result_record(
             self.id, status, error=message, started_at=artifacts.iso(started), ended_at=artifacts.iso(ended),
-            duration=round(ended - started, 3)))
+            duration=round(ended - started, 3))
+        try:
+            atomic_write_json(self.paths.result, record)
+        except OSError as exc:  # a full or read-only disk: this process still knows the truth
+            import warnings
+            warnings.warn(f"nbsubagents: could not write {self.paths.result} ({exc.strerror or exc}); "
+                          f"run {self.id} is {status} in this process only", RuntimeWarning, stacklevel=2)
+            self._result = record
+            return
         self._result = None
 
     def _write_lost_supervisor_result(self) -> None:

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
 MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log but not parsed
 TICK = 0.2                       # guard checks while the child is silent
+RESERVE = ".result-reserve"      # space held from the start so that result.json fits on a full disk
+RESERVE_BYTES = 64 * 1024
 
 
 class _Sink:
@@ -151,6 +153,7 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         self.info = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at}
         _best_effort(atomic_write_json, self.paths.supervisor, self.info)
+        _best_effort(_reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
         header = transcript_header({**self.meta, "startedAt": started_at})
         self.transcript.write(header.encode() + b"\n")
         self.emit({"type": "run_start", "runId": self.meta.get("runId"), "preset": self.meta.get("preset"),
@@ -176,7 +179,7 @@ class Supervisor:
             final_text=self.tally.final_text, model=self.tally.model, usage=self.tally.usage(),
             turns=self.tally.turns, tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
             duration=round(time.monotonic() - self.started, 3))
-        atomic_write_json(self.paths.result, result)
+        _write_result(self.paths, result)
         return result
 
     def _spawn_and_pump(self) -> int:
@@ -255,6 +258,26 @@ class Supervisor:
         if self.tally.stop_reason is None:
             return "failed", "pi ended without a reply from the model"
         return "completed", None
+
+
+def _reserve(path: Path) -> None:
+    with open(path, "wb") as fh:
+        fh.write(b"\0" * RESERVE_BYTES)
+
+
+def _write_result(paths: RunPaths, result: dict[str, Any]) -> None:
+    """result.json, also on a full disk: the reserve made at the start is freed first, and a final text
+    too long for what is left is shortened rather than lost with the rest."""
+    try:
+        os.unlink(paths.dir / RESERVE)
+    except OSError:
+        pass
+    try:
+        atomic_write_json(paths.result, result)
+    except OSError:
+        text = result.get("finalText") or ""
+        short = text[:RESERVE_BYTES // 8] + ("… [shortened: the disk was full]" if len(text) > RESERVE_BYTES // 8 else "")
+        atomic_write_json(paths.result, {**result, "finalText": short})
 
 
 def _killpg(pgid: int, sig: int) -> None:
