@@ -37,7 +37,7 @@ test: setup-test
 	$(PY) -m pytest -q
 
 bench: setup-test
-	for b in overhead formatter panels registry query; do $(PY) benchmarks/bench_$$b.py || exit 1; done
+	for b in overhead formatter panels registry query supervisor; do $(PY) benchmarks/bench_$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) node_modules .demo
