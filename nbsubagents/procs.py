@@ -134,13 +134,16 @@ def _reap() -> None:
 
 
 def end_run_processes(run_id: str | None, *, subtree_of: int | None = None, sig: int = signal.SIGKILL,
-                      settle: float = 2.0) -> list[int]:
+                      settle: float = 2.0, reap: bool = True) -> list[int]:
     """Signal every live process of a run: marked with ``run_id`` and/or descended from ``subtree_of``.
 
     With SIGKILL (the default) it repeats until none is left (a process may fork while it is being
-    ended) or ``settle`` seconds pass, reaping this process's exited children; returns the pids it
-    signalled. ``subtree_of`` is meant for the supervisor (itself), the caller that inherits orphans.
+    ended) or ``settle`` seconds pass, reaping this process's exited children (unless ``reap`` is
+    false: a caller that still waits for a child of its own must not have its exit status taken);
+    returns the pids it signalled. ``subtree_of`` is meant for the supervisor (itself), the caller
+    that inherits orphans.
     """
+    reap = reap and subtree_of == os.getpid()
     ended: list[int] = []
     deadline = time.monotonic() + settle
     while True:
@@ -155,9 +158,9 @@ def end_run_processes(run_id: str | None, *, subtree_of: int | None = None, sig:
         if sig != signal.SIGKILL or time.monotonic() >= deadline:
             break
         time.sleep(0.02)
-        if subtree_of == os.getpid():
+        if reap:
             _reap()
-    if subtree_of == os.getpid():
+    if reap:
         _reap()
     return ended
 

@@ -131,7 +131,7 @@ class Supervisor:
             self.stop(*self.stop_reason)  # a cancel that arrived while the child was being spawned
         if self.kill_at is not None and now >= self.kill_at and self.child is not None:
             _killpg(self.child.pid, signal.SIGKILL)
-            self._end_leftovers(settle=0.0)
+            self._end_leftovers(settle=0.0, reap=False)  # pi's exit status is still to be collected
             self.kill_at = now + KILL_GRACE
         if self.stop_reason is None and self.timeout > 0 and now - self.started >= self.timeout:
             # Extended only while tool calls go on: one within the last `debounce` seconds.
@@ -140,10 +140,10 @@ class Supervisor:
                                     "Consider resuming with a longer timeout.")
 
     # -- the run ------------------------------------------------------------------------------
-    def _end_leftovers(self, settle: float = 2.0) -> None:
+    def _end_leftovers(self, settle: float = 2.0, reap: bool = True) -> None:
         """SIGKILL every process of the run still there: marked with its id, or our descendant (as the
         subreaper we inherit tool processes that left pi's tree, even with their environment cleared)."""
-        end_run_processes(str(self.meta.get("runId") or ""), subtree_of=os.getpid(), settle=settle)
+        end_run_processes(str(self.meta.get("runId") or ""), subtree_of=os.getpid(), settle=settle, reap=reap)
 
     def run(self) -> dict[str, Any]:
         self.started = time.monotonic()
@@ -276,7 +276,8 @@ def _write_result(paths: RunPaths, result: dict[str, Any]) -> None:
         atomic_write_json(paths.result, result)
     except OSError:
         text = result.get("finalText") or ""
-        short = text[:RESERVE_BYTES // 8] + ("… [shortened: the disk was full]" if len(text) > RESERVE_BYTES // 8 else "")
+        keep = RESERVE_BYTES // 8
+        short = text[:keep] + ("… [shortened: the disk was full]" if len(text) > keep else "")
         atomic_write_json(paths.result, {**result, "finalText": short})
 
 

@@ -265,8 +265,10 @@ def test_out_of_range_settings_are_errors_not_clamped(project, key, value):
 
 
 @pytest.mark.parametrize("text, message", [
-    ('{"subagents": {"loopingToolCount": 51}}', '"subagents.loopingToolCount" must be a whole number from 0 to 50, got 51'),
-    ('{"subagents": {"extend_timeout_debounce": 1000}}', '"subagents.extend_timeout_debounce" must be a number of seconds from 0 to 300'),
+    ('{"subagents": {"loopingToolCount": 51}}',
+     '"subagents.loopingToolCount" must be a whole number from 0 to 50, got 51'),
+    ('{"subagents": {"extend_timeout_debounce": 1000}}',
+     '"subagents.extend_timeout_debounce" must be a number of seconds from 0 to 300'),
     ('{"subagents": {"timeout": NaN}}', '"subagents.timeout" must be a number of seconds > 0, got nan'),
     ('{"subagents": {"timeout": Infinity}}', '"subagents.timeout" must be a number of seconds > 0, got inf'),
     ('{"subagents": {"concurrency": 500}}', '"subagents.concurrency" must be a whole number from 1 to 64, got 500'),
