@@ -23,6 +23,7 @@ a preset expects the next call to see it.
 from __future__ import annotations
 
 import html
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,8 +286,9 @@ def _flag(data: dict[str, Any], key: str, where: str) -> bool:
 def _parse_timeout(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise PresetError(f"{where}: 'timeout' must be a positive number of seconds, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise PresetError(f"{where}: 'timeout' must be a positive number of seconds (not NaN or infinite), "
+                          f"got {value!r}")
     return float(value)
 
 

@@ -23,10 +23,12 @@ def user_text(request: dict) -> str:
 
 def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
     config.configure(extend_timeout_debounce=5)
-    task = "\n".join(f"run: sleep 0.4; echo step{i}" for i in range(6))
-    run = nbsubagents.run("scout", task, timeout=1, show=False)
+    # The first tool call must come before the timeout (a child without one is not extended): 3 s leaves
+    # room for pi's start on a loaded machine; the ten calls then run well past it.
+    task = "\n".join(f"run: sleep 0.5; echo step{i}" for i in range(10))
+    run = nbsubagents.run("scout", task, timeout=3, show=False)
     assert run.status == "completed", run.error
-    assert run.result["durationSeconds"] > 1 and run.result["toolCalls"] == 6
+    assert run.result["durationSeconds"] > 3 and run.result["toolCalls"] == 10
 
 
 def test_timeout_kills_an_idle_child_with_the_spec_message(project):
@@ -130,7 +132,7 @@ def test_files_are_prepended_with_headers_and_placeholders(project, scripted):
         === missing.txt ===
         [file not found: missing.txt]
         === big.txt ===
-        [file too large: big.txt (1024KB, limit 1024KB)]
+        [file too large: big.txt (1025KB, limit 1024KB)]
         === src ===
         [could not read file: src]
         say: read them""")
@@ -296,3 +298,14 @@ def test_a_file_just_over_the_limit_does_not_read_as_the_limit(tmp_path):
     block = files_block(["big.txt", "exact.txt"], tmp_path)
     assert "[file too large: big.txt (1025KB, limit 1024KB)]" in block
     assert "=== exact.txt ===\n" + "y" * FILE_LIMIT in block  # at the limit is still read
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan"])
+def test_a_preset_with_a_non_finite_timeout_is_refused_naming_its_file(project, value):
+    (project / ".pi" / "subagents" / "slow.md").write_text(
+        f"---\nname: slow\ndescription: Never ends.\nmodel: demo/scripted\ntimeout: {value}\n---\n")
+    with pytest.raises(nbsubagents.NbSubagentsError) as err:
+        nbsubagents.run("slow", "say: hi", show=False)
+    assert "slow.md" in str(err.value)
+    assert "'timeout' must be a positive number of seconds (not NaN or infinite)" in str(err.value)
+    assert run_dirs(project) == []
