@@ -147,7 +147,6 @@ class Supervisor:
 
     def run(self) -> dict[str, Any]:
         self.started = time.monotonic()
-        become_subreaper()
         started_at = now_iso()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
@@ -192,6 +191,9 @@ class Supervisor:
             self.child = subprocess.Popen(
                 self.meta["argv"], cwd=self.meta.get("cwd"), env=env, stdin=stdin,
                 stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+        # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
+        # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
+        become_subreaper()
         _best_effort(atomic_write_json, self.paths.supervisor,  # the child's group, for a reconcile after our death
                      {**self.info, "childPid": self.child.pid, "childStartTicks": process_start_ticks(self.child.pid)})
         assert self.child.stdout is not None
