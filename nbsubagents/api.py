@@ -43,10 +43,17 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
 def _first_use(runs: list[Run]) -> None:
     """Once per process and project (the runs' own): settle earlier kernels' runs and announce what finished
     while away, so the first call after a restart brings the news, whichever call it is."""
+    import sqlite3
+    import warnings
+
     from . import registry
 
     for root in dict.fromkeys(Path(r.dir).parents[3] for r in runs):  # <root>/.pi/subagents/runs/<id>
-        registry.first_use(root)
+        try:
+            registry.first_use(root)
+        except (sqlite3.Error, OSError) as exc:  # a registry problem never fails a run
+            warnings.warn(f"nbsubagents: the run registry of {root} could not be read ({exc}); runs still work, "
+                          "and nbsubagents.registry.rebuild() recreates it", RuntimeWarning, stacklevel=3)
 
 
 def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: bool = True) -> list[Run]:
