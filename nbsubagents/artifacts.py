@@ -123,16 +123,35 @@ def result_record(run_id: str | None, status: str, *, error: str | None, started
             "startedAt": started_at, "endedAt": ended_at, "durationSeconds": duration}
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Readers see the old file or the whole new one, never a half-written one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def atomic_write_json(path: Path, data: Any, *, exclusive: bool = False) -> bool:
+    """Readers see the old file or the whole new one, never a half-written one.
+
+    With ``exclusive`` an existing file is kept (the first writer wins, atomically) and False is
+    returned. The temporary name is unique, so threads and processes writing at once do not collide.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, ensure_ascii=False)
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if not exclusive:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:  # a filesystem without hard links: the next best, check then replace
+            if path.exists():
+                return False
+            os.replace(tmp, path)
+            return True
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+        return True
     except BaseException:  # a full disk, say: no half-written temporary file stays behind
         try:
             os.unlink(tmp)

@@ -226,7 +226,7 @@ class Run:
             self.id, status, error=message, started_at=artifacts.iso(started), ended_at=artifacts.iso(ended),
             duration=round(ended - started, 3))
         try:
-            atomic_write_json(self.paths.result, record)
+            atomic_write_json(self.paths.result, record, exclusive=True)  # another settler may have been first
         except OSError as exc:  # a full or read-only disk: this process still knows the truth
             import warnings
             warnings.warn(f"nbsubagents: could not write {self.paths.result} ({exc.strerror or exc}); "

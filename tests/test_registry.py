@@ -264,3 +264,23 @@ def test_a_prefix_of_the_random_tail_finds_a_run(root):
     with pytest.raises(NbSubagentsError, match='"a1" is ambiguous: it matches 20260101-000001-a17f00, '
                                                '20260101-000002-a18f00'):
         registry.get_run("a1")
+
+
+def test_settlers_racing_on_a_lost_run_leave_one_whole_result_and_no_temporary_file(tmp_path):
+    """The watcher and a waiting wait() may settle the same lost run at once: the first result stays."""
+    import threading
+
+    from nbsubagents.artifacts import atomic_write_json
+
+    for trial in range(50):
+        target = tmp_path / f"result{trial}.json"
+        won: list[bool] = []
+        threads = [threading.Thread(target=lambda i=i: won.append(atomic_write_json(target, {"i": i}, exclusive=True)))
+                   for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(won) == [False, False, False, True]
+        assert json.loads(target.read_text())["i"] in range(4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"result{t}.json" for t in range(50))
