@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbsubagents
 from nbsubagents.config import find_pi
-from nbsubagents.demo import copy_example_project, use_scripted_model
+from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
 TASK = "read README.md\nls src\nrun: echo hi"
 
@@ -48,4 +48,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        stop_scripted_model()  # the detached demo model server this benchmark started

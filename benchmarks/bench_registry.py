@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbsubagents
 from nbsubagents import registry, watcher
-from nbsubagents.demo import copy_example_project, use_scripted_model
+from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
 
 def _median_ms(samples: list[float]) -> str:
@@ -111,4 +111,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        stop_scripted_model()  # the detached demo model server this benchmark started

@@ -34,8 +34,26 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
                     name=name, timeout=timeout, files=files, resume=resume)
     _check_runner()
-    (the_run,) = _runs.drive([_runs.prepare(spec, mode="single")], concurrency=1, renderer=_renderer(show))
+    the_run = _runs.prepare(spec, mode="single")
+    _first_use([the_run])
+    (the_run,) = _runs.drive([the_run], concurrency=1, renderer=_renderer(show))
     return the_run
+
+
+def _first_use(runs: list[Run]) -> None:
+    """Once per process and project (the runs' own): settle earlier kernels' runs and announce what finished
+    while away, so the first call after a restart brings the news, whichever call it is."""
+    import sqlite3
+    import warnings
+
+    from . import registry
+
+    for root in dict.fromkeys(Path(r.dir).parents[3] for r in runs):  # <root>/.pi/subagents/runs/<id>
+        try:
+            registry.first_use(root)
+        except (sqlite3.Error, OSError) as exc:  # a registry problem never fails a run
+            warnings.warn(f"nbsubagents: the run registry of {root} could not be read ({exc}); runs still work, "
+                          "and nbsubagents.registry.rebuild() recreates it", RuntimeWarning, stacklevel=3)
 
 
 def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: bool = True) -> list[Run]:
@@ -55,6 +73,7 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
                                f"(nbsubagents.configure(max_tasks=...) raises the limit)")
     _check_runner()
     built = _runs.build_runs(items, mode="parallel")
+    _first_use(built)
     return _runs.drive(built, concurrency=limit, renderer=_renderer(show))
 
 
@@ -88,14 +107,14 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
         raise NbSubagentsError(f"on_done must be a function taking the finished run, got {on_done!r}")
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
                     name=name, timeout=timeout, files=files)
-    registry.first_use()  # settles runs of earlier kernels, announces what finished while away
     the_run = _runs.prepare(spec, mode="background")
+    _first_use([the_run])  # settles runs of earlier kernels, announces what finished while away
     renderer = _renderer(show) if show else None
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
     the_run._launch()
     watcher.watch(the_run, renderer=renderer, on_done=on_done)
-    the_run.counts = registry.counts()
+    the_run.counts = registry.counts(the_run.dir.parents[3])
     return the_run
 
 
@@ -134,7 +153,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
 
 
 def status_bar(*, root: str | Path | None = None) -> Any:
-    """A compact live line of this project's runs, ``bg: 2 running / 5 total`` (``· 1 failed``, then the
+    """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, then the
     last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
     from .explorer import status_bar as _status_bar
     return _status_bar(root)

@@ -69,9 +69,44 @@ def runs_dir(root: Path) -> Path:
     return root / ".pi" / "subagents" / "runs"
 
 
+def iso(t: float) -> str:
+    """Unix seconds as the ISO time the artifacts use (UTC, milliseconds, ``Z``)."""
+    seconds, ms = divmod(round(t * 1000), 1000)  # rounded: iso(parse_iso(x)) == x
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
+
+
 def now_iso() -> str:
-    t = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+    return iso(time.time())
+
+
+def parse_iso(text: Any) -> float | None:
+    """The Unix seconds of an ISO time written by ``iso`` (None when it is not one)."""
+    if not isinstance(text, str):
+        return None
+    from datetime import datetime
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def last_event_time(path: Path) -> float | None:
+    """The ``ts`` of the last complete event in an events.jsonl: a run's last sign of life."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 65536))
+            lines = fh.read().split(b"\n")[:-1]  # the part after the last newline is torn or empty
+    except OSError:
+        return None
+    for raw in reversed(lines):
+        try:
+            ts = json.loads(raw).get("ts")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(ts, (int, float)):
+            return float(ts)
+    return None
 
 
 EMPTY_USAGE = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": 0}
@@ -88,15 +123,41 @@ def result_record(run_id: str | None, status: str, *, error: str | None, started
             "startedAt": started_at, "endedAt": ended_at, "durationSeconds": duration}
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Readers see the old file or the whole new one, never a half-written one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+def atomic_write_json(path: Path, data: Any, *, exclusive: bool = False) -> bool:
+    """Readers see the old file or the whole new one, never a half-written one.
+
+    With ``exclusive`` an existing file is kept (the first writer wins, atomically) and False is
+    returned. The temporary name is unique, so threads and processes writing at once do not collide.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        if not exclusive:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:  # a filesystem without hard links: the next best, check then replace
+            if path.exists():
+                return False
+            os.replace(tmp, path)
+            return True
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+        return True
+    except BaseException:  # a full disk, say: no half-written temporary file stays behind
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ Everything here is resolved on demand (not at import) so that changing an enviro
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from dataclasses import dataclass, fields
@@ -41,15 +42,35 @@ class Settings:
     claude_agents: bool = True     # also read Claude Code's .claude/agents/ and ~/.claude/agents/ (lowest precedence)
 
 
-# What each file setting may hold: (type check, what a right value looks like, clamp range).
-_FILE_KEYS: dict[str, tuple[type | tuple[type, ...], str, tuple[float, float] | None]] = {
-    "concurrency": (int, "a whole number >= 1", (1, 64)),
-    "max_tasks": (int, "a whole number >= 1", (1, 1000)),
-    "timeout": ((int, float), "a number of seconds > 0", None),
-    "extend_timeout_debounce": ((int, float), "a number of seconds from 0 to 300", (0, 300)),
-    "looping_tool_count": (int, "a whole number from 0 to 50", (0, 50)),
-    "panel_lines": (int, "a whole number >= 1", (1, 500)),
+# What each numeric setting may hold: (whole numbers only, lowest, highest or None, what a right value looks like).
+# A value outside its range is an error naming where it came from, never silently clamped.
+_NUMERIC: dict[str, tuple[bool, float, float | None, str]] = {
+    "concurrency": (True, 1, 64, "a whole number from 1 to 64"),
+    "max_tasks": (True, 1, 1000, "a whole number from 1 to 1000"),
+    "timeout": (False, 0, None, "a number of seconds > 0"),
+    "extend_timeout_debounce": (False, 0, 300, "a number of seconds from 0 to 300"),
+    "looping_tool_count": (True, 0, 50, "a whole number from 0 to 50"),
+    "panel_lines": (True, 1, 500, "a whole number from 1 to 500"),
+    "poll_interval": (False, 0, 10, "a number of seconds > 0 and at most 10"),
 }
+_FILE_KEYS = {k for k in _NUMERIC if k != "poll_interval"}
+
+
+def numeric_problem(key: str, value: object) -> str | None:
+    """What a right value of numeric setting ``key`` looks like, when ``value`` is not one (else None).
+
+    NaN and infinities are refused everywhere: they are not JSON, and ``timeout=inf`` means no timeout.
+    """
+    whole, low, high, right = _NUMERIC[key]
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+        return right
+    exclusive_low = key in ("timeout", "poll_interval")
+    if (value <= low if exclusive_low else value < low) or (high is not None and value > high):
+        return right
+    return None
+
+
 _CAMEL = {"maxTasks": "max_tasks", "extendTimeoutDebounce": "extend_timeout_debounce",
           "loopingToolCount": "looping_tool_count", "panelLines": "panel_lines", "claudeAgents": "claude_agents"}
 _BOOL_KEYS = frozenset({"claude_agents"})
@@ -91,11 +112,10 @@ def _read_subagents_settings(path: Path) -> dict[str, object]:
             continue
         if key not in _FILE_KEYS:
             continue  # other tools may keep their own keys here
-        kind, right, clamp = _FILE_KEYS[key]
-        if isinstance(value, bool) or not isinstance(value, kind) or (key == "timeout" and value <= 0) \
-                or (key in ("concurrency", "max_tasks", "panel_lines") and value < 1):
+        right = numeric_problem(key, value)
+        if right is not None:
             raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be {right}, got {value!r}')
-        values[key] = min(max(value, clamp[0]), clamp[1]) if clamp else value
+        values[key] = value
     _file_cache[path] = (stamp, values)
     return values
 
@@ -126,11 +146,16 @@ settings = _LiveSettings()
 def configure(**changes: object) -> Settings:
     """Change settings for this process: ``configure(concurrency=2, pi="/opt/pi")``; ``None`` resets one."""
     known = {f.name for f in fields(Settings)}
-    for key, value in changes.items():
+    for key, value in changes.items():  # every value is checked before any is applied
         if key not in known:
             raise NbSubagentsError(f"Unknown setting {key!r}. Known settings: {', '.join(sorted(known))}")
         if key == "runner" and value not in (None, "process", "tmux"):
             raise NbSubagentsError(f'runner must be "process" or "tmux", got {value!r}')
+        if key in _NUMERIC and value is not None:
+            right = numeric_problem(key, value)
+            if right is not None:
+                raise NbSubagentsError(f"configure({key}=...) must be {right}, got {value!r}")
+    for key, value in changes.items():
         if value is None and key not in ("pi", "root"):
             _overrides.pop(key, None)
         else:

@@ -26,6 +26,10 @@ def _file_spec(item: Any) -> tuple[str, dict[str, int]]:
             raise NbSubagentsError(
                 f"files item {dict(item)!r} is not understood: give a path, {{'path', 'start', 'end'}} "
                 "(1-based line numbers), {'path', 'head': N} or {'path', 'tail': N}")
+        if opts.get("start", 1) > opts.get("end", float("inf")):
+            raise NbSubagentsError(
+                f"files item {dict(item)!r}: start ({opts['start']}) is after end ({opts['end']}); "
+                "give 1-based line numbers with start <= end")
         return str(item["path"]), opts
     raise NbSubagentsError(f"files item {item!r} is not understood: give a path or a dict with 'path'")
 
@@ -50,7 +54,7 @@ def _read_part(path: Path, name: str, opts: dict[str, int]) -> str:
     if not path.is_file():
         return f"[could not read file: {name}]"
     if size > FILE_LIMIT:
-        return f"[file too large: {name} ({size // 1024}KB, limit {FILE_LIMIT // 1024}KB)]"
+        return f"[file too large: {name} ({-(-size // 1024)}KB, limit {FILE_LIMIT // 1024}KB)]"  # rounded up
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

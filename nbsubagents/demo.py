@@ -17,29 +17,143 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .scripted import ScriptedModel, write_agent_dir
+from .scripted import write_agent_dir
 
 DEMO_MODEL = "demo/scripted"
 EXAMPLE_PROJECT = Path(__file__).resolve().parent.parent / "examples" / "demo-project"
 QUICKSTART = Path(__file__).resolve().parent.parent / "notebooks" / "quickstart.ipynb"
 
-_active: ScriptedModel | None = None
+IDLE_EXIT = 600.0  # seconds without a request after which the detached demo model server exits
 
 
-def use_scripted_model(agent_dir: str | Path | None = None) -> ScriptedModel:
-    """Start the scripted model (once per process) and point pi at it through PI_CODING_AGENT_DIR.
+class ScriptedServer:
+    """The detached scripted-model server this process uses: ``url``, ``port``, ``pid``, ``stop()``."""
+
+    def __init__(self, info: dict[str, Any], state: Path) -> None:
+        self.url: str = info["url"]
+        self.port: int = info["port"]
+        self.pid: int = info["pid"]
+        self.start_ticks = info.get("startTicks")
+        self.state = state
+
+    @property
+    def alive(self) -> bool:
+        from .procs import alive
+        return alive(self.pid, self.start_ticks)
+
+    def stop(self) -> bool:
+        return stop_scripted_model()
+
+    def __repr__(self) -> str:
+        return f"<scripted model {DEMO_MODEL} at {self.url} (pid {self.pid}; not an AI)>"
+
+
+def _state_dir() -> Path:
+    """Where the detached server's state file lives: ``NBSUBAGENTS_SCRIPTED_DIR``, else the user's cache."""
+    explicit = os.environ.get("NBSUBAGENTS_SCRIPTED_DIR")
+    if explicit:
+        return Path(explicit)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "nbsubagents"
+
+
+def _state_file() -> Path:
+    """One server per checkout of this package: another version's server is never reused."""
+    import hashlib
+
+    key = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:10]
+    return _state_dir() / f"scripted-model-{key}.json"
+
+
+def _answers(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url + "/models", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _running(state: Path) -> ScriptedServer | None:
+    from .artifacts import read_json
+
+    info = read_json(state)
+    if not info or not isinstance(info.get("pid"), int) or not isinstance(info.get("url"), str):
+        return None
+    server = ScriptedServer(info, state)
+    return server if server.alive and _answers(server.url) else None
+
+
+def scripted_server() -> ScriptedServer:
+    """The detached demo model server, started if none is running: later kernels reuse it, and it
+    outlives a killed kernel (so its background runs go on). It exits after ``IDLE_EXIT`` seconds
+    without a request (``NBSUBAGENTS_SCRIPTED_IDLE``) or with ``stop_scripted_model()``."""
+    import fcntl
+    import subprocess
+    import time
+
+    state = _state_file()
+    state.parent.mkdir(parents=True, exist_ok=True)
+    with open(state.parent / ".scripted-model.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two kernels starting at once get one server
+        server = _running(state)
+        if server is not None:
+            return server
+        idle = os.environ.get("NBSUBAGENTS_SCRIPTED_IDLE") or str(IDLE_EXIT)
+        with open(state.parent / "scripted-model.log", "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.scripted", "--state", str(state),
+                                     "--idle-exit", idle], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    start_new_session=True, cwd="/")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            server = _running(state)
+            if server is not None and server.pid == proc.pid:
+                return server
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        proc.kill()
+        raise RuntimeError(f"the scripted demo model server did not start: see {state.parent / 'scripted-model.log'}")
+
+
+def stop_scripted_model() -> bool:
+    """Stop the detached demo model server (its runs in flight fail); False when none was running."""
+    import signal
+    import time
+
+    from .artifacts import read_json
+    from .procs import alive
+
+    state = _state_file()
+    info = read_json(state) or {}
+    pid, ticks = info.get("pid"), info.get("startTicks")
+    if not alive(pid, ticks):
+        state.unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while alive(pid, ticks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if alive(pid, ticks):
+        os.kill(pid, signal.SIGKILL)
+    state.unlink(missing_ok=True)
+    return True
+
+
+def use_scripted_model(agent_dir: str | Path | None = None) -> ScriptedServer:
+    """Point pi at the scripted demo model (a detached server, see ``scripted_server``) through
+    PI_CODING_AGENT_DIR.
 
     Runs started afterwards from this process inherit the setting. Real models need none of this:
     name them in a preset's ``model:`` and give pi their keys as usual.
     """
-    global _active
-    if _active is None:
-        _active = ScriptedModel().start()
+    server = scripted_server()
     target = Path(agent_dir) if agent_dir else Path(tempfile.mkdtemp(prefix="nbsubagents-demo-agent-"))
-    write_agent_dir(target, _active.url)
+    write_agent_dir(target, server.url)
     os.environ["PI_CODING_AGENT_DIR"] = str(target)
     os.environ["PI_OFFLINE"] = "1"
-    return _active
+    return server
 
 
 def copy_example_project(dest: str | Path) -> Path:
@@ -65,6 +179,7 @@ def run_notebook(notebook: str | Path = QUICKSTART, out_dir: str | Path = ".demo
     notebook, out = Path(notebook), Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.environ["TMPDIR"] = str(out)  # the kernel inherits it: the notebook's temp project lands in out_dir
+    os.environ["NBSUBAGENTS_SCRIPTED_DIR"] = str(out)  # and its demo model server is this demo's, stopped below
     nb = nbformat.read(notebook, as_version=4)
     print(f"Executing {notebook} (scripted demo model {DEMO_MODEL}: deterministic, not an AI)\n")
     client = NotebookClient(nb, kernel_name="python3", timeout=600, store_widget_state=True,
@@ -76,6 +191,7 @@ def run_notebook(notebook: str | Path = QUICKSTART, out_dir: str | Path = ".demo
         failed = True
     finally:
         nbformat.write(nb, out / notebook.name)
+        stop_scripted_model()
     for cell in nb.cells:
         if cell.cell_type != "code" or cell.get("execution_count") is None:
             continue
@@ -120,15 +236,23 @@ def widget_text(nb: Any, model_id: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import nbsubagents
-
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "--notebook":
         return run_notebook(args[1] if len(args) > 1 else QUICKSTART)
     where = Path(args[0]) if args else Path(".demo") / "project"
     project = copy_example_project(where).resolve()
     os.chdir(project)
+    os.environ["NBSUBAGENTS_SCRIPTED_DIR"] = str(project / ".pi")  # this tour's own server, stopped at its end
     use_scripted_model(project / ".pi" / "demo-agent")
+    try:
+        return _tour(project)
+    finally:
+        stop_scripted_model()
+
+
+def _tour(project: Path) -> int:
+    import nbsubagents
+
     print(f"Demo project: {project}\n(scripted demo model {DEMO_MODEL}: deterministic, not an AI)\n")
     print(nbsubagents.presets(), "\n")
 

@@ -1,6 +1,6 @@
 """Looking at the project's runs while they come and go: a status bar, a run browser and a timeline.
 
-- ``status_bar()``: one line, ``bg: 2 running / 5 total`` (``· 1 failed`` when runs failed, then the
+- ``status_bar()``: one line, ``runs: 2 running / 5 total`` (``· 1 failed`` when runs failed, then the
   last completion notice, ``· ✓ scout completed``), as a widget in a notebook and as text elsewhere.
 - ``browse()``: an ipywidgets explorer over the registry: filters, the runs, and for the selected run
   its header, output, transcript, events and files.
@@ -125,7 +125,7 @@ def _by_db(bars: Iterable[StatusBar]) -> dict[Path, list[StatusBar]]:
 
 # -- the status bar ---------------------------------------------------------------------------------
 class StatusBar:
-    """``bg: 2 running / 5 total · 1 failed · ✓ scout completed``: the project's counts and last notice.
+    """``runs: 2 running / 5 total · 1 failed · ✓ scout completed``: the project's counts and last notice.
 
     ``text`` is the line; ``widget`` an ``ipywidgets.HTML`` whose value is kept current from any thread;
     in a notebook the bar shows as that widget, elsewhere as its text.
@@ -148,7 +148,7 @@ class StatusBar:
     @property
     def text(self) -> str:
         c = self.counts
-        text = f"bg: {c['running']} running / {c['total']} total"
+        text = f"runs: {c['running']} running / {c['total']} total"
         if c.get("failed"):
             text += f" · {c['failed']} failed"
         if self.notice is not None:
@@ -162,7 +162,7 @@ class StatusBar:
         running = f"{c['running']} running"
         if c["running"]:
             running = f'<b style="color:{STATUS_COLORS["running"]}">{running}</b>'
-        parts = [f'<span class="nbsubagents-statusbar-counts">bg: {running} / {c["total"]} total</span>']
+        parts = [f'<span class="nbsubagents-statusbar-counts">runs: {running} / {c["total"]} total</span>']
         if c.get("failed"):
             parts.append(f'<span class="nbsubagents-statusbar-failed" style="{_RED}"> · {c["failed"]} failed</span>')
         if self.notice is not None:
@@ -280,7 +280,7 @@ def _poll_once(last_reconcile: dict[Path, float]) -> bool:
 
 
 def status_bar(root: str | Path | None = None) -> StatusBar:
-    """A compact, live status line of the project's runs: ``bg: 2 running / 5 total``.
+    """A compact, live status line of the project's runs: ``runs: 2 running / 5 total``.
 
     Display it from any cell (it is the cell's value); every bar stays current while runs start and
     end, from this kernel or others, and shows the last completion notice.

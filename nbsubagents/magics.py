@@ -103,8 +103,8 @@ def _yaml_error(exc: Exception) -> str:
     return f"%%subagents: the cell is not valid YAML{where}: {problem}"
 
 
-_EXAMPLE = ("- preset: scout\n  task: read README.md\n- preset: scribe\n  task: write NOTES.md: hello\n"
-            "  name: writer")
+_EXAMPLE = ("- preset: scout\n  task: read README.md\n- preset: scribe\n  task: 'write NOTES.md: hello'\n"
+            "  name: writer")  # a task with ': ' in it needs quotes (or a | block) in YAML
 
 
 def parse_task_list(text: str) -> list[dict[str, Any]]:
@@ -268,7 +268,7 @@ class SubagentMagics(Magics):
             - preset: scout
               task: read README.md
             - preset: scribe
-              task: write NOTES.md: hello
+              task: 'write NOTES.md: hello'   # quoted: it holds ': '
               name: writer       # optional, as are model, cwd and timeout
 
         One group panel shows them all; the list of finished ``Run``s is the cell's value.

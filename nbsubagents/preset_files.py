@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import math
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -483,8 +484,9 @@ def _flag(data: dict[str, Any], key: str, where: str) -> bool:
 def _parse_timeout(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise PresetError(f"{where}: 'timeout' must be a positive number of seconds, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise PresetError(f"{where}: 'timeout' must be a positive number of seconds (not NaN or infinite), "
+                          f"got {value!r}")
     return float(value)
 
 

@@ -1,34 +1,54 @@
-"""Process identity on Linux: is this pid still *that* process, and which processes belong to a run.
+"""Process identity and ending a run's processes on Linux.
 
 A pid alone is not an identity (pids are reused, and an orphan nobody reaps stays a zombie), so
 every check takes the pid together with its start time in clock ticks (``/proc/<pid>/stat`` field
-22), and a zombie counts as gone. A run's child processes carry ``PI_SUBAGENTS_RUN_ID=<runId>`` in
-their environment (set by the supervisor), which is how leftovers of a dead supervisor are found.
+22), and a zombie counts as gone.
+
+A run's processes are found two ways, and ``end_run_processes`` uses both:
+
+- the environment marker ``PI_SUBAGENTS_RUN_ID=<runId>``, which the supervisor gives pi and which
+  every tool process inherits: this is how the leftovers of a dead supervisor are found;
+- descent: the supervisor makes itself the *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``),
+  so a tool process that left pi's tree (pi starts bash commands in process groups of their own,
+  and a command may daemonize or clear its environment) is re-parented to the supervisor instead
+  of init, and is still its descendant when the run ends.
+
+Standard library only and no ``typing`` import: the supervisor imports this module at its start.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
-from typing import Any
+import time
 
-from .supervisor import process_start_ticks
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable
 
-__all__ = ["process_start_ticks", "alive", "run_processes", "kill_run_processes"]
+__all__ = ["process_start_ticks", "alive", "run_processes", "kill_run_processes", "descendants",
+           "end_run_processes", "become_subreaper", "MARKER"]
 
+MARKER = "PI_SUBAGENTS_RUN_ID"
 _HAVE_PROC = os.path.isdir("/proc/self")
+PR_SET_CHILD_SUBREAPER = 36
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, process group, start ticks) of a pid, or None when it does not exist."""
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, parent pid, process group, start ticks) of a pid, or None when it does not exist."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
         rest = stat[stat.rindex(b")") + 2:].split()
-        return rest[0].decode(), int(rest[2]), int(rest[19])
+        return rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The kernel's start time of a pid: with the pid it identifies a process despite pid reuse."""
+    stat = _stat(pid)
+    return stat[3] if stat is not None else None
 
 
 def alive(pid: Any, start_ticks: Any) -> bool:
@@ -46,41 +66,116 @@ def alive(pid: Any, start_ticks: Any) -> bool:
     if start_ticks is None:
         return False
     stat = _stat(pid)
-    return stat is not None and stat[0] not in ("Z", "X") and stat[2] == start_ticks
+    return stat is not None and stat[0] not in ("Z", "X") and stat[3] == start_ticks
 
 
 def _environ_has(pid: int, entry: bytes) -> bool:
     try:
-        return entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return entry in fh.read().split(b"\0")
     except OSError:
         return False
 
 
-def run_processes(run_id: str) -> list[int]:
-    """Live processes started for run ``run_id`` (pi and whatever its tools spawned)."""
+def _live_pids() -> dict[int, int]:
+    """Every live (not zombie) process other than this one, with its parent pid."""
+    out: dict[int, int] = {}
+    if not _HAVE_PROC:
+        return out
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        stat = _stat(int(name))
+        if stat is not None and stat[0] not in ("Z", "X"):
+            out[int(name)] = stat[1]
+    return out
+
+
+def run_processes(run_id: str, table: dict[int, int] | None = None) -> list[int]:
+    """Live processes carrying run ``run_id``'s environment marker (pi and whatever its tools spawned)."""
     if not run_id or not _HAVE_PROC:
         return []
-    marker = f"PI_SUBAGENTS_RUN_ID={run_id}".encode()
-    me = os.getpid()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        pid = int(entry.name)
-        stat = _stat(pid)
-        if stat is None or stat[0] in ("Z", "X"):
-            continue
-        if _environ_has(pid, marker):
-            found.append(pid)
+    marker = f"{MARKER}={run_id}".encode()
+    return [pid for pid in (table if table is not None else _live_pids()) if _environ_has(pid, marker)]
+
+
+def descendants(root: int, table: dict[int, int] | None = None) -> list[int]:
+    """Live descendants of ``root`` (children, their children, ...)."""
+    table = table if table is not None else _live_pids()
+    children: dict[int, list[int]] = {}
+    for pid, ppid in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
     return found
+
+
+def _signal_all(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap() -> None:
+    """Collect exited children (a subreaper inherits orphans; their zombies are ours to reap)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def end_run_processes(run_id: str | None, *, subtree_of: int | None = None, sig: int = signal.SIGKILL,
+                      settle: float = 2.0, reap: bool = True) -> list[int]:
+    """Signal every live process of a run: marked with ``run_id`` and/or descended from ``subtree_of``.
+
+    With SIGKILL (the default) it repeats until none is left (a process may fork while it is being
+    ended) or ``settle`` seconds pass, reaping this process's exited children (unless ``reap`` is
+    false: a caller that still waits for a child of its own must not have its exit status taken);
+    returns the pids it signalled. ``subtree_of`` is meant for the supervisor (itself), the caller
+    that inherits orphans.
+    """
+    reap = reap and subtree_of == os.getpid()
+    ended: list[int] = []
+    deadline = time.monotonic() + settle
+    while True:
+        table = _live_pids()
+        pids = set(run_processes(run_id, table)) if run_id else set()
+        if subtree_of is not None:
+            pids.update(descendants(subtree_of, table))
+        if not pids:
+            break
+        _signal_all(sorted(pids), sig)
+        ended.extend(p for p in pids if p not in ended)
+        if sig != signal.SIGKILL or time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+        if reap:
+            _reap()
+    if reap:
+        _reap()
+    return ended
 
 
 def kill_run_processes(run_id: str) -> list[int]:
     """SIGKILL every live process of run ``run_id`` (after its supervisor died); returns their pids."""
-    pids = run_processes(run_id)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return pids
+    return end_run_processes(run_id)
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of its descendants (Linux); False where that is not possible."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError, ImportError):
+        return False

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import sqlite3
 import sys
 import threading
@@ -315,7 +316,7 @@ def _owner_alive(row: dict[str, Any]) -> bool:
 def settle_lost(run: Run, message: str = LOST) -> None:
     """A run whose supervisor died without a result: kill what it left, then record it failed."""
     procs.kill_run_processes(run.id)
-    run._write_result("failed", message)
+    run._write_result("failed", message, lost=True)
     run._result = None
 
 
@@ -366,7 +367,7 @@ def _sync_dirs(db: Path) -> None:
     deleted directories. Once per process and project."""
     base = db.parent / "runs"
     try:
-        names = {e.name for e in os.scandir(base) if e.is_dir() and not e.name.startswith(".")}
+        names = {e.name for e in os.scandir(base) if e.is_dir() and valid_run_id(e.name)}
     except OSError:
         names = set()
     known = {r["run_id"]: r["run_dir"] for r in _fetch(db, "SELECT run_id, run_dir FROM runs")}
@@ -462,7 +463,7 @@ def rebuild(root: str | Path | None = None) -> int:
     rows = []
     if base.is_dir():
         for entry in sorted(os.scandir(base), key=lambda e: e.name):
-            if entry.is_dir() and not entry.name.startswith("."):
+            if entry.is_dir() and valid_run_id(entry.name):
                 row = row_from_dir(entry.path)
                 if row is not None:
                     rows.append(row)
@@ -492,21 +493,43 @@ def rebuild(root: str | Path | None = None) -> int:
 
 
 # -- finding runs ---------------------------------------------------------------------------------
+RUN_ID_CHARS = re.compile(r"[A-Za-z0-9-]{1,64}")  # the run-id alphabet (new_run_id: digits, '-', hex)
+
+
+def valid_run_id(text: str) -> bool:
+    """True when ``text`` is made of the run-id alphabet only: never a path, a glob or a wildcard."""
+    return isinstance(text, str) and RUN_ID_CHARS.fullmatch(text) is not None
+
+
 def resolve(id_or_prefix: str, root: str | Path | None = None) -> dict[str, Any]:
-    """The row of a run id or unique prefix; a clear error when none or several match."""
+    """The row of a run id, a unique prefix of one, or a unique prefix of its random tail (``"a17"``).
+
+    Only the run-id alphabet is looked up: anything else (``../x``, ``/etc``, ``*``) is no run.
+    """
     if not isinstance(id_or_prefix, str) or not id_or_prefix.strip():
         raise NbSubagentsError(f"A run id (or a unique prefix of one) is needed, got {id_or_prefix!r}")
     prefix = id_or_prefix.strip()
     db = db_path(root)
+    if not valid_run_id(prefix):
+        raise NbSubagentsError(f'No run "{prefix}" in {db.parent / "runs"}: a run id is made of letters, digits '
+                               "and '-' (like 20261126-054801-a1b2c3); "
+                               "nbsubagents.status(include_completed=True) lists the runs")
     rows: list[dict[str, Any]] = []
     if db.exists() or db.parent.joinpath("runs").is_dir():
         _ensure_loaded(db)
         rows = _fetch(db, "SELECT * FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT 21",
                       (prefix, prefix + "\U0010ffff"))
+        tail = "-" not in prefix and len(prefix) <= 6
+        if tail:  # the random tail of YYYYMMDD-HHMMSS-xxxxxx
+            seen = {r["run_id"] for r in rows}
+            rows += [r for r in _fetch(db, "SELECT * FROM runs WHERE run_id GLOB ? ORDER BY run_id LIMIT 21",
+                                       (f"????????-??????-{prefix}*",)) if r["run_id"] not in seen]
         if not rows:  # a directory written since this process synced (another process's lost write)
             base = db.parent / "runs"
-            for path in sorted(base.glob(f"{_glob_escape(prefix)}*")) if base.is_dir() else []:
-                row = record(path)
+            patterns = [f"{prefix}*"] + ([f"????????-??????-{prefix}*"] if tail else [])
+            found = sorted({p for pattern in patterns for p in base.glob(pattern)}) if base.is_dir() else []
+            for path in found:
+                row = record(path) if path.is_dir() else None
                 if row is not None:
                     rows.append(row)
     exact = [r for r in rows if r["run_id"] == prefix]
@@ -519,10 +542,6 @@ def resolve(id_or_prefix: str, root: str | Path | None = None) -> dict[str, Any]
                                "nbsubagents.status(include_completed=True) lists the runs")
     listing = ", ".join(r["run_id"] for r in rows[:20]) + (", …" if len(rows) > 20 else "")
     raise NbSubagentsError(f'Run id prefix "{prefix}" is ambiguous: it matches {listing}. Give more characters.')
-
-
-def _glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
 
 
 def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:

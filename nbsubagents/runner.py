@@ -7,6 +7,7 @@ kernel, after a restart) are the same kind of object.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -202,13 +203,36 @@ class Run:
         for event in self._tail.read_new():
             renderer.event(self, event, self._formatter.format(event))
 
-    def _write_result(self, status: str, message: str) -> None:
-        """A result for a run whose supervisor never ran or died: keeps the registry truthful."""
+    def _write_result(self, status: str, message: str, *, lost: bool = False) -> None:
+        """A result for a run whose supervisor never ran (now, 0 s) or died (``lost``): keeps the registry truthful.
+
+        A lost run keeps its real start (``supervisor.json``, else ``meta.json``) and ends at its last event,
+        the last evidence that it was alive, not at the moment someone noticed.
+        """
         if self.paths.result.exists():
             return
-        now = now_iso()
-        atomic_write_json(self.paths.result,
-                          artifacts.result_record(self.id, status, error=message, started_at=now, ended_at=now))
+        try:
+            os.unlink(self.paths.dir / ".result-reserve")  # a dead supervisor's reserved space (supervisor.RESERVE)
+        except OSError:
+            pass
+        now = time.time()
+        started = ended = now
+        if lost:
+            sup = read_json(self.paths.supervisor) or {}
+            started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(self.meta.get("createdAt")) \
+                or now
+            ended = max(started, artifacts.last_event_time(self.paths.events) or started)
+        record = artifacts.result_record(
+            self.id, status, error=message, started_at=artifacts.iso(started), ended_at=artifacts.iso(ended),
+            duration=round(ended - started, 3))
+        try:
+            atomic_write_json(self.paths.result, record, exclusive=True)  # another settler may have been first
+        except OSError as exc:  # a full or read-only disk: this process still knows the truth
+            import warnings
+            warnings.warn(f"nbsubagents: could not write {self.paths.result} ({exc.strerror or exc}); "
+                          f"run {self.id} is {status} in this process only", RuntimeWarning, stacklevel=2)
+            self._result = record
+            return
         self._result = None
 
     def _write_lost_supervisor_result(self) -> None:
@@ -216,9 +240,10 @@ class Run:
         kill_run_processes(self.id)  # pi outlives a killed supervisor: its leftovers go too
         code = self._proc.returncode if self._proc is not None else None
         if self._cancel_requested:
-            self._write_result("aborted", "cancelled")
+            self._write_result("aborted", "cancelled", lost=True)
         else:
-            self._write_result("failed", f"interrupted: supervisor exited without a result (exit code {code})")
+            self._write_result("failed", f"interrupted: supervisor exited without a result (exit code {code})",
+                               lost=True)
 
     # -- representations ----------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -299,11 +324,15 @@ def _check_cwd(cwd: str | Path | None) -> Path:
     return path.resolve()
 
 
-def _check_timeout(timeout: Any) -> float:
-    value = settings.timeout if timeout is None else timeout
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise NbSubagentsError(f"timeout must be a positive number of seconds, got {timeout!r}")
+def _check_timeout(timeout: Any, default: float | None = None) -> float:
+    value = (settings.timeout if default is None else default) if timeout is None else timeout
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise NbSubagentsError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
     return float(value)
+
+
+class RunDirError(NbSubagentsError):
+    """The run directory cannot be created or written: a problem of the call, not of one task."""
 
 
 def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
@@ -318,10 +347,36 @@ def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
     return earlier, earlier.transcript
 
 
-def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
-    """Validate one task and write its run directory; raises NbSubagentsError on bad input."""
+def _make_run_dir(root: Path) -> Path:
+    """A new, empty run directory under ``root``; the documented error when the folder is not writable."""
+    run_dir = artifacts.runs_dir(root) / artifacts.new_run_id()
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise RunDirError(f"Cannot create the run directory {run_dir}: {exc.strerror or exc}. "
+                          "Make the project's .pi/subagents/runs writable or configure(root=...).") from None
+    return run_dir
+
+
+def _write_error(run_dir: Path, exc: OSError) -> RunDirError:
+    """A run directory that could not be written completely is removed: nothing half-written stays."""
     import shutil
 
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return RunDirError(f"Cannot write the run directory {run_dir}: {exc.strerror or exc}. "
+                       "Free some space or make the project's .pi/subagents/runs writable.")
+
+
+def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True) -> Run:
+    """Validate one task, then write its run directory; raises NbSubagentsError on bad input.
+
+    Everything is checked before the first write. The run's project is the one its ``cwd`` belongs
+    to: presets, settings and the registry come from there. ``note=False`` leaves the registry row
+    to the caller (``build_runs`` writes rows once every task of a call is written).
+    """
+    import shutil
+
+    from . import config
     from . import preset_files as preset_mod
     from .context import compose_prompt
     from .config import pi_command
@@ -330,50 +385,52 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0) -> Run:
 
     task = _check_task(spec.task)
     cwd = _check_cwd(spec.cwd)
-    preset = preset_mod.get(spec.preset)
-    timeout = _check_timeout(spec.timeout if spec.timeout is not None else preset.timeout)
-    pi = find_pi()
+    current = config.current(cwd)
+    preset = preset_mod.get(spec.preset, cwd)
+    timeout = _check_timeout(spec.timeout if spec.timeout is not None else preset.timeout, current.timeout)
+    pi = find_pi(cwd)
     choice = choose_model(spec.model, preset.name, preset.model, pi)
-    root = project_root()
+    root = project_root(cwd)
     earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
-    run_id = artifacts.new_run_id()
-    run_dir = artifacts.runs_dir(root) / run_id
-    try:
-        run_dir.mkdir(parents=True)
-    except OSError as exc:
-        raise NbSubagentsError(f"Cannot create the run directory {run_dir}: {exc.strerror or exc}. "
-                               "Make the project's .pi/subagents/runs writable or configure(root=...).") from None
+    run_dir = _make_run_dir(root)
+    run_id = run_dir.name
     paths = RunPaths(run_dir)
-    argv, ignored_tools = build_argv(pi_command(pi), preset, choice.argv_model, session=paths.session,
-                                     system_prompt=paths.system_prompt if preset.prompt else None)
-    if preset.prompt:
-        paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
-    paths.prompt.write_text(prompt, encoding="utf-8")
-    if earlier is not None and previously is None:
-        shutil.copyfile(earlier.paths.session, paths.session)  # pi appends; the earlier run keeps its own
-    current = settings
-    meta = {
-        "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
-        "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
-        "presetScope": preset.scope, "task": task, "cwd": str(cwd), "root": str(root),
-        "requestedModel": choice.requested, "requestedModelSource": choice.source,
-        "resolvedModel": choice.resolved, "modelThinking": choice.thinking,
-        "tools": list(preset.tools) if preset.tools is not None else None, "ignoredTools": ignored_tools or None,
-        "disallowedTools": list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
-        "permissionMode": preset.permission_mode, "presetNotes": list(preset.notes) or None,
-        "thinking": preset.thinking,
-        "systemPromptPath": str(paths.system_prompt) if preset.prompt else None,
-        "promptPath": str(paths.prompt), "files": [str(f) if isinstance(f, Path) else f for f in spec.files or []],
-        "resumedFrom": earlier.id if earlier is not None else None,
-        "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1"},
-        "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
-        "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
-        "launcher": _launcher(), "runner": "process" if mode == "background" else current.runner,
-    }
-    atomic_write_json(paths.meta, meta)
+    try:
+        argv, ignored_tools = build_argv(pi_command(pi), preset, choice.argv_model, session=paths.session,
+                                         system_prompt=paths.system_prompt if preset.prompt else None)
+        if preset.prompt:
+            paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
+        paths.prompt.write_text(prompt, encoding="utf-8")
+        if earlier is not None and previously is None:
+            shutil.copyfile(earlier.paths.session, paths.session)  # pi appends; the earlier run keeps its own
+        meta = {
+            "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
+            "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
+            "presetScope": preset.scope, "task": task, "cwd": str(cwd), "root": str(root),
+            "requestedModel": choice.requested, "requestedModelSource": choice.source,
+            "resolvedModel": choice.resolved, "modelThinking": choice.thinking,
+            "tools": list(preset.tools) if preset.tools is not None else None, "ignoredTools": ignored_tools or None,
+            "disallowedTools": list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
+            "permissionMode": preset.permission_mode, "presetNotes": list(preset.notes) or None,
+            "thinking": preset.thinking,
+            "systemPromptPath": str(paths.system_prompt) if preset.prompt else None,
+            "promptPath": str(paths.prompt), "files": [str(f) if isinstance(f, Path) else f for f in spec.files or []],
+            "resumedFrom": earlier.id if earlier is not None else None,
+            "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1"},
+            "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
+            "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
+            "launcher": _launcher(), "runner": "process" if mode == "background" else current.runner,
+        }
+        atomic_write_json(paths.meta, meta)
+    except OSError as exc:
+        raise _write_error(run_dir, exc) from None
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     run = Run(run_dir, meta)
-    _note(run)
+    if note:
+        _note(run)
     return run
 
 
@@ -382,20 +439,31 @@ def _launcher() -> dict[str, Any]:
     return launcher_identity()
 
 
-def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int) -> Run:
+def _spec_root(spec: TaskSpec) -> Path:
+    """The project of a task whose own checks failed: its cwd's when that is a directory, else the current one."""
+    try:
+        return project_root(_check_cwd(spec.cwd))
+    except NbSubagentsError:
+        return project_root()
+
+
+def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int, note: bool = True) -> Run:
     """A task that could not start still becomes a run, so it is found and explained later."""
-    root = project_root()
-    run_id = artifacts.new_run_id()
-    run_dir = artifacts.runs_dir(root) / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    meta = {"schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or spec.preset,
-            "mode": mode, "taskIndex": task_index, "preset": spec.preset, "task": spec.task if isinstance(spec.task, str) else repr(spec.task),
+    root = _spec_root(spec)
+    run_dir = _make_run_dir(root)
+    meta = {"schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_dir.name, "name": spec.name or spec.preset,
+            "mode": mode, "taskIndex": task_index, "preset": spec.preset,
+            "task": spec.task if isinstance(spec.task, str) else repr(spec.task),
             "cwd": str(spec.cwd or Path.cwd()), "root": str(root), "requestedModel": spec.model,
             "resolvedModel": None, "createdAt": now_iso(), "launcher": _launcher()}
-    atomic_write_json(RunPaths(run_dir).meta, meta)
     run = Run(run_dir, meta)
-    run._write_result("failed", str(error))
-    _note(run, announced=True)
+    try:
+        atomic_write_json(RunPaths(run_dir).meta, meta)
+        run._write_result("failed", str(error))
+    except OSError as exc:
+        raise _write_error(run_dir, exc) from None
+    if note:
+        _note(run, announced=True)
     return run
 
 
@@ -466,12 +534,27 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
 
 
 def build_runs(items: Iterable[Any], *, mode: str) -> list[Run]:
-    """Each task becomes a run; one task's bad preset or model fails that task alone."""
-    runs = []
-    for index, item in enumerate(items):
-        spec = _as_spec(item, index)
-        try:
-            runs.append(prepare(spec, mode=mode, task_index=index))
-        except NbSubagentsError as exc:
-            runs.append(failed_run(spec, exc, mode=mode, task_index=index))
+    """Each task becomes a run; one task's bad preset or model fails that task alone.
+
+    Every task's shape is checked before anything is written, and registry rows are written only
+    once every run directory of the call is: when the call raises, nothing of it is left behind.
+    """
+    import shutil
+
+    specs = [_as_spec(item, index) for index, item in enumerate(items)]
+    runs: list[Run] = []
+    try:
+        for index, spec in enumerate(specs):
+            try:
+                runs.append(prepare(spec, mode=mode, task_index=index, note=False))
+            except RunDirError:
+                raise
+            except NbSubagentsError as exc:
+                runs.append(failed_run(spec, exc, mode=mode, task_index=index, note=False))
+    except BaseException:
+        for run in runs:
+            shutil.rmtree(run.dir, ignore_errors=True)
+        raise
+    for run in runs:
+        _note(run, announced=run.done)
     return runs

@@ -18,14 +18,17 @@ many concurrent agents.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import pathlib
 import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -186,12 +189,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_GET(self) -> None:
+        with self.server.model._activity():
+            self._get()
+
+    def do_POST(self) -> None:
+        with self.server.model._activity():
+            self._post()
+
+    def _get(self) -> None:
         if not self.path.rstrip("/").endswith("/models"):
             return self._json(404, {"error": {"message": f"no route {self.path}"}})
         data = [{"id": i, "object": "model", "owned_by": "scripted"} for i in self.server.model.models]
         self._json(200, {"object": "list", "data": data})
 
-    def do_POST(self) -> None:
+    def _post(self) -> None:
         if not self.path.rstrip("/").endswith("/chat/completions"):
             return self._json(404, {"error": {"message": f"no route {self.path}"}})
         try:
@@ -225,6 +236,26 @@ class ScriptedModel:
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._in_flight = 0
+        self._last_activity = time.monotonic()
+
+    @contextlib.contextmanager
+    def _activity(self) -> Iterator[None]:
+        """A request being answered: a detached server ends only after a quiet spell (``idle_seconds``)."""
+        with self._lock:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._last_activity = time.monotonic()
+
+    @property
+    def idle_seconds(self) -> float:
+        """Seconds since the last request ended; 0 while one is being answered."""
+        with self._lock:
+            return 0.0 if self._in_flight else time.monotonic() - self._last_activity
 
     @property
     def port(self) -> int:
@@ -415,12 +446,41 @@ def write_agent_dir(
     return path
 
 
+def serve_detached(state: pathlib.Path, idle_exit: float) -> int:
+    """Serve demo mode for other processes: ``state`` (JSON: pid, startTicks, port, url) says where, until
+    SIGTERM or ``idle_exit`` seconds without a request; the state file goes with the server."""
+    from .artifacts import atomic_write_json
+    from .procs import process_start_ticks
+
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: done.set())
+    with ScriptedModel() as model:
+        me = os.getpid()
+        atomic_write_json(state, {"pid": me, "startTicks": process_start_ticks(me), "port": model.port,
+                                  "url": model.url, "idleExit": idle_exit})
+        while not done.wait(0.5):
+            if model.idle_seconds > idle_exit:
+                break
+    try:
+        if json.loads(state.read_text()).get("pid") == os.getpid():
+            state.unlink()
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo-mode server in the foreground until SIGTERM/SIGINT."""
+    """Run the demo-mode server in the foreground until SIGTERM/SIGINT (or detached, see ``--state``)."""
     parser = argparse.ArgumentParser(prog="python -m nbsubagents.scripted", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--agent-dir", help="write pi's models.json/settings.json here")
+    parser.add_argument("--state", help="serve detached: write pid and url to this JSON file (nbsubagents.demo)")
+    parser.add_argument("--idle-exit", type=float, default=600.0,
+                        help="with --state: exit after this many seconds without a request (default 600)")
     args = parser.parse_args(argv)
+    if args.state:
+        return serve_detached(pathlib.Path(args.state), args.idle_exit)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

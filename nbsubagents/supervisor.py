@@ -22,6 +22,7 @@ from pathlib import Path
 from .artifacts import RunPaths, atomic_write_json, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
+from .procs import MARKER, become_subreaper, end_run_processes, process_start_ticks
 
 TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
 MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log but not parsed
 TICK = 0.2                       # guard checks while the child is silent
 END_GRACE = 3.0                  # seconds pi may take to exit after the end of the conversation
+RESERVE = ".result-reserve"      # space held from the start so that result.json fits on a full disk
+RESERVE_BYTES = 64 * 1024
 
 
 class _Sink:
@@ -68,16 +71,6 @@ class _Sink:
             self.fh = None
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """The kernel's start time of a pid: with the pid it identifies a process despite pid reuse."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 class Supervisor:
     def __init__(self, paths: RunPaths, meta: dict[str, Any]) -> None:
         self.paths = paths
@@ -92,7 +85,7 @@ class Supervisor:
         self.timeout = float(meta.get("timeout") or 0)
         self.debounce = float(meta.get("extendTimeoutDebounce", 30))
         self.loop_limit = int(meta.get("loopingToolCount", 5))
-        self.last_activity = time.monotonic()
+        self.last_activity: float | None = None  # the last tool call or result: only they extend the timeout
         self.last_signatures: list[str] = []
         self.conversation_over_at: float | None = None
         self.ended_after_conversation = False  # pi did not exit after agent_end/agent_settled: we ended it
@@ -129,7 +122,7 @@ class Supervisor:
             self.stop_reason = (status, message)
         if self.kill_at is None and self.child is not None:
             self.kill_at = time.monotonic() + KILL_GRACE
-            _killpg(self.child.pid, signal.SIGTERM)
+            _killpg(self.child.pid, signal.SIGTERM)  # pi ends the tool commands it is running itself
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop("aborted", "cancelled" if signum == signal.SIGTERM
@@ -141,13 +134,20 @@ class Supervisor:
             self.stop(*self.stop_reason)  # a cancel that arrived while the child was being spawned
         if self.kill_at is not None and now >= self.kill_at and self.child is not None:
             _killpg(self.child.pid, signal.SIGKILL)
+            self._end_leftovers(settle=0.0, reap=False)  # pi's exit status is still to be collected
             self.kill_at = now + KILL_GRACE
         if self.stop_reason is None and self.timeout > 0 and now - self.started >= self.timeout:
-            if now - self.last_activity >= self.debounce:
+            # Extended only while tool calls go on: one within the last `debounce` seconds.
+            if self.last_activity is None or now - self.last_activity >= self.debounce:
                 self.stop("failed", f"Timed out after {self.timeout:g}s. "
                                     "Consider resuming with a longer timeout.")
 
     # -- the run ------------------------------------------------------------------------------
+    def _end_leftovers(self, settle: float = 2.0, reap: bool = True) -> None:
+        """SIGKILL every process of the run still there: marked with its id, or our descendant (as the
+        subreaper we inherit tool processes that left pi's tree, even with their environment cleared)."""
+        end_run_processes(str(self.meta.get("runId") or ""), subtree_of=os.getpid(), settle=settle, reap=reap)
+
     def run(self) -> dict[str, Any]:
         self.started = time.monotonic()
         started_at = now_iso()
@@ -155,6 +155,7 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         self.info = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at}
         _best_effort(atomic_write_json, self.paths.supervisor, self.info)
+        _best_effort(_reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
         header = transcript_header({**self.meta, "startedAt": started_at})
         self.transcript.write(header.encode() + b"\n")
         self.emit({"type": "run_start", "runId": self.meta.get("runId"), "preset": self.meta.get("preset"),
@@ -167,6 +168,8 @@ class Supervisor:
                 exit_code = self._spawn_and_pump()
             except OSError as exc:
                 spawn_error = _spawn_message(self.meta.get("argv", ["pi"])[0], exc)
+            finally:
+                self._end_leftovers()  # after any end: nothing of the run may remain
         status, error = self._verdict(exit_code, spawn_error)
         self.emit({"type": "run_end", "status": status, "exitCode": exit_code,
                    "stopReason": self.tally.stop_reason, "errorMessage": error})
@@ -181,11 +184,12 @@ class Supervisor:
         if self.ended_after_conversation:
             result["endedAfterConversation"] = True  # pi had not exited END_GRACE s after the conversation ended
         atomic_write_json(self.paths.result, result)
+        _write_result(self.paths, result)
         return result
 
     def _spawn_and_pump(self) -> int:
         env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1",
-               "PI_SUBAGENTS_RUN_ID": str(self.meta.get("runId") or "")}  # finds leftovers if we die
+               MARKER: str(self.meta.get("runId") or "")}  # finds leftovers if we die
         prompt = self.meta.get("promptPath")
         # pi reads a non-TTY stdin to EOF as its prompt: a file, never an open pipe.
         with open(self.paths.stderr, "ab") as stderr, \
@@ -193,6 +197,9 @@ class Supervisor:
             self.child = subprocess.Popen(
                 self.meta["argv"], cwd=self.meta.get("cwd"), env=env, stdin=stdin,
                 stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+        # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
+        # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
+        become_subreaper()
         _best_effort(atomic_write_json, self.paths.supervisor,  # the child's group, for a reconcile after our death
                      {**self.info, "childPid": self.child.pid, "childStartTicks": process_start_ticks(self.child.pid)})
         assert self.child.stdout is not None
@@ -242,9 +249,7 @@ class Supervisor:
                 self.emit(event)
         selector.close()
         self.child.stdout.close()
-        code = self.child.wait()
-        _killpg(self.child.pid, signal.SIGKILL)  # bash-tool grandchildren left behind by pi
-        return code
+        return self.child.wait()
 
     def _end_after_conversation(self) -> None:
         """agent_end (and pi 1.x's agent_settled) end the conversation; some pi versions then never exit."""
@@ -276,6 +281,27 @@ class Supervisor:
         if self.tally.stop_reason is None:
             return "failed", "pi ended without a reply from the model"
         return "completed", None
+
+
+def _reserve(path: Path) -> None:
+    with open(path, "wb") as fh:
+        fh.write(b"\0" * RESERVE_BYTES)
+
+
+def _write_result(paths: RunPaths, result: dict[str, Any]) -> None:
+    """result.json, also on a full disk: the reserve made at the start is freed first, and a final text
+    too long for what is left is shortened rather than lost with the rest."""
+    try:
+        os.unlink(paths.dir / RESERVE)
+    except OSError:
+        pass
+    try:
+        atomic_write_json(paths.result, result)
+    except OSError:
+        text = result.get("finalText") or ""
+        keep = RESERVE_BYTES // 8
+        short = text[:keep] + ("… [shortened: the disk was full]" if len(text) > keep else "")
+        atomic_write_json(paths.result, {**result, "finalText": short})
 
 
 def _killpg(pgid: int, sig: int) -> None:

@@ -47,6 +47,11 @@ def socket_name(run_id: str) -> str:
     return f"nbsubagents-{run_id}"
 
 
+def socket_path(run_id: str) -> Path:
+    """Where tmux puts the socket of a run's server (``$TMUX_TMPDIR`` or /tmp, then ``tmux-<uid>``)."""
+    return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / socket_name(run_id)
+
+
 def attach_command(run_id: str) -> str:
     return f"tmux -L {socket_name(run_id)} attach"
 
@@ -54,8 +59,10 @@ def attach_command(run_id: str) -> str:
 class TmuxProcess:
     """A run's supervisor inside tmux, seen through ``poll``/``wait``/``send_signal`` like a Popen."""
 
-    def __init__(self, tmux: str, run_id: str, paths: RunPaths, pane_pid: int | None) -> None:
+    def __init__(self, tmux: str, run_id: str, paths: RunPaths, pane_pid: int | None,
+                 socket: str | None = None) -> None:
         self.tmux = tmux
+        self.socket = socket
         self.run_id = run_id
         self.paths = paths
         self.pid = pane_pid or 0
@@ -113,14 +120,19 @@ class TmuxProcess:
 
     def _finish(self, code: int) -> None:
         self.returncode = code
-        kill_server(self.tmux, self.run_id)
+        kill_server(self.tmux, self.run_id, self.socket)
 
 
-def kill_server(tmux: str, run_id: str) -> None:
+def kill_server(tmux: str, run_id: str, socket: str | None = None) -> None:
+    """End the run's tmux server and remove its socket file (tmux leaves it in /tmp/tmux-<uid>)."""
     try:
         subprocess.run([tmux, "-L", socket_name(run_id), "kill-server"], stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=10, cwd="/")
     except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        Path(socket or socket_path(run_id)).unlink()
+    except OSError:
         pass
 
 
@@ -130,16 +142,16 @@ def launch(run: Run) -> TmuxProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     cwd = run.meta.get("cwd") or str(run.dir)
     argv = [tmux, "-L", socket_name(run.id), "-f", "/dev/null", "new-session", "-d", "-s", run.id,
-            "-x", "200", "-y", "50", "-c", cwd, "-P", "-F", "#{pane_pid}", "--",
+            "-x", "200", "-y", "50", "-c", cwd, "-P", "-F", "#{pane_pid} #{socket_path}", "--",
             sys.executable, "-m", "nbsubagents.tmux_runner", str(run.dir)]
     try:
         # cwd="/": the tmux server keeps its client's working directory for its whole life.
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env=env, cwd="/")
         error = proc.stderr.decode(errors="replace").strip() if proc.returncode else None
-        pane = proc.stdout.decode(errors="replace").strip()
+        pane, _, socket = proc.stdout.decode(errors="replace").strip().partition(" ")
     except (OSError, subprocess.SubprocessError) as exc:
-        error, pane = str(exc), ""
-    handle = TmuxProcess(tmux, run.id, run.paths, int(pane) if pane.isdigit() else None)
+        error, pane, socket = str(exc), "", ""
+    handle = TmuxProcess(tmux, run.id, run.paths, int(pane) if pane.isdigit() else None, socket or None)
     if error is not None:
         run._write_result("failed", f"tmux could not start the run's session: {error}")
         handle._finish(1)

@@ -61,6 +61,17 @@ def processes_inside(folder: Path) -> list[str]:
     return found
 
 
+@pytest.fixture(autouse=True, scope="session")
+def scripted_demo_server(tmp_path_factory):
+    """The detached demo model server that notebooks and demos start (``use_scripted_model()``) is this test
+    session's own, and it is stopped at the end: tests leave no process behind."""
+    from nbsubagents import demo
+
+    os.environ["NBSUBAGENTS_SCRIPTED_DIR"] = str(tmp_path_factory.mktemp("scripted-server"))
+    yield
+    demo.stop_scripted_model()
+
+
 @pytest.fixture(autouse=True)
 def forget_watched_runs():
     """A run that a test left to this process's watcher (reattached by ``reconcile``, say) must not announce

@@ -262,3 +262,58 @@ def test_a_kernel_takes_over_watching_runs_whose_launcher_died(warm):
     row = row_of(warm, run_id)
     assert row["status"] == "completed" and row["announced"] == 1 and row["owner_pid"] != row["launcher_pid"]
     assert "while away" not in python("import nbsubagents; nbsubagents.status()").stdout
+
+
+def test_the_first_run_after_a_restart_brings_the_finished_while_away_notice(warm):
+    """Issue 13, item 8: the notice came only with a status()-like call, not with the first run()."""
+    (run_id,) = started_by_a_killed_launcher(
+        "print(nbsubagents.start('scout', 'sleep: 1\\nsay: bg done', show=False).id, flush=True)").split()
+    runs_dir = warm / ".pi" / "subagents" / "runs"
+    wait_for(lambda: (runs_dir / run_id / "result.json").exists(), what="the background result")
+    out = python("import nbsubagents\nr = nbsubagents.run('scout', 'say: fg', show=False)\n"
+                 "print('RUN', r.status)").stdout
+    assert f"completed while away" in out and run_id in out and "RUN completed" in out
+    assert out.index(run_id) < out.index("RUN completed")  # before the run, not after a later status()
+
+
+def test_a_run_belongs_to_the_project_of_its_cwd(warm, tmp_path):
+    """Issue 13, item 8: run(cwd=X) used X for the child only, the current project's presets and registry."""
+    other = tmp_path / "other"
+    (other / ".pi" / "subagents").mkdir(parents=True)
+    (other / ".pi" / "subagents" / "helper.md").write_text(
+        "---\nname: helper\ndescription: Only in the other project.\nmodel: demo/scripted\n---\nHelp.\n")
+    (other / ".pi" / "settings.json").write_text('{"subagents": {"timeout": 77}}')
+    assert "helper" in [p.name for p in nbsubagents.presets(cwd=other)]
+    run = nbsubagents.run("helper", "say: there", cwd=other, show=False)
+    assert run.status == "completed" and run.meta["timeout"] == 77
+    assert run.dir.parent == other / ".pi" / "subagents" / "runs"
+    assert row_of(other, run.id)["status"] == "completed"
+    assert not (warm / ".pi" / "subagents" / "runs").exists() or run.id not in os.listdir(
+        warm / ".pi" / "subagents" / "runs")
+
+
+def test_a_lost_run_keeps_its_real_start_and_ends_at_its_last_sign_of_life(warm):
+    """Issue 13, item 5: a run reconciled after its supervisor died read 'failed in 0.0s'."""
+    from datetime import datetime
+
+    def parse_iso(text: str) -> float:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+    run = nbsubagents.start("scout", "run: echo first\nsleep: 60\nsay: never", show=False)
+    wait_for(lambda: any(e["type"] == "tool_result" for e in run.events()), what="the tool's result")
+    time.sleep(1.5)
+    last_ts = run.events()[-1]["ts"]
+    started_at = json.loads((run.dir / "supervisor.json").read_text())["startedAt"]
+    time.sleep(1.5)  # the run stalls (the model hangs): no sign of life after last_ts
+    killed_at = time.time()
+    os.kill(json.loads((run.dir / "supervisor.json").read_text())["pid"], signal.SIGKILL)
+    run.wait(60)
+    result = run.result
+    assert run.status == "failed" and "supervisor exited without a result" in run.error
+    assert result["startedAt"] == started_at
+    assert abs(parse_iso(result["endedAt"]) - last_ts) < 0.01 and parse_iso(result["endedAt"]) < killed_at - 1
+    assert result["durationSeconds"] == pytest.approx(last_ts - parse_iso(started_at), abs=0.01)
+    assert result["durationSeconds"] > 1
+    row = row_of(warm, run.id)
+    assert (row["started_at"], row["ended_at"], row["duration"]) == (
+        started_at, result["endedAt"], result["durationSeconds"])

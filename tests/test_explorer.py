@@ -52,20 +52,20 @@ def warm(explore):
 # -- the status bar -------------------------------------------------------------------------------------
 def test_status_bar_follows_a_background_run_from_start_to_end_and_shows_its_notice(warm):
     bar = nbsubagents.status_bar()
-    assert bar.text == "bg: 0 running / 0 total" and repr(bar) == bar.text
+    assert bar.text == "runs: 0 running / 0 total" and repr(bar) == bar.text
     widget = bar.widget
     assert "nbsubagents-statusbar" in widget._dom_classes
-    assert plain(widget.value) == "bg: 0 running / 0 total" and bar.value == widget.value
+    assert plain(widget.value) == "runs: 0 running / 0 total" and bar.value == widget.value
 
     run = nbsubagents.start("scout", "sleep: 2\nread README.md", name="scouter", show=False)
     # start() tells the watcher, whose change handler updated the bar before start() returned
-    assert bar.text == "bg: 1 running / 1 total"
-    assert plain(widget.value) == "bg: 1 running / 1 total"
+    assert bar.text == "runs: 1 running / 1 total"
+    assert plain(widget.value) == "runs: 1 running / 1 total"
     assert f'color:{STATUS_COLORS["running"]}' in widget.value
 
     wait_for(lambda: "✓" in bar.text, what="the completion notice on the bar")
     assert run.status == "completed"
-    assert bar.text == "bg: 0 running / 1 total · ✓ scouter completed"
+    assert bar.text == "runs: 0 running / 1 total · ✓ scouter completed"
     assert plain(widget.value) == bar.text
     assert f"background run scouter {run.id} completed" in widget.value  # the full notice as a tooltip
 
@@ -77,7 +77,7 @@ def test_every_bar_stays_current_and_failures_are_counted(warm):
     nbsubagents.start("scout", "fail: 500 upstream exploded", name="broken", show=False)
     wait_for(lambda: "broken failed" in first.text and "broken failed" in second.text, what="both bars")
     for bar in (first, second):
-        assert bar.text == "bg: 0 running / 1 total · 1 failed · ✗ broken failed"
+        assert bar.text == "runs: 0 running / 1 total · 1 failed · ✗ broken failed"
     assert plain(first.widget.value) == first.text
     assert 'class="nbsubagents-statusbar-failed"' in first.widget.value and "d32f2f" in first.widget.value
 
@@ -92,9 +92,9 @@ def test_status_bar_sees_runs_its_watcher_does_not(warm, monkeypatch):
     monkeypatch.setattr(explorer, "BAR_IDLE_POLL", 0.2)
     monkeypatch.setattr(explorer, "BAR_ACTIVE_POLL", 0.2)
     bar = nbsubagents.status_bar()
-    assert bar.text == "bg: 0 running / 0 total"
+    assert bar.text == "runs: 0 running / 0 total"
     nbsubagents.run("scout", "read README.md", name="fg", show=False)  # a foreground run: no watcher
-    wait_for(lambda: bar.text == "bg: 0 running / 1 total", timeout=30, what="the poll")
+    wait_for(lambda: bar.text == "runs: 0 running / 1 total", timeout=30, what="the poll")
 
 
 def test_status_bar_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatch):
@@ -102,12 +102,12 @@ def test_status_bar_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkey
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "text")
     bundle = bar._repr_mimebundle_()
     assert VIEW_MIME not in bundle and bar._widget is None
-    assert bundle["text/plain"] == "bg: 0 running / 0 total"
-    assert plain(bundle["text/html"]) == "bg: 0 running / 0 total"
+    assert bundle["text/plain"] == "runs: 0 running / 0 total"
+    assert plain(bundle["text/html"]) == "runs: 0 running / 0 total"
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
     bundle = bar._repr_mimebundle_()
     assert bundle[VIEW_MIME]["model_id"] == bar.widget.model_id
-    assert bundle["text/plain"] == "bg: 0 running / 0 total"
+    assert bundle["text/plain"] == "runs: 0 running / 0 total"
 
 
 # -- the browser ------------------------------------------------------------------------------------------
@@ -333,7 +333,7 @@ def test_in_a_notebook_the_bar_browser_and_timeline_each_show_once(explore, monk
     NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
                    resources={"metadata": {"path": str(explore)}}).execute()
     (bar,) = nb.cells[0].outputs
-    assert VIEW_MIME in bar["data"] and bar["data"]["text/plain"] == "bg: 0 running / 4 total · 1 failed"
+    assert VIEW_MIME in bar["data"] and bar["data"]["text/plain"] == "runs: 0 running / 4 total · 1 failed"
     (browser,) = nb.cells[1].outputs
     assert VIEW_MIME in browser["data"] and browser["data"]["text/plain"].startswith("browse(): 4 runs")
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
@@ -348,8 +348,15 @@ def test_without_ipywidgets_the_bar_is_text_and_browse_says_how_to_install_it(ex
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
     bar = nbsubagents.status_bar()
     bundle = bar._repr_mimebundle_()
-    assert VIEW_MIME not in bundle and bundle["text/plain"] == "bg: 0 running / 0 total"
+    assert VIEW_MIME not in bundle and bundle["text/plain"] == "runs: 0 running / 0 total"
     with pytest.raises(ImportError, match=r"pip install 'ipywidgets>=8'"):
         bar.widget
     with pytest.raises(ImportError, match=r"pip install 'ipywidgets>=8'"):
         nbsubagents.browse()
+
+
+def test_status_bar_says_it_counts_every_run_foreground_ones_too(warm):
+    """Issue 13, item 8: 'bg: 0 running / 1 total' counted a foreground run as a background one."""
+    nbsubagents.run("scout", "say: in the foreground", show=False)
+    bar = nbsubagents.status_bar()
+    assert bar.text == "runs: 0 running / 1 total"

@@ -24,10 +24,12 @@ def user_text(request: dict) -> str:
 @pytest.mark.pi_matrix
 def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
     config.configure(extend_timeout_debounce=5)
-    task = "\n".join(f"run: sleep 0.4; echo step{i}" for i in range(6))
-    run = nbsubagents.run("scout", task, timeout=1, show=False)
+    # The first tool call must come before the timeout (a child without one is not extended): 3 s leaves
+    # room for pi's start on a loaded machine; the ten calls then run well past it.
+    task = "\n".join(f"run: sleep 0.5; echo step{i}" for i in range(10))
+    run = nbsubagents.run("scout", task, timeout=3, show=False)
     assert run.status == "completed", run.error
-    assert run.result["durationSeconds"] > 1 and run.result["toolCalls"] == 6
+    assert run.result["durationSeconds"] > 3 and run.result["toolCalls"] == 10
 
 
 @pytest.mark.pi_matrix
@@ -69,7 +71,7 @@ def test_project_settings_override_global_ones(project):
 
 @pytest.mark.parametrize("text, message", [
     ('{"subagents": {"timeout": 0}}', '"subagents.timeout" must be a number of seconds > 0, got 0'),
-    ('{"subagents": {"concurrency": "four"}}', '"subagents.concurrency" must be a whole number >= 1'),
+    ('{"subagents": {"concurrency": "four"}}', '"subagents.concurrency" must be a whole number from 1 to 64'),
     ('{"subagents": [1]}', '"subagents" must be an object'),
     ('{"subagents": {\n  "timeout": 5,,\n}}', "malformed JSON at line 2"),
 ])
@@ -148,7 +150,7 @@ def test_files_are_prepended_with_headers_and_placeholders(project, scripted):
         === missing.txt ===
         [file not found: missing.txt]
         === big.txt ===
-        [file too large: big.txt (1024KB, limit 1024KB)]
+        [file too large: big.txt (1025KB, limit 1024KB)]
         === src ===
         [could not read file: src]
         say: read them""")
@@ -249,3 +251,82 @@ def test_an_api_key_from_the_environment_never_reaches_argv_meta_logs_or_registr
     assert secret not in " ".join(run.meta["argv"])
     for path in [*run.dir.iterdir(), project / ".pi" / "subagents" / "registry.sqlite"]:
         assert secret.encode() not in path.read_bytes(), path.name
+
+
+def test_timeout_is_not_extended_for_a_child_that_makes_no_tool_calls(project):
+    """Issue 13, item 6: the extension is for a child still calling tools, not for one that never did."""
+    run = nbsubagents.run("scout", "sleep: 25\nsay: late", timeout=2, show=False)  # the model stalls, no tools
+    assert run.status == "failed" and run.error == "Timed out after 2s. Consider resuming with a longer timeout."
+    assert run.result["durationSeconds"] < 10 and run.result["toolCalls"] == 0
+
+
+def run_dirs(project) -> list:
+    runs = project / ".pi" / "subagents" / "runs"
+    return sorted(runs.iterdir()) if runs.is_dir() else []
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_timeouts_are_refused_before_anything_is_written(project, value):
+    """Issue 13, item 4: NaN is not JSON and inf is no timeout at all."""
+    with pytest.raises(nbsubagents.NbSubagentsError, match="timeout must be a positive, finite number of seconds"):
+        nbsubagents.run("scout", "say: hi", timeout=value, show=False)
+    with pytest.raises(nbsubagents.NbSubagentsError, match=r"configure\(timeout=\.\.\.\) must be a number"):
+        config.configure(timeout=value)
+    assert run_dirs(project) == []
+
+
+@pytest.mark.parametrize("key, value", [
+    ("concurrency", 0), ("concurrency", 65), ("max_tasks", 0), ("extend_timeout_debounce", 301),
+    ("extend_timeout_debounce", float("nan")), ("looping_tool_count", 51), ("looping_tool_count", -1),
+    ("panel_lines", 0), ("panel_lines", 501), ("poll_interval", 0), ("timeout", 0),
+])
+def test_out_of_range_settings_are_errors_not_clamped(project, key, value):
+    before = config.current()
+    with pytest.raises(nbsubagents.NbSubagentsError, match=rf"configure\({key}=\.\.\.\) must be"):
+        config.configure(**{"panel_lines" if key != "panel_lines" else "max_tasks": 7, key: value})
+    assert config.current() == before  # nothing of a refused call is applied
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"subagents": {"loopingToolCount": 51}}',
+     '"subagents.loopingToolCount" must be a whole number from 0 to 50, got 51'),
+    ('{"subagents": {"extend_timeout_debounce": 1000}}',
+     '"subagents.extend_timeout_debounce" must be a number of seconds from 0 to 300'),
+    ('{"subagents": {"timeout": NaN}}', '"subagents.timeout" must be a number of seconds > 0, got nan'),
+    ('{"subagents": {"timeout": Infinity}}', '"subagents.timeout" must be a number of seconds > 0, got inf'),
+    ('{"subagents": {"concurrency": 500}}', '"subagents.concurrency" must be a whole number from 1 to 64, got 500'),
+])
+def test_out_of_range_and_non_finite_settings_files_name_the_file_and_key(project, text, message):
+    (project / ".pi" / "settings.json").write_text(text)
+    with pytest.raises(nbsubagents.NbSubagentsError) as err:
+        nbsubagents.run("scout", "say: hi", show=False)
+    assert message in str(err.value) and str(project / ".pi" / "settings.json") in str(err.value)
+    assert run_dirs(project) == []
+
+
+def test_a_files_range_that_starts_after_its_end_is_an_error(project):
+    with pytest.raises(nbsubagents.NbSubagentsError, match=r"start \(5\) is after end \(2\)"):
+        nbsubagents.run("scout", "say: hi", files=[{"path": "README.md", "start": 5, "end": 2}], show=False)
+    assert run_dirs(project) == []
+
+
+def test_a_file_just_over_the_limit_does_not_read_as_the_limit(tmp_path):
+    """Issue 13, item 8: 1 MB + 1 byte read '(1024KB, limit 1024KB)'."""
+    from nbsubagents.context import FILE_LIMIT, files_block
+
+    (tmp_path / "big.txt").write_bytes(b"x" * (FILE_LIMIT + 1))
+    (tmp_path / "exact.txt").write_bytes(b"y" * FILE_LIMIT)
+    block = files_block(["big.txt", "exact.txt"], tmp_path)
+    assert "[file too large: big.txt (1025KB, limit 1024KB)]" in block
+    assert "=== exact.txt ===\n" + "y" * FILE_LIMIT in block  # at the limit is still read
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan"])
+def test_a_preset_with_a_non_finite_timeout_is_refused_naming_its_file(project, value):
+    (project / ".pi" / "subagents" / "slow.md").write_text(
+        f"---\nname: slow\ndescription: Never ends.\nmodel: demo/scripted\ntimeout: {value}\n---\n")
+    with pytest.raises(nbsubagents.NbSubagentsError) as err:
+        nbsubagents.run("slow", "say: hi", show=False)
+    assert "slow.md" in str(err.value)
+    assert "'timeout' must be a positive number of seconds (not NaN or infinite)" in str(err.value)
+    assert run_dirs(project) == []

@@ -355,3 +355,17 @@ def test_without_panels_the_value_is_drawn_as_text(shell, capsys):
     assert result.result.status == "completed"
     out = capsys.readouterr().out
     assert re.search(r"Out\[\d+\]: \n✓ scout completed in ", out), out
+
+
+def test_the_usage_examples_of_subagents_are_valid_task_lists():
+    """Issue 13, item 8: the example in %%subagents' own help was invalid YAML."""
+    import textwrap
+
+    from nbsubagents import magics
+
+    doc = magics.SubagentMagics.subagents.__doc__
+    block = textwrap.dedent(doc.split("list of tasks::\n\n", 1)[1].split("\n\n", 1)[0])
+    for example in (block, magics._EXAMPLE):
+        tasks = magics.parse_task_list(example)
+        assert [t["preset"] for t in tasks] == ["scout", "scribe"]
+        assert tasks[1]["task"] == "write NOTES.md: hello" and tasks[1]["name"] == "writer"

@@ -233,3 +233,54 @@ def test_registry_and_watcher_stay_light():
             "print(sorted({'IPython', 'ipywidgets', 'pandas'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("bad", ["../planted", "/etc", "..", "runs/../../planted", "*", "2026*", "a17 b"])
+def test_run_ids_are_never_paths(root, bad):
+    """Issue 13, item 3: only the run-id alphabet is looked up; a path is no run, and nothing is written."""
+    import nbsubagents
+
+    make_run(root, "20260101-000001-aaaaaa", result=RESULT)
+    planted = root / ".pi" / "subagents" / "planted"
+    planted.mkdir()
+    (planted / "meta.json").write_text(json.dumps({"runId": "planted", "task": "x", "cwd": str(root)}))
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    for call in (nbsubagents.get_run, nbsubagents.status, nbsubagents.cancel):
+        with pytest.raises(NbSubagentsError) as err:
+            call(bad)
+        assert str(err.value).startswith(f'No run "{bad.strip()}"'), err.value
+    after = sorted(str(p.relative_to(root)) for p in root.rglob("*") if "registry.sqlite" not in p.name)
+    assert after == [p for p in before if "registry.sqlite" not in p]  # no result.json, no second registry
+    assert not (planted / "result.json").exists()
+
+
+def test_a_prefix_of_the_random_tail_finds_a_run(root):
+    make_run(root, "20260101-000001-a17f00", result=RESULT)
+    make_run(root, "20260101-000002-a18f00", result=RESULT)
+    make_run(root, "20260101-000003-b17f00", result=RESULT, register=False)  # on disk only
+    assert registry.get_run("a17").id == "20260101-000001-a17f00"
+    assert registry.status("a17f").run_id == "20260101-000001-a17f00"
+    assert registry.get_run("b17").id == "20260101-000003-b17f00"
+    with pytest.raises(NbSubagentsError, match='"a1" is ambiguous: it matches 20260101-000001-a17f00, '
+                                               '20260101-000002-a18f00'):
+        registry.get_run("a1")
+
+
+def test_settlers_racing_on_a_lost_run_leave_one_whole_result_and_no_temporary_file(tmp_path):
+    """The watcher and a waiting wait() may settle the same lost run at once: the first result stays."""
+    import threading
+
+    from nbsubagents.artifacts import atomic_write_json
+
+    for trial in range(50):
+        target = tmp_path / f"result{trial}.json"
+        won: list[bool] = []
+        threads = [threading.Thread(target=lambda i=i: won.append(atomic_write_json(target, {"i": i}, exclusive=True)))
+                   for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(won) == [False, False, False, True]
+        assert json.loads(target.read_text())["i"] in range(4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"result{t}.json" for t in range(50))

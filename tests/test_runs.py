@@ -172,3 +172,40 @@ def test_import_stays_light(module):
             "heavy = {'IPython', 'ipywidgets', 'pandas'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def registry_rows(project) -> list:
+    import sqlite3
+
+    db = project / ".pi" / "subagents" / "registry.sqlite"
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT run_id, status FROM runs").fetchall()
+
+
+def test_run_parallel_checks_every_task_before_it_writes_anything(project):
+    """Issue 13, item 2: a bad key in task 2 used to leave task 1's directory and a 'queued' row behind."""
+    with pytest.raises(nbsubagents.NbSubagentsError, match=r"Task 1: unknown key\(s\) promt"):
+        nbsubagents.run_parallel([{"preset": "scout", "task": "say: one"},
+                                  {"preset": "scout", "promt": "say: two"}], show=False)
+    runs = project / ".pi" / "subagents" / "runs"
+    assert not runs.exists() or list(runs.iterdir()) == []
+    assert registry_rows(project) == []
+    assert nbsubagents.status().running == 0
+
+
+def test_a_read_only_runs_folder_is_the_documented_error_for_every_call(project):
+    from mounts import read_only
+
+    runs = project / ".pi" / "subagents" / "runs"
+    runs.mkdir(parents=True)
+    with read_only(runs):
+        for call in (lambda: nbsubagents.run("scout", "say: hi", show=False),
+                     lambda: nbsubagents.start("scout", "say: hi", show=False),
+                     lambda: nbsubagents.run_parallel([{"preset": "scout", "task": "say: hi"},
+                                                       {"preset": "nosuch", "task": "say: hi"}], show=False)):
+            with pytest.raises(nbsubagents.NbSubagentsError, match="Cannot create the run directory .*runs/"):
+                call()
+    assert list(runs.iterdir()) == []
+    assert registry_rows(project) == []

@@ -11,7 +11,7 @@ import pytest
 
 import nbsubagents
 from nbsubagents import config
-from nbsubagents.tmux_runner import socket_name
+from nbsubagents.tmux_runner import socket_name, socket_path
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -41,6 +41,7 @@ def test_a_foreground_run_in_tmux_completes_and_leaves_no_session(project):
     assert run.meta["runner"] == "tmux"
     assert (run.dir / "supervisor.json").exists() and (run.dir / "result.json").exists()
     assert wait_gone(run.id)
+    assert not socket_path(run.id).exists()  # issue 13, item 8: each run left its socket in /tmp/tmux-<uid>
     row = nbsubagents.status(run.id).rows[0]
     assert row["runner"] == "tmux" and row["status"] == "completed" and row["announced"] == 1
 
@@ -53,6 +54,7 @@ def test_parallel_runs_in_tmux_each_get_a_session_that_is_gone_at_the_end(projec
     assert [r.status for r in runs] == ["completed", "completed"]
     assert all(f"tmux{i}" in r.output for i, r in enumerate(runs))
     assert all(wait_gone(r.id) for r in runs)
+    assert [r.id for r in runs if socket_path(r.id).exists()] == []
 
 
 @needs_tmux
@@ -72,6 +74,7 @@ def test_interrupting_a_tmux_run_aborts_it_and_kills_its_session(project):
     assert run.status == "aborted"
     assert run.result["durationSeconds"] < 60
     assert wait_gone(run.id)
+    assert not socket_path(run.id).exists()
 
 
 def test_tmux_missing_is_a_clear_error_before_anything_starts(project, monkeypatch, tmp_path):
