@@ -313,7 +313,7 @@ def test_a_lost_run_keeps_its_real_start_and_ends_at_its_last_sign_of_life(warm)
     assert result["startedAt"] == started_at
     assert abs(parse_iso(result["endedAt"]) - last_ts) < 0.01 and parse_iso(result["endedAt"]) < killed_at - 1
     assert result["durationSeconds"] == pytest.approx(last_ts - parse_iso(started_at), abs=0.01)
-    assert result["durationSeconds"] > 1
+    assert result["durationSeconds"] > 0.2  # pi's start and one tool call: never the 0.0 s of the moment of settling
     row = row_of(warm, run.id)
     assert (row["started_at"], row["ended_at"], row["duration"]) == (
         started_at, result["endedAt"], result["durationSeconds"])
