@@ -133,7 +133,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
 
 
 def status_bar(*, root: str | Path | None = None) -> Any:
-    """A compact live line of this project's runs, ``bg: 2 running / 5 total`` (``· 1 failed``, then the
+    """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, ``· 1 aborted``, then the
     last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
     from .explorer import status_bar as _status_bar
     return _status_bar(root)
@@ -149,11 +149,12 @@ def browse(*, status: Any = None, preset: str | None = None, model: str | None =
 
 
 def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
-                  until: Any = None, text: str | None = None, limit: int | None = 200) -> Any:
+                  until: Any = None, text: str | None = None, limit: int | None = 200, theme: str = "auto") -> Any:
     """A matplotlib Figure of runs over time: one bar per run from start to end, coloured by status.
 
-    Filters as ``runs()``; the newest ``limit`` runs are drawn. Needs matplotlib
-    (``pip install 'nbsubagents[timeline]'``).
+    Filters as ``runs()``; the newest ``limit`` runs are drawn. ``theme`` is ``"auto"`` (JupyterLab's chosen
+    theme), ``"light"`` or ``"dark"``. Needs matplotlib (``pip install 'nbsubagents[timeline]'``).
     """
     from .explorer import runs_timeline as _timeline
-    return _timeline(status=status, preset=preset, model=model, since=since, until=until, text=text, limit=limit)
+    return _timeline(status=status, preset=preset, model=model, since=since, until=until, text=text, limit=limit,
+                     theme=theme)

@@ -76,11 +76,10 @@ def choose_renderer() -> Renderer:
 
 def summary_html(run: Run) -> str:
     """The run's readable summary (its ``repr``) as HTML, for frontends without widgets."""
-    from .renderers import ICONS
+    from .style import STATUS_CSS, color, glyph
     status = run.status
-    color = "var(--jp-error-color1,#d32f2f)" if status in ("failed", "aborted") else "inherit"
-    return (f'<pre class="nbsubagents-summary nbsubagents-status-{status}" '
-            f'style="white-space:pre-wrap;color:{color}" title="{html.escape(ICONS.get(status, "?"))} '
+    return (f'{STATUS_CSS}<pre class="nbsubagents-summary nbsubagents-status-{status} nbsubagents-c-{status}" '
+            f'style="white-space:pre-wrap;color:{color(status)}" title="{html.escape(glyph(status))} '
             f'{html.escape(status)}">{html.escape(repr(run), quote=False)}</pre>')
 
 

@@ -13,12 +13,11 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from .style import glyph
+
 if TYPE_CHECKING:
     from .formatter import ProgressLine
     from .runner import Run
-
-ICONS = {"queued": "…", "running": "⏳", "completed": "✓", "failed": "✗", "aborted": "■"}
-
 
 class Renderer(Protocol):
     def start(self, runs: list[Run]) -> None: ...
@@ -31,7 +30,7 @@ def summary_line(run: Run) -> str:
     """One line a person reads at the end of a run, shared by every text surface."""
     result = run.result or {}
     status = run.status
-    parts = [f"{ICONS.get(status, '?')} {run.name} {status}"]
+    parts = [f"{glyph(status)} {run.name} {status}"]
     if result.get("durationSeconds") is not None:
         parts[0] += f" in {result['durationSeconds']:.1f}s"
     usage = result.get("usage") or {}

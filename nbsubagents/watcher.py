@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import registry
-from .renderers import ICONS
+from .style import glyph
 
 if TYPE_CHECKING:
     from .renderers import Renderer
@@ -52,7 +52,7 @@ class Notice:
     def text(self) -> str:
         kind = "background run" if self.mode == "background" else "run"
         when = " while away" if self.away else ""
-        line = f"{ICONS.get(self.status, '?')} {kind} {self.name} {self.run_id} {self.status}{when}"
+        line = f"{glyph(self.status)} {kind} {self.name} {self.run_id} {self.status}{when}"
         return line + (f": {self.summary}" if self.summary else "")
 
     def __str__(self) -> str:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from .artifacts import TERMINAL
 from .events import Tally
 from .formatter import ProgressFormatter, ProgressLine
-from .renderers import ICONS
+from .style import STATUS_CSS, attrs, glyph
 
 if TYPE_CHECKING:
     from .runner import Run
@@ -338,11 +338,10 @@ class RunPanel:
         if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
             parts.append(f'<span class="nbsubagents-timeout">timeout {_duration(float(timeout))}</span>')
         meta = " · ".join(parts)
-        style = f' style="{_RED}"' if status in ("failed", "aborted") else ""
-        return (f'<div class="nbsubagents-status-{status}">'
-                f'<span class="nbsubagents-icon"{style}>{ICONS.get(status, "?")}</span> '
+        return (f'{STATUS_CSS}<div class="nbsubagents-status-{status}">'
+                f'<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
                 f'<b class="nbsubagents-name">{html.escape(run.name, quote=False)}</b> '
-                f'<span class="nbsubagents-status"{style}>{status}</span> '
+                f'<span {attrs(status, "nbsubagents-status")}>{status}</span> '
                 f'<span class="nbsubagents-meta" style="{_MUTED}">· {meta}</span></div>')
 
     def _drop_repeated_output(self) -> None:

@@ -142,7 +142,7 @@ BAR_RECORDER = """() => {
 
 
 def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch):
-    """status_bar() reads ``bg: ...`` and follows a background run; browse() lists the runs, a run picked
+    """status_bar() reads ``runs: ...`` and follows a background run; browse() lists the runs, a run picked
     in the page shows its transcript, and the list turns the background run completed by itself."""
     from playwright.sync_api import expect
 
@@ -158,10 +158,10 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
         # The status bar: counts, then the background run's notice once it ended.
         bar = page.locator(".nbsubagents-statusbar")
         expect(bar).to_have_count(1, timeout=180_000)
-        expect(bar).to_have_text(re.compile(r"^bg: \d+ running / \d+ total"))
-        expect(bar).to_have_text(re.compile(r"^bg: [01] running / 3 total · ✓ later completed$"), timeout=120_000)
+        expect(bar).to_have_text(re.compile(r"^runs: \d+ running / \d+ total"))
+        expect(bar).to_have_text(re.compile(r"^runs: [01] running / 3 total · ✓ later completed$"), timeout=120_000)
         states = page.evaluate("() => window.__barStates")
-        assert "bg: 1 running / 2 total" in states, states
+        assert "runs: 1 running / 2 total" in states, states
 
         # The browser lists the runs, the busy foreground run too (live); picking one in the page shows
         # its header and transcript while that run still keeps the kernel's main thread busy.
@@ -189,7 +189,7 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
         expect(page.locator(".nbsubagents-browse-preset select")).to_have_value("any preset")  # selected
 
         expect(options.filter(has_text="busy")).to_contain_text("completed", timeout=120_000)
-        expect(bar).to_have_text("bg: 0 running / 3 total · ✓ later completed")  # a foreground run counts too
+        expect(bar).to_have_text("runs: 0 running / 3 total · ✓ later completed")  # a foreground run counts too
 
         # A filter typed in the page narrows the list.
         page.locator(".nbsubagents-browse-text input").fill("explorer-ok")

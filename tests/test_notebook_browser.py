@@ -76,7 +76,7 @@ def test_quickstart_runs_every_cell_in_jupyterlab_with_live_panels(tmp_path, mon
             # The status bar, shown while the background run went, follows it to its end by itself.
             bar = page.locator(".nbsubagents-statusbar")
             expect(bar).to_have_count(1)
-            expect(bar).to_have_text("bg: 0 running / 6 total · ✓ scout completed", timeout=60_000)
+            expect(bar).to_have_text("runs: 0 running / 6 total · ✓ scout completed", timeout=60_000)
             finished = panel(page, "scout").locator(".nbsubagents-header")
             for i in range(finished.count()):
                 expect(finished.nth(i)).not_to_contain_text("running", timeout=60_000)

@@ -98,7 +98,7 @@ def value(c, mime: str = "text/plain") -> str:
 
 def statuses(table: str) -> list[str]:
     """The status cells of a styled runs table (``runs()``'s HTML), top to bottom."""
-    return re.findall(r'<td class="nbsubagents-status-(\w+)"', table)
+    return re.findall(r'<td class="nbsubagents-status-(\w+)[ "]', table)
 
 
 def column(table: str, n: int) -> list[str]:
@@ -170,10 +170,10 @@ def test_quickstart_runs_presets_one_parallel_and_background_runs_and_shows_the_
     assert re.search(r"1 running · 5 completed · 0 failed · 0 aborted · 6 total\n.*\n\S+\s+scout\s+running",
                      text(cell(nb, "%subagent_status")))
     bar = cell(nb, "nbsubagents.status_bar()")
-    assert value(bar) == "bg: 1 running / 6 total"  # what it said when shown: the background run going
+    assert value(bar) == "runs: 1 running / 6 total"  # what it said when shown: the background run going
     assert "nbsubagents-statusbar-counts" in value(bar, "text/html")
     (shown,) = panels(nb, bar)  # a widget kept current from the watcher's thread, saved as job.wait() left it
-    assert shown == "bg: 0 running / 6 total · ✓ scout completed", shown
+    assert shown == "runs: 0 running / 6 total · ✓ scout completed", shown
     assert text(cell(nb, "job.wait()")).startswith("completed - - read src/inventory.py")
 
     registry = text(cell(nb, "nbsubagents.status(include_completed=True)"))
@@ -197,9 +197,9 @@ def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kerne
     nb = execute("background-runs.ipynb", kernel_env)
 
     bar = cell(nb, "bar = nbsubagents.status_bar()")
-    assert value(bar) == "bg: 0 running / 0 total" and value(bar, VIEW)
+    assert value(bar) == "runs: 0 running / 0 total" and value(bar, VIEW)
     assert re.search(r"^started \S+ - (queued|running)$", text(cell(nb, "import time")), re.M)
-    assert value(cell(nb, "bar.text")) == "'bg: 1 running / 1 total'"  # moved when the run started
+    assert value(cell(nb, "bar.text")) == "'runs: 1 running / 1 total'"  # moved when the run started
     assert re.search(r"1 running · 0 completed .* 1 total\n.*\n\S+\s+explorer\s+running",
                      text(cell(nb, "nbsubagents.status()")))
     wait = cell(nb, "job.wait()")
@@ -208,11 +208,11 @@ def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kerne
     assert "on_done saw: [('explorer', 'completed')]" in waited
     # the one completion notice (printed before on_done is called) and the bar that shows it
     assert re.search(r"^✓ background run explorer \S+ completed: Done\. 2 steps:$", raw(wait), re.M), raw(wait)
-    assert "status bar: bg: 0 running / 1 total · ✓ explorer completed\n" in waited
+    assert "status bar: runs: 0 running / 1 total · ✓ explorer completed\n" in waited
     # the widget itself followed to the end: the runs started later and the last notice (which of the last
     # two runs ends last varies)
     (line,) = panels(nb, bar)
-    assert re.fullmatch(r"bg: 0 running / 3 total · (✓ notes completed|■ slowpoke aborted)", line), line
+    assert re.fullmatch(r"runs: 0 running / 3 total · (✓ notes completed|■ slowpoke aborted)", line), line
     assert panels(nb, cell(nb, "import time"))[0].startswith("✓ explorer completed")  # resent by job.wait()
 
     slow = cell(nb, 'slow = nbsubagents.start("scout", "run: sleep 120"')
@@ -324,7 +324,7 @@ def test_make_demo_executes_the_quickstart_and_prints_what_it_did(kernel_env):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     for line in ("✓ scout completed", "Reading README.md", "Sub-agents: 3 done", "Writing NOTES.md (+2 lines)",
-                 "1 running · 5 completed", "bg: 1 running / 6 total",
+                 "1 running · 5 completed", "runs: 1 running / 6 total",
                  "0 running · 6 completed · 0 failed · 0 aborted · 6 total"):
         assert line in out, line
     executed = kernel_env / ".demo" / "quickstart.ipynb"
