@@ -6,6 +6,8 @@ loaded on first use.
 
 from __future__ import annotations
 
+import sys as _sys
+
 TYPE_CHECKING = False  # typing is not imported at run time: the supervisor starts on this import
 if TYPE_CHECKING:
     from typing import Any
@@ -51,8 +53,18 @@ def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nbsubagents``: the ``%subagent`` magics (imported only now: they need IPython)."""
     from .magics import load_ipython_extension as load
     load(ipython)
+    _prepare_kernel()
+
+
+def _prepare_kernel() -> None:
+    from .display import prepare_kernel
+    prepare_kernel()
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     from .magics import unload_ipython_extension as unload
     unload(ipython)
+
+
+if "ipykernel" in _sys.modules:  # imported in a notebook kernel: ready its widget channel before any run's panel
+    _prepare_kernel()

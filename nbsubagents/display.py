@@ -66,6 +66,23 @@ def widgets_available() -> bool:
     return in_widget_kernel()
 
 
+def prepare_kernel() -> None:
+    """Ready a widget kernel for panels now (at import or ``%load_ext``), not while a run's cell executes.
+
+    JupyterLab opens a kernel subshell for widget messages when the first widget appears; the busy/idle
+    of that control request would show the kernel Idle for the whole cell that drew the first panel.
+    Opened here, it comes and goes with the short cell that imported nbsubagents; the Cancel buttons'
+    own subshell is made here too.
+    """
+    if not widgets_available() or not in_widget_kernel():
+        return
+    try:
+        from .widgets import keep_widget_channel
+        keep_widget_channel()
+    except Exception:  # never let a frontend detail break an import: the first panel does it later
+        pass
+
+
 def choose_renderer() -> Renderer:
     """Live panels in a notebook kernel, plain throttled text elsewhere (``NBSUBAGENTS_DISPLAY`` forces one)."""
     if widgets_available():

@@ -133,6 +133,48 @@ def _click_subshell() -> str | None:
         return _subshell or None
 
 
+_channel_keeper: Any = None
+_keeper_lock = threading.Lock()
+FRONTEND_SUBSHELL_WAIT = 0.5  # seconds to wait, once per kernel, for JupyterLab's widget subshell
+
+
+def keep_widget_channel() -> None:
+    """Open one small widget for the kernel's life, and the click subshell (see ``display.prepare_kernel``).
+
+    JupyterLab (4.4 and later) answers the first widget with a ``create_subshell_request`` of its own,
+    whose busy/idle reaches the page after the cell's own busy: the page then shows the kernel Idle while
+    the cell still executes. This widget, which never shows, makes that happen now; once the subshell
+    exists the cell's busy is said again. JupyterLab keeps the subshell while any widget lives.
+    """
+    global _channel_keeper
+    ours = _click_subshell()
+    with _keeper_lock:
+        if _channel_keeper is not None:
+            return
+        w = _ipywidgets()
+        first = not w.Widget.widgets  # no widget yet: the frontend has no widget subshell yet either
+        try:
+            from ipykernel.kernelbase import Kernel
+            kernel = Kernel.instance()
+            manager = kernel.shell_channel_thread.manager
+            before = set(manager.list_subshell())
+        except Exception:  # an ipykernel without subshells: nothing to wait for
+            kernel = manager = None
+        _channel_keeper = w.HTML()
+        if not first or manager is None:
+            return
+        deadline = time.monotonic() + FRONTEND_SUBSHELL_WAIT
+        while time.monotonic() < deadline:
+            if set(manager.list_subshell()) - before - {ours}:
+                time.sleep(0.1)  # its reply and idle go out just after the subshell exists
+                try:
+                    kernel._publish_status("busy", "shell")  # the cell that imported us still executes
+                except Exception:
+                    pass
+                return
+            time.sleep(0.01)
+
+
 def _route_clicks(widget: Any, subshell_id: str | None) -> None:
     comm = getattr(widget, "comm", None)
     if subshell_id and comm is not None and hasattr(comm, "_reply_subshell_for"):
