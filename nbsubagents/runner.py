@@ -236,6 +236,26 @@ class Run:
         from .display import run_mimebundle
         return run_mimebundle(self)
 
+    @property
+    def _ipython_display_(self) -> Any:
+        """A running run in a notebook with widgets displays a panel that follows it to its end (under its
+        display id, ``nbsubagents.display.live_display``); otherwise None, and IPython uses the bundle above.
+        A value set on the instance (the magics' "already shown") takes precedence."""
+        own = self.__dict__.get("_ipython_display_")
+        if own is not None:
+            return own
+        from .display import live_display
+        return live_display(self)
+
+    @_ipython_display_.setter
+    def _ipython_display_(self, value: Any) -> None:
+        self.__dict__["_ipython_display_"] = value
+
+    def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
+        """Write this run's report (self-contained HTML, or Markdown for ``.md``); see ``nbsubagents.report``."""
+        from .report import report
+        return report([self], path, format=format)
+
 
 def _note(run: Run, **kwargs: Any) -> None:
     """Keep the run's registry row current; a registry problem never fails a run."""

@@ -367,17 +367,22 @@ def test_choose_renderer_is_text_outside_a_kernel_and_follows_the_env_var(monkey
         assert isinstance(choose_renderer(), TextRenderer)
 
 
-def test_run_mimebundle_is_text_and_html_outside_a_kernel_and_a_widget_when_forced(tmp_path, monkeypatch):
+def test_a_finished_run_shows_its_static_record_and_a_running_one_its_live_panel_when_forced(tmp_path, monkeypatch):
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     run = fake_run(tmp_path, "r1")
     finish(run.dir, "completed", text="the answer <42>")
     bundle = run._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"}
-    assert bundle["text/plain"] == repr(run) and "the answer <42>" in bundle["text/plain"]
-    assert "the answer &lt;42&gt;" in bundle["text/html"] and "✓ r1 completed" in bundle["text/html"]
+    assert bundle["text/plain"].startswith("✓ r1 completed · demo/scripted · 0 tool calls · 1.0s · timeout 10m\n")
+    assert "Output:\n  the answer <42>\nRun id: r1" in bundle["text/plain"]
+    assert "the answer &lt;42&gt;" in bundle["text/html"] and "<b>r1</b>" in bundle["text/html"]
+    assert "\n" not in bundle["text/html"] and "<script" not in bundle["text/html"]
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
-    bundle = run_mimebundle(run)
-    assert bundle[VIEW_MIME]["model_id"] and bundle["text/plain"] == repr(run)
+    assert set(run_mimebundle(run)) == {"text/plain", "text/html"}  # finished: no widget needed
+    running = fake_run(tmp_path, "r2", "running")
+    bundle = run_mimebundle(running)
+    assert bundle[VIEW_MIME]["model_id"] and bundle["text/plain"].startswith("⏳ r2 running")
+    assert running._live_panel.widget.model_id == bundle[VIEW_MIME]["model_id"]
 
 
 def test_missing_ipywidgets_is_a_clear_error_when_a_panel_is_built(tmp_path, monkeypatch):
