@@ -251,6 +251,14 @@ class PanelState:
             return self._final_window
         return list(islice(self.history, max(0, len(self.history) - self.lines), None))
 
+    def earlier_lines(self, window: list[tuple[str, str, str]]) -> int:
+        """How many lines came before the window's first one (those the history holds and those it dropped)."""
+        if not window:
+            return 0
+        first = window[0]
+        index = next((i for i, piece in enumerate(self.history) if piece is first), 0)
+        return index + self.line_count - len(self.history)
+
     def placeholder(self, status: str) -> str:
         return {"queued": "(queued)", "running": "(starting…)"}.get(status, "(no output)")
 
@@ -286,7 +294,7 @@ class PanelState:
                     f'<span class="nbsubagents-static-status" style="color:{color};font-weight:600">{status}</span> '
                     f'<span style="{_MUTED}">· {_esc(" · ".join(self.header_meta(status)))}</span></div>')
             window = self.window()
-            earlier = self.line_count - len(window)
+            earlier = self.earlier_lines(window)
             body = ""
             if earlier > 0 and not final:
                 body += (f'<div style="{_MUTED}">({plural(earlier, "earlier line")} above: '
@@ -328,7 +336,7 @@ class PanelState:
             status, final = self.static_parts()
             lines = [f"{ICONS.get(status, '?')} {self.run.name} {status} · {' · '.join(self.header_meta(status))}"]
             window = self.window()
-            earlier = self.line_count - len(window)
+            earlier = self.earlier_lines(window)
             if earlier > 0:
                 lines.append(f"  ({plural(earlier, 'earlier line')}: run.transcript has every line)")
             lines += [f"  {text}" for _, text, _ in window]

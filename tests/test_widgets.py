@@ -6,6 +6,7 @@ read here. Real runs are the real pi against the scripted model (``project`` fix
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import os
 import re
@@ -399,7 +400,7 @@ def test_display_and_widgets_stay_out_of_a_bare_import():
     assert out.strip() == "[]"
 
 
-def test_in_a_real_kernel_runs_show_live_panels_and_a_run_value_shows_its_panel(project, monkeypatch):
+def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(project, monkeypatch):
     """nbclient drives a real ipykernel: choose_renderer picks widgets; the saved widget state has the lines."""
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     nb = nbformat.v4.new_notebook()
@@ -412,14 +413,22 @@ def test_in_a_real_kernel_runs_show_live_panels_and_a_run_value_shows_its_panel(
     NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
                    resources={"metadata": {"path": str(project)}}).execute()
     assert nb.cells[0].outputs[0]["text"].strip() == "WidgetRenderer"
+    run = Run(next((project / ".pi" / "subagents" / "runs").iterdir()))
+    usage = run.result["usage"]
     (shown,) = [o for o in nb.cells[1].outputs if o["output_type"] == "display_data"]
-    assert VIEW_MIME in shown["data"]
+    # The live panel was replaced at the end by its static record: readable without a kernel or widgets.
+    assert VIEW_MIME not in shown["data"]
+    plain = shown["data"]["text/plain"]
+    assert plain.startswith(f"✓ scout completed · demo/scripted · 2 tool calls · {usage['totalTokens']:,} tokens")
+    for line in ("  Reading README.md", "  Command finished — hi", "Output:", f"Run id: {run.id}"):
+        assert line in plain, plain
+    page = shown["data"]["text/html"]
+    assert 'class="nbsubagents-static nbsubagents-status-completed"' in page and "Reading README.md" in page
+    assert html_lib.escape(run.output.splitlines()[0], quote=False) in page
     (value,) = nb.cells[2].outputs
-    assert value["output_type"] == "execute_result" and VIEW_MIME in value["data"]
-    assert "scout completed" in value["data"]["text/plain"] and "nbsubagents-summary" in value["data"]["text/html"]
+    assert value["output_type"] == "execute_result" and VIEW_MIME not in value["data"]
+    assert value["data"]["text/plain"] == plain and value["data"]["text/html"] == page
+    # While it ran the output held the widget: its model is in the saved state with the lines.
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
-    # The run as a value shows the very panel that was live, not a second copy.
-    assert value["data"][VIEW_MIME]["model_id"] == shown["data"][VIEW_MIME]["model_id"]
     assert sum("Reading README.md" in v for v in values) == 1
-    assert sum('<span class="nbsubagents-icon">✓</span>' in v for v in values) == 1
