@@ -379,4 +379,6 @@ def group_static_html(states: list[PanelState]) -> str:
 
 def group_static_text(states: list[PanelState]) -> str:
     parts = [group_header_text(states), *(s.static_text() for s in states)]
+    if all(s.status in TERMINAL for s in states):
+        parts.append("Run ids: " + ", ".join(s.run.id for s in states))
     return "\n\n".join(parts)

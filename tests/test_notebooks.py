@@ -69,8 +69,8 @@ def text(c) -> str:
     for o in c.outputs:
         if o.output_type == "stream":
             parts.append(o.text)
-        elif "data" in o and VIEW not in o.data:
-            parts.append(o.data.get("text/plain", ""))
+        elif "data" in o and VIEW not in o.data and "nbsubagents-static" not in o.data.get("text/html", ""):
+            parts.append(o.data.get("text/plain", ""))  # panels (a widget, a static record) left out
         elif o.output_type == "execute_result":
             parts.append(o.data.get("text/plain", ""))
     return NOTICE.sub("", "".join(parts))
@@ -108,13 +108,22 @@ def column(table: str, n: int) -> list[str]:
 
 
 def panels(nb, c) -> list[str]:
-    """The text of every panel a cell displayed, as its widgets held it when the notebook ended.
+    """The text of every panel a cell displayed, as the saved notebook holds it: a run or group panel's
+    static record (which replaced its widget at the end), a status bar's widget as its model last was.
 
     A background run's panel is updated from the watcher's thread; nbclient records only the messages
     of the cell executing at that moment (ipykernel sends a thread's updates with it), and ``Run.wait()``
     returns only once the panel shows the end, so a notebook that waits for its runs saves their end.
     """
-    return [widget_text(nb, o.data[VIEW]["model_id"]) for o in c.outputs if "data" in o and VIEW in o.data]
+    found = []
+    for o in c.outputs:
+        if "data" not in o:
+            continue
+        if VIEW in o.data:
+            found.append(widget_text(nb, o.data[VIEW]["model_id"]))
+        elif "nbsubagents-static" in o.data.get("text/html", ""):
+            found.append(o.data["text/plain"])
+    return found
 
 
 # -- the notebooks as saved ---------------------------------------------------------------------------
