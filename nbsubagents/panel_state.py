@@ -284,15 +284,20 @@ class PanelState:
             return status, final
 
     def static_html(self) -> str:
-        """The panel as one line of self-contained HTML: inline styles, no script, readable anywhere."""
+        """The panel as one line of self-contained HTML: inline styles, no script, readable anywhere.
+
+        It keeps the live panel's class names (``nbsubagents-panel``, ``-header``, ``-name``, ``-window``,
+        ``-history``, ``-final``), so a page reads the same before and after the widget gave way to it.
+        """
         with self._lock:
             status, final = self.static_parts()
             color = STATUS_COLORS.get(status, "inherit")
             run = self.run
-            head = (f'<div class="nbsubagents-static-header"><span style="color:{color};font-weight:bold">'
-                    f'{ICONS.get(status, "?")}</span> <b>{_esc(run.name)}</b> '
-                    f'<span class="nbsubagents-static-status" style="color:{color};font-weight:600">{status}</span> '
-                    f'<span style="{_MUTED}">· {_esc(" · ".join(self.header_meta(status)))}</span></div>')
+            head = (f'<div class="nbsubagents-header"><span class="nbsubagents-icon" style="color:{color};'
+                    f'font-weight:bold">{ICONS.get(status, "?")}</span> <b class="nbsubagents-name">{_esc(run.name)}'
+                    f'</b> <span class="nbsubagents-status" style="color:{color};font-weight:600">{status}</span> '
+                    f'<span class="nbsubagents-meta" style="{_MUTED}">· {_esc(" · ".join(self.header_meta(status)))}'
+                    f'</span></div>')
             window = self.window()
             earlier = self.earlier_lines(window)
             body = ""
@@ -304,27 +309,34 @@ class PanelState:
                 body = _line_html("placeholder", self.placeholder(status))
             parts = [head]
             if body:
-                parts.append(f'<div class="nbsubagents-static-lines" style="{_MONO};margin:4px 0">{body}</div>')
+                parts.append(f'<div class="nbsubagents-window" style="{_MONO};margin:4px 0">{body}</div>')
             if final:
-                if self.line_count > len(window):
+                if self.line_count:
                     history = "".join(_line_html(kind, text) for kind, text, _ in self.history)
                     dropped = self.line_count - len(self.history)
                     note = (f'<div style="{_MUTED}">({plural(dropped, "earlier line")} not kept here: '
                             f'run.transcript has them)</div>' if dropped > 0 else "")
-                    parts.append(f'<details style="margin:2px 0"><summary style="{_MUTED};cursor:pointer">'
-                                 f'Full history ({plural(self.line_count, "line")})</summary>'
-                                 f'<div style="{_MONO}">{note}{history}</div></details>')
+                    parts.append(f'<details class="nbsubagents-history-toggle" style="margin:2px 0"><summary '
+                                 f'style="{_MUTED};cursor:pointer">Full history ({plural(self.line_count, "line")})'
+                                 f'</summary><div class="nbsubagents-history" style="{_MONO}">{note}{history}</div>'
+                                 f'</details>')
+                final_parts = []
                 output = self.final_output()
                 if output:
-                    parts.append(f'<div class="nbsubagents-output" style="{_MONO};border:1px solid '
-                                 f'var(--jp-border-color2,#ddd);border-left:3px solid '
-                                 f'var(--jp-success-color1,#388e3c);background:var(--jp-layout-color2,#f7f7f7);'
-                                 f'padding:6px 8px;margin:4px 0">{_esc(output)}</div>')
+                    final_parts.append(f'<div class="nbsubagents-output" style="{_MONO};border:1px solid '
+                                       f'var(--jp-border-color2,#ddd);border-left:3px solid '
+                                       f'var(--jp-success-color1,#388e3c);background:var(--jp-layout-color2,#f7f7f7);'
+                                       f'padding:6px 8px;margin:4px 0">{_esc(output)}</div>')
                 error = self.shown_error()
                 if error:
-                    parts.append(f'<div class="nbsubagents-error" style="{_RED};{_MONO}">{_esc(error)}</div>')
-            parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.id)}</div>')
-            return (f'<div class="nbsubagents-static nbsubagents-status-{status}" data-run-id="{html.escape(run.id)}" '
+                    final_parts.append(f'<div class="nbsubagents-error" style="{_RED};{_MONO}">{_esc(error)}</div>')
+                final_parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.id)}'
+                                   f'</div>')
+                parts.append(f'<div class="nbsubagents-final">{"".join(final_parts)}</div>')
+            else:
+                parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.id)}</div>')
+            return (f'<div class="nbsubagents-static nbsubagents-panel nbsubagents-run-{html.escape(run.id)} '
+                    f'nbsubagents-status-{status}" data-run-id="{html.escape(run.id)}" '
                     f'style="border:1px solid var(--jp-border-color2,#ddd);border-left:4px solid {color};'
                     f'border-radius:3px;padding:6px 10px;margin:3px 0;font-family:var(--jp-ui-font-family,'
                     f'-apple-system,Segoe UI,Helvetica,Arial,sans-serif);font-size:13px;line-height:1.45">'
@@ -370,11 +382,11 @@ def group_static_html(states: list[PanelState]) -> str:
     done = all(s.status in TERMINAL for s in states)
     ids = ""
     if done:
-        ids = (f'<div style="{_MUTED};font-size:12px">Run ids: '
+        ids = (f'<div class="nbsubagents-run-ids" style="{_MUTED};font-size:12px">Run ids: '
                + ", ".join(f"<code>{html.escape(s.run.id)}</code>" for s in states) + "</div>")
-    return (f'<div class="nbsubagents-static-group"><div style="font-family:var(--jp-ui-font-family,sans-serif);'
-            f'font-size:13px"><b>{html.escape(group_header_text(states))}</b></div>'
-            f'{"".join(s.static_html() for s in states)}{ids}</div>')
+    return (f'<div class="nbsubagents-static-group nbsubagents-group"><div class="nbsubagents-group-header" '
+            f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:13px">'
+            f'<b>{html.escape(group_header_text(states))}</b></div>{"".join(s.static_html() for s in states)}{ids}</div>')
 
 
 def group_static_text(states: list[PanelState]) -> str:

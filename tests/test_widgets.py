@@ -376,7 +376,7 @@ def test_a_finished_run_shows_its_static_record_and_a_running_one_its_live_panel
     assert set(bundle) == {"text/plain", "text/html"}
     assert bundle["text/plain"].startswith("✓ r1 completed · demo/scripted · 0 tool calls · 1.0s · timeout 10m\n")
     assert "Output:\n  the answer <42>\nRun id: r1" in bundle["text/plain"]
-    assert "the answer &lt;42&gt;" in bundle["text/html"] and "<b>r1</b>" in bundle["text/html"]
+    assert "the answer &lt;42&gt;" in bundle["text/html"] and '<b class="nbsubagents-name">r1</b>' in bundle["text/html"]
     assert "\n" not in bundle["text/html"] and "<script" not in bundle["text/html"]
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
     assert set(run_mimebundle(run)) == {"text/plain", "text/html"}  # finished: no widget needed
@@ -423,7 +423,8 @@ def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(proje
     for line in ("  Reading README.md", "  Command finished — hi", "Output:", f"Run id: {run.id}"):
         assert line in plain, plain
     page = shown["data"]["text/html"]
-    assert 'class="nbsubagents-static nbsubagents-status-completed"' in page and "Reading README.md" in page
+    assert f'class="nbsubagents-static nbsubagents-panel nbsubagents-run-{run.id} nbsubagents-status-completed"' in page
+    assert "Reading README.md" in page
     assert html_lib.escape(run.output.splitlines()[0], quote=False) in page
     (value,) = nb.cells[2].outputs
     assert value["output_type"] == "execute_result" and VIEW_MIME not in value["data"]
