@@ -253,7 +253,7 @@ class Run:
 
     def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
         """Write this run's report (self-contained HTML, or Markdown for ``.md``); see ``nbsubagents.report``."""
-        from .report import report
+        from .reports import report
         return report([self], path, format=format)
 
 
@@ -482,12 +482,21 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
 
 
 def build_runs(items: Iterable[Any], *, mode: str) -> list[Run]:
-    """Each task becomes a run; one task's bad preset or model fails that task alone."""
+    """Each task becomes a run; one task's bad preset or model fails that task alone.
+
+    The runs of one call share a ``group`` id in their meta.json (reports link them).
+    """
+    import uuid
+
+    group = uuid.uuid4().hex[:12]
     runs = []
     for index, item in enumerate(items):
         spec = _as_spec(item, index)
         try:
-            runs.append(prepare(spec, mode=mode, task_index=index))
+            run = prepare(spec, mode=mode, task_index=index)
         except NbSubagentsError as exc:
-            runs.append(failed_run(spec, exc, mode=mode, task_index=index))
+            run = failed_run(spec, exc, mode=mode, task_index=index)
+        run.meta["group"] = group  # before launch: the supervisor reads meta.json when it starts
+        atomic_write_json(run.paths.meta, run.meta)
+        runs.append(run)
     return runs
