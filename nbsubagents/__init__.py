@@ -15,19 +15,20 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",
            "start", "status", "cancel", "get_run", "Status", "runs", "status_bar", "browse", "runs_timeline",
-           "StatusBar", "Browser"]
+           "StatusBar", "Browser", "report"]
 
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
     "configure": "config", "NbSubagentsError": "config", "Run": "runner",
     "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry",
     "runs": "api", "status_bar": "api", "browse": "api", "runs_timeline": "api",
-    "StatusBar": "explorer", "Browser": "explorer",
+    "StatusBar": "explorer", "Browser": "explorer", "report": "reports",
 }
 
 if TYPE_CHECKING:
     from .api import browse, cancel, get_run, presets, run, run_parallel, runs, runs_timeline, start, status, status_bar
     from .explorer import Browser, StatusBar
+    from .reports import report
     from .registry import Status
     from .config import NbSubagentsError, configure
     from .runner import Run

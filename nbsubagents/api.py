@@ -30,6 +30,9 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
     ``head`` or ``tail``); ``resume`` continues an earlier run (its id or a unique prefix) with its
     history. Bad input (unknown preset or model, empty task, missing cwd) raises before anything
     starts. Interrupting the cell aborts the run and returns it with status ``aborted``.
+
+    Progress shows as a live panel in a notebook and as plain lines on stderr elsewhere; ``show=False``
+    (or ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
     """
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
                     name=name, timeout=timeout, files=files, resume=resume)
@@ -43,6 +46,7 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
 
     Each task is a dict (or object) with ``preset`` and ``task`` and optionally ``model``, ``cwd``,
     ``name``, ``timeout``. A task whose preset or model is unknown fails alone; the others run.
+    ``show=False`` shows no progress.
     """
     items = list(tasks)
     limit = settings.concurrency if concurrency is None else concurrency
@@ -79,7 +83,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
     interrupted, restarted or killed; this process's watcher follows it, records its end in the
     registry, announces it once and then calls ``on_done(run)``. ``run.counts`` holds the registry's
-    counts right after the start. Background runs always use the process runner.
+    counts right after the start. Background runs always use the process runner. ``show=False`` shows
+    no panel or progress and prints no completion notice for it.
     """
     from . import registry, watcher
 
@@ -93,7 +98,7 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
     the_run._launch()
-    watcher.watch(the_run, renderer=renderer, on_done=on_done)
+    watcher.watch(the_run, renderer=renderer, on_done=on_done, quiet=not show)
     the_run.counts = registry.counts()
     return the_run
 

@@ -236,6 +236,26 @@ class Run:
         from .display import run_mimebundle
         return run_mimebundle(self)
 
+    @property
+    def _ipython_display_(self) -> Any:
+        """A running run in a notebook with widgets displays a panel that follows it to its end (under its
+        display id, ``nbsubagents.display.live_display``); otherwise None, and IPython uses the bundle above.
+        A value set on the instance (the magics' "already shown") takes precedence."""
+        own = self.__dict__.get("_ipython_display_")
+        if own is not None:
+            return own
+        from .display import live_display
+        return live_display(self)
+
+    @_ipython_display_.setter
+    def _ipython_display_(self, value: Any) -> None:
+        self.__dict__["_ipython_display_"] = value
+
+    def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
+        """Write this run's report (self-contained HTML, or Markdown for ``.md``); see ``nbsubagents.report``."""
+        from .reports import report
+        return report([self], path, format=format)
+
 
 def _note(run: Run, **kwargs: Any) -> None:
     """Keep the run's registry row current; a registry problem never fails a run."""
@@ -462,12 +482,21 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
 
 
 def build_runs(items: Iterable[Any], *, mode: str) -> list[Run]:
-    """Each task becomes a run; one task's bad preset or model fails that task alone."""
+    """Each task becomes a run; one task's bad preset or model fails that task alone.
+
+    The runs of one call share a ``group`` id in their meta.json (reports link them).
+    """
+    import uuid
+
+    group = uuid.uuid4().hex[:12]
     runs = []
     for index, item in enumerate(items):
         spec = _as_spec(item, index)
         try:
-            runs.append(prepare(spec, mode=mode, task_index=index))
+            run = prepare(spec, mode=mode, task_index=index)
         except NbSubagentsError as exc:
-            runs.append(failed_run(spec, exc, mode=mode, task_index=index))
+            run = failed_run(spec, exc, mode=mode, task_index=index)
+        run.meta["group"] = group  # before launch: the supervisor reads meta.json when it starts
+        atomic_write_json(run.paths.meta, run.meta)
+        runs.append(run)
     return runs

@@ -6,6 +6,7 @@ read here. Real runs are the real pi against the scripted model (``project`` fix
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import os
 import re
@@ -367,17 +368,22 @@ def test_choose_renderer_is_text_outside_a_kernel_and_follows_the_env_var(monkey
         assert isinstance(choose_renderer(), TextRenderer)
 
 
-def test_run_mimebundle_is_text_and_html_outside_a_kernel_and_a_widget_when_forced(tmp_path, monkeypatch):
+def test_a_finished_run_shows_its_static_record_and_a_running_one_its_live_panel_when_forced(tmp_path, monkeypatch):
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     run = fake_run(tmp_path, "r1")
     finish(run.dir, "completed", text="the answer <42>")
     bundle = run._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"}
-    assert bundle["text/plain"] == repr(run) and "the answer <42>" in bundle["text/plain"]
-    assert "the answer &lt;42&gt;" in bundle["text/html"] and "✓ r1 completed" in bundle["text/html"]
+    assert bundle["text/plain"].startswith("✓ r1 completed · demo/scripted · 0 tool calls · 1.0s · timeout 10m\n")
+    assert "Output:\n  the answer <42>\nRun id: r1" in bundle["text/plain"]
+    assert "the answer &lt;42&gt;" in bundle["text/html"] and '<b class="nbsubagents-name">r1</b>' in bundle["text/html"]
+    assert "\n" not in bundle["text/html"] and "<script" not in bundle["text/html"]
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
-    bundle = run_mimebundle(run)
-    assert bundle[VIEW_MIME]["model_id"] and bundle["text/plain"] == repr(run)
+    assert set(run_mimebundle(run)) == {"text/plain", "text/html"}  # finished: no widget needed
+    running = fake_run(tmp_path, "r2", "running")
+    bundle = run_mimebundle(running)
+    assert bundle[VIEW_MIME]["model_id"] and bundle["text/plain"].startswith("⏳ r2 running")
+    assert running._live_panel.widget.model_id == bundle[VIEW_MIME]["model_id"]
 
 
 def test_missing_ipywidgets_is_a_clear_error_when_a_panel_is_built(tmp_path, monkeypatch):
@@ -394,7 +400,7 @@ def test_display_and_widgets_stay_out_of_a_bare_import():
     assert out.strip() == "[]"
 
 
-def test_in_a_real_kernel_runs_show_live_panels_and_a_run_value_shows_its_panel(project, monkeypatch):
+def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(project, monkeypatch):
     """nbclient drives a real ipykernel: choose_renderer picks widgets; the saved widget state has the lines."""
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     nb = nbformat.v4.new_notebook()
@@ -407,14 +413,23 @@ def test_in_a_real_kernel_runs_show_live_panels_and_a_run_value_shows_its_panel(
     NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
                    resources={"metadata": {"path": str(project)}}).execute()
     assert nb.cells[0].outputs[0]["text"].strip() == "WidgetRenderer"
+    run = Run(next((project / ".pi" / "subagents" / "runs").iterdir()))
+    usage = run.result["usage"]
     (shown,) = [o for o in nb.cells[1].outputs if o["output_type"] == "display_data"]
-    assert VIEW_MIME in shown["data"]
+    # The live panel was replaced at the end by its static record: readable without a kernel or widgets.
+    assert VIEW_MIME not in shown["data"]
+    plain = shown["data"]["text/plain"]
+    assert plain.startswith(f"✓ scout completed · demo/scripted · 2 tool calls · {usage['totalTokens']:,} tokens")
+    for line in ("  Reading README.md", "  Command finished — hi", "Output:", f"Run id: {run.id}"):
+        assert line in plain, plain
+    page = shown["data"]["text/html"]
+    assert f'class="nbsubagents-static nbsubagents-panel nbsubagents-run-{run.id} nbsubagents-status-completed"' in page
+    assert "Reading README.md" in page
+    assert html_lib.escape(run.output.splitlines()[0], quote=False) in page
     (value,) = nb.cells[2].outputs
-    assert value["output_type"] == "execute_result" and VIEW_MIME in value["data"]
-    assert "scout completed" in value["data"]["text/plain"] and "nbsubagents-summary" in value["data"]["text/html"]
+    assert value["output_type"] == "execute_result" and VIEW_MIME not in value["data"]
+    assert value["data"]["text/plain"] == plain and value["data"]["text/html"] == page
+    # While it ran the output held the widget: its model is in the saved state with the lines.
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
-    # The run as a value shows the very panel that was live, not a second copy.
-    assert value["data"][VIEW_MIME]["model_id"] == shown["data"][VIEW_MIME]["model_id"]
     assert sum("Reading README.md" in v for v in values) == 1
-    assert sum('<span class="nbsubagents-icon">✓</span>' in v for v in values) == 1
