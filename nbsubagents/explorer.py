@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 from . import registry, watcher
 from .config import NbSubagentsError
 from .display import VIEW_MIME, widgets_available
+from .style import MONO_STYLE as _MONO
 from .style import MUTED_STYLE as _MUTED
 from .style import DARK_SCOPE, PALETTE, STATUS_CSS, STATUSES, attrs, color, filesize, glyph, plural, shorten
 from .style import duration as _duration
-from .widgets import _MONO, _click_subshell, _ipywidgets, _route_clicks
+from .widgets import _click_subshell, _ipywidgets, _route_clicks
 
 if TYPE_CHECKING:
     import pandas

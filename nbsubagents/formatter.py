@@ -431,8 +431,9 @@ class ProgressFormatter:
 
     def _run_end(self, event: dict[str, Any]) -> ProgressLine:
         status, message = event.get("status"), event.get("errorMessage")
-        if message and message == self._said_error:
-            message = None  # said a moment ago by the error line: the end only says how the run ended
+        if message and message == self._said_error:  # said a moment ago by the error line
+            return ProgressLine("failed" if status == "failed" else "error", "Failed" if status == "failed"
+                                else "Aborted" if status == "aborted" else f"Ended: {status}")
         if status == "completed":
             return ProgressLine("done", "Completed")
         if status == "aborted":

@@ -20,12 +20,11 @@ import re
 import threading
 import time
 from collections import deque
-from itertools import islice
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .artifacts import TERMINAL
 from .events import Tally
-from .style import MUTED_STYLE, STATUS_CSS, attrs, duration, glyph, plural
+from .style import ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, duration, glyph, plural
 from .style import color as status_color
 
 if TYPE_CHECKING:
@@ -39,10 +38,7 @@ FINAL_TEXT_LIMIT = 20_000
 GROUP_WORDS = {"running": "running", "queued": "queued", "completed": "done", "failed": "failed",
                "aborted": "aborted"}
 
-_RED = f"color:{status_color('failed')}"  # with the class nbsubagents-c-failed, dark themes get theirs
-_MUTED = MUTED_STYLE
-_MONO = ("font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);"
-         "line-height:1.4;white-space:pre-wrap;word-break:break-word")
+_RED, _MUTED, _MONO = ERROR_STYLE, MUTED_STYLE, MONO_STYLE
 # How each kind of formatter line looks, inline (a static record carries no stylesheet).
 LINE_STYLES = {
     "failed": _RED, "error": _RED,
@@ -79,8 +75,10 @@ class PanelState:
         self._final_window: list[tuple[str, str, str]] | None = None
         self.line_count = 0
         self.last_seq = -1                  # the seq of the last event taken (a follower skips older ones)
+        self.failed_steps = 0               # tool calls whose result was an error
         self._lock = lock or threading.RLock()
         self._started: float | None = None  # wall clock (event ts) when the run started
+        self._launched: float | None = None # wall clock when the panel first saw it launched (before events)
         self._ended: float | None = None
         self._status: str | None = None     # terminal status, once known
         self._saw_run_end = False
@@ -108,6 +106,8 @@ class PanelState:
                 self.last_seq = max(self.last_seq, seq)
             self.tally.add(event)
             kind = event.get("type")
+            if kind == "tool_result" and event.get("isError"):
+                self.failed_steps += 1
             ts = event.get("ts")
             if kind == "run_start" or self._started is None:
                 self._started = ts if isinstance(ts, (int, float)) else time.time()
@@ -161,6 +161,8 @@ class PanelState:
                 self._ended = time.time()
         elif status == "queued" and self._started is not None:
             status = "running"  # events arrive: the supervisor runs, whatever the handle knows
+        if status == "running" and self._launched is None:
+            self._launched = time.time()  # the clock ticks from here until run_start gives the real start
         return status
 
     def ready_to_end(self, status: str) -> bool:
@@ -179,13 +181,19 @@ class PanelState:
                 if self._started is None:
                     return None
                 return max(0.0, (self._ended or time.time()) - self._started)
-            if self._started is None:
+            start = self._started if self._started is not None else self._launched
+            if start is None:
                 return None
-            return max(0.0, time.time() - self._started)
+            return max(0.0, time.time() - start)
 
     # -- the pieces a panel shows ---------------------------------------------------------------------
     def header_meta(self, status: str) -> list[str]:
-        """model, tool calls, tokens, cost, elapsed, timeout: the header's numbers, as plain words."""
+        """model, tool calls, failed steps, tokens, cost, elapsed, timeout: the header's numbers, as words."""
+        return [text for _, text in self.header_fields(status)]
+
+    def header_fields(self, status: str) -> list[tuple[str, str]]:
+        """``(field, words)`` of the header: model, calls, failed (when any), tokens, cost, elapsed, and the
+        timeout while the run is active. Tokens and cost are always there, so nothing shifts as they come."""
         run, tally = self.run, self.tally
         result = run.result if status in TERMINAL else None
         calls, tokens, cost = tally.tool_calls, tally.tokens, tally.cost
@@ -193,18 +201,18 @@ class PanelState:
             calls = result.get("toolCalls") or 0
             usage = result.get("usage") or {}
             tokens, cost = usage.get("totalTokens") or 0, usage.get("cost") or 0.0
-        parts = [run.model or tally.model or "no model", plural(calls, "tool call")]
-        if tokens:
-            parts.append(f"{tokens:,} tokens")
-        if cost:
-            parts.append(f"${cost:.4f}")
+        fields = [("model", run.model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
+        if self.failed_steps:
+            fields.append(("failed", plural(self.failed_steps, "failed step")))
+        fields += [("tokens", f"{tokens:,} tokens"), ("cost", f"${cost:.4f}")]
         elapsed = self.elapsed()
         if elapsed is not None:
-            parts.append(duration(elapsed))
+            fields.append(("elapsed", duration(elapsed)))
         timeout = run.meta.get("timeout")
-        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
-            parts.append(f"timeout {duration(float(timeout))}")
-        return parts
+        if status not in TERMINAL and isinstance(timeout, (int, float)) and not isinstance(timeout, bool) \
+                and timeout > 0:
+            fields.append(("timeout", f"timeout {duration(float(timeout))}"))
+        return fields
 
     def drop_repeated_output(self) -> None:
         """The output box below shows the final message: the window ends with what led to it instead.
@@ -223,13 +231,21 @@ class PanelState:
         while start and rows[start - 1][0] == "assistant" and rows[start - 1][1].strip() in output:
             start -= 1
         if start < end:
-            self._final_window = (rows[:start] + rows[end:])[-self.lines:]
+            self._final_window = self._fold(rows[:start] + rows[end:])
 
     def window(self) -> list[tuple[str, str, str]]:
         """The lines the window shows now: the latest ones, or at the end those that led to the output."""
         if self._final_window is not None:
             return self._final_window
-        return list(islice(self.history, max(0, len(self.history) - self.lines), None))
+        return self._fold(list(self.history))
+
+    def _fold(self, rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """The last ``lines`` rows, but error lines that scrolled above them stay (the latest few, in order)."""
+        if len(rows) <= self.lines:
+            return rows
+        keep = max(1, self.lines // 3)
+        pinned = [row for row in rows[:-self.lines] if row[0] in ("failed", "error")][-keep:]
+        return pinned + rows[len(rows) - (self.lines - len(pinned)):]
 
     def earlier_lines(self, window: list[tuple[str, str, str]]) -> int:
         """How many lines came before the window's first one (those the history holds and those it dropped)."""
@@ -240,7 +256,7 @@ class PanelState:
         return index + self.line_count - len(self.history)
 
     def placeholder(self, status: str) -> str:
-        return {"queued": "(queued)", "running": "(starting…)"}.get(status, "(no output)")
+        return {"queued": "(waiting to start)", "running": "starting pi…"}.get(status, "(no output)")
 
     def final_output(self) -> str:
         output = self.run.output.strip()
@@ -276,7 +292,7 @@ class PanelState:
             head = (f'<div class="nbsubagents-header"><span {attrs(status, "nbsubagents-icon", "font-weight:bold")}>'
                     f'{glyph(status)}</span> <b class="nbsubagents-name">{_esc(run.name)}'
                     f'</b> <span {attrs(status, "nbsubagents-status", "font-weight:600")}>{status}</span> '
-                    f'<span class="nbsubagents-meta" style="{_MUTED}">· {_esc(" · ".join(self.header_meta(status)))}'
+                    f'<span class="nbsubagents-meta" style="{_MUTED}">· {self._static_meta(status)}'
                     f'</span></div>')
             window = self.window()
             earlier = self.earlier_lines(window)
@@ -322,6 +338,10 @@ class PanelState:
                     f'-apple-system,Segoe UI,Helvetica,Arial,sans-serif);font-size:13px;line-height:1.45">'
                     f'{"".join(parts)}</div>')
 
+    def _static_meta(self, status: str) -> str:
+        return " · ".join(f'<span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{_esc(text)}</span>'
+                          if field == "failed" else _esc(text) for field, text in self.header_fields(status))
+
     def static_text(self) -> str:
         """The panel as plain text: header line, the window's lines, the output, the error, the run id."""
         with self._lock:
@@ -360,6 +380,19 @@ def group_header_text(states: Iterable[PanelState]) -> str:
     return "Sub-agents: " + ", ".join(f"{n} {word}" for word, n in counts.items())
 
 
+def group_header_html(states: Iterable[PanelState]) -> str:
+    """The group header with its failed and aborted counts in their colours."""
+    statuses = [s.status for s in states]
+    parts = []
+    for status, word in GROUP_WORDS.items():
+        n = statuses.count(status)
+        if n:
+            text = f"{n} {word}"
+            parts.append(f'<span {attrs(status, f"nbsubagents-group-{status}")}>{text}</span>'
+                         if status in ("failed", "aborted") else text)
+    return f"{STATUS_CSS}<b>Sub-agents: {', '.join(parts)}</b>"
+
+
 def group_static_html(states: list[PanelState]) -> str:
     done = all(s.status in TERMINAL for s in states)
     ids = ""
@@ -368,7 +401,7 @@ def group_static_html(states: list[PanelState]) -> str:
                + ", ".join(f"<code>{html.escape(s.run.id)}</code>" for s in states) + "</div>")
     return (f'<div class="nbsubagents-static-group nbsubagents-group"><div class="nbsubagents-group-header" '
             f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:13px">'
-            f'<b>{html.escape(group_header_text(states))}</b></div>{"".join(s.static_html() for s in states)}{ids}</div>')
+            f'{group_header_html(states)}</div>{"".join(s.static_html() for s in states)}{ids}</div>')
 
 
 def group_static_text(states: list[PanelState]) -> str:

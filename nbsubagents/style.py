@@ -95,3 +95,6 @@ def filesize(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GB"
+ERROR_STYLE = f"color:{PALETTE['failed'][0]}"  # with the class nbsubagents-c-failed, dark themes get theirs
+MONO_STYLE = ("font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);"
+              "line-height:1.4;white-space:pre-wrap;word-break:break-word")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import registry
-from .style import glyph
+from .style import glyph, shorten
 
 if TYPE_CHECKING:
     from .renderers import Renderer
@@ -62,9 +62,7 @@ class Notice:
 
 def _summary(row: dict[str, Any]) -> str:
     text = row.get("final_text") if row.get("status") == "completed" else row.get("error_message")
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    first = lines[0] if lines else ""
-    return first if len(first) <= 120 else first[:119] + "…"
+    return shorten(text, 120)  # the whole answer on one line, not just its first line
 
 
 def print_notice(notice: Notice) -> None:

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .artifacts import TERMINAL
 from .formatter import ProgressFormatter, ProgressLine
-from .panel_state import (_MONO, _MUTED, _RED, GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_text,
+from .panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
                           group_static_html, group_static_text)
+from .style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph
+from .style import color as status_color
 from .style import duration as _duration
 from .style import plural as _plural
-from .style import DARK_SCOPE, STATUS_CSS, attrs, glyph
-from .style import color as status_color
 
 if TYPE_CHECKING:
     from .runner import Run
@@ -44,15 +44,29 @@ STATIC_INTERVAL = 15.0   # how often a running panel's static record is refreshe
 # How each kind of formatter line looks; sent with every window so a saved notebook keeps it.
 _LINE_CSS = (
     "<style>"
-    ".nbsubagents-lines{" + _MONO + "}"
-    ".nbsubagents-lines .nbsubagents-failed,.nbsubagents-lines .nbsubagents-error{" + _RED + "}"
+    ".nbsubagents-lines{" + MONO_STYLE + "}"
+    ".nbsubagents-lines .nbsubagents-failed,.nbsubagents-lines .nbsubagents-error{" + ERROR_STYLE + "}"
     + DARK_SCOPE + " .nbsubagents-lines .nbsubagents-failed," + DARK_SCOPE + " .nbsubagents-lines .nbsubagents-error"
     "{color:" + status_color("failed", dark=True) + "}"
     ".nbsubagents-lines .nbsubagents-assistant{color:var(--jp-brand-color1,#1976d2);"
     "border-left:2px solid var(--jp-brand-color1,#1976d2);padding-left:6px}"
-    ".nbsubagents-lines .nbsubagents-thinking{" + _MUTED + ";font-style:italic}"
+    ".nbsubagents-lines .nbsubagents-thinking{" + MUTED_STYLE + ";font-style:italic}"
     ".nbsubagents-lines .nbsubagents-done,.nbsubagents-lines .nbsubagents-info,"
-    ".nbsubagents-lines .nbsubagents-placeholder{" + _MUTED + "}"
+    ".nbsubagents-lines .nbsubagents-placeholder{" + MUTED_STYLE + "}"
+    "</style>"
+)
+
+
+# Widths that keep the header still while its figures grow (ch: digits of the monospace-ish UI font).
+_FIXED_WIDTH = {"calls": "9ch", "tokens": "11ch", "cost": "6.5ch", "elapsed": "5ch"}
+# Once the kernel is gone (restart, shutdown), JupyterLab marks every widget view of the old kernel
+# ``jupyter-widgets-disconnected``: the panel then drops its live controls and says it shows its last state.
+_PANEL_CSS = (
+    "<style>"
+    ".nbsubagents-header .nbsubagents-gone{display:none}"
+    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-gone{display:inline}"
+    ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}"
+    ".nbsubagents-history-toggle.jupyter-widgets-disconnected{opacity:.85}"
     "</style>"
 )
 
@@ -306,20 +320,23 @@ class RunPanel(PanelState, _StaticRecord):
             self._static_step()
 
     def _header_html(self, status: str) -> str:
-        meta = self.header_meta(status)
-        pieces = [html.escape(piece, quote=False) for piece in meta]
-        elapsed, timeout = self.elapsed(), self.run.meta.get("timeout")
-        has_timeout = isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0
-        if has_timeout:
-            pieces[-1] = f'<span class="nbsubagents-timeout">{pieces[-1]}</span>'
-        if elapsed is not None:
-            at = -2 if has_timeout else -1
-            pieces[at] = f'<span class="nbsubagents-elapsed">{pieces[at]}</span>'
-        return (f'{STATUS_CSS}<div class="nbsubagents-status-{status}">'
+        pieces = []
+        for field, text in self.header_fields(status):
+            text = html.escape(text, quote=False)
+            if field == "failed":
+                pieces.append(f'<span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{text}</span>')
+            elif field in _FIXED_WIDTH:  # figures that change keep their width: the header does not shift
+                pieces.append(f'<span class="nbsubagents-{field}" style="display:inline-block;'
+                              f'min-width:{_FIXED_WIDTH[field]};font-variant-numeric:tabular-nums">{text}</span>')
+            else:
+                pieces.append(f'<span class="nbsubagents-{field}">{text}</span>')
+        return (f'{STATUS_CSS}{_PANEL_CSS}<div class="nbsubagents-status-{status}">'
                 f'<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
                 f'<b class="nbsubagents-name">{html.escape(self.run.name, quote=False)}</b> '
                 f'<span {attrs(status, "nbsubagents-status")}>{status}</span> '
-                f'<span class="nbsubagents-meta" style="{_MUTED}">· {" · ".join(pieces)}</span></div>')
+                f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">· {" · ".join(pieces)}</span>'
+                f'<span class="nbsubagents-gone" style="{MUTED_STYLE};font-style:italic"> · kernel gone: '
+                f'the last state it showed</span></div>')
 
     def _window_html(self, status: str) -> str:
         window = self.window()
@@ -340,14 +357,14 @@ class RunPanel(PanelState, _StaticRecord):
         parts = []
         output = self.final_output()
         if output:
-            parts.append(f'<div class="nbsubagents-output" style="{_MONO};border-left:3px solid '
+            parts.append(f'<div class="nbsubagents-output" style="{MONO_STYLE};border-left:3px solid '
                          f'var(--jp-success-color1,#388e3c);padding-left:8px;margin:4px 0">'
                          f'{html.escape(output, quote=False)}</div>')
         error = self.shown_error()
         if error:
-            parts.append(f'<div {attrs("failed", "nbsubagents-error", _MONO)}>'
+            parts.append(f'<div {attrs("failed", "nbsubagents-error", MONO_STYLE)}>'
                          f'{html.escape(error, quote=False)}</div>')
-        parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">'
+        parts.append(f'<div class="nbsubagents-runid" style="{MUTED_STYLE};font-size:11px">'
                      f'{html.escape(self.run.id, quote=False)}</div>')
         return "".join(parts)
 
@@ -416,10 +433,10 @@ class GroupPanel(_StaticRecord):
 
     def render(self) -> None:
         with self._lock:
-            self.header.value = f"<b>{html.escape(self.header_text(), quote=False)}</b>"
+            self.header.value = group_header_html(self.panels)
             if self.done:
                 ids = ", ".join(f"<code>{html.escape(p.run.id, quote=False)}</code>" for p in self.panels)
-                self.ids_html.value = f'<div style="{_MUTED}">Run ids: {ids}</div>'
+                self.ids_html.value = f'<div style="{MUTED_STYLE}">Run ids: {ids}</div>'
             self.renders += 1
             self.last_render = time.monotonic()
             self._static_step()
