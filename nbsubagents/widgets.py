@@ -58,7 +58,7 @@ _LINE_CSS = (
 
 
 # Widths that keep the header still while its figures grow (ch: digits of the monospace-ish UI font).
-_FIXED_WIDTH = {"calls": "9ch", "tokens": "11ch", "cost": "6.5ch", "elapsed": "5ch"}
+_FIXED_WIDTH = {"calls": "8ch", "tokens": "10ch", "cost": "5.5ch", "elapsed": "4ch"}
 # Once the kernel is gone (restart, shutdown), JupyterLab marks every widget view of the old kernel
 # ``jupyter-widgets-disconnected``: the panel then drops its live controls and says it shows its last state.
 _PANEL_CSS = (

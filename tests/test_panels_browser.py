@@ -121,3 +121,26 @@ def test_status_colours_read_well_and_no_emoji_shows_in_either_theme(project, tm
     assert "✓" in found["shown"] and "✗" in found["shown"]
     assert [ch for ch in found["shown"] if is_emoji_like(ch)] == []
     assert session.errors == []
+
+
+@pytest.mark.browser
+def test_after_a_restart_an_old_panel_has_no_live_cancel_and_says_so(project, tmp_path, monkeypatch):
+    from playwright.sync_api import expect
+
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    write_notebook(project / "restart.ipynb", [SETUP, 'bg = nbsubagents.start("scout", "sleep: 20\\nread README.md", '
+                                                      'name="bg")'])
+    with JupyterLab(project, tmp_path / "jupyter") as lab, lab_page(lab, "restart.ipynb") as session:
+        page = session.page
+        session.run_all_cells()
+        bg = panel(page, "bg")
+        expect(bg.locator(".nbsubagents-header")).to_contain_text("running", timeout=120_000)
+        expect(bg.locator(".nbsubagents-cancel")).to_be_visible()
+        expect(bg.locator(".nbsubagents-gone")).to_be_hidden()
+        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+        expect(bg.locator(".nbsubagents-cancel")).to_be_hidden(timeout=60_000)
+        expect(bg.locator(".nbsubagents-gone")).to_be_visible()
+        expect(bg.locator(".nbsubagents-header")).to_contain_text("kernel gone: the last state it showed")
+        bg.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "panel-after-restart.png"))
+    assert session.errors == []
