@@ -6,6 +6,8 @@ loaded on first use.
 
 from __future__ import annotations
 
+import sys as _sys
+
 TYPE_CHECKING = False  # typing is not imported at run time: the supervisor starts on this import
 if TYPE_CHECKING:
     from typing import Any
@@ -13,19 +15,20 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",
            "start", "status", "cancel", "get_run", "Status", "runs", "status_bar", "browse", "runs_timeline",
-           "StatusBar", "Browser"]
+           "StatusBar", "Browser", "report"]
 
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
     "configure": "config", "NbSubagentsError": "config", "Run": "runner",
     "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry",
     "runs": "api", "status_bar": "api", "browse": "api", "runs_timeline": "api",
-    "StatusBar": "explorer", "Browser": "explorer",
+    "StatusBar": "explorer", "Browser": "explorer", "report": "reports",
 }
 
 if TYPE_CHECKING:
     from .api import browse, cancel, get_run, presets, run, run_parallel, runs, runs_timeline, start, status, status_bar
     from .explorer import Browser, StatusBar
+    from .reports import report
     from .registry import Status
     from .config import NbSubagentsError, configure
     from .runner import Run
@@ -51,8 +54,18 @@ def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nbsubagents``: the ``%subagent`` magics (imported only now: they need IPython)."""
     from .magics import load_ipython_extension as load
     load(ipython)
+    _prepare_kernel()
+
+
+def _prepare_kernel() -> None:
+    from .display import prepare_kernel
+    prepare_kernel()
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     from .magics import unload_ipython_extension as unload
     unload(ipython)
+
+
+if "ipykernel" in _sys.modules:  # imported in a notebook kernel: ready its widget channel before any run's panel
+    _prepare_kernel()

@@ -30,6 +30,9 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
     ``head`` or ``tail``); ``resume`` continues an earlier run (its id or a unique prefix) with its
     history. Bad input (unknown preset or model, empty task, missing cwd) raises before anything
     starts. Interrupting the cell aborts the run and returns it with status ``aborted``.
+
+    Progress shows as a live panel in a notebook and as plain lines on stderr elsewhere; ``show=False``
+    (or ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
     """
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
                     name=name, timeout=timeout, files=files, resume=resume)
@@ -61,6 +64,7 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
 
     Each task is a dict (or object) with ``preset`` and ``task`` and optionally ``model``, ``cwd``,
     ``name``, ``timeout``. A task whose preset or model is unknown fails alone; the others run.
+    ``show=False`` shows no progress.
     """
     items = list(tasks)
     limit = settings.concurrency if concurrency is None else concurrency
@@ -99,7 +103,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
     interrupted, restarted or killed; this process's watcher follows it, records its end in the
     registry, announces it once and then calls ``on_done(run)``. ``run.counts`` holds the registry's
-    counts right after the start. Background runs always use the process runner.
+    counts right after the start. Background runs always use the process runner. ``show=False`` shows
+    no panel or progress and prints no completion notice for it.
     """
     from . import registry, watcher
 
@@ -113,7 +118,7 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
     the_run._launch()
-    watcher.watch(the_run, renderer=renderer, on_done=on_done)
+    watcher.watch(the_run, renderer=renderer, on_done=on_done, quiet=not show)
     the_run.counts = registry.counts(the_run.dir.parents[3])
     return the_run
 
@@ -153,7 +158,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
 
 
 def status_bar(*, root: str | Path | None = None) -> Any:
-    """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, then the
+    """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, ``· 1 aborted``, then the
     last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
     from .explorer import status_bar as _status_bar
     return _status_bar(root)
@@ -169,11 +174,12 @@ def browse(*, status: Any = None, preset: str | None = None, model: str | None =
 
 
 def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
-                  until: Any = None, text: str | None = None, limit: int | None = 200) -> Any:
+                  until: Any = None, text: str | None = None, limit: int | None = 200, theme: str = "auto") -> Any:
     """A matplotlib Figure of runs over time: one bar per run from start to end, coloured by status.
 
-    Filters as ``runs()``; the newest ``limit`` runs are drawn. Needs matplotlib
-    (``pip install 'nbsubagents[timeline]'``).
+    Filters as ``runs()``; the newest ``limit`` runs are drawn. ``theme`` is ``"auto"`` (JupyterLab's chosen
+    theme), ``"light"`` or ``"dark"``. Needs matplotlib (``pip install 'nbsubagents[timeline]'``).
     """
     from .explorer import runs_timeline as _timeline
-    return _timeline(status=status, preset=preset, model=model, since=since, until=until, text=text, limit=limit)
+    return _timeline(status=status, preset=preset, model=model, since=since, until=until, text=text, limit=limit,
+                     theme=theme)

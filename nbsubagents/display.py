@@ -1,8 +1,10 @@
-"""Where output goes: the one place that decides between live widget panels and plain text.
+"""Where output goes: the one place that decides between live widget panels, plain text and silence.
 
 ``choose_renderer()`` picks the renderer of a run; ``run_mimebundle()`` is how a ``Run`` shows as a
-cell's value. Both use ``widgets_available()``, so the two never disagree. ipywidgets is imported
-only when a panel is built (``nbsubagents.widgets``).
+cell's value and ``live_display()`` how a running one is displayed so that it follows the run. All use
+``widgets_available()``, so they never disagree. ipywidgets is imported only when a panel is built
+(``nbsubagents.widgets``). ``text_stream()`` is where plain progress and notices go: the notebook's
+output inside a kernel, stderr elsewhere (stdout belongs to the user's program).
 """
 
 from __future__ import annotations
@@ -20,15 +22,18 @@ if TYPE_CHECKING:
     from .runner import Run
 
 ENV_VAR = "NBSUBAGENTS_DISPLAY"
-MODES = ("auto", "text", "widgets")
+MODES = ("auto", "text", "widgets", "none")
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def display_mode() -> str:
-    """``NBSUBAGENTS_DISPLAY``: ``text`` or ``widgets`` forces a renderer; unset or ``auto`` detects."""
+    """``NBSUBAGENTS_DISPLAY``: ``text`` or ``widgets`` forces a renderer, ``none`` silences progress and
+    notices; unset or ``auto`` detects."""
     raw = os.environ.get(ENV_VAR, "").strip().lower()
     if raw in ("", "auto"):
         return "auto"
+    if raw in ("none", "off", "quiet"):
+        return "none"
     if raw in ("text", "plain"):
         return "text"
     if raw in ("widgets", "widget"):
@@ -58,6 +63,29 @@ def in_widget_kernel() -> bool:
     return importlib.util.find_spec("ipywidgets") is not None
 
 
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (its stdout is the notebook's output), whatever the widgets."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def text_stream() -> Any:
+    """Where plain-text progress and notices go: the cell's output in a kernel, else stderr (as tqdm and
+    pip do), so a script's stdout holds only what the script prints."""
+    return sys.stdout if in_kernel() else sys.stderr
+
+
+def silenced() -> bool:
+    """``NBSUBAGENTS_DISPLAY=none``: no progress and no printed notices at all."""
+    return display_mode() == "none"
+
+
 def widgets_available() -> bool:
     """Whether runs show as widget panels here: the env var first, then the kernel check."""
     mode = display_mode()
@@ -66,8 +94,28 @@ def widgets_available() -> bool:
     return in_widget_kernel()
 
 
+def prepare_kernel() -> None:
+    """Ready a widget kernel for panels now (at import or ``%load_ext``), not while a run's cell executes.
+
+    JupyterLab opens a kernel subshell for widget messages when the first widget appears; the busy/idle
+    of that control request would show the kernel Idle for the whole cell that drew the first panel.
+    Opened here, it comes and goes with the short cell that imported nbsubagents; the Cancel buttons'
+    own subshell is made here too.
+    """
+    if not widgets_available() or not in_widget_kernel():
+        return
+    try:
+        from .widgets import keep_widget_channel
+        keep_widget_channel()
+    except Exception:  # never let a frontend detail break an import: the first panel does it later
+        pass
+
+
 def choose_renderer() -> Renderer:
     """Live panels in a notebook kernel, plain throttled text elsewhere (``NBSUBAGENTS_DISPLAY`` forces one)."""
+    if silenced():
+        from .renderers import NullRenderer
+        return NullRenderer()
     if widgets_available():
         from .widgets import WidgetRenderer  # raises with an install hint when ipywidgets is missing
         return WidgetRenderer()
@@ -76,30 +124,68 @@ def choose_renderer() -> Renderer:
 
 def summary_html(run: Run) -> str:
     """The run's readable summary (its ``repr``) as HTML, for frontends without widgets."""
-    from .renderers import ICONS
+    from .style import STATUS_CSS, color, glyph
     status = run.status
-    color = "var(--jp-error-color1,#d32f2f)" if status in ("failed", "aborted") else "inherit"
-    return (f'<pre class="nbsubagents-summary nbsubagents-status-{status}" '
-            f'style="white-space:pre-wrap;color:{color}" title="{html.escape(ICONS.get(status, "?"))} '
+    return (f'{STATUS_CSS}<pre class="nbsubagents-summary nbsubagents-status-{status} nbsubagents-c-{status}" '
+            f'style="white-space:pre-wrap;color:{color(status)}" title="{html.escape(glyph(status))} '
             f'{html.escape(status)}">{html.escape(repr(run), quote=False)}</pre>')
 
 
 def run_mimebundle(run: Run) -> dict[str, Any]:
-    """What a ``Run`` shows as a cell's value: its panel in a widget notebook, its summary everywhere.
+    """What a ``Run`` shows as a cell's value: its static panel record, plus its live panel while it runs.
 
-    ``text/plain`` is ``repr(run)`` (the summary line and the start of the output); ``text/html`` the
-    same for frontends without the widget manager (static HTML, nbconvert); the widget view the run's
-    panel with everything it did so far.
+    A finished run is its static record alone (``text/plain`` and ``text/html`` of the panel: header
+    numbers, the last lines, the final text, the error), which reads the same everywhere without a
+    kernel. A running one in a notebook with widgets also carries its panel's view (``live_display``
+    shows it under the panel's display id so it follows the run); elsewhere ``repr(run)``.
     """
+    if run.done:
+        from .panel_state import PanelState
+        state = PanelState.of_run(run)
+        return {"text/plain": state.static_text(), "text/html": state.static_html()}
     bundle: dict[str, Any] = {"text/plain": repr(run), "text/html": summary_html(run)}
     if widgets_available():
         try:
-            from .widgets import RunPanel
-            # A panel that a renderer keeps updating stays live; otherwise a snapshot of the run so far.
-            panel = getattr(run, "_live_panel", None) or RunPanel.from_run(run)
+            panel = _following_panel(run)
         except ImportError:  # ipywidgets missing although forced: the summary still shows
             return bundle
-        view = panel.widget._repr_mimebundle_().get(VIEW_MIME)
-        if view is not None:
-            bundle[VIEW_MIME] = view
+        return panel.static_bundle(final=False)
     return bundle
+
+
+def _following_panel(run: Run) -> Any:
+    """The run's live panel in this process, or a new one that the watcher keeps current until the end."""
+    from . import watcher
+    from .widgets import RunPanel, WidgetRenderer
+
+    panel = getattr(run, "_live_panel", None)
+    if panel is not None:
+        return panel
+    panel = RunPanel.from_run(run)
+    if not run.done:
+        follower = WidgetRenderer(display=lambda widget: None)
+        follower.follow(panel)
+        watcher.watch(run, renderer=follower)
+    return panel
+
+
+def live_display(run: Run) -> Any:
+    """IPython's ``_ipython_display_`` of a running ``Run`` in a notebook with widgets, else None.
+
+    The run's panel is displayed under its display id: every display of the run (the launching cell,
+    a cell value, ``display(run)``, ``get_run(id)`` in another cell) is then updated together, follows
+    the run live and ends as the static record of its end, whoever launched it.
+    """
+    if run.done or not widgets_available():
+        return None
+
+    def show() -> None:
+        try:
+            panel = _following_panel(run)
+        except ImportError:
+            from IPython.display import display
+            display(run_mimebundle(run), raw=True)
+            return
+        panel.show()
+
+    return show

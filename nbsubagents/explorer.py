@@ -1,6 +1,7 @@
 """Looking at the project's runs while they come and go: a status bar, a run browser and a timeline.
 
-- ``status_bar()``: one line, ``runs: 2 running / 5 total`` (``· 1 failed`` when runs failed, then the
+- ``status_bar()``: one line over every run of the project, foreground or background,
+  ``runs: 2 running / 5 total`` (``· 1 failed`` and ``· 1 aborted`` when there are such runs, then the
   last completion notice, ``· ✓ scout completed``), as a widget in a notebook and as text elsewhere.
 - ``browse()``: an ipywidgets explorer over the registry: filters, the runs, and for the selected run
   its header, output, transcript, events and files.
@@ -30,9 +31,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 from . import registry, watcher
 from .config import NbSubagentsError
 from .display import VIEW_MIME, widgets_available
-from .query import STATUS_COLORS, STATUSES
-from .renderers import ICONS
-from .widgets import _MONO, _MUTED, _RED, _click_subshell, _duration, _ipywidgets, _plural, _route_clicks
+from .style import MONO_STYLE as _MONO
+from .style import MUTED_STYLE as _MUTED
+from .style import DARK_SCOPE, PALETTE, STATUS_CSS, STATUSES, attrs, color, filesize, glyph, plural, shorten
+from .style import duration as _duration
+from .widgets import _click_subshell, _ipywidgets, _route_clicks
 
 if TYPE_CHECKING:
     import pandas
@@ -149,8 +152,9 @@ class StatusBar:
     def text(self) -> str:
         c = self.counts
         text = f"runs: {c['running']} running / {c['total']} total"
-        if c.get("failed"):
-            text += f" · {c['failed']} failed"
+        for status in ("failed", "aborted"):
+            if c.get(status):
+                text += f" · {c[status]} {status}"
         if self.notice is not None:
             text += f" · {_notice_words(self.notice)}"
         return text
@@ -161,16 +165,16 @@ class StatusBar:
         esc = html.escape
         running = f"{c['running']} running"
         if c["running"]:
-            running = f'<b style="color:{STATUS_COLORS["running"]}">{running}</b>'
+            running = f'<b {attrs("running")}>{running}</b>'
         parts = [f'<span class="nbsubagents-statusbar-counts">runs: {running} / {c["total"]} total</span>']
-        if c.get("failed"):
-            parts.append(f'<span class="nbsubagents-statusbar-failed" style="{_RED}"> · {c["failed"]} failed</span>')
+        for status in ("failed", "aborted"):
+            if c.get(status):
+                parts.append(f'<span {attrs(status, f"nbsubagents-statusbar-{status}")}> · {c[status]} {status}</span>')
         if self.notice is not None:
-            color = STATUS_COLORS.get(self.notice.status, "inherit")
-            parts.append(f'<span class="nbsubagents-statusbar-notice" style="color:{color}" '
+            parts.append(f'<span {attrs(self.notice.status, "nbsubagents-statusbar-notice")} '
                          f'title="{esc(self.notice.text)}"> · {esc(_notice_words(self.notice))}</span>')
-        return (f'<div class="nbsubagents-statusbar-line" style="font-family:var(--jp-ui-font-family,sans-serif);'
-                f'font-size:12px">{"".join(parts)}</div>')
+        return (f'{STATUS_CSS}<div class="nbsubagents-statusbar-line" '
+                f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:12px">{"".join(parts)}</div>')
 
     @property
     def value(self) -> str:
@@ -218,7 +222,7 @@ class StatusBar:
 
 
 def _notice_words(notice: Notice) -> str:
-    return f"{ICONS.get(notice.status, '?')} {notice.name} {notice.status}" + (" while away" if notice.away else "")
+    return f"{glyph(notice.status)} {notice.name} {notice.status}" + (" while away" if notice.away else "")
 
 
 def _ensure_poller() -> None:
@@ -332,11 +336,6 @@ def _missing(value: Any) -> bool:
         return True
 
 
-def _short(text: Any, width: int) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 class Browser:
     """An explorer over the registry: filters, the runs, and the selected run's details.
 
@@ -365,6 +364,7 @@ class Browser:
         self._quiet = False          # True while code (not a person) sets widget values
         self._options: list[tuple[str, str]] = []
         self._shown: tuple[str, str] | None = None   # (run id, status) of the details on screen
+        self._pinned = False         # the selected run was asked for by id (select()), not picked in the list
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -382,8 +382,14 @@ class Browser:
                                   continuous_update=False).add_class("nbsubagents-browse-text")
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))
         self.refresh_button.add_class("nbsubagents-browse-refresh")
+        self.status_hint = w.HTML(f'<div style="{_MUTED};font-size:11px">Ctrl-click (⌘-click on a Mac) '
+                                  'to pick several; none: every status</div>').add_class("nbsubagents-browse-status-hint")
         self.count_html = w.HTML().add_class("nbsubagents-browse-count")
+        self.list_header = w.HTML().add_class("nbsubagents-browse-list-header")
+        self.list_style = w.HTML().add_class("nbsubagents-browse-list-style")
         self.table = w.Select(options=[], rows=12, layout=full).add_class("nbsubagents-browse-list")
+        self.select_hint = w.HTML(f'<div style="{_MUTED}">Select a run in the list to see its output, transcript, '
+                                  'events and files.</div>').add_class("nbsubagents-browse-hint")
         self.table_html = w.HTML().add_class("nbsubagents-browse-table")
         self.table_box = w.Accordion(children=[self.table_html], selected_index=None)
         self.table_box.titles = ("Table",)
@@ -397,18 +403,19 @@ class Browser:
         self.tabs.add_class("nbsubagents-browse-tabs")
         self.details = w.VBox([self.header_html, self.tabs]).add_class("nbsubagents-browse-details")
         self.details.layout.display = "none"  # until a run is selected
-        filters_box = w.HBox([self.status_filter,
+        filters_box = w.HBox([w.VBox([self.status_filter, self.status_hint]),
                               w.VBox([self.preset_filter, self.model_filter, self.since_filter, self.text_filter]),
                               w.VBox([self.refresh_button])]).add_class("nbsubagents-browse-filters")
         self._style = w.HTML(_BROWSE_CSS)
-        self.widget = w.VBox([self._style, filters_box, self.count_html, self.table, self.table_box, self.details])
+        self.widget = w.VBox([self._style, self.list_style, filters_box, self.count_html, self.list_header, self.table,
+                              self.table_box, self.select_hint, self.details])
         self.widget.add_class("nbsubagents-browse")
         self.widget._nbsubagents_browser = self  # an open widget keeps its browser alive
         self._all = [self.status_filter, self.preset_filter, self.model_filter, self.since_filter, self.text_filter,
                      self.refresh_button, self.count_html, self.table, self.table_html, self.table_box,
                      self.header_html, self.output_html, self.transcript_html, self.events_html,
-                     self.artifacts_html, self.tabs, self.details, filters_box, *filters_box.children[1:],
-                     self._style, self.widget]
+                     self.artifacts_html, self.tabs, self.details, filters_box, *filters_box.children,
+                     self.status_hint, self.list_header, self.list_style, self.select_hint, self._style, self.widget]
 
         for control in (self.status_filter, self.preset_filter, self.model_filter, self.since_filter,
                         self.text_filter):
@@ -505,7 +512,7 @@ class Browser:
                 frame = query.runs(**self.filters, limit=self.limit, root=self.root)
             except NbSubagentsError as exc:
                 self.error = str(exc)
-                self.count_html.value = f'<div style="{_RED}">{html.escape(self.error)}</div>'
+                self.count_html.value = f'<div {attrs("failed")}>{html.escape(self.error)}</div>'
                 raise
             self.error = None
             self.frame = frame
@@ -521,19 +528,23 @@ class Browser:
                     if keep in self.run_ids:
                         self.table.value = keep
                     self.table.rows = max(3, min(12, len(options)))
+                    self.list_header.value = _list_header(frame)
+                    self.list_style.value = _list_colours(frame)
                     columns = [c for c in ("run_id", "name", "preset", "status", "model", "started", "duration_s",
                                            "tool_calls", "tokens", "cost", "task") if c in frame.columns]
                     self.table_html.value = query.styled_html(frame[columns])
             finally:
                 self._quiet = False
             active = int(frame["status"].isin(ACTIVE).sum()) if len(frame) else 0
-            count = _plural(len(frame), "run") + (f" · {active} running" if active else "")
+            count = plural(len(frame), "run") + (f" · {active} running" if active else "")
             if len(frame) >= self.limit:
                 count += f" · the newest {self.limit} shown"
             self.count_html.value = (f'<div style="{_MUTED}">{count} · updated '
                                      f'{datetime.now().strftime("%H:%M:%S")}</div>')
             self.refreshes += 1
-            if self.selected is not None:
+            if self.selected is not None and self.selected not in self.run_ids and not self._pinned:
+                self._clear_details()  # the filters no longer list it: its details go too
+            elif self.selected is not None:
                 status = self._status_in_frame(self.selected)
                 if self._shown is None or self._shown[1] in ACTIVE or (status and status != self._shown[1]):
                     self._render_details(self.selected)
@@ -576,17 +587,19 @@ class Browser:
                 self.table.value = match if match in ids else None
             finally:
                 self._quiet = False
+            self._pinned = match not in ids  # asked for by id: shown even though the filters do not list it
             self._render_details(match)
         return self
 
     def _on_select(self, change: dict[str, Any]) -> None:
         if self._quiet or not change.get("new"):
             return
+        self._pinned = False
         try:
             with self._lock:
                 self._render_details(change["new"])
         except Exception as exc:
-            self.header_html.value = f'<div style="{_RED}">{html.escape(str(exc))}</div>'
+            self.header_html.value = f'<div {attrs("failed")}>{html.escape(str(exc))}</div>'
 
     def _render_details(self, run_id: str) -> None:
         from .events import Tally
@@ -615,10 +628,17 @@ class Browser:
         changed = run.files_changed
         files = (f'<div>files changed: {", ".join(f"<code>{html.escape(p)}</code>" for p in changed)}</div>'
                  if changed else "")
-        where = f'<div style="{_MUTED}">{html.escape(str(run.dir))}</div>'
-        self.artifacts_html.value = where + files + (found._repr_html_() if found else "<i>(no files)</i>")
+        where = f'<div style="{_MUTED}">in <code>{html.escape(str(run.dir))}</code></div>'
+        self.artifacts_html.value = where + files + (_artifacts_html(found) if found else "<i>(no files)</i>")
         self.tabs.titles = ("Output", "Transcript", f"Events ({len(events)})", f"Artifacts ({len(found)})")
         self.details.layout.display = None
+        self.select_hint.layout.display = "none"
+
+    def _clear_details(self) -> None:
+        self.selected = None
+        self._shown = None
+        self.details.layout.display = "none"
+        self.select_hint.layout.display = None
 
     # -- live updates -------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -663,7 +683,7 @@ class Browser:
     # -- display ------------------------------------------------------------------------------------
     def __repr__(self) -> str:
         shown = {k: v for k, v in self.filters.items() if v is not None}
-        head = f"browse(): {_plural(len(self._options), 'run')}" + (f" ({shown})" if shown else "")
+        head = f"browse(): {plural(len(self._options), 'run')}" + (f" ({shown})" if shown else "")
         lines = [head, *self.labels[:20]]
         if len(self._options) > 20:
             lines.append(f"… {len(self._options) - 20} more (browser.frame has all)")
@@ -684,12 +704,44 @@ def _labels(frame: pandas.DataFrame) -> list[tuple[str, str]]:
             took = "running…"
         else:
             took = "" if _missing(row.duration_s) else _duration(float(row.duration_s))
-        name = _short(row.name if not _missing(row.name) else row.run_id, 24)
-        task = _short("" if _missing(row.task) else row.task, 50)
-        rows.append((ICONS.get(status, "?"), status, name, _local(row.started), took, task, str(row.run_id)))
+        name = shorten(row.name if not _missing(row.name) else row.run_id, 24)
+        task = shorten("" if _missing(row.task) else row.task, 50)
+        rows.append((glyph(status), status, name, _local(row.started), took, task, str(row.run_id)))
     width = max(len(r[2]) for r in rows)
     return [(f"{icon} {status:<9}  {name:<{width}}  {started:<14}  {took:>8}  {task:<50}  {run_id}", run_id)
             for icon, status, name, started, took, task, run_id in rows]
+
+
+LIST_COLUMNS = ("status", "name", "started", "took", "task", "run id")
+
+
+def _list_header(frame: pandas.DataFrame) -> str:
+    """Column names over the run list, aligned with ``_labels`` (both monospace)."""
+    if frame is None or not len(frame):
+        return ""
+    width = max(len(shorten(n if not _missing(n) else r, 24)) for n, r in zip(frame["name"], frame["run_id"]))
+    text = f"  {'status':<9}  {'name':<{width}}  {'started':<14}  {'took':>8}  {'task':<50}  run id"
+    return (f'<div class="nbsubagents-browse-columns" style="{_MONO};white-space:pre;font-weight:600;'
+            f'font-size:12px;padding-left:4px">{html.escape(text)}</div>')
+
+
+def _list_colours(frame: pandas.DataFrame) -> str:
+    """Each listed run in its status colour: one CSS rule per option of the list (the light and dark values)."""
+    if frame is None or not len(frame):
+        return ""
+    rules = []
+    for i, status in enumerate(frame["status"].astype(str), start=1):
+        if status in PALETTE:
+            light, dark = PALETTE[status]
+            rules.append(f".nbsubagents-browse-list option:nth-child({i}){{color:{light}}}"
+                         f"{DARK_SCOPE} .nbsubagents-browse-list option:nth-child({i}){{color:{dark}}}")
+    return "<style>" + "".join(rules) + "</style>"
+
+
+def _artifacts_html(found: Any) -> str:
+    rows = "".join(f'<tr><td title="{html.escape(str(a.path))}"><code>{html.escape(a.name)}</code></td>'
+                   f'<td style="text-align:right">{html.escape(filesize(a.size))}</td></tr>' for a in found)
+    return f'<table class="nbsubagents-browse-artifacts"><tr><th>file</th><th>size</th></tr>{rows}</table>'
 
 
 def _header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
@@ -709,19 +761,18 @@ def _header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
     else:
         took = ""
     parts = [f"preset {row.get('preset') or '?'}", row.get("model") or run.model or "no model",
-             _plural(int(calls or 0), "tool call"), f"{int(tokens or 0):,} tokens", f"${float(cost or 0):.4f}"]
+             plural(int(calls or 0), "tool call"), f"{int(tokens or 0):,} tokens", f"${float(cost or 0):.4f}"]
     if took:
         parts.append(took)
-    color = STATUS_COLORS.get(status, "inherit")
     name = row.get("name") or run.name
-    task = _short(row.get("task") or run.task, 200)
+    task = shorten(row.get("task") or run.task, 200)
     started = _local(row.get("started_at") or row.get("created_at"), "%Y-%m-%d %H:%M:%S")
     ended = _local(row.get("ended_at"), "%H:%M:%S")
     when = f"started {started}" + (f" · ended {ended}" if ended else "")
     return (f'<div class="nbsubagents-browse-run nbsubagents-status-{esc(status)}">'
-            f'<span class="nbsubagents-icon" style="color:{color}">{ICONS.get(status, "?")}</span> '
+            f'{STATUS_CSS}<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
             f'<b class="nbsubagents-name">{esc(name)}</b> '
-            f'<span class="nbsubagents-status" style="color:{color};font-weight:600">{esc(status)}</span> '
+            f'<span {attrs(status, "nbsubagents-status", "font-weight:600")}>{esc(status)}</span> '
             f'<span class="nbsubagents-meta" style="{_MUTED}">· {esc(" · ".join(parts))}</span>'
             f'<div style="{_MUTED};font-size:11px"><code>{esc(row["run_id"])}</code> · {esc(when)}'
             f'{" · " + esc(row["mode"]) if row.get("mode") else ""}</div>'
@@ -735,7 +786,7 @@ def _output_html(row: dict[str, Any], run: Run, status: str) -> str:
     if output:
         parts.append(f'<pre class="nbsubagents-browse-output-text">{html.escape(output, quote=False)}</pre>')
     if error and status not in ("completed",):
-        parts.append(f'<div class="nbsubagents-error" style="{_RED};{_MONO}">{html.escape(error, quote=False)}</div>')
+        parts.append(f'<div {attrs("failed", "nbsubagents-error", _MONO)}>{html.escape(error, quote=False)}</div>')
     if not parts:
         parts.append(f'<i style="{_MUTED}">' + ("(running: the output comes when it ends)" if status in ACTIVE
                                                  else "(no output)") + "</i>")
@@ -753,7 +804,7 @@ def _events_html(run: Run, events: list[dict[str, Any]]) -> str:
     for item in shown.itertuples(index=False):
         failed = (not _missing(item.is_error) and bool(item.is_error)) or \
             (not _missing(item.kind) and str(item.kind) in ("error", "failed"))
-        style = f' style="{_RED}"' if failed else ""
+        style = f' {attrs("failed")}' if failed else ""
         text = "" if _missing(item.text) else str(item.text)
         rows.append(f"<tr{style}><td>{'' if _missing(item.seq) else int(item.seq)}</td>"
                     f"<td>{_local(item.time, '%H:%M:%S')}</td><td>{html.escape(str(item.type))}</td>"
@@ -812,12 +863,17 @@ def _new_figure(figsize: tuple[float, float]) -> Figure:
 
 def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
                   until: Any = None, text: str | None = None, limit: int | None = TIMELINE_LIMIT,
-                  root: str | Path | None = None) -> Figure:
+                  root: str | Path | None = None, theme: str = "auto") -> Figure:
     """Runs over time: one horizontal bar per run from its start to its end (now while it runs), coloured
     by status, earliest at the top, so runs that ran in parallel overlap. Filters as ``runs()``; the
     newest ``limit`` runs are drawn. Returns the matplotlib ``Figure`` (each bar's gid is its run id).
+
+    ``theme``: ``"light"``, ``"dark"`` or ``"auto"`` (JupyterLab's chosen theme, light when unknown). The
+    figure's background is transparent and its text and bars take the theme's colours.
     """
     _matplotlib()
+    dark = _dark_theme(theme)
+    ink = "#e5e7eb" if dark else "#1f2937"
     import pandas as pd
     from matplotlib import dates as mdates
     from matplotlib.patches import Patch
@@ -829,9 +885,14 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     frame = frame.sort_values(["started", "run_id"], kind="stable").reset_index(drop=True)
     n = len(frame)
     fig = _new_figure((10.0, min(1.6 + 0.32 * max(n, 1), 30.0)))
+    fig.patch.set_alpha(0.0)  # the notebook's own background shows through, light or dark
     ax = fig.add_subplot()
+    ax.set_facecolor("none")
+    ax.tick_params(colors=ink, labelcolor=ink)
+    for spine in ax.spines.values():
+        spine.set_color(ink)
     if not n:
-        ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color="#6b7280")
+        ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color=ink)
         ax.set_axis_off()
         return fig
 
@@ -852,30 +913,70 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     pad = span * 0.02 if span > 0 else 30 / 86400
     for i, row in enumerate(frame.itertuples(index=False)):
         status_ = str(row.status)
-        color = STATUS_COLORS.get(status_, "#6b7280")
+        face = color(status_, dark=dark)
         # true lengths; the edge in the bar's own colour keeps a run of a few seconds visible as a line
         # (a run still going: a lighter face, hatched in its colour, up to now)
         active = status_ in ACTIVE
-        (bar,) = ax.barh(i, ends[i] - starts[i], left=starts[i], height=0.6, color=color + "66" if active else color,
-                         edgecolor=color, linewidth=1.0, hatch="//" if active else None)
+        (bar,) = ax.barh(i, ends[i] - starts[i], left=starts[i], height=0.6, color=face + "66" if active else face,
+                         edgecolor=face, linewidth=1.0, hatch="//" if active else None)
         bar.set_gid(str(row.run_id))
     names = [str(name) if not _missing(name) else str(rid) for name, rid in zip(frame["name"], frame["run_id"])]
     ax.set_yticks(range(n))
     ax.set_yticklabels(names if n <= 80 else [""] * n, fontsize=9 if n <= 30 else 7)
     ax.set_ylim(n - 0.5, -0.5)  # the earliest run at the top
     local = datetime.now(timezone.utc).astimezone().tzinfo
-    locator = mdates.AutoDateLocator(tz=local)
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=local))
-    ax.set_xlim(min(starts) - pad, max(ends) + pad)
-    ax.grid(axis="x", alpha=0.3)
+    low, high = min(starts) - pad, max(ends) + pad
+    ax.xaxis.set_major_locator(mdates.AutoDateLocator(tz=local, minticks=3, maxticks=8))
+    ax.xaxis.set_major_formatter(mdates.DateFormatter(_tick_format(high - low, low, high), tz=local))
+    ax.set_xlim(low, high)
+    ax.grid(axis="x", alpha=0.3, color=ink)
     ax.set_axisbelow(True)
     present = [s for s in STATUSES if s in set(frame["status"].astype(str))]
-    ax.legend(handles=[Patch(color=STATUS_COLORS[s], label=s) for s in present], loc="upper left",
-              bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=9)
-    title = _plural(n, "run")
+    ax.legend(handles=[Patch(color=color(s, dark=dark), label=s) for s in present], loc="upper left",
+              bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=9, labelcolor=ink)
+    title = plural(n, "run")
     if limit is not None and n >= limit:
         title = f"the newest {title}"
-    ax.set_title(title, loc="left", fontsize=10)
+    ax.set_title(title, loc="left", fontsize=10, color=ink)
     fig.tight_layout()
     return fig
+
+
+def _tick_format(span_days: float, low: float, high: float) -> str:
+    """Every tick reads as a whole time: seconds only for short spans, the date once runs span days."""
+    from matplotlib import dates as mdates
+
+    if mdates.num2date(low).astimezone().date() != mdates.num2date(high).astimezone().date():
+        return "%m-%d %H:%M"
+    return "%H:%M:%S" if span_days * 86400 < 1800 else "%H:%M"
+
+
+def _dark_theme(theme: str) -> bool:
+    if theme not in ("auto", "light", "dark"):
+        raise NbSubagentsError(f'theme must be "auto", "light" or "dark", got {theme!r}')
+    if theme != "auto":
+        return theme == "dark"
+    return "dark" in (jupyterlab_theme() or "").lower()
+
+
+def jupyterlab_theme() -> str | None:
+    """The theme chosen in JupyterLab's user settings (``JupyterLab Dark``, ...), None when never chosen."""
+    import json
+    import os
+    import re
+
+    folder = os.environ.get("JUPYTERLAB_SETTINGS_DIR")
+    if not folder:
+        try:
+            from jupyter_core.paths import jupyter_config_dir
+        except ImportError:
+            return None
+        folder = os.path.join(jupyter_config_dir(), "lab", "user-settings")
+    path = Path(folder) / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
+    try:
+        text = path.read_text(encoding="utf-8")
+        text = re.sub(r"^\s*//.*$", "", text, flags=re.MULTILINE)  # the file is JSON with comments
+        value = json.loads(text).get("theme")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None

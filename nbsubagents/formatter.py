@@ -139,6 +139,7 @@ class ProgressFormatter:
     def __init__(self, cwd: str | None = None, *, width: int = 100, home: str | None = None) -> None:
         self.width = max(int(width), MIN_WIDTH)
         self._calls: dict[Any, _Call] = {}
+        self._said_error: str | None = None  # the provider error already shown: the end does not repeat it
         home = os.path.expanduser("~") if home is None else home
         self._home = home.rstrip("/") if home not in ("", "/") else ""
         self._set_cwd(cwd)
@@ -409,6 +410,7 @@ class ProgressFormatter:
 
     def _error(self, event: dict[str, Any]) -> ProgressLine:
         message = event.get("message")
+        self._said_error = message or None
         return ProgressLine("error", f"Error: {message}" if message else "Error")
 
     def _retry(self, event: dict[str, Any]) -> ProgressLine | None:
@@ -429,6 +431,9 @@ class ProgressFormatter:
 
     def _run_end(self, event: dict[str, Any]) -> ProgressLine:
         status, message = event.get("status"), event.get("errorMessage")
+        if message and message == self._said_error:  # said a moment ago by the error line
+            return ProgressLine("failed" if status == "failed" else "error", "Failed" if status == "failed"
+                                else "Aborted" if status == "aborted" else f"Ended: {status}")
         if status == "completed":
             return ProgressLine("done", "Completed")
         if status == "aborted":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .formatter import ProgressFormatter
+from .style import filesize
 
 if TYPE_CHECKING:
     import pandas
@@ -81,10 +82,10 @@ class Artifacts(list):
         if not self:
             return "(no artifacts)"
         width = max(len(a.name) for a in self)
-        return "\n".join(f"{a.name:<{width}}  {_size(a.size):>9}  {a.path}" for a in self)
+        return "\n".join(f"{a.name:<{width}}  {filesize(a.size):>9}  {a.path}" for a in self)
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td>{html.escape(a.name)}</td><td style='text-align:right'>{_size(a.size)}</td>"
+        rows = "".join(f"<tr><td>{html.escape(a.name)}</td><td style='text-align:right'>{filesize(a.size)}</td>"
                        f"<td><code>{html.escape(str(a.path))}</code></td></tr>" for a in self)
         return f"<table class='nbsubagents-artifacts'><tr><th>file</th><th>size</th><th>path</th></tr>{rows}</table>"
 
@@ -101,12 +102,3 @@ def artifacts(run_dir: Path) -> Artifacts:
         except OSError:
             continue
     return found
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
-

@@ -33,7 +33,7 @@ TASK_KEYS = ("preset", "task", "model", "cwd", "name", "timeout")
 _VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "-o", "--out", "--concurrency")
 _RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--bg", "--expand", "-o")
 _GROUP_FLAGS = ("--concurrency", "--expand", "-o")
-_MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel"),
+_MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report"),
                 "cell": ("subagent", "subagents")}
 # A word of a magic line: runs of plain characters and quoted strings (quotes may hold spaces).
 _WORD = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
@@ -315,6 +315,33 @@ class SubagentMagics(Magics):
         except NbSubagentsError as exc:
             raise _to_usage_error(exc) from None
         print(f"Cancelling run {args.run_id}" if cancelled else f"Run {args.run_id} had already ended")
+
+
+    @magic_arguments()
+    @argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to report (ids or unique prefixes); default: every run "
+                                                          "of this project (narrowed by --since)")
+    @argument("--since", metavar="AGE", help='only runs started since then, e.g. "2h" or an ISO time')
+    @argument("--md", action="store_true", help="Markdown (for an issue) instead of self-contained HTML")
+    @argument("-o", "--out", metavar="PATH", help="where to write it (default: .pi/subagents/reports/)")
+    @line_magic
+    def subagent_report(self, line: str) -> None:
+        """Write a report of runs you can send (``nbsubagents.report``): one self-contained HTML file, or
+        Markdown with --md, secrets masked; prints where it went."""
+        args = _parse(self.subagent_report, line)
+        try:
+            if args.run_ids:
+                if args.since:
+                    raise UsageError("give RUN_IDs or --since, not both")
+                target: Any = [nbsubagents.get_run(run_id) for run_id in args.run_ids]
+            else:
+                target = nbsubagents.runs(since=args.since)
+                if len(target) == 0:
+                    raise UsageError("No runs to report" + (f" since {args.since}" if args.since else " in this project"))
+            path = nbsubagents.report(target, args.out, format="md" if args.md else None)
+        except NbSubagentsError as exc:
+            raise _to_usage_error(exc) from None
+        count = len(target)
+        print(f"Report of {count} run{'' if count == 1 else 's'}: {path}")
 
 
 # -- tab completion -------------------------------------------------------------------------------

@@ -13,13 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .config import NbSubagentsError
+from .style import STATUS_CSS, STATUSES, color
 
 if TYPE_CHECKING:
     import pandas
 
-STATUSES = ["queued", "running", "completed", "failed", "aborted"]
-STATUS_COLORS = {"queued": "#6b7280", "running": "#2563eb", "completed": "#15803d", "failed": "#b91c1c",
-                 "aborted": "#b45309"}
 TASK_WIDTH = 80
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day|w|wk)s?\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400,
@@ -127,7 +125,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
         "run_id": frame["run_id"].astype("string"),
         "name": frame["name"].astype("string"),
         "preset": frame["preset"].astype("string"),
-        "status": pd.Categorical(frame["status"], categories=STATUSES),
+        "status": pd.Categorical(frame["status"], categories=list(STATUSES)),
         "model": frame["model"].astype("string"),
         "task": frame["task"].map(_shorten).astype("string"),
         "cwd": frame["cwd"].astype("string"),
@@ -186,9 +184,8 @@ def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
         cells = [f"<th>{html.escape(str(label))}</th>"] if labelled else []
         for column, value in row.items():
             if column == "status" and isinstance(value, str):
-                color = STATUS_COLORS.get(value, "inherit")
-                cells.append(f'<td class="nbsubagents-status-{html.escape(value)}" '
-                             f'style="color:{color};font-weight:600">{html.escape(value)}</td>')
+                cells.append(f'<td class="nbsubagents-status-{html.escape(value)} nbsubagents-c-{html.escape(value)}" '
+                             f'style="color:{color(value)};font-weight:600">{html.escape(value)}</td>')
             elif value is None or value is pd.NA or (isinstance(value, float) and value != value) or value is pd.NaT:
                 cells.append("<td></td>")
             elif isinstance(value, pd.Timestamp):
@@ -200,5 +197,5 @@ def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
                 cells.append(f"<td>{html.escape(str(value))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     note = "" if len(frame) <= max_rows else f"<p>{len(frame)} runs; showing the newest and oldest {max_rows // 2}.</p>"
-    return (f'<div class="nbsubagents-runs">{note}<table class="dataframe"><thead><tr>{head}</tr></thead>'
+    return (f'<div class="nbsubagents-runs">{STATUS_CSS}{note}<table class="dataframe"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table></div>")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from . import artifacts, procs
+from .style import shorten
 from .artifacts import TERMINAL, RunPaths, now_iso, read_json
 from .config import NbSubagentsError, project_root
 
@@ -605,9 +606,8 @@ def _first_line(text: str | None, limit: int) -> str:
 
 
 def _outcome(row: dict[str, Any], limit: int = 50) -> str:
-    if row.get("status") == "completed":
-        return _first_line(row.get("final_text"), limit)
-    return _first_line(row.get("error_message"), limit)
+    """The answer (or the error) on one line: every line of it, whitespace folded, cut at ``limit``."""
+    return shorten(row.get("final_text") if row.get("status") == "completed" else row.get("error_message"), limit)
 
 
 _TABLE = [("RUN ID", "run_id"), ("NAME", "name"), ("STATUS", "status"), ("MODEL", "model"),

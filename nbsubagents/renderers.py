@@ -13,12 +13,11 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from .style import glyph
+
 if TYPE_CHECKING:
     from .formatter import ProgressLine
     from .runner import Run
-
-ICONS = {"queued": "…", "running": "⏳", "completed": "✓", "failed": "✗", "aborted": "■"}
-
 
 class Renderer(Protocol):
     def start(self, runs: list[Run]) -> None: ...
@@ -31,7 +30,7 @@ def summary_line(run: Run) -> str:
     """One line a person reads at the end of a run, shared by every text surface."""
     result = run.result or {}
     status = run.status
-    parts = [f"{ICONS.get(status, '?')} {run.name} {status}"]
+    parts = [f"{glyph(status)} {run.name} {status}"]
     if result.get("durationSeconds") is not None:
         parts[0] += f" in {result['durationSeconds']:.1f}s"
     usage = result.get("usage") or {}
@@ -49,19 +48,28 @@ def summary_line(run: Run) -> str:
 
 
 class TextRenderer:
-    """Prints progress as plain lines; a run that floods is throttled to ~20 lines a second.
+    """Prints progress as plain lines: every line of a normal run, a flood folded with a count.
 
-    Skipped lines are counted and the count is said on the next printed line; errors and the
-    child's own words always print. The run's end is the summary line (not the formatter's
-    ``Completed``), so nothing is said twice.
+    Each run may print a burst of ``burst`` lines and then ``rate`` lines a second; lines beyond that are
+    folded, and the fold is said on its own line where the lines were left out (``… 12 lines folded``),
+    before the next printed line or the summary. Errors and the child's own words always print. The
+    run's end is the summary line (not the formatter's ``Completed``), so nothing is said twice.
+
+    Outside a notebook the lines go to stderr (``display.text_stream()``): a script's stdout stays its
+    own. A closed stream (``| head``, a consumer that quit) ends the output quietly, never the run.
     """
 
-    def __init__(self, stream: TextIO | None = None, *, min_interval: float = 0.05) -> None:
-        self.stream = stream or sys.stdout
-        self.min_interval = min_interval
-        self._last: dict[str, float] = {}
-        self._skipped: dict[str, int] = {}
+    def __init__(self, stream: TextIO | None = None, *, rate: float = 20.0, burst: int = 60) -> None:
+        if stream is None:
+            from .display import text_stream
+            stream = text_stream()
+        self.stream = stream
+        self.rate = rate
+        self.burst = burst
+        self._budget: dict[str, tuple[float, float]] = {}  # run id -> (lines it may print now, when)
+        self._folded: dict[str, int] = {}
         self._prefix_runs = False
+        self.closed = False  # the stream went away: nothing more is printed
 
     def start(self, runs: list[Run]) -> None:
         self._prefix_runs = len(runs) > 1
@@ -70,23 +78,43 @@ class TextRenderer:
             self._print(f"▶ {run.name} ({run.model or 'no model'}): {first}")
 
     def _print(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        if self.closed:
+            return
+        try:
+            print(text, file=self.stream, flush=True)
+        except (BrokenPipeError, ValueError, OSError):  # ValueError: the stream was closed
+            self.closed = True
+
+    def _prefix(self, run: Run) -> str:
+        return f"[{run.name}] " if self._prefix_runs else ""
+
+    def _allow(self, run_id: str) -> bool:
+        now = time.monotonic()
+        tokens, then = self._budget.get(run_id, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - then) * self.rate)
+        allowed = tokens >= 1.0
+        self._budget[run_id] = (tokens - 1.0 if allowed else tokens, now)
+        return allowed
+
+    def _say_folded(self, run: Run) -> None:
+        folded = self._folded.pop(run.id, 0)
+        if folded:
+            self._print(f"{self._prefix(run)}… {folded} line{'' if folded == 1 else 's'} folded "
+                        f"(run.transcript has every line)")
 
     def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None:
-        if line is None or event.get("type") == "run_end":
+        if line is None or event.get("type") == "run_end" or self.closed:
             return
-        now = time.monotonic()
         important = line.kind in ("assistant", "failed", "error")
-        if not important and now - self._last.get(run.id, 0.0) < self.min_interval:
-            self._skipped[run.id] = self._skipped.get(run.id, 0) + 1
+        if not self._allow(run.id) and not important:
+            self._folded[run.id] = self._folded.get(run.id, 0) + 1
             return
-        self._last[run.id] = now
-        prefix = f"[{run.name}] " if self._prefix_runs else ""
-        text = line.text if line.kind != "assistant" else line.text.strip().splitlines()[0][:200]
-        skipped = self._skipped.pop(run.id, 0)
-        self._print(f"{prefix}{text}" + (f"  (+{skipped} lines skipped)" if skipped else ""))
+        text = line.text if line.kind != "assistant" else (line.text.strip().splitlines() or [""])[0][:200]
+        self._say_folded(run)
+        self._print(f"{self._prefix(run)}{text}")
 
     def end(self, run: Run) -> None:
+        self._say_folded(run)
         self._print(summary_line(run))
 
     def close(self) -> None:

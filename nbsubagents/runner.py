@@ -261,6 +261,26 @@ class Run:
         from .display import run_mimebundle
         return run_mimebundle(self)
 
+    @property
+    def _ipython_display_(self) -> Any:
+        """A running run in a notebook with widgets displays a panel that follows it to its end (under its
+        display id, ``nbsubagents.display.live_display``); otherwise None, and IPython uses the bundle above.
+        A value set on the instance (the magics' "already shown") takes precedence."""
+        own = self.__dict__.get("_ipython_display_")
+        if own is not None:
+            return own
+        from .display import live_display
+        return live_display(self)
+
+    @_ipython_display_.setter
+    def _ipython_display_(self, value: Any) -> None:
+        self.__dict__["_ipython_display_"] = value
+
+    def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
+        """Write this run's report (self-contained HTML, or Markdown for ``.md``); see ``nbsubagents.report``."""
+        from .reports import report
+        return report([self], path, format=format)
+
 
 def _note(run: Run, **kwargs: Any) -> None:
     """Keep the run's registry row current; a registry problem never fails a run."""
@@ -538,19 +558,25 @@ def build_runs(items: Iterable[Any], *, mode: str) -> list[Run]:
 
     Every task's shape is checked before anything is written, and registry rows are written only
     once every run directory of the call is: when the call raises, nothing of it is left behind.
+    The runs of one call share a ``group`` id in their meta.json (reports link them).
     """
     import shutil
+    import uuid
 
+    group = uuid.uuid4().hex[:12]
     specs = [_as_spec(item, index) for index, item in enumerate(items)]
     runs: list[Run] = []
     try:
         for index, spec in enumerate(specs):
             try:
-                runs.append(prepare(spec, mode=mode, task_index=index, note=False))
+                run = prepare(spec, mode=mode, task_index=index, note=False)
             except RunDirError:
                 raise
             except NbSubagentsError as exc:
-                runs.append(failed_run(spec, exc, mode=mode, task_index=index, note=False))
+                run = failed_run(spec, exc, mode=mode, task_index=index, note=False)
+            runs.append(run)
+            run.meta["group"] = group  # before launch: the supervisor reads meta.json when it starts
+            atomic_write_json(run.paths.meta, run.meta)
     except BaseException:
         for run in runs:
             shutil.rmtree(run.dir, ignore_errors=True)

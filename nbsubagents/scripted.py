@@ -362,6 +362,8 @@ class ScriptedModel:
             h.wfile.flush()
 
         send({"role": "assistant", "content": ""})
+        if step.get("drop"):  # the server goes away mid-stream: no finish, no usage, no [DONE]
+            return
         hang = float(step.get("hang", 0))  # headers are out, so the client's timeout is not running
         while hang > 0 and not self._stopping.wait(min(_KEEPALIVE, hang)):
             hang -= _KEEPALIVE

@@ -280,6 +280,9 @@ class Supervisor:
             return "failed", f"pi exited with code {exit_code}" + (f": {tail}" if tail else "")
         if self.tally.stop_reason is None:
             return "failed", "pi ended without a reply from the model"
+        if not self.tally.final_text.strip() and not self.tally.tokens:
+            return "failed", ("The model sent an empty reply and no token usage: the connection to the "
+                              "model provider probably dropped")
         return "completed", None
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import registry
-from .renderers import ICONS
+from .style import glyph, shorten
 
 if TYPE_CHECKING:
     from .renderers import Renderer
@@ -47,12 +47,13 @@ class Notice:
     summary: str
     away: bool = False
     row: dict[str, Any] = field(default_factory=dict, repr=False)
+    quiet: bool = False  # launched with show=False: handlers see it, nothing is printed
 
     @property
     def text(self) -> str:
         kind = "background run" if self.mode == "background" else "run"
         when = " while away" if self.away else ""
-        line = f"{ICONS.get(self.status, '?')} {kind} {self.name} {self.run_id} {self.status}{when}"
+        line = f"{glyph(self.status)} {kind} {self.name} {self.run_id} {self.status}{when}"
         return line + (f": {self.summary}" if self.summary else "")
 
     def __str__(self) -> str:
@@ -61,14 +62,21 @@ class Notice:
 
 def _summary(row: dict[str, Any]) -> str:
     text = row.get("final_text") if row.get("status") == "completed" else row.get("error_message")
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    first = lines[0] if lines else ""
-    return first if len(first) <= 120 else first[:119] + "…"
+    return shorten(text, 120)  # the whole answer on one line, not just its first line
 
 
 def print_notice(notice: Notice) -> None:
-    """The default notice handler: one printed line."""
-    print(notice.text, flush=True)
+    """The default notice handler: one printed line, on the cell's output in a notebook and on stderr
+    elsewhere; nothing for a run started with ``show=False`` or under ``NBSUBAGENTS_DISPLAY=none``, and
+    nothing more once that stream is closed."""
+    from .display import silenced, text_stream
+
+    if notice.quiet or silenced():
+        return
+    try:
+        print(notice.text, file=text_stream(), flush=True)
+    except (BrokenPipeError, ValueError, OSError):
+        pass
 
 
 _handlers: list[Callable[[Notice], Any]] = [print_notice]
@@ -107,10 +115,10 @@ def changed() -> None:
             _report(f"nbsubagents: change handler {handler!r} raised")
 
 
-def notify(row: dict[str, Any], *, away: bool = False) -> Notice:
+def notify(row: dict[str, Any], *, away: bool = False, quiet: bool = False) -> Notice:
     """Tell every notice handler that a run ended (the caller has won ``registry.claim``)."""
     notice = Notice(run_id=row["run_id"], name=row.get("name") or row["run_id"], status=row.get("status") or "",
-                    mode=row.get("mode"), summary=_summary(row), away=away, row=row)
+                    mode=row.get("mode"), summary=_summary(row), away=away, row=row, quiet=quiet)
     for handler in list(_handlers):
         try:
             handler(notice)
@@ -120,13 +128,18 @@ def notify(row: dict[str, Any], *, away: bool = False) -> Notice:
 
 
 def _report(message: str) -> None:
-    print(message, file=sys.stderr)
-    traceback.print_exc()
+    try:
+        print(message, file=sys.stderr)
+        traceback.print_exc()
+    except (BrokenPipeError, ValueError, OSError):  # stderr is gone: nothing to tell
+        pass
 
 
 class _Entry:
-    def __init__(self, run: Run, renderer: Renderer | None, on_done: Callable[[Run], Any] | None) -> None:
+    def __init__(self, run: Run, renderer: Renderer | None, on_done: Callable[[Run], Any] | None,
+                 quiet: bool = False) -> None:
         self.run = run
+        self.quiet = quiet
         self.renderer = renderer
         self.on_done = on_done
         self.next_check = time.monotonic() + CHECK_EVERY
@@ -145,11 +158,11 @@ class Watcher:
         self._thread: threading.Thread | None = None
 
     def watch(self, run: Run, *, renderer: Renderer | None = None,
-              on_done: Callable[[Run], Any] | None = None) -> None:
+              on_done: Callable[[Run], Any] | None = None, quiet: bool = False) -> None:
         with self._lock:
             entry = self._entries.get(run.id)
             if entry is None:
-                self._entries[run.id] = _Entry(run, renderer, on_done)
+                self._entries[run.id] = _Entry(run, renderer, on_done, quiet)
             else:
                 entry.renderer = entry.renderer or renderer
                 entry.on_done = entry.on_done or on_done
@@ -256,7 +269,7 @@ class Watcher:
             _safely(renderer.end, run)
             _safely(renderer.close)
         if won and row is not None:
-            notify(row)
+            notify(row, quiet=entry.quiet)
         changed()
         if entry.on_done is not None:
             try:
@@ -276,9 +289,11 @@ _watcher = Watcher()
 atexit.register(_watcher.stop, 1.0)
 
 
-def watch(run: Run, *, renderer: Renderer | None = None, on_done: Callable[[Run], Any] | None = None) -> None:
-    """Follow ``run`` until it ends: events to ``renderer``, the end to the registry, notices, ``on_done``."""
-    _watcher.watch(run, renderer=renderer, on_done=on_done)
+def watch(run: Run, *, renderer: Renderer | None = None, on_done: Callable[[Run], Any] | None = None,
+          quiet: bool = False) -> None:
+    """Follow ``run`` until it ends: events to ``renderer``, the end to the registry, notices (not printed
+    when ``quiet``), ``on_done``."""
+    _watcher.watch(run, renderer=renderer, on_done=on_done, quiet=quiet)
 
 
 def get(run_id: str) -> Run | None:

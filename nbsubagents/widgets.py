@@ -15,51 +15,60 @@ so a click reaches Python while a foreground run keeps the main thread busy.
 from __future__ import annotations
 
 import html
-import re
 import sys
 import threading
 import time
-from collections import deque
-from itertools import islice
+import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .artifacts import TERMINAL
-from .events import Tally
 from .formatter import ProgressFormatter, ProgressLine
-from .renderers import ICONS
+from .panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
+                          group_static_html, group_static_text)
+from .style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph
+from .style import color as status_color
+from .style import duration as _duration
+from .style import plural as _plural
 
 if TYPE_CHECKING:
     from .runner import Run
 
-__all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "HISTORY_LIMIT", "RENDER_INTERVAL"]
+__all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "HISTORY_LIMIT", "RENDER_INTERVAL", "STATIC_INTERVAL"]
 
-HISTORY_LIMIT = 500      # lines kept for the expanded view (the spec's MAX_MESSAGES_PER_SESSION)
+VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 RENDER_INTERVAL = 0.1    # at most ~10 renders a second per panel
 TICK_INTERVAL = 0.1      # how often the ticker looks for pending renders
 CLOCK_INTERVAL = 1.0     # how often a running panel re-renders only to move its elapsed time
-FINAL_TEXT_LIMIT = 20_000
+STATIC_INTERVAL = 15.0   # how often a running panel's static record is refreshed in the notebook
 
-# Group header words for each status, in the order they are listed.
-GROUP_WORDS = {"running": "running", "queued": "queued", "completed": "done", "failed": "failed",
-               "aborted": "aborted"}
-
-_RED = "color:var(--jp-error-color1,#d32f2f)"
-_MUTED = "color:var(--jp-content-font-color2,#777)"
-_MONO = ("font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);"
-         "line-height:1.4;white-space:pre-wrap;word-break:break-word")
 # How each kind of formatter line looks; sent with every window so a saved notebook keeps it.
 _LINE_CSS = (
     "<style>"
-    ".nbsubagents-lines{" + _MONO + "}"
-    ".nbsubagents-lines .nbsubagents-failed,.nbsubagents-lines .nbsubagents-error{" + _RED + "}"
+    ".nbsubagents-lines{" + MONO_STYLE + "}"
+    ".nbsubagents-lines .nbsubagents-failed,.nbsubagents-lines .nbsubagents-error{" + ERROR_STYLE + "}"
+    + DARK_SCOPE + " .nbsubagents-lines .nbsubagents-failed," + DARK_SCOPE + " .nbsubagents-lines .nbsubagents-error"
+    "{color:" + status_color("failed", dark=True) + "}"
     ".nbsubagents-lines .nbsubagents-assistant{color:var(--jp-brand-color1,#1976d2);"
     "border-left:2px solid var(--jp-brand-color1,#1976d2);padding-left:6px}"
-    ".nbsubagents-lines .nbsubagents-thinking{" + _MUTED + ";font-style:italic}"
+    ".nbsubagents-lines .nbsubagents-thinking{" + MUTED_STYLE + ";font-style:italic}"
     ".nbsubagents-lines .nbsubagents-done,.nbsubagents-lines .nbsubagents-info,"
-    ".nbsubagents-lines .nbsubagents-placeholder{" + _MUTED + "}"
+    ".nbsubagents-lines .nbsubagents-placeholder{" + MUTED_STYLE + "}"
     "</style>"
 )
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+# Widths that keep the header still while its figures grow (ch: digits of the monospace-ish UI font).
+_FIXED_WIDTH = {"calls": "8ch", "tokens": "10ch", "cost": "5.5ch", "elapsed": "4ch"}
+# Once the kernel is gone (restart, shutdown), JupyterLab marks every widget view of the old kernel
+# ``jupyter-widgets-disconnected``: the panel then drops its live controls and says it shows its last state.
+_PANEL_CSS = (
+    "<style>"
+    ".nbsubagents-header .nbsubagents-gone{display:none}"
+    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-gone{display:inline}"
+    ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}"
+    ".nbsubagents-history-toggle.jupyter-widgets-disconnected{opacity:.85}"
+    "</style>"
+)
 
 
 def _ipywidgets() -> Any:
@@ -70,23 +79,6 @@ def _ipywidgets() -> Any:
             "Live panels need ipywidgets: install it with `pip install 'ipywidgets>=8'` (JupyterLab shows "
             "them with jupyterlab_widgets), or show plain text with NBSUBAGENTS_DISPLAY=text.") from None
     return ipywidgets
-
-
-# -- formatting helpers: numbers and durations, no event wording ------------------------------------
-def _duration(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if seconds < 60:
-        return f"{int(seconds)}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m" + (f" {secs:02d}s" if secs else "")
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h" + (f" {minutes:02d}m" if minutes else "")
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 # -- ipykernel subshell: serve clicks while the main thread runs a foreground cell -------------------
@@ -133,6 +125,48 @@ def _click_subshell() -> str | None:
         return _subshell or None
 
 
+_channel_keeper: Any = None
+_keeper_lock = threading.Lock()
+FRONTEND_SUBSHELL_WAIT = 0.5  # seconds to wait, once per kernel, for JupyterLab's widget subshell
+
+
+def keep_widget_channel() -> None:
+    """Open one small widget for the kernel's life, and the click subshell (see ``display.prepare_kernel``).
+
+    JupyterLab (4.4 and later) answers the first widget with a ``create_subshell_request`` of its own,
+    whose busy/idle reaches the page after the cell's own busy: the page then shows the kernel Idle while
+    the cell still executes. This widget, which never shows, makes that happen now; once the subshell
+    exists the cell's busy is said again. JupyterLab keeps the subshell while any widget lives.
+    """
+    global _channel_keeper
+    ours = _click_subshell()
+    with _keeper_lock:
+        if _channel_keeper is not None:
+            return
+        w = _ipywidgets()
+        first = not w.Widget.widgets  # no widget yet: the frontend has no widget subshell yet either
+        try:
+            from ipykernel.kernelbase import Kernel
+            kernel = Kernel.instance()
+            manager = kernel.shell_channel_thread.manager
+            before = set(manager.list_subshell())
+        except Exception:  # an ipykernel without subshells: nothing to wait for
+            kernel = manager = None
+        _channel_keeper = w.HTML()
+        if not first or manager is None:
+            return
+        deadline = time.monotonic() + FRONTEND_SUBSHELL_WAIT
+        while time.monotonic() < deadline:
+            if set(manager.list_subshell()) - before - {ours}:
+                time.sleep(0.1)  # its reply and idle go out just after the subshell exists
+                try:
+                    kernel._publish_status("busy", "shell")  # the cell that imported us still executes
+                except Exception:
+                    pass
+                return
+            time.sleep(0.01)
+
+
 def _route_clicks(widget: Any, subshell_id: str | None) -> None:
     comm = getattr(widget, "comm", None)
     if subshell_id and comm is not None and hasattr(comm, "_reply_subshell_for"):
@@ -140,7 +174,56 @@ def _route_clicks(widget: Any, subshell_id: str | None) -> None:
 
 
 # -- one run ------------------------------------------------------------------------------------------
-class RunPanel:
+def _default_publish(bundle: dict[str, Any], display_id: str, update: bool) -> None:
+    """Show or replace the output with ``display_id`` (every output of it, in any cell)."""
+    from IPython.display import display, update_display
+    if update:
+        update_display(bundle, raw=True, display_id=display_id)
+    else:
+        display(bundle, raw=True, display_id=display_id)
+
+
+class _StaticRecord:
+    """The static record of a panel kept beside its widget view in the notebook (``display_id``).
+
+    While the run goes the output carries the widget view and, at most every ``STATIC_INTERVAL``
+    seconds, fresh ``text/plain`` and ``text/html`` renderings (each update re-creates the view in
+    JupyterLab, so they stay rare); at the end the output is replaced by the static renderings alone,
+    which every viewer shows without a kernel or widget JavaScript.
+    """
+
+    display_id: str
+    widget: Any
+    _publish: Callable[[dict[str, Any], str, bool], Any] | None = None
+    _last_static = 0.0
+    _static_final = False
+
+    def static_bundle(self, *, final: bool) -> dict[str, Any]:
+        bundle: dict[str, Any] = {"text/plain": self.static_text(), "text/html": self.static_html()}
+        if not final:
+            view = self.widget._repr_mimebundle_().get(VIEW_MIME)
+            if view is not None:
+                bundle[VIEW_MIME] = view
+        return bundle
+
+    def show(self, publish: Callable[[dict[str, Any], str, bool], Any] | None = None, *,
+             update: bool = False) -> None:
+        """Display the panel (view and static record) under its display id; later records follow it."""
+        self._publish = publish or self._publish or _default_publish
+        final = self._ended_for_good()
+        self._publish(self.static_bundle(final=final), self.display_id, update)
+        self._last_static = time.monotonic()
+        self._static_final = final
+
+    def _static_step(self) -> None:
+        """After a render: send the final record once, or a fresh one when the last is old."""
+        if self._publish is None or self._static_final:
+            return
+        if self._ended_for_good() or time.monotonic() - self._last_static >= STATIC_INTERVAL:
+            self.show(update=True)
+
+
+class RunPanel(PanelState, _StaticRecord):
     """One run's panel: header, the latest ``lines`` lines, the full history on demand, Cancel, final text.
 
     ``add(event, line)`` updates the state (cheap, every event); ``render()`` writes it to the widgets.
@@ -150,29 +233,11 @@ class RunPanel:
     def __init__(self, run: Run, *, lines: int | None = None, history: int = HISTORY_LIMIT,
                  lock: threading.RLock | None = None) -> None:
         w = _ipywidgets()
-        if lines is None:
-            from .config import settings
-            lines = settings.panel_lines
-        if isinstance(lines, bool) or not isinstance(lines, int) or lines < 1:
-            from .config import NbSubagentsError
-            raise NbSubagentsError(f"panel_lines must be a whole number of at least 1, got {lines!r}")
-        self.run = run
-        self.lines = lines
-        self.tally = Tally()
-        # (kind, text, html) of each line: the kind and text let the end drop what the output box repeats.
-        # The window is the latest ``lines`` of the history, but at the end (``_final_window``).
-        self.history: deque[tuple[str, str, str]] = deque(maxlen=history)
-        self._final_window: list[tuple[str, str, str]] | None = None
-        self.line_count = 0
+        PanelState.__init__(self, run, lines=lines, history=history, lock=lock)
+        self.display_id = f"nbsubagents-run-{run.id}"
         self.renders = 0
         self.last_render = 0.0       # time.monotonic() of the last render
         self.dirty = True
-        self._lock = lock or threading.RLock()
-        self._started: float | None = None  # wall clock (event ts) when the run started
-        self._ended: float | None = None
-        self._status: str | None = None     # terminal status, once known
-        self._saw_run_end = False
-        self._finished = False              # finish() was called: the run's end is settled
         self._final_rendered = False
 
         self.header = w.HTML(layout=w.Layout(flex="1 1 auto")).add_class("nbsubagents-header")
@@ -211,97 +276,32 @@ class RunPanel:
         return panel
 
     # -- state --------------------------------------------------------------------------------------
-    def add(self, event: dict[str, Any], line: ProgressLine | None) -> None:
-        """Take one normalized event and its formatted line (None: counters only)."""
-        with self._lock:
-            self.tally.add(event)
-            kind = event.get("type")
-            ts = event.get("ts")
-            if kind == "run_start" or self._started is None:
-                self._started = ts if isinstance(ts, (int, float)) else time.time()
-            if kind == "run_end":
-                self._saw_run_end = True
-                self._status = event.get("status") if event.get("status") in TERMINAL else "failed"
-                self._ended = ts if isinstance(ts, (int, float)) else time.time()
-            if line is not None:
-                self._append(line)
-            self.dirty = True
-
-    def _append(self, line: ProgressLine) -> None:
-        text = _ANSI.sub("", line.text) if "\x1b" in line.text else line.text
-        opening = f'<div class="nbsubagents-line nbsubagents-{line.kind}">'
-        rows = text.split("\n") if "\n" in text else [text]
-        if len(rows) > self.history.maxlen:  # type: ignore[operator]
-            self.line_count += len(rows) - self.history.maxlen  # type: ignore[operator]
-            rows = rows[-self.history.maxlen:]  # type: ignore[operator]
-        for row in rows:
-            row = row.rstrip()
-            if not row.strip():
-                continue
-            piece = (line.kind, row, opening + html.escape(row, quote=False) + "</div>")
-            self.history.append(piece)
-            self.line_count += 1
+    def _changed(self) -> None:
+        self.dirty = True
 
     def finish(self) -> None:
         """The run is terminal: render its final state now (not throttled)."""
         with self._lock:
-            status = self.run.status
-            if status in TERMINAL:
-                self._status = status
-            self._finished = True
+            self.settle()
             self.dirty = True
             self.render()
-
-    @property
-    def status(self) -> str:
-        """queued, running, or the terminal status."""
-        with self._lock:
-            return self._current_status()
 
     @property
     def active(self) -> bool:
         return not self._final_rendered
 
-    def _current_status(self) -> str:
-        if self._status is not None:
-            return self._status
-        status = self.run.status
-        if status in TERMINAL:
-            self._status = status
-            if self._ended is None:
-                self._ended = time.time()
-        elif status == "queued" and self._started is not None:
-            status = "running"  # events arrive: the supervisor runs, whatever the handle knows
-        return status
-
-    def elapsed(self) -> float | None:
-        """Seconds since the run started: live while it runs, frozen once it ended."""
-        with self._lock:
-            status = self._current_status()
-            if status in TERMINAL:
-                result = self.run.result or {}
-                if isinstance(result.get("durationSeconds"), (int, float)):
-                    return float(result["durationSeconds"])
-                if self._started is None:
-                    return None
-                return max(0.0, (self._ended or time.time()) - self._started)
-            if self._started is None:
-                return None
-            return max(0.0, time.time() - self._started)
+    def _ended_for_good(self) -> bool:
+        return self._final_rendered
 
     # -- rendering ----------------------------------------------------------------------------------
     def render(self) -> None:
         """Write the current state to the widgets (widgets send only values that changed)."""
         with self._lock:
             status = self._current_status()
-            terminal = status in TERMINAL
             self.header.value = self._header_html(status)
-            # The end is final once every event is in (run_end, or finish() after the last pump) and the
-            # final text is in result.json, written just after the run_end event.
-            final = terminal and not self._final_rendered and (
-                self._finished or (self._saw_run_end and self.run.result is not None))
+            final = not self._final_rendered and self.ready_to_end(status)
             if final:
-                self._drop_repeated_output()
+                self.drop_repeated_output()
             self.window_html.value = self._window_html(status)
             title = f"Full history ({_plural(self.line_count, 'line')}"
             title += f", latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else ")"
@@ -317,62 +317,33 @@ class RunPanel:
             self.renders += 1
             self.dirty = False
             self.last_render = time.monotonic()
+            self._static_step()
 
     def _header_html(self, status: str) -> str:
-        run, tally = self.run, self.tally
-        result = run.result if status in TERMINAL else None
-        calls, tokens, cost = tally.tool_calls, tally.tokens, tally.cost
-        if result and not (calls or tokens):  # a run seen only through its result (failed before start)
-            calls = result.get("toolCalls") or 0
-            usage = result.get("usage") or {}
-            tokens, cost = usage.get("totalTokens") or 0, usage.get("cost") or 0.0
-        parts = [html.escape(run.model or tally.model or "no model", quote=False), _plural(calls, "tool call")]
-        if tokens:
-            parts.append(f"{tokens:,} tokens")
-        if cost:
-            parts.append(f"${cost:.4f}")
-        elapsed = self.elapsed()
-        if elapsed is not None:
-            parts.append(f'<span class="nbsubagents-elapsed">{_duration(elapsed)}</span>')
-        timeout = run.meta.get("timeout")
-        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
-            parts.append(f'<span class="nbsubagents-timeout">timeout {_duration(float(timeout))}</span>')
-        meta = " · ".join(parts)
-        style = f' style="{_RED}"' if status in ("failed", "aborted") else ""
-        return (f'<div class="nbsubagents-status-{status}">'
-                f'<span class="nbsubagents-icon"{style}>{ICONS.get(status, "?")}</span> '
-                f'<b class="nbsubagents-name">{html.escape(run.name, quote=False)}</b> '
-                f'<span class="nbsubagents-status"{style}>{status}</span> '
-                f'<span class="nbsubagents-meta" style="{_MUTED}">· {meta}</span></div>')
-
-    def _drop_repeated_output(self) -> None:
-        """The output box below shows the final message: the window ends with what led to it instead.
-
-        The message is the run of assistant lines just before the closing lines ("Completed"); only lines
-        that the output holds are dropped, so nothing the box does not show goes missing.
-        """
-        output = {row.strip() for row in self.run.output.splitlines() if row.strip()}
-        if not output:
-            return
-        rows = list(self.history)
-        end = len(rows)
-        while end and len(rows) - end < 3 and rows[end - 1][0] in ("done", "info", "error", "failed"):
-            end -= 1
-        start = end
-        while start and rows[start - 1][0] == "assistant" and rows[start - 1][1].strip() in output:
-            start -= 1
-        if start < end:
-            self._final_window = (rows[:start] + rows[end:])[-self.lines:]
+        pieces = []
+        for field, text in self.header_fields(status):
+            text = html.escape(text, quote=False)
+            if field == "failed":
+                pieces.append(f'<span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{text}</span>')
+            elif field in _FIXED_WIDTH:  # figures that change keep their width: the header does not shift
+                pieces.append(f'<span class="nbsubagents-{field}" style="display:inline-block;'
+                              f'min-width:{_FIXED_WIDTH[field]};font-variant-numeric:tabular-nums">{text}</span>')
+            else:
+                pieces.append(f'<span class="nbsubagents-{field}">{text}</span>')
+        return (f'{STATUS_CSS}{_PANEL_CSS}<div class="nbsubagents-status-{status}">'
+                f'<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
+                f'<b class="nbsubagents-name">{html.escape(self.run.name, quote=False)}</b> '
+                f'<span {attrs(status, "nbsubagents-status")}>{status}</span> '
+                f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">· {" · ".join(pieces)}</span>'
+                f'<span class="nbsubagents-gone" style="{MUTED_STYLE};font-style:italic"> · kernel gone: '
+                f'the last state it showed</span></div>')
 
     def _window_html(self, status: str) -> str:
-        window = self._final_window
-        if window is None:
-            window = list(islice(self.history, max(0, len(self.history) - self.lines), None))
+        window = self.window()
         if window:
             body = "".join(piece for _, _, piece in window)
         else:
-            placeholder = {"queued": "(queued)", "running": "(starting…)"}.get(status, "(no output)")
-            body = f'<div class="nbsubagents-line nbsubagents-placeholder">{placeholder}</div>'
+            body = f'<div class="nbsubagents-line nbsubagents-placeholder">{self.placeholder(status)}</div>'
         return f'{_LINE_CSS}<div class="nbsubagents-lines">{body}</div>'
 
     def _history_html(self) -> str:
@@ -384,18 +355,16 @@ class RunPanel:
 
     def _final_html(self, status: str) -> str:
         parts = []
-        output = self.run.output.strip()
+        output = self.final_output()
         if output:
-            if len(output) > FINAL_TEXT_LIMIT:
-                output = output[:FINAL_TEXT_LIMIT] + "\n… (run.output has all of it)"
-            parts.append(f'<div class="nbsubagents-output" style="{_MONO};border-left:3px solid '
+            parts.append(f'<div class="nbsubagents-output" style="{MONO_STYLE};border-left:3px solid '
                          f'var(--jp-success-color1,#388e3c);padding-left:8px;margin:4px 0">'
                          f'{html.escape(output, quote=False)}</div>')
-        error = self.run.error
-        if error and not self._saw_run_end:  # otherwise the window's last line already says it
-            parts.append(f'<div class="nbsubagents-error" style="{_RED};{_MONO}">'
+        error = self.shown_error()
+        if error:
+            parts.append(f'<div {attrs("failed", "nbsubagents-error", MONO_STYLE)}>'
                          f'{html.escape(error, quote=False)}</div>')
-        parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">'
+        parts.append(f'<div class="nbsubagents-runid" style="{MUTED_STYLE};font-size:11px">'
                      f'{html.escape(self.run.id, quote=False)}</div>')
         return "".join(parts)
 
@@ -419,7 +388,7 @@ class RunPanel:
 
 
 # -- several runs -----------------------------------------------------------------------------------
-class GroupPanel:
+class GroupPanel(_StaticRecord):
     """Parallel runs: ``Sub-agents: 2 running, 1 done, 1 failed``, one panel per run, ids at the end."""
 
     def __init__(self, runs: Iterable[Run], *, lines: int | None = None,
@@ -427,6 +396,7 @@ class GroupPanel:
         w = _ipywidgets()
         self._lock = lock or threading.RLock()
         self.panels = [RunPanel(run, lines=lines, lock=self._lock) for run in runs]
+        self.display_id = f"nbsubagents-group-{uuid.uuid4().hex[:16]}"
         self.header = w.HTML().add_class("nbsubagents-group-header")
         self.ids_html = w.HTML().add_class("nbsubagents-run-ids")
         self.widget = w.VBox([self.header, *(p.widget for p in self.panels), self.ids_html])
@@ -442,21 +412,34 @@ class GroupPanel:
         return {word: n for status, word in GROUP_WORDS.items() if (n := statuses.count(status))}
 
     def header_text(self) -> str:
-        return "Sub-agents: " + ", ".join(f"{n} {word}" for word, n in self.counts().items())
+        with self._lock:
+            return group_header_text(self.panels)
 
     @property
     def done(self) -> bool:
         with self._lock:
             return all(p.status in TERMINAL for p in self.panels)
 
+    def _ended_for_good(self) -> bool:
+        return all(not p.active for p in self.panels)
+
+    def static_html(self) -> str:
+        with self._lock:
+            return group_static_html(self.panels)  # type: ignore[arg-type]
+
+    def static_text(self) -> str:
+        with self._lock:
+            return group_static_text(self.panels)  # type: ignore[arg-type]
+
     def render(self) -> None:
         with self._lock:
-            self.header.value = f"<b>{html.escape(self.header_text(), quote=False)}</b>"
+            self.header.value = group_header_html(self.panels)
             if self.done:
                 ids = ", ".join(f"<code>{html.escape(p.run.id, quote=False)}</code>" for p in self.panels)
-                self.ids_html.value = f'<div style="{_MUTED}">Run ids: {ids}</div>'
+                self.ids_html.value = f'<div style="{MUTED_STYLE}">Run ids: {ids}</div>'
             self.renders += 1
             self.last_render = time.monotonic()
+            self._static_step()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -466,17 +449,23 @@ class GroupPanel:
 class WidgetRenderer:
     """The renderer protocol of ``nbsubagents.renderers`` on live panels.
 
-    ``start`` displays one ``RunPanel`` (one run) or a ``GroupPanel`` (several); ``event`` updates the
-    state and renders when the panel's last render is ``min_interval`` old; the ticker renders what is
-    left pending and moves the clocks; ``end`` and ``close`` always render the final state.
+    ``start`` displays one ``RunPanel`` (one run) or a ``GroupPanel`` (several) with its static record
+    (see ``_StaticRecord``); ``event`` updates the state and renders when the panel's last render is
+    ``min_interval`` old; the ticker renders what is left pending and moves the clocks; ``end`` and
+    ``close`` always render the final state, which replaces the widget view by the static record.
+
+    ``display`` (tests, benchmarks) receives the widget instead and no static record is sent;
+    ``publish(bundle, display_id, update)`` replaces IPython's display and update_display.
     """
 
     def __init__(self, *, lines: int | None = None, min_interval: float = RENDER_INTERVAL,
-                 display: Callable[[Any], Any] | None = None, ticker: bool = True) -> None:
+                 display: Callable[[Any], Any] | None = None, ticker: bool = True,
+                 publish: Callable[[dict[str, Any], str, bool], Any] | None = None) -> None:
         _ipywidgets()
         self.lines = lines
         self.min_interval = min_interval
         self._display = display
+        self._publish = publish
         self._use_ticker = ticker
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -494,14 +483,23 @@ class WidgetRenderer:
             else:
                 self.view = GroupPanel(runs, lines=self.lines, lock=self._lock)
                 self.panels = {p.run.id: p for p in self.view.panels}
-        self._show(self.view.widget)
-        if self._use_ticker and self._ticker is None:
-            self._ticker = threading.Thread(target=self._tick, name="nbsubagents-panels", daemon=True)
-            self._ticker.start()
+        self._show(self.view)
+        self._start_ticker()
+
+    def follow(self, panel: RunPanel) -> None:
+        """Keep a panel that is already on screen current (a running run displayed again)."""
+        with self._lock:
+            self.view = panel
+            self.panels = {panel.run.id: panel}
+            self._lock = panel._lock
+        self._start_ticker()
 
     def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None:
         with self._lock:
             panel = self.panels.get(run.id) or self._adopt(run)
+            seq = event.get("seq")
+            if isinstance(seq, int) and seq <= panel.last_seq:
+                return  # already in the panel (it was built from the run's events so far)
             panel.add(event, line)
             self._group_dirty = True
             now = time.monotonic()
@@ -535,18 +533,22 @@ class WidgetRenderer:
         with self._lock:
             return sum(p.renders for p in self.panels.values())
 
-    def _show(self, widget: Any) -> None:
+    def _start_ticker(self) -> None:
+        if self._use_ticker and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="nbsubagents-panels", daemon=True)
+            self._ticker.start()
+
+    def _show(self, view: RunPanel | GroupPanel) -> None:
         if self._display is not None:
-            self._display(widget)
+            self._display(view.widget)
             return
-        from IPython.display import display
-        display(widget)
+        view.show(self._publish)
 
     def _adopt(self, run: Run) -> RunPanel:
         """A run this renderer was not started with (a late background run): its own panel."""
         panel = RunPanel(run, lines=self.lines, lock=self._lock)
         self.panels[run.id] = panel
-        self._show(panel.widget)
+        self._show(panel)
         return panel
 
     def _render_group(self, now: float, *, force: bool) -> None:

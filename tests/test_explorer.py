@@ -21,14 +21,15 @@ from nbsubagents import explorer, watcher
 from nbsubagents.config import find_pi
 from nbsubagents.display import VIEW_MIME
 from nbsubagents.models import available_models
-from nbsubagents.query import STATUS_COLORS
+from nbsubagents import style
+from nbsubagents.style import color as status_color
 
 from test_query import synthetic
 
 
 def plain(value: str) -> str:
     """What a page shows of an HTML widget value."""
-    return html.unescape(re.sub(r"<[^>]+>", "", value))
+    return html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<style>.*?</style>", "", value, flags=re.S)))
 
 
 @pytest.fixture
@@ -61,7 +62,7 @@ def test_status_bar_follows_a_background_run_from_start_to_end_and_shows_its_not
     # start() tells the watcher, whose change handler updated the bar before start() returned
     assert bar.text == "runs: 1 running / 1 total"
     assert plain(widget.value) == "runs: 1 running / 1 total"
-    assert f'color:{STATUS_COLORS["running"]}' in widget.value
+    assert f'color:{status_color("running")}' in widget.value
 
     wait_for(lambda: "✓" in bar.text, what="the completion notice on the bar")
     assert run.status == "completed"
@@ -79,7 +80,7 @@ def test_every_bar_stays_current_and_failures_are_counted(warm):
     for bar in (first, second):
         assert bar.text == "runs: 0 running / 1 total · 1 failed · ✗ broken failed"
     assert plain(first.widget.value) == first.text
-    assert 'class="nbsubagents-statusbar-failed"' in first.widget.value and "d32f2f" in first.widget.value
+    assert f'nbsubagents-statusbar-failed" style="color:{status_color("failed")}"' in first.widget.value
 
     first.close()
     assert first not in explorer._bars and second in explorer._bars
@@ -123,7 +124,7 @@ def test_browse_lists_runs_and_its_filters_change_the_list(explore):
     assert [v for _, v in browser.preset_filter.options] == ["", "scout", "scribe"]
     assert [v for _, v in browser.model_filter.options] == ["", "demo/other", "demo/scripted"]
     assert [v for _, v in browser.since_filter.options] == ["", "1h", "24h", "7d"]
-    assert 'class="nbsubagents-status-failed"' in browser.table_html.value
+    assert 'class="nbsubagents-status-failed nbsubagents-c-failed"' in browser.table_html.value
     assert "40 runs" in plain(browser.count_html.value)
     for name in ("browse", "browse-list", "browse-status", "browse-preset", "browse-model", "browse-since",
                  "browse-text", "browse-table", "browse-header", "browse-transcript", "browse-tabs"):
@@ -259,12 +260,12 @@ def test_timeline_has_one_bar_per_run_coloured_by_status(explore):
 
     synthetic(explore, 8)
     frame = nbsubagents.runs()
-    fig = nbsubagents.runs_timeline()
+    fig = nbsubagents.runs_timeline(theme="light")
     assert isinstance(fig, Figure)
     bars = bars_of(fig)
     assert set(bars) == set(frame["run_id"])
     for run_id, status in zip(frame["run_id"], frame["status"]):
-        assert to_hex(bars[run_id].get_facecolor()) == STATUS_COLORS[status]
+        assert to_hex(bars[run_id].get_facecolor()) == status_color(status)
         assert bars[run_id].get_width() * 86400 == pytest.approx(5.0, abs=0.01)  # 5 s, in days
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == [f"job{i}" for i in range(7, -1, -1)]  # earliest first
@@ -333,7 +334,7 @@ def test_in_a_notebook_the_bar_browser_and_timeline_each_show_once(explore, monk
     NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
                    resources={"metadata": {"path": str(explore)}}).execute()
     (bar,) = nb.cells[0].outputs
-    assert VIEW_MIME in bar["data"] and bar["data"]["text/plain"] == "runs: 0 running / 4 total · 1 failed"
+    assert VIEW_MIME in bar["data"] and bar["data"]["text/plain"] == "runs: 0 running / 4 total · 1 failed · 1 aborted"
     (browser,) = nb.cells[1].outputs
     assert VIEW_MIME in browser["data"] and browser["data"]["text/plain"].startswith("browse(): 4 runs")
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
@@ -360,3 +361,46 @@ def test_status_bar_says_it_counts_every_run_foreground_ones_too(warm):
     nbsubagents.run("scout", "say: in the foreground", show=False)
     bar = nbsubagents.status_bar()
     assert bar.text == "runs: 0 running / 1 total"
+
+
+def test_browse_details_follow_the_filter_and_say_how_to_pick(explore):
+    synthetic(explore, 8)
+    browser = nbsubagents.browse(live=False)
+    assert browser.details.layout.display == "none" and browser.select_hint.layout.display is None
+    assert "Select a run in the list" in plain(browser.select_hint.value)
+    assert "Ctrl-click" in plain(browser.status_hint.value)  # the multi-select says how it works
+    browser.table.value = "20260101-000000-000005"  # a click in the list: job5
+    assert browser.selected == "20260101-000000-000005" and browser.select_hint.layout.display == "none"
+
+    browser.set_filters(text="task number 3 ")  # job5 is no longer listed: its details go with it
+    assert browser.run_ids == ["20260101-000000-000003"]
+    assert browser.selected is None and browser.details.layout.display == "none"
+    assert browser.select_hint.layout.display is None
+    browser.select("20260101-000000-000006")  # asked for by id: shown although the filter does not list it
+    browser.refresh()
+    assert browser.selected == "20260101-000000-000006" and browser.details.layout.display is None
+
+
+def test_browse_list_has_a_header_and_each_run_its_status_colour(explore):
+    synthetic(explore, 4)
+    browser = nbsubagents.browse(live=False)
+    header = plain(browser.list_header.value)
+    assert header.split() == ["status", "name", "started", "took", "task", "run", "id"]
+    # the header's columns line up with the labels' (both monospace): "name" starts where the names do
+    assert header.index("name") == browser.labels[0].index("job0")
+    css = browser.list_style.value
+    statuses = list(browser.frame["status"].astype(str))
+    for i, status in enumerate(statuses, start=1):
+        light, dark = style.PALETTE[status]
+        assert f"option:nth-child({i}){{color:{light}}}" in css
+        assert f'{style.DARK_SCOPE} .nbsubagents-browse-list option:nth-child({i}){{color:{dark}}}' in css
+
+
+def test_browse_artifacts_tab_names_each_file_once_with_its_size(explore):
+    run = nbsubagents.run("scout", "read README.md", name="reader", show=False)
+    browser = nbsubagents.browse(live=False).select(run.id)
+    value = browser.artifacts_html.value
+    assert value.count(str(run.dir)) == 1 + len(run.artifacts)  # the folder once, each path only as a tooltip
+    assert "<code>result.json</code>" in value and re.search(r"<td[^>]*>\d+(\.\d)? (B|KB)</td>", value)
+    shown = plain(re.sub(r'title="[^"]*"', "", value))
+    assert shown.count(str(run.dir)) == 1

@@ -585,3 +585,15 @@ def test_module_imports_no_notebook_libraries():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "[]"
+
+
+def test_a_provider_error_is_said_once_not_again_at_the_end():
+    f = fmt()
+    assert f.format({"type": "error", "message": "500 upstream exploded"}) == \
+        ProgressLine("error", "Error: 500 upstream exploded")
+    assert f.format({"type": "run_end", "status": "failed", "errorMessage": "500 upstream exploded"}) == \
+        ProgressLine("failed", "Failed")
+    other = fmt()
+    other.format({"type": "error", "message": "500 upstream exploded"})
+    assert other.format({"type": "run_end", "status": "failed", "errorMessage": "Timed out after 3s"}) == \
+        ProgressLine("failed", "Failed: Timed out after 3s")

@@ -8,6 +8,8 @@ DataFrames. The notebooks in the repository carry no outputs.
 from __future__ import annotations
 
 import base64
+import html as html_lib
+import json
 import re
 import sqlite3
 import subprocess
@@ -69,8 +71,8 @@ def text(c) -> str:
     for o in c.outputs:
         if o.output_type == "stream":
             parts.append(o.text)
-        elif "data" in o and VIEW not in o.data:
-            parts.append(o.data.get("text/plain", ""))
+        elif "data" in o and VIEW not in o.data and "nbsubagents-static" not in o.data.get("text/html", ""):
+            parts.append(o.data.get("text/plain", ""))  # panels (a widget, a static record) left out
         elif o.output_type == "execute_result":
             parts.append(o.data.get("text/plain", ""))
     return NOTICE.sub("", "".join(parts))
@@ -98,7 +100,7 @@ def value(c, mime: str = "text/plain") -> str:
 
 def statuses(table: str) -> list[str]:
     """The status cells of a styled runs table (``runs()``'s HTML), top to bottom."""
-    return re.findall(r'<td class="nbsubagents-status-(\w+)"', table)
+    return re.findall(r'<td class="nbsubagents-status-(\w+)[ "]', table)
 
 
 def column(table: str, n: int) -> list[str]:
@@ -108,13 +110,65 @@ def column(table: str, n: int) -> list[str]:
 
 
 def panels(nb, c) -> list[str]:
-    """The text of every panel a cell displayed, as its widgets held it when the notebook ended.
+    """The text of every panel a cell displayed, as the saved notebook holds it: a run or group panel's
+    static record (which replaced its widget at the end), a status bar's widget as its model last was.
 
     A background run's panel is updated from the watcher's thread; nbclient records only the messages
     of the cell executing at that moment (ipykernel sends a thread's updates with it), and ``Run.wait()``
     returns only once the panel shows the end, so a notebook that waits for its runs saves their end.
     """
-    return [widget_text(nb, o.data[VIEW]["model_id"]) for o in c.outputs if "data" in o and VIEW in o.data]
+    found = []
+    for o in c.outputs:
+        if "data" not in o:
+            continue
+        if VIEW in o.data:
+            found.append(widget_text(nb, o.data[VIEW]["model_id"]))
+        elif "nbsubagents-static" in o.data.get("text/html", ""):
+            found.append(o.data["text/plain"])
+    return found
+
+
+# -- exported without a kernel -------------------------------------------------------------------------
+def export(workdir: Path, name: str) -> dict[str, str]:
+    """The executed notebook rendered by ``jupyter nbconvert --to markdown`` and ``--to html``."""
+    out = {}
+    for kind, suffix in (("markdown", ".md"), ("html", ".html")):
+        proc = subprocess.run([sys.executable, "-m", "nbconvert", "--to", kind, str(workdir / name),
+                               "--output-dir", str(workdir / "export")], capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[kind] = (workdir / "export" / (Path(name).stem + suffix)).read_text(encoding="utf-8")
+    return out
+
+
+def record_of(page: str, run_id: str) -> str:
+    """The last static record of one run in an exported page (from its opening tag to its run id line)."""
+    start = page.rindex("<div", 0, page.rindex(f'data-run-id="{run_id}"'))
+    return page[start:page.index(f">{run_id}</div>", start)]
+
+
+def check_exports(workdir: Path, name: str) -> dict[str, str]:
+    """Every run of the notebook reads in both exports as it ended: status, numbers, final text, error; no
+    widget repr is left and no panel says it is still going."""
+    pages = export(workdir, name)
+    results = [json.loads(p.read_text()) for p in workdir.glob("**/.pi/subagents/runs/*/result.json")]
+    assert results
+    for kind, page in pages.items():
+        assert "VBox(children=" not in page and "HTML(value=" not in page, kind
+        for result in results:
+            record = record_of(page, result["runId"])
+            status = result["status"]
+            assert f'nbsubagents-status-{status}"' in record and f">{status}</span>" in record, (kind, record)
+            usage = result.get("usage") or {}
+            if usage.get("totalTokens"):
+                assert f"{usage['totalTokens']:,} tokens" in record and f"${usage['cost']:.4f}" in record
+            assert f"{result['toolCalls']} tool call" in record
+            for line in (result.get("finalText") or "").splitlines()[:3]:
+                assert html_lib.escape(line.strip(), quote=False) in record, (kind, line)
+            if result.get("errorMessage"):
+                assert html_lib.escape(result["errorMessage"].splitlines()[0], quote=False)[:60] in page
+        assert "running</span>" not in page and "queued</span>" not in page, kind
+    return pages
 
 
 # -- the notebooks as saved ---------------------------------------------------------------------------
@@ -136,6 +190,7 @@ def test_saved_notebooks_have_no_outputs_and_start_with_the_offline_set_up(name)
 # -- executed -----------------------------------------------------------------------------------------
 def test_quickstart_runs_presets_one_parallel_and_background_runs_and_shows_the_registry(kernel_env):
     nb = execute("quickstart.ipynb", kernel_env)
+    check_exports(kernel_env, "quickstart.ipynb")
 
     assert re.search(r"Working in .*/nbsubagents-quickstart-\w+/project", text(cell(nb, "import os")))
     presets = text(cell(nb, "%subagent_presets"))
@@ -195,6 +250,7 @@ def test_quickstart_runs_presets_one_parallel_and_background_runs_and_shows_the_
 
 def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kernel_env):
     nb = execute("background-runs.ipynb", kernel_env)
+    check_exports(kernel_env, "background-runs.ipynb")
 
     bar = cell(nb, "bar = nbsubagents.status_bar()")
     assert value(bar) == "runs: 0 running / 0 total" and value(bar, VIEW)
@@ -231,6 +287,7 @@ def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kerne
 
 def test_exploring_runs_notebook_reads_back_output_transcript_events_and_files(kernel_env):
     nb = execute("exploring-runs.ipynb", kernel_env)
+    check_exports(kernel_env, "exploring-runs.ipynb")
 
     group = panels(nb, cell(nb, "runs = nbsubagents.run_parallel("))[0]
     assert group.startswith("Sub-agents: 2 done, 1 failed")

@@ -84,7 +84,7 @@ def test_runs_table_is_styled_in_a_notebook_and_plain_as_text(project):
     synthetic(project, 4)
     frame = nbsubagents.runs()
     html = frame._repr_html_()
-    assert 'class="nbsubagents-status-failed"' in html and "color:#b91c1c" in html
+    assert 'class="nbsubagents-status-failed nbsubagents-c-failed"' in html and "color:#b91c1c" in html
     text = repr(frame)
     assert "job0" in text and "<td" not in text
     assert type(frame[frame["status"] == "failed"]).__name__ == type(frame).__name__

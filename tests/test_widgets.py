@@ -6,6 +6,7 @@ read here. Real runs are the real pi against the scripted model (``project`` fix
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import pytest
 from nbclient import NotebookClient
 
 import nbsubagents
-from nbsubagents import config, runner
+from nbsubagents import config, runner, style
 from nbsubagents.display import VIEW_MIME, choose_renderer, run_mimebundle
 from nbsubagents.events import iter_stream
 from nbsubagents.formatter import ProgressFormatter, ProgressLine
@@ -30,6 +31,13 @@ from nbsubagents.widgets import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRende
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi-0.73.1"
 LINE = re.compile(r'<div class="nbsubagents-line nbsubagents-(\w+)">(.*?)</div>')
+
+
+def page_text(value: str) -> str:
+    """What a page shows of an HTML value: no stylesheet, no tags, the hidden kernel-gone note left out."""
+    value = re.sub(r"<style>.*?</style>", "", value, flags=re.S)
+    value = re.sub(r'<span class="nbsubagents-gone".*?</span>', "", value, flags=re.S)
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", value))
 
 
 def lines_of(value: str) -> list[tuple[str, str]]:
@@ -74,13 +82,15 @@ def test_panel_of_a_finished_run_shows_icon_counts_tokens_cost_and_final_text(pr
 
     header = panel.header.value
     usage = run.result["usage"]
-    assert '<span class="nbsubagents-icon">✓</span>' in header
+    assert f'<span class="nbsubagents-c-completed nbsubagents-icon" style="color:{style.color("completed")}">✓</span>' \
+        in header
     assert "<b class=\"nbsubagents-name\">scout</b>" in header and "completed" in header
     assert "demo/scripted" in header and "3 tool calls" in header
     assert f"{usage['totalTokens']:,} tokens" in header and f"${usage['cost']:.4f}" in header
     assert panel.tally.tool_calls == run.result["toolCalls"] == 3
     assert panel.tally.tokens == usage["totalTokens"] > 0
-    assert "timeout 10m" in header
+    assert "timeout" not in header  # said while the run goes, not once it ended
+    assert "failed step" not in header
 
     texts = [text for _, text in lines_of(panel.window_html.value)]
     assert texts[:3] == ["Reading README.md", "Finished reading README.md", "Listing src"]
@@ -103,12 +113,14 @@ def test_provider_failure_is_red_with_pi_message(project):
     panel = renderer.view
     assert run.status == "failed"
     assert "✗" in panel.header.value and "nbsubagents-status-failed" in panel.header.value
-    assert "d32f2f" in panel.header.value  # the icon and the status word are red
+    failed = style.color("failed")
+    assert f'nbsubagents-icon" style="color:{failed}">✗' in panel.header.value  # the icon and the word are red
+    assert f'nbsubagents-status" style="color:{failed}">failed' in panel.header.value
     red = [text for kind, text in lines_of(panel.window_html.value) if kind in ("error", "failed")]
-    assert any("upstream exploded" in text for text in red)
+    assert red == ["Error: 500 upstream exploded", "Failed"]  # said once, then how the run ended
     css = panel.window_html.value.split("</style>")[0]
-    assert re.search(r"\.nbsubagents-failed,\.nbsubagents-lines \.nbsubagents-error\{color:var\(--jp-error-color1,"
-                     r"#d32f2f\)\}", css)
+    assert f".nbsubagents-failed,.nbsubagents-lines .nbsubagents-error{{color:{failed}}}" in css
+    assert f'{style.DARK_SCOPE} .nbsubagents-lines .nbsubagents-error{{color:{style.color("failed", dark=True)}}}' in css
 
 
 def test_cancel_button_aborts_its_run_alone(project):
@@ -142,7 +154,8 @@ def test_cancel_button_aborts_its_run_alone(project):
     assert isinstance(group, GroupPanel)
     assert "■" in group.panels[0].header.value and "aborted" in group.panels[0].header.value
     assert "✓" in group.panels[1].header.value
-    assert group.header.value == "<b>Sub-agents: 1 done, 1 aborted</b>"
+    assert page_text(group.header.value) == "Sub-agents: 1 done, 1 aborted"
+    assert f'nbsubagents-group-aborted" style="color:{style.color("aborted")}">1 aborted' in group.header.value
     assert slow.id in group.ids_html.value and quick.id in group.ids_html.value
 
 
@@ -263,8 +276,11 @@ def test_header_counts_come_from_every_event_even_without_a_line(tmp_path):
                   None)
     panel.add({"type": "tool_call", "id": "a", "name": "ls", "args": {}}, ProgressLine("tool", "Listing files"))
     panel.render()
-    assert "1 tool call ·" in panel.header.value and "2,468 tokens" in panel.header.value
-    assert "$0.0250" in panel.header.value and "⏳" in panel.header.value
+    assert page_text(panel.header.value) == "↻ r1 running · demo/scripted · 1 tool call · 2,468 tokens · $0.0250 · " \
+        + page_text(panel.header.value).split(" · ")[-2] + " · timeout 10m"
+    for field in ("calls", "tokens", "cost", "elapsed"):  # figures keep their width: the header does not shift
+        assert re.search(rf'class="nbsubagents-{field}" style="display:inline-block;min-width:[\d.]+ch;'
+                         r'font-variant-numeric:tabular-nums"', panel.header.value), field
 
 
 def test_elapsed_time_ticks_without_events_and_freezes_at_the_end(tmp_path):
@@ -330,7 +346,10 @@ def test_group_header_counts_each_status_and_lists_ids_only_when_all_are_done(tm
     for run in runs[:3]:
         finish(run.dir, "completed")
     group.render()
-    assert group.header.value == "<b>Sub-agents: 4 done, 1 failed, 1 aborted</b>"
+    assert page_text(group.header.value) == "Sub-agents: 4 done, 1 failed, 1 aborted"
+    for status in ("failed", "aborted"):  # coloured counts, in the one palette
+        assert f'nbsubagents-group-{status}" style="color:{style.color(status)}">1 {status}' in group.header.value
+    assert "nbsubagents-group-completed" not in group.header.value
     assert all(f"<code>{name}</code>" in group.ids_html.value for name in "abcdef")
 
 
@@ -367,17 +386,22 @@ def test_choose_renderer_is_text_outside_a_kernel_and_follows_the_env_var(monkey
         assert isinstance(choose_renderer(), TextRenderer)
 
 
-def test_run_mimebundle_is_text_and_html_outside_a_kernel_and_a_widget_when_forced(tmp_path, monkeypatch):
+def test_a_finished_run_shows_its_static_record_and_a_running_one_its_live_panel_when_forced(tmp_path, monkeypatch):
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     run = fake_run(tmp_path, "r1")
     finish(run.dir, "completed", text="the answer <42>")
     bundle = run._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"}
-    assert bundle["text/plain"] == repr(run) and "the answer <42>" in bundle["text/plain"]
-    assert "the answer &lt;42&gt;" in bundle["text/html"] and "✓ r1 completed" in bundle["text/html"]
+    assert bundle["text/plain"].startswith("✓ r1 completed · demo/scripted · 0 tool calls · 0 tokens · $0.0000 · 1.0s\n")
+    assert "Output:\n  the answer <42>\nRun id: r1" in bundle["text/plain"]
+    assert "the answer &lt;42&gt;" in bundle["text/html"] and '<b class="nbsubagents-name">r1</b>' in bundle["text/html"]
+    assert "\n" not in bundle["text/html"] and "<script" not in bundle["text/html"]
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
-    bundle = run_mimebundle(run)
-    assert bundle[VIEW_MIME]["model_id"] and bundle["text/plain"] == repr(run)
+    assert set(run_mimebundle(run)) == {"text/plain", "text/html"}  # finished: no widget needed
+    running = fake_run(tmp_path, "r2", "running")
+    bundle = run_mimebundle(running)
+    assert bundle[VIEW_MIME]["model_id"] and bundle["text/plain"].startswith("↻ r2 running")
+    assert running._live_panel.widget.model_id == bundle[VIEW_MIME]["model_id"]
 
 
 def test_missing_ipywidgets_is_a_clear_error_when_a_panel_is_built(tmp_path, monkeypatch):
@@ -394,7 +418,7 @@ def test_display_and_widgets_stay_out_of_a_bare_import():
     assert out.strip() == "[]"
 
 
-def test_in_a_real_kernel_runs_show_live_panels_and_a_run_value_shows_its_panel(project, monkeypatch):
+def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(project, monkeypatch):
     """nbclient drives a real ipykernel: choose_renderer picks widgets; the saved widget state has the lines."""
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     nb = nbformat.v4.new_notebook()
@@ -407,14 +431,83 @@ def test_in_a_real_kernel_runs_show_live_panels_and_a_run_value_shows_its_panel(
     NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
                    resources={"metadata": {"path": str(project)}}).execute()
     assert nb.cells[0].outputs[0]["text"].strip() == "WidgetRenderer"
+    run = Run(next((project / ".pi" / "subagents" / "runs").iterdir()))
+    usage = run.result["usage"]
     (shown,) = [o for o in nb.cells[1].outputs if o["output_type"] == "display_data"]
-    assert VIEW_MIME in shown["data"]
+    # The live panel was replaced at the end by its static record: readable without a kernel or widgets.
+    assert VIEW_MIME not in shown["data"]
+    plain = shown["data"]["text/plain"]
+    assert plain.startswith(f"✓ scout completed · demo/scripted · 2 tool calls · {usage['totalTokens']:,} tokens")
+    for line in ("  Reading README.md", "  Command finished — hi", "Output:", f"Run id: {run.id}"):
+        assert line in plain, plain
+    page = shown["data"]["text/html"]
+    assert f'class="nbsubagents-static nbsubagents-panel nbsubagents-run-{run.id} nbsubagents-status-completed"' in page
+    assert "Reading README.md" in page
+    assert html_lib.escape(run.output.splitlines()[0], quote=False) in page
     (value,) = nb.cells[2].outputs
-    assert value["output_type"] == "execute_result" and VIEW_MIME in value["data"]
-    assert "scout completed" in value["data"]["text/plain"] and "nbsubagents-summary" in value["data"]["text/html"]
+    assert value["output_type"] == "execute_result" and VIEW_MIME not in value["data"]
+    assert value["data"]["text/plain"] == plain and value["data"]["text/html"] == page
+    # While it ran the output held the widget: its model is in the saved state with the lines.
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
-    # The run as a value shows the very panel that was live, not a second copy.
-    assert value["data"][VIEW_MIME]["model_id"] == shown["data"][VIEW_MIME]["model_id"]
     assert sum("Reading README.md" in v for v in values) == 1
-    assert sum('<span class="nbsubagents-icon">✓</span>' in v for v in values) == 1
+
+
+# -- issue 17: a panel a person trusts at a glance ---------------------------------------------------------
+def test_a_new_panel_ticks_and_says_pi_is_starting_before_any_event(tmp_path):
+    run = fake_run(tmp_path, "r1", "running")  # launched (its supervisor is there), no event yet
+    renderer = WidgetRenderer(display=lambda widget: None)
+    renderer.start([run])
+    panel = renderer.view
+    assert lines_of(panel.window_html.value) == [] and "placeholder\">starting pi…<" in panel.window_html.value
+    first = panel.elapsed()
+    assert first is not None and first < 1
+    before = page_text(panel.header.value)
+    time.sleep(2.3)  # still no event: the ticker moves the clock
+    assert page_text(panel.header.value) != before and panel.elapsed() > first + 2
+    renderer.close()
+    queued = RunPanel(fake_run(tmp_path, "q1"))  # not launched yet: no clock, and it says so
+    assert queued.elapsed() is None and "(waiting to start)" in queued.window_html.value
+
+
+def test_failed_tool_calls_show_in_the_header_and_stay_in_the_folded_window(tmp_path):
+    run = fake_run(tmp_path, "r1", "running")
+    panel = RunPanel(run, lines=4)
+    formatter = ProgressFormatter(str(tmp_path))
+    events = [{"type": "tool_call", "id": "a", "name": "read", "args": {"path": "missing.py"}},
+              {"type": "tool_result", "id": "a", "name": "read", "isError": True, "text": "ENOENT: missing.py"}]
+    events += [e for i in range(2) for e in (
+        {"type": "tool_call", "id": f"b{i}", "name": "bash", "args": {"command": f"echo {i}"}},
+        {"type": "tool_result", "id": f"b{i}", "name": "bash", "isError": i == 1, "text": f"out {i}"})]
+    events += [{"type": "tool_call", "id": f"c{i}", "name": "ls", "args": {"path": f"d{i}"}} for i in range(5)]
+    for event in events:
+        panel.add(event, formatter.format(event))
+    panel.render()
+    assert panel.failed_steps == 2
+    assert f'nbsubagents-failed-steps" style="color:{style.color("failed")};font-weight:600">2 failed steps' \
+        in panel.header.value
+    window = lines_of(panel.window_html.value)
+    assert len(window) == 4
+    failed = [text for kind, text in window if kind == "failed"]
+    assert failed and all(kind == "failed" for kind, _ in window[:len(failed)])  # kept above the latest lines
+    assert window[-1] == ("tool", "Listing d4")
+    assert "2 failed steps" in panel.static_text().splitlines()[0]
+
+
+def test_a_dead_kernels_panel_hides_its_controls_and_says_it_shows_the_last_state(tmp_path):
+    panel = RunPanel(fake_run(tmp_path, "r1", "running"))
+    css = panel.header.value
+    # JupyterLab marks every view of a gone kernel's widgets jupyter-widgets-disconnected
+    assert ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}" in css
+    assert ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-gone{display:inline}" in css
+    assert "kernel gone: the last state it showed" in panel.header.value
+    assert "nbsubagents-cancel" in panel.cancel_button._dom_classes
+    assert "nbsubagents-header" in panel.header._dom_classes
+
+
+def test_a_notice_sums_up_the_whole_answer_on_one_line():
+    from nbsubagents.watcher import _summary
+
+    row = {"status": "completed", "final_text": "Done. 3 steps:\n- read README.md: # Demo\n- ls src: app.py\n"}
+    assert _summary(row) == "Done. 3 steps: - read README.md: # Demo - ls src: app.py"
+    assert len(_summary({"status": "completed", "final_text": "word " * 100})) == 120

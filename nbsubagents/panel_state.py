@@ -1,0 +1,411 @@
+"""A run panel's state and its static record: what a panel shows, without ipywidgets.
+
+``PanelState`` takes the normalized events of one run with the formatter's lines (``add``) and knows
+its status, counters, elapsed time, rolling window and history. It renders that state as the live
+widget's HTML pieces (``nbsubagents.widgets.RunPanel`` is a ``PanelState`` with widgets) and as a
+*static record*: ``static_html()`` and ``static_text()``, self-contained renderings with inline styles
+and no JavaScript that a saved notebook keeps beside (and, at the end, instead of) the widget view, so
+GitHub, nbviewer, ``nbconvert --to html/markdown`` and a kernel-less JupyterLab show the final panel.
+``group_static_html``/``group_static_text`` do the same for a group of runs.
+
+Nothing is worded here: event lines come from ``formatter.ProgressFormatter``, counters from
+``events.Tally``, glyphs and colours from ``style``. The static HTML holds no newline, so it
+stays one HTML block where Markdown embeds it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .artifacts import TERMINAL
+from .events import Tally
+from .style import ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, duration, glyph, plural
+from .style import color as status_color
+
+if TYPE_CHECKING:
+    from .formatter import ProgressLine
+    from .runner import Run
+
+HISTORY_LIMIT = 500      # lines kept for the expanded view (the spec's MAX_MESSAGES_PER_SESSION)
+FINAL_TEXT_LIMIT = 20_000
+
+# Group header words for each status, in the order they are listed.
+GROUP_WORDS = {"running": "running", "queued": "queued", "completed": "done", "failed": "failed",
+               "aborted": "aborted"}
+
+_RED, _MUTED, _MONO = ERROR_STYLE, MUTED_STYLE, MONO_STYLE
+# How each kind of formatter line looks, inline (a static record carries no stylesheet).
+LINE_STYLES = {
+    "failed": _RED, "error": _RED,
+    "assistant": "color:var(--jp-brand-color1,#1976d2);border-left:2px solid var(--jp-brand-color1,#1976d2);"
+                 "padding-left:6px",
+    "thinking": _MUTED + ";font-style:italic",
+    "done": _MUTED, "info": _MUTED, "placeholder": _MUTED,
+}
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def _esc(text: str) -> str:
+    """Escaped text on one HTML line: newlines become ``<br>``."""
+    return html.escape(text, quote=False).replace("\r", "").replace("\n", "<br>")
+
+
+class PanelState:
+    """One run as a panel shows it: header numbers, the latest ``lines`` lines, history, final text."""
+
+    def __init__(self, run: Run, *, lines: int | None = None, history: int = HISTORY_LIMIT,
+                 lock: threading.RLock | None = None) -> None:
+        if lines is None:
+            from .config import settings
+            lines = settings.panel_lines
+        if isinstance(lines, bool) or not isinstance(lines, int) or lines < 1:
+            from .config import NbSubagentsError
+            raise NbSubagentsError(f"panel_lines must be a whole number of at least 1, got {lines!r}")
+        self.run = run
+        self.lines = lines
+        self.tally = Tally()
+        # (kind, text, html) of each line: the kind and text let the end drop what the output box repeats.
+        # The window is the latest ``lines`` of the history, but at the end (``_final_window``).
+        self.history: deque[tuple[str, str, str]] = deque(maxlen=history)
+        self._final_window: list[tuple[str, str, str]] | None = None
+        self.line_count = 0
+        self.last_seq = -1                  # the seq of the last event taken (a follower skips older ones)
+        self.failed_steps = 0               # tool calls whose result was an error
+        self._lock = lock or threading.RLock()
+        self._started: float | None = None  # wall clock (event ts) when the run started
+        self._launched: float | None = None # wall clock when the panel first saw it launched (before events)
+        self._ended: float | None = None
+        self._status: str | None = None     # terminal status, once known
+        self._saw_run_end = False
+        self._finished = False              # finish() was called: the run's end is settled
+
+    @classmethod
+    def of_run(cls, run: Run, **kwargs: Any) -> PanelState:
+        """The state of what a run did so far (all of it when it ended), from its events.jsonl."""
+        from .formatter import ProgressFormatter
+
+        state = cls(run, **kwargs)
+        formatter = ProgressFormatter(run.meta.get("cwd"))
+        for event in run.events():
+            state.add(event, formatter.format(event))
+        if run.done:
+            state.settle()
+        return state
+
+    # -- state --------------------------------------------------------------------------------------
+    def add(self, event: dict[str, Any], line: ProgressLine | None) -> None:
+        """Take one normalized event and its formatted line (None: counters only)."""
+        with self._lock:
+            seq = event.get("seq")
+            if isinstance(seq, int):
+                self.last_seq = max(self.last_seq, seq)
+            self.tally.add(event)
+            kind = event.get("type")
+            if kind == "tool_result" and event.get("isError"):
+                self.failed_steps += 1
+            ts = event.get("ts")
+            if kind == "run_start" or self._started is None:
+                self._started = ts if isinstance(ts, (int, float)) else time.time()
+            if kind == "run_end":
+                self._saw_run_end = True
+                self._status = event.get("status") if event.get("status") in TERMINAL else "failed"
+                self._ended = ts if isinstance(ts, (int, float)) else time.time()
+            if line is not None:
+                self._append(line)
+            self._changed()
+
+    def _changed(self) -> None:
+        """Hook for a subclass that renders: the state changed."""
+
+    def _append(self, line: ProgressLine) -> None:
+        text = _ANSI.sub("", line.text) if "\x1b" in line.text else line.text
+        opening = f'<div class="nbsubagents-line nbsubagents-{line.kind}">'
+        rows = text.split("\n") if "\n" in text else [text]
+        if len(rows) > self.history.maxlen:  # type: ignore[operator]
+            self.line_count += len(rows) - self.history.maxlen  # type: ignore[operator]
+            rows = rows[-self.history.maxlen:]  # type: ignore[operator]
+        for row in rows:
+            row = row.rstrip()
+            if not row.strip():
+                continue
+            piece = (line.kind, row, opening + html.escape(row, quote=False) + "</div>")
+            self.history.append(piece)
+            self.line_count += 1
+
+    def settle(self) -> None:
+        """The run is terminal and every event is in: its end is settled (``finish`` of a panel)."""
+        with self._lock:
+            status = self.run.status
+            if status in TERMINAL:
+                self._status = status
+            self._finished = True
+
+    @property
+    def status(self) -> str:
+        """queued, running, or the terminal status."""
+        with self._lock:
+            return self._current_status()
+
+    def _current_status(self) -> str:
+        if self._status is not None:
+            return self._status
+        status = self.run.status
+        if status in TERMINAL:
+            self._status = status
+            if self._ended is None:
+                self._ended = time.time()
+        elif status == "queued" and self._started is not None:
+            status = "running"  # events arrive: the supervisor runs, whatever the handle knows
+        if status == "running" and self._launched is None:
+            self._launched = time.time()  # the clock ticks from here until run_start gives the real start
+        return status
+
+    def ready_to_end(self, status: str) -> bool:
+        """The end is final once every event is in (run_end, or settle() after the last pump) and the
+        final text is in result.json, written just after the run_end event."""
+        return status in TERMINAL and (self._finished or (self._saw_run_end and self.run.result is not None))
+
+    def elapsed(self) -> float | None:
+        """Seconds since the run started: live while it runs, frozen once it ended."""
+        with self._lock:
+            status = self._current_status()
+            if status in TERMINAL:
+                result = self.run.result or {}
+                if isinstance(result.get("durationSeconds"), (int, float)):
+                    return float(result["durationSeconds"])
+                if self._started is None:
+                    return None
+                return max(0.0, (self._ended or time.time()) - self._started)
+            start = self._started if self._started is not None else self._launched
+            if start is None:
+                return None
+            return max(0.0, time.time() - start)
+
+    # -- the pieces a panel shows ---------------------------------------------------------------------
+    def header_meta(self, status: str) -> list[str]:
+        """model, tool calls, failed steps, tokens, cost, elapsed, timeout: the header's numbers, as words."""
+        return [text for _, text in self.header_fields(status)]
+
+    def header_fields(self, status: str) -> list[tuple[str, str]]:
+        """``(field, words)`` of the header: model, calls, failed (when any), tokens, cost, elapsed, and the
+        timeout while the run is active. Tokens and cost are always there, so nothing shifts as they come."""
+        run, tally = self.run, self.tally
+        result = run.result if status in TERMINAL else None
+        calls, tokens, cost = tally.tool_calls, tally.tokens, tally.cost
+        if result and not (calls or tokens):  # a run seen only through its result (failed before start)
+            calls = result.get("toolCalls") or 0
+            usage = result.get("usage") or {}
+            tokens, cost = usage.get("totalTokens") or 0, usage.get("cost") or 0.0
+        fields = [("model", run.model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
+        if self.failed_steps:
+            fields.append(("failed", plural(self.failed_steps, "failed step")))
+        fields += [("tokens", f"{tokens:,} tokens"), ("cost", f"${cost:.4f}")]
+        elapsed = self.elapsed()
+        if elapsed is not None:
+            fields.append(("elapsed", duration(elapsed)))
+        timeout = run.meta.get("timeout")
+        if status not in TERMINAL and isinstance(timeout, (int, float)) and not isinstance(timeout, bool) \
+                and timeout > 0:
+            fields.append(("timeout", f"timeout {duration(float(timeout))}"))
+        return fields
+
+    def drop_repeated_output(self) -> None:
+        """The output box below shows the final message: the window ends with what led to it instead.
+
+        The message is the run of assistant lines just before the closing lines ("Completed"); only lines
+        that the output holds are dropped, so nothing the box does not show goes missing.
+        """
+        output = {row.strip() for row in self.run.output.splitlines() if row.strip()}
+        if not output:
+            return
+        rows = list(self.history)
+        end = len(rows)
+        while end and len(rows) - end < 3 and rows[end - 1][0] in ("done", "info", "error", "failed"):
+            end -= 1
+        start = end
+        while start and rows[start - 1][0] == "assistant" and rows[start - 1][1].strip() in output:
+            start -= 1
+        if start < end:
+            self._final_window = self._fold(rows[:start] + rows[end:])
+
+    def window(self) -> list[tuple[str, str, str]]:
+        """The lines the window shows now: the latest ones, or at the end those that led to the output."""
+        if self._final_window is not None:
+            return self._final_window
+        return self._fold(list(self.history))
+
+    def _fold(self, rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """The last ``lines`` rows, but error lines that scrolled above them stay (the latest few, in order)."""
+        if len(rows) <= self.lines:
+            return rows
+        keep = max(1, self.lines // 3)
+        pinned = [row for row in rows[:-self.lines] if row[0] in ("failed", "error")][-keep:]
+        return pinned + rows[len(rows) - (self.lines - len(pinned)):]
+
+    def earlier_lines(self, window: list[tuple[str, str, str]]) -> int:
+        """How many lines came before the window's first one (those the history holds and those it dropped)."""
+        if not window:
+            return 0
+        first = window[0]
+        index = next((i for i, piece in enumerate(self.history) if piece is first), 0)
+        return index + self.line_count - len(self.history)
+
+    def placeholder(self, status: str) -> str:
+        return {"queued": "(waiting to start)", "running": "starting pi…"}.get(status, "(no output)")
+
+    def final_output(self) -> str:
+        output = self.run.output.strip()
+        if len(output) > FINAL_TEXT_LIMIT:
+            output = output[:FINAL_TEXT_LIMIT] + "\n… (run.output has all of it)"
+        return output
+
+    def shown_error(self) -> str | None:
+        """The error the end shows below the window; None when the window's last line already says it."""
+        error = self.run.error
+        return error if error and not self._saw_run_end else None
+
+    # -- the static record ----------------------------------------------------------------------------
+    def static_parts(self) -> tuple[str, bool]:
+        """The status shown and whether the record is the final one."""
+        with self._lock:
+            status = self._current_status()
+            final = self.ready_to_end(status)
+            if final and self._final_window is None:
+                self.drop_repeated_output()
+            return status, final
+
+    def static_html(self) -> str:
+        """The panel as one line of self-contained HTML: inline styles, no script, readable anywhere.
+
+        It keeps the live panel's class names (``nbsubagents-panel``, ``-header``, ``-name``, ``-window``,
+        ``-history``, ``-final``), so a page reads the same before and after the widget gave way to it.
+        """
+        with self._lock:
+            status, final = self.static_parts()
+            color = status_color(status)
+            run = self.run
+            head = (f'<div class="nbsubagents-header"><span {attrs(status, "nbsubagents-icon", "font-weight:bold")}>'
+                    f'{glyph(status)}</span> <b class="nbsubagents-name">{_esc(run.name)}'
+                    f'</b> <span {attrs(status, "nbsubagents-status", "font-weight:600")}>{status}</span> '
+                    f'<span class="nbsubagents-meta" style="{_MUTED}">· {self._static_meta(status)}'
+                    f'</span></div>')
+            window = self.window()
+            earlier = self.earlier_lines(window)
+            body = ""
+            if earlier > 0 and not final:
+                body += (f'<div style="{_MUTED}">({plural(earlier, "earlier line")} above: '
+                         f'run.transcript has every line)</div>')
+            body += "".join(_line_html(kind, text) for kind, text, _ in window)
+            if not window and not (final and self.final_output()):
+                body = _line_html("placeholder", self.placeholder(status))
+            parts = [head]
+            if body:
+                parts.append(f'<div class="nbsubagents-window" style="{_MONO};margin:4px 0">{body}</div>')
+            if final:
+                if self.line_count:
+                    history = "".join(_line_html(kind, text) for kind, text, _ in self.history)
+                    dropped = self.line_count - len(self.history)
+                    note = (f'<div style="{_MUTED}">({plural(dropped, "earlier line")} not kept here: '
+                            f'run.transcript has them)</div>' if dropped > 0 else "")
+                    parts.append(f'<details class="nbsubagents-history-toggle" style="margin:2px 0"><summary '
+                                 f'style="{_MUTED};cursor:pointer">Full history ({plural(self.line_count, "line")})'
+                                 f'</summary><div class="nbsubagents-history" style="{_MONO}">{note}{history}</div>'
+                                 f'</details>')
+                final_parts = []
+                output = self.final_output()
+                if output:
+                    final_parts.append(f'<div class="nbsubagents-output" style="{_MONO};border:1px solid '
+                                       f'var(--jp-border-color2,#ddd);border-left:3px solid '
+                                       f'var(--jp-success-color1,#388e3c);background:var(--jp-layout-color2,#f7f7f7);'
+                                       f'padding:6px 8px;margin:4px 0">{_esc(output)}</div>')
+                error = self.shown_error()
+                if error:
+                    final_parts.append(f'<div {attrs("failed", "nbsubagents-error", _MONO)}>{_esc(error)}</div>')
+                final_parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.id)}'
+                                   f'</div>')
+                parts.append(f'<div class="nbsubagents-final">{"".join(final_parts)}</div>')
+            else:
+                parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.id)}</div>')
+            return (f'{STATUS_CSS}<div class="nbsubagents-static nbsubagents-panel nbsubagents-run-{html.escape(run.id)} '
+                    f'nbsubagents-status-{status}" data-run-id="{html.escape(run.id)}" '
+                    f'style="border:1px solid var(--jp-border-color2,#ddd);border-left:4px solid {color};'
+                    f'border-radius:3px;padding:6px 10px;margin:3px 0;font-family:var(--jp-ui-font-family,'
+                    f'-apple-system,Segoe UI,Helvetica,Arial,sans-serif);font-size:13px;line-height:1.45">'
+                    f'{"".join(parts)}</div>')
+
+    def _static_meta(self, status: str) -> str:
+        return " · ".join(f'<span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{_esc(text)}</span>'
+                          if field == "failed" else _esc(text) for field, text in self.header_fields(status))
+
+    def static_text(self) -> str:
+        """The panel as plain text: header line, the window's lines, the output, the error, the run id."""
+        with self._lock:
+            status, final = self.static_parts()
+            lines = [f"{glyph(status)} {self.run.name} {status} · {' · '.join(self.header_meta(status))}"]
+            window = self.window()
+            earlier = self.earlier_lines(window)
+            if earlier > 0:
+                lines.append(f"  ({plural(earlier, 'earlier line')}: run.transcript has every line)")
+            lines += [f"  {text}" for _, text, _ in window]
+            if not window and not (final and self.final_output()):
+                lines.append(f"  {self.placeholder(status)}")
+            if final:
+                output = self.final_output()
+                if output:
+                    lines.append("Output:")
+                    lines += [f"  {row}" for row in output.splitlines()]
+                error = self.shown_error()
+                if error:
+                    lines.append(f"Error: {error}")
+            lines.append(f"Run id: {self.run.id}")
+            return "\n".join(lines)
+
+
+def _line_html(kind: str, text: str) -> str:
+    style = LINE_STYLES.get(kind)
+    if kind in ("failed", "error"):
+        return f'<div class="nbsubagents-c-failed" style="{style}">{_esc(text)}</div>'
+    return f'<div style="{style}">{_esc(text)}</div>' if style else f"<div>{_esc(text)}</div>"
+
+
+def group_header_text(states: Iterable[PanelState]) -> str:
+    """``Sub-agents: 2 running, 1 done, 1 failed``."""
+    statuses = [s.status for s in states]
+    counts = {word: n for status, word in GROUP_WORDS.items() if (n := statuses.count(status))}
+    return "Sub-agents: " + ", ".join(f"{n} {word}" for word, n in counts.items())
+
+
+def group_header_html(states: Iterable[PanelState]) -> str:
+    """The group header with its failed and aborted counts in their colours."""
+    statuses = [s.status for s in states]
+    parts = []
+    for status, word in GROUP_WORDS.items():
+        n = statuses.count(status)
+        if n:
+            text = f"{n} {word}"
+            parts.append(f'<span {attrs(status, f"nbsubagents-group-{status}")}>{text}</span>'
+                         if status in ("failed", "aborted") else text)
+    return f"{STATUS_CSS}<b>Sub-agents: {', '.join(parts)}</b>"
+
+
+def group_static_html(states: list[PanelState]) -> str:
+    done = all(s.status in TERMINAL for s in states)
+    ids = ""
+    if done:
+        ids = (f'<div class="nbsubagents-run-ids" style="{_MUTED};font-size:12px">Run ids: '
+               + ", ".join(f"<code>{html.escape(s.run.id)}</code>" for s in states) + "</div>")
+    return (f'<div class="nbsubagents-static-group nbsubagents-group"><div class="nbsubagents-group-header" '
+            f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:13px">'
+            f'{group_header_html(states)}</div>{"".join(s.static_html() for s in states)}{ids}</div>')
+
+
+def group_static_text(states: list[PanelState]) -> str:
+    parts = [group_header_text(states), *(s.static_text() for s in states)]
+    if all(s.status in TERMINAL for s in states):
+        parts.append("Run ids: " + ", ".join(s.run.id for s in states))
+    return "\n\n".join(parts)

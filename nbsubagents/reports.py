@@ -1,0 +1,351 @@
+"""A report you can send: one self-contained HTML file (or Markdown) of some runs, with secrets masked.
+
+``report(runs_or_frame, path=None, format=None)`` writes, per run: its panel header (the same words as
+the live panel), the task, status, model, tokens, cost, timings, the transcript (the formatter's lines),
+the final output, the files it changed, and links to the other runs of its group (one ``run_parallel``
+call). HTML has inline CSS and no script and loads nothing; Markdown is for pasting into an issue.
+
+Secrets are masked in everything written: the values of environment variables named ``*_API_KEY``,
+``*_TOKEN``, ``*_SECRET`` or ``*_PASSWORD``, and the ``apiKey`` (and token) values in pi's
+``models.json`` and ``auth.json`` under the agent dir.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .config import NbSubagentsError, agent_dir, project_root
+from .panel_state import PanelState
+from .style import color as status_color
+from .style import duration, glyph
+
+if TYPE_CHECKING:
+    from .runner import Run
+
+__all__ = ["report", "secret_values", "mask", "MASK"]
+
+MASK = "••••••"
+SECRET_ENV = re.compile(r".*(_API_KEY|_TOKEN|_SECRET|_PASSWORD)$", re.IGNORECASE)
+SECRET_KEYS = {"apikey", "api_key", "key", "token", "access", "refresh", "accesstoken", "refreshtoken"}
+MIN_SECRET = 6          # shorter values are not masked (they would mask ordinary words)
+TRANSCRIPT_LINES = 5_000
+FORMATS = ("html", "md")
+
+
+# -- secrets ------------------------------------------------------------------------------------------
+def secret_values(env: dict[str, str] | None = None, agent: Path | None = None) -> list[str]:
+    """The values to mask: secret-named environment variables and the keys in pi's config files."""
+    env = dict(os.environ) if env is None else env
+    found = {value for name, value in env.items() if SECRET_ENV.match(name) and value}
+    base = agent if agent is not None else agent_dir()
+    for name in ("models.json", "auth.json"):
+        try:
+            data = json.loads((base / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for value in _config_secrets(data):
+            if value.startswith("!"):
+                continue  # a shell command that prints the key, not the key
+            found.add(env.get(value, value) if re.fullmatch(r"[A-Z][A-Z0-9_]*", value) else value)
+    return sorted((v for v in found if len(v) >= MIN_SECRET), key=len, reverse=True)
+
+
+def _config_secrets(data: Any) -> Iterable[str]:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, str) and key.lower() in SECRET_KEYS:
+                yield value
+            else:
+                yield from _config_secrets(value)
+    elif isinstance(data, list):
+        for item in data:
+            yield from _config_secrets(item)
+
+
+def mask(text: str, secrets: list[str]) -> str:
+    """``text`` with every secret (also HTML- and JSON-escaped forms of it) replaced by ``MASK``."""
+    forms = set()
+    for secret in secrets:
+        forms.update({secret, html.escape(secret), html.escape(secret, quote=False), json.dumps(secret)[1:-1]})
+    for form in sorted(forms, key=len, reverse=True):
+        if form:
+            text = text.replace(form, MASK)
+    return text
+
+
+# -- the runs -------------------------------------------------------------------------------------------
+def _as_runs(runs_or_frame: Any) -> list[Run]:
+    from .runner import Run
+
+    if isinstance(runs_or_frame, Run):
+        return [runs_or_frame]
+    if hasattr(runs_or_frame, "columns") and hasattr(runs_or_frame, "iterrows"):  # a runs() DataFrame
+        frame = runs_or_frame
+        if "run_dir" in frame.columns:
+            return [Run(str(d)) for d in frame["run_dir"]]
+        if "run_id" in frame.columns:
+            from .registry import get_run
+            return [get_run(str(i)) for i in frame["run_id"]]
+        raise NbSubagentsError("report() needs runs: a Run, a list of Runs, or a runs() DataFrame with a "
+                               "run_id or run_dir column")
+    if isinstance(runs_or_frame, (str, bytes)) or not isinstance(runs_or_frame, Iterable):
+        raise NbSubagentsError(f"report() needs runs: a Run, a list of Runs, or a runs() DataFrame, "
+                               f"got {type(runs_or_frame).__name__}")
+    runs = []
+    for item in runs_or_frame:
+        if isinstance(item, Run):
+            runs.append(item)
+        elif isinstance(item, str):
+            from .registry import get_run
+            runs.append(get_run(item))
+        else:
+            raise NbSubagentsError(f"report() got {item!r} among the runs: give Runs or run ids")
+    return runs
+
+
+def _facts(run: Run) -> dict[str, Any]:
+    result = run.result or {}
+    usage = result.get("usage") or {}
+    return {
+        "status": run.status, "model": run.model or "no model", "preset": run.preset or "",
+        "tokens": usage.get("totalTokens") or 0, "input": usage.get("input") or 0, "output": usage.get("output") or 0,
+        "cacheRead": usage.get("cacheRead") or 0, "cacheWrite": usage.get("cacheWrite") or 0,
+        "cost": usage.get("cost") or 0.0, "toolCalls": result.get("toolCalls") or 0, "turns": result.get("turns"),
+        "created": run.meta.get("createdAt"), "started": result.get("startedAt"), "ended": result.get("endedAt"),
+        "duration": result.get("durationSeconds"), "cwd": run.meta.get("cwd") or "",
+        "group": run.meta.get("group"), "mode": run.meta.get("mode") or "",
+    }
+
+
+def _lines(run: Run) -> list[tuple[str, str]]:
+    """(kind, text) of every formatter line of the run, from its events (the transcript's words)."""
+    from .formatter import ProgressFormatter
+
+    formatter = ProgressFormatter(run.meta.get("cwd"))
+    lines: list[tuple[str, str]] = []
+    for event in run.events():
+        line = formatter.format(event)
+        if line is None:
+            continue
+        for row in line.text.split("\n"):
+            if row.strip():
+                lines.append((line.kind, row.rstrip()))
+    return lines
+
+
+def _groups(runs: list[Run]) -> dict[str, list[Run]]:
+    """Runs of one parallel call, by their group id (from meta.json), among the runs of the report."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        group = run.meta.get("group")
+        if group:
+            groups.setdefault(group, []).append(run)
+    return groups
+
+
+def _when(iso: str | None) -> str:
+    if not iso:
+        return "—"
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    except ValueError:
+        return iso
+
+
+# -- HTML -------------------------------------------------------------------------------------------------
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;font-size:14px;line-height:1.5;color:#1f2328;
+margin:24px auto;max-width:1100px;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;padding-top:8px;border-top:1px solid #d0d7de}
+.muted{color:#656d76}.small{font-size:12px}table{border-collapse:collapse;margin:8px 0}
+td,th{text-align:left;padding:3px 10px 3px 0;vertical-align:top}th{color:#656d76;font-weight:600}
+pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;white-space:pre-wrap;
+word-break:break-word;background:#f6f8fa;border:1px solid #d0d7de;border-radius:4px;padding:8px 10px;margin:6px 0}
+.output{border-left:3px solid #388e3c}.error{color:#d32f2f;border-left:3px solid #d32f2f}
+.lines div{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;white-space:pre-wrap}
+.k-assistant{color:#1565c0}.k-thinking{color:#656d76;font-style:italic}.k-failed,.k-error{color:#d32f2f}
+.k-done,.k-info{color:#656d76}details{margin:6px 0}summary{cursor:pointer;color:#656d76}
+code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
+a{color:#0969da}
+"""
+
+
+def _status_html(status: str) -> str:
+    return f'<span style="color:{status_color(status)};font-weight:600">{glyph(status)} {html.escape(status)}</span>'
+
+
+def _run_html(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> str:
+    esc = html.escape
+    facts = _facts(run)
+    header = PanelState.of_run(run).static_text().splitlines()[0]
+    rows = [("Status", _status_html(facts["status"])), ("Model", esc(facts["model"])),
+            ("Preset", esc(facts["preset"])), ("Mode", esc(facts["mode"])),
+            ("Tokens", f'{facts["tokens"]:,} <span class="muted small">(input {facts["input"]:,}, output '
+                       f'{facts["output"]:,}, cache read {facts["cacheRead"]:,}, cache write {facts["cacheWrite"]:,})'
+                       f'</span>'),
+            ("Cost", f'${facts["cost"]:.4f}'), ("Tool calls", str(facts["toolCalls"])),
+            ("Created", esc(_when(facts["created"]))), ("Started", esc(_when(facts["started"]))),
+            ("Ended", esc(_when(facts["ended"]))),
+            ("Duration", duration(facts["duration"]) if isinstance(facts["duration"], (int, float)) else "—"),
+            ("Working directory", f"<code>{esc(facts['cwd'])}</code>"), ("Run folder", f"<code>{esc(str(run.dir))}</code>")]
+    group = facts["group"]
+    if group:
+        others = [r for r in groups.get(group, []) if r.id != run.id]
+        links = [f'<a href="#run-{esc(r.id)}">{esc(r.name)}</a> <span class="muted small">{esc(r.id)}</span>'
+                 for r in others if r.id in listed]
+        rows.append(("Same call as", ", ".join(links) if links else '<span class="muted">no other run of its '
+                                                                     'call is in this report</span>'))
+    table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    parts = [f'<h2 id="run-{esc(run.id)}">{esc(header)}</h2>', f'<div class="muted small">{esc(run.id)}</div>',
+             f"<table>{table}</table>", "<h3>Task</h3>", f"<pre>{esc(run.task)}</pre>"]
+    if run.output.strip():
+        parts += ["<h3>Final output</h3>", f'<pre class="output">{esc(run.output.strip())}</pre>']
+    if run.error:
+        parts += ["<h3>Error</h3>", f'<pre class="error">{esc(run.error)}</pre>']
+    changed = run.files_changed
+    parts.append("<h3>Files changed</h3>")
+    parts.append("<ul>" + "".join(f"<li><code>{esc(p)}</code></li>" for p in changed) + "</ul>" if changed
+                 else '<p class="muted">none</p>')
+    lines = _lines(run)
+    shown = lines[:TRANSCRIPT_LINES]
+    body = "".join(f'<div class="k-{esc(kind)}">{esc(text)}</div>' for kind, text in shown)
+    more = (f'<div class="muted">… {len(lines) - len(shown):,} more lines in {esc(str(run.paths.transcript))}</div>'
+            if len(lines) > len(shown) else "")
+    parts.append(f'<details open><summary>Transcript ({len(lines):,} lines)</summary>'
+                 f'<div class="lines"><pre>{body}{more}</pre></div></details>')
+    return "\n".join(parts)
+
+
+def _document_html(runs: list[Run], title: str) -> str:
+    esc = html.escape
+    groups = _groups(runs)
+    listed = {r.id for r in runs}
+    summary_rows = []
+    for run in runs:
+        facts = _facts(run)
+        summary_rows.append(
+            f'<tr><td><a href="#run-{esc(run.id)}">{esc(run.name)}</a></td><td>{_status_html(facts["status"])}</td>'
+            f'<td>{esc(facts["model"])}</td><td>{facts["toolCalls"]}</td><td>{facts["tokens"]:,}</td>'
+            f'<td>${facts["cost"]:.4f}</td><td>'
+            f'{duration(facts["duration"]) if isinstance(facts["duration"], (int, float)) else "—"}</td>'
+            f'<td class="muted small">{esc(run.id)}</td></tr>')
+    total_tokens = sum(_facts(r)["tokens"] for r in runs)
+    total_cost = sum(_facts(r)["cost"] for r in runs)
+    from . import __version__
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n"
+        f"<h1>{esc(title)}</h1>\n"
+        f'<p class="muted">{len(runs)} run{"" if len(runs) == 1 else "s"} · {total_tokens:,} tokens · '
+        f'${total_cost:.4f} · written {esc(datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"))} by '
+        f'nbsubagents {esc(__version__)} · secrets masked</p>\n'
+        '<table><tr><th>Run</th><th>Status</th><th>Model</th><th>Tool calls</th><th>Tokens</th><th>Cost</th>'
+        f'<th>Took</th><th>Id</th></tr>{"".join(summary_rows)}</table>\n'
+        + "\n".join(_run_html(run, groups, listed) for run in runs)
+        + "\n</body></html>\n")
+
+
+# -- Markdown -------------------------------------------------------------------------------------------
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _block(text: str) -> str:
+    fence = _fence(text)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _document_md(runs: list[Run], title: str) -> str:
+    groups = _groups(runs)
+    listed = {r.id for r in runs}
+    out = [f"# {title}", ""]
+    total_tokens = sum(_facts(r)["tokens"] for r in runs)
+    total_cost = sum(_facts(r)["cost"] for r in runs)
+    out += [f"{len(runs)} run{'' if len(runs) == 1 else 's'} · {total_tokens:,} tokens · ${total_cost:.4f} · "
+            "secrets masked", "", "| run | status | model | tool calls | tokens | cost | took | id |",
+            "|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        f = _facts(run)
+        took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
+        out.append(f"| [{_cell(run.name)}](#run-{run.id}) | {glyph(f['status'])} {f['status']} | "
+                   f"{_cell(f['model'])} | {f['toolCalls']} | {f['tokens']:,} | ${f['cost']:.4f} | {took} | "
+                   f"`{run.id}` |")
+    for run in runs:
+        f = _facts(run)
+        header = PanelState.of_run(run).static_text().splitlines()[0]
+        took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
+        out += ["", f'<a id="run-{run.id}"></a>', "", f"## {header}", "",
+                f"- **Run id:** `{run.id}`", f"- **Status:** {glyph(f['status'])} {f['status']}",
+                f"- **Model:** {f['model']} (preset {f['preset'] or '—'}, {f['mode'] or '—'})",
+                f"- **Tokens:** {f['tokens']:,} (input {f['input']:,}, output {f['output']:,}, cache read "
+                f"{f['cacheRead']:,}, cache write {f['cacheWrite']:,}) · **Cost:** ${f['cost']:.4f} · "
+                f"**Tool calls:** {f['toolCalls']}",
+                f"- **Started:** {_when(f['started'])} · **Ended:** {_when(f['ended'])} · **Took:** {took}"]
+        if f["group"]:
+            others = [r for r in groups.get(f["group"], []) if r.id != run.id and r.id in listed]
+            out.append("- **Same call as:** " + (", ".join(f"[{r.name}](#run-{r.id})" for r in others) or
+                                                  "no other run of its call is in this report"))
+        changed = run.files_changed
+        out.append("- **Files changed:** " + (", ".join(f"`{p}`" for p in changed) if changed else "none"))
+        out += ["", "**Task**", "", _block(run.task)]
+        if run.output.strip():
+            out += ["", "**Final output**", "", _block(run.output.strip())]
+        if run.error:
+            out += ["", "**Error**", "", _block(run.error)]
+        lines = _lines(run)
+        shown = "\n".join(text for _, text in lines[:TRANSCRIPT_LINES])
+        if len(lines) > TRANSCRIPT_LINES:
+            shown += f"\n… {len(lines) - TRANSCRIPT_LINES:,} more lines in {run.paths.transcript}"
+        out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", _block(shown), "",
+                "</details>"]
+    return "\n".join(out) + "\n"
+
+
+# -- the entry point ----------------------------------------------------------------------------------------
+def report(runs_or_frame: Any, path: str | Path | None = None, *, format: str | None = None,
+           title: str | None = None) -> Path:
+    """Write a report of these runs and return its path.
+
+    ``runs_or_frame``: a ``Run``, a list of runs (or run ids), or a ``runs()`` DataFrame. ``path``: where
+    to write; by default ``<root>/.pi/subagents/reports/report-<time>.html``. ``format``: ``"html"``
+    (self-contained, no script, no network) or ``"md"`` (Markdown for an issue); by default from the
+    path's suffix (``.md``/``.markdown`` is Markdown), else HTML. Secrets are masked.
+    """
+    runs = _as_runs(runs_or_frame)
+    if not runs:
+        raise NbSubagentsError("report() got no runs: pass a Run, a list of Runs or a non-empty runs() DataFrame")
+    if format is None:
+        format = "md" if path is not None and Path(path).suffix.lower() in (".md", ".markdown") else "html"
+    format = {"markdown": "md", "htm": "html"}.get(format, format)
+    if format not in FORMATS:
+        raise NbSubagentsError(f'report format must be "html" or "md", got {format!r}')
+    if path is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        path = project_root() / ".pi" / "subagents" / "reports" / f"report-{stamp}.{format}"
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise NbSubagentsError(f"report path {target} is a directory: give a file name such as {target / 'report.html'}")
+    title = title or (f"Sub-agent run {runs[0].name} ({runs[0].id})" if len(runs) == 1 else
+                      f"Sub-agent runs ({len(runs)})")
+    text = _document_md(runs, title) if format == "md" else _document_html(runs, title)
+    text = mask(text, secret_values())
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise NbSubagentsError(f"Cannot write the report to {target}: {exc.strerror or exc}") from None
+    return target

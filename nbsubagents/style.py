@@ -1,0 +1,100 @@
+"""How a status looks, everywhere: one set of text glyphs, one palette for light and dark themes.
+
+Panels, the status bar, ``browse()``, tables, summaries, notices and the timeline all take their glyphs
+and colours from here, so a status looks the same on every surface. The glyphs are plain text symbols
+(no emoji: they render the same with or without an emoji font). Each colour has a light-theme and a
+dark-theme value, both at least 4.5:1 (WCAG AA) against JupyterLab's backgrounds; HTML carries the
+light value inline (what survives where stylesheets are stripped) and ``STATUS_CSS`` switches to the
+dark value under JupyterLab's dark themes (``data-jp-theme-light="false"``, also set by nbconvert's
+dark HTML export).
+"""
+
+from __future__ import annotations
+
+import html
+
+STATUSES = ("queued", "running", "completed", "failed", "aborted")
+
+GLYPHS = {"queued": "○", "running": "↻", "completed": "✓", "failed": "✗", "aborted": "■"}
+
+# (light theme, dark theme)
+PALETTE = {
+    "queued": ("#4b5563", "#a3a9b4"),
+    "running": ("#1d4ed8", "#7cb2fb"),
+    "completed": ("#166534", "#4ade80"),
+    "failed": ("#b91c1c", "#f98b8b"),
+    "aborted": ("#92400e", "#fbbf24"),
+}
+MUTED = ("#4b5563", "#a3a9b4")
+
+DARK_SCOPE = '[data-jp-theme-light="false"]'
+
+STATUS_CSS = "<style>" + "".join(
+    f".nbsubagents-c-{status}{{color:{light}}}"
+    f"{DARK_SCOPE} .nbsubagents-c-{status}{{color:{dark} !important}}"
+    for status, (light, dark) in PALETTE.items()
+) + (f".nbsubagents-c-muted{{color:{MUTED[0]}}}{DARK_SCOPE} .nbsubagents-c-muted{{color:{MUTED[1]} !important}}"
+     "</style>")
+
+
+def glyph(status: str) -> str:
+    return GLYPHS.get(status, "?")
+
+
+def color(status: str, *, dark: bool = False) -> str:
+    """The status's colour for a light (default) or dark background."""
+    return PALETTE.get(status, MUTED)[1 if dark else 0]
+
+
+def colored(status: str, text: str, *, bold: bool = False, tag: str = "span") -> str:
+    """``text`` (escaped) in the status's colour: the light value inline, the dark one from ``STATUS_CSS``."""
+    weight = ";font-weight:600" if bold else ""
+    key = status if status in PALETTE else "muted"
+    return (f'<{tag} class="nbsubagents-c-{key}" style="color:{color(status)}{weight}">'
+            f"{html.escape(text, quote=False)}</{tag}>")
+
+
+def duration(seconds: float) -> str:
+    """``4.2s``, ``42s``, ``3m 05s``, ``1h 02m``."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 60:
+        return f"{int(seconds)}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m" + (f" {secs:02d}s" if secs else "")
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h" + (f" {minutes:02d}m" if minutes else "")
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def shorten(text: object, width: int) -> str:
+    """One line of at most ``width`` characters, whitespace folded, ``…`` where it was cut."""
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def attrs(status: str, extra_class: str = "", extra_style: str = "") -> str:
+    """``class=... style=...`` attributes that colour an element by status (light inline, dark from the CSS)."""
+    key = status if status in PALETTE else "muted"
+    classes = f"nbsubagents-c-{key}" + (f" {extra_class}" if extra_class else "")
+    return f'class="{classes}" style="color:{color(status)}' + (f";{extra_style}" if extra_style else "") + '"'
+
+
+MUTED_STYLE = f"color:var(--jp-content-font-color2,{MUTED[0]})"
+
+
+def filesize(n: int) -> str:
+    """``512 B``, ``1.5 KB``, ``3.2 MB``."""
+    size = float(n)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+ERROR_STYLE = f"color:{PALETTE['failed'][0]}"  # with the class nbsubagents-c-failed, dark themes get theirs
+MONO_STYLE = ("font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);"
+              "line-height:1.4;white-space:pre-wrap;word-break:break-word")
