@@ -433,3 +433,38 @@ def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(proje
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
     assert sum("Reading README.md" in v for v in values) == 1
+
+
+def test_any_display_of_a_running_run_follows_it_to_its_end_whoever_launched_it(project, monkeypatch):
+    """A background run started without a panel, shown as a cell value and again through get_run; and a run
+    started by another process (a script that exited): each display is live and saved as the run's end."""
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    launcher = ("import sys, nbsubagents; r = nbsubagents.start('scout', 'sleep: 3\\nrun: echo elsewhere', "
+                "name='other', show=False); print(r.id)")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        'import subprocess, sys, nbsubagents\njob = nbsubagents.start("scout", "sleep: 3\\nread README.md", '
+        'name="quiet", show=False)',
+        "job",
+        "display(nbsubagents.get_run(job.id[:-2]))",
+        f"other_id = subprocess.run([sys.executable, '-c', {launcher!r}], capture_output=True, text=True, "
+        "check=True).stdout.strip()\nother = nbsubagents.get_run(other_id)\nother",
+        "job.wait(); other.wait(); print(job.status, other.status)",
+    )]
+    NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
+                   resources={"metadata": {"path": str(project)}}).execute()
+    assert nb.cells[4].outputs[-1]["text"].strip() == "completed completed"
+    shown = {i: [o for o in nb.cells[i].outputs if o["output_type"] == "display_data"] for i in (1, 2, 3)}
+    for i, name, line in ((1, "quiet", "Reading README.md"), (2, "quiet", "Reading README.md"),
+                          (3, "other", "Command finished — elsewhere")):
+        (output,) = shown[i]
+        data = output["data"]
+        assert VIEW_MIME not in data, (i, data)  # the live panel gave way to the record of the end
+        assert data["text/plain"].startswith(f"✓ {name} completed"), (i, data["text/plain"])
+        assert line in data["text/plain"] and "Output:" in data["text/plain"]
+    # while they ran, the displays were live panels: their models are in the saved widget state
+    state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    headers = [m["state"]["value"] for m in state.values()
+               if m["model_name"] == "HTMLModel" and "nbsubagents-status-" in m["state"].get("value", "")]
+    assert any("quiet" in h and "completed" in h for h in headers) and any("other" in h and "completed" in h
+                                                                           for h in headers)
