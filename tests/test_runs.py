@@ -162,7 +162,8 @@ def test_bad_inputs_raise_before_anything_starts(project):
 
 
 @pytest.mark.parametrize("module", ["nbsubagents", "runner", "supervisor", "api", "registry", "watcher", "query",
-                                    "inspection", "explorer", "widgets", "display", "cli", "demo"])
+                                    "inspection", "explorer", "widgets", "display", "cli", "demo", "panel_state",
+                                    "reports"])
 def test_import_stays_light(module):
     """Every module but the magics imports no IPython, ipywidgets or pandas until a function needs them."""
     name = module if module == "nbsubagents" else f"nbsubagents.{module}"
