@@ -468,3 +468,33 @@ def test_any_display_of_a_running_run_follows_it_to_its_end_whoever_launched_it(
                if m["model_name"] == "HTMLModel" and "nbsubagents-status-" in m["state"].get("value", "")]
     assert any("quiet" in h and "completed" in h for h in headers) and any("other" in h and "completed" in h
                                                                            for h in headers)
+
+
+def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replaces_it_at_the_end(tmp_path,
+                                                                                                 monkeypatch):
+    from nbsubagents import widgets
+
+    monkeypatch.setattr(widgets, "STATIC_INTERVAL", 0.3)
+    sent: list = []
+    renderer = WidgetRenderer(publish=lambda bundle, display_id, update: sent.append((bundle, display_id, update)))
+    runs = [fake_run(tmp_path, "a", "running"), fake_run(tmp_path, "b", "running")]
+    renderer.start(runs)
+    group_id = renderer.view.display_id
+    bundle, display_id, update = sent[0]
+    assert display_id == group_id and not update and VIEW_MIME in bundle
+    assert bundle["text/plain"].startswith("Sub-agents: 2 running")
+    renderer.event(runs[0], {"type": "tool_call", "seq": 1}, ProgressLine("tool", "Reading a.py"))
+    time.sleep(1.8)  # the ticker (moving the clocks every second) refreshes the record, view kept
+    refreshed = [b for b, i, u in sent if u and VIEW_MIME in b]
+    assert refreshed and "Reading a.py" in refreshed[-1]["text/plain"] and all(i == group_id for _, i, _ in sent)
+    for run, text in zip(runs, ("done a", "done b")):
+        finish(run.dir, "completed", text=text)
+        renderer.end(run)
+    renderer.close()
+    final, display_id, update = sent[-1]
+    assert update and display_id == group_id and VIEW_MIME not in final
+    assert final["text/plain"].startswith("Sub-agents: 2 done") and "Run ids: a, b" in final["text/plain"]
+    assert "done a" in final["text/html"] and "done b" in final["text/html"]
+    count = len(sent)
+    time.sleep(0.8)
+    assert len(sent) == count  # nothing after the end
