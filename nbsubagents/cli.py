@@ -1,5 +1,5 @@
 """The ``nbsubagents`` console script: ``doctor`` says whether this machine can run sub-agents;
-``runs`` and ``status [RUN_ID] [--all]`` print the registry's tables."""
+``runs`` and ``status [RUN_ID] [--all]`` print the registry's tables; ``demo`` runs the offline tour."""
 
 from __future__ import annotations
 
@@ -102,12 +102,40 @@ def main(argv: list[str] | None = None) -> int:
     status = sub.add_parser("status", help="active runs (or every run with --all, or one run) and the counts")
     status.add_argument("run_id", nargs="?", help="a run id or a unique prefix of one")
     status.add_argument("--all", action="store_true", help="list completed, failed and aborted runs too")
+    demo = sub.add_parser("demo", help="the offline tour on the scripted demo model (one run, three in parallel)")
+    demo.add_argument("dir", nargs="?", help="where to copy the example project (default: .demo/project; "
+                                             "with --notebook, where the executed notebook goes: .demo)")
+    demo.add_argument("--notebook", action="store_true",
+                      help="execute the quickstart notebook headless instead (needs nbsubagents[demo])")
     args = parser.parse_args(argv)
+    if args.command == "demo":
+        return run_demo(args.dir, notebook=args.notebook)
     if args.command == "doctor":
         return doctor()
     if args.command in ("runs", "status"):
         return show_status(getattr(args, "run_id", None), include_completed=args.command == "runs" or args.all)
     return 2
+
+
+def run_demo(directory: str | None, *, notebook: bool) -> int:
+    """``nbsubagents demo``: the tour of ``nbsubagents.demo``; a missing pi or extra is a message, not a traceback."""
+    from . import demo
+
+    try:
+        find_pi()
+    except NbSubagentsError as exc:
+        print(f"nbsubagents demo: {exc}", file=sys.stderr)
+        return 1
+    if notebook:
+        try:
+            import nbclient  # noqa: F401
+            import nbformat  # noqa: F401
+        except ImportError:
+            print("nbsubagents demo --notebook executes a notebook and needs nbclient and nbformat: "
+                  "pip install 'nbsubagents[demo]'", file=sys.stderr)
+            return 1
+        return demo.run_notebook(demo.QUICKSTART, directory or ".demo")
+    return demo.main([directory] if directory else [])
 
 
 def show_status(run_id: str | None, *, include_completed: bool) -> int:

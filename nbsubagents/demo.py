@@ -20,8 +20,20 @@ from typing import Any
 from .scripted import write_agent_dir
 
 DEMO_MODEL = "demo/scripted"
-EXAMPLE_PROJECT = Path(__file__).resolve().parent.parent / "examples" / "demo-project"
-QUICKSTART = Path(__file__).resolve().parent.parent / "notebooks" / "quickstart.ipynb"
+
+
+def data_path(name: str) -> Path:
+    """The example project (``demo-project``) or ``notebooks``: package data in an installed wheel
+    (``nbsubagents/_data/``), the repository's own folders in a checkout."""
+    packaged = Path(__file__).resolve().parent / "_data" / name
+    if packaged.exists():
+        return packaged
+    checkout = Path(__file__).resolve().parent.parent
+    return checkout / "examples" / name if name == "demo-project" else checkout / name
+
+
+EXAMPLE_PROJECT = data_path("demo-project")
+QUICKSTART = data_path("notebooks") / "quickstart.ipynb"
 
 IDLE_EXIT = 600.0  # seconds without a request after which the detached demo model server exits
 

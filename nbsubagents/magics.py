@@ -2,7 +2,7 @@
 
 Each magic parses its line with ``IPython.core.magic_arguments`` (so ``%subagent?`` shows the usage
 and a wrong flag is a ``UsageError``, never ``SystemExit``) and then calls the public function a
-user would call: ``run``, ``run_parallel``, ``start``, ``status``, ``presets``, ``cancel``.
+user would call: ``run``, ``run_parallel``, ``start``, ``status``, ``presets``, ``cancel``, ``report``.
 
 Task text reaches the child as written: the task magics are ``@no_var_expand``, so ``{``, ``}`` and
 ``$`` are not interpolated; ``--expand`` opts in to IPython's ``$name`` / ``{expression}`` expansion
@@ -190,7 +190,7 @@ def _forget_shown(*_: Any) -> None:
 @magics_class
 class SubagentMagics(Magics):
     """``%subagent``, ``%%subagent``, ``%%subagents``, ``%subagent_status``, ``%subagent_presets``,
-    ``%subagent_cancel``."""
+    ``%subagent_cancel``, ``%subagent_report``."""
 
     def _expand(self, text: str) -> str:
         """``--expand``: ``$name`` and ``{expression}`` from the notebook's variables (IPython's rules)."""

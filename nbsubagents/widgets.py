@@ -220,7 +220,11 @@ class _StaticRecord:
         if self._publish is None or self._static_final:
             return
         if self._ended_for_good() or time.monotonic() - self._last_static >= STATIC_INTERVAL:
-            self.show(update=True)
+            try:
+                self.show(update=True)
+            except Exception as exc:  # the record is a bonus: a failing display never stops the panel
+                self._static_final = True
+                print(f"nbsubagents: could not update the saved record of a panel: {exc!r}", file=sys.stderr)
 
 
 class RunPanel(PanelState, _StaticRecord):

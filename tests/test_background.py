@@ -64,6 +64,8 @@ def warm(project):
 
 def test_start_returns_at_once_then_the_watcher_records_announces_and_calls_on_done_once(warm, capsys):
     done = []
+    notices: list = []
+    watcher.add_notice_handler(notices.append)
     t0 = time.perf_counter()
     run = nbsubagents.start("scout", "sleep: 3\nread README.md", name="bg", on_done=done.append, show=False)
     took = time.perf_counter() - t0
@@ -82,8 +84,11 @@ def test_start_returns_at_once_then_the_watcher_records_announces_and_calls_on_d
     row = row_of(warm, run.id)
     assert row["status"] == "completed" and row["announced"] == 1 and row["tool_calls"] == 1
     assert "# Demo project" in row["final_text"] and row["total_tokens"] > 0
-    printed = capsys.readouterr().out
-    assert printed.count(f"✓ background run bg {run.id} completed: ") == 1
+    watcher.remove_notice_handler(notices.append)
+    (notice,) = [n for n in notices if n.run_id == run.id]
+    assert notice.text.startswith(f"✓ background run bg {run.id} completed: ") and notice.quiet
+    printed = capsys.readouterr()
+    assert printed.out == "" and printed.err == ""  # show=False: the notice is told to handlers, not printed
 
 
 def test_wait_returns_once_the_watcher_is_through_with_the_run(warm, capsys):
@@ -93,11 +98,12 @@ def test_wait_returns_once_the_watcher_is_through_with_the_run(warm, capsys):
         time.sleep(0.5)  # the end is already in result.json; wait() still holds for this
         done.append(run.wait())  # waiting inside on_done returns at once instead of deadlocking
 
-    run = nbsubagents.start("scout", "read README.md", name="waited", on_done=slow_callback, show=False)
+    run = nbsubagents.start("scout", "read README.md", name="waited", on_done=slow_callback)
     assert run.wait(timeout=60) is run
     assert done == [run] and run.status == "completed"
     assert run.id not in {r.id for r in watcher.watching()}
-    assert f"✓ background run waited {run.id} completed" in capsys.readouterr().out  # announced before it
+    # announced before it (outside a notebook on stderr, with the run's progress)
+    assert f"✓ background run waited {run.id} completed" in capsys.readouterr().err
     late = nbsubagents.start("scout", "sleep: 5", name="late", show=False)
     t0 = time.monotonic()
     assert late.wait(timeout=0.5) is late and not late.done  # a timeout still bounds the wait
@@ -120,8 +126,10 @@ def test_an_on_done_that_raises_is_reported_and_the_watcher_goes_on(warm, capsys
 def test_show_feeds_the_launching_renderer_from_the_watcher(warm, capsys):
     run = nbsubagents.start("scout", "read README.md", show=True)
     wait_for(lambda: run.id not in {r.id for r in watcher.watching()}, what="the end")
-    out = capsys.readouterr().out
+    printed = capsys.readouterr()
+    out = printed.err  # outside a notebook progress goes to stderr; stdout stays the program's
     assert out.index("▶ scout") < out.index("Reading README.md") < out.index("scout completed")
+    assert printed.out == ""
 
 
 def test_runs_outlive_their_killed_launcher_and_are_announced_exactly_once(warm):
@@ -141,18 +149,20 @@ def test_runs_outlive_their_killed_launcher_and_are_announced_exactly_once(warm)
             "print('STATUS', json.dumps({r['run_id']: r['status'] for r in s.rows}))\n")
     later = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               stdin=subprocess.DEVNULL, text=True) for _ in range(2)]
-    outputs = []
+    outputs, notices = [], []
     for proc in later:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         outputs.append(out)
-    announced = [line for out in outputs for line in out.splitlines() if "completed while away" in line]
+        notices.append(err)  # a script's notices go to stderr: its stdout is its own
+    assert not any("while away" in out for out in outputs)
+    announced = [line for err in notices for line in err.splitlines() if "completed while away" in line]
     assert sorted(line.split()[4] for line in announced) == sorted(ids)
     for out in outputs:
         seen = json.loads(next(ln for ln in out.splitlines() if ln.startswith("STATUS"))[len("STATUS "):])
         assert all(seen[i] == "completed" for i in ids)
-    again = python("import nbsubagents; nbsubagents.status(include_completed=True)").stdout
-    assert "while away" not in again
+    again = python("import nbsubagents; nbsubagents.status(include_completed=True)")
+    assert "while away" not in again.stdout + again.stderr
     for i, run_id in enumerate(ids):
         row = row_of(warm, run_id)
         assert row["status"] == "completed" and row["announced"] == 1 and f"bg{i}" in row["final_text"]
@@ -255,13 +265,14 @@ def test_a_kernel_takes_over_watching_runs_whose_launcher_died(warm):
                      "from nbsubagents import registry, watcher\n"
                      "live = registry.reconcile(reattach=True)\n"
                      "print('LIVE', [r.id for r in live], [r.id for r in watcher.watching()], flush=True)\n"
-                     "while watcher.watching(): time.sleep(0.1)\n").stdout
-    assert f"LIVE ['{run_id}'] ['{run_id}']" in adopter
-    assert f"✓ background run orphan {run_id} completed: " in adopter
-    assert "while away" not in adopter
+                     "while watcher.watching(): time.sleep(0.1)\n")
+    assert f"LIVE ['{run_id}'] ['{run_id}']" in adopter.stdout
+    assert f"✓ background run orphan {run_id} completed: " in adopter.stderr  # a script's notices: stderr
+    assert "while away" not in adopter.stdout + adopter.stderr
     row = row_of(warm, run_id)
     assert row["status"] == "completed" and row["announced"] == 1 and row["owner_pid"] != row["launcher_pid"]
-    assert "while away" not in python("import nbsubagents; nbsubagents.status()").stdout
+    final = python("import nbsubagents; nbsubagents.status()")
+    assert "while away" not in final.stdout + final.stderr
 
 
 def test_the_first_run_after_a_restart_brings_the_finished_while_away_notice(warm):

@@ -64,7 +64,7 @@ def test_line_magic_runs_one_foreground_run_and_returns_it(shell, capsys):
     assert isinstance(run, Run) and run.status == "completed"
     assert run.preset == "scout" and run.task == "read README.md"
     assert "- read README.md: # Demo project" in run.output
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # outside a notebook the progress goes to stderr
     assert "Reading README.md" in out and "✓ scout completed" in out
 
 
@@ -78,7 +78,7 @@ def test_cell_magic_takes_the_body_as_task_stores_the_run_and_is_the_cells_value
     assert run.task == "Look around.\nls src\nrun: echo magic-ok\n"
     assert "- run: echo magic-ok: magic-ok" in run.output
     assert user_message(scripted.requests[0]).rstrip() == "Look around.\nls src\nrun: echo magic-ok"
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "Listing src" in out and "✓ looker completed" in out
 
 
@@ -187,7 +187,7 @@ def test_subagents_runs_a_yaml_list_in_parallel(shell, capsys):
     assert [r.status for r in runs] == ["completed"] * 3
     assert runs[1].task == "write NOTES.md: {braces} and $dollar"
     assert runs[2].task == "say: two lines\nls src\n"
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "[reader] Reading README.md" in out and "[writer] Writing NOTES.md" in out
 
 
@@ -337,24 +337,27 @@ def test_with_panels_the_run_is_the_cells_value_but_is_not_drawn_a_second_time(s
 
     assert result.error_in_exec is None and result.result is run
     assert shell.user_ns["_"] is run and shell.user_ns["Out"][result.execution_count] is run
-    first = capsys.readouterr().out
-    assert first.count("✓ scout completed in") == 1  # the progress printed it; the displayhook drew nothing
+    first = capsys.readouterr()
+    assert first.err.count("✓ scout completed in") == 1  # the progress printed it (stderr here)
+    assert "scout completed" not in first.out  # and the displayhook drew nothing
     assert "_ipython_display_" not in vars(run)  # the mark lasted only for its own cell
 
-    shown = cell(shell, "looked")  # a later cell draws the run as usual
+    shown = cell(shell, "looked")  # a later cell draws the run as usual: its panel's static record
     assert shown.result is run
-    assert "✓ scout completed in" in capsys.readouterr().out
+    assert re.search(r"Out\[\d+\]: \n✓ scout completed · demo/scripted · 1 tool call", capsys.readouterr().out)
 
     runs = cell(shell, "%%subagents\n- preset: scout\n  task: ls src\n").result
     assert isinstance(runs, list) and runs[0].status == "completed"
-    assert capsys.readouterr().out.count("✓ scout completed in") == 1
+    again = capsys.readouterr()
+    assert again.err.count("✓ scout completed in") == 1 and "scout completed" not in again.out
 
 
 def test_without_panels_the_value_is_drawn_as_text(shell, capsys):
     result = cell(shell, "%%subagent scout\nread README.md\n")
     assert result.result.status == "completed"
     out = capsys.readouterr().out
-    assert re.search(r"Out\[\d+\]: \n✓ scout completed in ", out), out
+    assert re.search(r"Out\[\d+\]: \n✓ scout completed · demo/scripted · 1 tool call · ", out), out
+    assert "Output:\n  Done. 1 step:" in out
 
 
 def test_the_usage_examples_of_subagents_are_valid_task_lists():

@@ -9,7 +9,7 @@ import re
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
+from IPython.testing import globalipapp
 
 import nbsubagents
 from nbsubagents.reports import MASK, secret_values
@@ -86,7 +86,8 @@ def test_markdown_report_from_a_runs_frame_and_run_report(secrets):
 
 
 def test_subagent_report_magic_writes_the_report(secrets, capsys):
-    ip = start_ipython()
+    globalipapp.start_ipython()  # once per process; later calls return None
+    ip = globalipapp.get_ipython()
     ip.run_line_magic("load_ext", "nbsubagents")
     run = nbsubagents.run("scout", "ls src", show=False)
     out = secrets / "from-magic.md"

@@ -54,8 +54,9 @@ def test_single_run_reads_a_file_and_writes_every_artifact(project, capsys):
     assert "Reading README.md" in run.transcript and "Finished reading README.md" in run.transcript
     assert "Agent:" not in run.transcript
     assert json.loads((run.dir / "stdout.log").read_bytes().splitlines()[0])["type"] == "session"
-    printed = capsys.readouterr().out
-    assert "Reading README.md" in printed and "scout completed" in printed
+    printed = capsys.readouterr()
+    assert "Reading README.md" in printed.err and "scout completed" in printed.err  # progress: stderr
+    assert printed.out == ""
 
 
 def test_three_parallel_runs_with_concurrency_two_never_overlap_three(project):
@@ -164,7 +165,8 @@ def test_bad_inputs_raise_before_anything_starts(project):
 
 
 @pytest.mark.parametrize("module", ["nbsubagents", "runner", "supervisor", "api", "registry", "watcher", "query",
-                                    "inspection", "explorer", "widgets", "display", "cli", "demo"])
+                                    "inspection", "explorer", "widgets", "display", "cli", "demo", "panel_state",
+                                    "reports"])
 def test_import_stays_light(module):
     """Every module but the magics imports no IPython, ipywidgets or pandas until a function needs them."""
     name = module if module == "nbsubagents" else f"nbsubagents.{module}"

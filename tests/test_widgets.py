@@ -511,3 +511,68 @@ def test_a_notice_sums_up_the_whole_answer_on_one_line():
     row = {"status": "completed", "final_text": "Done. 3 steps:\n- read README.md: # Demo\n- ls src: app.py\n"}
     assert _summary(row) == "Done. 3 steps: - read README.md: # Demo - ls src: app.py"
     assert len(_summary({"status": "completed", "final_text": "word " * 100})) == 120
+
+
+def test_any_display_of_a_running_run_follows_it_to_its_end_whoever_launched_it(project, monkeypatch):
+    """A background run started without a panel, shown as a cell value and again through get_run; and a run
+    started by another process (a script that exited): each display is live and saved as the run's end."""
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    launcher = ("import sys, nbsubagents; r = nbsubagents.start('scout', 'sleep: 3\\nrun: echo elsewhere', "
+                "name='other', show=False); print(r.id)")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        'import subprocess, sys, nbsubagents\njob = nbsubagents.start("scout", "sleep: 3\\nread README.md", '
+        'name="quiet", show=False)',
+        "job",
+        "display(nbsubagents.get_run(job.id[:-2]))",
+        f"other_id = subprocess.run([sys.executable, '-c', {launcher!r}], capture_output=True, text=True, "
+        "check=True).stdout.strip()\nother = nbsubagents.get_run(other_id)\nother",
+        "job.wait(); other.wait(); print(job.status, other.status)",
+    )]
+    NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
+                   resources={"metadata": {"path": str(project)}}).execute()
+    assert nb.cells[4].outputs[-1]["text"].strip() == "completed completed"
+    shown = {i: [o for o in nb.cells[i].outputs if o["output_type"] == "display_data"] for i in (1, 2, 3)}
+    for i, name, line in ((1, "quiet", "Reading README.md"), (2, "quiet", "Reading README.md"),
+                          (3, "other", "Command finished — elsewhere")):
+        (output,) = shown[i]
+        data = output["data"]
+        assert VIEW_MIME not in data, (i, data)  # the live panel gave way to the record of the end
+        assert data["text/plain"].startswith(f"✓ {name} completed"), (i, data["text/plain"])
+        assert line in data["text/plain"] and "Output:" in data["text/plain"]
+    # while they ran, the displays were live panels: their models are in the saved widget state
+    state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    headers = [m["state"]["value"] for m in state.values()
+               if m["model_name"] == "HTMLModel" and "nbsubagents-status-" in m["state"].get("value", "")]
+    assert any("quiet" in h and "completed" in h for h in headers) and any("other" in h and "completed" in h
+                                                                           for h in headers)
+
+
+def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replaces_it_at_the_end(tmp_path,
+                                                                                                 monkeypatch):
+    from nbsubagents import widgets
+
+    monkeypatch.setattr(widgets, "STATIC_INTERVAL", 0.3)
+    sent: list = []
+    renderer = WidgetRenderer(publish=lambda bundle, display_id, update: sent.append((bundle, display_id, update)))
+    runs = [fake_run(tmp_path, "a", "running"), fake_run(tmp_path, "b", "running")]
+    renderer.start(runs)
+    group_id = renderer.view.display_id
+    bundle, display_id, update = sent[0]
+    assert display_id == group_id and not update and VIEW_MIME in bundle
+    assert bundle["text/plain"].startswith("Sub-agents: 2 running")
+    renderer.event(runs[0], {"type": "tool_call", "seq": 1}, ProgressLine("tool", "Reading a.py"))
+    time.sleep(1.8)  # the ticker (moving the clocks every second) refreshes the record, view kept
+    refreshed = [b for b, i, u in sent if u and VIEW_MIME in b]
+    assert refreshed and "Reading a.py" in refreshed[-1]["text/plain"] and all(i == group_id for _, i, _ in sent)
+    for run, text in zip(runs, ("done a", "done b")):
+        finish(run.dir, "completed", text=text)
+        renderer.end(run)
+    renderer.close()
+    final, display_id, update = sent[-1]
+    assert update and display_id == group_id and VIEW_MIME not in final
+    assert final["text/plain"].startswith("Sub-agents: 2 done") and "Run ids: a, b" in final["text/plain"]
+    assert "done a" in final["text/html"] and "done b" in final["text/html"]
+    count = len(sent)
+    time.sleep(0.8)
+    assert len(sent) == count  # nothing after the end
