@@ -18,12 +18,12 @@ import tempfile
 from pathlib import Path
 
 from nbsubagents.demo import copy_example_project
-from nbsubagents.scripted import ScriptedModel, write_agent_dir
+from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
 
 CHILD = """
 import time
 import nbsubagents
-from nbsubagents import watcher
+from nbsubagents.lifecycle import watcher
 watcher.remove_notice_handler(watcher.print_notice)
 t0 = time.perf_counter()
 run = nbsubagents.start("scout", "read README.md", show=False)

@@ -46,15 +46,15 @@ class _CountingNull:
 
 def measure(kind: str, *, display=None) -> dict:
     """Drive RUNS runs at once with a renderer of ``kind`` (null, text, widgets); CPU and counts."""
-    from nbsubagents import runner
+    from nbsubagents.lifecycle import handle as runner
 
     if kind == "null":
         renderer = _CountingNull()
     elif kind == "text":
-        from nbsubagents.renderers import TextRenderer
+        from nbsubagents.ui.renderers import TextRenderer
         renderer = TextRenderer(open(os.devnull, "w"))
     else:
-        from nbsubagents.widgets import WidgetRenderer
+        from nbsubagents.ui.panels import WidgetRenderer
         renderer = WidgetRenderer(display=display)
     runs = runner.build_runs([{"preset": "scout", "task": TASK, "name": f"r{i}"} for i in range(RUNS)],
                              mode="parallel")
@@ -73,10 +73,10 @@ def measure(kind: str, *, display=None) -> dict:
 
 def replay(seconds: float = 5.0) -> dict:
     """No pi: 16 panels fed recorded events round-robin as fast as one thread can (the renderer's ceiling)."""
-    from nbsubagents.events import iter_stream
-    from nbsubagents.formatter import ProgressFormatter
-    from nbsubagents.runner import Run
-    from nbsubagents.widgets import WidgetRenderer
+    from nbsubagents.child.events import iter_stream
+    from nbsubagents.child.formatter import ProgressFormatter
+    from nbsubagents.lifecycle.handle import Run
+    from nbsubagents.ui.panels import WidgetRenderer
 
     fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pi-0.73.1"
     recorded = []
@@ -118,7 +118,7 @@ def _project() -> tuple[Path, subprocess.Popen]:
     base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-panels-"))
     project = copy_example_project(base / "project")
     agent = base / "agent"
-    model = subprocess.Popen([sys.executable, "-m", "nbsubagents.scripted", "--agent-dir", str(agent)],
+    model = subprocess.Popen([sys.executable, "-m", "nbsubagents.demo.scripted", "--agent-dir", str(agent)],
                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     assert model.stdout is not None and "listening" in model.stdout.readline()
     os.environ.update({"PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1"})

@@ -14,7 +14,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from nbsubagents import query, registry
+from nbsubagents import registry
+
+from nbsubagents.registry import query
 
 N = 100_000
 

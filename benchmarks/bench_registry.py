@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 import nbsubagents
-from nbsubagents import registry, watcher
+from nbsubagents import registry
+from nbsubagents.lifecycle import watcher
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
 

@@ -21,7 +21,7 @@ def once(run_dir: Path) -> tuple[float, float]:
     meta = {"runId": f"20260101-000000-{run_dir.name}", "argv": ["/bin/true"], "cwd": str(run_dir), "timeout": 60}
     (run_dir / "meta.json").write_text(json.dumps(meta))
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.supervisor", str(run_dir)])
+    proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.child.supervisor", str(run_dir)])
     while not (run_dir / "supervisor.json").exists() and proc.poll() is None:
         time.sleep(0.0005)
     started = time.perf_counter() - t0

@@ -19,24 +19,24 @@ __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsErr
 
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
-    "configure": "config", "NbSubagentsError": "config", "Run": "runner",
+    "configure": "config", "NbSubagentsError": "config", "Run": "lifecycle.handle",
     "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry",
     "runs": "api", "status_bar": "api", "browse": "api", "runs_timeline": "api",
-    "StatusBar": "explorer", "Browser": "explorer", "report": "reports",
+    "StatusBar": "ui.browser", "Browser": "ui.browser", "report": "ui.reports",
 }
 
 if TYPE_CHECKING:
     from .api import browse, cancel, get_run, presets, run, run_parallel, runs, runs_timeline, start, status, status_bar
-    from .explorer import Browser, StatusBar
-    from .reports import report
+    from .ui.browser import Browser, StatusBar
+    from .ui.reports import report
     from .registry import Status
     from .config import NbSubagentsError, configure
-    from .runner import Run
+    from .lifecycle.handle import Run
 
 
 def __getattr__(name: str) -> Any:
     from importlib import import_module
-    if name in ("registry", "watcher"):  # nbsubagents.registry.rebuild() without importing it first
+    if name == "registry":  # nbsubagents.registry.rebuild() without importing it first
         return import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
@@ -58,7 +58,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def _prepare_kernel() -> None:
-    from .display import prepare_kernel
+    from .ui.display import prepare_kernel
     prepare_kernel()
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from . import runner as _runs
+from .lifecycle import handle as _runs
 from .config import NbSubagentsError, settings
-from .runner import Run, TaskSpec
+from .lifecycle.handle import Run, TaskSpec
 
 if TYPE_CHECKING:
     from .registry import Status
@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 def _renderer(show: bool) -> Any:
     if not show:
-        from .renderers import NullRenderer
+        from .ui.renderers import NullRenderer
         return NullRenderer()
-    from .display import choose_renderer
+    from .ui.display import choose_renderer
     return choose_renderer()
 
 
@@ -91,7 +91,7 @@ def presets(cwd: str | Path | None = None) -> Any:
 def _check_runner() -> None:
     """The tmux runner needs tmux: say so before any run is created."""
     if settings.runner == "tmux":
-        from .tmux_runner import require_tmux
+        from .lifecycle.tmux import require_tmux
         require_tmux()
 
 
@@ -106,7 +106,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     counts right after the start. Background runs always use the process runner. ``show=False`` shows
     no panel or progress and prints no completion notice for it.
     """
-    from . import registry, watcher
+    from . import registry
+    from .lifecycle import watcher
 
     if on_done is not None and not callable(on_done):
         raise NbSubagentsError(f"on_done must be a function taking the finished run, got {on_done!r}")
@@ -152,7 +153,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO
     time or an age such as ``"30m"``, ``"2h"``, ``"7d"``; ``text`` searches tasks and outputs.
     """
-    from .query import runs as _runs_frame
+    from .registry.query import runs as _runs_frame
     return _runs_frame(status=status, preset=preset, model=model, since=since, until=until, text=text,
                        limit=limit)
 
@@ -160,7 +161,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
 def status_bar(*, root: str | Path | None = None) -> Any:
     """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, ``· 1 aborted``, then the
     last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
-    from .explorer import status_bar as _status_bar
+    from .ui.browser import status_bar as _status_bar
     return _status_bar(root)
 
 
@@ -169,7 +170,7 @@ def browse(*, status: Any = None, preset: str | None = None, model: str | None =
     """An ipywidgets explorer of this project's runs: filters (status, preset, model, time range, text),
     the runs, and the selected run's header, output, transcript, events and files. It refreshes while
     runs are active. Returns a ``Browser`` (``set_filters``, ``select``, ``refresh``, ``close``)."""
-    from .explorer import browse as _browse
+    from .ui.browser import browse as _browse
     return _browse(status=status, preset=preset, model=model, since=since, text=text, limit=limit, live=live)
 
 
@@ -180,6 +181,6 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     Filters as ``runs()``; the newest ``limit`` runs are drawn. ``theme`` is ``"auto"`` (JupyterLab's chosen
     theme), ``"light"`` or ``"dark"``. Needs matplotlib (``pip install 'nbsubagents[timeline]'``).
     """
-    from .explorer import runs_timeline as _timeline
+    from .ui.browser import runs_timeline as _timeline
     return _timeline(status=status, preset=preset, model=model, since=since, until=until, text=text, limit=limit,
                      theme=theme)

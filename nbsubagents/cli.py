@@ -23,7 +23,7 @@ def doctor() -> int:
     exit 1 if something is missing or broken."""
     import warnings
 
-    from .artifacts import runs_dir
+    from .child.artifacts import runs_dir
     from .config import TESTED_PI, pi_command, pi_package
     from .models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
     from .preset_files import scan

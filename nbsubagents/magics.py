@@ -163,7 +163,7 @@ def _skip_display() -> None:
 
 
 def _panel_shown() -> bool:
-    from .display import widgets_available
+    from .ui.display import widgets_available
     return widgets_available()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nbsubagents import config
-from nbsubagents.scripted import ScriptedModel, write_agent_dir
+from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
 
 REPO = Path(__file__).resolve().parents[1]
 # The pi under test: package.json's pin by default; `make test` runs the tests marked pi_matrix (the ones that
@@ -77,7 +77,7 @@ def forget_watched_runs():
     """A run that a test left to this process's watcher (reattached by ``reconcile``, say) must not announce
     its end during a later test, whose captured output it would join."""
     yield
-    from nbsubagents import watcher
+    from nbsubagents.lifecycle import watcher
 
     with watcher._watcher._lock:
         watcher._watcher._entries.clear()

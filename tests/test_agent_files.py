@@ -19,7 +19,7 @@ from nbsubagents import config
 from nbsubagents import preset_files as presets
 from nbsubagents.pi_args import build_argv
 from nbsubagents.preset_files import PresetError, PresetWarning
-from nbsubagents.scripted import write_agent_dir
+from nbsubagents.demo.scripted import write_agent_dir
 
 CORPUS = Path(__file__).parent / "fixtures" / "agent-corpus"
 GOOD = ["architect", "code-reviewer", "doc-writer", "explorer", "generalist", "gh-triage", "git-historian",

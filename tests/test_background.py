@@ -15,7 +15,9 @@ import pytest
 from conftest import wait_for
 
 import nbsubagents
-from nbsubagents import procs, registry, watcher
+from nbsubagents import registry
+from nbsubagents.child import procs
+from nbsubagents.lifecycle import watcher
 from nbsubagents.config import find_pi
 from nbsubagents.models import available_models
 

@@ -13,7 +13,9 @@ import time
 import pytest
 from conftest import wait_for
 
-from nbsubagents import demo, procs
+from nbsubagents import demo
+
+from nbsubagents.child import procs
 
 
 @pytest.fixture

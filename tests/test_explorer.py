@@ -17,12 +17,13 @@ import pytest
 from conftest import wait_for
 
 import nbsubagents
-from nbsubagents import explorer, watcher
+from nbsubagents.ui import browser as explorer
+from nbsubagents.lifecycle import watcher
 from nbsubagents.config import find_pi
-from nbsubagents.display import VIEW_MIME
+from nbsubagents.ui.display import VIEW_MIME
 from nbsubagents.models import available_models
-from nbsubagents import style
-from nbsubagents.style import color as status_color
+from nbsubagents.ui import style
+from nbsubagents.ui.style import color as status_color
 
 from test_query import synthetic
 
@@ -242,7 +243,7 @@ def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatc
 
 
 def test_the_explorer_imports_nothing_heavy_until_used():
-    code = ("import sys, nbsubagents.explorer, nbsubagents; nbsubagents.status_bar; nbsubagents.browse; "
+    code = ("import sys, nbsubagents.ui.browser, nbsubagents; nbsubagents.status_bar; nbsubagents.browse; "
             "print(sorted({'IPython', 'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -26,8 +26,10 @@ import pytest
 from conftest import PI, SCOUT, processes_inside, wait_for
 
 import nbsubagents
-from nbsubagents import config, procs, registry, watcher
-from nbsubagents.scripted import ScriptedModel, write_agent_dir
+from nbsubagents import config, registry
+from nbsubagents.child import procs
+from nbsubagents.lifecycle import watcher
+from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
 
 pytestmark = pytest.mark.faults
 

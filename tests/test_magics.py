@@ -15,9 +15,10 @@ from IPython.core.error import UsageError
 from IPython.testing import globalipapp
 
 import nbsubagents
-from nbsubagents import magics, watcher
+from nbsubagents import magics
+from nbsubagents.lifecycle import watcher
 from nbsubagents.registry import Status
-from nbsubagents.runner import Run
+from nbsubagents.lifecycle.handle import Run
 
 
 @pytest.fixture

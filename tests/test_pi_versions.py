@@ -14,7 +14,7 @@ import pytest
 import nbsubagents
 from nbsubagents import config
 from nbsubagents.config import pi_command, pi_package
-from nbsubagents.scripted import write_agent_dir
+from nbsubagents.demo.scripted import write_agent_dir
 
 LINGER = Path(__file__).parent / "fixtures" / "pi-extensions" / "linger_after_agent_end.js"
 

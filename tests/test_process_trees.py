@@ -19,7 +19,7 @@ from conftest import wait_for
 
 import nbsubagents
 from nbsubagents import config
-from nbsubagents.artifacts import read_json
+from nbsubagents.child.artifacts import read_json
 
 
 def token() -> str:

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 import nbsubagents
-from nbsubagents import query, registry
+from nbsubagents import registry
+from nbsubagents.registry import query
 
 
 def _iso(t: datetime) -> str:

@@ -8,8 +8,8 @@ from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, write_notebook
 
 CELLS = [
     "import os\nfrom nbsubagents.demo import use_scripted_model\n"
-    "use_scripted_model(os.path.abspath('agent'))\nimport nbsubagents, nbsubagents.widgets\n"
-    "nbsubagents.widgets.STATIC_INTERVAL = 1.0  # refresh the record often, to see it happen",
+    "use_scripted_model(os.path.abspath('agent'))\nimport nbsubagents, nbsubagents.ui.panels\n"
+    "nbsubagents.ui.panels.STATIC_INTERVAL = 1.0  # refresh the record often, to see it happen",
     'job = nbsubagents.start("scout", "read README.md\\nsleep: 3\\nls src\\nsleep: 3\\nrun: echo refreshed", '
     'name="refresh")',
     'job.wait()\nprint("waited:", job.status)',

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents import NbSubagentsError, procs, registry
-from nbsubagents.artifacts import now_iso
+from nbsubagents import NbSubagentsError, registry
+
+from nbsubagents.child import procs
+from nbsubagents.child.artifacts import now_iso
 
 RESULT = {"status": "completed", "exitCode": 0, "stopReason": "stop", "errorMessage": None,
           "finalText": "All done.\nsecond line", "usage": {"input": 10, "output": 5, "totalTokens": 15, "cost": 0.01},
@@ -229,7 +231,7 @@ def test_console_script_prints_the_same_tables(root):
 
 
 def test_registry_and_watcher_stay_light():
-    code = ("import sys, nbsubagents.registry, nbsubagents.watcher, nbsubagents.tmux_runner;"
+    code = ("import sys, nbsubagents.registry, nbsubagents.lifecycle.watcher, nbsubagents.lifecycle.tmux;"
             "print(sorted({'IPython', 'ipywidgets', 'pandas'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -270,7 +272,7 @@ def test_settlers_racing_on_a_lost_run_leave_one_whole_result_and_no_temporary_f
     """The watcher and a waiting wait() may settle the same lost run at once: the first result stays."""
     import threading
 
-    from nbsubagents.artifacts import atomic_write_json
+    from nbsubagents.child.artifacts import atomic_write_json
 
     for trial in range(50):
         target = tmp_path / f"result{trial}.json"

@@ -96,7 +96,7 @@ def test_supervisor_records_a_pi_that_cannot_start_as_failed(tmp_path):
     run_dir.mkdir()
     (run_dir / "meta.json").write_text(json.dumps({"runId": "r1", "argv": [str(tmp_path / "gone" / "pi"), "x"],
                                                    "cwd": str(tmp_path)}))
-    subprocess.run([sys.executable, "-m", "nbsubagents.supervisor", str(run_dir)], check=True, timeout=30)
+    subprocess.run([sys.executable, "-m", "nbsubagents.child.supervisor", str(run_dir)], check=True, timeout=30)
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "failed" and "does not exist" in result["errorMessage"]
 

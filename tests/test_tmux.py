@@ -11,7 +11,7 @@ import pytest
 
 import nbsubagents
 from nbsubagents import config
-from nbsubagents.tmux_runner import socket_name, socket_path
+from nbsubagents.lifecycle.tmux import socket_name, socket_path
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 

@@ -34,9 +34,9 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_demo_tour(tmp_path):
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = wheels.glob("nbsubagents-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("nbsubagents/_data/demo-project/.pi/subagents/scout.md",
-                   "nbsubagents/_data/demo-project/src/inventory.py",
-                   "nbsubagents/_data/notebooks/quickstart.ipynb"):
+    for needed in ("nbsubagents/demo/_data/demo-project/.pi/subagents/scout.md",
+                   "nbsubagents/demo/_data/demo-project/src/inventory.py",
+                   "nbsubagents/demo/_data/notebooks/quickstart.ipynb"):
         assert needed in names, sorted(names)
     assert not [n for n in names if "__pycache__" in n or "/.pi/subagents/runs/" in n]
 

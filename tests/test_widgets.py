@@ -21,13 +21,15 @@ import pytest
 from nbclient import NotebookClient
 
 import nbsubagents
-from nbsubagents import config, runner, style
-from nbsubagents.display import VIEW_MIME, choose_renderer, run_mimebundle
-from nbsubagents.events import iter_stream
-from nbsubagents.formatter import ProgressFormatter, ProgressLine
-from nbsubagents.renderers import TextRenderer
-from nbsubagents.runner import Run, TaskSpec
-from nbsubagents.widgets import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer
+from nbsubagents import config
+from nbsubagents.lifecycle import handle as runner
+from nbsubagents.ui import style
+from nbsubagents.ui.display import VIEW_MIME, choose_renderer, run_mimebundle
+from nbsubagents.child.events import iter_stream
+from nbsubagents.child.formatter import ProgressFormatter, ProgressLine
+from nbsubagents.ui.renderers import TextRenderer
+from nbsubagents.lifecycle.handle import Run, TaskSpec
+from nbsubagents.ui.panels import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi-0.73.1"
 LINE = re.compile(r'<div class="nbsubagents-line nbsubagents-(\w+)">(.*?)</div>')
@@ -411,7 +413,7 @@ def test_missing_ipywidgets_is_a_clear_error_when_a_panel_is_built(tmp_path, mon
 
 
 def test_display_and_widgets_stay_out_of_a_bare_import():
-    code = ("import sys, nbsubagents, nbsubagents.display; nbsubagents.display.choose_renderer();"
+    code = ("import sys, nbsubagents, nbsubagents.ui.display; nbsubagents.ui.display.choose_renderer();"
             "print(sorted({'IPython', 'ipywidgets', 'pandas'} & set(sys.modules)))")
     env = {k: v for k, v in os.environ.items() if k != "NBSUBAGENTS_DISPLAY"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
@@ -423,7 +425,7 @@ def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(proje
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_code_cell("import nbsubagents\nfrom nbsubagents.display import choose_renderer\n"
+        nbformat.v4.new_code_cell("import nbsubagents\nfrom nbsubagents.ui.display import choose_renderer\n"
                                   "print(type(choose_renderer()).__name__)"),
         nbformat.v4.new_code_cell('r = nbsubagents.run("scout", "read README.md\\nrun: echo hi")'),
         nbformat.v4.new_code_cell("r"),
@@ -506,7 +508,7 @@ def test_a_dead_kernels_panel_hides_its_controls_and_says_it_shows_the_last_stat
 
 
 def test_a_notice_sums_up_the_whole_answer_on_one_line():
-    from nbsubagents.watcher import _summary
+    from nbsubagents.lifecycle.watcher import _summary
 
     row = {"status": "completed", "final_text": "Done. 3 steps:\n- read README.md: # Demo\n- ls src: app.py\n"}
     assert _summary(row) == "Done. 3 steps: - read README.md: # Demo - ls src: app.py"
@@ -550,7 +552,7 @@ def test_any_display_of_a_running_run_follows_it_to_its_end_whoever_launched_it(
 
 def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replaces_it_at_the_end(tmp_path,
                                                                                                  monkeypatch):
-    from nbsubagents import widgets
+    from nbsubagents.ui import panels as widgets
 
     monkeypatch.setattr(widgets, "STATIC_INTERVAL", 0.3)
     sent: list = []

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .config import NbSubagentsError
-from .style import STATUS_CSS, STATUSES, color
+from ..config import NbSubagentsError
+from ..ui.style import STATUS_CSS, STATUSES, color
 
 if TYPE_CHECKING:
     import pandas
@@ -110,7 +110,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     """
     import pandas as pd
 
-    from . import registry
+    from .. import registry
 
     sql, args = build_query(status=status, preset=preset, model=model, since=since, until=until, text=text,
                             limit=limit)

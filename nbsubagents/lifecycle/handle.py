@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from . import artifacts
-from .artifacts import RunPaths, TERMINAL, atomic_write_json, now_iso, read_json
-from .config import NbSubagentsError, find_pi, project_root, settings
-from .formatter import ProgressFormatter
-from .renderers import NullRenderer, Renderer
+from ..child import artifacts
+from ..child.artifacts import RunPaths, TERMINAL, atomic_write_json, now_iso, read_json
+from ..config import NbSubagentsError, find_pi, project_root, settings
+from ..child.formatter import ProgressFormatter
+from ..ui.renderers import NullRenderer, Renderer
 
 
 class Run:
@@ -189,13 +189,13 @@ class Run:
     def _launch(self) -> None:
         _note(self, status="running")  # before the start: an interrupt right after it finds the handle set
         if self.meta.get("runner") == "tmux":
-            from .tmux_runner import launch
+            from .tmux import launch
             self._proc = launch(self)  # type: ignore[assignment]  # a Popen look-alike
         else:
             log = open(self.paths.dir / "supervisor.log", "ab")
             with log:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "nbsubagents.supervisor", str(self.paths.dir)],
+                    [sys.executable, "-m", "nbsubagents.child.supervisor", str(self.paths.dir)],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                     cwd=self.meta.get("cwd"))
 
@@ -236,7 +236,7 @@ class Run:
         self._result = None
 
     def _write_lost_supervisor_result(self) -> None:
-        from .procs import kill_run_processes
+        from ..child.procs import kill_run_processes
         kill_run_processes(self.id)  # pi outlives a killed supervisor: its leftovers go too
         code = self._proc.returncode if self._proc is not None else None
         if self._cancel_requested:
@@ -247,7 +247,7 @@ class Run:
 
     # -- representations ----------------------------------------------------------------------
     def __repr__(self) -> str:
-        from .renderers import summary_line
+        from ..ui.renderers import summary_line
         if not self.done:
             return f"<Run {self.id} {self.name} {self.status}>"
         text = summary_line(self)
@@ -257,19 +257,19 @@ class Run:
         return text
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """Its panel in a notebook with widgets, the summary above elsewhere (``nbsubagents.display``)."""
-        from .display import run_mimebundle
+        """Its panel in a notebook with widgets, the summary above elsewhere (``nbsubagents.ui.display``)."""
+        from ..ui.display import run_mimebundle
         return run_mimebundle(self)
 
     @property
     def _ipython_display_(self) -> Any:
         """A running run in a notebook with widgets displays a panel that follows it to its end (under its
-        display id, ``nbsubagents.display.live_display``); otherwise None, and IPython uses the bundle above.
+        display id, ``nbsubagents.ui.display.live_display``); otherwise None, and IPython uses the bundle above.
         A value set on the instance (the magics' "already shown") takes precedence."""
         own = self.__dict__.get("_ipython_display_")
         if own is not None:
             return own
-        from .display import live_display
+        from ..ui.display import live_display
         return live_display(self)
 
     @_ipython_display_.setter
@@ -278,18 +278,18 @@ class Run:
 
     def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
         """Write this run's report (self-contained HTML, or Markdown for ``.md``); see ``nbsubagents.report``."""
-        from .reports import report
+        from ..ui.reports import report
         return report([self], path, format=format)
 
 
 def _note(run: Run, **kwargs: Any) -> None:
     """Keep the run's registry row current; a registry problem never fails a run."""
-    from . import registry
+    from .. import registry
     registry.note(run, **kwargs)
 
 
 def _same_process(pid: Any, start_ticks: Any) -> bool:
-    from .procs import alive
+    from ..child.procs import alive
     return alive(pid, start_ticks)  # the same process (pids are reused) and not a zombie
 
 
@@ -357,7 +357,7 @@ class RunDirError(NbSubagentsError):
 
 def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
     """The earlier run, and its transcript when it left no session file to continue."""
-    from .registry import get_run
+    from ..registry import get_run
     earlier = get_run(run_id, root)
     if not earlier.done:
         raise NbSubagentsError(f"Run {earlier.id} is still running: wait for it (or cancel it) before resuming it")
@@ -396,12 +396,12 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     """
     import shutil
 
-    from . import config
-    from . import preset_files as preset_mod
+    from .. import config
+    from .. import preset_files as preset_mod
     from .context import compose_prompt
-    from .config import pi_command
-    from .models import choose_model
-    from .pi_args import build_argv
+    from ..config import pi_command
+    from ..models import choose_model
+    from ..pi_args import build_argv
 
     task = _check_task(spec.task)
     cwd = _check_cwd(spec.cwd)
@@ -455,7 +455,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
 
 
 def _launcher() -> dict[str, Any]:
-    from .registry import launcher_identity
+    from ..registry import launcher_identity
     return launcher_identity()
 
 

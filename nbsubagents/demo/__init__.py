@@ -17,18 +17,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .scripted import write_agent_dir
-
 DEMO_MODEL = "demo/scripted"
 
 
 def data_path(name: str) -> Path:
     """The example project (``demo-project``) or ``notebooks``: package data in an installed wheel
-    (``nbsubagents/_data/``), the repository's own folders in a checkout."""
+    (``nbsubagents/demo/_data/``), the repository's own folders in a checkout."""
     packaged = Path(__file__).resolve().parent / "_data" / name
     if packaged.exists():
         return packaged
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parents[2]
     return checkout / "examples" / name if name == "demo-project" else checkout / name
 
 
@@ -50,7 +48,7 @@ class ScriptedServer:
 
     @property
     def alive(self) -> bool:
-        from .procs import alive
+        from ..child.procs import alive
         return alive(self.pid, self.start_ticks)
 
     def stop(self) -> bool:
@@ -88,7 +86,7 @@ def _answers(url: str) -> bool:
 
 
 def _running(state: Path) -> ScriptedServer | None:
-    from .artifacts import read_json
+    from ..child.artifacts import read_json
 
     info = read_json(state)
     if not info or not isinstance(info.get("pid"), int) or not isinstance(info.get("url"), str):
@@ -114,7 +112,7 @@ def scripted_server() -> ScriptedServer:
             return server
         idle = os.environ.get("NBSUBAGENTS_SCRIPTED_IDLE") or str(IDLE_EXIT)
         with open(state.parent / "scripted-model.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.scripted", "--state", str(state),
+            proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.demo.scripted", "--state", str(state),
                                      "--idle-exit", idle], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True, cwd="/")
         deadline = time.monotonic() + 30
@@ -134,8 +132,8 @@ def stop_scripted_model() -> bool:
     import signal
     import time
 
-    from .artifacts import read_json
-    from .procs import alive
+    from ..child.artifacts import read_json
+    from ..child.procs import alive
 
     state = _state_file()
     info = read_json(state) or {}
@@ -162,6 +160,7 @@ def use_scripted_model(agent_dir: str | Path | None = None) -> ScriptedServer:
     """
     server = scripted_server()
     target = Path(agent_dir) if agent_dir else Path(tempfile.mkdtemp(prefix="nbsubagents-demo-agent-"))
+    from .scripted import write_agent_dir  # lazily: `python -m nbsubagents.demo.scripted` imports this package first
     write_agent_dir(target, server.url)
     os.environ["PI_CODING_AGENT_DIR"] = str(target)
     os.environ["PI_OFFLINE"] = "1"
@@ -284,6 +283,3 @@ def _tour(project: Path) -> int:
     failed = [r for r in [scout, *runs] if r.status != "completed"]
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

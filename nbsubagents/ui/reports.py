@@ -20,13 +20,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .config import NbSubagentsError, agent_dir, project_root
+from ..config import NbSubagentsError, agent_dir, project_root
 from .panel_state import PanelState
 from .style import color as status_color
 from .style import duration, glyph
 
 if TYPE_CHECKING:
-    from .runner import Run
+    from ..lifecycle.handle import Run
 
 __all__ = ["report", "secret_values", "mask", "MASK"]
 
@@ -81,7 +81,7 @@ def mask(text: str, secrets: list[str]) -> str:
 
 # -- the runs -------------------------------------------------------------------------------------------
 def _as_runs(runs_or_frame: Any) -> list[Run]:
-    from .runner import Run
+    from ..lifecycle.handle import Run
 
     if isinstance(runs_or_frame, Run):
         return [runs_or_frame]
@@ -90,7 +90,7 @@ def _as_runs(runs_or_frame: Any) -> list[Run]:
         if "run_dir" in frame.columns:
             return [Run(str(d)) for d in frame["run_dir"]]
         if "run_id" in frame.columns:
-            from .registry import get_run
+            from ..registry import get_run
             return [get_run(str(i)) for i in frame["run_id"]]
         raise NbSubagentsError("report() needs runs: a Run, a list of Runs, or a runs() DataFrame with a "
                                "run_id or run_dir column")
@@ -102,7 +102,7 @@ def _as_runs(runs_or_frame: Any) -> list[Run]:
         if isinstance(item, Run):
             runs.append(item)
         elif isinstance(item, str):
-            from .registry import get_run
+            from ..registry import get_run
             runs.append(get_run(item))
         else:
             raise NbSubagentsError(f"report() got {item!r} among the runs: give Runs or run ids")
@@ -125,7 +125,7 @@ def _facts(run: Run) -> dict[str, Any]:
 
 def _lines(run: Run) -> list[tuple[str, str]]:
     """(kind, text) of every formatter line of the run, from its events (the transcript's words)."""
-    from .formatter import ProgressFormatter
+    from ..child.formatter import ProgressFormatter
 
     formatter = ProgressFormatter(run.meta.get("cwd"))
     lines: list[tuple[str, str]] = []
@@ -237,7 +237,7 @@ def _document_html(runs: list[Run], title: str) -> str:
             f'<td class="muted small">{esc(run.id)}</td></tr>')
     total_tokens = sum(_facts(r)["tokens"] for r in runs)
     total_cost = sum(_facts(r)["cost"] for r in runs)
-    from . import __version__
+    from .. import __version__
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -2,7 +2,7 @@
 
 ``PanelState`` takes the normalized events of one run with the formatter's lines (``add``) and knows
 its status, counters, elapsed time, rolling window and history. It renders that state as the live
-widget's HTML pieces (``nbsubagents.widgets.RunPanel`` is a ``PanelState`` with widgets) and as a
+widget's HTML pieces (``nbsubagents.ui.panels.RunPanel`` is a ``PanelState`` with widgets) and as a
 *static record*: ``static_html()`` and ``static_text()``, self-contained renderings with inline styles
 and no JavaScript that a saved notebook keeps beside (and, at the end, instead of) the widget view, so
 GitHub, nbviewer, ``nbconvert --to html/markdown`` and a kernel-less JupyterLab show the final panel.
@@ -22,14 +22,14 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .artifacts import TERMINAL
-from .events import Tally
+from ..child.artifacts import TERMINAL
+from ..child.events import Tally
 from .style import ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, duration, glyph, plural
 from .style import color as status_color
 
 if TYPE_CHECKING:
-    from .formatter import ProgressLine
-    from .runner import Run
+    from ..child.formatter import ProgressLine
+    from ..lifecycle.handle import Run
 
 HISTORY_LIMIT = 500      # lines kept for the expanded view (the spec's MAX_MESSAGES_PER_SESSION)
 FINAL_TEXT_LIMIT = 20_000
@@ -61,10 +61,10 @@ class PanelState:
     def __init__(self, run: Run, *, lines: int | None = None, history: int = HISTORY_LIMIT,
                  lock: threading.RLock | None = None) -> None:
         if lines is None:
-            from .config import settings
+            from ..config import settings
             lines = settings.panel_lines
         if isinstance(lines, bool) or not isinstance(lines, int) or lines < 1:
-            from .config import NbSubagentsError
+            from ..config import NbSubagentsError
             raise NbSubagentsError(f"panel_lines must be a whole number of at least 1, got {lines!r}")
         self.run = run
         self.lines = lines
@@ -87,7 +87,7 @@ class PanelState:
     @classmethod
     def of_run(cls, run: Run, **kwargs: Any) -> PanelState:
         """The state of what a run did so far (all of it when it ended), from its events.jsonl."""
-        from .formatter import ProgressFormatter
+        from ..child.formatter import ProgressFormatter
 
         state = cls(run, **kwargs)
         formatter = ProgressFormatter(run.meta.get("cwd"))

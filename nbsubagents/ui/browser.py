@@ -28,21 +28,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from . import registry, watcher
-from .config import NbSubagentsError
+from .. import registry
+from ..lifecycle import watcher
+from ..config import NbSubagentsError
 from .display import VIEW_MIME, widgets_available
 from .style import MONO_STYLE as _MONO
 from .style import MUTED_STYLE as _MUTED
 from .style import DARK_SCOPE, PALETTE, STATUS_CSS, STATUSES, attrs, color, filesize, glyph, plural, shorten
 from .style import duration as _duration
-from .widgets import _click_subshell, _ipywidgets, _route_clicks
+from .panels import _click_subshell, _ipywidgets, _route_clicks
 
 if TYPE_CHECKING:
     import pandas
     from matplotlib.figure import Figure
 
-    from .runner import Run
-    from .watcher import Notice
+    from ..lifecycle.handle import Run
+    from ..lifecycle.watcher import Notice
 
 __all__ = ["StatusBar", "status_bar", "Browser", "browse", "runs_timeline", "TIME_RANGES", "FILTERS"]
 
@@ -478,7 +479,7 @@ class Browser:
                 if "since" in filters:
                     value = filters["since"] or ANY
                     if value not in [v for _, v in self.since_filter.options]:
-                        from .query import to_utc_iso
+                        from ..registry.query import to_utc_iso
                         to_utc_iso(value, name="since")  # a clear error for what runs() would refuse
                         self.since_filter.options = [*self.since_filter.options, (f"since {value}", value)]
                     self.since_filter.value = value
@@ -503,7 +504,7 @@ class Browser:
 
     def refresh(self) -> Browser:
         """Query the registry with the filters and show the result (and the selected run again)."""
-        from . import query
+        from ..registry import query
 
         with self._lock:
             if self._closed.is_set():
@@ -602,8 +603,8 @@ class Browser:
             self.header_html.value = f'<div {attrs("failed")}>{html.escape(str(exc))}</div>'
 
     def _render_details(self, run_id: str) -> None:
-        from .events import Tally
-        from .runner import Run
+        from ..child.events import Tally
+        from ..lifecycle.handle import Run
 
         row = registry.resolve(run_id, self.root)
         run = watcher.get(row["run_id"]) or Run(row["run_dir"])
@@ -878,7 +879,7 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     from matplotlib import dates as mdates
     from matplotlib.patches import Patch
 
-    from . import query
+    from ..registry import query
 
     frame = query.runs(status=status, preset=preset, model=model, since=since, until=until, text=text,
                        limit=limit, root=root)

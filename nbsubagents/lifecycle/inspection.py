@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .formatter import ProgressFormatter
-from .style import filesize
+from ..child.formatter import ProgressFormatter
+from ..ui.style import filesize
 
 if TYPE_CHECKING:
     import pandas

@@ -3,7 +3,7 @@
 ``choose_renderer()`` picks the renderer of a run; ``run_mimebundle()`` is how a ``Run`` shows as a
 cell's value and ``live_display()`` how a running one is displayed so that it follows the run. All use
 ``widgets_available()``, so they never disagree. ipywidgets is imported only when a panel is built
-(``nbsubagents.widgets``). ``text_stream()`` is where plain progress and notices go: the notebook's
+(``nbsubagents.ui.panels``). ``text_stream()`` is where plain progress and notices go: the notebook's
 output inside a kernel, stderr elsewhere (stdout belongs to the user's program).
 """
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .renderers import Renderer, TextRenderer
 
 if TYPE_CHECKING:
-    from .runner import Run
+    from ..lifecycle.handle import Run
 
 ENV_VAR = "NBSUBAGENTS_DISPLAY"
 MODES = ("auto", "text", "widgets", "none")
@@ -105,7 +105,7 @@ def prepare_kernel() -> None:
     if not widgets_available() or not in_widget_kernel():
         return
     try:
-        from .widgets import keep_widget_channel
+        from .panels import keep_widget_channel
         keep_widget_channel()
     except Exception:  # never let a frontend detail break an import: the first panel does it later
         pass
@@ -117,7 +117,7 @@ def choose_renderer() -> Renderer:
         from .renderers import NullRenderer
         return NullRenderer()
     if widgets_available():
-        from .widgets import WidgetRenderer  # raises with an install hint when ipywidgets is missing
+        from .panels import WidgetRenderer  # raises with an install hint when ipywidgets is missing
         return WidgetRenderer()
     return TextRenderer()
 
@@ -155,8 +155,8 @@ def run_mimebundle(run: Run) -> dict[str, Any]:
 
 def _following_panel(run: Run) -> Any:
     """The run's live panel in this process, or a new one that the watcher keeps current until the end."""
-    from . import watcher
-    from .widgets import RunPanel, WidgetRenderer
+    from ..lifecycle import watcher
+    from .panels import RunPanel, WidgetRenderer
 
     panel = getattr(run, "_live_panel", None)
     if panel is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .config import NbSubagentsError
+from ..config import NbSubagentsError
 
 FILE_LIMIT = 1024 * 1024
 

@@ -1,4 +1,4 @@
-"""The process that runs one pi child and writes its artifacts: ``python -m nbsubagents.supervisor RUN_DIR``.
+"""The process that runs one pi child and writes its artifacts: ``python -m nbsubagents.child.supervisor RUN_DIR``.
 
 It is started detached from the kernel (its own session), so a run outlives an interrupted,
 restarted or killed kernel. It reads everything it needs from ``meta.json``, runs pi in a process
@@ -342,7 +342,7 @@ def _last_line(path: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m nbsubagents.supervisor RUN_DIR", file=sys.stderr)
+        print("usage: python -m nbsubagents.child.supervisor RUN_DIR", file=sys.stderr)
         return 2
     paths = RunPaths(Path(args[0]))
     meta = read_json(paths.meta)

@@ -32,15 +32,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from . import artifacts, procs
-from .style import shorten
-from .artifacts import TERMINAL, RunPaths, now_iso, read_json
-from .config import NbSubagentsError, project_root
+from ..child import artifacts
+from ..child import procs
+from ..ui.style import shorten
+from ..child.artifacts import TERMINAL, RunPaths, now_iso, read_json
+from ..config import NbSubagentsError, project_root
 
 if TYPE_CHECKING:
     import pandas
 
-    from .runner import Run
+    from ..lifecycle.handle import Run
 
 __all__ = ["Status", "status", "counts", "reconcile", "rebuild", "get_run", "resolve",
            "announce_finished_while_away", "db_path"]
@@ -323,7 +324,7 @@ def settle_lost(run: Run, message: str = LOST) -> None:
 
 def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
     """Settle one non-terminal run: "ended" (ingested), "live" (supervisor up) or "starting"/"owned"."""
-    from .runner import Run
+    from ..lifecycle.handle import Run
 
     paths = RunPaths(Path(run_dir))
     row = row or row_from_dir(paths.dir) or {}
@@ -398,7 +399,7 @@ def _in_kernel() -> bool:
 def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -> list[Run]:
     """Settle every active row; returns the runs still live. With ``reattach`` (default: in a
     kernel) live runs whose owner process is gone get this process's watcher."""
-    from .runner import Run
+    from ..lifecycle.handle import Run
 
     db = db_path(root)
     if not db.exists() and not db.parent.joinpath("runs").is_dir():
@@ -416,7 +417,7 @@ def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -
         run = Run(row["run_dir"])
         live.append(run)
         if reattach and not _owner_alive(row) and take_over(db, row):
-            from . import watcher
+            from ..lifecycle import watcher
             watcher.watch(run)
     return live
 
@@ -436,7 +437,7 @@ def announce_finished_while_away(root: str | Path | None = None) -> list[dict[st
             row["announced"] = 1
             claimed.append(row)
     if claimed:
-        from . import watcher
+        from ..lifecycle import watcher
         for row in claimed:
             watcher.notify(row, away=True)
         watcher.changed()
@@ -547,8 +548,8 @@ def resolve(id_or_prefix: str, root: str | Path | None = None) -> dict[str, Any]
 
 def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:
     """The ``Run`` of an id or unique prefix: this process's own handle when it watches the run."""
-    from . import watcher
-    from .runner import Run
+    from ..lifecycle import watcher
+    from ..lifecycle.handle import Run
 
     row = resolve(id_or_prefix, root)
     return watcher.get(row["run_id"]) or Run(row["run_dir"])
@@ -666,7 +667,7 @@ class Status:
             if row.get("error_message"):
                 items.append(("error", row["error_message"]))
         elif row.get("runner") == "tmux":
-            from .tmux_runner import attach_command
+            from ..lifecycle.tmux import attach_command
             items.append(("attach", attach_command(row["run_id"])))
         items += [("run dir", row.get("run_dir") or ""), ("transcript", str(Path(row.get("run_dir") or "") /
                                                                               "transcript.log"))]

@@ -21,12 +21,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import registry
-from .style import glyph, shorten
+from .. import registry
+from ..ui.style import glyph, shorten
 
 if TYPE_CHECKING:
-    from .renderers import Renderer
-    from .runner import Run
+    from ..ui.renderers import Renderer
+    from .handle import Run
 
 __all__ = ["Notice", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
            "remove_notice_handler", "print_notice", "add_change_handler", "remove_change_handler"]
@@ -69,7 +69,7 @@ def print_notice(notice: Notice) -> None:
     """The default notice handler: one printed line, on the cell's output in a notebook and on stderr
     elsewhere; nothing for a run started with ``show=False`` or under ``NBSUBAGENTS_DISPLAY=none``, and
     nothing more once that stream is closed."""
-    from .display import silenced, text_stream
+    from ..ui.display import silenced, text_stream
 
     if notice.quiet or silenced():
         return

@@ -3,7 +3,7 @@
 A renderer gets ``start(runs)``, ``event(run, event, progress_line)`` for every normalized event
 (``progress_line`` is None when the formatter has nothing to say, e.g. for usage events that only
 move the header's counters), ``end(run)`` when a run is terminal, then ``close()``. The plain-text one lives here (it needs no
-Jupyter); the widget one lives at the edge (``nbsubagents.widgets``), and ``nbsubagents.display``
+Jupyter); the widget one lives at the edge (``nbsubagents.ui.panels``), and ``nbsubagents.ui.display``
 chooses between them.
 """
 
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 from .style import glyph
 
 if TYPE_CHECKING:
-    from .formatter import ProgressLine
-    from .runner import Run
+    from ..child.formatter import ProgressLine
+    from ..lifecycle.handle import Run
 
 class Renderer(Protocol):
     def start(self, runs: list[Run]) -> None: ...

@@ -451,8 +451,8 @@ def write_agent_dir(
 def serve_detached(state: pathlib.Path, idle_exit: float) -> int:
     """Serve demo mode for other processes: ``state`` (JSON: pid, startTicks, port, url) says where, until
     SIGTERM or ``idle_exit`` seconds without a request; the state file goes with the server."""
-    from .artifacts import atomic_write_json
-    from .procs import process_start_ticks
+    from ..child.artifacts import atomic_write_json
+    from ..child.procs import process_start_ticks
 
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -474,7 +474,7 @@ def serve_detached(state: pathlib.Path, idle_exit: float) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo-mode server in the foreground until SIGTERM/SIGINT (or detached, see ``--state``)."""
-    parser = argparse.ArgumentParser(prog="python -m nbsubagents.scripted", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nbsubagents.demo.scripted", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--agent-dir", help="write pi's models.json/settings.json here")
     parser.add_argument("--state", help="serve detached: write pid and url to this JSON file (nbsubagents.demo)")

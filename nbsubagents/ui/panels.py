@@ -1,6 +1,6 @@
 """Live progress panels in a notebook: ipywidgets that place the formatter's lines.
 
-The only module that imports ipywidgets (``nbsubagents.display`` decides when to use it). Nothing is
+The only module that imports ipywidgets (``nbsubagents.ui.display`` decides when to use it). Nothing is
 worded here: event lines come from ``formatter.ProgressFormatter``, counters from ``events.Tally``;
 a panel only chooses where each piece goes and how it is styled.
 
@@ -21,8 +21,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from .artifacts import TERMINAL
-from .formatter import ProgressFormatter, ProgressLine
+from ..child.artifacts import TERMINAL
+from ..child.formatter import ProgressFormatter, ProgressLine
 from .panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
                           group_static_html, group_static_text)
 from .style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph
@@ -31,7 +31,7 @@ from .style import duration as _duration
 from .style import plural as _plural
 
 if TYPE_CHECKING:
-    from .runner import Run
+    from ..lifecycle.handle import Run
 
 __all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "HISTORY_LIMIT", "RENDER_INTERVAL", "STATIC_INTERVAL"]
 
@@ -451,7 +451,7 @@ class GroupPanel(_StaticRecord):
 
 # -- the renderer -----------------------------------------------------------------------------------
 class WidgetRenderer:
-    """The renderer protocol of ``nbsubagents.renderers`` on live panels.
+    """The renderer protocol of ``nbsubagents.ui.renderers`` on live panels.
 
     ``start`` displays one ``RunPanel`` (one run) or a ``GroupPanel`` (several) with its static record
     (see ``_StaticRecord``); ``event`` updates the state and renders when the panel's last render is

@@ -2,7 +2,7 @@
 
 ``configure(runner="tmux")`` makes ``run``/``run_parallel`` start each run as
 
-    tmux -L nbsubagents-<runId> new-session -d -s <runId> -- python -m nbsubagents.tmux_runner RUN_DIR
+    tmux -L nbsubagents-<runId> new-session -d -s <runId> -- python -m nbsubagents.child.tmux_pane RUN_DIR
 
 whose pane starts the supervisor and prints the run's transcript as it grows; attach with
 ``tmux -L nbsubagents-<runId> attach``. Ctrl-C in the pane aborts the run. Each run has its own tmux
@@ -24,12 +24,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import procs
-from .artifacts import RunPaths, read_json
-from .config import NbSubagentsError
+from ..child import procs
+from ..child.artifacts import RunPaths, read_json
+from ..config import NbSubagentsError
 
 if TYPE_CHECKING:
-    from .runner import Run
+    from .handle import Run
 
 SETTLE = 2.0  # seconds after result.json before the session is killed even if the supervisor lingers
 
@@ -143,7 +143,7 @@ def launch(run: Run) -> TmuxProcess:
     cwd = run.meta.get("cwd") or str(run.dir)
     argv = [tmux, "-L", socket_name(run.id), "-f", "/dev/null", "new-session", "-d", "-s", run.id,
             "-x", "200", "-y", "50", "-c", cwd, "-P", "-F", "#{pane_pid} #{socket_path}", "--",
-            sys.executable, "-m", "nbsubagents.tmux_runner", str(run.dir)]
+            sys.executable, "-m", "nbsubagents.child.tmux_pane", str(run.dir)]
     try:
         # cwd="/": the tmux server keeps its client's working directory for its whole life.
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env=env, cwd="/")
@@ -156,43 +156,3 @@ def launch(run: Run) -> TmuxProcess:
         run._write_result("failed", f"tmux could not start the run's session: {error}")
         handle._finish(1)
     return handle
-
-
-# -- inside the pane ------------------------------------------------------------------------------
-def pane_main(run_dir: str) -> int:
-    """Runs in the tmux pane: start the supervisor, print the transcript as it grows, then the end."""
-    paths = RunPaths(Path(run_dir))
-    meta = read_json(paths.meta) or {}
-    signal.signal(signal.SIGINT, lambda *_: None)  # Ctrl-C reaches the supervisor (same group): it aborts
-    print(f"nbsubagents run {meta.get('runId', paths.dir.name)} ({meta.get('name') or meta.get('preset')}) "
-          f"in {meta.get('cwd')}\nCtrl-C aborts the run; Ctrl-b d detaches.\n", flush=True)
-    with open(paths.dir / "supervisor.log", "ab") as log:
-        supervisor = subprocess.Popen([sys.executable, "-m", "nbsubagents.supervisor", str(paths.dir)],
-                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    offset = 0
-    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
-    while True:
-        ended = supervisor.poll() is not None
-        try:
-            with open(paths.transcript, "rb") as fh:
-                fh.seek(offset)
-                chunk = fh.read()
-        except OSError:
-            chunk = b""
-        if chunk:
-            offset += len(chunk)
-            sys.stdout.write(decode(chunk))
-            sys.stdout.flush()
-        if ended:
-            break
-        time.sleep(0.1)
-    result = read_json(paths.result) or {}
-    print(f"\nrun {result.get('status', 'ended without a result')}", flush=True)
-    return supervisor.returncode or 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python -m nbsubagents.tmux_runner RUN_DIR", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(pane_main(sys.argv[1]))

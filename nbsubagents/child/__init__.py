@@ -1,0 +1,4 @@
+"""What runs outside the kernel: the supervisor and what it needs (run-dir artifacts, pi's events, the
+formatter, process identity) and the tmux pane's entry point.
+
+Standard library only and nothing outside this folder: a supervisor's start-up time is run time."""
