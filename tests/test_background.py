@@ -264,7 +264,8 @@ def test_a_kernel_takes_over_watching_runs_whose_launcher_died(warm):
 
     # What a new kernel does on load: reconcile with reattach, then its watcher announces the end.
     adopter = python("import time\n"
-                     "from nbsubagents import registry, watcher\n"
+                     "from nbsubagents import registry\n"
+                     "from nbsubagents.lifecycle import watcher\n"
                      "live = registry.reconcile(reattach=True)\n"
                      "print('LIVE', [r.id for r in live], [r.id for r in watcher.watching()], flush=True)\n"
                      "while watcher.watching(): time.sleep(0.1)\n")

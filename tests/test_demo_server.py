@@ -31,7 +31,7 @@ def kernel(code: str, cwd) -> subprocess.Popen:
     """A Python process standing in for a kernel: it runs ``code``, prints a line, and waits to be killed."""
     return subprocess.Popen([sys.executable, "-c", f"import time\n{code}\ntime.sleep(600)\n"], cwd=cwd,
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "NBSUBAGENTS_PI": str(demo.Path(demo.__file__).parents[1]
+                            env={**os.environ, "NBSUBAGENTS_PI": str(demo.Path(demo.__file__).parents[2]
                                                                      / "node_modules" / ".bin" / "pi")})
 
 

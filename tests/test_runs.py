@@ -164,9 +164,9 @@ def test_bad_inputs_raise_before_anything_starts(project):
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
 
 
-@pytest.mark.parametrize("module", ["nbsubagents", "runner", "supervisor", "api", "registry", "watcher", "query",
-                                    "inspection", "explorer", "widgets", "display", "cli", "demo", "panel_state",
-                                    "reports"])
+@pytest.mark.parametrize("module", ["nbsubagents", "lifecycle.handle", "child.supervisor", "api", "registry",
+                                    "lifecycle.watcher", "registry.query", "lifecycle.inspection", "ui.browser",
+                                    "ui.panels", "ui.display", "cli", "demo", "ui.panel_state", "ui.reports"])
 def test_import_stays_light(module):
     """Every module but the magics imports no IPython, ipywidgets or pandas until a function needs them."""
     name = module if module == "nbsubagents" else f"nbsubagents.{module}"
