@@ -41,7 +41,7 @@ def fill(root: Path) -> None:
                    created_at=iso, started_at=iso, ended_at=iso, duration=rng.random() * 30, tool_calls=rng.randint(0, 20),
                    total_tokens=rng.randint(100, 9000), cost=rng.random() / 100, final_text="Done.", announced=1)
         rows.append([row[n] for n in registry.NAMES])
-    with registry._connect(db) as conn:
+    with registry.connect(db) as conn:
         conn.execute("BEGIN")
         conn.executemany(f"INSERT INTO runs ({', '.join(registry.NAMES)}) VALUES ({', '.join('?' * len(registry.NAMES))})", rows)
         conn.execute("COMMIT")

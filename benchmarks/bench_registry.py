@@ -24,6 +24,7 @@ from pathlib import Path
 import nbsubagents
 from nbsubagents import registry
 from nbsubagents.lifecycle import watcher
+from nbsubagents.lifecycle import reconcile
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
 
@@ -82,18 +83,18 @@ def bench_status(rows: int, repeat: int = 7) -> None:
     registry.rebuild(root)
     print(f"rebuild() of {rows:,} runs   : {(time.perf_counter() - t0) * 1000:.0f} ms")
     os.chdir(root)
-    registry._loaded.clear()
-    registry._first.clear()
+    registry.forget_loaded()
+    reconcile.forget()
     t0 = time.perf_counter()
-    registry.status()
+    reconcile.status()
     print(f"first status() in a process (syncs the {rows:,} run directories once): "
           f"{(time.perf_counter() - t0) * 1000:.0f} ms")
     for label, call in [
-        ("status()                ", lambda: registry.status(announce=False)),
-        ("status() + announce     ", lambda: registry.status()),
-        ("status(all)             ", lambda: registry.status(include_completed=True, announce=False)),
-        ("status(all) + its table ", lambda: repr(registry.status(include_completed=True, announce=False))),
-        ("status(run_id prefix)   ", lambda: registry.status(ids[rows // 2][:-2], announce=False)),
+        ("status()                ", lambda: reconcile.status(announce=False)),
+        ("status() + announce     ", lambda: reconcile.status()),
+        ("status(all)             ", lambda: reconcile.status(include_completed=True, announce=False)),
+        ("status(all) + its table ", lambda: repr(reconcile.status(include_completed=True, announce=False))),
+        ("status(run_id prefix)   ", lambda: reconcile.status(ids[rows // 2][:-2], announce=False)),
         ("counts()                ", lambda: registry.counts()),
     ]:
         times = []

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .lifecycle import handle as _runs
 from .config import NbSubagentsError, settings
-from .lifecycle.handle import Run, TaskSpec
+from .lifecycle.handle import Run
+from .lifecycle.spec import TaskSpec
 
 if TYPE_CHECKING:
     from .registry import Status
@@ -49,11 +50,11 @@ def _first_use(runs: list[Run]) -> None:
     import sqlite3
     import warnings
 
-    from . import registry
+    from .lifecycle import reconcile
 
     for root in dict.fromkeys(Path(r.dir).parents[3] for r in runs):  # <root>/.pi/subagents/runs/<id>
         try:
-            registry.first_use(root)
+            reconcile.first_use(root)
         except (sqlite3.Error, OSError) as exc:  # a registry problem never fails a run
             warnings.warn(f"nbsubagents: the run registry of {root} could not be read ({exc}); runs still work, "
                           "and nbsubagents.registry.rebuild() recreates it", RuntimeWarning, stacklevel=3)
@@ -97,7 +98,7 @@ def _check_runner() -> None:
 
 def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
           timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
-          on_done: Callable[[Run], Any] | None = None, show: bool = True) -> Run:
+          resume: str | None = None, on_done: Callable[[Run], Any] | None = None, show: bool = True) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
@@ -112,13 +113,13 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     if on_done is not None and not callable(on_done):
         raise NbSubagentsError(f"on_done must be a function taking the finished run, got {on_done!r}")
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
-                    name=name, timeout=timeout, files=files)
+                    name=name, timeout=timeout, files=files, resume=resume)
     the_run = _runs.prepare(spec, mode="background")
     _first_use([the_run])  # settles runs of earlier kernels, announces what finished while away
     renderer = _renderer(show) if show else None
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
-    the_run._launch()
+    the_run.launch()
     watcher.watch(the_run, renderer=renderer, on_done=on_done, quiet=not show)
     the_run.counts = registry.counts(the_run.dir.parents[3])
     return the_run
@@ -131,13 +132,13 @@ def status(run_id: str | None = None, *, include_completed: bool = False) -> Sta
     unique prefix) with its final result fields. Settles runs whose supervisor is gone and
     announces runs that finished while no kernel watched.
     """
-    from .registry import status as _status
+    from .lifecycle.reconcile import status as _status
     return _status(run_id, include_completed=include_completed)
 
 
 def get_run(run_id: str) -> Run:
     """The ``Run`` of an id or unique id prefix (any kernel's, any mode's)."""
-    from .registry import get_run as _get_run
+    from .lifecycle.handle import get_run as _get_run
     return _get_run(run_id)
 
 
@@ -153,7 +154,9 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO
     time or an age such as ``"30m"``, ``"2h"``, ``"7d"``; ``text`` searches tasks and outputs.
     """
+    from .lifecycle.reconcile import first_use
     from .registry.query import runs as _runs_frame
+    first_use()  # once per process and project: what it finds on disk and what finished while away
     return _runs_frame(status=status, preset=preset, model=model, since=since, until=until, text=text,
                        limit=limit)
 

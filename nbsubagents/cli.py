@@ -140,7 +140,7 @@ def run_demo(directory: str | None, *, notebook: bool) -> int:
 
 def show_status(run_id: str | None, *, include_completed: bool) -> int:
     """The tables of ``nbsubagents.status()``; a terminal look does not take a kernel's announcements."""
-    from .registry import status
+    from .lifecycle.reconcile import status
 
     try:
         print(repr(status(run_id, include_completed=include_completed, announce=False)))

@@ -25,13 +25,13 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 import nbsubagents
 from nbsubagents.config import NbSubagentsError
+from nbsubagents.lifecycle.spec import check_shape
 
 __all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_list", "suggest",
            "unload_ipython_extension"]
 
-TASK_KEYS = ("preset", "task", "model", "cwd", "name", "timeout")
-_VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "-o", "--out", "--concurrency")
-_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--bg", "--expand", "-o")
+_VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "-o", "--out", "--concurrency")
+_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "--bg", "--expand", "-o")
 _GROUP_FLAGS = ("--concurrency", "--expand", "-o")
 _MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report"),
                 "cell": ("subagent", "subagents")}
@@ -108,7 +108,8 @@ _EXAMPLE = ("- preset: scout\n  task: read README.md\n- preset: scribe\n  task: 
 
 
 def parse_task_list(text: str) -> list[dict[str, Any]]:
-    """The tasks of a ``%%subagents`` cell: a YAML list of ``{preset, task, model?, cwd?, name?, timeout?}``.
+    """The tasks of a ``%%subagents`` cell: a YAML list of ``{preset, task, model?, cwd?, name?, timeout?,
+    files?, resume?}`` (``nbsubagents.lifecycle.spec``'s keys).
 
     Raises ``UsageError`` naming the item (its number and line) and what is wrong with it.
     """
@@ -130,22 +131,15 @@ def parse_task_list(text: str) -> list[dict[str, Any]]:
         where = f"item {index + 1}" + (f" (line {lines[index]})" if index < len(lines) else "")
         if not isinstance(item, dict):
             raise UsageError(f"%%subagents: {where} must be a mapping with 'preset' and 'task', got {item!r}")
-        unknown = [str(k) for k in item if k not in TASK_KEYS]
-        if unknown:
-            raise UsageError(f"%%subagents: {where} has unknown key(s) {', '.join(unknown)}; "
-                             f"an item may have {', '.join(TASK_KEYS)}")
         for key in ("preset", "task"):
             if key not in item:
                 raise UsageError(f"%%subagents: {where} has no '{key}': every item needs 'preset' and 'task'")
             if not isinstance(item[key], str) or not item[key].strip():
                 raise UsageError(f"%%subagents: {where}: '{key}' must be non-empty text, got {item[key]!r}")
-        for key in ("model", "cwd", "name"):
-            if item.get(key) is not None and not isinstance(item[key], str):
-                raise UsageError(f"%%subagents: {where}: '{key}' must be text, got {item[key]!r}")
-        timeout = item.get("timeout")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or timeout <= 0):
-            raise UsageError(f"%%subagents: {where}: 'timeout' must be a positive number of seconds, got {timeout!r}")
+        try:
+            check_shape(item, f"%%subagents: {where}")  # the one task schema of run/run_parallel/start
+        except NbSubagentsError as exc:
+            raise UsageError(str(exc)) from None
         tasks.append(dict(item))
     return tasks
 
@@ -219,6 +213,9 @@ class SubagentMagics(Magics):
     @argument("--timeout", type=float, metavar="S",
               help="seconds before the run is stopped (default: preset, settings, 600)")
     @argument("--name", metavar="N", help="a name for the run (default: the preset's)")
+    @argument("--file", action="append", dest="files", metavar="PATH",
+              help="put this file's contents before the task (repeatable)")
+    @argument("--resume", metavar="RUN_ID", help="continue an earlier run (its id or a unique prefix)")
     @argument("--bg", action="store_true", help="start in the background (nbsubagents.start) and return at once")
     @argument("--expand", action="store_true",
               help="fill in $name and {expression} from the notebook's variables (off: the task is sent as written)")
@@ -245,7 +242,8 @@ class SubagentMagics(Magics):
         _check_var(args.out)
         if args.expand:
             task = self._expand(task)
-        options = {"model": args.model, "cwd": args.cwd, "timeout": args.timeout, "name": args.name}
+        options = {"model": args.model, "cwd": args.cwd, "timeout": args.timeout, "name": args.name,
+                   "files": args.files, "resume": args.resume}
         try:
             if args.bg:
                 result = nbsubagents.start(args.preset, task, **options)
@@ -269,7 +267,7 @@ class SubagentMagics(Magics):
               task: read README.md
             - preset: scribe
               task: 'write NOTES.md: hello'   # quoted: it holds ': '
-              name: writer       # optional, as are model, cwd and timeout
+              name: writer       # optional, as are model, cwd, timeout, files and resume
 
         One group panel shows them all; the list of finished ``Run``s is the cell's value.
         """

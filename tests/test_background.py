@@ -31,7 +31,7 @@ def python(code: str, *, timeout: float = 120.0) -> subprocess.CompletedProcess[
 
 
 def row_of(project: Path, run_id: str) -> dict:
-    with registry._connect(registry.db_path(project)) as conn:
+    with registry.connect(registry.db_path(project)) as conn:
         return dict(conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone())
 
 
@@ -264,9 +264,8 @@ def test_a_kernel_takes_over_watching_runs_whose_launcher_died(warm):
 
     # What a new kernel does on load: reconcile with reattach, then its watcher announces the end.
     adopter = python("import time\n"
-                     "from nbsubagents import registry\n"
-                     "from nbsubagents.lifecycle import watcher\n"
-                     "live = registry.reconcile(reattach=True)\n"
+                     "from nbsubagents.lifecycle import reconcile, watcher\n"
+                     "live = reconcile.reconcile(reattach=True)\n"
                      "print('LIVE', [r.id for r in live], [r.id for r in watcher.watching()], flush=True)\n"
                      "while watcher.watching(): time.sleep(0.1)\n")
     assert f"LIVE ['{run_id}'] ['{run_id}']" in adopter.stdout

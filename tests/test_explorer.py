@@ -22,8 +22,8 @@ from nbsubagents.lifecycle import watcher
 from nbsubagents.config import find_pi
 from nbsubagents.ui.display import VIEW_MIME
 from nbsubagents.models import available_models
-from nbsubagents.ui import style
-from nbsubagents.ui.style import color as status_color
+from nbsubagents import style
+from nbsubagents.style import color as status_color
 
 from test_query import synthetic
 

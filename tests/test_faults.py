@@ -29,6 +29,7 @@ import nbsubagents
 from nbsubagents import config, registry
 from nbsubagents.child import procs
 from nbsubagents.lifecycle import watcher
+from nbsubagents.lifecycle import reconcile
 from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
 
 pytestmark = pytest.mark.faults
@@ -129,7 +130,7 @@ def test_kill_the_launcher_of_a_foreground_run(proj):
     wait_for(lambda: (run_dir / "result.json").exists(), 60, "the result")
     result = result_of(proj, run_dir.name)
     assert result["status"] == "completed" and "finished alone" in result["finalText"]
-    rows = {r["run_id"]: r for r in registry.status(include_completed=True, root=proj).rows}
+    rows = {r["run_id"]: r for r in reconcile.status(include_completed=True, root=proj).rows}
     assert rows[run_dir.name]["status"] == "completed"
     assert record("kill the launcher", proj, [run_dir.name], f"completed: {result['finalText']!r}") == []
 

@@ -241,7 +241,7 @@ def test_help_shows_the_usage(shell):
     ("", "the cell body is empty"),
     ("- preset: scout\n  task: read README.md\n- preset: scribe\n", r"item 2 \(line 3\) has no 'task'"),
     ("- preset: scout\n  task: x\n- just a string\n", r"item 2 \(line 3\) must be a mapping"),
-    ("- preset: scout\n  task: x\n  colour: red\n", r"item 1 \(line 1\) has unknown key\(s\) colour"),
+    ("- preset: scout\n  task: x\n  colour: red\n", r"item 1 \(line 1\): unknown key\(s\) colour; a task may have preset, task, model, cwd, name, timeout, files, resume"),
     ("- preset: scout\n  task: 12\n", r"item 1 \(line 1\): 'task' must be non-empty text, got 12"),
     ("- preset: scout\n  task: x\n\n- preset: scout\n  task: y\n  timeout: soon\n",
      r"item 2 \(line 4\): 'timeout' must be a positive number of seconds, got 'soon'"),
@@ -373,3 +373,25 @@ def test_the_usage_examples_of_subagents_are_valid_task_lists():
         tasks = magics.parse_task_list(example)
         assert [t["preset"] for t in tasks] == ["scout", "scribe"]
         assert tasks[1]["task"] == "write NOTES.md: hello" and tasks[1]["name"] == "writer"
+
+
+# -- issue 12: one task schema: files and resume everywhere they make sense ----------------------------------
+def test_files_and_resume_work_from_the_magics_and_the_yaml_body(shell, project):
+    (project / "notes.txt").write_text("the notes say 42\n")
+    first = shell.run_cell_magic("subagent", "scout --file notes.txt --name with-file", "say: read it\n")
+    assert first.status == "completed" and first.meta["files"] == ["notes.txt"]
+    assert "the notes say 42" in first.paths.prompt.read_text()
+
+    again = shell.run_line_magic("subagent", f"--resume {first.id[-6:]} --bg scout say: once more")
+    assert again.wait(60).status == "completed" and again.meta["resumedFrom"] == first.id
+
+    body = ("- preset: scout\n  task: 'say: from yaml'\n  files: [notes.txt]\n"
+            f"- preset: scout\n  task: 'say: resumed'\n  resume: {first.id}\n")
+    listed, resumed = cell(shell, "%%subagents -o both\n" + body).result
+    assert listed.status == "completed" and "the notes say 42" in listed.paths.prompt.read_text()
+    assert resumed.status == "completed" and resumed.meta["resumedFrom"] == first.id
+
+    with pytest.raises(UsageError, match=r"item 1 \(line 1\): 'files' must be a list of paths, got 'notes.txt'"):
+        magics.parse_task_list("- preset: scout\n  task: x\n  files: notes.txt\n")
+    with pytest.raises(nbsubagents.NbSubagentsError, match=r"Task 0: 'files' must be a list of paths"):
+        nbsubagents.run_parallel([{"preset": "scout", "task": "x", "files": "notes.txt"}])

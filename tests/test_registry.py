@@ -14,6 +14,8 @@ import pytest
 from nbsubagents import NbSubagentsError, registry
 
 from nbsubagents.child import procs
+from nbsubagents.lifecycle import reconcile
+from nbsubagents.lifecycle.handle import get_run
 from nbsubagents.child.artifacts import now_iso
 
 RESULT = {"status": "completed", "exitCode": 0, "stopReason": "stop", "errorMessage": None,
@@ -57,7 +59,7 @@ def make_run(root: Path, run_id: str, *, result: dict | None = None, supervisor:
 
 
 def rows(root: Path) -> dict[str, dict]:
-    with registry._connect(registry.db_path(root)) as conn:
+    with registry.connect(registry.db_path(root)) as conn:
         return {r["run_id"]: dict(r) for r in conn.execute("SELECT * FROM runs")}
 
 
@@ -83,7 +85,7 @@ def test_two_processes_registering_200_runs_each_at_once_lose_no_row(root):
     got = rows(root)
     assert len(got) == 400
     assert {r["status"] for r in got.values()} == {"running"}
-    with registry._connect(registry.db_path(root)) as conn:
+    with registry.connect(registry.db_path(root)) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
@@ -115,7 +117,7 @@ def test_reconcile_ingests_results_settles_lost_supervisors_and_leaves_starting_
     reused = make_run(root, "20260101-000007-gggggg", created_at=old,  # the pid lives on as another process
                       supervisor={"pid": live.pid, "startTicks": procs.process_start_ticks(live.pid) - 1})
     try:
-        still = registry.reconcile(root)
+        still = reconcile.reconcile(root)
         assert leftover.wait(10) == -9
     finally:
         live.kill()
@@ -143,12 +145,12 @@ def test_finished_while_away_is_announced_once_and_a_live_owners_run_is_left_to_
     mine = make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "endedAt": now_iso()},
                     launcher={"pid": me, "host": registry.HOST, "startTicks": procs.process_start_ticks(me)})
 
-    first = registry.announce_finished_while_away(root)
-    second = registry.announce_finished_while_away(root)
+    first = reconcile.announce_finished_while_away(root)
+    second = reconcile.announce_finished_while_away(root)
 
     assert [r["run_id"] for r in first] == [away.name] and second == []
     out = capsys.readouterr().err  # a notice outside a notebook goes to stderr
-    assert out.strip() == f"✓ background run scout {away.name} completed while away: All done."
+    assert out.strip() == f"✓ background run scout {away.name} completed while away: All done. second line"
     assert rows(root)[mine.name]["announced"] == 0  # its owner (this process) is alive: its watcher tells
     assert registry.claim(mine.name, registry.db_path(root)) is True
     assert registry.claim(mine.name, registry.db_path(root)) is False
@@ -176,7 +178,7 @@ def test_prefixes_resolve_uniquely_or_say_what_matched(root):
     make_run(root, "20260101-000001-aaaaaa")
     make_run(root, "20260101-000002-bbbbbb")
     assert registry.resolve("20260101-000001")["run_id"] == "20260101-000001-aaaaaa"
-    assert registry.get_run("20260101-000002-b").id == "20260101-000002-bbbbbb"
+    assert get_run("20260101-000002-b").id == "20260101-000002-bbbbbb"
     with pytest.raises(NbSubagentsError, match="ambiguous: it matches 20260101-000001-aaaaaa, 20260101-000002-bbbbbb"):
         registry.resolve("2026")
     with pytest.raises(NbSubagentsError, match='No run "2027"'):
@@ -190,7 +192,7 @@ def test_prefixes_resolve_uniquely_or_say_what_matched(root):
 def test_status_table_text_html_and_frame(root):
     make_run(root, "20260101-000001-aaaaaa", result=RESULT, name="<scout>")
     make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "status": "failed", "errorMessage": "pi exploded"})
-    st = registry.status(include_completed=True, announce=False)
+    st = reconcile.status(include_completed=True, announce=False)
     text = repr(st).splitlines()
     assert text[0] == "0 running · 1 completed · 1 failed · 0 aborted · 2 total"
     assert text[1].split() == ["RUN", "ID", "NAME", "STATUS", "MODEL", "STARTED", "TOOK", "TASK", "RESULT"]
@@ -202,14 +204,14 @@ def test_status_table_text_html_and_frame(root):
     assert list(frame.index) == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb"]
     assert frame.loc["20260101-000002-bbbbbb", "status"] == "failed"
     assert str(frame["ended_at"].dtype).startswith("datetime")
-    assert repr(registry.status(announce=False)).endswith("no active runs")
-    one = repr(registry.status("20260101-000002", announce=False))
+    assert repr(reconcile.status(announce=False)).endswith("no active runs")
+    one = repr(reconcile.status("20260101-000002", announce=False))
     assert one.splitlines()[0] == "run 20260101-000002-bbbbbb" and "  error        pi exploded" in one
 
 
 def test_status_of_a_folder_without_runs_creates_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    st = registry.status(include_completed=True)
+    st = reconcile.status(include_completed=True)
     assert st.counts["total"] == 0 and st.rows == [] and list(tmp_path.iterdir()) == []
 
 
@@ -260,12 +262,12 @@ def test_a_prefix_of_the_random_tail_finds_a_run(root):
     make_run(root, "20260101-000001-a17f00", result=RESULT)
     make_run(root, "20260101-000002-a18f00", result=RESULT)
     make_run(root, "20260101-000003-b17f00", result=RESULT, register=False)  # on disk only
-    assert registry.get_run("a17").id == "20260101-000001-a17f00"
-    assert registry.status("a17f").run_id == "20260101-000001-a17f00"
-    assert registry.get_run("b17").id == "20260101-000003-b17f00"
+    assert get_run("a17").id == "20260101-000001-a17f00"
+    assert reconcile.status("a17f").run_id == "20260101-000001-a17f00"
+    assert get_run("b17").id == "20260101-000003-b17f00"
     with pytest.raises(NbSubagentsError, match='"a1" is ambiguous: it matches 20260101-000001-a17f00, '
                                                '20260101-000002-a18f00'):
-        registry.get_run("a1")
+        get_run("a1")
 
 
 def test_settlers_racing_on_a_lost_run_leave_one_whole_result_and_no_temporary_file(tmp_path):

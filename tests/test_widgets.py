@@ -23,7 +23,7 @@ from nbclient import NotebookClient
 import nbsubagents
 from nbsubagents import config
 from nbsubagents.lifecycle import handle as runner
-from nbsubagents.ui import style
+from nbsubagents import style
 from nbsubagents.ui.display import VIEW_MIME, choose_renderer, run_mimebundle
 from nbsubagents.child.events import iter_stream
 from nbsubagents.child.formatter import ProgressFormatter, ProgressLine

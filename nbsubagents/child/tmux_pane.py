@@ -16,6 +16,15 @@ from pathlib import Path
 from .artifacts import RunPaths, read_json
 
 
+def socket_name(run_id: str) -> str:
+    """The tmux server (``-L``) of a run: one per run, so its pane gets exactly the kernel's environment."""
+    return f"nbsubagents-{run_id}"
+
+
+def attach_command(run_id: str) -> str:
+    return f"tmux -L {socket_name(run_id)} attach"
+
+
 def pane_main(run_dir: str) -> int:
     """Runs in the tmux pane: start the supervisor, print the transcript as it grows, then the end."""
     paths = RunPaths(Path(run_dir))

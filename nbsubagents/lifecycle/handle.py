@@ -7,21 +7,24 @@ kernel, after a restart) are the same kind of object.
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..child import artifacts
 from ..child.artifacts import RunPaths, TERMINAL, atomic_write_json, now_iso, read_json
 from ..config import NbSubagentsError, find_pi, project_root, settings
 from ..child.formatter import ProgressFormatter
-from ..ui.renderers import NullRenderer, Renderer
+if TYPE_CHECKING:
+    from ..ui.renderers import Renderer
+    from .launch import Process
+from . import settle
+from .spec import TaskSpec, as_spec, check_cwd, check_task, check_timeout
+
+SUPERVISOR_START_TIMEOUT = 10.0  # seconds cancel() waits for a starting supervisor's SIGTERM handler
 
 
 class Run:
@@ -30,12 +33,11 @@ class Run:
     def __init__(self, run_dir: str | Path, meta: dict[str, Any] | None = None) -> None:
         self.paths = RunPaths(Path(run_dir))
         self.meta: dict[str, Any] = meta if meta is not None else (read_json(self.paths.meta) or {})
-        self._proc: subprocess.Popen[bytes] | None = None
+        self.process: Process | None = None  # the supervisor this process started (lifecycle.launch)
         self._result: dict[str, Any] | None = None
         self._tail = artifacts.EventTail(self.paths.events)
         self._formatter = ProgressFormatter(self.meta.get("cwd"))
         self.counts: dict[str, int] | None = None  # the registry's counts when nbsubagents.start() returned
-        self._cancel_requested = False
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -67,7 +69,7 @@ class Run:
     def result(self) -> dict[str, Any] | None:
         """The parsed result.json once the run is terminal, else None."""
         if self._result is None:
-            self._result = read_json(self.paths.result)
+            self._result = read_json(self.paths.result) or settle.unwritten(self.paths)
         return self._result
 
     @property
@@ -75,7 +77,7 @@ class Run:
         result = self.result
         if result is not None:
             return result.get("status", "failed")
-        if self._proc is None and not self.paths.supervisor.exists():
+        if self.process is None and not self.paths.supervisor.exists():
             return "queued"
         return "running"
 
@@ -132,13 +134,13 @@ class Run:
         while not self.done:
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            if self._proc is not None:
+            if self.process is not None:
                 try:
-                    self._proc.wait(interval)
+                    self.process.wait(interval)
                 except subprocess.TimeoutExpired:
                     pass
-                if self._proc.poll() is not None and self.result is None:
-                    self._write_lost_supervisor_result()
+                if self.process.poll() is not None and self.result is None:
+                    settle.lost(self.paths, self.meta, exit_code=self.process.returncode)
             else:
                 time.sleep(interval)
         if self.done:
@@ -154,24 +156,28 @@ class Run:
         """Ask the supervisor to abort the child (SIGTERM, SIGKILL after 5 s); False if already done."""
         if self.done:
             return False
-        if self._proc is not None:
-            self._cancel_requested = True
-            if self._proc.poll() is None:
-                # Until supervisor.json exists the supervisor has no SIGTERM handler yet: a signal
-                # then would kill it instead of letting it record the abort.
-                while self._proc.poll() is None and not self.paths.supervisor.exists():
+        if self.process is not None:
+            settle.request_cancel(self.paths)  # first: a supervisor that dies without a result ends "aborted"
+            if self.process.poll() is None:
+                # Until supervisor.json exists the supervisor has no SIGTERM handler yet: a signal then would
+                # kill it instead of letting it record the abort. The wait is bounded: a supervisor that does
+                # not get there in time is ended all the same, and settled as cancelled.
+                deadline = time.monotonic() + SUPERVISOR_START_TIMEOUT
+                while (self.process.poll() is None and not self.paths.supervisor.exists()
+                       and time.monotonic() < deadline):
                     time.sleep(0.01)
-                if self._proc.poll() is None:
-                    self._proc.send_signal(signal.SIGTERM)
+                if self.process.poll() is None:
+                    self.process.send_signal(signal.SIGTERM)
             return True
         info = read_json(self.paths.supervisor)
         if info is None and (self.paths.dir / "supervisor.log").exists():
             info = self._await_supervisor()  # launched by another process and still starting
         if info and _same_process(info.get("pid"), info.get("startTicks")):
+            settle.request_cancel(self.paths)
             os.kill(int(info["pid"]), signal.SIGTERM)
             return True
         if self.status == "queued":
-            self._write_result("aborted", "cancelled before it started")
+            settle.never_ran(self.paths, self.meta, "aborted", "cancelled before it started")
             _note(self)
             return True
         return False
@@ -186,64 +192,22 @@ class Run:
             time.sleep(0.05)
         return None
 
-    def _launch(self) -> None:
-        _note(self, status="running")  # before the start: an interrupt right after it finds the handle set
-        if self.meta.get("runner") == "tmux":
-            from .tmux import launch
-            self._proc = launch(self)  # type: ignore[assignment]  # a Popen look-alike
-        else:
-            log = open(self.paths.dir / "supervisor.log", "ab")
-            with log:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "nbsubagents.child.supervisor", str(self.paths.dir)],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                    cwd=self.meta.get("cwd"))
+    def launch(self) -> None:
+        """Start the run's supervisor through its launcher (``meta["runner"]``: process or tmux)."""
+        from .launch import launcher_for
 
-    def _pump(self, renderer: Renderer) -> None:
+        _note(self, status="running")  # before the start: an interrupt right after it finds the handle set
+        self.process = launcher_for(self.meta.get("runner")).start(self)
+
+    def refresh(self) -> Run:
+        """Read ``result.json`` again on the next look (it may have appeared since)."""
+        self._result = None
+        return self
+
+    def pump(self, renderer: Renderer) -> None:
+        """Feed the run's new events, with the formatter's words for each, to ``renderer``."""
         for event in self._tail.read_new():
             renderer.event(self, event, self._formatter.format(event))
-
-    def _write_result(self, status: str, message: str, *, lost: bool = False) -> None:
-        """A result for a run whose supervisor never ran (now, 0 s) or died (``lost``): keeps the registry truthful.
-
-        A lost run keeps its real start (``supervisor.json``, else ``meta.json``) and ends at its last event,
-        the last evidence that it was alive, not at the moment someone noticed.
-        """
-        if self.paths.result.exists():
-            return
-        try:
-            os.unlink(self.paths.dir / ".result-reserve")  # a dead supervisor's reserved space (supervisor.RESERVE)
-        except OSError:
-            pass
-        now = time.time()
-        started = ended = now
-        if lost:
-            sup = read_json(self.paths.supervisor) or {}
-            started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(self.meta.get("createdAt")) \
-                or now
-            ended = max(started, artifacts.last_event_time(self.paths.events) or started)
-        record = artifacts.result_record(
-            self.id, status, error=message, started_at=artifacts.iso(started), ended_at=artifacts.iso(ended),
-            duration=round(ended - started, 3))
-        try:
-            atomic_write_json(self.paths.result, record, exclusive=True)  # another settler may have been first
-        except OSError as exc:  # a full or read-only disk: this process still knows the truth
-            import warnings
-            warnings.warn(f"nbsubagents: could not write {self.paths.result} ({exc.strerror or exc}); "
-                          f"run {self.id} is {status} in this process only", RuntimeWarning, stacklevel=2)
-            self._result = record
-            return
-        self._result = None
-
-    def _write_lost_supervisor_result(self) -> None:
-        from ..child.procs import kill_run_processes
-        kill_run_processes(self.id)  # pi outlives a killed supervisor: its leftovers go too
-        code = self._proc.returncode if self._proc is not None else None
-        if self._cancel_requested:
-            self._write_result("aborted", "cancelled", lost=True)
-        else:
-            self._write_result("failed", f"interrupted: supervisor exited without a result (exit code {code})",
-                               lost=True)
 
     # -- representations ----------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -282,6 +246,15 @@ class Run:
         return report([self], path, format=format)
 
 
+def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:
+    """The ``Run`` of an id or unique prefix: this process's own handle when it watches the run."""
+    from .. import registry
+    from . import watcher
+
+    row = registry.resolve(id_or_prefix, root)
+    return watcher.get(row["run_id"]) or Run(row["run_dir"])
+
+
 def _note(run: Run, **kwargs: Any) -> None:
     """Keep the run's registry row current; a registry problem never fails a run."""
     from .. import registry
@@ -294,70 +267,12 @@ def _same_process(pid: Any, start_ticks: Any) -> bool:
 
 
 # -- preparing runs -----------------------------------------------------------------------------
-@dataclass
-class TaskSpec:
-    """One task of a call, before it becomes a run."""
-
-    preset: str
-    task: str
-    model: str | None = None
-    cwd: str | None = None
-    name: str | None = None
-    timeout: float | None = None
-    files: list[Any] | None = None
-    resume: str | None = None
-
-
-def _as_spec(item: Any, index: int) -> TaskSpec:
-    if isinstance(item, TaskSpec):
-        return item
-    get = item.get if isinstance(item, Mapping) else (lambda k, d=None: getattr(item, k, d))
-    known = {"preset", "task", "model", "cwd", "name", "timeout", "files", "resume"}
-    if isinstance(item, Mapping):
-        unknown = set(item) - known
-        if unknown:
-            raise NbSubagentsError(f"Task {index}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                                   f"a task may have {', '.join(sorted(known))}")
-    preset, task = get("preset"), get("task")
-    if not isinstance(preset, str) or not preset:
-        raise NbSubagentsError(f"Task {index}: 'preset' must be a preset name, got {preset!r}")
-    return TaskSpec(preset=preset, task=task, model=get("model"), cwd=get("cwd"), name=get("name"),
-                    timeout=get("timeout"), files=get("files"), resume=get("resume"))
-
-
-def _check_task(task: Any) -> str:
-    if not isinstance(task, str):
-        raise NbSubagentsError(f"The task must be a string (what the sub-agent should do), got {type(task).__name__}")
-    if not task.strip():
-        raise NbSubagentsError("The task is empty: say what the sub-agent should do")
-    return task
-
-
-def _check_cwd(cwd: str | Path | None) -> Path:
-    path = Path(cwd).expanduser() if cwd is not None else Path.cwd()
-    if cwd is not None and ".." in Path(cwd).parts:
-        raise NbSubagentsError(f"cwd {str(cwd)!r} contains '..': give the directory without parent references")
-    if not path.exists():
-        raise NbSubagentsError(f"cwd {str(path)!r} does not exist: give an existing directory")
-    if not path.is_dir():
-        raise NbSubagentsError(f"cwd {str(path)!r} is not a directory: give a directory")
-    return path.resolve()
-
-
-def _check_timeout(timeout: Any, default: float | None = None) -> float:
-    value = (settings.timeout if default is None else default) if timeout is None else timeout
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise NbSubagentsError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
-    return float(value)
-
-
 class RunDirError(NbSubagentsError):
     """The run directory cannot be created or written: a problem of the call, not of one task."""
 
 
 def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
     """The earlier run, and its transcript when it left no session file to continue."""
-    from ..registry import get_run
     earlier = get_run(run_id, root)
     if not earlier.done:
         raise NbSubagentsError(f"Run {earlier.id} is still running: wait for it (or cancel it) before resuming it")
@@ -403,11 +318,11 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     from ..models import choose_model
     from ..pi_args import build_argv
 
-    task = _check_task(spec.task)
-    cwd = _check_cwd(spec.cwd)
+    task = check_task(spec.task)
+    cwd = check_cwd(spec.cwd)
     current = config.current(cwd)
     preset = preset_mod.get(spec.preset, cwd)
-    timeout = _check_timeout(spec.timeout if spec.timeout is not None else preset.timeout, current.timeout)
+    timeout = check_timeout(spec.timeout if spec.timeout is not None else preset.timeout, current.timeout)
     pi = find_pi(cwd)
     choice = choose_model(spec.model, preset.name, preset.model, pi)
     root = project_root(cwd)
@@ -462,7 +377,7 @@ def _launcher() -> dict[str, Any]:
 def _spec_root(spec: TaskSpec) -> Path:
     """The project of a task whose own checks failed: its cwd's when that is a directory, else the current one."""
     try:
-        return project_root(_check_cwd(spec.cwd))
+        return project_root(check_cwd(spec.cwd))
     except NbSubagentsError:
         return project_root()
 
@@ -479,7 +394,7 @@ def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int, 
     run = Run(run_dir, meta)
     try:
         atomic_write_json(RunPaths(run_dir).meta, meta)
-        run._write_result("failed", str(error))
+        settle.never_ran(run.paths, meta, "failed", str(error))
     except OSError as exc:
         raise _write_error(run_dir, exc) from None
     if note:
@@ -494,7 +409,9 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
     A KeyboardInterrupt (a kernel interrupt) cancels every active run and marks queued ones
     aborted, then waits for the supervisors to record it: no child outlives the cell.
     """
-    renderer = renderer or NullRenderer()
+    if renderer is None:
+        from ..ui.renderers import NullRenderer
+        renderer = NullRenderer()
     renderer.start(runs)
     interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
     queued = [r for r in runs if r.status == "queued"]
@@ -510,12 +427,12 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
                     _note(run, announced=True)
                     renderer.end(run)
                     continue
-                run._launch()
+                run.launch()
                 active.append(run)
             active = _poll_active(active, renderer, interval)
     except KeyboardInterrupt:
         for run in queued:
-            run._write_result("aborted", "cancelled before it started: the cell was interrupted")
+            settle.never_ran(run.paths, run.meta, "aborted", "cancelled before it started: the cell was interrupted")
             _note(run, announced=True)
             renderer.end(run)
         for run in active:
@@ -533,18 +450,18 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
 def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list[Run]:
     still = []
     for run in active:
-        run._pump(renderer)
-        proc = run._proc
+        run.pump(renderer)
+        proc = run.process
         if proc is not None and proc.poll() is not None:
-            run._pump(renderer)
+            run.pump(renderer)
             if run.result is None:
-                run._write_lost_supervisor_result()
+                settle.lost(run.paths, run.meta, exit_code=proc.returncode)
             _note(run, announced=True)  # seen in its cell: no notice later
             renderer.end(run)
         else:
             still.append(run)
     if still:
-        first = still[0]._proc
+        first = still[0].process
         try:
             if first is not None:
                 first.wait(interval)
@@ -564,7 +481,7 @@ def build_runs(items: Iterable[Any], *, mode: str) -> list[Run]:
     import uuid
 
     group = uuid.uuid4().hex[:12]
-    specs = [_as_spec(item, index) for index, item in enumerate(items)]
+    specs = [as_spec(item, index) for index, item in enumerate(items)]
     runs: list[Run] = []
     try:
         for index, spec in enumerate(specs):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..child.formatter import ProgressFormatter
-from ..ui.style import filesize
+from ..style import filesize
 
 if TYPE_CHECKING:
     import pandas

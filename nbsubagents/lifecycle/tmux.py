@@ -14,7 +14,6 @@ own, older environment). The kernel waits on ``result.json`` through ``TmuxProce
 
 from __future__ import annotations
 
-import codecs
 import os
 import shutil
 import signal
@@ -25,8 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..child import procs
+from ..child.tmux_pane import attach_command, socket_name  # noqa: F401 - the session naming is the pane's
 from ..child.artifacts import RunPaths, read_json
 from ..config import NbSubagentsError
+from . import settle
 
 if TYPE_CHECKING:
     from .handle import Run
@@ -43,17 +44,9 @@ def require_tmux() -> str:
     return found
 
 
-def socket_name(run_id: str) -> str:
-    return f"nbsubagents-{run_id}"
-
-
 def socket_path(run_id: str) -> Path:
     """Where tmux puts the socket of a run's server (``$TMUX_TMPDIR`` or /tmp, then ``tmux-<uid>``)."""
     return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / socket_name(run_id)
-
-
-def attach_command(run_id: str) -> str:
-    return f"tmux -L {socket_name(run_id)} attach"
 
 
 class TmuxProcess:
@@ -153,6 +146,6 @@ def launch(run: Run) -> TmuxProcess:
         error, pane, socket = str(exc), "", ""
     handle = TmuxProcess(tmux, run.id, run.paths, int(pane) if pane.isdigit() else None, socket or None)
     if error is not None:
-        run._write_result("failed", f"tmux could not start the run's session: {error}")
+        settle.never_ran(run.paths, run.meta, "failed", f"tmux could not start the run's session: {error}")
         handle._finish(1)
     return handle

@@ -4,8 +4,10 @@ Every ``POLL`` seconds it feeds new ``events.jsonl`` lines of each watched run t
 renderer (the launching cell's panel) and looks for ``result.json``. When a run ends it ingests
 the result into the registry, ends the renderer, and, if this process wins the atomic claim,
 emits the run's one completion notice to the notice handlers (a status bar subscribes; the
-default handler prints a line); then it calls the run's ``on_done(run)``. Nothing it calls can
-stop it: exceptions are reported on stderr. No cell is ever executed.
+default handler prints a line); then it calls the run's ``on_done(run)``. What it prints for a run
+(text progress, the notice, on_done's prints) goes to the cell that launched the run, never into
+whichever cell happens to be running (ipykernel's per-thread parent). Nothing it calls can stop it:
+exceptions are reported on stderr. No cell is ever executed.
 
 The thread starts with the first ``watch()`` and ends when nothing is left to watch (or on
 ``stop()``, which sets its ``threading.Event``).
@@ -18,11 +20,14 @@ import sys
 import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .. import registry
-from ..ui.style import glyph, shorten
+from . import reconcile
+from . import settle as settling  # `settle()` below is the watcher's own
+from ..style import glyph, shorten
 
 if TYPE_CHECKING:
     from ..ui.renderers import Renderer
@@ -135,10 +140,39 @@ def _report(message: str) -> None:
         pass
 
 
+def _cell_parent() -> dict[str, Any] | None:
+    """The header of the cell running now (ipykernel's output streams know it), else None."""
+    parent = getattr(sys.stdout, "parent_header", None)
+    return dict(parent) if isinstance(parent, dict) and parent.get("msg_id") else None
+
+
+@contextmanager
+def _in_cell(parent: dict[str, Any] | None) -> Iterator[None]:
+    """Attribute what this thread prints to the cell ``parent`` (the one that launched the run), not to
+    whichever cell happens to run: ipykernel's streams take a per-thread parent."""
+    tokens = []
+    if parent:
+        for stream in (sys.stdout, sys.stderr):
+            if hasattr(stream, "set_thread_parent"):
+                try:
+                    tokens.append((stream, stream.set_thread_parent(parent)))
+                except Exception:  # another kernel's stream: output goes where it would have gone
+                    pass
+    try:
+        yield
+    finally:
+        for stream, token in reversed(tokens):
+            try:
+                stream.reset_thread_parent(token)
+            except Exception:
+                pass
+
+
 class _Entry:
     def __init__(self, run: Run, renderer: Renderer | None, on_done: Callable[[Run], Any] | None,
                  quiet: bool = False) -> None:
         self.run = run
+        self.parent = _cell_parent()  # the launching cell: its progress lines and notice go there
         self.quiet = quiet
         self.renderer = renderer
         self.on_done = on_done
@@ -206,7 +240,8 @@ class Watcher:
                     return
             for entry in entries:
                 try:
-                    finished = self._step(entry)
+                    with _in_cell(entry.parent):
+                        finished = self._step(entry)
                     entry.failing = False
                 except Exception:
                     if not entry.failing:
@@ -224,45 +259,45 @@ class Watcher:
         if not run.dir.is_dir():
             return True  # deleted under us: nothing left to follow
         if entry.renderer is not None:
-            run._pump(entry.renderer)
+            run.pump(entry.renderer)
         if run.paths.result.exists():
             self._finish(entry)
             return True
         if not entry.seen_supervisor and run.paths.supervisor.exists():
             entry.seen_supervisor = True
             registry.note(run, status="running")  # its supervisor pid and start time
-        proc = run._proc
+        proc = run.process
         if proc is not None:
             if proc.poll() is None:
                 return False
             if not run.paths.result.exists():  # it writes result.json before it exits
-                registry.settle_lost(run, f"{registry.LOST} (exit code {proc.returncode})")
+                settling.lost(run.paths, run.meta, exit_code=proc.returncode)
             self._finish(entry)
             return True
         now = time.monotonic()
         if now >= entry.next_check:  # a supervisor of another process: is it still there?
             entry.next_check = now + CHECK_EVERY
-            if registry.check(run.dir) == "ended":
+            if reconcile.check(run.dir) == "ended":
                 self._finish(entry)
                 return True
         return False
 
     def _finish(self, entry: _Entry) -> None:
         run = entry.run
-        run._result = None
-        if run._proc is not None:
+        run.refresh()
+        if run.process is not None:
             try:
-                run._proc.wait(5)  # reap it: it exits right after writing result.json
+                run.process.wait(5)  # reap it: it exits right after writing result.json
             except Exception:
                 pass
         renderer = entry.renderer
         if renderer is not None:
-            _safely(run._pump, renderer)
+            _safely(run.pump, renderer)
         row = None
         won = False
         try:
             row = registry.record(run)
-            won = row is not None and registry.claim(run.id, registry._db_of(run.dir))
+            won = row is not None and registry.claim(run.id, registry.db_of(run.dir))
         except Exception:
             _report(f"nbsubagents: the registry could not record the end of run {run.id}")
         if renderer is not None:

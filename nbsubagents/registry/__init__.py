@@ -6,13 +6,11 @@ short statement (or one ``BEGIN IMMEDIATE`` transaction) per write. The run dire
 source of truth; ``rebuild()`` recreates every row from them, and a process's first use adds the
 directories it finds without a row.
 
-``reconcile()`` makes rows truthful after kernels came and went: a run whose ``result.json`` exists
-is ingested; one whose supervisor is gone (pid *and* start time, zombies count as gone) without a
-result is recorded ``failed`` (``interrupted: supervisor exited without a result``) in its run
-directory too, after its leftover processes are killed; a live one can get a watcher back.
-
-A completion is announced once per run across processes: ``claim()`` is an atomic
-``UPDATE ... WHERE announced = 0``, and only the process that wins it announces.
+Storage only: it knows neither ``Run`` nor the watcher and prints nothing. Settling, taking over and
+announcing are ``nbsubagents.lifecycle.reconcile``'s; this module gives it the atomic steps: a guarded
+``upsert`` (a terminal row never goes back to active), ``claim()`` (an atomic ``UPDATE ... WHERE
+announced = 0``: exactly one process announces a run's end) and ``take_over()``. ``snapshot()`` and
+``Status`` are pure reads of rows.
 
 Standard library only; pandas is imported by ``Status.to_frame()`` alone.
 """
@@ -34,24 +32,18 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..child import artifacts
 from ..child import procs
-from ..ui.style import shorten
+from ..style import shorten
 from ..child.artifacts import TERMINAL, RunPaths, now_iso, read_json
 from ..config import NbSubagentsError, project_root
 
 if TYPE_CHECKING:
     import pandas
 
-    from ..lifecycle.handle import Run
-
-__all__ = ["Status", "status", "counts", "reconcile", "rebuild", "get_run", "resolve",
-           "announce_finished_while_away", "db_path"]
+__all__ = ["Status", "snapshot", "counts", "rebuild", "resolve", "record", "note", "claim", "take_over", "db_path"]
 
 SCHEMA_VERSION = 1
 ACTIVE = ("queued", "running")
-STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
-AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
-LOST = "interrupted: supervisor exited without a result"
 
 # (column, SQL type); the order is the table's.
 COLUMNS: list[tuple[str, str]] = [
@@ -95,7 +87,6 @@ _UPSERT = (
 
 _ready: set[Path] = set()
 _loaded: set[Path] = set()   # projects whose directories this process has synced
-_first: set[Path] = set()    # projects this process has announced "finished while away" for
 _lock = threading.Lock()
 _warned = False
 HOST = os.uname().nodename
@@ -108,7 +99,7 @@ def db_path(root: str | Path | None = None) -> Path:
     return artifacts.runs_dir(base).parent / "registry.sqlite"
 
 
-def _db_of(run_dir: Path) -> Path:
+def db_of(run_dir: Path) -> Path:
     return Path(run_dir).parent.parent / "registry.sqlite"  # <root>/.pi/subagents/runs/<id>
 
 
@@ -160,7 +151,7 @@ def _init_schema(conn: sqlite3.Connection) -> None:
             time.sleep(0.05)
 
 
-def _connect(db: Path) -> _Connection:
+def connect(db: Path) -> _Connection:
     return _Connection(db)
 
 
@@ -231,11 +222,11 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
 def upsert(db: Path, row: dict[str, Any], *, announced: bool = False) -> None:
     """Insert or update one row (keyed by run_id); a terminal row is never taken back to active."""
     values = {**row, "announced": 1 if announced else 0, "updated_at": now_iso()}
-    with _connect(db) as conn:
+    with connect(db) as conn:
         conn.execute(_UPSERT, [values.get(n) for n in NAMES])
 
 
-def record(run: Run | str | Path, *, status: str | None = None, announced: bool = False) -> dict[str, Any] | None:
+def record(run: Any, *, status: str | None = None, announced: bool = False) -> dict[str, Any] | None:
     """Write the row of a run from its directory (``status`` overrides what the directory says)."""
     run_dir = Path(run.dir) if not isinstance(run, (str, Path)) else Path(run)
     row = row_from_dir(run_dir)
@@ -243,11 +234,11 @@ def record(run: Run | str | Path, *, status: str | None = None, announced: bool 
         return None
     if status is not None and row["status"] not in TERMINAL:
         row["status"] = status
-    upsert(_db_of(run_dir), row, announced=announced)
+    upsert(db_of(run_dir), row, announced=announced)
     return row
 
 
-def note(run: Run, *, status: str | None = None, announced: bool = False) -> None:
+def note(run: Any, *, status: str | None = None, announced: bool = False) -> None:
     """``record()`` that never fails a run: a registry problem is a warning (rebuild() repairs it)."""
     global _warned
     try:
@@ -255,7 +246,7 @@ def note(run: Run, *, status: str | None = None, announced: bool = False) -> Non
     except (sqlite3.Error, OSError) as exc:
         if not _warned:
             _warned = True
-            warnings.warn(f"nbsubagents: the run registry {_db_of(run.dir)} could not be written ({exc}); "
+            warnings.warn(f"nbsubagents: the run registry {db_of(run.dir)} could not be written ({exc}); "
                           "runs still work, and nbsubagents.registry.rebuild() recreates it from the run "
                           "directories", RuntimeWarning, stacklevel=2)
 
@@ -263,7 +254,7 @@ def note(run: Run, *, status: str | None = None, announced: bool = False) -> Non
 def claim(run_id: str, root_or_db: Path) -> bool:
     """Atomically take the right to announce a run's end; True for exactly one caller, ever."""
     db = root_or_db if root_or_db.suffix == ".sqlite" else db_path(root_or_db)
-    with _connect(db) as conn:
+    with connect(db) as conn:
         return conn.execute("UPDATE runs SET announced = 1 WHERE run_id = ? AND announced = 0",
                             (run_id,)).rowcount == 1
 
@@ -271,7 +262,7 @@ def claim(run_id: str, root_or_db: Path) -> bool:
 def take_over(db: Path, row: dict[str, Any]) -> bool:
     """Become the owner (watcher) of a run whose owner is gone; only one process wins."""
     me = os.getpid()
-    with _connect(db) as conn:
+    with connect(db) as conn:
         return conn.execute(
             "UPDATE runs SET owner_pid = ?, owner_ticks = ?, owner_host = ? WHERE run_id = ? "
             "AND owner_pid IS ? AND owner_ticks IS ?",
@@ -279,8 +270,8 @@ def take_over(db: Path, row: dict[str, Any]) -> bool:
              row.get("owner_ticks"))).rowcount == 1
 
 
-def _fetch(db: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
-    with _connect(db) as conn:
+def fetch(db: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
+    with connect(db) as conn:
         return [dict(r) for r in conn.execute(sql, tuple(args))]
 
 
@@ -290,7 +281,7 @@ def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[st
     out = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
     if not db.exists():
         return out
-    with _connect(db) as conn:
+    with connect(db) as conn:
         for status_, n in conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status"):
             key = "running" if status_ in ACTIVE else status_
             out[key] = out.get(key, 0) + n
@@ -299,69 +290,13 @@ def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[st
 
 
 # -- keeping rows truthful ------------------------------------------------------------------------
-def _age(iso: str | None) -> float:
+def age(iso: str | None) -> float:
     if not iso:
         return float("inf")
     try:
         return time.time() - datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return float("inf")
-
-
-def _owner_alive(row: dict[str, Any]) -> bool:
-    host = row.get("owner_host")
-    if host and host != HOST:
-        return True  # another machine's process: not ours to judge
-    return procs.alive(row.get("owner_pid"), row.get("owner_ticks"))
-
-
-def settle_lost(run: Run, message: str = LOST) -> None:
-    """A run whose supervisor died without a result: kill what it left, then record it failed."""
-    procs.kill_run_processes(run.id)
-    run._write_result("failed", message, lost=True)
-    run._result = None
-
-
-def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
-    """Settle one non-terminal run: "ended" (ingested), "live" (supervisor up) or "starting"/"owned"."""
-    from ..lifecycle.handle import Run
-
-    paths = RunPaths(Path(run_dir))
-    row = row or row_from_dir(paths.dir) or {}
-    if paths.result.exists():
-        record(paths.dir)
-        return "ended"
-    if row.get("host") and row["host"] != HOST:
-        return "owned"  # started on another machine sharing this folder
-    sup = read_json(paths.supervisor)
-    if sup and sup.get("pid") is not None:
-        if procs.alive(sup.get("pid"), sup.get("startTicks")):
-            if row.get("supervisor_pid") is None or row.get("status") != "running":
-                record(paths.dir)
-            return "live"
-        if not paths.result.exists():  # it writes result.json before it exits
-            settle_lost(Run(paths.dir))
-        record(paths.dir)
-        return "ended"
-    # No supervisor yet: starting, queued in a live process's drive, or never launched.
-    launched = paths.dir / "supervisor.log"
-    try:
-        launch_age = time.time() - launched.stat().st_mtime
-    except OSError:
-        launch_age = float("inf")
-    meta = read_json(paths.meta) or {}
-    if min(_age(meta.get("createdAt")), launch_age) < STARTING_GRACE:
-        return "starting"
-    launcher = meta.get("launcher") or {}
-    if procs.alive(launcher.get("pid"), launcher.get("startTicks")):
-        return "owned"
-    run = Run(paths.dir)
-    if launched.exists():
-        settle_lost(run)
-    else:
-        run._write_result("aborted", "cancelled before it started: the process that queued it exited")
-    record(paths.dir)
-    return "ended"
 
 
 def _sync_dirs(db: Path) -> None:
@@ -372,7 +307,7 @@ def _sync_dirs(db: Path) -> None:
         names = {e.name for e in os.scandir(base) if e.is_dir() and valid_run_id(e.name)}
     except OSError:
         names = set()
-    known = {r["run_id"]: r["run_dir"] for r in _fetch(db, "SELECT run_id, run_dir FROM runs")}
+    known = {r["run_id"]: r["run_dir"] for r in fetch(db, "SELECT run_id, run_dir FROM runs")}
     known_names = {Path(d).name for d in known.values()}
     for name in sorted(names - known_names):
         row = row_from_dir(base / name)
@@ -380,78 +315,22 @@ def _sync_dirs(db: Path) -> None:
             upsert(db, row, announced=row["status"] in TERMINAL)  # history, not news
     gone = [rid for rid, d in known.items() if Path(d).name not in names and not Path(d).is_dir()]
     if gone:
-        with _connect(db) as conn:
+        with connect(db) as conn:
             conn.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
 
 
-def _ensure_loaded(db: Path) -> None:
+def forget_loaded() -> None:
+    """Forget which projects this process has synced (the next read syncs again)."""
+    with _lock:
+        _loaded.clear()
+
+
+def ensure_loaded(db: Path) -> None:
     with _lock:
         if db in _loaded:
             return
         _loaded.add(db)
     _sync_dirs(db)
-
-
-def _in_kernel() -> bool:
-    return "ipykernel" in sys.modules
-
-
-def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -> list[Run]:
-    """Settle every active row; returns the runs still live. With ``reattach`` (default: in a
-    kernel) live runs whose owner process is gone get this process's watcher."""
-    from ..lifecycle.handle import Run
-
-    db = db_path(root)
-    if not db.exists() and not db.parent.joinpath("runs").is_dir():
-        return []
-    _ensure_loaded(db)
-    reattach = _in_kernel() if reattach is None else reattach
-    live = []
-    for row in _fetch(db, "SELECT * FROM runs WHERE status IN ('queued', 'running')"):
-        try:
-            verdict = check(Path(row["run_dir"]), row)
-        except OSError:
-            continue
-        if verdict != "live":
-            continue
-        run = Run(row["run_dir"])
-        live.append(run)
-        if reattach and not _owner_alive(row) and take_over(db, row):
-            from ..lifecycle import watcher
-            watcher.watch(run)
-    return live
-
-
-def announce_finished_while_away(root: str | Path | None = None) -> list[dict[str, Any]]:
-    """Announce (once, across processes) runs that ended while no process watched them."""
-    db = db_path(root)
-    if not db.exists():
-        return []
-    reconcile(root)
-    claimed = []
-    for row in _fetch(db, f"SELECT * FROM runs WHERE announced = 0 AND status IN {_TERMINAL_SQL} "
-                          "ORDER BY ended_at"):
-        if _owner_alive(row) and _age(row.get("ended_at")) < AWAY_GRACE:
-            continue  # its own watcher announces it
-        if claim(row["run_id"], db):
-            row["announced"] = 1
-            claimed.append(row)
-    if claimed:
-        from ..lifecycle import watcher
-        for row in claimed:
-            watcher.notify(row, away=True)
-        watcher.changed()
-    return claimed
-
-
-def first_use(root: str | Path | None = None) -> None:
-    """What a process does once per project: sync, reconcile, announce what finished while away."""
-    db = db_path(root)
-    with _lock:
-        fresh = db not in _first
-        _first.add(db)
-    if fresh:
-        announce_finished_while_away(root)
 
 
 def rebuild(root: str | Path | None = None) -> int:
@@ -469,7 +348,7 @@ def rebuild(root: str | Path | None = None) -> int:
                 row = row_from_dir(entry.path)
                 if row is not None:
                     rows.append(row)
-    with _connect(db) as conn:
+    with connect(db) as conn:
         old = {r["run_id"]: (r["announced"], r["owner_pid"], r["owner_ticks"], r["owner_host"])
                for r in conn.execute("SELECT run_id, announced, owner_pid, owner_ticks, owner_host FROM runs")}
         now = now_iso()
@@ -518,13 +397,13 @@ def resolve(id_or_prefix: str, root: str | Path | None = None) -> dict[str, Any]
                                "nbsubagents.status(include_completed=True) lists the runs")
     rows: list[dict[str, Any]] = []
     if db.exists() or db.parent.joinpath("runs").is_dir():
-        _ensure_loaded(db)
-        rows = _fetch(db, "SELECT * FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT 21",
+        ensure_loaded(db)
+        rows = fetch(db, "SELECT * FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT 21",
                       (prefix, prefix + "\U0010ffff"))
         tail = "-" not in prefix and len(prefix) <= 6
         if tail:  # the random tail of YYYYMMDD-HHMMSS-xxxxxx
             seen = {r["run_id"] for r in rows}
-            rows += [r for r in _fetch(db, "SELECT * FROM runs WHERE run_id GLOB ? ORDER BY run_id LIMIT 21",
+            rows += [r for r in fetch(db, "SELECT * FROM runs WHERE run_id GLOB ? ORDER BY run_id LIMIT 21",
                                        (f"????????-??????-{prefix}*",)) if r["run_id"] not in seen]
         if not rows:  # a directory written since this process synced (another process's lost write)
             base = db.parent / "runs"
@@ -546,38 +425,24 @@ def resolve(id_or_prefix: str, root: str | Path | None = None) -> dict[str, Any]
     raise NbSubagentsError(f'Run id prefix "{prefix}" is ambiguous: it matches {listing}. Give more characters.')
 
 
-def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:
-    """The ``Run`` of an id or unique prefix: this process's own handle when it watches the run."""
-    from ..lifecycle import watcher
-    from ..lifecycle.handle import Run
-
-    row = resolve(id_or_prefix, root)
-    return watcher.get(row["run_id"]) or Run(row["run_dir"])
-
-
 # -- status ---------------------------------------------------------------------------------------
-def status(run_id: str | None = None, *, include_completed: bool = False, root: str | Path | None = None,
-           announce: bool = True) -> Status:
-    """Counts and rows: active runs by default, every run with ``include_completed``, one with ``run_id``."""
+def snapshot(run_id: str | None = None, *, include_completed: bool = False,
+             root: str | Path | None = None) -> Status:
+    """Counts and rows as the registry holds them (a pure read): active runs by default, every run with
+    ``include_completed``, one with ``run_id``. ``nbsubagents.status()`` reconciles first."""
     db = db_path(root)
-    if announce:
-        with _lock:
-            _first.add(db)
-        announce_finished_while_away(root)  # reconciles first
-    else:
-        reconcile(root, reattach=False)
     if run_id is not None:
         row = resolve(run_id, root)
         return Status(counts(db=db), [_refresh(db, row)], run_id=row["run_id"])
     if not db.exists():
         return Status(counts(db=db), [])
     where = "" if include_completed else "WHERE status IN ('queued', 'running') "
-    rows = _fetch(db, f"SELECT * FROM runs {where}ORDER BY created_at, run_id")
+    rows = fetch(db, f"SELECT * FROM runs {where}ORDER BY created_at, run_id")
     return Status(counts(db=db), rows, include_completed=include_completed)
 
 
 def _refresh(db: Path, row: dict[str, Any]) -> dict[str, Any]:
-    got = _fetch(db, "SELECT * FROM runs WHERE run_id = ?", (row["run_id"],))
+    got = fetch(db, "SELECT * FROM runs WHERE run_id = ?", (row["run_id"],))
     return got[0] if got else row
 
 
@@ -596,7 +461,7 @@ def _took(row: dict[str, Any]) -> str:
         return f"{row['duration']:.1f}s"
     since = row.get("started_at") or row.get("created_at")
     if row.get("status") in ACTIVE and since:
-        age = _age(since)
+        age = age(since)
         return f"{age:.0f}s…" if age != float("inf") else ""
     return ""
 
@@ -667,7 +532,7 @@ class Status:
             if row.get("error_message"):
                 items.append(("error", row["error_message"]))
         elif row.get("runner") == "tmux":
-            from ..lifecycle.tmux import attach_command
+            from ..child.tmux_pane import attach_command
             items.append(("attach", attach_command(row["run_id"])))
         items += [("run dir", row.get("run_dir") or ""), ("transcript", str(Path(row.get("run_dir") or "") /
                                                                               "transcript.log"))]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..config import NbSubagentsError
-from ..ui.style import STATUS_CSS, STATUSES, color
+from ..style import STATUS_CSS, STATUSES, color
 
 if TYPE_CHECKING:
     import pandas
@@ -115,9 +115,8 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     sql, args = build_query(status=status, preset=preset, model=model, since=since, until=until, text=text,
                             limit=limit)
     db = registry.db_path(root)
-    registry.first_use(root)
-    registry.reconcile(root)  # rows for directories it has not seen, and truthful statuses
-    with registry._connect(db) as conn:
+    registry.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
+    with registry.connect(db) as conn:
         rows = conn.execute(sql, args).fetchall()
     frame = pd.DataFrame.from_records([tuple(r) for r in rows], columns=[c.strip() for c in _SELECT.split(",")])
     started = frame["started_at"].where(frame["started_at"].notna(), frame["created_at"])

@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import registry
-from ..lifecycle import watcher
+from ..lifecycle import reconcile, watcher
 from ..config import NbSubagentsError
 from .display import VIEW_MIME, widgets_available
-from .style import MONO_STYLE as _MONO
-from .style import MUTED_STYLE as _MUTED
-from .style import DARK_SCOPE, PALETTE, STATUS_CSS, STATUSES, attrs, color, filesize, glyph, plural, shorten
-from .style import duration as _duration
-from .panels import _click_subshell, _ipywidgets, _route_clicks
+from ..style import MONO_STYLE as _MONO
+from ..style import MUTED_STYLE as _MUTED
+from ..style import DARK_SCOPE, PALETTE, STATUS_CSS, STATUSES, attrs, color, filesize, glyph, plural, shorten
+from ..style import duration as _duration
+from .panels import click_subshell, load_ipywidgets, route_clicks
 
 if TYPE_CHECKING:
     import pandas
@@ -112,7 +112,7 @@ def _on_change() -> None:
 def _on_notice(notice: Notice) -> None:
     """A run's one completion notice: the bars of its project show it."""
     run_dir = (notice.row or {}).get("run_dir")
-    db = registry._db_of(Path(run_dir).resolve()) if run_dir else None
+    db = registry.db_of(Path(run_dir).resolve()) if run_dir else None
     with _lock:
         bars = [bar for bar in _bars if db is None or bar.db == db]
     for bar in bars:
@@ -188,7 +188,7 @@ class StatusBar:
         """The ``ipywidgets.HTML`` of this bar (built on first use; needs ipywidgets)."""
         with self._bar_lock:
             if self._widget is None:
-                w = _ipywidgets()
+                w = load_ipywidgets()
                 self._widget = w.HTML(value=self.html).add_class("nbsubagents-statusbar")
                 self._widget._nbsubagents_bar = self  # an open widget keeps its bar, and its updates, alive
             return self._widget
@@ -276,7 +276,7 @@ def _poll_once(last_reconcile: dict[Path, float]) -> bool:
         now = time.monotonic()
         if counts["running"] and now - last_reconcile.get(db, 0.0) >= RECONCILE_EVERY:
             last_reconcile[db] = now
-            registry.reconcile(group[0].root, reattach=False)  # a gone supervisor is not "running"
+            reconcile.reconcile(group[0].root, reattach=False)  # the bars' clock: a gone supervisor is not "running"
             counts = registry.counts(db=db)
         active = active or counts["running"] > 0
         for bar in group:
@@ -291,8 +291,8 @@ def status_bar(root: str | Path | None = None) -> StatusBar:
     end, from this kernel or others, and shows the last completion notice.
     """
     bar = StatusBar(root)  # first, so that what finished while away reaches it
-    registry.first_use(root)
-    registry.reconcile(root)
+    reconcile.first_use(root)
+    reconcile.reconcile(root)
     return bar.refresh()
 
 
@@ -349,7 +349,7 @@ class Browser:
 
     def __init__(self, *, root: str | Path | None = None, limit: int = BROWSE_LIMIT, live: bool = True,
                  interval: float = 1.0, idle_interval: float = 5.0, **filters: Any) -> None:
-        w = _ipywidgets()
+        w = load_ipywidgets()
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise NbSubagentsError(f"limit must be a whole number >= 1, got {limit!r}")
         self.db = registry.db_path(root)
@@ -423,10 +423,10 @@ class Browser:
             control.observe(self._on_filter, names="value")
         self.table.observe(self._on_select, names="value")
         self.refresh_button.on_click(lambda _button: self._safe_refresh())
-        subshell = _click_subshell()  # clicks are served while a foreground run keeps the main thread busy
+        subshell = click_subshell()  # clicks are served while a foreground run keeps the main thread busy
         for control in (self.status_filter, self.preset_filter, self.model_filter, self.since_filter,
                         self.text_filter, self.refresh_button, self.table):
-            _route_clicks(control, subshell)
+            route_clicks(control, subshell)
 
         try:
             self._apply(filters)
@@ -557,7 +557,7 @@ class Browser:
             return
         for column, control, anything in (("preset", self.preset_filter, "any preset"),
                                           ("model", self.model_filter, "any model")):
-            names = [r[column] for r in registry._fetch(
+            names = [r[column] for r in registry.fetch(
                 self.db, f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL ORDER BY {column}")]
             value = control.value
             if value and value not in names:
@@ -608,7 +608,7 @@ class Browser:
 
         row = registry.resolve(run_id, self.root)
         run = watcher.get(row["run_id"]) or Run(row["run_dir"])
-        run._result = None  # read result.json again: it may have appeared since
+        run.refresh()  # read result.json again: it may have appeared since
         status = run.status if run.done else (row.get("status") or run.status)
         events = run.events()
         tally = Tally()
@@ -757,7 +757,7 @@ def _header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
     elif result.get("durationSeconds") is not None:
         took = _duration(float(result["durationSeconds"]))
     elif status in ACTIVE and (row.get("started_at") or row.get("created_at")):
-        age = registry._age(row.get("started_at") or row.get("created_at"))
+        age = registry.age(row.get("started_at") or row.get("created_at"))
         took = f"{_duration(age)}…" if age != float("inf") else ""
     else:
         took = ""

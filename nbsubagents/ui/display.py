@@ -124,7 +124,7 @@ def choose_renderer() -> Renderer:
 
 def summary_html(run: Run) -> str:
     """The run's readable summary (its ``repr``) as HTML, for frontends without widgets."""
-    from .style import STATUS_CSS, color, glyph
+    from ..style import STATUS_CSS, color, glyph
     status = run.status
     return (f'{STATUS_CSS}<pre class="nbsubagents-summary nbsubagents-status-{status} nbsubagents-c-{status}" '
             f'style="white-space:pre-wrap;color:{color(status)}" title="{html.escape(glyph(status))} '

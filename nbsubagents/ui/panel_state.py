@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..child.artifacts import TERMINAL
 from ..child.events import Tally
-from .style import ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, duration, glyph, plural
-from .style import color as status_color
+from ..style import ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, duration, glyph, plural
+from ..style import color as status_color
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine

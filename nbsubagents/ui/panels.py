@@ -25,10 +25,10 @@ from ..child.artifacts import TERMINAL
 from ..child.formatter import ProgressFormatter, ProgressLine
 from .panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
                           group_static_html, group_static_text)
-from .style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph
-from .style import color as status_color
-from .style import duration as _duration
-from .style import plural as _plural
+from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph
+from ..style import color as status_color
+from ..style import duration as _duration
+from ..style import plural as _plural
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -71,7 +71,7 @@ _PANEL_CSS = (
 )
 
 
-def _ipywidgets() -> Any:
+def load_ipywidgets() -> Any:
     try:
         import ipywidgets
     except ImportError:
@@ -86,12 +86,12 @@ _subshell_lock = threading.Lock()
 _subshell: str | bool | None = None  # None: not tried yet; False: not available
 
 
-def _click_subshell() -> str | None:
+def click_subshell() -> str | None:
     """A kernel subshell (ipykernel >= 7.4) that handles panel clicks; None outside such a kernel.
 
     A foreground run keeps the kernel's main thread busy until the cell ends, so a click sent to the
     main shell would wait for the run it wants to cancel. Comm messages of a widget are routed to the
-    subshell returned here (``_route_clicks``), whose own thread runs the click handler at once.
+    subshell returned here (``route_clicks``), whose own thread runs the click handler at once.
     """
     global _subshell
     with _subshell_lock:
@@ -139,11 +139,11 @@ def keep_widget_channel() -> None:
     exists the cell's busy is said again. JupyterLab keeps the subshell while any widget lives.
     """
     global _channel_keeper
-    ours = _click_subshell()
+    ours = click_subshell()
     with _keeper_lock:
         if _channel_keeper is not None:
             return
-        w = _ipywidgets()
+        w = load_ipywidgets()
         first = not w.Widget.widgets  # no widget yet: the frontend has no widget subshell yet either
         try:
             from ipykernel.kernelbase import Kernel
@@ -167,7 +167,7 @@ def keep_widget_channel() -> None:
             time.sleep(0.01)
 
 
-def _route_clicks(widget: Any, subshell_id: str | None) -> None:
+def route_clicks(widget: Any, subshell_id: str | None) -> None:
     comm = getattr(widget, "comm", None)
     if subshell_id and comm is not None and hasattr(comm, "_reply_subshell_for"):
         comm._reply_subshell_for = lambda data, default: subshell_id
@@ -236,7 +236,7 @@ class RunPanel(PanelState, _StaticRecord):
 
     def __init__(self, run: Run, *, lines: int | None = None, history: int = HISTORY_LIMIT,
                  lock: threading.RLock | None = None) -> None:
-        w = _ipywidgets()
+        w = load_ipywidgets()
         PanelState.__init__(self, run, lines=lines, history=history, lock=lock)
         self.display_id = f"nbsubagents-run-{run.id}"
         self.renders = 0
@@ -261,9 +261,9 @@ class RunPanel(PanelState, _StaticRecord):
         self.widget.add_class("nbsubagents-panel")
         self.widget.add_class(f"nbsubagents-run-{run.id}")
         run._live_panel = self  # the run shown as a cell value later reuses this live panel
-        subshell = _click_subshell()
-        _route_clicks(self.cancel_button, subshell)
-        _route_clicks(self.history_box, subshell)
+        subshell = click_subshell()
+        route_clicks(self.cancel_button, subshell)
+        route_clicks(self.history_box, subshell)
         self.render()
 
     @classmethod
@@ -397,7 +397,7 @@ class GroupPanel(_StaticRecord):
 
     def __init__(self, runs: Iterable[Run], *, lines: int | None = None,
                  lock: threading.RLock | None = None) -> None:
-        w = _ipywidgets()
+        w = load_ipywidgets()
         self._lock = lock or threading.RLock()
         self.panels = [RunPanel(run, lines=lines, lock=self._lock) for run in runs]
         self.display_id = f"nbsubagents-group-{uuid.uuid4().hex[:16]}"
@@ -465,7 +465,7 @@ class WidgetRenderer:
     def __init__(self, *, lines: int | None = None, min_interval: float = RENDER_INTERVAL,
                  display: Callable[[Any], Any] | None = None, ticker: bool = True,
                  publish: Callable[[dict[str, Any], str, bool], Any] | None = None) -> None:
-        _ipywidgets()
+        load_ipywidgets()
         self.lines = lines
         self.min_interval = min_interval
         self._display = display

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from .style import glyph
+from ..style import glyph
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine

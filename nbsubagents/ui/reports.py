@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..config import NbSubagentsError, agent_dir, project_root
 from .panel_state import PanelState
-from .style import color as status_color
-from .style import duration, glyph
+from ..style import color as status_color
+from ..style import duration, glyph
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run

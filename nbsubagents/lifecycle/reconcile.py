@@ -1,0 +1,164 @@
+"""Making the registry truthful after kernels came and went: the only place that settles, takes over and
+announces runs this process did not follow.
+
+A run whose ``result.json`` exists is ingested; one whose supervisor is gone (pid *and* start time, zombies
+count as gone) without a result is settled (``lifecycle.settle``: its leftover processes are ended, then its
+one verdict is written); a live one whose owner is gone can get this process's watcher back; runs that ended
+while nobody watched are announced once across processes (``registry.claim``).
+
+Called by explicit ``status()``, by a process's first use of a project (``first_use``) and by the status
+bars' clock; reads (``runs()``, a bar's or a browser's refresh) never call it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import registry
+from ..child import procs
+from ..child.artifacts import RunPaths, read_json
+from . import settle
+
+if TYPE_CHECKING:
+    from ..registry import Status
+    from .handle import Run
+
+__all__ = ["check", "reconcile", "announce_finished_while_away", "first_use", "status"]
+
+STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
+AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
+
+_first: set[Path] = set()  # projects this process has announced "finished while away" for
+_lock = threading.Lock()
+
+
+def _owner_alive(row: dict[str, Any]) -> bool:
+    host = row.get("owner_host")
+    if host and host != registry.HOST:
+        return True  # another machine's process: not ours to judge
+    return procs.alive(row.get("owner_pid"), row.get("owner_ticks"))
+
+
+def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
+    """Settle one non-terminal run: "ended" (ingested), "live" (supervisor up) or "starting"/"owned"."""
+    paths = RunPaths(Path(run_dir))
+    row = row or registry.row_from_dir(paths.dir) or {}
+    if paths.result.exists():
+        registry.record(paths.dir)
+        return "ended"
+    if row.get("host") and row["host"] != registry.HOST:
+        return "owned"  # started on another machine sharing this folder
+    meta = read_json(paths.meta) or {}
+    sup = read_json(paths.supervisor)
+    if sup and sup.get("pid") is not None:
+        if procs.alive(sup.get("pid"), sup.get("startTicks")):
+            if row.get("supervisor_pid") is None or row.get("status") != "running":
+                registry.record(paths.dir)
+            return "live"
+        if not paths.result.exists():  # it writes result.json before it exits
+            settle.lost(paths, meta)
+        registry.record(paths.dir)
+        return "ended"
+    # No supervisor yet: starting, queued in a live process's drive, or never launched.
+    launched = paths.dir / "supervisor.log"
+    try:
+        launch_age = time.time() - launched.stat().st_mtime
+    except OSError:
+        launch_age = float("inf")
+    if min(registry.age(meta.get("createdAt")), launch_age) < STARTING_GRACE:
+        return "starting"
+    launcher = meta.get("launcher") or {}
+    if procs.alive(launcher.get("pid"), launcher.get("startTicks")):
+        return "owned"
+    if launched.exists():
+        settle.lost(paths, meta)
+    else:
+        settle.never_ran(paths, meta, "aborted", "cancelled before it started: the process that queued it exited")
+    registry.record(paths.dir)
+    return "ended"
+
+
+def _in_kernel() -> bool:
+    return "ipykernel" in sys.modules
+
+
+def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -> list[Run]:
+    """Settle every active row; returns the runs still live. With ``reattach`` (default: in a
+    kernel) live runs whose owner process is gone get this process's watcher."""
+    from . import watcher
+    from .handle import Run
+
+    db = registry.db_path(root)
+    if not db.exists() and not db.parent.joinpath("runs").is_dir():
+        return []
+    registry.ensure_loaded(db)
+    reattach = _in_kernel() if reattach is None else reattach
+    live = []
+    for row in registry.fetch(db, "SELECT * FROM runs WHERE status IN ('queued', 'running')"):
+        try:
+            verdict = check(Path(row["run_dir"]), row)
+        except OSError:
+            continue
+        if verdict != "live":
+            continue
+        run = Run(row["run_dir"])
+        live.append(run)
+        if reattach and not _owner_alive(row) and registry.take_over(db, row):
+            watcher.watch(run)
+    return live
+
+
+def announce_finished_while_away(root: str | Path | None = None) -> list[dict[str, Any]]:
+    """Announce (once, across processes) runs that ended while no process watched them."""
+    db = registry.db_path(root)
+    if not db.exists():
+        return []
+    reconcile(root)
+    claimed = []
+    for row in registry.fetch(db, "SELECT * FROM runs WHERE announced = 0 AND status IN "
+                                  "('completed', 'failed', 'aborted') ORDER BY ended_at"):
+        if _owner_alive(row) and registry.age(row.get("ended_at")) < AWAY_GRACE:
+            continue  # its own watcher announces it
+        if registry.claim(row["run_id"], db):
+            row["announced"] = 1
+            claimed.append(row)
+    if claimed:
+        from . import watcher
+        for row in claimed:
+            watcher.notify(row, away=True)
+        watcher.changed()
+    return claimed
+
+
+def first_use(root: str | Path | None = None) -> None:
+    """What a process does once per project: sync, reconcile, announce what finished while away."""
+    db = registry.db_path(root)
+    with _lock:
+        fresh = db not in _first
+        _first.add(db)
+    if fresh:
+        announce_finished_while_away(root)
+
+
+def forget(root: str | Path | None = None) -> None:
+    """Forget that this process used the project (its next first use reconciles again)."""
+    with _lock:
+        _first.discard(registry.db_path(root))
+
+
+def status(run_id: str | None = None, *, include_completed: bool = False, root: str | Path | None = None,
+           announce: bool = True) -> Status:
+    """``nbsubagents.status()``: reconcile (and announce what finished while away), then the registry's
+    counts and rows: active runs by default, every run with ``include_completed``, one with ``run_id``."""
+    db = registry.db_path(root)
+    if announce:
+        with _lock:
+            _first.add(db)
+        announce_finished_while_away(root)  # reconciles first
+    else:
+        reconcile(root, reattach=False)
+    return registry.snapshot(run_id, include_completed=include_completed, root=root)

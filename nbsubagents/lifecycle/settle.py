@@ -1,0 +1,98 @@
+"""The only writer of a run's result outside its supervisor.
+
+A run's ``result.json`` comes from its supervisor, except for two kinds of run: one that never ran (a task
+that failed its checks, a run cancelled while queued, a cell interrupted before the launch, a tmux session
+that could not start) and one whose supervisor died without writing it (*lost*). This module writes those
+results and nothing else does.
+
+- Exclusively: the first settler wins, atomically (``atomic_write_json(..., exclusive=True)``, whose
+  temporary names are unique per writer), so the watcher, ``Run.wait()``, the foreground loop and another
+  kernel's reconcile may race on one run and it still gets one result.
+- With one verdict on every path: a lost run is ``aborted`` ("cancelled") when a cancel was asked for it,
+  else ``failed`` ("interrupted: supervisor exited without a result"). A cancel request is a file in the run
+  directory (``cancel.json``), not a flag of one process's handle, so every process reaches the same verdict.
+- Truthfully when the disk refuses the write: this process keeps the record (``unwritten``) and warns.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..child import artifacts
+from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
+from ..child.procs import kill_run_processes
+
+__all__ = ["LOST", "CANCELLED", "request_cancel", "cancel_requested", "never_ran", "lost", "unwritten"]
+
+LOST = "interrupted: supervisor exited without a result"
+CANCELLED = "cancelled"
+CANCEL_FILE = "cancel.json"
+
+_unwritten: dict[Path, dict[str, Any]] = {}  # results a full or read-only disk refused, by run dir
+_lock = threading.Lock()
+
+
+def request_cancel(paths: RunPaths) -> None:
+    """Record that a cancel was asked for (before any signal is sent): a lost run then ends ``aborted``."""
+    try:
+        atomic_write_json(paths.dir / CANCEL_FILE, {"requestedAt": now_iso(), "pid": os.getpid()})
+    except OSError:
+        pass  # the signal still goes; only the verdict of a supervisor that dies without a result is at stake
+
+
+def cancel_requested(paths: RunPaths) -> bool:
+    return (paths.dir / CANCEL_FILE).exists()
+
+
+def unwritten(paths: RunPaths) -> dict[str, Any] | None:
+    """The result this process settled but could not write (the disk refused it), else None."""
+    with _lock:
+        return _unwritten.get(paths.dir)
+
+
+def never_ran(paths: RunPaths, meta: dict[str, Any], status: str, message: str) -> bool:
+    """The result of a run whose supervisor never started: now, 0 s. False when it already had one."""
+    return _write(paths, meta, status, message, lost=False)
+
+
+def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None) -> bool:
+    """Settle a run whose supervisor exited without a result: its leftover processes are ended first (pi
+    outlives a killed supervisor), then the one verdict is written. False when it already had a result."""
+    kill_run_processes(str(meta.get("runId") or paths.dir.name))
+    if cancel_requested(paths):
+        return _write(paths, meta, "aborted", CANCELLED, lost=True)
+    code = f" (exit code {exit_code})" if exit_code is not None else ""
+    return _write(paths, meta, "failed", LOST + code, lost=True)
+
+
+def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, *, lost: bool) -> bool:
+    """A lost run keeps its real start (``supervisor.json``, else ``meta.json``) and ends at its last event,
+    the last evidence that it was alive, not at the moment someone noticed."""
+    if paths.result.exists():
+        return False
+    try:
+        os.unlink(paths.dir / ".result-reserve")  # a dead supervisor's reserved space (supervisor.RESERVE)
+    except OSError:
+        pass
+    now = time.time()
+    started = ended = now
+    if lost:
+        sup = read_json(paths.supervisor) or {}
+        started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(meta.get("createdAt")) or now
+        ended = max(started, artifacts.last_event_time(paths.events) or started)
+    run_id = str(meta.get("runId") or paths.dir.name)
+    record = artifacts.result_record(run_id, status, error=message, started_at=artifacts.iso(started),
+                                     ended_at=artifacts.iso(ended), duration=round(ended - started, 3))
+    try:
+        return atomic_write_json(paths.result, record, exclusive=True)  # another settler may have been first
+    except OSError as exc:  # a full or read-only disk: this process still knows the truth
+        warnings.warn(f"nbsubagents: could not write {paths.result} ({exc.strerror or exc}); "
+                      f"run {run_id} is {status} in this process only", RuntimeWarning, stacklevel=3)
+        with _lock:
+            _unwritten[paths.dir] = record
+        return True
