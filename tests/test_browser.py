@@ -196,6 +196,18 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
         page.locator(".nbsubagents-browse-text input").press("Enter")
         expect(options).to_have_count(1)
         expect(options.first).to_contain_text("explored")
+        expect(header).to_contain_text("explored")  # the selected run is still listed: its details stay
+        # The list has column names and each run its status colour.
+        expect(page.locator(".nbsubagents-browse-list-header")).to_contain_text("status")
+        colour = options.first.evaluate("(o) => getComputedStyle(o).color")
+        assert colour == "rgb(22, 101, 52)", colour  # completed, in the light theme
+        # A filter that no longer lists the selected run takes its details away and says how to pick one.
+        page.locator(".nbsubagents-browse-text input").fill("matches-no-run-at-all")
+        page.locator(".nbsubagents-browse-text input").press("Enter")
+        expect(options).to_have_count(0)
+        expect(page.locator(".nbsubagents-browse-details")).to_be_hidden()
+        expect(page.locator(".nbsubagents-browse-hint")).to_contain_text("Select a run in the list")
+        expect(page.locator(".nbsubagents-browse-status-hint")).to_contain_text("Ctrl-click")
 
         page.locator(".nbsubagents-browse").scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "browser-explorer.png"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel, write_notebook
@@ -19,7 +20,8 @@ STATUS_RECORDER = """() => {
     const running = [...document.querySelectorAll('.jp-InputPrompt')].some((p) => p.innerText.includes('*'));
     const panels = document.querySelectorAll('.nbsubagents-panel').length;
     const header = document.querySelector('.nbsubagents-header')?.innerText || '';
-    window.__kernelStates.push({status: kernel?.status, running, panels, header, t: Date.now()});
+    const lines = document.querySelector('.nbsubagents-window')?.innerText || '';
+    window.__kernelStates.push({status: kernel?.status, running, panels, header, lines, t: Date.now()});
   }, 50);
 }"""
 
@@ -40,6 +42,10 @@ def test_the_kernel_reads_busy_throughout_a_first_run(project, tmp_path, monkeyp
     during = [s for s in states if s["panels"] and s["running"] and "running" in s["header"]]
     assert len(during) > 20, json.dumps(states[:40])
     assert {s["status"] for s in during} == {"busy"}, json.dumps([s for s in during if s["status"] != "busy"][:10])
+    # Before the first event's line the panel says pi is starting, and its clock already ticks.
+    starting = [s for s in during if s["lines"].strip() == "starting pi…"]
+    clocks = {re.search(r"(\d+(\.\d)?s)\b", s["header"].split("tool call")[1]).group(1) for s in starting}
+    assert len(clocks) >= 2, json.dumps(starting[:10])
 
 
 THEME_CELLS = [
