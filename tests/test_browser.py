@@ -65,9 +65,9 @@ def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project,
         expect(first.locator(".nbsubagents-header")).to_contain_text("completed")
         expect(first.locator(".nbsubagents-final")).to_contain_text("- run: echo browser-ok: browser-ok")
         expect(first.locator(".nbsubagents-window")).to_contain_text("Listing src")
-        # ... and humanized lines while it was still running (the recorder saw ⏳ with them).
+        # ... and humanized lines while it was still running (the recorder saw the running glyph ↻ with them).
         states = page.evaluate("() => window.__panelStates")
-        live = [s for s in states if "first" in s["header"] and "⏳" in s["header"]]
+        live = [s for s in states if "first" in s["header"] and "↻" in s["header"]]
         assert any("Reading README.md" in s["lines"] for s in live), states[:20]
         assert any("Finished reading README.md" in s["lines"] and "Listing src" not in s["lines"]
                    for s in live), "no intermediate state between two tool calls was shown"
@@ -105,7 +105,7 @@ def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project,
         expect(bg.locator(".nbsubagents-final")).to_contain_text("bg-done")
         states = page.evaluate("() => window.__panelStates")
         after_return = [s for s in states if "bg" in s["header"] and re.search(r"\[\d+\]", s["prompt"])]
-        assert any("Reading README.md" in s["lines"] and "⏳" in s["header"] for s in after_return), \
+        assert any("Reading README.md" in s["lines"] and "↻" in s["header"] for s in after_return), \
             [s for s in states if "bg" in s["header"]]
 
         page.screenshot(path=str(ARTIFACTS / "browser-panels.png"))

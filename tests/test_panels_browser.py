@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from conftest import wait_for
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel, write_notebook
 
 SETUP = ("import os\nfrom nbsubagents.demo import use_scripted_model\n"
@@ -134,7 +135,7 @@ def test_after_a_restart_an_old_panel_has_no_live_cancel_and_says_so(project, tm
     from playwright.sync_api import expect
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
-    write_notebook(project / "restart.ipynb", [SETUP, 'bg = nbsubagents.start("scout", "sleep: 20\\nread README.md", '
+    write_notebook(project / "restart.ipynb", [SETUP, 'bg = nbsubagents.start("scout", "sleep: 8\\nread README.md", '
                                                       'name="bg")'])
     with JupyterLab(project, tmp_path / "jupyter") as lab, lab_page(lab, "restart.ipynb") as session:
         page = session.page
@@ -150,3 +151,7 @@ def test_after_a_restart_an_old_panel_has_no_live_cancel_and_says_so(project, tm
         bg.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "panel-after-restart.png"))
     assert session.errors == []
+    # The run outlived its kernel (the demo model runs apart from it) and ends by itself.
+    runs = project / ".pi" / "subagents" / "runs"
+    wait_for(lambda: [json.loads(r.read_text())["status"] for r in runs.glob("*/result.json")] == ["completed"],
+             timeout=120, what="the background run's end")
