@@ -283,8 +283,9 @@ def test_the_first_run_after_a_restart_brings_the_finished_while_away_notice(war
         "print(nbsubagents.start('scout', 'sleep: 1\\nsay: bg done', show=False).id, flush=True)").split()
     runs_dir = warm / ".pi" / "subagents" / "runs"
     wait_for(lambda: (runs_dir / run_id / "result.json").exists(), what="the background result")
-    out = python("import nbsubagents\nr = nbsubagents.run('scout', 'say: fg', show=False)\n"
-                 "print('RUN', r.status)").stdout
+    done = python("import nbsubagents, sys\nr = nbsubagents.run('scout', 'say: fg', show=False)\n"
+                  "print('RUN', r.status, file=sys.stderr)")  # on stderr too, to see the order with the notice
+    out = done.stderr
     assert f"completed while away" in out and run_id in out and "RUN completed" in out
     assert out.index(run_id) < out.index("RUN completed")  # before the run, not after a later status()
 

@@ -65,9 +65,9 @@ def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project,
         expect(first.locator(".nbsubagents-header")).to_contain_text("completed")
         expect(first.locator(".nbsubagents-final")).to_contain_text("- run: echo browser-ok: browser-ok")
         expect(first.locator(".nbsubagents-window")).to_contain_text("Listing src")
-        # ... and humanized lines while it was still running (the recorder saw ⏳ with them).
+        # ... and humanized lines while it was still running (the recorder saw the running glyph ↻ with them).
         states = page.evaluate("() => window.__panelStates")
-        live = [s for s in states if "first" in s["header"] and "⏳" in s["header"]]
+        live = [s for s in states if "first" in s["header"] and "↻" in s["header"]]
         assert any("Reading README.md" in s["lines"] for s in live), states[:20]
         assert any("Finished reading README.md" in s["lines"] and "Listing src" not in s["lines"]
                    for s in live), "no intermediate state between two tool calls was shown"
@@ -105,7 +105,7 @@ def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project,
         expect(bg.locator(".nbsubagents-final")).to_contain_text("bg-done")
         states = page.evaluate("() => window.__panelStates")
         after_return = [s for s in states if "bg" in s["header"] and re.search(r"\[\d+\]", s["prompt"])]
-        assert any("Reading README.md" in s["lines"] and "⏳" in s["header"] for s in after_return), \
+        assert any("Reading README.md" in s["lines"] and "↻" in s["header"] for s in after_return), \
             [s for s in states if "bg" in s["header"]]
 
         page.screenshot(path=str(ARTIFACTS / "browser-panels.png"))
@@ -196,6 +196,18 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
         page.locator(".nbsubagents-browse-text input").press("Enter")
         expect(options).to_have_count(1)
         expect(options.first).to_contain_text("explored")
+        expect(header).to_contain_text("explored")  # the selected run is still listed: its details stay
+        # The list has column names and each run its status colour.
+        expect(page.locator(".nbsubagents-browse-list-header")).to_contain_text("status")
+        colour = options.first.evaluate("(o) => getComputedStyle(o).color")
+        assert colour == "rgb(22, 101, 52)", colour  # completed, in the light theme
+        # A filter that no longer lists the selected run takes its details away and says how to pick one.
+        page.locator(".nbsubagents-browse-text input").fill("matches-no-run-at-all")
+        page.locator(".nbsubagents-browse-text input").press("Enter")
+        expect(options).to_have_count(0)
+        expect(page.locator(".nbsubagents-browse-details")).to_be_hidden()
+        expect(page.locator(".nbsubagents-browse-hint")).to_contain_text("Select a run in the list")
+        expect(page.locator(".nbsubagents-browse-status-hint")).to_contain_text("Ctrl-click")
 
         page.locator(".nbsubagents-browse").scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "browser-explorer.png"))

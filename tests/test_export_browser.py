@@ -10,8 +10,8 @@ import re
 from jupyterlab_harness import ARTIFACTS, launch_chromium
 from test_notebooks import execute, export, kernel_env  # noqa: F401  (kernel_env is a fixture)
 
-RED = "rgb(211, 47, 47)"
-GREEN = "rgb(56, 142, 60)"
+RED = "rgb(185, 28, 28)"  # style.color("failed") in the light theme
+GREEN = "rgb(22, 101, 52)"  # style.color("completed") in the light theme
 
 
 def test_exported_html_shows_each_final_panel_readably_without_a_kernel(kernel_env):  # noqa: F811

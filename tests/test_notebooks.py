@@ -238,7 +238,7 @@ def test_quickstart_runs_presets_one_parallel_and_background_runs_and_shows_the_
 
     every = cell(nb, "every = nbsubagents.runs()")
     table = value(every, "text/html")
-    assert table.startswith('<div class="nbsubagents-runs"><table class="dataframe">')
+    assert re.match(r'<div class="nbsubagents-runs">(<style>[^<]*</style>)?<table class="dataframe">', table)
     assert statuses(table) == ["completed"] * 6
     names = column(table, 1)  # newest first: the background run, the parallel three (any order), then the first two
     assert names[0] == "scout" and sorted(names[1:4]) == ["editor", "inventory", "writer"], names
@@ -263,12 +263,12 @@ def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kerne
     assert "completed - - ls src: inventory.py" in waited
     assert "on_done saw: [('explorer', 'completed')]" in waited
     # the one completion notice (printed before on_done is called) and the bar that shows it
-    assert re.search(r"^✓ background run explorer \S+ completed: Done\. 2 steps:$", raw(wait), re.M), raw(wait)
+    assert re.search(r"^✓ background run explorer \S+ completed: Done\. 2 steps: - read README\.md: # Inventory service - ls src: inventory\.py$", raw(wait), re.M), raw(wait)
     assert "status bar: runs: 0 running / 1 total · ✓ explorer completed\n" in waited
     # the widget itself followed to the end: the runs started later and the last notice (which of the last
     # two runs ends last varies)
     (line,) = panels(nb, bar)
-    assert re.fullmatch(r"runs: 0 running / 3 total · (✓ notes completed|■ slowpoke aborted)", line), line
+    assert re.fullmatch(r"runs: 0 running / 3 total · 1 aborted · (✓ notes completed|■ slowpoke aborted)", line), line
     assert panels(nb, cell(nb, "import time"))[0].startswith("✓ explorer completed")  # resent by job.wait()
 
     slow = cell(nb, 'slow = nbsubagents.start("scout", "run: sleep 120"')

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from conftest import wait_for
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel, write_notebook
 
 SETUP = ("import os\nfrom nbsubagents.demo import use_scripted_model\n"
@@ -19,7 +21,8 @@ STATUS_RECORDER = """() => {
     const running = [...document.querySelectorAll('.jp-InputPrompt')].some((p) => p.innerText.includes('*'));
     const panels = document.querySelectorAll('.nbsubagents-panel').length;
     const header = document.querySelector('.nbsubagents-header')?.innerText || '';
-    window.__kernelStates.push({status: kernel?.status, running, panels, header, t: Date.now()});
+    const lines = document.querySelector('.nbsubagents-window')?.innerText || '';
+    window.__kernelStates.push({status: kernel?.status, running, panels, header, lines, t: Date.now()});
   }, 50);
 }"""
 
@@ -40,6 +43,10 @@ def test_the_kernel_reads_busy_throughout_a_first_run(project, tmp_path, monkeyp
     during = [s for s in states if s["panels"] and s["running"] and "running" in s["header"]]
     assert len(during) > 20, json.dumps(states[:40])
     assert {s["status"] for s in during} == {"busy"}, json.dumps([s for s in during if s["status"] != "busy"][:10])
+    # Before the first event's line the panel says pi is starting, and its clock already ticks.
+    starting = [s for s in during if s["lines"].strip() == "starting pi…"]
+    clocks = {re.search(r"(\d+(\.\d)?s)\b", s["header"].split("tool call")[1]).group(1) for s in starting}
+    assert len(clocks) >= 2, json.dumps(starting[:10])
 
 
 THEME_CELLS = [
@@ -128,7 +135,7 @@ def test_after_a_restart_an_old_panel_has_no_live_cancel_and_says_so(project, tm
     from playwright.sync_api import expect
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
-    write_notebook(project / "restart.ipynb", [SETUP, 'bg = nbsubagents.start("scout", "sleep: 20\\nread README.md", '
+    write_notebook(project / "restart.ipynb", [SETUP, 'bg = nbsubagents.start("scout", "sleep: 8\\nread README.md", '
                                                       'name="bg")'])
     with JupyterLab(project, tmp_path / "jupyter") as lab, lab_page(lab, "restart.ipynb") as session:
         page = session.page
@@ -144,3 +151,7 @@ def test_after_a_restart_an_old_panel_has_no_live_cancel_and_says_so(project, tm
         bg.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "panel-after-restart.png"))
     assert session.errors == []
+    # The run outlived its kernel (the demo model runs apart from it) and ends by itself.
+    runs = project / ".pi" / "subagents" / "runs"
+    wait_for(lambda: [json.loads(r.read_text())["status"] for r in runs.glob("*/result.json")] == ["completed"],
+             timeout=120, what="the background run's end")

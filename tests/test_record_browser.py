@@ -62,7 +62,7 @@ def test_refreshed_record_keeps_one_live_panel_and_replaces_it_at_the_end(projec
 
         states = page.evaluate("() => window.__states")
         live = [s for s in states if s["panels"] and not s["statics"]]
-        assert any("⏳" in s["header"] for s in live), states[-10:]
+        assert any("↻" in s["header"] for s in live), states[-10:]
         assert max(s["panels"] for s in states) == 1, "a refresh duplicated the panel"
         assert "Error displaying widget" not in page.content()
 

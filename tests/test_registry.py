@@ -150,7 +150,7 @@ def test_finished_while_away_is_announced_once_and_a_live_owners_run_is_left_to_
 
     assert [r["run_id"] for r in first] == [away.name] and second == []
     out = capsys.readouterr().err  # a notice outside a notebook goes to stderr
-    assert out.strip() == f"✓ background run scout {away.name} completed while away: All done. second line"
+    assert out.strip() == f"✓ background run scout {away.name} completed while away: All done. second line"  # the whole answer
     assert rows(root)[mine.name]["announced"] == 0  # its owner (this process) is alive: its watcher tells
     assert registry.claim(mine.name, registry.db_path(root)) is True
     assert registry.claim(mine.name, registry.db_path(root)) is False
