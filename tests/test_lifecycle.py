@@ -147,7 +147,9 @@ def test_reads_do_not_settle(tmp_path, monkeypatch):
     lost = make_run(tmp_path, "20260101-000012-ffffff")
     frame = query.runs(root=tmp_path)
     assert frame.set_index("run_id").loc[lost.dir.name, "status"] == "running"
-    assert registry.snapshot(root=tmp_path).counts["running"] == 1
+    shown = registry.snapshot(root=tmp_path)
+    assert shown.counts["running"] == 1
+    assert lost.dir.name in repr(shown) and lost.dir.name in shown._repr_html_()  # an active row's table
     assert not lost.result.exists()
     assert json.loads(paths.result.read_text())["status"] == "failed"  # settled by the first use
     st = reconcile.status(root=tmp_path, include_completed=True)

@@ -461,8 +461,8 @@ def _took(row: dict[str, Any]) -> str:
         return f"{row['duration']:.1f}s"
     since = row.get("started_at") or row.get("created_at")
     if row.get("status") in ACTIVE and since:
-        age = age(since)
-        return f"{age:.0f}s…" if age != float("inf") else ""
+        seconds = age(since)
+        return f"{seconds:.0f}s…" if seconds != float("inf") else ""
     return ""
 
 
