@@ -14,7 +14,7 @@ $(VENV)/.installed: $(PY) pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[test,timeline]'
+	$(PY) -m pip install --quiet -e '.[test,timeline,mlflow]'
 	touch $@
 
 node_modules/.bin/pi: package.json package-lock.json
