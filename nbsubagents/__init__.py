@@ -21,8 +21,8 @@ _LAZY = {
     "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry",
     "runs": "api", "status_bar": "api", "browse": "api", "runs_timeline": "api",
     "StatusBar": "explorer", "Browser": "explorer",
-    "experiment": "experiments", "experiments": "experiments", "get_experiment": "experiments",
-    "Experiment": "experiments", "check": "scorers",
+    "experiment": "sweeps", "experiments": "sweeps", "get_experiment": "sweeps",
+    "Experiment": "sweeps", "check": "scorers",
 }
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .registry import Status
     from .config import NbSubagentsError, configure
     from .runner import Run
-    from .experiments import Experiment, experiment, experiments, get_experiment
+    from .sweeps import Experiment, experiment, experiments, get_experiment
     from .scorers import check
 
 

@@ -16,7 +16,7 @@ from .config import NbSubagentsError
 if TYPE_CHECKING:
     import pandas
 
-    from .experiments import Experiment
+    from .sweeps import Experiment
 
 # metrics.<name> from registry columns
 METRICS = {"duration_s": "duration", "tokens": "total_tokens", "input_tokens": "input_tokens",
@@ -166,7 +166,7 @@ def _mlflow_status(status: str | None) -> str:
     return {"completed": "FINISHED", "failed": "FAILED", "aborted": "KILLED"}.get(status or "", "RUNNING")
 
 
-def to_mlflow(exp: Experiment, tracking_uri: str | None = None) -> str:
+def to_mlflow(exp: Experiment, tracking_uri: str | None = None, artifact_location: str | None = None) -> str:
     """Each ended run becomes an MLflow run (params, metrics, scores as metrics, tags, the run directory as
     artifacts) under the MLflow experiment of the same name; runs exported before are skipped."""
     try:
@@ -178,7 +178,8 @@ def to_mlflow(exp: Experiment, tracking_uri: str | None = None) -> str:
 
     client = MlflowClient(tracking_uri=tracking_uri)
     found = client.get_experiment_by_name(exp.name)
-    experiment_id = found.experiment_id if found is not None else client.create_experiment(exp.name)
+    experiment_id = (found.experiment_id if found is not None
+                     else client.create_experiment(exp.name, artifact_location=artifact_location))
     done = {r.data.tags.get("nbsubagents.run_id") for r in
             client.search_runs([experiment_id], max_results=50000)}
     for row in exp.current_rows():

@@ -202,8 +202,8 @@ def test_background_sweep_runs_in_a_detached_process_with_its_checks(project):
 def test_mlflow_round_trip_and_parquet(project, tmp_path):
     mlflow = pytest.importorskip("mlflow")
     exp = nbsubagents.experiment("export", tasks=TASKS, presets=["scout", "scribe"], scorers=[words], show=False)
-    uri = (tmp_path / "mlruns").as_uri()
-    experiment_id = exp.to_mlflow(uri)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # a real local MLflow store (SQLite backend)
+    experiment_id = exp.to_mlflow(uri, artifact_location=(tmp_path / "mlartifacts").as_uri())
     assert exp.to_mlflow(uri) == experiment_id  # a second export adds nothing
     mlflow.set_tracking_uri(uri)
     found = mlflow.search_runs(experiment_names=["export"])

@@ -282,7 +282,7 @@ class Experiment:
                                    "experiment.rescore(...)")
         log = plans_dir(self.root) / f"{self.name}.log"
         with open(log, "ab") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.experiments", str(self.root), self.name,
+            proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.sweeps", str(self.root), self.name,
                                      str(concurrency)], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                     start_new_session=True, cwd=self.root)
         atomic_write_json(plans_dir(self.root) / f"{self.name}.driver.json",
@@ -337,10 +337,14 @@ class Experiment:
         from .experiment_views import plot
         return plot(self.frame(), x=x, y=y, by=by, title=self.name)
 
-    def to_mlflow(self, tracking_uri: str | None = None) -> Any:
-        """Log each run as an MLflow run under an MLflow experiment of this name; returns its experiment id."""
+    def to_mlflow(self, tracking_uri: str | None = None, *, artifact_location: str | None = None) -> str:
+        """Log each ended run as an MLflow run (params, metrics, scores as ``score.*`` metrics, tags, the run
+        directory as artifacts) under an MLflow experiment of this name; returns its MLflow experiment id.
+
+        ``tracking_uri`` as MLflow takes it (``sqlite:///mlflow.db``; None: MLflow's default); runs exported
+        before are skipped. Needs ``pip install 'nbsubagents[mlflow]'``."""
         from .experiment_views import to_mlflow
-        return to_mlflow(self, tracking_uri)
+        return to_mlflow(self, tracking_uri, artifact_location)
 
     def counts(self) -> dict[str, int]:
         rows = self.current_rows()
@@ -462,7 +466,7 @@ def experiments(root: str | Path | None = None) -> Any:
 
 
 def _main(argv: list[str]) -> int:
-    """The detached driver of a background sweep: ``python -m nbsubagents.experiments ROOT NAME CONCURRENCY``."""
+    """The detached driver of a background sweep: ``python -m nbsubagents.sweeps ROOT NAME CONCURRENCY``."""
     root, name, concurrency = argv[0], argv[1], int(argv[2])
     os.chdir(root)
     exp = Experiment(name, root)
