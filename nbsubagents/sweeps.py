@@ -168,6 +168,36 @@ def _interrupted(row: dict[str, Any]) -> bool:
     return message.startswith("cancelled before it started") or message.startswith(LOST)
 
 
+def _settle(root: Path, row: dict[str, Any]) -> dict[str, Any]:
+    """A run of this experiment that is not terminal: settled when its launcher died before it started
+    (recorded aborted, so its cell starts again); otherwise left running (it is waited for)."""
+    from . import registry
+    from .procs import alive
+    from .runner import Run
+
+    deadline = time.monotonic() + registry.STARTING_GRACE + 5
+    run_dir = Path(row["run_dir"])
+    while True:
+        verdict = registry.check(run_dir, row)
+        if verdict in ("ended", "live"):
+            break
+        launcher = (read_json(run_dir / "meta.json") or {}).get("launcher") or {}
+        if alive(launcher.get("pid"), launcher.get("startTicks")) and launcher.get("pid") != os.getpid():
+            break  # another process drives it: wait for its end
+        if not (run_dir / "supervisor.log").exists():
+            run = Run(run_dir)
+            run._write_result("aborted", "cancelled before it started: the process that queued it exited")
+            registry.record(run_dir)
+            break
+        if time.monotonic() > deadline:  # launched, yet no supervisor appeared
+            registry.settle_lost(Run(run_dir))
+            registry.record(run_dir)
+            break
+        time.sleep(0.1)
+    got = registry._fetch(registry.db_path(root), "SELECT * FROM runs WHERE run_id = ?", (row["run_id"],))
+    return got[0] if got else row
+
+
 class Experiment:
     """An experiment of this project: its plan, its runs, and the views of them."""
 
@@ -230,6 +260,9 @@ class Experiment:
         kept: list[Run] = []
         live: list[Run] = []
         todo: list[dict[str, Any]] = []
+        for key, row in list(by_key.items()):
+            if row.get("status") not in TERMINAL:
+                by_key[key] = _settle(self.root, row)
         for cell in cells:
             row = by_key.get(cell["key"])
             if row is None or (row.get("status") in TERMINAL and _interrupted(row)):
