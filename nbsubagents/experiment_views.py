@@ -174,9 +174,23 @@ def to_mlflow(exp: Experiment, tracking_uri: str | None = None, artifact_locatio
         from mlflow.tracking import MlflowClient
     except ImportError:
         raise NbSubagentsError("to_mlflow() needs MLflow: pip install 'nbsubagents[mlflow]'") from None
+
+    import logging
+
+    quiet = [logging.getLogger(n) for n in ("mlflow.store.db.utils", "alembic.runtime.migration")]
+    levels = [log.level for log in quiet]
+    for log in quiet:  # a new SQLite store's set-up messages are MLflow's business, not the notebook's
+        log.setLevel(logging.WARNING)
+    try:
+        return _export(exp, MlflowClient(tracking_uri=tracking_uri), artifact_location, Metric, Param)
+    finally:
+        for log, level in zip(quiet, levels):
+            log.setLevel(level)
+
+
+def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric: Any, Param: Any) -> str:
     from .artifacts import parse_iso
 
-    client = MlflowClient(tracking_uri=tracking_uri)
     found = client.get_experiment_by_name(exp.name)
     experiment_id = (found.experiment_id if found is not None
                      else client.create_experiment(exp.name, artifact_location=artifact_location))

@@ -229,3 +229,30 @@ def test_import_loads_no_pandas_mlflow_or_matplotlib():
             "print(sorted(m for m in ('pandas', 'mlflow', 'matplotlib', 'IPython') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_experiments_notebook_runs_a_sweep_scores_compares_plots_and_exports(tmp_path, monkeypatch):
+    import base64
+
+    from conftest import processes_inside
+    from test_notebooks import cell, execute, html, text, value
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    for name in ("NBSUBAGENTS_DISPLAY", "NBSUBAGENTS_ROOT", "PI_CODING_AGENT_DIR", "NBSUBAGENTS_PI"):
+        monkeypatch.delenv(name, raising=False)
+    nb = execute("experiments.ipynb", tmp_path)
+    (project,) = tmp_path.glob("nbsubagents-experiments-*/project")
+    sweep = cell(nb, "def answer_words(run):")
+    assert "24 planned · 24 completed · 0 failed" in value(sweep)
+    assert "24 runs; {'completed': 24}" in text(cell(nb, "frame = exp.frame()"))
+    table = html(cell(nb, "exp.compare(by=(\"preset\", \"model\")"))
+    assert "Δ = mean − baseline" in table and "scores.answer_words" in table and table.count("<tr>") >= 6
+    assert base64.b64decode(value(cell(nb, "exp.plot("), "image/png")).startswith(b"\x89PNG")
+    assert "scores.mentions_readme" in html(cell(nb, "def mentions_readme(run):"))
+    assert "24 MLflow runs" in text(cell(nb, "import mlflow"))
+    assert "2 planned · 2 completed" in value(cell(nb, "%%subagent_experiment quick-check"))
+    listing = text(cell(nb, "nbsubagents.experiments()"))
+    assert "readme-vs-listing" in listing and "quick-check" in listing
+    runs = list((project / ".pi" / "subagents" / "runs").glob("*/scores.json"))
+    assert len(runs) == 26
+    assert processes_inside(tmp_path) == []
