@@ -133,10 +133,12 @@ def plot(data: pandas.DataFrame, *, x: str = "cost_usd", y: str | None = None,
          by: str | Sequence[str] = ("preset", "model"), title: str = "") -> Any:
     """Cost (or another metric) against a score, one point per run, one colour per cell; a matplotlib Figure."""
     try:
-        from matplotlib.figure import Figure
+        import matplotlib  # noqa: F401
     except ImportError:
         raise NbSubagentsError("plot() needs matplotlib: pip install 'nbsubagents[timeline]'") from None
     import pandas as pd
+
+    from .explorer import _new_figure  # shown once in a notebook, drawable elsewhere
 
     xcol = x if x in data.columns else f"metrics.{x}"
     scores = [c for c in data.columns if c.startswith("scores.")]
@@ -146,7 +148,7 @@ def plot(data: pandas.DataFrame, *, x: str = "cost_usd", y: str | None = None,
             raise NbSubagentsError(f"plot({what}=...): no column {col!r}; metrics and scores are "
                                    f"{', '.join(_values(data))}")
     cols = _by_columns(data, by)
-    fig = Figure(figsize=(6.5, 4))
+    fig = _new_figure((6.5, 4.0))
     ax = fig.add_subplot()
     for cell, part in data.groupby(cols, dropna=False, sort=True):
         label = " · ".join("default" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)

@@ -250,9 +250,11 @@ def test_the_experiments_notebook_runs_a_sweep_scores_compares_plots_and_exports
     assert base64.b64decode(value(cell(nb, "exp.plot("), "image/png")).startswith(b"\x89PNG")
     assert "scores.mentions_readme" in html(cell(nb, "def mentions_readme(run):"))
     assert "24 MLflow runs" in text(cell(nb, "import mlflow"))
-    assert "2 planned · 2 completed" in value(cell(nb, "%%subagent_experiment quick-check"))
+    assert "4 planned · 4 completed" in value(cell(nb, "%%subagent_experiment quick-check"))
     listing = text(cell(nb, "nbsubagents.experiments()"))
     assert "readme-vs-listing" in listing and "quick-check" in listing
-    runs = list((project / ".pi" / "subagents" / "runs").glob("*/scores.json"))
-    assert len(runs) == 26
+    scores = [json.loads(p.read_text())["scores"] for p in (project / ".pi/subagents/runs").glob("*/scores.json")]
+    assert len(scores) == 28
+    assert sum(s.get("has_title") is True for s in scores) == 4  # the magic's shell check, from its YAML
+    assert sum(s.get("readme_exists") is True and s.get("mentions_readme") in (True, False) for s in scores) == 24
     assert processes_inside(tmp_path) == []
