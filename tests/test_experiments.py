@@ -258,3 +258,17 @@ def test_the_experiments_notebook_runs_a_sweep_scores_compares_plots_and_exports
     assert sum(s.get("has_title") is True for s in scores) == 4  # the magic's shell check, from its YAML
     assert sum(s.get("readme_exists") is True and s.get("mentions_readme") in (True, False) for s in scores) == 24
     assert processes_inside(tmp_path) == []
+
+
+def test_the_magic_refuses_a_bad_body_with_an_example(project):
+    from IPython.core.error import UsageError
+
+    from nbsubagents.experiment_magic import parse_body
+
+    with pytest.raises(UsageError, match=r"not valid YAML at line 1.*\nExample:\ntasks:"):
+        parse_body("tasks: [unclosed")
+    with pytest.raises(UsageError, match="unknown key\\(s\\) preset; the cell may have tasks, presets"):
+        parse_body("tasks: [ls]\npreset: scout")
+    with pytest.raises(UsageError, match="at least 'tasks'"):
+        parse_body("- ls")
+    assert parse_body("tasks: [ls]\npresets: [scout]\nscorers: ['test -f x']")["scorers"] == ["test -f x"]
