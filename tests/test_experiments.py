@@ -272,3 +272,20 @@ def test_the_magic_refuses_a_bad_body_with_an_example(project):
     with pytest.raises(UsageError, match="at least 'tasks'"):
         parse_body("- ls")
     assert parse_body("tasks: [ls]\npresets: [scout]\nscorers: ['test -f x']")["scorers"] == ["test -f x"]
+
+
+def test_a_registry_of_the_previous_schema_gets_the_experiment_columns_in_place(tmp_path):
+    import sqlite3
+
+    db = registry.db_path(tmp_path)
+    db.parent.mkdir(parents=True)
+    old = [(n, t) for n, t in registry.COLUMNS if n not in ("experiment", "params", "tags", "scores")]
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"CREATE TABLE runs ({', '.join(f'{n} {t}' for n, t in old)})")
+        conn.execute("INSERT INTO runs (run_id, status, run_dir) VALUES ('20260101-000000-abcdef', 'completed', 'x')")
+        conn.execute("PRAGMA user_version = 1")
+    rows = registry._fetch(db, "SELECT run_id, experiment, scores FROM runs")
+    assert rows == [{"run_id": "20260101-000000-abcdef", "experiment": None, "scores": None}]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION == 2
+        assert "runs_experiment" in {r[1] for r in conn.execute("PRAGMA index_list(runs)")}
