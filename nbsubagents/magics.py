@@ -34,7 +34,7 @@ _VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "-o", "--out", "--con
 _RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--bg", "--expand", "-o")
 _GROUP_FLAGS = ("--concurrency", "--expand", "-o")
 _MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report"),
-                "cell": ("subagent", "subagents")}
+                "cell": ("subagent", "subagents", "subagent_experiment")}
 # A word of a magic line: runs of plain characters and quoted strings (quotes may hold spaces).
 _WORD = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
 
@@ -446,6 +446,8 @@ def _unregister_completer(shell: Any) -> None:
 def load_ipython_extension(shell: Any) -> None:
     """Register the magics and the completer (again on ``%reload_ext``: nothing is registered twice)."""
     shell.register_magics(SubagentMagics)
+    from .experiment_magic import ExperimentMagics
+    shell.register_magics(ExperimentMagics)
     _register_completer(shell)
     _unregister_event(shell)
     shell.events.register("post_run_cell", _forget_shown)

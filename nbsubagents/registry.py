@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["Status", "status", "counts", "reconcile", "rebuild", "get_run", "resolve",
            "announce_finished_while_away", "db_path"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: experiment, params, tags, scores (added to version-1 tables in place)
 ACTIVE = ("queued", "running")
 STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
 AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
@@ -67,6 +67,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("supervisor_pid", "INTEGER"), ("supervisor_ticks", "INTEGER"), ("child_pid", "INTEGER"),
     ("owner_pid", "INTEGER"), ("owner_ticks", "INTEGER"), ("owner_host", "TEXT"),
     ("announced", "INTEGER NOT NULL DEFAULT 0"), ("updated_at", "TEXT"),
+    # experiments (nbsubagents.experiment): params/tags/scores are JSON objects, rebuilt from meta.json/scores.json
+    ("experiment", "TEXT"), ("params", "TEXT"), ("tags", "TEXT"), ("scores", "TEXT"),
 ]
 NAMES = [name for name, _ in COLUMNS]
 _INSERT_ONLY = {"run_id", "owner_pid", "owner_ticks", "owner_host"}  # owner changes only by take_over()
@@ -79,6 +81,7 @@ CREATE INDEX IF NOT EXISTS runs_model ON runs(model);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
 CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
+CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
 """
 
 _TERMINAL_SQL = "('completed', 'failed', 'aborted')"
@@ -144,7 +147,13 @@ def _init_schema(conn: sqlite3.Connection) -> None:
             if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                    create, *indexes = filter(str.strip, _SCHEMA.split(";"))
+                    conn.execute(create)
+                    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+                    for name, kind in COLUMNS:  # a table of an earlier version gets the new columns
+                        if name not in have:
+                            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+                    for statement in indexes:
                         conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     conn.execute("COMMIT")
@@ -215,6 +224,13 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
         "kernel": launcher.get("kernel"),
         "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),
     }
+    if meta.get("experiment") is not None:
+        import json
+
+        scores = read_json(paths.dir / "scores.json") or {}
+        row.update(experiment=meta["experiment"], params=json.dumps(meta.get("params") or {}, default=str),
+                   tags=json.dumps(meta.get("tags") or {}, default=str),
+                   scores=json.dumps(scores.get("scores") or {}, default=str))
     sup = read_json(paths.supervisor)
     if sup:
         row.update(supervisor_pid=sup.get("pid"), supervisor_ticks=sup.get("startTicks"),

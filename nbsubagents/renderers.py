@@ -40,6 +40,10 @@ def summary_line(run: Run) -> str:
         parts.append(f"{usage['totalTokens']:,} tokens")
     if usage.get("cost"):
         parts.append(f"${usage['cost']:.4f}")
+    scores = getattr(run, "scores", None)
+    if scores:
+        parts.append("scores " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                           for k, v in scores.items()))
     parts.append(run.id)
     text = " · ".join(parts)
     if result.get("errorMessage"):

@@ -114,6 +114,16 @@ class Run:
         return artifacts(self.paths.dir)
 
     @property
+    def scores(self) -> dict[str, Any]:
+        """What the experiment's scorers said of this run (``scores.json``; {} before scoring)."""
+        return (read_json(self.paths.dir / "scores.json") or {}).get("scores") or {}
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Its cell of an experiment (preset, model, task id, repeat and extra columns); {} outside one."""
+        return dict(self.meta.get("params") or {})
+
+    @property
     def files_changed(self) -> list[str]:
         """Paths the child wrote or edited successfully, as its events show them."""
         from .inspection import files_changed
@@ -306,13 +316,16 @@ class TaskSpec:
     timeout: float | None = None
     files: list[Any] | None = None
     resume: str | None = None
+    experiment: str | None = None          # the experiment this run belongs to (nbsubagents.experiment)
+    params: dict[str, Any] | None = None   # its cell of the experiment: preset, model, task id, repeat, ...
+    tags: dict[str, Any] | None = None
 
 
 def _as_spec(item: Any, index: int) -> TaskSpec:
     if isinstance(item, TaskSpec):
         return item
     get = item.get if isinstance(item, Mapping) else (lambda k, d=None: getattr(item, k, d))
-    known = {"preset", "task", "model", "cwd", "name", "timeout", "files", "resume"}
+    known = {"preset", "task", "model", "cwd", "name", "timeout", "files", "resume", "experiment", "params", "tags"}
     if isinstance(item, Mapping):
         unknown = set(item) - known
         if unknown:
@@ -322,7 +335,8 @@ def _as_spec(item: Any, index: int) -> TaskSpec:
     if not isinstance(preset, str) or not preset:
         raise NbSubagentsError(f"Task {index}: 'preset' must be a preset name, got {preset!r}")
     return TaskSpec(preset=preset, task=task, model=get("model"), cwd=get("cwd"), name=get("name"),
-                    timeout=get("timeout"), files=get("files"), resume=get("resume"))
+                    timeout=get("timeout"), files=get("files"), resume=get("resume"),
+                    experiment=get("experiment"), params=get("params"), tags=get("tags"))
 
 
 def _check_task(task: Any) -> str:
@@ -441,6 +455,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
             "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
             "launcher": _launcher(), "runner": "process" if mode == "background" else current.runner,
+            **_experiment_fields(spec),
         }
         atomic_write_json(paths.meta, meta)
     except OSError as exc:
@@ -452,6 +467,13 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     if note:
         _note(run)
     return run
+
+
+def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:
+    """meta.json's ``experiment``, ``params`` and ``tags`` (only for runs of an experiment)."""
+    if spec.experiment is None:
+        return {}
+    return {"experiment": spec.experiment, "params": dict(spec.params or {}), "tags": dict(spec.tags or {})}
 
 
 def _launcher() -> dict[str, Any]:
@@ -475,7 +497,7 @@ def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int, 
             "mode": mode, "taskIndex": task_index, "preset": spec.preset,
             "task": spec.task if isinstance(spec.task, str) else repr(spec.task),
             "cwd": str(spec.cwd or Path.cwd()), "root": str(root), "requestedModel": spec.model,
-            "resolvedModel": None, "createdAt": now_iso(), "launcher": _launcher()}
+            "resolvedModel": None, "createdAt": now_iso(), "launcher": _launcher(), **_experiment_fields(spec)}
     run = Run(run_dir, meta)
     try:
         atomic_write_json(RunPaths(run_dir).meta, meta)
