@@ -331,6 +331,10 @@ class RunPanel:
             parts.append(f"{tokens:,} tokens")
         if cost:
             parts.append(f"${cost:.4f}")
+        from .renderers import extra_parts
+        turns = tally.turns or ((result or {}).get("turns") or 0)
+        parts += [html.escape(p, quote=False) for p in extra_parts(
+            run, {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost})]
         elapsed = self.elapsed()
         if elapsed is not None:
             parts.append(f'<span class="nbsubagents-elapsed">{_duration(elapsed)}</span>')

@@ -165,3 +165,20 @@ def test_refused_inputs_name_what_was_wrong(project, worktrees):
         plain.apply()
     with pytest.raises(NbSubagentsError, match="keep_worktree must be True or False"):
         nbsubagents.run("scribe", "x", isolation="worktree", keep_worktree="yes", show=False)
+
+
+def test_panels_and_summary_show_changes_and_spend_against_the_budget(project, worktrees, capsys):
+    pytest.importorskip("ipywidgets")
+    from nbsubagents.widgets import RunPanel
+
+    make_repo(project)
+    run = nbsubagents.run("scribe", "edit README.md: second line -> new\nwrite extra.txt: a\\nb", isolation="worktree",
+                          max_tool_calls=10)
+    printed = capsys.readouterr().out
+    assert run.status == "completed", run.error
+    assert "budget tools 2/10" in printed and "2 files +3 \u22121" in printed
+    panel = RunPanel(run)
+    for event in run.events():
+        panel.add(event, None)
+    panel.render()
+    assert "budget tools 2/10" in panel.header.value and "2 files +3 \u22121" in panel.header.value
