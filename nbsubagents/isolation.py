@@ -128,10 +128,14 @@ def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
         _copy_files(repo, path, untracked)
         workdir = path / iso.get("subdir", ".")
     else:
+        # The copy goes through git: the source's files (its .gitignore files respected) are hashed into the
+        # workspace's own repository and checked out there, which leaves the index fresh for the snapshots.
         path.mkdir()
         _git(["init", "-q", str(path)], None)
-        files, _ = _copy_listing(source)
-        _copy_files(source, path, files)
+        with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as fh:
+            fh.write("".join(f"**/{own}{'' if own.endswith('/') else '*'}\n" for own in _OWN))
+        _git(["add", "-A", "."], source, git_dir=str(path / ".git"))
+        _git(["checkout-index", "-a", "-f"], path)
         workdir = path
     iso["base"] = _snapshot(path)  # the state the run starts from: what changes.patch is measured against
     if iso.get("basePatch"):

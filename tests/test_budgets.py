@@ -99,3 +99,32 @@ def test_budget_messages_and_spend_description():
     assert budget.exceeded(tally) == ("budget:tool_calls", "Stopped at 2 tool calls (max_tool_calls=2)")
     assert budgets.describe({"maxToolCalls": 2, "maxTokens": 50000}, {"max_tool_calls": 1, "max_tokens": 12000}) \
         == "tools 1/2 · tokens 12.0k/50.0k"
+
+
+def test_stop_reason_and_changes_survive_a_registry_rebuild_and_an_old_registry_gains_the_columns(project, scripted):
+    import sqlite3
+
+    from nbsubagents import registry
+
+    scripted.script = endless
+    run = nbsubagents.run("scout", "go", show=False, max_turns=1)
+    db = registry.db_path(project)
+    for suffix in ("", "-wal", "-shm"):
+        (db.parent / (db.name + suffix)).unlink(missing_ok=True)
+    registry.rebuild(project)
+    assert nbsubagents.runs().loc[0, "stop_reason"] == "budget:turns"
+
+    # a registry written before these columns existed (schema 1) gains them at its next use
+    for suffix in ("", "-wal", "-shm"):
+        (db.parent / (db.name + suffix)).unlink(missing_ok=True)
+    old = [c for c in registry.COLUMNS if c[0] not in ("files_changed", "lines_added", "lines_removed", "data")]
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"CREATE TABLE runs ({', '.join(f'{n} {t}' for n, t in old)})")
+        conn.execute("PRAGMA user_version = 1")
+    registry._ready.clear()
+    registry._loaded.clear()
+    frame = nbsubagents.runs()
+    assert frame.loc[0, "run_id"] == run.id and frame.loc[0, "stop_reason"] == "budget:turns"
+    with sqlite3.connect(db) as conn:
+        names = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    assert {"files_changed", "lines_added", "lines_removed", "data"} <= names
