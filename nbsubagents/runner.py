@@ -464,6 +464,9 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         paths.prompt.write_text(prompt, encoding="utf-8")
         if earlier is not None and previously is None:
             shutil.copyfile(earlier.paths.session, paths.session)  # pi appends; the earlier run keeps its own
+            if earlier.meta.get("isolation") and isolation is None:  # its worktree is gone: continue in cwd
+                from .isolation import point_session
+                point_session(paths.session, cwd)
         meta = {
             "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
             "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),

@@ -296,6 +296,9 @@ class Supervisor:
             workdir = setup(self.isolation, str(self.meta.get("runId")), self.paths.dir)
         except (IsolationError, OSError) as exc:
             self.stop_word = "isolation"
+            if self.isolation.get("path"):
+                from .isolation import remove
+                remove(self.isolation)  # whatever part of the workspace was made goes
             return f"The run's worktree could not be set up: {exc}"
         self.workdir = str(workdir)
         self.formatter = ProgressFormatter(self.workdir)

@@ -182,3 +182,13 @@ def test_panels_and_summary_show_changes_and_spend_against_the_budget(project, w
         panel.add(event, None)
     panel.render()
     assert "budget tools 2/10" in panel.header.value and "2 files +3 \u22121" in panel.header.value
+
+
+def test_an_isolated_run_resumed_without_isolation_continues_in_the_cwd(project, worktrees):
+    make_repo(project)
+    first = nbsubagents.run("scribe", "write one.txt: first", isolation="worktree", show=False)
+    second = nbsubagents.run("scribe", "write two.txt: second", resume=first.id, show=False)
+    assert second.status == "completed", second.error
+    assert (project / "two.txt").read_text() == "second\n" and not (project / "one.txt").exists()
+    session = json.loads((second.dir / "child-session.jsonl").read_text().splitlines()[0])
+    assert session["cwd"] == str(project)
