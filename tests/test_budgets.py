@@ -19,6 +19,7 @@ def endless(body, index):
     return {"text": f"step {index}", "tool_calls": [{"name": "bash", "arguments": {"command": f"echo step-{index}"}}]}
 
 
+@pytest.mark.pi_matrix
 @pytest.mark.parametrize("field, value, reason, message", [
     ("max_tool_calls", 3, "budget:tool_calls", "Stopped at 3 tool calls (max_tool_calls=3)"),
     ("max_turns", 2, "budget:turns", "Stopped at 2 turns (max_turns=2)"),

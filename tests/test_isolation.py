@@ -119,6 +119,7 @@ def test_a_background_run_is_isolated_and_captured_by_its_supervisor(project, wo
     assert (project / "bg.txt").read_text() == "from the background\n"
 
 
+@pytest.mark.pi_matrix
 def test_resume_continues_in_a_fresh_worktree_with_the_earlier_patch(project, worktrees):
     make_repo(project)
     first = nbsubagents.run("scribe", "write one.txt: first", isolation="worktree", show=False)
