@@ -30,6 +30,7 @@ CHANGES = "changes.json"
 APPLIED = "applied.json"
 # The project's own run records are never copied into a run's workspace.
 _OWN = (".pi/subagents/runs/", ".pi/subagents/registry.sqlite")
+_SKIP_OWN = ("--exclude=**/.pi/subagents/runs/", "--exclude=**/.pi/subagents/registry.sqlite*")  # not even listed
 
 
 class IsolationError(Exception):
@@ -98,7 +99,7 @@ def _copy_listing(source: Path) -> tuple[list[str], int]:
     """The files of a non-git folder that its .gitignore files do not exclude, and their total size."""
     with tempfile.TemporaryDirectory(prefix="nbsubagents-ls-") as tmp:
         _git(["init", "-q", "--bare", tmp], None)
-        out = _git(["ls-files", "-o", "--exclude-standard", "-z"], source, git_dir=tmp).stdout
+        out = _git(["ls-files", "-o", "--exclude-standard", "-z", *_SKIP_OWN], source, git_dir=tmp).stdout
     files = _listed(out)
     size = 0
     for rel in files:
@@ -124,7 +125,7 @@ def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
         diff = _git(["diff", "--binary", "HEAD"], repo).stdout  # the parent's uncommitted changes
         if diff.strip():
             _git(["apply", "--binary", "--whitespace=nowarn", "-"], path, input=diff)
-        untracked = _listed(_git(["ls-files", "-o", "--exclude-standard", "-z"], repo).stdout)
+        untracked = _listed(_git(["ls-files", "-o", "--exclude-standard", "-z", *_SKIP_OWN], repo).stdout)
         _copy_files(repo, path, untracked)
         workdir = path / iso.get("subdir", ".")
     else:
