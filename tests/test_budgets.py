@@ -11,7 +11,7 @@ from nbsubagents import budgets, config
 from nbsubagents.config import NbSubagentsError
 from nbsubagents.events import Tally
 
-from conftest import processes_inside
+from conftest import processes_inside, wait_for
 
 
 def endless(body, index):
@@ -129,3 +129,20 @@ def test_stop_reason_and_changes_survive_a_registry_rebuild_and_an_old_registry_
     with sqlite3.connect(db) as conn:
         names = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
     assert {"files_changed", "lines_added", "lines_removed", "data"} <= names
+
+
+def test_every_guard_names_its_stop_reason_in_result_json_and_runs(project):
+    config.configure(extend_timeout_debounce=0.5, looping_tool_count=3)
+    timed_out = nbsubagents.run("scout", "run: sleep 30", timeout=1, show=False)
+    looped = nbsubagents.run("scout", "run: echo same\nrun: echo same\nrun: echo same", show=False)
+    provider = nbsubagents.run("scout", "fail: 500 boom", show=False)
+    started = nbsubagents.start("scout", "run: sleep 30", show=False)
+    wait_for(lambda: any(e["type"] == "tool_call" for e in started.events()), what="the tool call")
+    started.cancel()
+    started.wait(60)
+    reasons = {r.id: r.result["stopReason"] for r in (timed_out, looped, provider, started)}
+    assert reasons == {timed_out.id: "timeout", looped.id: "loop", provider.id: "provider_error",
+                       started.id: "cancelled"}
+    assert provider.result["piStopReason"] == "error"
+    frame = nbsubagents.runs().set_index("run_id")
+    assert {k: frame.loc[k, "stop_reason"] for k in reasons} == reasons
