@@ -23,7 +23,9 @@ def _renderer(show: bool) -> Any:
 
 def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
         timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
-        resume: str | None = None, show: bool = True) -> Run:
+        resume: str | None = None, show: bool = True, isolation: str | None = None,
+        keep_worktree: bool | None = None, max_turns: int | None = None, max_tool_calls: int | None = None,
+        max_tokens: int | None = None, max_cost: float | None = None, output_schema: Any = None) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
     ``files`` puts file contents before the task (paths, or dicts with ``path`` and ``start``/``end``,
@@ -31,11 +33,18 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
     history. Bad input (unknown preset or model, empty task, missing cwd) raises before anything
     starts. Interrupting the cell aborts the run and returns it with status ``aborted``.
 
+    ``isolation="worktree"`` runs it in a fresh git worktree (or copy) and captures its changes as a
+    patch (``run.diff``, ``run.apply()``, ``run.discard()``); ``max_turns``, ``max_tool_calls``,
+    ``max_tokens`` and ``max_cost`` stop it at a budget; ``output_schema`` (a JSON Schema dict or a
+    pydantic model class) asks for a typed result in ``run.data``.
+
     Progress shows as a live panel in a notebook and as plain lines on stderr elsewhere; ``show=False``
     (or ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
     """
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
-                    name=name, timeout=timeout, files=files, resume=resume)
+                    name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
+                    keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
+                    max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
     _check_runner()
     the_run = _runs.prepare(spec, mode="single")
     _first_use([the_run])
@@ -63,8 +72,8 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
     """Run several sub-agents, at most ``concurrency`` at once; returns their finished runs in order.
 
     Each task is a dict (or object) with ``preset`` and ``task`` and optionally ``model``, ``cwd``,
-    ``name``, ``timeout``. A task whose preset or model is unknown fails alone; the others run.
-    ``show=False`` shows no progress.
+    ``name``, ``timeout``, ``isolation``, ``keep_worktree``, the budget fields and ``output_schema``.
+    A task whose preset or model is unknown fails alone; the others run. ``show=False`` shows no progress.
     """
     items = list(tasks)
     limit = settings.concurrency if concurrency is None else concurrency
@@ -97,7 +106,10 @@ def _check_runner() -> None:
 
 def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
           timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
-          on_done: Callable[[Run], Any] | None = None, show: bool = True) -> Run:
+          on_done: Callable[[Run], Any] | None = None, show: bool = True, resume: str | None = None,
+          isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
+          max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
+          output_schema: Any = None) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
@@ -111,7 +123,9 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     if on_done is not None and not callable(on_done):
         raise NbSubagentsError(f"on_done must be a function taking the finished run, got {on_done!r}")
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
-                    name=name, timeout=timeout, files=files)
+                    name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
+                    keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
+                    max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
     the_run = _runs.prepare(spec, mode="background")
     _first_use([the_run])  # settles runs of earlier kernels, announces what finished while away
     renderer = _renderer(show) if show else None
@@ -146,15 +160,17 @@ def cancel(run_id: str) -> bool:
 
 
 def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
-         text: str | None = None, limit: int | None = None) -> Any:
+         text: str | None = None, limit: int | None = None, expand_data: bool = False) -> Any:
     """Every run of this project as a pandas DataFrame, newest first, filtered in the registry.
 
     ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO
     time or an age such as ``"30m"``, ``"2h"``, ``"7d"``; ``text`` searches tasks and outputs.
+    ``stop_reason`` says why a run ended, ``changes`` is ``+N −M`` for an isolated run, and
+    ``expand_data=True`` adds typed results as ``data.*`` columns.
     """
     from .query import runs as _runs_frame
     return _runs_frame(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                       limit=limit)
+                       limit=limit, expand_data=expand_data)
 
 
 def status_bar(*, root: str | Path | None = None) -> Any:

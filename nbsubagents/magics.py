@@ -29,9 +29,11 @@ from nbsubagents.config import NbSubagentsError
 __all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_list", "suggest",
            "unload_ipython_extension"]
 
-TASK_KEYS = ("preset", "task", "model", "cwd", "name", "timeout")
-_VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "-o", "--out", "--concurrency")
-_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--bg", "--expand", "-o")
+TASK_KEYS = ("preset", "task", "model", "cwd", "name", "timeout", "isolation", "keep_worktree", "max_turns",
+             "max_tool_calls", "max_tokens", "max_cost")  # the last six are checked by the run itself
+_LIMIT_FLAGS = ("--isolation", "--max-turns", "--max-tool-calls", "--max-tokens", "--max-cost")
+_VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "-o", "--out", "--concurrency", *_LIMIT_FLAGS)
+_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--bg", "--expand", "-o", *_LIMIT_FLAGS)
 _GROUP_FLAGS = ("--concurrency", "--expand", "-o")
 _MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report"),
                 "cell": ("subagent", "subagents", "subagent_experiment")}
@@ -219,6 +221,11 @@ class SubagentMagics(Magics):
     @argument("--timeout", type=float, metavar="S",
               help="seconds before the run is stopped (default: preset, settings, 600)")
     @argument("--name", metavar="N", help="a name for the run (default: the preset's)")
+    @argument("--isolation", metavar="worktree", help="work in a fresh git worktree (or copy); see run.apply()")
+    @argument("--max-turns", type=int, metavar="N", help="budget: stop after N turns")
+    @argument("--max-tool-calls", type=int, metavar="N", help="budget: stop after N tool calls")
+    @argument("--max-tokens", type=int, metavar="N", help="budget: stop once N tokens are spent")
+    @argument("--max-cost", type=float, metavar="X", help="budget: stop once the cost reaches X")
     @argument("--bg", action="store_true", help="start in the background (nbsubagents.start) and return at once")
     @argument("--expand", action="store_true",
               help="fill in $name and {expression} from the notebook's variables (off: the task is sent as written)")
@@ -245,7 +252,9 @@ class SubagentMagics(Magics):
         _check_var(args.out)
         if args.expand:
             task = self._expand(task)
-        options = {"model": args.model, "cwd": args.cwd, "timeout": args.timeout, "name": args.name}
+        options = {"model": args.model, "cwd": args.cwd, "timeout": args.timeout, "name": args.name,
+                   "isolation": args.isolation, "max_turns": args.max_turns, "max_tool_calls": args.max_tool_calls,
+                   "max_tokens": args.max_tokens, "max_cost": args.max_cost}
         try:
             if args.bg:
                 result = nbsubagents.start(args.preset, task, **options)

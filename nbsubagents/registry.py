@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["Status", "status", "counts", "reconcile", "rebuild", "get_run", "resolve",
            "announce_finished_while_away", "db_path"]
 
-SCHEMA_VERSION = 2  # 2: experiment, params, tags, scores (added to version-1 tables in place)
+SCHEMA_VERSION = 3  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data
 ACTIVE = ("queued", "running")
 STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
 AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
@@ -69,6 +69,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("announced", "INTEGER NOT NULL DEFAULT 0"), ("updated_at", "TEXT"),
     # experiments (nbsubagents.experiment): params/tags/scores are JSON objects, rebuilt from meta.json/scores.json
     ("experiment", "TEXT"), ("params", "TEXT"), ("tags", "TEXT"), ("scores", "TEXT"),
+    # issue 14: an isolated run's changes, a typed run's data (JSON)
+    ("files_changed", "INTEGER"), ("lines_added", "INTEGER"), ("lines_removed", "INTEGER"), ("data", "TEXT"),
 ]
 NAMES = [name for name, _ in COLUMNS]
 _INSERT_ONLY = {"run_id", "owner_pid", "owner_ticks", "owner_host"}  # owner changes only by take_over()
@@ -149,10 +151,7 @@ def _init_schema(conn: sqlite3.Connection) -> None:
                 try:
                     create, *indexes = filter(str.strip, _SCHEMA.split(";"))
                     conn.execute(create)
-                    have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-                    for name, kind in COLUMNS:  # a table of an earlier version gets the new columns
-                        if name not in have:
-                            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+                    _add_missing_columns(conn)  # a table of an earlier version gets the new columns
                     for statement in indexes:
                         conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -166,6 +165,14 @@ def _init_schema(conn: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """A registry made by an older version gains the columns added since (all nullable)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name, kind in COLUMNS:
+        if name not in have:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
 
 
 def _connect(db: Path) -> _Connection:
@@ -204,7 +211,16 @@ def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
         "tool_calls": result.get("toolCalls"), "turns": result.get("turns"),
         "started_at": result.get("startedAt"), "ended_at": result.get("endedAt"),
         "duration": result.get("durationSeconds"),
+        "files_changed": (result.get("changes") or {}).get("files"),
+        "lines_added": (result.get("changes") or {}).get("added"),
+        "lines_removed": (result.get("changes") or {}).get("removed"),
+        "data": _json_or_none(result.get("data")) if "data" in result else None,
     }
+
+
+def _json_or_none(value: Any) -> str:
+    import json
+    return json.dumps(value, ensure_ascii=False)
 
 
 def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:

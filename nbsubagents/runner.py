@@ -125,9 +125,53 @@ class Run:
 
     @property
     def files_changed(self) -> list[str]:
-        """Paths the child wrote or edited successfully, as its events show them."""
+        """Paths the run changed: from its ``changes.json`` for an isolated run (relative to the repository or
+        folder), else the paths the child wrote or edited successfully, as its events show them."""
+        changes = read_json(self.paths.dir / "changes.json")
+        if changes is not None:
+            return [f["path"] for f in changes.get("fileChanges", [])]
         from .inspection import files_changed
         return files_changed(artifacts.read_events(self.paths.events), self.meta.get("cwd"))
+
+    # -- typed results and isolation ----------------------------------------------------------
+    @property
+    def data(self) -> Any:
+        """The JSON value the child ended with, validated against ``output_schema`` (None without one)."""
+        return (self.result or {}).get("data")
+
+    @property
+    def changes(self) -> dict[str, Any] | None:
+        """An isolated run's ``changes.json``: files, added, removed and one entry per file."""
+        return read_json(self.paths.dir / "changes.json")
+
+    @property
+    def diff(self) -> str:
+        """An isolated run's patch (``changes.patch``, a binary-safe ``git diff``); '' without one."""
+        try:
+            return (self.paths.dir / "changes.patch").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def apply(self, check: bool = True) -> list[str]:
+        """Apply this isolated run's changes to its original folder; returns the files changed.
+
+        With ``check`` nothing is written unless the whole patch applies; a conflict raises
+        NbSubagentsError naming the file. A patch is applied once; ``discard()`` drops it instead.
+        """
+        from .isolation import IsolationError, apply
+        if not self.done:
+            raise NbSubagentsError(f"Run {self.id} is still running: wait for it before applying its changes")
+        try:
+            return apply(self.paths.dir, check=check)
+        except IsolationError as exc:
+            raise NbSubagentsError(str(exc)) from None
+
+    def discard(self) -> None:
+        """Drop this isolated run's changes: a kept worktree is removed and ``apply()`` refuses afterwards."""
+        from .isolation import discard
+        if not self.done:
+            raise NbSubagentsError(f"Run {self.id} is still running: cancel or wait for it before discarding")
+        discard(self.paths.dir)
 
     # -- control ------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> Run:
@@ -213,7 +257,7 @@ class Run:
         for event in self._tail.read_new():
             renderer.event(self, event, self._formatter.format(event))
 
-    def _write_result(self, status: str, message: str, *, lost: bool = False) -> None:
+    def _write_result(self, status: str, message: str, *, lost: bool = False, reason: str | None = None) -> None:
         """A result for a run whose supervisor never ran (now, 0 s) or died (``lost``): keeps the registry truthful.
 
         A lost run keeps its real start (``supervisor.json``, else ``meta.json``) and ends at its last event,
@@ -232,9 +276,11 @@ class Run:
             started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(self.meta.get("createdAt")) \
                 or now
             ended = max(started, artifacts.last_event_time(self.paths.events) or started)
+        if reason is None:
+            reason = "cancelled" if status == "aborted" else ("interrupted" if lost else "not_started")
         record = artifacts.result_record(
             self.id, status, error=message, started_at=artifacts.iso(started), ended_at=artifacts.iso(ended),
-            duration=round(ended - started, 3))
+            duration=round(ended - started, 3), stop_reason=reason)
         try:
             atomic_write_json(self.paths.result, record, exclusive=True)  # another settler may have been first
         except OSError as exc:  # a full or read-only disk: this process still knows the truth
@@ -319,13 +365,25 @@ class TaskSpec:
     experiment: str | None = None          # the experiment this run belongs to (nbsubagents.experiment)
     params: dict[str, Any] | None = None   # its cell of the experiment: preset, model, task id, repeat, ...
     tags: dict[str, Any] | None = None
+    isolation: str | None = None
+    keep_worktree: bool | None = None
+    max_turns: int | None = None
+    max_tool_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    output_schema: Any = None
+
+
+_SPEC_KEYS = ("preset", "task", "model", "cwd", "name", "timeout", "files", "resume", "isolation", "keep_worktree",
+              "max_turns", "max_tool_calls", "max_tokens", "max_cost", "output_schema", "experiment", "params",
+              "tags")
 
 
 def _as_spec(item: Any, index: int) -> TaskSpec:
     if isinstance(item, TaskSpec):
         return item
     get = item.get if isinstance(item, Mapping) else (lambda k, d=None: getattr(item, k, d))
-    known = {"preset", "task", "model", "cwd", "name", "timeout", "files", "resume", "experiment", "params", "tags"}
+    known = set(_SPEC_KEYS)
     if isinstance(item, Mapping):
         unknown = set(item) - known
         if unknown:
@@ -334,9 +392,7 @@ def _as_spec(item: Any, index: int) -> TaskSpec:
     preset, task = get("preset"), get("task")
     if not isinstance(preset, str) or not preset:
         raise NbSubagentsError(f"Task {index}: 'preset' must be a preset name, got {preset!r}")
-    return TaskSpec(preset=preset, task=task, model=get("model"), cwd=get("cwd"), name=get("name"),
-                    timeout=get("timeout"), files=get("files"), resume=get("resume"),
-                    experiment=get("experiment"), params=get("params"), tags=get("tags"))
+    return TaskSpec(**{key: get(key) for key in _SPEC_KEYS})
 
 
 def _check_task(task: Any) -> str:
@@ -427,6 +483,10 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     root = project_root(cwd)
     earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
+    budget, isolation, schema = _limits(spec, preset, current, cwd, earlier)
+    if schema is not None:
+        from .output_schema import instruction
+        prompt += instruction(schema)
     run_dir = _make_run_dir(root)
     run_id = run_dir.name
     paths = RunPaths(run_dir)
@@ -438,6 +498,9 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         paths.prompt.write_text(prompt, encoding="utf-8")
         if earlier is not None and previously is None:
             shutil.copyfile(earlier.paths.session, paths.session)  # pi appends; the earlier run keeps its own
+            if earlier.meta.get("isolation") and isolation is None:  # its worktree is gone: continue in cwd
+                from .isolation import point_session
+                point_session(paths.session, cwd)
         meta = {
             "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
             "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
@@ -454,6 +517,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1"},
             "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
             "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
+            "budget": budget, "isolation": isolation, "outputSchema": schema,
             "launcher": _launcher(), "runner": "process" if mode == "background" else current.runner,
             **_experiment_fields(spec),
         }
@@ -474,6 +538,38 @@ def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:
     if spec.experiment is None:
         return {}
     return {"experiment": spec.experiment, "params": dict(spec.params or {}), "tags": dict(spec.tags or {})}
+
+
+def _limits(spec: TaskSpec, preset: Any, current: Any, cwd: Path, earlier: Run | None) -> tuple[Any, Any, Any]:
+    """The run's budget (call or task > preset > settings), isolation plan and output schema, all checked."""
+    from . import budgets
+
+    chosen = {}
+    for key in budgets.FIELDS:
+        value = getattr(spec, key)
+        chosen[key] = value if value is not None else (preset.budget or {}).get(key, getattr(current, key))
+    budget = budgets.to_meta(budgets.check(chosen))
+    mode = spec.isolation if spec.isolation is not None else (preset.isolation or current.isolation)
+    if mode not in (None, "none", "worktree"):
+        raise NbSubagentsError(f"isolation must be 'worktree' or 'none', got {mode!r}")
+    if spec.keep_worktree is not None and not isinstance(spec.keep_worktree, bool):
+        raise NbSubagentsError(f"keep_worktree must be True or False, got {spec.keep_worktree!r}")
+    plan = None
+    if mode == "worktree":
+        from .isolation import IsolationError, plan as make_plan
+        base = None
+        if earlier is not None and (earlier.paths.dir / "changes.patch").exists():
+            base = str(earlier.paths.dir / "changes.patch")
+        try:
+            plan = make_plan(cwd, keep=bool(spec.keep_worktree), max_copy_mb=current.isolation_max_copy_mb,
+                             base_patch=base)
+        except IsolationError as exc:
+            raise NbSubagentsError(str(exc)) from None
+    schema = None
+    if spec.output_schema is not None:
+        from .output_schema import normalize
+        schema = normalize(spec.output_schema)
+    return budget, plan, schema
 
 
 def _launcher() -> dict[str, Any]:

@@ -372,3 +372,19 @@ def test_the_usage_examples_of_subagents_are_valid_task_lists():
         tasks = magics.parse_task_list(example)
         assert [t["preset"] for t in tasks] == ["scout", "scribe"]
         assert tasks[1]["task"] == "write NOTES.md: hello" and tasks[1]["name"] == "writer"
+
+
+def test_subagent_magic_passes_isolation_and_budgets(shell, project, scripted, tmp_path, monkeypatch):
+    import subprocess
+
+    monkeypatch.setenv("NBSUBAGENTS_WORKTREES", str(tmp_path / "worktrees"))
+    scripted.script = lambda body, index: {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {index}"}}]}
+    run = shell.run_line_magic("subagent", "--max-tool-calls 2 scout keep going")
+    assert run.result["stopReason"] == "budget:tool_calls" and run.result["toolCalls"] == 3
+    scripted.script = None
+    run = shell.run_line_magic("subagent", "--isolation worktree scout run: echo x > made.txt")
+    assert run.files_changed == ["made.txt"] and not (project / "made.txt").exists()
+    runs = shell.run_cell_magic("subagents", "", "- preset: scout\n  task: \"run: echo y > y.txt\"\n"
+                                "  isolation: worktree\n  max_turns: 5\n")
+    assert runs[0].files_changed == ["y.txt"] and runs[0].meta["budget"] == {"maxTurns": 5}
+    assert subprocess.run(["ls", str(tmp_path / "worktrees")], capture_output=True, text=True).stdout == ""
