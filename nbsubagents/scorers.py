@@ -17,7 +17,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .artifacts import atomic_write_json, now_iso, read_json
 from .config import NbSubagentsError
@@ -193,5 +193,3 @@ def scorers_spec(scorers: Iterable[Any]) -> list[dict[str, Any]]:
 def load_scorers(specs: Iterable[dict[str, Any]] | None) -> list[Check]:
     return [as_scorer(s) for s in specs or []]
 
-
-ScorerLike = Callable[..., Any]

@@ -68,7 +68,8 @@ def _task_rows(tasks: Any) -> list[dict[str, Any]]:
     """Tasks as dicts: strings, dicts with ``task``, or a DataFrame whose rows are tasks."""
     if hasattr(tasks, "columns") and hasattr(tasks, "to_dict"):  # a pandas DataFrame, without importing pandas
         if "task" not in tasks.columns:
-            raise NbSubagentsError(f"A DataFrame of tasks needs a 'task' column; it has {', '.join(map(str, tasks.columns))}")
+            have = ", ".join(map(str, tasks.columns))
+            raise NbSubagentsError(f"A DataFrame of tasks needs a 'task' column; it has {have}")
         rows = [{str(k): _plain(v) for k, v in row.items()} for row in tasks.to_dict(orient="records")]
     elif isinstance(tasks, (str, dict)):
         rows = [tasks if isinstance(tasks, dict) else {"task": tasks}]
@@ -124,8 +125,8 @@ def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1
     options = dict(run_options or {})
     unknown = set(options) - _RUN_OPTIONS
     if unknown:
-        raise NbSubagentsError(f"experiment(): unknown option(s) {', '.join(sorted(unknown))}; it takes tasks, presets, "
-                               f"models, repeats, concurrency, scorers, background, show and "
+        raise NbSubagentsError(f"experiment(): unknown option(s) {', '.join(sorted(unknown))}; it takes tasks, "
+                               f"presets, models, repeats, concurrency, scorers, background, show and "
                                f"{', '.join(sorted(_RUN_OPTIONS))}")
     tags = options.pop("tags", None) or {}
     if options.get("cwd") is not None:

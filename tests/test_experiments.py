@@ -194,7 +194,8 @@ def test_background_sweep_runs_in_a_detached_process_with_its_checks(project):
     assert exp.running
     exp.wait(120)
     frame = exp.frame()
-    assert len(frame) == 2 and set(frame["status"]) == {"completed"} and (frame["scores.has_app"] == True).all()  # noqa: E712
+    assert len(frame) == 2 and set(frame["status"]) == {"completed"}
+    assert (frame["scores.has_app"] == True).all()  # noqa: E712
     with pytest.raises(NbSubagentsError, match="only use check"):
         nbsubagents.experiment("bg2", tasks=TASKS, presets="scout", background=True, scorers=[words])
 
