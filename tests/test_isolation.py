@@ -175,7 +175,7 @@ def test_panels_and_summary_show_changes_and_spend_against_the_budget(project, w
     make_repo(project)
     run = nbsubagents.run("scribe", "edit README.md: second line -> new\nwrite extra.txt: a\\nb", isolation="worktree",
                           max_tool_calls=10)
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err  # progress outside a notebook goes to stderr
     assert run.status == "completed", run.error
     assert "budget tools 2/10" in printed and "2 files +3 \u22121" in printed
     panel = RunPanel(run)
