@@ -282,8 +282,9 @@ class Experiment:
             if scorers and not (run.dir / "scores.json").exists():
                 score(run, scorers)
         _runs.drive(built, concurrency=concurrency, renderer=renderer)
-        for run in live:  # another process's runs of this experiment: wait, then score
+        for run in live:  # runs of a launcher that died (or of another process): wait, record, score
             run.wait()
+            registry.note(run)  # its launcher may be gone: the registry learns the end here
             if scorers:
                 score(run, scorers)
         return self.runs()
