@@ -22,7 +22,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .artifacts import TERMINAL
-from .formatter import ProgressFormatter, ProgressLine
+from .formatter import ProgressLine
 from .panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
                           group_static_html, group_static_text)
 from .style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph
@@ -269,10 +269,7 @@ class RunPanel(PanelState, _StaticRecord):
     @classmethod
     def from_run(cls, run: Run, **kwargs: Any) -> RunPanel:
         """A panel of what a run did so far (all of it when it ended), from its events.jsonl."""
-        panel = cls(run, **kwargs)
-        formatter = ProgressFormatter(run.meta.get("cwd"))
-        for event in run.events():
-            panel.add(event, formatter.format(event))
+        panel = cls.of_run(run, **kwargs)  # PanelState's replay of its events.jsonl
         if run.done:
             panel.finish()
         else:
