@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",
            "start", "status", "cancel", "get_run", "Status", "runs", "status_bar", "browse", "runs_timeline",
-           "StatusBar", "Browser", "report"]
+           "StatusBar", "Browser", "report",
+           "experiment", "experiments", "get_experiment", "Experiment", "check"]
 
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
@@ -23,6 +24,8 @@ _LAZY = {
     "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry",
     "runs": "api", "status_bar": "api", "browse": "api", "runs_timeline": "api",
     "StatusBar": "ui.browser", "Browser": "ui.browser", "report": "ui.reports",
+    "experiment": "sweeps.experiment", "experiments": "sweeps.experiment", "get_experiment": "sweeps.experiment",
+    "Experiment": "sweeps.experiment", "check": "sweeps.scorers",
 }
 
 if TYPE_CHECKING:
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
     from .registry import Status
     from .config import NbSubagentsError, configure
     from .lifecycle.handle import Run
+    from .sweeps.experiment import Experiment, experiment, experiments, get_experiment
+    from .sweeps.scorers import check
 
 
 def __getattr__(name: str) -> Any:

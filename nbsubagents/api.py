@@ -9,22 +9,18 @@ from .lifecycle import handle as _runs
 from .config import NbSubagentsError, settings
 from .lifecycle.handle import Run
 from .lifecycle.spec import TaskSpec
+from .lifecycle import launch, reconcile
+from .ui.display import renderer_for
 
 if TYPE_CHECKING:
     from .registry import Status
 
 
-def _renderer(show: bool) -> Any:
-    if not show:
-        from .ui.renderers import NullRenderer
-        return NullRenderer()
-    from .ui.display import choose_renderer
-    return choose_renderer()
-
-
 def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
         timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
-        resume: str | None = None, show: bool = True) -> Run:
+        resume: str | None = None, show: bool = True, isolation: str | None = None,
+        keep_worktree: bool | None = None, max_turns: int | None = None, max_tool_calls: int | None = None,
+        max_tokens: int | None = None, max_cost: float | None = None, output_schema: Any = None) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
     ``files`` puts file contents before the task (paths, or dicts with ``path`` and ``start``/``end``,
@@ -32,40 +28,31 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
     history. Bad input (unknown preset or model, empty task, missing cwd) raises before anything
     starts. Interrupting the cell aborts the run and returns it with status ``aborted``.
 
+    ``isolation="worktree"`` runs it in a fresh git worktree (or copy) and captures its changes as a
+    patch (``run.diff``, ``run.apply()``, ``run.discard()``); ``max_turns``, ``max_tool_calls``,
+    ``max_tokens`` and ``max_cost`` stop it at a budget; ``output_schema`` (a JSON Schema dict or a
+    pydantic model class) asks for a typed result in ``run.data``.
+
     Progress shows as a live panel in a notebook and as plain lines on stderr elsewhere; ``show=False``
     (or ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
     """
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
-                    name=name, timeout=timeout, files=files, resume=resume)
-    _check_runner()
+                    name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
+                    keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
+                    max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
+    launch.check_runner()
     the_run = _runs.prepare(spec, mode="single")
-    _first_use([the_run])
-    (the_run,) = _runs.drive([the_run], concurrency=1, renderer=_renderer(show))
+    reconcile.first_use_of([the_run])
+    (the_run,) = _runs.drive([the_run], concurrency=1, renderer=renderer_for(show))
     return the_run
-
-
-def _first_use(runs: list[Run]) -> None:
-    """Once per process and project (the runs' own): settle earlier kernels' runs and announce what finished
-    while away, so the first call after a restart brings the news, whichever call it is."""
-    import sqlite3
-    import warnings
-
-    from .lifecycle import reconcile
-
-    for root in dict.fromkeys(Path(r.dir).parents[3] for r in runs):  # <root>/.pi/subagents/runs/<id>
-        try:
-            reconcile.first_use(root)
-        except (sqlite3.Error, OSError) as exc:  # a registry problem never fails a run
-            warnings.warn(f"nbsubagents: the run registry of {root} could not be read ({exc}); runs still work, "
-                          "and nbsubagents.registry.rebuild() recreates it", RuntimeWarning, stacklevel=3)
 
 
 def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: bool = True) -> list[Run]:
     """Run several sub-agents, at most ``concurrency`` at once; returns their finished runs in order.
 
     Each task is a dict (or object) with ``preset`` and ``task`` and optionally ``model``, ``cwd``,
-    ``name``, ``timeout``. A task whose preset or model is unknown fails alone; the others run.
-    ``show=False`` shows no progress.
+    ``name``, ``timeout``, ``isolation``, ``keep_worktree``, the budget fields and ``output_schema``.
+    A task whose preset or model is unknown fails alone; the others run. ``show=False`` shows no progress.
     """
     items = list(tasks)
     limit = settings.concurrency if concurrency is None else concurrency
@@ -76,10 +63,10 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
     if len(items) > settings.max_tasks:
         raise NbSubagentsError(f"Too many tasks: {len(items)} given, at most {settings.max_tasks} per call "
                                f"(nbsubagents.configure(max_tasks=...) raises the limit)")
-    _check_runner()
+    launch.check_runner()
     built = _runs.build_runs(items, mode="parallel")
-    _first_use(built)
-    return _runs.drive(built, concurrency=limit, renderer=_renderer(show))
+    reconcile.first_use_of(built)
+    return _runs.drive(built, concurrency=limit, renderer=renderer_for(show))
 
 
 def presets(cwd: str | Path | None = None) -> Any:
@@ -89,16 +76,12 @@ def presets(cwd: str | Path | None = None) -> Any:
     return list_presets(cwd)
 
 
-def _check_runner() -> None:
-    """The tmux runner needs tmux: say so before any run is created."""
-    if settings.runner == "tmux":
-        from .lifecycle.tmux import require_tmux
-        require_tmux()
-
-
 def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
           timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
-          resume: str | None = None, on_done: Callable[[Run], Any] | None = None, show: bool = True) -> Run:
+          on_done: Callable[[Run], Any] | None = None, show: bool = True, resume: str | None = None,
+          isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
+          max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
+          output_schema: Any = None) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
@@ -113,10 +96,12 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     if on_done is not None and not callable(on_done):
         raise NbSubagentsError(f"on_done must be a function taking the finished run, got {on_done!r}")
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
-                    name=name, timeout=timeout, files=files, resume=resume)
+                    name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
+                    keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
+                    max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
     the_run = _runs.prepare(spec, mode="background")
-    _first_use([the_run])  # settles runs of earlier kernels, announces what finished while away
-    renderer = _renderer(show) if show else None
+    reconcile.first_use_of([the_run])  # settles runs of earlier kernels, announces what finished while away
+    renderer = renderer_for(show) if show else None
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
     the_run.launch()
@@ -148,17 +133,19 @@ def cancel(run_id: str) -> bool:
 
 
 def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
-         text: str | None = None, limit: int | None = None) -> Any:
+         text: str | None = None, limit: int | None = None, expand_data: bool = False) -> Any:
     """Every run of this project as a pandas DataFrame, newest first, filtered in the registry.
 
     ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO
     time or an age such as ``"30m"``, ``"2h"``, ``"7d"``; ``text`` searches tasks and outputs.
+    ``stop_reason`` says why a run ended, ``changes`` is ``+N −M`` for an isolated run, and
+    ``expand_data=True`` adds typed results as ``data.*`` columns.
     """
     from .lifecycle.reconcile import first_use
     from .registry.query import runs as _runs_frame
     first_use()  # once per process and project: what it finds on disk and what finished while away
     return _runs_frame(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                       limit=limit)
+                       limit=limit, expand_data=expand_data)
 
 
 def status_bar(*, root: str | Path | None = None) -> Any:

@@ -17,8 +17,9 @@ PI_VERSION = "0.73.1"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
-class NbSubagentsError(ValueError):
-    """Base of the errors a user can fix; the message says what was wrong and what would be right."""
+from .child.errors import NbSubagentsError
+
+__all__ = ["NbSubagentsError", "PiNotFoundError"]  # and the settings below
 
 
 class PiNotFoundError(NbSubagentsError):
@@ -40,6 +41,12 @@ class Settings:
     runner: str = "process"        # "process" or "tmux" (foreground runs only)
     poll_interval: float = 0.05    # how often a waiting kernel looks at events.jsonl
     claude_agents: bool = True     # also read Claude Code's .claude/agents/ and ~/.claude/agents/ (lowest precedence)
+    isolation: str | None = None   # "worktree": every run works in a fresh worktree (or copy) of its cwd
+    isolation_max_copy_mb: float = 200.0  # a non-git folder larger than this is refused for isolation
+    max_turns: int | None = None   # budgets (None: no limit); see nbsubagents/budgets.py
+    max_tool_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
 
 
 # What each numeric setting may hold: (whole numbers only, lowest, highest or None, what a right value looks like).
@@ -52,7 +59,9 @@ _NUMERIC: dict[str, tuple[bool, float, float | None, str]] = {
     "looping_tool_count": (True, 0, 50, "a whole number from 0 to 50"),
     "panel_lines": (True, 1, 500, "a whole number from 1 to 500"),
     "poll_interval": (False, 0, 10, "a number of seconds > 0 and at most 10"),
+    "isolation_max_copy_mb": (False, 0, None, "a number of megabytes > 0"),
 }
+_BUDGET_KEYS = frozenset({"max_turns", "max_tool_calls", "max_tokens", "max_cost"})
 _FILE_KEYS = {k for k in _NUMERIC if k != "poll_interval"}
 
 
@@ -65,14 +74,16 @@ def numeric_problem(key: str, value: object) -> str | None:
     kinds = (int,) if whole else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
         return right
-    exclusive_low = key in ("timeout", "poll_interval")
+    exclusive_low = key in ("timeout", "poll_interval", "isolation_max_copy_mb")
     if (value <= low if exclusive_low else value < low) or (high is not None and value > high):
         return right
     return None
 
 
 _CAMEL = {"maxTasks": "max_tasks", "extendTimeoutDebounce": "extend_timeout_debounce",
-          "loopingToolCount": "looping_tool_count", "panelLines": "panel_lines", "claudeAgents": "claude_agents"}
+          "loopingToolCount": "looping_tool_count", "panelLines": "panel_lines", "claudeAgents": "claude_agents",
+          "isolationMaxCopyMb": "isolation_max_copy_mb", "maxTurns": "max_turns", "maxToolCalls": "max_tool_calls",
+          "maxTokens": "max_tokens", "maxCost": "max_cost"}
 _BOOL_KEYS = frozenset({"claude_agents"})
 
 _overrides: dict[str, object] = {}
@@ -108,6 +119,12 @@ def _read_subagents_settings(path: Path) -> dict[str, object]:
         if key in _BOOL_KEYS:
             if not isinstance(value, bool):
                 raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be true or false, got {value!r}')
+            values[key] = value
+            continue
+        if key == "isolation" or key in _BUDGET_KEYS:
+            right = _other_problem(key, value)
+            if right is not None:
+                raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be {right}, got {value!r}')
             values[key] = value
             continue
         if key not in _FILE_KEYS:
@@ -151,6 +168,10 @@ def configure(**changes: object) -> Settings:
             raise NbSubagentsError(f"Unknown setting {key!r}. Known settings: {', '.join(sorted(known))}")
         if key == "runner" and value not in (None, "process", "tmux"):
             raise NbSubagentsError(f'runner must be "process" or "tmux", got {value!r}')
+        if (key == "isolation" or key in _BUDGET_KEYS) and value is not None:
+            right = _other_problem(key, value)
+            if right is not None:
+                raise NbSubagentsError(f"configure({key}=...) must be {right}, got {value!r}")
         if key in _NUMERIC and value is not None:
             right = numeric_problem(key, value)
             if right is not None:
@@ -161,6 +182,14 @@ def configure(**changes: object) -> Settings:
         else:
             _overrides[key] = value
     return current()
+
+
+def _other_problem(key: str, value: object) -> str | None:
+    """What a right value of the isolation or a budget setting looks like, when ``value`` is not one."""
+    if key == "isolation":
+        return None if value in ("worktree", "none") else '"worktree" or "none"'
+    from .child.budgets import problem
+    return problem(key, value)
 
 
 def reset() -> None:

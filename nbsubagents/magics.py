@@ -30,11 +30,13 @@ from nbsubagents.lifecycle.spec import check_shape
 __all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_list", "suggest",
            "unload_ipython_extension"]
 
-_VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "-o", "--out", "--concurrency")
-_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "--bg", "--expand", "-o")
+_LIMIT_FLAGS = ("--isolation", "--max-turns", "--max-tool-calls", "--max-tokens", "--max-cost")
+_VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "-o", "--out", "--concurrency",
+                *_LIMIT_FLAGS)
+_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "--bg", "--expand", "-o", *_LIMIT_FLAGS)
 _GROUP_FLAGS = ("--concurrency", "--expand", "-o")
 _MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report"),
-                "cell": ("subagent", "subagents")}
+                "cell": ("subagent", "subagents", "subagent_experiment")}
 # A word of a magic line: runs of plain characters and quoted strings (quotes may hold spaces).
 _WORD = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
 
@@ -96,7 +98,7 @@ def _to_usage_error(exc: NbSubagentsError) -> UsageError:
     return UsageError(str(exc))
 
 
-def _yaml_error(exc: Exception) -> str:
+def yaml_error(exc: Exception) -> str:
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     problem = getattr(exc, "problem", None) or str(exc)
@@ -119,7 +121,7 @@ def parse_task_list(text: str) -> list[dict[str, Any]]:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise UsageError(f"{_yaml_error(exc)}\nExpected a list of tasks, e.g.:\n{_EXAMPLE}") from None
+        raise UsageError(f"{yaml_error(exc)}\nExpected a list of tasks, e.g.:\n{_EXAMPLE}") from None
     if data is None:
         raise UsageError(f"%%subagents needs tasks in the cell body: a YAML list such as\n{_EXAMPLE}")
     if not isinstance(data, list):
@@ -216,6 +218,11 @@ class SubagentMagics(Magics):
     @argument("--file", action="append", dest="files", metavar="PATH",
               help="put this file's contents before the task (repeatable)")
     @argument("--resume", metavar="RUN_ID", help="continue an earlier run (its id or a unique prefix)")
+    @argument("--isolation", metavar="worktree", help="work in a fresh git worktree (or copy); see run.apply()")
+    @argument("--max-turns", type=int, metavar="N", help="budget: stop after N turns")
+    @argument("--max-tool-calls", type=int, metavar="N", help="budget: stop after N tool calls")
+    @argument("--max-tokens", type=int, metavar="N", help="budget: stop once N tokens are spent")
+    @argument("--max-cost", type=float, metavar="X", help="budget: stop once the cost reaches X")
     @argument("--bg", action="store_true", help="start in the background (nbsubagents.start) and return at once")
     @argument("--expand", action="store_true",
               help="fill in $name and {expression} from the notebook's variables (off: the task is sent as written)")
@@ -243,7 +250,9 @@ class SubagentMagics(Magics):
         if args.expand:
             task = self._expand(task)
         options = {"model": args.model, "cwd": args.cwd, "timeout": args.timeout, "name": args.name,
-                   "files": args.files, "resume": args.resume}
+                   "files": args.files, "resume": args.resume, "isolation": args.isolation,
+                   "max_turns": args.max_turns, "max_tool_calls": args.max_tool_calls,
+                   "max_tokens": args.max_tokens, "max_cost": args.max_cost}
         try:
             if args.bg:
                 result = nbsubagents.start(args.preset, task, **options)
@@ -444,6 +453,8 @@ def _unregister_completer(shell: Any) -> None:
 def load_ipython_extension(shell: Any) -> None:
     """Register the magics and the completer (again on ``%reload_ext``: nothing is registered twice)."""
     shell.register_magics(SubagentMagics)
+    from .sweeps.magic import ExperimentMagics
+    shell.register_magics(ExperimentMagics)
     _register_completer(shell)
     _unregister_event(shell)
     shell.events.register("post_run_cell", _forget_shown)

@@ -61,14 +61,15 @@ THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "
 SCOPES: tuple[str, ...] = ("claude-user", "claude-project", "global", "project")
 KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking", "noTools", "excludeTools",
                         "noSkills", "noContextFiles", "noExtensions", "skills", "extraArgs", "timeout",
-                        "disallowedTools", "permissionMode", "disabled", "enabled"})
+                        "disallowedTools", "permissionMode", "disabled", "enabled", "isolation", "maxTurns",
+                        "maxToolCalls", "maxTokens", "maxCost", "max_turns"})
 # Keys other agent-file formats use that have no meaning for a pi child: accepted without a warning and
 # kept in ``Preset.extra`` (the README's preset table lists them).
 IGNORED_KEYS = frozenset({
     # Claude Code
-    "color", "maxTurns", "mcpServers", "hooks", "memory", "background", "isolation", "effort", "initialPrompt",
+    "color", "mcpServers", "hooks", "memory", "background", "effort", "initialPrompt",
     # pi extensions' own agent files (pi-subagents styles)
-    "display_name", "max_turns", "prompt_mode", "inherit_context", "run_in_background", "isolated",
+    "display_name", "prompt_mode", "inherit_context", "run_in_background", "isolated",
     "extensions", "skill", "output", "defaultReads", "defaultProgress", "interactive", "spawns",
 })
 # Claude Code's permission modes; a pi child never asks for permission, so only ``plan`` changes anything.
@@ -139,6 +140,8 @@ class Preset:
     timeout: float | None = None
     disallowed_tools: tuple[str, ...] | None = None   # Claude Code's denylist (tools it has no pi meaning for are dropped)
     permission_mode: str | None = None                # Claude Code's; "plan" keeps only read-only tools
+    isolation: str | None = None                      # "worktree" or "none" (Claude Code's isolation: worktree)
+    budget: dict[str, Any] | None = field(default=None, compare=False, hash=False)  # max_turns, ... (budgets.py)
     notes: tuple[str, ...] = field(default=(), compare=False, hash=False)  # the warnings given for this file
 
     @property
@@ -458,6 +461,8 @@ def parse_preset(path: Path, scope: str, *, warn: bool = True) -> Preset:
         timeout=_parse_timeout(data.get("timeout"), where),
         disallowed_tools=_parse_tools(data.get("disallowedTools"), where, "disallowedTools"),
         permission_mode=_parse_permission_mode(data.get("permissionMode"), where),
+        isolation=_parse_isolation(data.get("isolation"), where),
+        budget=_parse_budget(data, where),
     )
     _check_combinations(preset, where)
     from .pi_args import tool_notes  # the parser knows syntax; pi_args knows what pi has
@@ -488,6 +493,29 @@ def _parse_timeout(value: Any, where: str) -> float | None:
         raise PresetError(f"{where}: 'timeout' must be a positive number of seconds (not NaN or infinite), "
                           f"got {value!r}")
     return float(value)
+
+
+def _parse_isolation(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value not in ("worktree", "none"):
+        raise PresetError(f"{where}: 'isolation' must be worktree or none, got {value!r}")
+    return str(value)
+
+
+def _parse_budget(data: dict[Any, Any], where: str) -> dict[str, Any] | None:
+    """maxTurns, maxToolCalls, maxTokens, maxCost (and pi-subagents' max_turns) as budget fields."""
+    from .child.budgets import FIELDS, problem
+    out: dict[str, Any] = {}
+    for key, (camel, _, _) in FIELDS.items():
+        value = data.get(camel, data.get(key) if key == "max_turns" else None)
+        if value is None:
+            continue
+        right = problem(key, value)
+        if right is not None:
+            raise PresetError(f"{where}: '{camel}' must be {right}, got {value!r}")
+        out[key] = value
+    return out or None
 
 
 def _parse_extra_args(value: Any, where: str) -> tuple[str, ...]:

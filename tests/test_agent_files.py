@@ -220,7 +220,8 @@ def test_pi_extension_files_without_name_or_description_load(corpus):
     assert by_name["explorer"].description == "Explores a codebase quickly and reports what it found"
     assert by_name["explorer"].thinking == "low"
     assert by_name["implementer"].description == ""
-    assert by_name["implementer"].extra == {"display_name": "Implementer", "max_turns": 30, "prompt_mode": "append"}
+    assert by_name["implementer"].extra == {"display_name": "Implementer", "prompt_mode": "append"}
+    assert by_name["implementer"].budget == {"max_turns": 30}  # pi-subagents' max_turns is a budget now
     assert [m for m in messages if "implementer.md" in m] == [
         f"Preset file {corpus.resolve() / '.pi' / 'subagents' / 'implementer.md'}: no description (a description "
         "tells people and agents when to pick this preset)"]

@@ -57,11 +57,26 @@ def _is_stdlib(name: str) -> bool:
     return name.split(".")[0] in sys.stdlib_module_names
 
 
+def _optional_import_lines(source: str) -> set[int]:
+    """Lines of imports in the body of a ``try`` that catches ImportError: optional, used when installed."""
+    lines = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Try) and any(
+                isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+                for h in node.handlers):
+            lines |= {n.lineno for stmt in node.body for n in ast.walk(stmt)
+                      if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return lines
+
+
 def child_violations(module: str, source: str, is_package: bool = False) -> list[str]:
     bad = []
+    optional = _optional_import_lines(source)
     for target, _names, line in _imports(source, module, is_package):
         if target == "nbsubagents" or target.startswith("nbsubagents.child") or _is_stdlib(target):
             continue
+        if line in optional and not target.startswith("nbsubagents"):
+            continue  # an optional library (jsonschema), used when importable; never needed to start
         if target.startswith("nbsubagents."):
             bad.append(f"{module}:{line} imports {target} (child/ imports only itself and the standard library)")
         else:
@@ -104,6 +119,9 @@ def test_each_rule_catches_a_planted_violation():
     assert child_violations("nbsubagents.child.x", "from ..config import settings\n")
     assert child_violations("nbsubagents.child.x", "def f():\n    import yaml\n")
     assert not child_violations("nbsubagents.child.x", "import os\nfrom .artifacts import RunPaths\n")
+    assert not child_violations("nbsubagents.child.x", "try:\n    import jsonschema\nexcept ImportError:\n    pass\n")
+    assert child_violations("nbsubagents.child.x", "try:\n    import jsonschema\nexcept KeyError:\n    pass\n")
+    assert child_violations("nbsubagents.child.x", "try:\n    from ..config import x\nexcept ImportError:\n    x = 1\n")
     assert registry_violations("nbsubagents.registry.query", "def f():\n    from ..lifecycle import watcher\n")
     assert registry_violations("nbsubagents.registry", "from ..ui import display\n", is_package=True)
     assert not registry_violations("nbsubagents.registry", "from ..child import procs\n", is_package=True)
@@ -173,3 +191,66 @@ def test_the_supervisor_loads_nothing_of_the_package_outside_child():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = eval(out.stdout)  # a printed list of module names
     assert loaded and all(m == "nbsubagents" or m.startswith("nbsubagents.child") for m in loaded), loaded
+
+
+# -- the bands: each imports only the bands below it -----------------------------------------------------
+BANDS = [  # lowest first
+    ("child", ("nbsubagents.child",)),
+    ("storage and settings", ("nbsubagents.registry", "nbsubagents.config", "nbsubagents.models",
+                              "nbsubagents.preset_files", "nbsubagents.pi_args", "nbsubagents.style")),
+    ("lifecycle", ("nbsubagents.lifecycle",)),
+    ("ui", ("nbsubagents.ui",)),
+    ("sweeps", ("nbsubagents.sweeps",)),
+    ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.cli", "nbsubagents.demo",
+               "nbsubagents.sweeps.magic")),
+]
+
+
+def band_of(module: str) -> int | None:
+    """The band of the longest prefix that matches (``sweeps.magic`` is a face); None for the package itself,
+    the face of lazy re-exports."""
+    found = [(len(p), level) for level, (_name, prefixes) in enumerate(BANDS) for p in prefixes
+             if module == p or module.startswith(p + ".")]
+    return max(found)[1] if found else None
+
+
+def _type_checking_lines(source: str) -> set[int]:
+    """Lines under ``if TYPE_CHECKING:``: names for annotations, never imported at run time."""
+    lines = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            lines |= {n.lineno for stmt in node.body for n in ast.walk(stmt) if hasattr(n, "lineno")}
+    return lines
+
+
+def band_violations(module: str, source: str, is_package: bool = False,
+                    allowed: frozenset[tuple[str, str]] = frozenset()) -> list[str]:
+    own = band_of(module)
+    if own is None:
+        return []
+    skip = _type_checking_lines(source)
+    bad = []
+    for target, _names, line in _imports(source, module, is_package):
+        other = band_of(target)
+        if other is not None and other > own and line not in skip and (module, target) not in allowed:
+            bad.append(f"{module}:{line} imports {target}, a band above its own ({BANDS[other][0]} > "
+                       f"{BANDS[own][0]})")
+    return bad
+
+
+# The ways up that exist on purpose, each imported lazily where it is used: a Run shows itself (its reprs are
+# the ui's), and the watcher's default notice handler prints where the ui says text goes.
+UPWARD = frozenset({
+    ("nbsubagents.lifecycle.watcher", "nbsubagents.ui.display"),
+    ("nbsubagents.lifecycle.handle", "nbsubagents.ui.renderers"),
+    ("nbsubagents.lifecycle.handle", "nbsubagents.ui.display"),
+    ("nbsubagents.lifecycle.handle", "nbsubagents.ui.reports"),
+})
+
+
+def test_each_band_imports_only_the_bands_below_it():
+    assert band_violations("nbsubagents.lifecycle.handle", "from ..sweeps import scorers\n")
+    assert not band_violations("nbsubagents.ui.panels", "from ..lifecycle import handle\n")
+    assert not band_violations("nbsubagents.lifecycle.x", "if TYPE_CHECKING:\n    from ..ui.renderers import R\n")
+    bad = [v for m, p, s in _sources() for v in band_violations(m, s, p.name == "__init__.py", UPWARD)]
+    assert not bad, "\n".join(bad)

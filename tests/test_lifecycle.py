@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from nbsubagents import registry
-from nbsubagents.child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
+from nbsubagents.child.artifacts import RunPaths, atomic_write_json, read_json
 from nbsubagents.lifecycle import handle, reconcile, settle, watcher
 from nbsubagents.lifecycle.handle import Run
 

@@ -395,3 +395,19 @@ def test_files_and_resume_work_from_the_magics_and_the_yaml_body(shell, project)
         magics.parse_task_list("- preset: scout\n  task: x\n  files: notes.txt\n")
     with pytest.raises(nbsubagents.NbSubagentsError, match=r"Task 0: 'files' must be a list of paths"):
         nbsubagents.run_parallel([{"preset": "scout", "task": "x", "files": "notes.txt"}])
+
+
+def test_subagent_magic_passes_isolation_and_budgets(shell, project, scripted, tmp_path, monkeypatch):
+    import subprocess
+
+    monkeypatch.setenv("NBSUBAGENTS_WORKTREES", str(tmp_path / "worktrees"))
+    scripted.script = lambda body, index: {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {index}"}}]}
+    run = shell.run_line_magic("subagent", "--max-tool-calls 2 scout keep going")
+    assert run.result["stopReason"] == "budget:tool_calls" and run.result["toolCalls"] == 3
+    scripted.script = None
+    run = shell.run_line_magic("subagent", "--isolation worktree scout run: echo x > made.txt")
+    assert run.files_changed == ["made.txt"] and not (project / "made.txt").exists()
+    runs = shell.run_cell_magic("subagents", "", "- preset: scout\n  task: \"run: echo y > y.txt\"\n"
+                                "  isolation: worktree\n  max_turns: 5\n")
+    assert runs[0].files_changed == ["y.txt"] and runs[0].meta["budget"] == {"maxTurns": 5}
+    assert subprocess.run(["ls", str(tmp_path / "worktrees")], capture_output=True, text=True).stdout == ""

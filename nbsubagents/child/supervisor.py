@@ -81,6 +81,14 @@ class Supervisor:
         self.seq = 0
         self.child: subprocess.Popen[bytes] | None = None
         self.stop_reason: tuple[str, str] | None = None  # (status, message) decided by a guard or cancel
+        self.stop_word: str | None = None  # why: timeout, loop, cancelled, budget:<kind>, ... (result's stopReason)
+        self.budget = None
+        if meta.get("budget"):
+            from .budgets import Budget
+            self.budget = Budget(meta["budget"])
+        self.workdir: str | None = meta.get("cwd")
+        self.isolation: dict[str, Any] | None = dict(meta["isolation"]) if meta.get("isolation") else None
+        self.extra: dict[str, Any] = {}  # further result.json fields (changes, data, ...)
         self.kill_at: float | None = None
         self.timeout = float(meta.get("timeout") or 0)
         self.debounce = float(meta.get("extendTimeoutDebounce", 30))
@@ -104,6 +112,10 @@ class Supervisor:
             self.transcript.write(transcript_line(event, line).encode() + b"\n")
         if event["type"] == "tool_call":
             self._check_loop(event)
+        if self.budget and self.stop_reason is None and event["type"] in ("turn_start", "tool_call", "usage"):
+            over = self.budget.exceeded(self.tally)
+            if over is not None:
+                self.stop("failed", over[1], over[0])
         if event["type"] in ("tool_call", "tool_result"):
             self.last_activity = time.monotonic()
 
@@ -113,20 +125,22 @@ class Supervisor:
         signature = json.dumps([event.get("name"), event.get("args")], sort_keys=True)
         self.last_signatures = [s for s in self.last_signatures if s == signature] + [signature]
         if len(self.last_signatures) >= self.loop_limit:
-            self.stop("failed", "Loop detected: sub-agent is repeating the same tool calls")
+            self.stop("failed", "Loop detected: sub-agent is repeating the same tool calls", "loop")
 
     # -- stopping -----------------------------------------------------------------------------
-    def stop(self, status: str, message: str) -> None:
+    def stop(self, status: str, message: str, word: str | None = None) -> None:
         """Ask the child's whole process group to end; SIGKILL follows after a grace period."""
         if self.stop_reason is None:
             self.stop_reason = (status, message)
+            self.stop_word = word
         if self.kill_at is None and self.child is not None:
             self.kill_at = time.monotonic() + KILL_GRACE
             _killpg(self.child.pid, signal.SIGTERM)  # pi ends the tool commands it is running itself
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop("aborted", "cancelled" if signum == signal.SIGTERM
-                  else f"stopped by signal {signal.Signals(signum).name}")
+                  else f"stopped by signal {signal.Signals(signum).name}",
+                  "cancelled" if signum == signal.SIGTERM else "signal")
 
     def _guards(self) -> None:
         now = time.monotonic()
@@ -140,7 +154,7 @@ class Supervisor:
             # Extended only while tool calls go on: one within the last `debounce` seconds.
             if self.last_activity is None or now - self.last_activity >= self.debounce:
                 self.stop("failed", f"Timed out after {self.timeout:g}s. "
-                                    "Consider resuming with a longer timeout.")
+                                    "Consider resuming with a longer timeout.", "timeout")
 
     # -- the run ------------------------------------------------------------------------------
     def _end_leftovers(self, settle: float = 2.0, reap: bool = True) -> None:
@@ -163,7 +177,9 @@ class Supervisor:
                    "task": self.meta.get("task")})
         exit_code: int | None = None
         spawn_error = None
-        if self.stop_reason is None:  # a cancel can arrive before the child exists
+        if self.isolation is not None and self.stop_reason is None:
+            spawn_error = self._setup_isolation()
+        if self.stop_reason is None and spawn_error is None:  # a cancel can arrive before the child exists
             try:
                 exit_code = self._spawn_and_pump()
             except OSError as exc:
@@ -171,18 +187,25 @@ class Supervisor:
             finally:
                 self._end_leftovers()  # after any end: nothing of the run may remain
         status, error = self._verdict(exit_code, spawn_error)
+        if self.isolation is not None and self.isolation.get("base"):
+            self._capture_changes()
+        if status == "completed" and self.meta.get("outputSchema") is not None:
+            status, error = self._check_output()
+        reason = self._reason(status, spawn_error)
         self.emit({"type": "run_end", "status": status, "exitCode": exit_code,
-                   "stopReason": self.tally.stop_reason, "errorMessage": error})
+                   "stopReason": reason, "errorMessage": error})
         for sink in (self.events, self.transcript, self.stdout):
             sink.close()
         ended_at = now_iso()
         result = result_record(
-            self.meta.get("runId"), status, error=error, exit_code=exit_code, stop_reason=self.tally.stop_reason,
+            self.meta.get("runId"), status, error=error, exit_code=exit_code, stop_reason=reason,
             final_text=self.tally.final_text, model=self.tally.model, usage=self.tally.usage(),
             turns=self.tally.turns, tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
             duration=round(time.monotonic() - self.started, 3))
         if self.ended_after_conversation:
             result["endedAfterConversation"] = True  # pi had not exited END_GRACE s after the conversation ended
+        result["piStopReason"] = self.tally.stop_reason
+        result.update(self.extra)
         atomic_write_json(self.paths.result, result)
         _write_result(self.paths, result)
         return result
@@ -195,7 +218,7 @@ class Supervisor:
         with open(self.paths.stderr, "ab") as stderr, \
                 (open(prompt, "rb") if prompt else open(os.devnull, "rb")) as stdin:
             self.child = subprocess.Popen(
-                self.meta["argv"], cwd=self.meta.get("cwd"), env=env, stdin=stdin,
+                self.meta["argv"], cwd=self.workdir, env=env, stdin=stdin,
                 stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
         # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
@@ -264,6 +287,58 @@ class Supervisor:
             self.ended_after_conversation = True
             self.kill_at = now + KILL_GRACE
             _killpg(self.child.pid, signal.SIGTERM)
+
+    # -- isolation and typed results (their modules are imported only by runs that use them) ----------
+    def _setup_isolation(self) -> str | None:
+        from .isolation import IsolationError, point_session, setup
+        assert self.isolation is not None
+        try:
+            workdir = setup(self.isolation, str(self.meta.get("runId")), self.paths.dir)
+        except (IsolationError, OSError) as exc:
+            self.stop_word = "isolation"
+            if self.isolation.get("path"):
+                from .isolation import remove
+                remove(self.isolation)  # whatever part of the workspace was made goes
+            return f"The run's worktree could not be set up: {exc}"
+        self.workdir = str(workdir)
+        self.formatter = ProgressFormatter(self.workdir)
+        if self.meta.get("resumedFrom"):
+            point_session(self.paths.session, workdir)
+        self.extra["worktree"] = {"path": self.isolation["path"], "branch": self.isolation.get("branch"),
+                                  "kept": bool(self.isolation.get("keep"))}
+        return None
+
+    def _capture_changes(self) -> None:
+        from .isolation import IsolationError, capture, remove
+        assert self.isolation is not None
+        try:
+            self.extra["changes"] = capture(self.isolation, self.paths.dir)
+        except (IsolationError, OSError) as exc:
+            self.extra["changesError"] = f"the run's changes could not be captured: {exc}"
+        if not self.isolation.get("keep"):
+            remove(self.isolation)
+
+    def _check_output(self) -> tuple[str, str | None]:
+        from .output_schema import check_reply
+        data, error = check_reply(self.tally.final_text, self.meta["outputSchema"])
+        if error is not None:
+            self.stop_word = "schema"
+            return "failed", error
+        self.extra["data"] = data
+        return "completed", None
+
+    def _reason(self, status: str, spawn_error: str | None) -> str | None:
+        """Why the run ended, in one word: the guard's, else what pi said (``error`` is ``provider_error``)."""
+        if self.stop_word is not None:
+            return self.stop_word
+        if spawn_error:
+            return "spawn_error"
+        pi = self.tally.stop_reason
+        if pi == "error":
+            return "provider_error"
+        if status == "failed" and pi in (None, "stop"):
+            return "no_reply" if pi is None else "exit_code"
+        return pi
 
     def _verdict(self, exit_code: int | None, spawn_error: str | None) -> tuple[str, str | None]:
         """Semantic completion: pi exits 0 even when the provider failed."""

@@ -116,10 +116,64 @@ class Run:
         return artifacts(self.paths.dir)
 
     @property
+    def scores(self) -> dict[str, Any]:
+        """What the experiment's scorers said of this run (``scores.json``; {} before scoring)."""
+        return (read_json(self.paths.dir / "scores.json") or {}).get("scores") or {}
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Its cell of an experiment (preset, model, task id, repeat and extra columns); {} outside one."""
+        return dict(self.meta.get("params") or {})
+
+    @property
     def files_changed(self) -> list[str]:
-        """Paths the child wrote or edited successfully, as its events show them."""
+        """Paths the run changed: from its ``changes.json`` for an isolated run (relative to the repository or
+        folder), else the paths the child wrote or edited successfully, as its events show them."""
+        changes = read_json(self.paths.dir / "changes.json")
+        if changes is not None:
+            return [f["path"] for f in changes.get("fileChanges", [])]
         from .inspection import files_changed
         return files_changed(artifacts.read_events(self.paths.events), self.meta.get("cwd"))
+
+    # -- typed results and isolation ----------------------------------------------------------
+    @property
+    def data(self) -> Any:
+        """The JSON value the child ended with, validated against ``output_schema`` (None without one)."""
+        return (self.result or {}).get("data")
+
+    @property
+    def changes(self) -> dict[str, Any] | None:
+        """An isolated run's ``changes.json``: files, added, removed and one entry per file."""
+        return read_json(self.paths.dir / "changes.json")
+
+    @property
+    def diff(self) -> str:
+        """An isolated run's patch (``changes.patch``, a binary-safe ``git diff``); '' without one."""
+        try:
+            return (self.paths.dir / "changes.patch").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def apply(self, check: bool = True) -> list[str]:
+        """Apply this isolated run's changes to its original folder; returns the files changed.
+
+        With ``check`` nothing is written unless the whole patch applies; a conflict raises
+        NbSubagentsError naming the file. A patch is applied once; ``discard()`` drops it instead.
+        """
+        from ..child.isolation import IsolationError, apply
+        if not self.done:
+            raise NbSubagentsError(f"Run {self.id} is still running: wait for it before applying its changes")
+        try:
+            return apply(self.paths.dir, check=check)
+        except IsolationError as exc:
+            raise NbSubagentsError(str(exc)) from None
+
+    def discard(self) -> None:
+        """Drop this isolated run's changes: a kept worktree is removed and ``apply()`` refuses afterwards."""
+        from ..child.isolation import discard
+        if not self.done:
+            raise NbSubagentsError(f"Run {self.id} is still running: cancel or wait for it before discarding")
+        discard(self.paths.dir)
 
     # -- control ------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> Run:
@@ -328,6 +382,10 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     root = project_root(cwd)
     earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
+    budget, isolation, schema = _limits(spec, preset, current, cwd, earlier)
+    if schema is not None:
+        from ..child.output_schema import instruction
+        prompt += instruction(schema)
     run_dir = _make_run_dir(root)
     run_id = run_dir.name
     paths = RunPaths(run_dir)
@@ -339,6 +397,9 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         paths.prompt.write_text(prompt, encoding="utf-8")
         if earlier is not None and previously is None:
             shutil.copyfile(earlier.paths.session, paths.session)  # pi appends; the earlier run keeps its own
+            if earlier.meta.get("isolation") and isolation is None:  # its worktree is gone: continue in cwd
+                from ..child.isolation import point_session
+                point_session(paths.session, cwd)
         meta = {
             "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
             "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
@@ -355,7 +416,9 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1"},
             "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
             "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
+            "budget": budget, "isolation": isolation, "outputSchema": schema,
             "launcher": _launcher(), "runner": "process" if mode == "background" else current.runner,
+            **_experiment_fields(spec),
         }
         atomic_write_json(paths.meta, meta)
     except OSError as exc:
@@ -367,6 +430,45 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     if note:
         _note(run)
     return run
+
+
+def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:
+    """meta.json's ``experiment``, ``params`` and ``tags`` (only for runs of an experiment)."""
+    if spec.experiment is None:
+        return {}
+    return {"experiment": spec.experiment, "params": dict(spec.params or {}), "tags": dict(spec.tags or {})}
+
+
+def _limits(spec: TaskSpec, preset: Any, current: Any, cwd: Path, earlier: Run | None) -> tuple[Any, Any, Any]:
+    """The run's budget (call or task > preset > settings), isolation plan and output schema, all checked."""
+    from ..child import budgets
+
+    chosen = {}
+    for key in budgets.FIELDS:
+        value = getattr(spec, key)
+        chosen[key] = value if value is not None else (preset.budget or {}).get(key, getattr(current, key))
+    budget = budgets.to_meta(budgets.check(chosen))
+    mode = spec.isolation if spec.isolation is not None else (preset.isolation or current.isolation)
+    if mode not in (None, "none", "worktree"):
+        raise NbSubagentsError(f"isolation must be 'worktree' or 'none', got {mode!r}")
+    if spec.keep_worktree is not None and not isinstance(spec.keep_worktree, bool):
+        raise NbSubagentsError(f"keep_worktree must be True or False, got {spec.keep_worktree!r}")
+    plan = None
+    if mode == "worktree":
+        from ..child.isolation import IsolationError, plan as make_plan
+        base = None
+        if earlier is not None and (earlier.paths.dir / "changes.patch").exists():
+            base = str(earlier.paths.dir / "changes.patch")
+        try:
+            plan = make_plan(cwd, keep=bool(spec.keep_worktree), max_copy_mb=current.isolation_max_copy_mb,
+                             base_patch=base)
+        except IsolationError as exc:
+            raise NbSubagentsError(str(exc)) from None
+    schema = None
+    if spec.output_schema is not None:
+        from ..child.output_schema import normalize
+        schema = normalize(spec.output_schema)
+    return budget, plan, schema
 
 
 def _launcher() -> dict[str, Any]:
@@ -390,7 +492,7 @@ def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int, 
             "mode": mode, "taskIndex": task_index, "preset": spec.preset,
             "task": spec.task if isinstance(spec.task, str) else repr(spec.task),
             "cwd": str(spec.cwd or Path.cwd()), "root": str(root), "requestedModel": spec.model,
-            "resolvedModel": None, "createdAt": now_iso(), "launcher": _launcher()}
+            "resolvedModel": None, "createdAt": now_iso(), "launcher": _launcher(), **_experiment_fields(spec)}
     run = Run(run_dir, meta)
     try:
         atomic_write_json(RunPaths(run_dir).meta, meta)

@@ -63,3 +63,11 @@ class TmuxLauncher:
 def launcher_for(runner: str | None) -> Launcher:
     """The launcher a run's ``meta["runner"]`` names (the process launcher by default)."""
     return TmuxLauncher() if runner == "tmux" else ProcessLauncher()
+
+
+def check_runner() -> None:
+    """The tmux runner needs tmux: say so before any run is created."""
+    from ..config import settings
+    if settings.runner == "tmux":
+        from .tmux import require_tmux
+        require_tmux()

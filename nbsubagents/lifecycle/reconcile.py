@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..registry import Status
     from .handle import Run
 
-__all__ = ["check", "reconcile", "announce_finished_while_away", "first_use", "status"]
+__all__ = ["check", "reconcile", "announce_finished_while_away", "first_use", "first_use_of", "status"]
 
 STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
 AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
@@ -142,6 +142,20 @@ def first_use(root: str | Path | None = None) -> None:
         _first.add(db)
     if fresh:
         announce_finished_while_away(root)
+
+
+def first_use_of(runs: list[Run]) -> None:
+    """``first_use`` for the projects of ``runs``: the first call after a restart brings the news, whichever
+    call it is. A registry problem never fails a run: it is a warning."""
+    import sqlite3
+    import warnings
+
+    for root in dict.fromkeys(Path(r.dir).parents[3] for r in runs):  # <root>/.pi/subagents/runs/<id>
+        try:
+            first_use(root)
+        except (sqlite3.Error, OSError) as exc:
+            warnings.warn(f"nbsubagents: the run registry of {root} could not be read ({exc}); runs still work, "
+                          "and nbsubagents.registry.rebuild() recreates it", RuntimeWarning, stacklevel=3)
 
 
 def forget(root: str | Path | None = None) -> None:

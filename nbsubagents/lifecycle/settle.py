@@ -86,8 +86,10 @@ def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, *, 
         started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(meta.get("createdAt")) or now
         ended = max(started, artifacts.last_event_time(paths.events) or started)
     run_id = str(meta.get("runId") or paths.dir.name)
+    reason = "cancelled" if status == "aborted" else ("interrupted" if lost else "not_started")
     record = artifacts.result_record(run_id, status, error=message, started_at=artifacts.iso(started),
-                                     ended_at=artifacts.iso(ended), duration=round(ended - started, 3))
+                                     ended_at=artifacts.iso(ended), duration=round(ended - started, 3),
+                                     stop_reason=reason)
     try:
         return atomic_write_json(paths.result, record, exclusive=True)  # another settler may have been first
     except OSError as exc:  # a full or read-only disk: this process still knows the truth

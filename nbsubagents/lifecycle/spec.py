@@ -2,7 +2,7 @@
 
 ``run``, ``run_parallel``, ``start``, the ``%subagent`` magic and the ``%%subagents`` YAML body all build a
 ``TaskSpec`` through this module, so every option (``model``, ``cwd``, ``name``, ``timeout``, ``files``,
-``resume``) means the same and is checked the same everywhere. The shape is checked here (types, known keys);
+``resume``, isolation, budgets, ``output_schema``) means the same and is checked the same everywhere. The shape is checked here (types, known keys);
 what needs the project (the preset exists, the cwd is a directory, the run to resume) is ``prepare``'s.
 """
 
@@ -17,7 +17,8 @@ from ..config import NbSubagentsError, settings
 
 __all__ = ["TaskSpec", "TASK_KEYS", "as_spec", "check_shape", "check_task", "check_cwd", "check_timeout"]
 
-TASK_KEYS = ("preset", "task", "model", "cwd", "name", "timeout", "files", "resume")
+TASK_KEYS = ("preset", "task", "model", "cwd", "name", "timeout", "files", "resume", "isolation", "keep_worktree",
+             "max_turns", "max_tool_calls", "max_tokens", "max_cost", "output_schema", "experiment", "params", "tags")
 
 
 @dataclass
@@ -32,6 +33,16 @@ class TaskSpec:
     timeout: float | None = None
     files: list[Any] | None = None
     resume: str | None = None
+    isolation: str | None = None
+    keep_worktree: bool | None = None
+    max_turns: int | None = None
+    max_tool_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    output_schema: Any = None
+    experiment: str | None = None          # the experiment this run belongs to (nbsubagents.experiment)
+    params: dict[str, Any] | None = None   # its cell of the experiment: preset, model, task id, repeat, ...
+    tags: dict[str, Any] | None = None
 
 
 def check_shape(item: Mapping[str, Any], where: str) -> None:
@@ -69,9 +80,10 @@ def as_spec(item: Any, index: int) -> TaskSpec:
         preset = get("preset")
         if not isinstance(preset, str) or not preset:
             raise NbSubagentsError(f"Task {index}: 'preset' must be a preset name, got {preset!r}")
-    return TaskSpec(preset=get("preset"), task=get("task"), model=get("model"),
-                    cwd=str(get("cwd")) if get("cwd") is not None else None, name=get("name"),
-                    timeout=get("timeout"), files=get("files"), resume=get("resume"))
+    fields = {key: get(key) for key in TASK_KEYS}
+    if fields["cwd"] is not None:
+        fields["cwd"] = str(fields["cwd"])
+    return TaskSpec(**fields)
 
 
 def check_task(task: Any) -> str:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Status", "snapshot", "counts", "rebuild", "resolve", "record", "note", "claim", "take_over", "db_path"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data
 ACTIVE = ("queued", "running")
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
 
@@ -60,6 +60,10 @@ COLUMNS: list[tuple[str, str]] = [
     ("supervisor_pid", "INTEGER"), ("supervisor_ticks", "INTEGER"), ("child_pid", "INTEGER"),
     ("owner_pid", "INTEGER"), ("owner_ticks", "INTEGER"), ("owner_host", "TEXT"),
     ("announced", "INTEGER NOT NULL DEFAULT 0"), ("updated_at", "TEXT"),
+    # experiments (nbsubagents.experiment): params/tags/scores are JSON objects, rebuilt from meta.json/scores.json
+    ("experiment", "TEXT"), ("params", "TEXT"), ("tags", "TEXT"), ("scores", "TEXT"),
+    # issue 14: an isolated run's changes, a typed run's data (JSON)
+    ("files_changed", "INTEGER"), ("lines_added", "INTEGER"), ("lines_removed", "INTEGER"), ("data", "TEXT"),
 ]
 NAMES = [name for name, _ in COLUMNS]
 _INSERT_ONLY = {"run_id", "owner_pid", "owner_ticks", "owner_host"}  # owner changes only by take_over()
@@ -72,6 +76,7 @@ CREATE INDEX IF NOT EXISTS runs_model ON runs(model);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
 CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
+CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
 """
 
 _TERMINAL_SQL = "('completed', 'failed', 'aborted')"
@@ -136,7 +141,10 @@ def _init_schema(conn: sqlite3.Connection) -> None:
             if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                    create, *indexes = filter(str.strip, _SCHEMA.split(";"))
+                    conn.execute(create)
+                    _add_missing_columns(conn)  # a table of an earlier version gets the new columns
+                    for statement in indexes:
                         conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     conn.execute("COMMIT")
@@ -149,6 +157,14 @@ def _init_schema(conn: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """A registry made by an older version gains the columns added since (all nullable)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name, kind in COLUMNS:
+        if name not in have:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
 
 
 def connect(db: Path) -> _Connection:
@@ -187,7 +203,16 @@ def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
         "tool_calls": result.get("toolCalls"), "turns": result.get("turns"),
         "started_at": result.get("startedAt"), "ended_at": result.get("endedAt"),
         "duration": result.get("durationSeconds"),
+        "files_changed": (result.get("changes") or {}).get("files"),
+        "lines_added": (result.get("changes") or {}).get("added"),
+        "lines_removed": (result.get("changes") or {}).get("removed"),
+        "data": _json_or_none(result.get("data")) if "data" in result else None,
     }
+
+
+def _json_or_none(value: Any) -> str:
+    import json
+    return json.dumps(value, ensure_ascii=False)
 
 
 def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
@@ -207,6 +232,13 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
         "kernel": launcher.get("kernel"),
         "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),
     }
+    if meta.get("experiment") is not None:
+        import json
+
+        scores = read_json(paths.dir / "scores.json") or {}
+        row.update(experiment=meta["experiment"], params=json.dumps(meta.get("params") or {}, default=str),
+                   tags=json.dumps(meta.get("tags") or {}, default=str),
+                   scores=json.dumps(scores.get("scores") or {}, default=str))
     sup = read_json(paths.supervisor)
     if sup:
         row.update(supervisor_pid=sup.get("pid"), supervisor_ticks=sup.get("startTicks"),

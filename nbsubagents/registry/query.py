@@ -23,7 +23,8 @@ _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day|w|wk)s?\s
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400,
           "w": 604800, "wk": 604800}
 _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_at, ended_at, duration, "
-           "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text")
+           "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
+           "stop_reason, files_changed, lines_added, lines_removed, data")
 
 
 def to_utc_iso(value: Any, *, name: str) -> str:
@@ -102,11 +103,13 @@ def _shorten(text: Any, width: int = TASK_WIDTH) -> str:
 
 
 def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
-         text: str | None = None, limit: int | None = None, root: str | Path | None = None) -> pandas.DataFrame:
+         text: str | None = None, limit: int | None = None, root: str | Path | None = None,
+         expand_data: bool = False) -> pandas.DataFrame:
     """Every run of the project as a DataFrame, newest first, filtered in the registry.
 
     ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO time
     or an age (``"30m"``, ``"2h"``, ``"7d"``); ``text`` searches the task and the final output.
+    ``expand_data`` adds a typed run's ``data`` as ``data.*`` columns (nested keys joined by dots).
     """
     import pandas as pd
 
@@ -139,8 +142,37 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
         "mode": frame["mode"].astype("string"),
         "notebook": frame["notebook"].astype("string"),
         "kernel": frame["kernel"].astype("string"),
+        "stop_reason": frame["stop_reason"].astype("string"),
+        "changes": [_changes(a, r) for a, r in zip(frame["lines_added"], frame["lines_removed"])],
+        "files_changed": pd.to_numeric(frame["files_changed"], errors="coerce").astype("Int64"),
     })
+    out["changes"] = out["changes"].astype("string")
+    if expand_data:
+        out = _expand_data(out, frame["data"])
     return RunsFrame(out)
+
+
+def _changes(added: Any, removed: Any) -> str | None:
+    """``+N −M`` for an isolated run (lines added and removed by its patch), None for others."""
+    if added is None or removed is None or added != added:
+        return None
+    return f"+{int(added)} \u2212{int(removed)}"
+
+
+def _expand_data(out: pandas.DataFrame, data: Any) -> pandas.DataFrame:
+    """``data.*`` columns from each typed run's JSON data (a non-object value is the column ``data``)."""
+    import json
+
+    import pandas as pd
+
+    records = []
+    for raw in data:
+        value = json.loads(raw) if isinstance(raw, str) else None
+        records.append(value if isinstance(value, dict) else ({"": value} if value is not None else {}))
+    flat = pd.json_normalize(records, sep=".") if records else pd.DataFrame(index=out.index)
+    flat.columns = ["data" if c == "" else f"data.{c}" for c in flat.columns]
+    flat.index = out.index
+    return pd.concat([out, flat], axis=1)
 
 
 def _frame_class() -> type:

@@ -847,7 +847,7 @@ def _in_ipython() -> bool:
         return False
 
 
-def _new_figure(figsize: tuple[float, float]) -> Figure:
+def new_figure(figsize: tuple[float, float]) -> Figure:
     """In IPython a pyplot figure (so the notebook's backend shows it) closed at once (so it shows once, as
     the returned value); elsewhere a figure on the Agg canvas, which needs no display."""
     if _in_ipython():
@@ -885,7 +885,7 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
                        limit=limit, root=root)
     frame = frame.sort_values(["started", "run_id"], kind="stable").reset_index(drop=True)
     n = len(frame)
-    fig = _new_figure((10.0, min(1.6 + 0.32 * max(n, 1), 30.0)))
+    fig = new_figure((10.0, min(1.6 + 0.32 * max(n, 1), 30.0)))
     fig.patch.set_alpha(0.0)  # the notebook's own background shows through, light or dark
     ax = fig.add_subplot()
     ax.set_facecolor("none")

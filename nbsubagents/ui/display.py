@@ -43,36 +43,33 @@ def display_mode() -> str:
     return "auto"
 
 
+def _kernel_shell() -> Any:
+    """The IPython shell of a Jupyter kernel we run in, else None (IPython is never imported here)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    try:
+        shell = ipython.get_ipython()
+    except Exception:
+        return None
+    return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
 def in_widget_kernel() -> bool:
     """True inside a Jupyter kernel (ipykernel's ZMQInteractiveShell) where ipywidgets is importable.
 
     Terminal IPython and plain scripts are not; a kernel run by nbconvert is (it keeps the widget
     state when asked to), so set ``NBSUBAGENTS_DISPLAY=text`` there for plain text.
     """
-    ipython = sys.modules.get("IPython")  # never imported here: a script has no shell to find
-    if ipython is None:
-        return False
-    try:
-        shell = ipython.get_ipython()
-    except Exception:
-        return False
-    if shell is None or getattr(shell, "kernel", None) is None:
-        return False
-    if not any(cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__):
+    shell = _kernel_shell()
+    if shell is None or not any(cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__):
         return False
     return importlib.util.find_spec("ipywidgets") is not None
 
 
 def in_kernel() -> bool:
     """True inside a Jupyter kernel (its stdout is the notebook's output), whatever the widgets."""
-    ipython = sys.modules.get("IPython")
-    if ipython is None:
-        return False
-    try:
-        shell = ipython.get_ipython()
-    except Exception:
-        return False
-    return shell is not None and getattr(shell, "kernel", None) is not None
+    return _kernel_shell() is not None
 
 
 def text_stream() -> Any:
@@ -120,6 +117,14 @@ def choose_renderer() -> Renderer:
         from .panels import WidgetRenderer  # raises with an install hint when ipywidgets is missing
         return WidgetRenderer()
     return TextRenderer()
+
+
+def renderer_for(show: bool) -> Renderer:
+    """The renderer of a call's ``show=``: the chosen one, or nothing at all."""
+    if not show:
+        from .renderers import NullRenderer
+        return NullRenderer()
+    return choose_renderer()
 
 
 def summary_html(run: Run) -> str:

@@ -205,6 +205,10 @@ class PanelState:
         if self.failed_steps:
             fields.append(("failed", plural(self.failed_steps, "failed step")))
         fields += [("tokens", f"{tokens:,} tokens"), ("cost", f"${cost:.4f}")]
+        from .renderers import extra_parts  # spend against a budget, an isolated run's +N -M
+        turns = tally.turns or ((result or {}).get("turns") or 0)
+        fields += [("extra", part) for part in extra_parts(
+            run, {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost})]
         elapsed = self.elapsed()
         if elapsed is not None:
             fields.append(("elapsed", duration(elapsed)))

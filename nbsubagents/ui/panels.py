@@ -22,12 +22,11 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..child.artifacts import TERMINAL
-from ..child.formatter import ProgressFormatter, ProgressLine
+from ..child.formatter import ProgressLine
 from .panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
                           group_static_html, group_static_text)
 from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph
 from ..style import color as status_color
-from ..style import duration as _duration
 from ..style import plural as _plural
 
 if TYPE_CHECKING:
@@ -269,10 +268,7 @@ class RunPanel(PanelState, _StaticRecord):
     @classmethod
     def from_run(cls, run: Run, **kwargs: Any) -> RunPanel:
         """A panel of what a run did so far (all of it when it ended), from its events.jsonl."""
-        panel = cls(run, **kwargs)
-        formatter = ProgressFormatter(run.meta.get("cwd"))
-        for event in run.events():
-            panel.add(event, formatter.format(event))
+        panel = cls.of_run(run, **kwargs)  # PanelState's replay of its events.jsonl
         if run.done:
             panel.finish()
         else:

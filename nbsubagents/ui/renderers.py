@@ -9,7 +9,6 @@ chooses between them.
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -40,11 +39,34 @@ def summary_line(run: Run) -> str:
         parts.append(f"{usage['totalTokens']:,} tokens")
     if usage.get("cost"):
         parts.append(f"${usage['cost']:.4f}")
+    scores = getattr(run, "scores", None)
+    if scores:
+        parts.append("scores " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                           for k, v in scores.items()))
+    parts += extra_parts(run, {"max_turns": result.get("turns") or 0, "max_tool_calls": calls,
+                               "max_tokens": usage.get("totalTokens") or 0, "max_cost": usage.get("cost") or 0})
     parts.append(run.id)
     text = " · ".join(parts)
     if result.get("errorMessage"):
         text += f"\n  {result['errorMessage']}"
     return text
+
+
+def extra_parts(run: Run, spent: dict[str, Any]) -> list[str]:
+    """Spend against the run's budget (``budget tools 3/20``) and an isolated run's ``+N −M``: the words
+    every surface (summary line, panel header) shows for them."""
+    parts = []
+    budget = run.meta.get("budget")
+    if budget:
+        from ..child.budgets import describe
+        parts.append("budget " + describe(budget, spent))
+    changes = (run.result or {}).get("changes")
+    if changes:
+        parts.append(f"{changes.get('files', 0)} file{'' if changes.get('files') == 1 else 's'} "
+                     f"+{changes.get('added', 0)} \u2212{changes.get('removed', 0)}")
+    elif run.meta.get("isolation") and not run.done:
+        parts.append("isolated")
+    return parts
 
 
 class TextRenderer:

@@ -1,0 +1,292 @@
+"""Isolation: a run works in a fresh git worktree (or a copy), and what it changed becomes a patch.
+
+The kernel calls ``plan`` (checks, before anything is written) and stores the plan in meta.json as
+``isolation``; the supervisor calls ``setup`` before pi starts (a worktree of the cwd's repository at
+``HEAD`` on the branch ``nbsubagents/<runId>``, plus the parent's uncommitted changes and untracked
+files; for a folder outside git, a copy of its files that ``.gitignore`` does not exclude), then
+``capture`` (``changes.patch``, a binary-safe ``git diff`` against the state the run started from, and
+``changes.json``) and ``remove``. ``apply`` and ``discard`` act on a finished run. The original folder
+is never written before ``apply``. Standard library only, imported by the supervisor only for an
+isolated run; every git call is an argv list with hooks and prompts off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MODES = ("worktree", "none")
+DEFAULT_MAX_COPY_MB = 200.0
+PATCH = "changes.patch"
+CHANGES = "changes.json"
+APPLIED = "applied.json"
+# The project's own run records are never copied into a run's workspace.
+_OWN = (".pi/subagents/runs/", ".pi/subagents/registry.sqlite")
+_SKIP_OWN = ("--exclude=**/.pi/subagents/runs/", "--exclude=**/.pi/subagents/registry.sqlite*")  # not even listed
+
+
+class IsolationError(Exception):
+    """Setting up, capturing or applying a run's workspace failed; the message says what and where."""
+
+
+def _git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None = None,
+         check: bool = True, git_dir: str | None = None) -> subprocess.CompletedProcess[bytes]:
+    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off"]
+    if git_dir:
+        argv += ["--git-dir", git_dir, "--work-tree", str(cwd)]
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        env.pop(key, None)
+    try:
+        proc = subprocess.run(argv + args, cwd=cwd, input=input, capture_output=True, env=env,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise IsolationError("isolation='worktree' needs git, and git is not installed (apt-get install git)") from None
+    if check and proc.returncode != 0:
+        raise IsolationError(f"git {' '.join(args[:2])} failed in {cwd}: "
+                             f"{proc.stderr.decode(errors='replace').strip()}")
+    return proc
+
+
+def _own(rel: str) -> bool:
+    rel = "/" + rel
+    return any("/" + own in rel for own in _OWN)
+
+
+def _listed(out: bytes) -> list[str]:
+    return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0")
+            if p and not p.endswith("/") and not _own(p)]
+
+
+def worktrees_dir() -> Path:
+    """Where workspaces are made: ``$NBSUBAGENTS_WORKTREES``, else ``<tmp>/nbsubagents-worktrees``."""
+    return Path(os.environ.get("NBSUBAGENTS_WORKTREES") or Path(tempfile.gettempdir()) / "nbsubagents-worktrees")
+
+
+# -- the kernel's side: checks before anything is written -------------------------------------------
+def plan(cwd: Path, *, keep: bool = False, max_copy_mb: float = DEFAULT_MAX_COPY_MB,
+         base_patch: str | None = None) -> dict[str, Any]:
+    """What ``setup`` will do for a run in ``cwd``; IsolationError when it cannot be done."""
+    top = _git(["rev-parse", "--show-toplevel"], cwd, check=False)
+    if top.returncode == 0:
+        repo = Path(top.stdout.decode().strip()).resolve()
+        if _git(["rev-parse", "--verify", "-q", "HEAD"], repo, check=False).returncode != 0:
+            raise IsolationError(f"isolation='worktree': the git repository {repo} has no commit yet; "
+                                 "commit once (a worktree starts at HEAD) or run without isolation")
+        return {"mode": "worktree", "kind": "git", "source": str(cwd), "applyRoot": str(repo),
+                "subdir": os.path.relpath(cwd, repo), "keep": keep, "basePatch": base_patch}
+    files, size = _copy_listing(cwd)
+    limit = max_copy_mb * 1024 * 1024
+    if size > limit:
+        raise IsolationError(
+            f"isolation='worktree': {cwd} is not a git repository, so it would be copied, and its files "
+            f"(not excluded by .gitignore) hold {size / 1048576:.1f} MB, over the limit of {max_copy_mb:g} MB. "
+            "Make it a git repository (a worktree is made instead of a copy), ignore large files in .gitignore, "
+            "or raise configure(isolation_max_copy_mb=...)")
+    return {"mode": "worktree", "kind": "copy", "source": str(cwd), "applyRoot": str(cwd), "subdir": ".",
+            "keep": keep, "basePatch": base_patch, "files": len(files), "bytes": size}
+
+
+def _copy_listing(source: Path) -> tuple[list[str], int]:
+    """The files of a non-git folder that its .gitignore files do not exclude, and their total size."""
+    with tempfile.TemporaryDirectory(prefix="nbsubagents-ls-") as tmp:
+        _git(["init", "-q", "--bare", tmp], None)
+        out = _git(["ls-files", "-o", "--exclude-standard", "-z", *_SKIP_OWN], source, git_dir=tmp).stdout
+    files = _listed(out)
+    size = 0
+    for rel in files:
+        try:
+            size += os.lstat(source / rel).st_size
+        except OSError:
+            pass
+    return files, size
+
+
+# -- the supervisor's side ------------------------------------------------------------------------
+def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
+    """Make the run's workspace; returns the folder pi runs in. Records ``path``/``base`` in ``iso``."""
+    path = worktrees_dir() / run_id
+    path.parent.mkdir(parents=True, exist_ok=True)
+    iso["path"] = str(path)
+    source = Path(iso["source"])
+    if iso["kind"] == "git":
+        repo = Path(iso["applyRoot"])
+        branch = f"nbsubagents/{run_id}"
+        _git(["worktree", "add", "-q", "-b", branch, str(path), "HEAD"], repo)
+        iso["branch"] = branch
+        diff = _git(["diff", "--binary", "HEAD"], repo).stdout  # the parent's uncommitted changes
+        if diff.strip():
+            _git(["apply", "--binary", "--whitespace=nowarn", "-"], path, input=diff)
+        untracked = _listed(_git(["ls-files", "-o", "--exclude-standard", "-z", *_SKIP_OWN], repo).stdout)
+        _copy_files(repo, path, untracked)
+        workdir = path / iso.get("subdir", ".")
+    else:
+        # The copy goes through git: the source's files (its .gitignore files respected) are hashed into the
+        # workspace's own repository and checked out there, which leaves the index fresh for the snapshots.
+        path.mkdir()
+        _git(["init", "-q", str(path)], None)
+        with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as fh:
+            fh.write("".join(f"**/{own}{'' if own.endswith('/') else '*'}\n" for own in _OWN))
+        _git(["add", "-A", "."], source, git_dir=str(path / ".git"))
+        _git(["checkout-index", "-a", "-f"], path)
+        workdir = path
+    iso["base"] = _snapshot(path)  # the state the run starts from: what changes.patch is measured against
+    if iso.get("basePatch"):
+        _apply_base(Path(iso["basePatch"]), path)
+    _write_state(run_dir, iso)
+    return workdir.resolve()
+
+
+def _copy_files(source: Path, dest: Path, files: list[str]) -> None:
+    for rel in files:
+        src, dst = source / rel, dest / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.islink(src):
+            if os.path.lexists(dst):
+                os.unlink(dst)
+            os.symlink(os.readlink(src), dst)
+        elif src.is_file():
+            shutil.copy2(src, dst)
+
+
+def _snapshot(path: Path) -> str:
+    """A git tree of the workspace as it is now (the index of the workspace only; no commit is made)."""
+    _git(["add", "-A", "."], path)
+    return _git(["write-tree"], path).stdout.decode().strip()
+
+
+def _apply_base(patch: Path, path: Path) -> None:
+    """An earlier run's patch, for a resume: applied unless the parent already has it (applied earlier)."""
+    if not patch.is_file() or patch.stat().st_size == 0:
+        return
+    if _git(["apply", "--check", "--binary", str(patch)], path, check=False).returncode == 0:
+        _git(["apply", "--binary", str(patch)], path)
+    elif _git(["apply", "--check", "--reverse", "--binary", str(patch)], path, check=False).returncode != 0:
+        raise IsolationError(f"the earlier run's {patch} does not apply to the current state of "
+                             f"{patch.parent}'s folder; apply or discard it by hand before resuming")
+
+
+def _write_state(run_dir: Path, iso: dict[str, Any]) -> None:
+    from .artifacts import atomic_write_json
+    atomic_write_json(run_dir / "isolation.json", iso)
+
+
+def point_session(session: Path, cwd: Path) -> None:
+    """A copied pi session resumed in a new folder: its header's ``cwd`` must name that folder (pi refuses
+    a session whose folder is gone)."""
+    try:
+        lines = session.read_bytes().split(b"\n")
+    except OSError:
+        return
+    for i, raw in enumerate(lines):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("type") == "session":
+            obj["cwd"] = str(cwd)
+            lines[i] = json.dumps(obj, ensure_ascii=False).encode()
+            session.write_bytes(b"\n".join(lines))
+        return
+
+
+def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Write ``changes.patch`` and ``changes.json``; returns the summary (files, added, removed)."""
+    path = Path(iso["path"])
+    after = _snapshot(path)
+    base = iso["base"]
+    patch = _git(["diff", "--binary", "--no-renames", "--full-index", base, after], path).stdout
+    numstat = _git(["diff", "--numstat", "--no-renames", "-z", base, after], path).stdout
+    status = _git(["diff", "--name-status", "--no-renames", "-z", base, after], path).stdout
+    kinds = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
+    parts = status.decode("utf-8", errors="surrogateescape").split("\0")
+    change_of = {parts[i + 1]: kinds.get(parts[i][:1], "modified") for i in range(0, len(parts) - 1, 2) if parts[i]}
+    files = []
+    for entry in numstat.decode("utf-8", errors="surrogateescape").split("\0"):
+        if not entry:
+            continue
+        added, removed, name = entry.split("\t", 2)
+        binary = added == "-"
+        files.append({"path": name, "change": change_of.get(name, "modified"), "binary": binary,
+                      "added": 0 if binary else int(added), "removed": 0 if binary else int(removed)})
+    summary = {"files": len(files), "added": sum(f["added"] for f in files),
+               "removed": sum(f["removed"] for f in files)}
+    from .artifacts import atomic_write_json
+    (run_dir / PATCH).write_bytes(patch)
+    atomic_write_json(run_dir / CHANGES, {**summary, "applyRoot": iso["applyRoot"], "kind": iso["kind"],
+                                          "fileChanges": files})
+    return summary
+
+
+def remove(iso: dict[str, Any]) -> None:
+    """Remove the workspace (and its branch); nothing of it stays."""
+    path = Path(iso.get("path") or "")
+    if not iso.get("path"):
+        return
+    if iso.get("kind") == "git":
+        repo = Path(iso["applyRoot"])
+        _git(["worktree", "remove", "--force", str(path)], repo, check=False)
+        if iso.get("branch"):
+            _git(["branch", "-D", iso["branch"]], repo, check=False)
+    shutil.rmtree(path, ignore_errors=True)
+    if iso.get("kind") == "git":
+        _git(["worktree", "prune"], Path(iso["applyRoot"]), check=False)
+
+
+# -- the kernel's side after the run ---------------------------------------------------------------
+def apply(run_dir: Path, *, check: bool = True) -> list[str]:
+    """Apply a finished run's patch to its original folder; returns the files it changed.
+
+    With ``check`` (the default) nothing is written unless the whole patch applies: a conflict raises
+    IsolationError naming the file. ``check=False`` applies what applies and leaves ``.rej`` files.
+    """
+    changes = _read(run_dir / CHANGES)
+    patch = run_dir / PATCH
+    if changes is None or not patch.exists():
+        raise IsolationError(f"run {run_dir.name} has no changes.patch: it did not run with isolation='worktree' "
+                             "or ended before its changes were captured")
+    if (run_dir / APPLIED).exists():
+        state = _read(run_dir / APPLIED) or {}
+        raise IsolationError(f"run {run_dir.name}'s changes were already {state.get('action', 'applied')} "
+                             f"({state.get('at', '')})")
+    root = Path(changes["applyRoot"])
+    files = [f["path"] for f in changes.get("fileChanges", [])]
+    if patch.stat().st_size:
+        probe = _git(["apply", "--check", "--binary", str(patch)], root, check=False)
+        if probe.returncode != 0:
+            reason = probe.stderr.decode(errors="replace").strip()
+            if check:
+                raise IsolationError(f"run {run_dir.name}'s changes do not apply to {root}; nothing was changed. "
+                                     f"{reason}. Resolve the conflict (or run.discard()) and try again")
+            _git(["apply", "--binary", "--reject", str(patch)], root, check=False)
+        else:
+            _git(["apply", "--binary", str(patch)], root)
+    _mark(run_dir, "applied")
+    return files
+
+
+def discard(run_dir: Path) -> None:
+    """Drop a run's changes: its kept workspace (if any) goes and ``apply`` refuses afterwards."""
+    state = _read(run_dir / "isolation.json")
+    if state and Path(state.get("path") or "/nonexistent").exists():
+        remove(state)
+    if not (run_dir / APPLIED).exists():
+        _mark(run_dir, "discarded")
+
+
+def _mark(run_dir: Path, action: str) -> None:
+    from .artifacts import atomic_write_json, now_iso
+    atomic_write_json(run_dir / APPLIED, {"action": action, "at": now_iso()})
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    from .artifacts import read_json
+    return read_json(path)

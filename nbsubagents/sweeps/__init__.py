@@ -1,0 +1,7 @@
+"""Delegation experiments: a sweep's plan and runs (``experiment``), its scorers (``scorers``), its frames,
+comparisons, plots and MLflow export (``views``) and the ``%%subagent_experiment`` magic (``magic``).
+
+Above ``lifecycle/`` and ``ui/``: an experiment launches runs like ``run_parallel`` and shows them with the
+same panels. Named ``sweeps`` because ``nbsubagents.experiment`` and ``nbsubagents.experiments`` are public
+functions, which a subpackage of either name would shadow once imported.
+"""

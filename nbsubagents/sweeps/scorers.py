@@ -1,0 +1,195 @@
+"""Scoring ended runs: Python callables and shell checks, kept in the run directory's ``scores.json``.
+
+A scorer is a callable ``(run) -> number | bool | dict`` or a ``check(...)``: a command run in the
+run's folder (its worktree when the run was isolated) after the run, scoring pass/fail by its exit
+status, with its output kept as an artifact (``checks/<name>.log``). ``score(run, scorers)`` merges
+what the scorers said into ``scores.json`` (written atomically) and updates the run's registry row;
+a scorer that raises records no score for itself and its error under ``errors``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from ..child.artifacts import atomic_write_json, now_iso, read_json
+from ..config import NbSubagentsError
+
+if TYPE_CHECKING:
+    from ..lifecycle.handle import Run
+
+__all__ = ["check", "Check", "score", "scorer_name", "SCORES_FILE"]
+
+SCORES_FILE = "scores.json"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+
+class Check:
+    """A shell check: ``argv`` run in the run's folder; the score ``name`` is True when it exits 0."""
+
+    def __init__(self, command: str | Sequence[str], *, name: str | None = None, timeout: float = 300.0,
+                 shell: bool = False) -> None:
+        if isinstance(command, str):
+            if not command.strip():
+                raise NbSubagentsError("check() needs a command, such as check('pytest -q'); got an empty string")
+            self.command = command
+            self.argv = ["bash", "-c", command] if shell else shlex.split(command)
+        elif isinstance(command, (list, tuple)) and command and all(isinstance(a, str) for a in command):
+            self.command = shlex.join(command)
+            self.argv = list(command)
+        else:
+            raise NbSubagentsError(f"check() needs a command: a string such as 'pytest -q' or a list of "
+                                   f"arguments, got {command!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise NbSubagentsError(f"check timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout = float(timeout)
+        self.shell = shell
+        self.name = _check_name(name if name is not None else _default_name(self.argv, shell, command))
+
+    def __repr__(self) -> str:
+        return f"check({self.command!r}, name={self.name!r})"
+
+    def spec(self) -> dict[str, Any]:
+        """What a stored experiment plan keeps of it (checks survive the process; callables do not)."""
+        return {"check": self.command, "name": self.name, "timeout": self.timeout, "shell": self.shell}
+
+    def __call__(self, run: Run) -> dict[str, Any]:
+        folder = Path(run.meta.get("worktree") or run.meta.get("cwd") or run.dir)
+        log = run.dir / "checks" / f"{self.name}.log"
+        log.parent.mkdir(exist_ok=True)
+        started = time.monotonic()
+        with open(log, "wb") as out:
+            out.write(f"$ {self.command}\n(in {folder})\n".encode())
+            out.flush()
+            try:
+                proc = subprocess.Popen(self.argv, cwd=folder, stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as exc:
+                out.write(f"could not start: {exc}\n".encode())
+                return {self.name: False}
+            try:
+                code = proc.wait(self.timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # the check's whole process group ends with it
+                proc.wait()
+                code = None
+            except BaseException:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+            took = time.monotonic() - started
+            out.write((f"\nexit code {code} after {took:.1f}s\n" if code is not None
+                       else f"\ntimed out after {self.timeout:g}s\n").encode())
+        return {self.name: code == 0}
+
+
+def check(command: str | Sequence[str], *, name: str | None = None, timeout: float = 300.0,
+          shell: bool = False) -> Check:
+    """A shell check scorer: ``check("pytest -q")`` scores True when the command exits 0 in the run's folder.
+
+    The command is split like a shell would (``shlex``) and run without a shell; ``shell=True`` runs it
+    with ``bash -c`` (pipes, ``&&``). Its output is kept as ``checks/<name>.log`` in the run directory.
+    """
+    return Check(command, name=name, timeout=timeout, shell=shell)
+
+
+def _default_name(argv: list[str], shell: bool, command: str) -> str:
+    words = re.findall(r"[A-Za-z0-9_]+", command if shell else " ".join(argv[:2]))
+    return "check_" + "_".join(words[:3]) if words else "check"
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise NbSubagentsError(f"A score name must start with a letter or '_' and hold letters, digits, '_', '.' "
+                               f"or '-' (at most 64), got {name!r}")
+    return name
+
+
+def scorer_name(scorer: Any) -> str:
+    """The name a scorer's score goes under: a check's name, else the callable's ``__name__``."""
+    if isinstance(scorer, Check):
+        return scorer.name
+    name = getattr(scorer, "__name__", None) or type(scorer).__name__
+    return "score" if name == "<lambda>" else name
+
+
+def as_scorer(item: Any) -> Any:
+    """A scorer from what a call or a stored plan gives: a callable, a Check, ``{"check": ...}`` or a string."""
+    if isinstance(item, Check) or (callable(item) and not isinstance(item, (str, dict))):
+        return item
+    if isinstance(item, str):
+        return Check(item, shell=True)
+    if isinstance(item, dict) and isinstance(item.get("check"), (str, list)):
+        unknown = set(item) - {"check", "name", "timeout", "shell"}
+        if unknown:
+            raise NbSubagentsError(f"Scorer {item!r}: unknown key(s) {', '.join(sorted(unknown))}; a check has "
+                                   "check, name, timeout, shell")
+        return Check(item["check"], name=item.get("name"), timeout=item.get("timeout", 300.0),
+                     shell=item.get("shell", True))
+    raise NbSubagentsError(f"A scorer must be a function (run) -> number | bool | dict or check('command'), "
+                           f"got {item!r}")
+
+
+def _value(value: Any, where: str) -> float | int | bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, complex):
+        return value if math.isfinite(value) else None
+    try:  # numpy scalars
+        import numbers
+        if isinstance(value, numbers.Real):
+            return float(value)
+    except ImportError:  # pragma: no cover
+        pass
+    raise NbSubagentsError(f"{where} must be a number or a bool, got {value!r}")
+
+
+def _normalize(scorer: Any, value: Any) -> dict[str, Any]:
+    name = scorer_name(scorer)
+    if isinstance(value, dict):
+        return {_check_name(str(k)): _value(v, f"Scorer {name}'s score {k!r}") for k, v in value.items()}
+    return {_check_name(name): _value(value, f"Scorer {name}'s result")}
+
+
+def score(run: Run, scorers: Iterable[Any]) -> dict[str, Any]:
+    """Apply ``scorers`` to an ended run; merge into its ``scores.json`` and registry row; returns all its scores."""
+    scorers = [as_scorer(s) for s in scorers]
+    if not scorers:
+        return run.scores
+    path = run.dir / SCORES_FILE
+    stored = read_json(path) or {}
+    scores: dict[str, Any] = dict(stored.get("scores") or {})
+    errors: dict[str, str] = dict(stored.get("errors") or {})
+    for scorer in scorers:
+        name = scorer_name(scorer)
+        try:
+            got = _normalize(scorer, scorer(run))
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # one scorer's bug is recorded, not fatal to the sweep
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            scores.pop(name, None)
+            continue
+        errors.pop(name, None)
+        scores.update(got)
+    atomic_write_json(path, {"scores": scores, "errors": errors or None, "scoredAt": now_iso()})
+    from .. import registry
+    registry.note(run)
+    return scores
+
+
+def scorers_spec(scorers: Iterable[Any]) -> list[dict[str, Any]]:
+    """The checks of a scorer list, as a stored plan keeps them."""
+    return [s.spec() for s in scorers if isinstance(s, Check)]
+
+
+def load_scorers(specs: Iterable[dict[str, Any]] | None) -> list[Check]:
+    return [as_scorer(s) for s in specs or []]
+

@@ -1,0 +1,291 @@
+"""Experiments end to end: sweeps of the real pi on the scripted model, scores, comparison, resume, MLflow export."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nbsubagents
+from nbsubagents import registry
+from nbsubagents.config import NbSubagentsError
+from nbsubagents.demo.scripted import write_agent_dir
+
+from conftest import wait_for
+
+TASKS = ["read README.md", "ls src"]
+
+
+@pytest.fixture
+def two_models(project, scripted):
+    """The scripted model under two names, so a sweep has a model axis."""
+    write_agent_dir(os.environ["PI_CODING_AGENT_DIR"], scripted.url, models=("scripted", "mini"))
+    return ["demo/scripted", "demo/mini"]
+
+
+def run_dirs(project: Path) -> list[Path]:
+    return sorted(p for p in (project / ".pi" / "subagents" / "runs").iterdir() if p.is_dir())
+
+
+def words(run) -> float:
+    return float(len(run.output.split()))
+
+
+def test_cross_product_records_params_tags_scores_in_run_dirs_and_registry(project, two_models):
+    exp = nbsubagents.experiment("grid", tasks=TASKS, presets=["scout", "scribe"], models=two_models, repeats=2,
+                                 concurrency=4, scorers=[nbsubagents.check("test -f README.md"), words],
+                                 tags={"owner": "tests"}, show=False)
+    runs = exp.runs()
+    assert len(runs) == 2 * 2 * 2 * 2 == len(run_dirs(project))
+    assert {r.status for r in runs} == {"completed"}
+    cells = {(r.params["task_id"], r.params["preset"], r.params["model"], r.params["repeat"]) for r in runs}
+    assert cells == {(t, p, m, k) for t in ("task-1", "task-2") for p in ("scout", "scribe") for m in two_models
+                     for k in (1, 2)}
+    assert {r.model for r in runs} == set(two_models)  # the model axis reached pi
+    one = runs[0]
+    meta = json.loads((one.dir / "meta.json").read_text())
+    assert meta["experiment"] == "grid" and meta["tags"] == {"owner": "tests"}
+    scores = json.loads((one.dir / "scores.json").read_text())["scores"]
+    assert scores["check_test_f"] is True and scores["words"] == words(one) > 0
+    assert "exit code 0" in (one.dir / "checks" / "check_test_f.log").read_text()
+    assert "scores check_test_f=True" in nbsubagents.ui.renderers.summary_line(one)  # what the panel's end shows
+    before = {r["run_id"]: (r["params"], r["tags"], r["scores"]) for r in exp.rows()}
+    registry.db_path().unlink()
+    assert registry.rebuild() == 16
+    after = {r["run_id"]: (r["params"], r["tags"], r["scores"]) for r in exp.rows()}
+    assert after == before and all(json.loads(s)["words"] > 0 for _, _, s in after.values())
+
+
+def test_a_dataframe_of_tasks_keeps_its_other_columns_as_params(project):
+    import pandas as pd
+
+    tasks = pd.DataFrame({"id": ["readme", "listing"], "task": TASKS, "difficulty": [1, 3], "area": ["docs", "src"]})
+    exp = nbsubagents.experiment("frame", tasks=tasks, presets="scout", show=False)
+    frame = exp.frame()
+    assert len(frame) == 2 and set(frame["status"]) == {"completed"}
+    by_id = frame.set_index("params.task_id")
+    assert by_id.loc["listing", "params.difficulty"] == 3 and by_id.loc["readme", "params.area"] == "docs"
+    assert (by_id["metrics.tokens"] > 0).all() and (by_id["metrics.tool_calls"] == 1).all()
+    listed = nbsubagents.experiments()
+    assert listed.set_index("name").loc["frame", "completed"] == 2
+    assert nbsubagents.get_experiment("frame").counts()["completed"] == 2
+
+
+def test_refused_inputs_say_what_is_wrong_and_write_nothing(project):
+    cases = [
+        (dict(name="bad name!", tasks=TASKS, presets="scout"), "experiment name"),
+        (dict(name="x", tasks=TASKS, presets="scout", repeats=0), "repeats must be"),
+        (dict(name="x", tasks=TASKS, presets="scout", workers=2), "unknown option(s) workers"),
+        (dict(name="x", tasks=[{"id": "a", "task": "ls"}, {"id": "a", "task": "ls"}], presets="scout"), "used twice"),
+        (dict(name="x", tasks=TASKS), "has no preset"),
+        (dict(name="x", tasks=[], presets="scout"), "at least one task"),
+        (dict(name="x", tasks=[{"task": "ls", "repeat": 2}], presets="scout"), "name the grid"),
+        (dict(name="x", tasks=TASKS, presets="scout", scorers=[42]), "A scorer must be"),
+        (dict(name="x", tasks=TASKS, presets="scout", concurrency=0), "concurrency must be"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(NbSubagentsError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            nbsubagents.experiment(kwargs.pop("name"), show=False, **kwargs)
+    with pytest.raises(NbSubagentsError, match="check\\(\\) needs a command"):
+        nbsubagents.check("  ")
+    with pytest.raises(NbSubagentsError, match="No experiment 'nope'"):
+        nbsubagents.get_experiment("nope")
+    assert not (project / ".pi" / "subagents" / "runs").exists()
+    assert not (project / ".pi" / "subagents" / "experiments").exists()
+
+
+def test_rescore_scores_ended_runs_again_without_running_them(project, scripted):
+    exp = nbsubagents.experiment("rescore", tasks=TASKS, presets="scout", show=False)
+    requests = len(scripted.requests)
+    results = {r.id: (r.dir / "result.json").stat().st_mtime_ns for r in exp.runs()}
+
+    def mentions_readme(run):
+        return {"readme": "README" in run.output, "chars": len(run.output)}
+
+    exp.rescore(mentions_readme, nbsubagents.check("grep -q Demo README.md", name="title"))
+    frame = exp.frame().set_index("params.task_id")
+    assert frame.loc["task-1", "scores.readme"] == True and frame.loc["task-2", "scores.readme"] == False  # noqa: E712
+    assert (frame["scores.title"] == True).all() and (frame["scores.chars"] > 0).all()  # noqa: E712
+    exp.rescore(nbsubagents.check("grep -q Absent README.md", name="title"))  # a score is replaced, others stay
+    frame = exp.frame()
+    assert (frame["scores.title"] == False).all() and "scores.readme" in frame  # noqa: E712
+    assert len(scripted.requests) == requests  # nothing ran again
+    assert {r.id: (r.dir / "result.json").stat().st_mtime_ns for r in exp.runs()} == results
+
+    def broken(run):
+        raise ValueError("no luck")
+
+    exp.rescore(broken)
+    stored = json.loads((exp.runs()[0].dir / "scores.json").read_text())
+    assert stored["errors"] == {"broken": "ValueError: no luck"} and "readme" in stored["scores"]
+
+
+def test_compare_matches_a_hand_computation(project, two_models):
+    exp = nbsubagents.experiment("cmp", tasks=TASKS, presets=["scout", "scribe"], models=two_models, repeats=2,
+                                 concurrency=4, scorers=[words], show=False)
+    frame = exp.frame()
+    table = exp.compare(by=("preset", "model"), baseline=("scout", "demo/scripted")).table
+    assert len(table) == 4
+    for (preset, model), row in table.iterrows():
+        part = frame[(frame["params.preset"] == preset) & (frame["params.model"] == model)]
+        base = frame[(frame["params.preset"] == "scout") & (frame["params.model"] == "demo/scripted")]
+        assert row[("runs", "n")] == len(part) == 4
+        assert row[("success_rate", "mean")] == sum(part["status"] == "completed") / 4
+        for col in ("metrics.tokens", "metrics.duration_s", "scores.words"):
+            values = [float(v) for v in part[col]]
+            assert row[(col, "mean")] == pytest.approx(statistics.mean(values))
+            assert row[(col, "std")] == pytest.approx(statistics.stdev(values))
+            assert row[(col, "n")] == 4
+            assert row[(col, "Δ")] == pytest.approx(statistics.mean(values) - statistics.mean(map(float, base[col])))
+    html = exp.compare(by="preset")._repr_html_()
+    assert "<table" in html and "scores.words" in html and "cmp: per cell (preset)" in html
+    with pytest.raises(NbSubagentsError, match="not a cell"):
+        exp.compare(by="preset", baseline="nobody")
+    with pytest.raises(NbSubagentsError, match="no column 'colour'"):
+        exp.compare(by="colour")
+    fig = exp.plot()
+    assert sorted(c.get_gid() for c in fig.axes[0].collections) == sorted(
+        f"{p} · {m}" for p in ("scout", "scribe") for m in two_models)
+    assert fig.axes[0].get_ylabel() == "scores.words"
+
+
+LAUNCHER = """
+import nbsubagents
+nbsubagents.experiment("resume", tasks=["sleep: 0.2\\nsay: one", "sleep: 0.2\\nsay: two", "sleep: 0.2\\nsay: three",
+                       "sleep: 0.2\\nsay: four"], presets="scout", concurrency=1, show=False)
+"""
+
+
+def test_resume_after_the_launching_process_is_killed(project):
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], cwd=project)
+    try:
+        def ended():
+            return [d for d in (project / ".pi" / "subagents" / "runs").glob("*/result.json")]
+        wait_for(lambda: len(ended()) >= 1 and len(list((project / ".pi/subagents/runs").iterdir())) >= 2,
+                 what="the first run to end")
+    finally:
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+    first = {p.parent.name for p in (project / ".pi" / "subagents" / "runs").glob("*/result.json")}
+    assert first and len(first) < 4
+    exp = nbsubagents.get_experiment("resume").resume(show=False)
+    frame = exp.frame()
+    assert len(frame) == 4 and set(frame["status"]) == {"completed"}
+    kept = [rid for rid in first if json.loads((project / ".pi/subagents/runs" / rid / "result.json").read_text())
+            ["status"] == "completed"]
+    assert kept and set(kept) <= set(frame.index)  # ended runs are kept, not run again
+    assert sorted(frame["params.task_id"]) == ["task-1", "task-2", "task-3", "task-4"]
+    again = nbsubagents.experiment("resume", tasks=["sleep: 0.2\nsay: one", "sleep: 0.2\nsay: two",
+                                                    "sleep: 0.2\nsay: three", "sleep: 0.2\nsay: four"],
+                                   presets="scout", concurrency=1, show=False)
+    assert list(again.frame().index) == list(frame.index)  # nothing left to run
+
+
+def test_background_sweep_runs_in_a_detached_process_with_its_checks(project):
+    exp = nbsubagents.experiment("bg", tasks=TASKS, presets="scout", background=True,
+                                 scorers=[nbsubagents.check("test -f src/app.py", name="has_app")])
+    assert exp.running
+    exp.wait(120)
+    frame = exp.frame()
+    assert len(frame) == 2 and set(frame["status"]) == {"completed"}
+    assert (frame["scores.has_app"] == True).all()  # noqa: E712
+    with pytest.raises(NbSubagentsError, match="only use check"):
+        nbsubagents.experiment("bg2", tasks=TASKS, presets="scout", background=True, scorers=[words])
+
+
+def test_mlflow_round_trip_and_parquet(project, tmp_path):
+    mlflow = pytest.importorskip("mlflow")
+    exp = nbsubagents.experiment("export", tasks=TASKS, presets=["scout", "scribe"], scorers=[words], show=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # a real local MLflow store (SQLite backend)
+    experiment_id = exp.to_mlflow(uri, artifact_location=(tmp_path / "mlartifacts").as_uri())
+    assert exp.to_mlflow(uri) == experiment_id  # a second export adds nothing
+    mlflow.set_tracking_uri(uri)
+    found = mlflow.search_runs(experiment_names=["export"])
+    assert len(found) == 4
+    ours = exp.frame()
+    for _, row in found.iterrows():
+        run_id = row["tags.nbsubagents.run_id"]
+        assert row["params.preset"] == ours.loc[run_id, "params.preset"]
+        assert row["metrics.tokens"] == ours.loc[run_id, "metrics.tokens"]
+        assert row["metrics.score.words"] == ours.loc[run_id, "scores.words"]
+        assert row["status"] == "FINISHED"
+        names = {a.path for a in mlflow.MlflowClient(uri).list_artifacts(row["run_id"])}
+        assert {"meta.json", "result.json", "scores.json", "events.jsonl"} <= names
+    path = tmp_path / "export.parquet"
+    exp.to_frame().to_parquet(path)
+    import pandas as pd
+    back = pd.read_parquet(path)
+    assert list(back.index) == list(ours.index) and back["scores.words"].tolist() == ours["scores.words"].tolist()
+
+
+def test_import_loads_no_pandas_mlflow_or_matplotlib():
+    code = ("import sys, nbsubagents; nbsubagents.check; nbsubagents.experiment; "
+            "print(sorted(m for m in ('pandas', 'mlflow', 'matplotlib', 'IPython') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_experiments_notebook_runs_a_sweep_scores_compares_plots_and_exports(tmp_path, monkeypatch):
+    import base64
+
+    from conftest import processes_inside
+    from test_notebooks import cell, execute, html, text, value
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    for name in ("NBSUBAGENTS_DISPLAY", "NBSUBAGENTS_ROOT", "PI_CODING_AGENT_DIR", "NBSUBAGENTS_PI"):
+        monkeypatch.delenv(name, raising=False)
+    nb = execute("experiments.ipynb", tmp_path)
+    (project,) = tmp_path.glob("nbsubagents-experiments-*/project")
+    sweep = cell(nb, "def answer_words(run):")
+    assert "24 planned · 24 completed · 0 failed" in value(sweep)
+    assert "24 runs; {'completed': 24}" in text(cell(nb, "frame = exp.frame()"))
+    table = html(cell(nb, "exp.compare(by=(\"preset\", \"model\")"))
+    assert "Δ = mean − baseline" in table and "scores.answer_words" in table and table.count("<tr>") >= 6
+    assert base64.b64decode(value(cell(nb, "exp.plot("), "image/png")).startswith(b"\x89PNG")
+    assert "scores.mentions_readme" in html(cell(nb, "def mentions_readme(run):"))
+    assert "24 MLflow runs" in text(cell(nb, "import mlflow"))
+    assert "4 planned · 4 completed" in value(cell(nb, "%%subagent_experiment quick-check"))
+    listing = text(cell(nb, "nbsubagents.experiments()"))
+    assert "readme-vs-listing" in listing and "quick-check" in listing
+    scores = [json.loads(p.read_text())["scores"] for p in (project / ".pi/subagents/runs").glob("*/scores.json")]
+    assert len(scores) == 28
+    assert sum(s.get("has_title") is True for s in scores) == 4  # the magic's shell check, from its YAML
+    assert sum(s.get("readme_exists") is True and s.get("mentions_readme") in (True, False) for s in scores) == 24
+    assert processes_inside(tmp_path) == []
+
+
+def test_the_magic_refuses_a_bad_body_with_an_example(project):
+    from IPython.core.error import UsageError
+
+    from nbsubagents.sweeps.magic import parse_body
+
+    with pytest.raises(UsageError, match=r"not valid YAML at line 1.*\nExample:\ntasks:"):
+        parse_body("tasks: [unclosed")
+    with pytest.raises(UsageError, match="unknown key\\(s\\) preset; the cell may have tasks, presets"):
+        parse_body("tasks: [ls]\npreset: scout")
+    with pytest.raises(UsageError, match="at least 'tasks'"):
+        parse_body("- ls")
+    assert parse_body("tasks: [ls]\npresets: [scout]\nscorers: ['test -f x']")["scorers"] == ["test -f x"]
+
+
+def test_a_registry_of_the_previous_schema_gets_the_experiment_columns_in_place(tmp_path):
+    import sqlite3
+
+    db = registry.db_path(tmp_path)
+    db.parent.mkdir(parents=True)
+    old = [(n, t) for n, t in registry.COLUMNS if n not in ("experiment", "params", "tags", "scores")]
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"CREATE TABLE runs ({', '.join(f'{n} {t}' for n, t in old)})")
+        conn.execute("INSERT INTO runs (run_id, status, run_dir) VALUES ('20260101-000000-abcdef', 'completed', 'x')")
+        conn.execute("PRAGMA user_version = 1")
+    rows = registry.fetch(db, "SELECT run_id, experiment, scores FROM runs")
+    assert rows == [{"run_id": "20260101-000000-abcdef", "experiment": None, "scores": None}]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION == 3
+        assert "runs_experiment" in {r[1] for r in conn.execute("PRAGMA index_list(runs)")}
