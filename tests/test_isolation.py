@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 import nbsubagents
+from nbsubagents.child import procs
 from nbsubagents.config import NbSubagentsError
 
-from conftest import processes_inside
+from conftest import processes_inside, wait_for
+from test_background import python, row_of, started_by_a_killed_launcher
 
 
 def git(cwd, *args):
@@ -192,3 +197,143 @@ def test_an_isolated_run_resumed_without_isolation_continues_in_the_cwd(project,
     assert (project / "two.txt").read_text() == "second\n" and not (project / "one.txt").exists()
     session = json.loads((second.dir / "child-session.jsonl").read_text().splitlines()[0])
     assert session["cwd"] == str(project)
+
+
+# -- a lost supervisor: its worktree is settled like the supervisor would have (issue 14) ------------------------
+def supervisor_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "supervisor.json").read_text())
+
+
+def kill_supervisor_once_sleeping(run_dir: Path) -> None:
+    """SIGKILL the run's supervisor once pi runs its `sleep` tool (after the run wrote its file)."""
+    wait_for(lambda: (run_dir / "events.jsonl").exists() and '"tool_result"' in (run_dir / "events.jsonl").read_text()
+             and "sleep 120" in (run_dir / "events.jsonl").read_text(), what="the run's second tool call")
+    info = supervisor_of(run_dir)
+    os.kill(info["pid"], signal.SIGKILL)
+    wait_for(lambda: not procs.alive(info["pid"], info["startTicks"]), what="the supervisor's end")
+
+
+def assert_no_workspace_left(project: Path, worktrees: Path) -> None:
+    assert not worktrees.exists() or not list(worktrees.iterdir())
+    assert git(project, "worktree", "list").count("\n") == 1
+    assert "nbsubagents/" not in git(project, "branch", "--list")
+
+
+LOST_TASK = "run: echo partial > partial.txt\nrun: sleep 120"
+
+
+def test_a_foreground_run_whose_supervisor_is_killed_leaves_no_worktree_and_keeps_its_changes(project, worktrees):
+    make_repo(project)
+    runs = project / ".pi" / "subagents" / "runs"
+
+    def killer():
+        run_dir = wait_for(lambda: next(runs.glob("*/supervisor.json"), None), what="the supervisor").parent
+        kill_supervisor_once_sleeping(run_dir)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    run = nbsubagents.run("scout", LOST_TASK, isolation="worktree", timeout=100, show=False)  # the foreground loop
+    thread.join(5)
+
+    assert run.status == "failed" and run.result["stopReason"] == "interrupted", run.error
+    assert run.error == "interrupted: supervisor exited without a result (exit code -9)"
+    assert run.result["changes"] == {"files": 1, "added": 1, "removed": 0}  # captured by the settle step
+    assert run.files_changed == ["partial.txt"] and "+partial" in run.diff
+    assert run.result["worktree"]["kept"] is False
+    assert_no_workspace_left(project, worktrees)
+    assert not (project / "partial.txt").exists()
+    run.apply()
+    assert (project / "partial.txt").read_text() == "partial\n"
+
+
+def test_an_isolated_background_run_whose_supervisor_is_killed_is_settled_by_a_later_process(project, worktrees):
+    make_repo(project)
+    (run_id,) = started_by_a_killed_launcher(
+        f"print(nbsubagents.start('scout', {LOST_TASK!r}, isolation='worktree', show=False).id, flush=True)").split()
+    run_dir = project / ".pi" / "subagents" / "runs" / run_id
+    kill_supervisor_once_sleeping(run_dir)
+    assert Path(json.loads((run_dir / "isolation.json").read_text())["path"]).is_dir()  # left behind for now
+
+    later = python("import json, nbsubagents\n"  # a new kernel: its reconcile settles the run
+                   "nbsubagents.status()\n"
+                   f"r = nbsubagents.get_run({run_id!r})\n"
+                   "print(json.dumps({'status': r.status, 'error': r.error, 'files': r.files_changed, "
+                   "'applied': r.apply()}))\n")
+    seen = json.loads(later.stdout.splitlines()[-1])
+    assert seen == {"status": "failed", "error": "interrupted: supervisor exited without a result",
+                    "files": ["partial.txt"], "applied": ["partial.txt"]}
+    assert (project / "partial.txt").read_text() == "partial\n"
+    assert_no_workspace_left(project, worktrees)
+    row = row_of(project, run_id)
+    assert (row["status"], row["stop_reason"], row["files_changed"], row["lines_added"]) == (
+        "failed", "interrupted", 1, 1)
+
+
+def test_a_supervisor_killed_while_setting_up_the_worktree_leaves_nothing_and_says_so(project, worktrees):
+    """The workspace is recorded before it is made, so a settler finds what a dead set-up left."""
+    from nbsubagents.child import isolation
+    from nbsubagents.child.artifacts import RunPaths
+    from nbsubagents.lifecycle import settle
+
+    make_repo(project)
+    run_dir = project / ".pi" / "subagents" / "runs" / "20261126-000000-abcdef"
+    run_dir.mkdir(parents=True)
+    iso = isolation.plan(project)
+    meta = {"runId": run_dir.name, "isolation": iso, "createdAt": "2026-11-26T00:00:00Z"}
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    isolation._write_state(run_dir, {**iso, "path": str(worktrees / run_dir.name),
+                                     "branch": f"nbsubagents/{run_dir.name}"})
+    git(project, "worktree", "add", "-q", "-b", f"nbsubagents/{run_dir.name}", str(worktrees / run_dir.name))
+    # ... and the supervisor died here, before the starting state was recorded
+
+    assert settle.lost(RunPaths(run_dir), meta)
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "failed" and "changes" not in result
+    assert "could not be captured: its supervisor was lost while it was setting up" in result["changesError"]
+    assert result["errorMessage"].startswith(settle.LOST + "; the run's changes could not be captured")
+    assert_no_workspace_left(project, worktrees)
+
+
+def test_isolated_typed_and_budgeted_background_runs_outlive_their_killed_launcher(project, worktrees, scripted):
+    from nbsubagents.demo.scripted import _after_last_user
+
+    make_repo(project)
+
+    def script(body, index):
+        task = _after_last_user(body["messages"])[0]
+        if "BUDGET" in task:  # never stops calling tools
+            return {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo step-{index}"}}], "hang": 0.5}
+        if index == 0:
+            return {"tool_calls": [{"name": "write", "arguments": {"path": "bg.txt", "content": "from bg\n"}}],
+                    "hang": 1}
+        return {"text": 'Wrote it.\n```json\n{"files": 1, "ok": true}\n```'}
+
+    scripted.script = script
+    schema = {"type": "object", "properties": {"files": {"type": "integer"}, "ok": {"type": "boolean"}},
+              "required": ["files", "ok"]}
+    typed, budgeted = started_by_a_killed_launcher(
+        f"a = nbsubagents.start('scribe', 'TYPED: write bg.txt', isolation='worktree', output_schema={schema!r}, "
+        "show=False)\n"
+        "b = nbsubagents.start('scout', 'BUDGET: keep going', max_tool_calls=2, show=False)\n"
+        "print(a.id, b.id, flush=True)").split()
+    runs = project / ".pi" / "subagents" / "runs"
+    assert not (runs / typed / "result.json").exists()  # the launcher died mid-run
+    wait_for(lambda: (runs / typed / "result.json").exists() and (runs / budgeted / "result.json").exists(),
+             what="both results")
+
+    later = python("import json, nbsubagents\n"
+                   "nbsubagents.status()\n"
+                   f"a, b = nbsubagents.get_run({typed!r}), nbsubagents.get_run({budgeted!r})\n"
+                   "print(json.dumps({'a': [a.status, a.data, a.files_changed, a.changes['added'], "
+                   "'+from bg' in a.diff], 'b': [b.status, b.result['stopReason'], b.error, b.result['toolCalls']],"
+                   " 'applied': a.apply()}))\n")
+    seen = json.loads(later.stdout.splitlines()[-1])
+    assert seen == {"a": ["completed", {"files": 1, "ok": True}, ["bg.txt"], 1, True],
+                    "b": ["failed", "budget:tool_calls", "Stopped at 2 tool calls (max_tool_calls=2)", 3],
+                    "applied": ["bg.txt"]}
+    assert (project / "bg.txt").read_text() == "from bg\n"
+    assert_no_workspace_left(project, worktrees)
+    a, b = row_of(project, typed), row_of(project, budgeted)
+    assert (a["status"], a["stop_reason"], a["files_changed"], a["lines_added"], json.loads(a["data"])) == (
+        "completed", "stop", 1, 1, {"files": 1, "ok": True})
+    assert (b["status"], b["stop_reason"], b["tool_calls"]) == ("failed", "budget:tool_calls", 3)

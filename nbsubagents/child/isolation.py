@@ -118,31 +118,43 @@ def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
     iso["path"] = str(path)
     source = Path(iso["source"])
     if iso["kind"] == "git":
+        iso["branch"] = f"nbsubagents/{run_id}"
+    # Recorded before anything is made: whoever settles a supervisor killed from here on finds it (``salvage``).
+    _write_state(run_dir, iso)
+    if iso["kind"] == "git":
         repo = Path(iso["applyRoot"])
-        branch = f"nbsubagents/{run_id}"
-        _git(["worktree", "add", "-q", "-b", branch, str(path), "HEAD"], repo)
-        iso["branch"] = branch
-        diff = _git(["diff", "--binary", "HEAD"], repo).stdout  # the parent's uncommitted changes
-        if diff.strip():
-            _git(["apply", "--binary", "--whitespace=nowarn", "-"], path, input=diff)
-        untracked = _listed(_git(["ls-files", "-o", "--exclude-standard", "-z", *_SKIP_OWN], repo).stdout)
-        _copy_files(repo, path, untracked)
+        _git(["worktree", "add", "-q", "-b", iso["branch"], str(path), "HEAD"], repo)
+        _add_parent_state(repo, path)
         workdir = path / iso.get("subdir", ".")
     else:
-        # The copy goes through git: the source's files (its .gitignore files respected) are hashed into the
-        # workspace's own repository and checked out there, which leaves the index fresh for the snapshots.
-        path.mkdir()
-        _git(["init", "-q", str(path)], None)
-        with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as fh:
-            fh.write("".join(f"**/{own}{'' if own.endswith('/') else '*'}\n" for own in _OWN))
-        _git(["add", "-A", "."], source, git_dir=str(path / ".git"))
-        _git(["checkout-index", "-a", "-f"], path)
+        _copy_folder(source, path)
         workdir = path
     iso["base"] = _snapshot(path)  # the state the run starts from: what changes.patch is measured against
     if iso.get("basePatch"):
         _apply_base(Path(iso["basePatch"]), path)
     _write_state(run_dir, iso)
     return workdir.resolve()
+
+
+def _add_parent_state(repo: Path, path: Path) -> None:
+    """The parent's uncommitted changes and its untracked, not ignored files, into a worktree at HEAD."""
+    diff = _git(["diff", "--binary", "HEAD"], repo).stdout
+    if diff.strip():
+        _git(["apply", "--binary", "--whitespace=nowarn", "-"], path, input=diff)
+    untracked = _listed(_git(["ls-files", "-o", "--exclude-standard", "-z", *_SKIP_OWN], repo).stdout)
+    _copy_files(repo, path, untracked)
+
+
+def _copy_folder(source: Path, path: Path) -> None:
+    """A copy of a non-git folder. It goes through git: the source's files (its .gitignore files respected)
+    are hashed into the workspace's own repository and checked out there, which leaves the index fresh
+    for the snapshots."""
+    path.mkdir()
+    _git(["init", "-q", str(path)], None)
+    with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as fh:
+        fh.write("".join(f"**/{own}{'' if own.endswith('/') else '*'}\n" for own in _OWN))
+    _git(["add", "-A", "."], source, git_dir=str(path / ".git"))
+    _git(["checkout-index", "-a", "-f"], path)
 
 
 def _copy_files(source: Path, dest: Path, files: list[str]) -> None:
@@ -174,9 +186,9 @@ def _apply_base(patch: Path, path: Path) -> None:
                              f"{patch.parent}'s folder; apply or discard it by hand before resuming")
 
 
-def _write_state(run_dir: Path, iso: dict[str, Any]) -> None:
+def _write_state(run_dir: Path, iso: dict[str, Any], name: str = "isolation.json") -> None:
     from .artifacts import atomic_write_json
-    atomic_write_json(run_dir / "isolation.json", iso)
+    atomic_write_json(run_dir / name, iso)
 
 
 def point_session(session: Path, cwd: Path) -> None:
@@ -239,6 +251,99 @@ def remove(iso: dict[str, Any]) -> None:
     shutil.rmtree(path, ignore_errors=True)
     if iso.get("kind") == "git":
         _git(["worktree", "prune"], Path(iso["applyRoot"]), check=False)
+
+
+def salvage(run_dir: Path) -> dict[str, Any]:
+    """What is left of a run whose supervisor died before it was done with the workspace (a *lost* run).
+
+    Its changes are captured when they still can be (``changes.patch`` and ``changes.json``, as the
+    supervisor would have), then the workspace and its branch are removed (kept with ``keep_worktree``).
+    Returns the fields for its ``result.json``: ``changes`` or ``changesError`` (why nothing could be
+    captured), and ``worktree``; {} when the run had no workspace. Call it once the run's processes are gone.
+    """
+    iso = _read(run_dir / "isolation.json")
+    if not iso or not iso.get("path"):
+        return {}
+    path = Path(iso["path"])
+    out: dict[str, Any] = {}
+    done = _read(run_dir / CHANGES)
+    if done is not None and (run_dir / PATCH).exists():  # captured before the supervisor died
+        out["changes"] = {k: done.get(k) for k in ("files", "added", "removed")}
+    elif iso.get("base") and path.is_dir():
+        try:
+            out["changes"] = capture(iso, run_dir)
+        except (IsolationError, OSError) as exc:
+            out["changesError"] = f"the run's changes could not be captured: {exc}"
+    elif iso.get("base"):
+        out["changesError"] = f"the run's changes could not be captured: its workspace {path} is gone"
+    else:
+        out["changesError"] = ("the run's changes could not be captured: its supervisor was lost while it was "
+                               "setting up the workspace, before the run started")
+    keep = bool(iso.get("keep")) and "changes" in out and path.is_dir()
+    if not keep:
+        remove(iso)
+    out["worktree"] = {"path": str(path), "branch": iso.get("branch"), "kept": keep}
+    return out
+
+
+def checkout(run_dir: Path, dest: Path) -> tuple[Path, str]:
+    """A fresh workspace at ``dest`` holding what an ended isolated run left: the state it started from
+    with its ``changes.patch`` applied (for shell checks after its own worktree is gone).
+
+    Returns the folder matching the run's cwd inside it and a note on how it was made. In a git
+    repository the run's starting tree is restored exactly while git still has it; otherwise (and for a
+    copied folder, whose snapshot went with its workspace) the source's current state is used, and a
+    patch the source already holds is not applied twice. Remove it with ``remove_checkout(dest)``.
+    IsolationError when the patch does not apply; the workspace is then removed.
+    """
+    iso = _read(run_dir / "isolation.json") or (_read(run_dir / "meta.json") or {}).get("isolation")
+    if not iso:
+        raise IsolationError(f"run {run_dir.name} did not run with isolation='worktree': it has no workspace")
+    state = {"kind": iso["kind"], "source": iso["source"], "applyRoot": iso["applyRoot"],
+             "subdir": iso.get("subdir", "."), "path": str(dest)}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _write_state(dest.parent, state, name=f"{dest.name}.json")  # what remove_checkout() removes
+    try:
+        note = _restore(iso, state, dest)
+        patch = run_dir / PATCH
+        if patch.is_file() and patch.stat().st_size:
+            if _git(["apply", "--check", "--binary", str(patch)], dest, check=False).returncode == 0:
+                _git(["apply", "--binary", str(patch)], dest)
+            elif _git(["apply", "--check", "--reverse", "--binary", str(patch)], dest, check=False).returncode:
+                raise IsolationError(f"run {run_dir.name}'s changes.patch does not apply to the current state of "
+                                     f"{state['applyRoot']} (its starting state is gone)")
+            else:
+                note = "the source folder as it is now, which already holds the run's changes.patch"
+    except BaseException:
+        remove_checkout(dest)
+        raise
+    return (dest / state["subdir"]).resolve(), note
+
+
+def _restore(iso: dict[str, Any], state: dict[str, Any], dest: Path) -> str:
+    """``dest`` as the run's starting state (git, while the tree exists), else the source as it is now."""
+    source = Path(iso["applyRoot"] if iso["kind"] == "git" else iso["source"])
+    if iso["kind"] == "git":
+        _git(["worktree", "add", "-q", "--detach", str(dest), "HEAD"], source)
+        base = iso.get("base")
+        if base and _git(["cat-file", "-e", f"{base}^{{tree}}"], dest, check=False).returncode == 0:
+            _git(["read-tree", "-u", "--reset", base], dest)
+            return "the run's starting state with its changes.patch applied"
+        _add_parent_state(source, dest)
+    else:
+        _copy_folder(source, dest)
+    return "the source folder as it is now with the run's changes.patch applied (its starting state is gone)"
+
+
+def remove_checkout(dest: Path) -> None:
+    """Remove a workspace made by ``checkout`` (and its git worktree entry)."""
+    record = dest.parent / f"{dest.name}.json"
+    state = _read(record) or {"kind": "copy", "path": str(dest)}
+    remove(state)
+    try:
+        record.unlink()
+    except OSError:
+        pass
 
 
 # -- the kernel's side after the run ---------------------------------------------------------------

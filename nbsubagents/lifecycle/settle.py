@@ -12,6 +12,9 @@ results and nothing else does.
   else ``failed`` ("interrupted: supervisor exited without a result"). A cancel request is a file in the run
   directory (``cancel.json``), not a flag of one process's handle, so every process reaches the same verdict.
 - Truthfully when the disk refuses the write: this process keeps the record (``unwritten``) and warns.
+- Leaving nothing behind: a lost isolated run's worktree (and branch) is removed after what it changed is
+  captured into ``changes.patch`` where that can still be done (``child.isolation.salvage``); the result
+  says when it could not.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import os
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..child import artifacts
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
@@ -62,15 +66,55 @@ def never_ran(paths: RunPaths, meta: dict[str, Any], status: str, message: str) 
 
 def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None) -> bool:
     """Settle a run whose supervisor exited without a result: its leftover processes are ended first (pi
-    outlives a killed supervisor), then the one verdict is written. False when it already had a result."""
+    outlives a killed supervisor), then an isolated run's workspace is dealt with as its supervisor would
+    have (changes captured if they still can be, the worktree and its branch removed), then the one
+    verdict is written. False when it already had a result."""
     kill_run_processes(str(meta.get("runId") or paths.dir.name))
+    if not meta.get("isolation"):
+        return _lost(paths, meta, exit_code, {})
+    with _exclusive(paths.dir / ".settle.lock"):  # one settler at a time works in the run's workspace
+        if paths.result.exists():
+            return False
+        return _lost(paths, meta, exit_code, _salvage(paths))
+
+
+def _lost(paths: RunPaths, meta: dict[str, Any], exit_code: int | None, extra: dict[str, Any]) -> bool:
     if cancel_requested(paths):
-        return _write(paths, meta, "aborted", CANCELLED, lost=True)
-    code = f" (exit code {exit_code})" if exit_code is not None else ""
-    return _write(paths, meta, "failed", LOST + code, lost=True)
+        status, message = "aborted", CANCELLED
+    else:
+        status, message = "failed", LOST + (f" (exit code {exit_code})" if exit_code is not None else "")
+    if extra.get("changesError"):
+        message += f"; {extra['changesError']}"
+    return _write(paths, meta, status, message, lost=True, extra=extra)
 
 
-def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, *, lost: bool) -> bool:
+def _salvage(paths: RunPaths) -> dict[str, Any]:
+    """An isolated run's workspace, left by its dead supervisor: ``child.isolation.salvage``, never raising."""
+    from ..child.isolation import salvage
+    try:
+        return salvage(paths.dir)
+    except Exception as exc:  # the verdict is written all the same; the result says what went wrong
+        return {"changesError": f"the run's workspace could not be cleaned up: {exc}"}
+
+
+@contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """An advisory lock across processes (``flock``); none when the run directory cannot hold the file."""
+    import fcntl
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, *, lost: bool,
+           extra: dict[str, Any] | None = None) -> bool:
     """A lost run keeps its real start (``supervisor.json``, else ``meta.json``) and ends at its last event,
     the last evidence that it was alive, not at the moment someone noticed."""
     if paths.result.exists():
@@ -90,6 +134,7 @@ def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, *, 
     record = artifacts.result_record(run_id, status, error=message, started_at=artifacts.iso(started),
                                      ended_at=artifacts.iso(ended), duration=round(ended - started, 3),
                                      stop_reason=reason)
+    record.update(extra or {})
     try:
         return atomic_write_json(paths.result, record, exclusive=True)  # another settler may have been first
     except OSError as exc:  # a full or read-only disk: this process still knows the truth
