@@ -18,6 +18,8 @@ from nbsubagents.config import NbSubagentsError
 from nbsubagents.demo.scripted import write_agent_dir
 
 from conftest import wait_for
+from test_isolation import assert_no_workspace_left, git, make_repo, worktrees  # noqa: F401 (a fixture)
+from test_magics import shell  # noqa: F401 (a fixture)
 
 TASKS = ["read README.md", "ls src"]
 
@@ -289,3 +291,79 @@ def test_a_registry_of_the_previous_schema_gets_the_experiment_columns_in_place(
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION == 3
         assert "runs_experiment" in {r[1] for r in conn.execute("PRAGMA index_list(runs)")}
+
+
+# -- isolated sweeps (issue 15 with issue 14's isolation and budgets) ----------------------------------------------
+ANSWERS = [{"id": "alpha", "task": "write answer.txt: alpha\nsleep: 1\nsay: wrote alpha"},
+           {"id": "beta", "task": "write answer.txt: beta\nsleep: 1\nsay: wrote beta"}]
+
+
+def started_and_ended(run) -> tuple[float, float]:
+    from datetime import datetime
+    return tuple(datetime.fromisoformat(run.result[k].replace("Z", "+00:00")).timestamp()
+                 for k in ("startedAt", "endedAt"))
+
+
+def test_an_isolated_sweep_gives_each_run_its_worktree_and_checks_score_each_runs_own_changes(project, worktrees):
+    make_repo(project)
+
+    def diff_says_alpha(run):
+        return "+alpha" in run.diff
+
+    exp = nbsubagents.experiment(
+        "iso", tasks=ANSWERS, presets="scribe", repeats=2, concurrency=4, isolation="worktree", max_turns=5,
+        scorers=[nbsubagents.check("grep -qx alpha answer.txt", name="says_alpha"), diff_says_alpha], show=False)
+    runs = exp.runs()
+    assert len(runs) == 4 and {r.status for r in runs} == {"completed"}, [r.error for r in runs]
+    spans = [started_and_ended(r) for r in runs]
+    assert max(s for s, _ in spans) < min(e for _, e in spans)  # all four ran at once, each in its own worktree
+    for run in runs:
+        alpha = run.params["task_id"] == "alpha"
+        assert run.meta["isolation"]["mode"] == "worktree" and run.meta["budget"] == {"maxTurns": 5}
+        assert run.files_changed == ["answer.txt"] and ("+alpha" in run.diff) == alpha
+        assert run.scores == {"says_alpha": alpha, "diff_says_alpha": alpha}  # the check read the run's own file
+        log = (run.dir / "checks" / "says_alpha.log").read_text()
+        assert "a scratch workspace of the run's starting state with its changes.patch applied" in log
+    assert not (project / "answer.txt").exists()  # the project is untouched until a run is applied
+    assert_no_workspace_left(project, worktrees)  # neither the runs' worktrees nor the checks' scratch ones
+
+    exp.rescore(nbsubagents.check("grep -qx beta answer.txt", name="says_beta"))  # long after the worktrees went
+    assert {r.params["task_id"]: r.scores["says_beta"] for r in exp.runs()} == {"alpha": False, "beta": True}
+    assert_no_workspace_left(project, worktrees)
+    beta = next(r for r in runs if r.params["task_id"] == "beta")
+    beta.apply()
+    exp.rescore(nbsubagents.check("grep -qx alpha answer.txt", name="says_alpha"))  # still each run's own file
+    assert {r.params["task_id"]: r.scores["says_alpha"] for r in exp.runs()} == {"alpha": True, "beta": False}
+    assert (project / "answer.txt").read_text() == "beta\n"
+
+    with pytest.raises(NbSubagentsError, match="isolation must be 'worktree' or 'none', got 'docker'"):
+        nbsubagents.experiment("bad-iso", tasks=ANSWERS, presets="scribe", isolation="docker", show=False)
+    with pytest.raises(NbSubagentsError, match="max_tool_calls must be a whole number of at least 1, got 0"):
+        nbsubagents.experiment("bad-budget", tasks=ANSWERS, presets="scribe", max_tool_calls=0, show=False)
+    (project / "fresh").mkdir()
+    git(project / "fresh", "init", "-q")
+    with pytest.raises(NbSubagentsError, match="has no commit yet"):
+        nbsubagents.experiment("no-commit", tasks=ANSWERS, presets="scribe", isolation="worktree",
+                               cwd=project / "fresh", show=False)
+    assert not any(p.name.startswith(("bad-", "no-commit")) for p in (project / ".pi/subagents/experiments").iterdir())
+
+
+def test_the_magic_runs_an_isolated_budgeted_sweep_from_its_yaml(shell, project, worktrees):
+    make_repo(project)
+    shell.run_cell("%%subagent_experiment iso-magic -o exp\n"
+                   "tasks:\n"
+                   "  - {id: alpha, task: 'write answer.txt: alpha'}\n"
+                   "  - {id: beta, task: 'write answer.txt: beta'}\n"
+                   "presets: [scribe]\n"
+                   "concurrency: 2\n"
+                   "isolation: worktree\n"
+                   "max_tool_calls: 3\n"
+                   "scorers:\n"
+                   "  - {check: 'grep -qx alpha answer.txt', name: says_alpha}\n", store_history=True)
+    exp = shell.user_ns["exp"]
+    runs = exp.runs()
+    assert {r.status for r in runs} == {"completed"} and len(runs) == 2
+    assert {r.params["task_id"]: r.scores["says_alpha"] for r in runs} == {"alpha": True, "beta": False}
+    assert all(r.meta["budget"] == {"maxToolCalls": 3} and r.meta["isolation"] for r in runs)
+    assert not (project / "answer.txt").exists()
+    assert_no_workspace_left(project, worktrees)

@@ -34,7 +34,9 @@ __all__ = ["experiment", "experiments", "get_experiment", "Experiment"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _SPEC_KEYS = {"cwd", "timeout", "files"}       # per-task run options a task dict or column may set
-_RUN_OPTIONS = {"cwd", "timeout", "files", "tags"}
+# Options every run of the sweep gets: isolation and budgets as run() takes them (issue 14), and tags.
+_LIMITS = ("isolation", "keep_worktree", "max_turns", "max_tool_calls", "max_tokens", "max_cost", "output_schema")
+_RUN_OPTIONS = {"cwd", "timeout", "files", "tags", *_LIMITS}
 _RESERVED = {"preset", "model", "repeat", "task_id"}
 
 
@@ -131,6 +133,7 @@ def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1
     tags = options.pop("tags", None) or {}
     if options.get("cwd") is not None:
         options["cwd"] = str(options["cwd"])
+    options = _checked_limits(options)
     if not isinstance(tags, dict):
         raise NbSubagentsError(f"tags must be a dict of names to values, got {tags!r}")
     rows = _task_rows(tasks)
@@ -155,7 +158,41 @@ def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1
                             "name": f"{row['task_id']} · {preset} · {model or 'default'} · #{repeat}"}
                     cells.append({"key": cell_key(params), "spec": spec, "params": params,
                                   "tags": {k: _plain(v) for k, v in tags.items()}})
+    _check_isolation(cells)
     return cells
+
+
+def _checked_limits(options: dict[str, Any]) -> dict[str, Any]:
+    """Isolation, budgets and output schema checked once for the whole sweep (not once per failed run), in the
+    form a stored plan keeps (a pydantic model becomes its JSON Schema); unset ones are left out."""
+    from ..child import budgets
+
+    out = {k: v for k, v in options.items() if k not in _LIMITS or v is not None}
+    budgets.check({k: out[k] for k in budgets.FIELDS if k in out})
+    if out.get("isolation") not in (None, "none", "worktree"):
+        raise NbSubagentsError(f"isolation must be 'worktree' or 'none', got {out['isolation']!r}")
+    if "keep_worktree" in out and not isinstance(out["keep_worktree"], bool):
+        raise NbSubagentsError(f"keep_worktree must be True or False, got {out['keep_worktree']!r}")
+    if "output_schema" in out:
+        from ..child.output_schema import normalize
+        out["output_schema"] = normalize(out["output_schema"])
+    return out
+
+
+def _check_isolation(cells: list[dict[str, Any]]) -> None:
+    """An isolated sweep whose folder cannot be isolated (a repository without a commit, a large non-git
+    folder) is refused before anything runs, once per folder, instead of failing every run."""
+    from .. import config
+    from ..child.isolation import IsolationError, plan
+    from ..lifecycle.spec import check_cwd
+
+    folders = {c["spec"].get("cwd") for c in cells if c["spec"].get("isolation") == "worktree"}
+    for folder in folders:
+        cwd = check_cwd(folder)
+        try:
+            plan(cwd, max_copy_mb=config.current(cwd).isolation_max_copy_mb)
+        except IsolationError as exc:
+            raise NbSubagentsError(str(exc)) from None
 
 
 def cell_key(params: dict[str, Any]) -> str:
@@ -438,23 +475,26 @@ def _concurrency(value: Any) -> int:
 
 
 def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1,
-               concurrency: int | None = None, scorers: Iterable[Any] = (), background: bool = False,
-               show: bool = True, **run_options: Any) -> Experiment:
+               concurrency: int | None = None, isolation: str | None = None, scorers: Iterable[Any] = (),
+               background: bool = False, show: bool = True, **run_options: Any) -> Experiment:
     """Run the sweep tasks × presets × models × repeats as one experiment and return it.
 
     ``tasks`` are strings, dicts (``task``, optional ``id``, ``preset``, ``model``, ``cwd``, ``timeout``,
     ``files``; other keys become params) or a DataFrame whose rows are tasks. ``scorers`` are functions
-    ``(run) -> number | bool | dict`` or ``check("command")``. ``run_options``: ``cwd``, ``timeout``, ``files``,
-    ``tags``. Foreground by default (one live panel; no limit on the number of runs, at most ``concurrency``
-    at once); ``background=True`` hands the sweep to a detached process (``.wait()``). A name used before
-    resumes: ended runs are kept, the rest start.
+    ``(run) -> number | bool | dict`` or ``check("command")``. ``isolation="worktree"`` gives every run its
+    own worktree (checks then score each run's own changes, in a scratch workspace removed after them).
+    ``run_options``: ``cwd``, ``timeout``, ``files``, ``tags``, ``keep_worktree``, the budgets (``max_turns``,
+    ``max_tool_calls``, ``max_tokens``, ``max_cost``) and ``output_schema``, for every run. Foreground by
+    default (one live panel; no limit on the number of runs, at most ``concurrency`` at once);
+    ``background=True`` hands the sweep to a detached process (``.wait()``). A name used before resumes:
+    ended runs are kept, the rest start.
     """
     from .scorers import as_scorer
 
     exp = Experiment(_check_name(name), project_root(Path(run_options["cwd"])) if run_options.get("cwd") else None)
     chosen = [as_scorer(s) for s in scorers]
     limit = _concurrency(concurrency)
-    cells = expand(tasks, presets, models, repeats, run_options)
+    cells = expand(tasks, presets, models, repeats, {**run_options, "isolation": isolation})
     exp._save_plan(cells, chosen, limit)
     return exp.resume(scorers=chosen, concurrency=limit, show=show, background=background)
 

@@ -16,8 +16,9 @@ import shlex
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..child.artifacts import atomic_write_json, now_iso, read_json
 from ..config import NbSubagentsError
@@ -61,33 +62,62 @@ class Check:
         return {"check": self.command, "name": self.name, "timeout": self.timeout, "shell": self.shell}
 
     def __call__(self, run: Run) -> dict[str, Any]:
-        folder = Path(run.meta.get("worktree") or run.meta.get("cwd") or run.dir)
         log = run.dir / "checks" / f"{self.name}.log"
         log.parent.mkdir(exist_ok=True)
-        started = time.monotonic()
-        with open(log, "wb") as out:
-            out.write(f"$ {self.command}\n(in {folder})\n".encode())
+        with open(log, "wb") as out, run_folder(run) as (folder, note):
+            out.write(f"$ {self.command}\n(in {folder}{': ' + note if note else ''})\n".encode())
             out.flush()
-            try:
-                proc = subprocess.Popen(self.argv, cwd=folder, stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-            except OSError as exc:
-                out.write(f"could not start: {exc}\n".encode())
-                return {self.name: False}
-            try:
-                code = proc.wait(self.timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # the check's whole process group ends with it
-                proc.wait()
-                code = None
-            except BaseException:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise
-            took = time.monotonic() - started
-            out.write((f"\nexit code {code} after {took:.1f}s\n" if code is not None
-                       else f"\ntimed out after {self.timeout:g}s\n").encode())
+            return self._run(folder, out)
+
+    def _run(self, folder: Path, out: Any) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(self.argv, cwd=folder, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            out.write(f"could not start: {exc}\n".encode())
+            return {self.name: False}
+        try:
+            code = proc.wait(self.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the check's whole process group ends with it
+            proc.wait()
+            code = None
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        took = time.monotonic() - started
+        out.write((f"\nexit code {code} after {took:.1f}s\n" if code is not None
+                   else f"\ntimed out after {self.timeout:g}s\n").encode())
         return {self.name: code == 0}
+
+
+@contextmanager
+def run_folder(run: Run) -> Iterator[tuple[Path, str]]:
+    """The folder a check of ``run`` runs in, and a note on it: the run's cwd; for an isolated run its kept
+    worktree, else a scratch workspace holding the run's own changes (its starting state with its
+    ``changes.patch`` applied), made for the check and removed after it, so runs of one sweep are scored
+    on their own changes and no workspace is left behind."""
+    if not run.meta.get("isolation"):
+        yield Path(run.meta.get("cwd") or run.dir), ""
+        return
+    from ..child import isolation
+
+    kept = (run.result or {}).get("worktree") or {}
+    if kept.get("kept") and kept.get("path") and Path(kept["path"]).is_dir():
+        subdir = (run.meta.get("isolation") or {}).get("subdir", ".")
+        yield (Path(kept["path"]) / subdir).resolve(), "the run's kept worktree"
+        return
+    dest = isolation.worktrees_dir() / f"check-{run.id}-{os.urandom(3).hex()}"
+    try:
+        folder, note = isolation.checkout(run.dir, dest)
+    except isolation.IsolationError as exc:
+        raise NbSubagentsError(f"run {run.id}'s changes could not be laid out for the check: {exc}") from None
+    try:
+        yield folder, f"a scratch workspace of {note}, removed after the check"
+    finally:
+        isolation.remove_checkout(dest)
 
 
 def check(command: str | Sequence[str], *, name: str | None = None, timeout: float = 300.0,
