@@ -505,17 +505,10 @@ def _parse_isolation(value: Any, where: str) -> str | None:
 
 def _parse_budget(data: dict[Any, Any], where: str) -> dict[str, Any] | None:
     """maxTurns, maxToolCalls, maxTokens, maxCost (and pi-subagents' max_turns) as budget fields."""
-    from .child.budgets import FIELDS, problem
-    out: dict[str, Any] = {}
-    for key, (camel, _, _) in FIELDS.items():
-        value = data.get(camel, data.get(key) if key == "max_turns" else None)
-        if value is None:
-            continue
-        right = problem(key, value)
-        if right is not None:
-            raise PresetError(f"{where}: '{camel}' must be {right}, got {value!r}")
-        out[key] = value
-    return out or None
+    from .child import budgets
+    values = {key: data.get(camel, data.get(key) if key == "max_turns" else None)
+              for key, (camel, _, _) in budgets.FIELDS.items()}
+    return budgets.check(values, f"{where}: ", camel=True, error=PresetError) or None
 
 
 def _parse_extra_args(value: Any, where: str) -> tuple[str, ...]:

@@ -34,8 +34,13 @@ def problem(key: str, value: object) -> str | None:
     return None
 
 
-def check(values: dict[str, Any], where: str = "") -> dict[str, Any]:
-    """The budget fields that are set, validated; NbSubagentsError (naming ``where``) on a wrong value."""
+def check(values: dict[str, Any], where: str = "", *, camel: bool = False, error: type[Exception] | None = None
+          ) -> dict[str, Any]:
+    """The budget fields that are set, validated: the one check of calls, tasks, experiments and preset files.
+
+    A wrong value raises ``error`` (NbSubagentsError by default) naming ``where`` and the field, as the
+    caller wrote it: ``max_cost`` for a call, ``'maxCost'`` (``camel``) for a preset file.
+    """
     from .errors import NbSubagentsError
 
     out: dict[str, Any] = {}
@@ -44,7 +49,8 @@ def check(values: dict[str, Any], where: str = "") -> dict[str, Any]:
             continue
         right = problem(key, value)
         if right is not None:
-            raise NbSubagentsError(f"{where}{key} must be {right}, got {value!r}")
+            name = f"'{FIELDS[key][0]}'" if camel else key
+            raise (error or NbSubagentsError)(f"{where}{name} must be {right}, got {value!r}")
         out[key] = value
     return out
 
