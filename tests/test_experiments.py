@@ -325,6 +325,10 @@ def test_an_isolated_sweep_gives_each_run_its_worktree_and_checks_score_each_run
         log = (run.dir / "checks" / "says_alpha.log").read_text()
         assert "a scratch workspace of the run's starting state with its changes.patch applied" in log
     assert not (project / "answer.txt").exists()  # the project is untouched until a run is applied
+    frame = exp.frame()
+    assert (frame["metrics.files_changed"] == 1).all() and (frame["metrics.lines_added"] == 1).all()
+    assert "metrics.files_changed" not in nbsubagents.experiment("plain", tasks=["ls src"], presets="scout",
+                                                                 show=False).frame()
     assert_no_workspace_left(project, worktrees)  # neither the runs' worktrees nor the checks' scratch ones
 
     exp.rescore(nbsubagents.check("grep -qx beta answer.txt", name="says_beta"))  # long after the worktrees went

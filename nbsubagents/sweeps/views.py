@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 # metrics.<name> from registry columns
 METRICS = {"duration_s": "duration", "tokens": "total_tokens", "input_tokens": "input_tokens",
            "output_tokens": "output_tokens", "cost_usd": "cost", "tool_calls": "tool_calls", "turns": "turns"}
+# and, for runs with isolation="worktree", what their changes.patch holds (columns only when a run has them)
+CHANGE_METRICS = {"files_changed": "files_changed", "lines_added": "lines_added", "lines_removed": "lines_removed"}
 
 
 def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
@@ -37,6 +39,9 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
             rec[f"params.{key}"] = value
         for name, column in METRICS.items():
             rec[f"metrics.{name}"] = row.get(column)
+        for name, column in CHANGE_METRICS.items():
+            if row.get(column) is not None:
+                rec[f"metrics.{name}"] = row[column]
         for key, value in json.loads(row.get("scores") or "{}").items():
             rec[f"scores.{key}"] = value
         for key, value in json.loads(row.get("tags") or "{}").items():
@@ -46,8 +51,9 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
     if out.empty:
         out = pd.DataFrame(columns=["run_id", "experiment", "status", "stop_reason", "error", "model_resolved",
                                     "created_at", "run_dir"] + [f"metrics.{m}" for m in METRICS])
-    for name in METRICS:
-        out[f"metrics.{name}"] = pd.to_numeric(out[f"metrics.{name}"], errors="coerce")
+    for name in [*METRICS, *CHANGE_METRICS]:
+        if f"metrics.{name}" in out:
+            out[f"metrics.{name}"] = pd.to_numeric(out[f"metrics.{name}"], errors="coerce")
     out["created_at"] = pd.to_datetime(out["created_at"], utc=True, errors="coerce")
     return out.set_index("run_id")
 
@@ -211,7 +217,7 @@ def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric:
         start = _ms(row.get("started_at") or row.get("created_at"), parse_iso)
         end = _ms(row.get("ended_at"), parse_iso)
         run = client.create_run(experiment_id, start_time=start, tags=tags, run_name=row.get("name") or row["run_id"])
-        metrics = {name: row.get(column) for name, column in METRICS.items()}
+        metrics = {name: row.get(column) for name, column in {**METRICS, **CHANGE_METRICS}.items()}
         metrics.update({f"score.{k}": v for k, v in scores.items()})
         client.log_batch(run.info.run_id,
                          metrics=[Metric(k, float(v), end or start or 0, 0) for k, v in metrics.items()
