@@ -337,3 +337,40 @@ def test_isolated_typed_and_budgeted_background_runs_outlive_their_killed_launch
     assert (a["status"], a["stop_reason"], a["files_changed"], a["lines_added"], json.loads(a["data"])) == (
         "completed", "stop", 1, 1, {"files": 1, "ok": True})
     assert (b["status"], b["stop_reason"], b["tool_calls"]) == ("failed", "budget:tool_calls", 3)
+
+
+def test_a_check_of_an_isolated_run_in_a_plain_folder_scores_that_runs_changes(project, worktrees):
+    """A copied folder's starting state goes with its workspace: a check runs on the folder as it is now plus the
+    run's patch (not twice once applied), and says so; a patch that no longer applies is the check's error."""
+    from nbsubagents.sweeps.scorers import check, score
+
+    run = nbsubagents.run("scribe", "edit README.md: second line -> by the run", isolation="worktree", show=False)
+    assert run.status == "completed" and run.meta["isolation"]["kind"] == "copy"
+    has = check("grep -q 'by the run' README.md", name="has")
+    log = run.dir / "checks" / "has.log"
+    assert score(run, [has]) == {"has": True}
+    assert "the source folder as it is now with the run's changes.patch applied" in log.read_text()
+    run.apply()
+    assert score(run, [has]) == {"has": True}
+    assert "already holds the run's changes.patch" in log.read_text()
+    (project / "README.md").write_text("# Rewritten\nelsewhere\n")  # the run's patch applies neither way now
+    score(run, [has])
+    stored = json.loads((run.dir / "scores.json").read_text())
+    assert "has" not in stored["scores"] and "changes could not be laid out" in stored["errors"]["has"]
+    assert not list(worktrees.iterdir())  # every scratch workspace went
+
+
+def test_a_check_after_git_pruned_the_runs_starting_state_uses_the_repository_as_it_is_now(project, worktrees):
+    from nbsubagents.sweeps.scorers import check, score
+
+    make_repo(project)
+    run = nbsubagents.run("scribe", "write made.txt: by the run", isolation="worktree", show=False)
+    has = check("grep -q 'by the run' made.txt", name="has")
+    assert score(run, [has]) == {"has": True}
+    assert "the run's starting state with its changes.patch applied" in (run.dir / "checks" / "has.log").read_text()
+    git(project, "gc", "-q", "--prune=now")  # the starting tree was never referenced: it is gone now
+    base = json.loads((run.dir / "isolation.json").read_text())["base"]
+    assert subprocess.run(["git", "cat-file", "-e", base], cwd=project).returncode != 0
+    assert score(run, [has]) == {"has": True}
+    assert "its starting state is gone" in (run.dir / "checks" / "has.log").read_text()
+    assert_no_workspace_left(project, worktrees)
