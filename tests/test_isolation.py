@@ -241,6 +241,7 @@ def test_a_foreground_run_whose_supervisor_is_killed_leaves_no_worktree_and_keep
     assert run.files_changed == ["partial.txt"] and "+partial" in run.diff
     assert run.result["worktree"]["kept"] is False
     assert_no_workspace_left(project, worktrees)
+    assert sorted(p.name for p in run.dir.iterdir() if p.name.startswith(".")) == []  # no lock or reserve left
     assert not (project / "partial.txt").exists()
     run.apply()
     assert (project / "partial.txt").read_text() == "partial\n"

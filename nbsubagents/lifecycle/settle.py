@@ -72,10 +72,17 @@ def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None)
     kill_run_processes(str(meta.get("runId") or paths.dir.name))
     if not meta.get("isolation"):
         return _lost(paths, meta, exit_code, {})
-    with _exclusive(paths.dir / ".settle.lock"):  # one settler at a time works in the run's workspace
+    lock = paths.dir / ".settle.lock"
+    with _exclusive(lock):  # one settler at a time works in the run's workspace
         if paths.result.exists():
             return False
-        return _lost(paths, meta, exit_code, _salvage(paths))
+        written = _lost(paths, meta, exit_code, _salvage(paths))
+        if paths.result.exists():  # later settlers see the result first; the lock is not needed any more
+            try:
+                lock.unlink()
+            except OSError:
+                pass
+        return written
 
 
 def _lost(paths: RunPaths, meta: dict[str, Any], exit_code: int | None, extra: dict[str, Any]) -> bool:
