@@ -5,8 +5,10 @@ The kernel calls ``plan`` (checks, before anything is written) and stores the pl
 ``HEAD`` on the branch ``nbsubagents/<runId>``, plus the parent's uncommitted changes and untracked
 files; for a folder outside git, a copy of its files that ``.gitignore`` does not exclude), then
 ``capture`` (``changes.patch``, a binary-safe ``git diff`` against the state the run started from, and
-``changes.json``) and ``remove``. ``apply`` and ``discard`` act on a finished run. The original folder
-is never written before ``apply``. Standard library only, imported by the supervisor only for an
+``changes.json``) and ``remove``. ``apply`` and ``discard`` act on a finished run. ``salvage`` does the
+capture and removal for a run whose supervisor died (the settle step calls it), and ``checkout`` lays an
+ended run's changes out in a scratch workspace for a shell check. The original folder is never written
+before ``apply``. Standard library only, imported by the supervisor only for an
 isolated run; every git call is an argv list with hooks and prompts off.
 """
 
