@@ -375,3 +375,40 @@ def test_a_check_after_git_pruned_the_runs_starting_state_uses_the_repository_as
     assert score(run, [has]) == {"has": True}
     assert "its starting state is gone" in (run.dir / "checks" / "has.log").read_text()
     assert_no_workspace_left(project, worktrees)
+
+
+def test_settlers_racing_on_a_lost_isolated_run_capture_once_and_leave_no_worktree(project, worktrees):
+    """The watcher, wait(), the foreground loop and other kernels may settle one lost run at once: one of them
+    captures and removes the workspace (a lock), the others find the result."""
+    from nbsubagents.child import isolation
+    from nbsubagents.child.artifacts import RunPaths
+    from nbsubagents.lifecycle import settle
+
+    make_repo(project)
+    for attempt in range(3):
+        run_dir = project / ".pi" / "subagents" / "runs" / f"20261126-000000-00000{attempt}"
+        run_dir.mkdir(parents=True)
+        meta = {"runId": run_dir.name, "isolation": isolation.plan(project), "createdAt": "2026-11-26T00:00:00Z"}
+        (run_dir / "meta.json").write_text(json.dumps(meta))
+        workdir = isolation.setup(dict(meta["isolation"]), run_dir.name, run_dir)
+        (workdir / "made.txt").write_text("made before the supervisor died\n")
+        start = threading.Barrier(6)
+        outcomes: list[object] = []
+
+        def settler() -> None:
+            start.wait()
+            try:
+                outcomes.append(settle.lost(RunPaths(run_dir), meta))
+            except BaseException as exc:  # noqa: BLE001 - what a racing settler raised is the finding
+                outcomes.append(exc)
+
+        threads = [threading.Thread(target=settler) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(map(str, outcomes)) == ["False"] * 5 + ["True"]
+        result = json.loads((run_dir / "result.json").read_text())
+        assert result["changes"] == {"files": 1, "added": 1, "removed": 0} and "changesError" not in result
+        assert "+made before the supervisor died" in (run_dir / "changes.patch").read_text()
+        assert_no_workspace_left(project, worktrees)
