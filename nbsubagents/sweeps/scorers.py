@@ -1,8 +1,9 @@
 """Scoring ended runs: Python callables and shell checks, kept in the run directory's ``scores.json``.
 
 A scorer is a callable ``(run) -> number | bool | dict`` or a ``check(...)``: a command run in the
-run's folder (its worktree when the run was isolated) after the run, scoring pass/fail by its exit
-status, with its output kept as an artifact (``checks/<name>.log``). ``score(run, scorers)`` merges
+run's folder after the run (for an isolated run, on that run's own changes: its kept worktree, else a
+scratch workspace with its patch applied, removed after the check; ``run_folder``), scoring pass/fail by
+its exit status, with its output kept as an artifact (``checks/<name>.log``). ``score(run, scorers)`` merges
 what the scorers said into ``scores.json`` (written atomically) and updates the run's registry row;
 a scorer that raises records no score for itself and its error under ``errors``.
 """
