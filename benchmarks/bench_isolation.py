@@ -3,7 +3,8 @@
 A git repository of 1,000 small files (one commit, a few uncommitted and untracked files on top) and the
 same files as a plain folder (copied instead). For each: the median time of ``isolation.setup`` (worktree
 or copy + the parent's changes + the starting snapshot) and of ``capture`` + ``remove`` (snapshot, binary
-diff, changes.json, worktree removal), then the median wall time of a real ``nbsubagents.run`` (pinned pi,
+diff, changes.json, worktree removal) and of the scratch workspace a shell check of an isolated run gets
+(``checkout`` + ``remove_checkout``), then the median wall time of a real ``nbsubagents.run`` (pinned pi,
 scripted model, one edit) with and without ``isolation="worktree"``. Run with `make bench` or
 `.venv/bin/python benchmarks/bench_isolation.py [N]`.
 """
@@ -42,8 +43,8 @@ def fill(project: Path, git: bool) -> None:
         (project / "untracked.txt").write_text("new\n")
 
 
-def time_parts(project: Path, n: int) -> tuple[float, float]:
-    setups, captures = [], []
+def time_parts(project: Path, n: int) -> tuple[float, float, float]:
+    setups, captures, checks = [], [], []
     for i in range(n):
         run_dir = Path(tempfile.mkdtemp(prefix="bench-run-"))
         plan = isolation.plan(project)
@@ -55,8 +56,14 @@ def time_parts(project: Path, n: int) -> tuple[float, float]:
         isolation.capture(plan, run_dir)
         isolation.remove(plan)
         captures.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()  # what a shell check of an isolated run costs on top: its scratch workspace
+        scratch = isolation.worktrees_dir() / f"check-bench-{os.getpid()}-{i}"
+        folder, _ = isolation.checkout(run_dir, scratch)
+        assert (folder / "pkg" / "m01" / "f0050.py").read_text() == "# edited by the run\n"
+        isolation.remove_checkout(scratch)
+        checks.append(time.perf_counter() - t0)
         shutil.rmtree(run_dir)
-    return statistics.median(setups), statistics.median(captures)
+    return statistics.median(setups), statistics.median(captures), statistics.median(checks)
 
 
 def time_runs(project: Path, n: int) -> tuple[float, float]:
@@ -83,10 +90,11 @@ def main() -> None:
         os.chdir(project)
         use_scripted_model(project / ".pi" / "demo-agent")
         nbsubagents.run("scout", "read README.md", show=False)  # warm caches
-        setup, capture = time_parts(project, n)
+        setup, capture, check = time_parts(project, n)
         plain, isolated = time_runs(project, n)
         print(f"[{kind}] {FILES} files: set-up median {setup * 1000:.0f} ms, capture + removal "
-              f"{capture * 1000:.0f} ms over {n}")
+              f"{capture * 1000:.0f} ms, a check's scratch workspace (made + removed) {check * 1000:.0f} ms "
+              f"over {n}")
         print(f"[{kind}] run without isolation: median {plain:.3f} s; with isolation='worktree': {isolated:.3f} s")
         print(f"[{kind}] set-up / run {setup / plain:.3f} · capture / run {capture / plain:.3f} · "
               f"isolated run / plain run {isolated / plain:.3f}")
