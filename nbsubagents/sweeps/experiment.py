@@ -41,10 +41,9 @@ _RESERVED = {"preset", "model", "repeat", "task_id"}
 
 
 def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise NbSubagentsError(f"An experiment name must be 1-100 letters, digits, '_', '.' or '-' (starting with a "
-                               f"letter or digit), got {name!r}")
-    return name
+    from .scorers import checked_name
+    return checked_name(name, _NAME, "An experiment name must be 1-100 letters, digits, '_', '.' or '-' (starting "
+                                     "with a letter or digit)")
 
 
 def plans_dir(root: Path) -> Path:

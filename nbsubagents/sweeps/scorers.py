@@ -136,11 +136,16 @@ def _default_name(argv: list[str], shell: bool, command: str) -> str:
     return "check_" + "_".join(words[:3]) if words else "check"
 
 
-def _check_name(name: Any) -> str:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise NbSubagentsError(f"A score name must start with a letter or '_' and hold letters, digits, '_', '.' "
-                               f"or '-' (at most 64), got {name!r}")
+def checked_name(name: Any, pattern: re.Pattern[str], rule: str) -> str:
+    """``name`` when it is text matching ``pattern``, else NbSubagentsError stating ``rule``."""
+    if not isinstance(name, str) or not pattern.fullmatch(name):
+        raise NbSubagentsError(f"{rule}, got {name!r}")
     return name
+
+
+def _check_name(name: Any) -> str:
+    return checked_name(name, _NAME, "A score name must start with a letter or '_' and hold letters, digits, '_', "
+                                     "'.' or '-' (at most 64)")
 
 
 def scorer_name(scorer: Any) -> str:
