@@ -242,6 +242,7 @@ def band_violations(module: str, source: str, is_package: bool = False,
 # the ui's), and the watcher's default notice handler prints where the ui says text goes.
 UPWARD = frozenset({
     ("nbsubagents.lifecycle.watcher", "nbsubagents.ui.display"),
+    ("nbsubagents.lifecycle.watcher", "nbsubagents.ui.kernel"),  # whose cell the clock's prints belong to
     ("nbsubagents.lifecycle.handle", "nbsubagents.ui.renderers"),
     ("nbsubagents.lifecycle.handle", "nbsubagents.ui.display"),
     ("nbsubagents.lifecycle.handle", "nbsubagents.ui.reports"),

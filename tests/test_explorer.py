@@ -18,6 +18,7 @@ from conftest import wait_for
 
 import nbsubagents
 from nbsubagents.ui import browser as explorer
+from nbsubagents.ui import statusbar
 from nbsubagents.lifecycle import watcher
 from nbsubagents.config import find_pi
 from nbsubagents.ui.display import VIEW_MIME
@@ -39,7 +40,7 @@ def explore(project):
     yield project
     for browser in list(explorer._browsers):
         browser.close()
-    for bar in list(explorer._bars):
+    for bar in list(statusbar._bars):
         bar.close()
     watcher.stop()
 
@@ -74,7 +75,7 @@ def test_status_bar_follows_a_background_run_from_start_to_end_and_shows_its_not
 
 def test_every_bar_stays_current_and_failures_are_counted(warm):
     first, second = nbsubagents.status_bar(), nbsubagents.status_bar()
-    assert first is not second and {first, second} <= set(explorer._bars)
+    assert first is not second and {first, second} <= set(statusbar._bars)
     first.widget  # one shown as a widget, one used as text: both stay current
     nbsubagents.start("scout", "fail: 500 upstream exploded", name="broken", show=False)
     wait_for(lambda: "broken failed" in first.text and "broken failed" in second.text, what="both bars")
@@ -84,15 +85,15 @@ def test_every_bar_stays_current_and_failures_are_counted(warm):
     assert f'nbsubagents-statusbar-failed" style="color:{status_color("failed")}"' in first.widget.value
 
     first.close()
-    assert first not in explorer._bars and second in explorer._bars
+    assert first not in statusbar._bars and second in statusbar._bars
     nbsubagents.start("scout", "read README.md", name="again", show=False).wait(90)
     wait_for(lambda: "again completed" in second.text, what="the second bar")
     assert "again" not in first.text  # a closed bar no longer changes
 
 
 def test_status_bar_sees_runs_its_watcher_does_not(warm, monkeypatch):
-    monkeypatch.setattr(explorer, "BAR_IDLE_POLL", 0.2)
-    monkeypatch.setattr(explorer, "BAR_ACTIVE_POLL", 0.2)
+    monkeypatch.setattr(statusbar, "BAR_IDLE_POLL", 0.2)
+    monkeypatch.setattr(statusbar, "BAR_ACTIVE_POLL", 0.2)
     bar = nbsubagents.status_bar()
     assert bar.text == "runs: 0 running / 0 total"
     nbsubagents.run("scout", "read README.md", name="fg", show=False)  # a foreground run: no watcher
@@ -228,7 +229,7 @@ def test_browse_refreshes_while_a_run_is_active(warm):
     wait_for(lambda: "Reading README.md" in browser.transcript_html.value, what="the transcript")
     assert plain(browser.header_html.value).startswith("✓ live completed")
     browser.close()
-    assert not browser._thread.is_alive() and browser not in explorer._browsers
+    assert browser._clock.cancelled and browser not in explorer._browsers
 
 
 def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatch):
@@ -243,7 +244,7 @@ def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatc
 
 
 def test_the_explorer_imports_nothing_heavy_until_used():
-    code = ("import sys, nbsubagents.ui.browser, nbsubagents; nbsubagents.status_bar; nbsubagents.browse; "
+    code = ("import sys, nbsubagents.ui.browser, nbsubagents.ui.statusbar, nbsubagents.ui.timeline, nbsubagents; nbsubagents.status_bar; nbsubagents.browse; "
             "print(sorted({'IPython', 'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
