@@ -11,6 +11,8 @@ import io
 import re
 import subprocess
 import sys
+import threading
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -249,6 +251,64 @@ def test_the_explorer_imports_nothing_heavy_until_used():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# -- one clock -------------------------------------------------------------------------------------------
+def nbsubagents_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("nbsubagents")]
+
+
+def test_one_clock_drives_a_panel_a_bar_and_a_browser_and_stops_when_nothing_is_left(warm):
+    """A panel, a status bar and a browser live while two background runs go: the process runs one thread of
+    nbsubagents (the watcher's clock), every one of them still changes as the runs end, and the thread ends
+    once nothing is watched or subscribed; the next bar starts it again."""
+    from nbsubagents.ui.panels import WidgetRenderer
+
+    watcher.stop()
+    assert not nbsubagents_threads()
+    bar = nbsubagents.status_bar()
+    bar.widget
+    browser = explorer.Browser(interval=0.2, idle_interval=0.5)
+    slow = nbsubagents.start("scout", "sleep: 3\nread README.md", name="slow", show=False)
+    quick = nbsubagents.start("scout", "sleep: 1\nsay: quick done", name="quick", show=False)
+    renderer = WidgetRenderer(display=lambda widget: None)
+    renderer.start([slow])
+    watcher.watch(slow, renderer=renderer)  # its panel is fed and ended by the clock
+    panel = renderer.view
+
+    counts, headers, bars, lists = set(), set(), set(), set()
+    deadline = time.monotonic() + 90
+    while not (slow.done and quick.done and not panel.active) and time.monotonic() < deadline:
+        counts.add(tuple(t.name for t in nbsubagents_threads()))
+        headers.add(plain(panel.header.value))
+        bars.add(bar.text)
+        lists.add(tuple(browser.labels))
+        time.sleep(0.05)
+    assert slow.status == quick.status == "completed"
+    assert counts == {("nbsubagents-watcher",)}, counts  # never a second thread, and the clock was there
+    # the panel: elapsed time moving while it waited (no event for seconds), then its end
+    running = [h for h in headers if " running " in f" {h} "]
+    assert len(running) >= 2, headers
+    wait_for(lambda: "# Demo project" in panel.final_html.value, what="the panel's final output")
+    assert plain(panel.header.value).startswith("✓ slow completed")
+    # the bar: both running, then each end with its notice
+    assert "runs: 2 running / 2 total" in bars
+    wait_for(lambda: bar.text.startswith("runs: 0 running / 2 total · ✓"), what="the bar's end")
+    # the browser: its list showed the runs going and then ended
+    assert any(any("running…" in label for label in labels) for labels in lists), lists
+    wait_for(lambda: [label[:11] for label in browser.labels] == ["✓ completed"] * 2, what="the browser's end")
+
+    assert [s.name for s in watcher.subscriptions()] and "panel clock" not in \
+        [s.name for s in watcher.subscriptions()]  # the ended panel let go of the clock
+    assert watcher.thread() is not None  # the bar and the browser still poll (runs of other kernels)
+    bar.close()
+    browser.close()
+    wait_for(lambda: not nbsubagents_threads(), timeout=10, what="the clock to stop once idle")
+    assert watcher.thread() is None and not watcher.subscriptions()
+    again = nbsubagents.status_bar()  # on demand: the clock comes back
+    assert [t.name for t in nbsubagents_threads()] == ["nbsubagents-watcher"]
+    again.close()
+    wait_for(lambda: not nbsubagents_threads(), timeout=10, what="the clock to stop again")
 
 
 # -- the timeline -----------------------------------------------------------------------------------------
