@@ -2,8 +2,8 @@
 
 ``choose_renderer()`` picks the renderer of a run; ``run_mimebundle()`` is how a ``Run`` shows as a
 cell's value and ``live_display()`` how a running one is displayed so that it follows the run. All use
-``widgets_available()``, so they never disagree. ipywidgets is imported only when a panel is built
-(``nbsubagents.ui.panels``). ``text_stream()`` is where plain progress and notices go: the notebook's
+``widgets_available()``, so they never disagree (what kernel this is, ``ui.kernel`` says). ipywidgets is
+imported only when a panel, a bar's widget or a browser is built. ``text_stream()`` is where plain progress and notices go: the notebook's
 output inside a kernel, stderr elsewhere (stdout belongs to the user's program).
 """
 

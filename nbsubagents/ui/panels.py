@@ -1,6 +1,7 @@
 """Live progress panels in a notebook: ipywidgets that place the formatter's lines.
 
-The only module that imports ipywidgets (``nbsubagents.ui.display`` decides when to use it). Nothing is
+Panels are ipywidgets, imported through ``ui.kernel.load_ipywidgets`` when one is built (``ui.display``
+decides when). Nothing is
 worded here: event lines come from ``formatter.ProgressFormatter``, counters from ``events.Tally``;
 a panel only chooses where each piece goes and how it is styled.
 
