@@ -2,7 +2,7 @@
 
 16 real runs (the pinned pi against the scripted model, 20 quick tool calls each) run at once; the
 same workload is driven with no renderer, with plain text, and with widget panels, and this
-process's CPU time (all its threads: the polling loop, the renderer, the panels' ticker) is
+process's CPU time (all its threads: the polling loop and the renderer, and the watcher's clock that ticks the panels) is
 measured around ``runner.drive``. The scripted model runs in its own process so its CPU is not
 counted. Reported: CPU seconds per run-second (CPU / sum of the runs' durations), share of one
 core, events and renders.

@@ -21,18 +21,19 @@ __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsErr
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
     "configure": "config", "NbSubagentsError": "config", "Run": "lifecycle.handle",
-    "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry",
+    "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry.status",
     "runs": "api", "status_bar": "api", "browse": "api", "runs_timeline": "api",
-    "StatusBar": "ui.browser", "Browser": "ui.browser", "report": "ui.reports",
+    "StatusBar": "ui.statusbar", "Browser": "ui.browser", "report": "ui.reports",
     "experiment": "sweeps.experiment", "experiments": "sweeps.experiment", "get_experiment": "sweeps.experiment",
     "Experiment": "sweeps.experiment", "check": "sweeps.scorers",
 }
 
 if TYPE_CHECKING:
     from .api import browse, cancel, get_run, presets, run, run_parallel, runs, runs_timeline, start, status, status_bar
-    from .ui.browser import Browser, StatusBar
+    from .ui.browser import Browser
+    from .ui.statusbar import StatusBar
     from .ui.reports import report
-    from .registry import Status
+    from .registry.status import Status
     from .config import NbSubagentsError, configure
     from .lifecycle.handle import Run
     from .sweeps.experiment import Experiment, experiment, experiments, get_experiment

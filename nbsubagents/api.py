@@ -151,7 +151,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
 def status_bar(*, root: str | Path | None = None) -> Any:
     """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, ``· 1 aborted``, then the
     last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
-    from .ui.browser import status_bar as _status_bar
+    from .ui.statusbar import status_bar as _status_bar
     return _status_bar(root)
 
 
@@ -171,6 +171,6 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     Filters as ``runs()``; the newest ``limit`` runs are drawn. ``theme`` is ``"auto"`` (JupyterLab's chosen
     theme), ``"light"`` or ``"dark"``. Needs matplotlib (``pip install 'nbsubagents[timeline]'``).
     """
-    from .ui.browser import runs_timeline as _timeline
+    from .ui.timeline import runs_timeline as _timeline
     return _timeline(status=status, preset=preset, model=model, since=since, until=until, text=text, limit=limit,
                      theme=theme)

@@ -12,6 +12,7 @@ dark HTML export).
 from __future__ import annotations
 
 import html
+from typing import Any
 
 STATUSES = ("queued", "running", "completed", "failed", "aborted")
 
@@ -98,3 +99,19 @@ def filesize(n: int) -> str:
 ERROR_STYLE = f"color:{PALETTE['failed'][0]}"  # with the class nbsubagents-c-failed, dark themes get theirs
 MONO_STYLE = ("font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);"
               "line-height:1.4;white-space:pre-wrap;word-break:break-word")
+
+
+def is_missing(value: object) -> bool:
+    """None, NaN, NaT or pandas.NA (a frame's empty cell); pandas is never imported here."""
+    try:
+        return value is None or bool(value != value)
+    except (TypeError, ValueError):  # pandas.NA compares to NA
+        return True
+
+
+def pydatetime(stamp: Any) -> Any:
+    """A pandas Timestamp as a datetime (its nanoseconds, which no clock here has, dropped quietly)."""
+    try:
+        return stamp.to_pydatetime(warn=False)
+    except TypeError:
+        return stamp.to_pydatetime()

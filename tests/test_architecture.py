@@ -242,6 +242,7 @@ def band_violations(module: str, source: str, is_package: bool = False,
 # the ui's), and the watcher's default notice handler prints where the ui says text goes.
 UPWARD = frozenset({
     ("nbsubagents.lifecycle.watcher", "nbsubagents.ui.display"),
+    ("nbsubagents.lifecycle.watcher", "nbsubagents.ui.kernel"),  # whose cell the clock's prints belong to
     ("nbsubagents.lifecycle.handle", "nbsubagents.ui.renderers"),
     ("nbsubagents.lifecycle.handle", "nbsubagents.ui.display"),
     ("nbsubagents.lifecycle.handle", "nbsubagents.ui.reports"),
@@ -253,4 +254,26 @@ def test_each_band_imports_only_the_bands_below_it():
     assert not band_violations("nbsubagents.ui.panels", "from ..lifecycle import handle\n")
     assert not band_violations("nbsubagents.lifecycle.x", "if TYPE_CHECKING:\n    from ..ui.renderers import R\n")
     bad = [v for m, p, s in _sources() for v in band_violations(m, s, p.name == "__init__.py", UPWARD)]
+    assert not bad, "\n".join(bad)
+
+
+# -- one clock: only the watcher starts threads ----------------------------------------------------------
+CLOCK = "nbsubagents.lifecycle.watcher"
+THREAD_OWNERS = {CLOCK, "nbsubagents.demo.scripted"}  # the demo's model server is a program of its own
+
+
+def thread_starts(source: str) -> list[int]:
+    """Lines that make a ``Thread`` or a ``Timer`` (``threading.Thread(...)``, ``Thread(...)``, ...)."""
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+            and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in ("Thread", "Timer")]
+
+
+def test_only_the_clock_starts_threads():
+    """Panels, status bars and browsers tick on the watcher's clock (``watcher.subscribe``): no other module of
+    the package starts a thread of its own."""
+    assert thread_starts("import threading\nthreading.Thread(target=print).start()\n") == [2]
+    assert thread_starts("from threading import Timer\nTimer(1, print)\n") == [2]
+    assert thread_starts((PACKAGE / "lifecycle" / "watcher.py").read_text(encoding="utf-8"))  # the clock itself
+    bad = [f"{m}:{line} starts a thread (subscribe a tick to the watcher's clock instead)"
+           for m, _p, s in _sources() if m not in THREAD_OWNERS for line in thread_starts(s)]
     assert not bad, "\n".join(bad)

@@ -123,8 +123,7 @@ def test_stop_reason_and_changes_survive_a_registry_rebuild_and_an_old_registry_
     with sqlite3.connect(db) as conn:
         conn.execute(f"CREATE TABLE runs ({', '.join(f'{n} {t}' for n, t in old)})")
         conn.execute("PRAGMA user_version = 1")
-    registry._ready.clear()
-    registry._loaded.clear()
+    registry.forget_loaded()  # this process set the deleted database up: it looks again
     frame = nbsubagents.runs()
     assert frame.loc[0, "run_id"] == run.id and frame.loc[0, "stop_reason"] == "budget:turns"
     with sqlite3.connect(db) as conn:

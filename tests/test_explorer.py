@@ -11,6 +11,8 @@ import io
 import re
 import subprocess
 import sys
+import threading
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -18,6 +20,7 @@ from conftest import wait_for
 
 import nbsubagents
 from nbsubagents.ui import browser as explorer
+from nbsubagents.ui import statusbar
 from nbsubagents.lifecycle import watcher
 from nbsubagents.config import find_pi
 from nbsubagents.ui.display import VIEW_MIME
@@ -39,7 +42,7 @@ def explore(project):
     yield project
     for browser in list(explorer._browsers):
         browser.close()
-    for bar in list(explorer._bars):
+    for bar in list(statusbar._bars):
         bar.close()
     watcher.stop()
 
@@ -74,7 +77,7 @@ def test_status_bar_follows_a_background_run_from_start_to_end_and_shows_its_not
 
 def test_every_bar_stays_current_and_failures_are_counted(warm):
     first, second = nbsubagents.status_bar(), nbsubagents.status_bar()
-    assert first is not second and {first, second} <= set(explorer._bars)
+    assert first is not second and {first, second} <= set(statusbar._bars)
     first.widget  # one shown as a widget, one used as text: both stay current
     nbsubagents.start("scout", "fail: 500 upstream exploded", name="broken", show=False)
     wait_for(lambda: "broken failed" in first.text and "broken failed" in second.text, what="both bars")
@@ -84,15 +87,15 @@ def test_every_bar_stays_current_and_failures_are_counted(warm):
     assert f'nbsubagents-statusbar-failed" style="color:{status_color("failed")}"' in first.widget.value
 
     first.close()
-    assert first not in explorer._bars and second in explorer._bars
+    assert first not in statusbar._bars and second in statusbar._bars
     nbsubagents.start("scout", "read README.md", name="again", show=False).wait(90)
     wait_for(lambda: "again completed" in second.text, what="the second bar")
     assert "again" not in first.text  # a closed bar no longer changes
 
 
 def test_status_bar_sees_runs_its_watcher_does_not(warm, monkeypatch):
-    monkeypatch.setattr(explorer, "BAR_IDLE_POLL", 0.2)
-    monkeypatch.setattr(explorer, "BAR_ACTIVE_POLL", 0.2)
+    monkeypatch.setattr(statusbar, "BAR_IDLE_POLL", 0.2)
+    monkeypatch.setattr(statusbar, "BAR_ACTIVE_POLL", 0.2)
     bar = nbsubagents.status_bar()
     assert bar.text == "runs: 0 running / 0 total"
     nbsubagents.run("scout", "read README.md", name="fg", show=False)  # a foreground run: no watcher
@@ -228,7 +231,7 @@ def test_browse_refreshes_while_a_run_is_active(warm):
     wait_for(lambda: "Reading README.md" in browser.transcript_html.value, what="the transcript")
     assert plain(browser.header_html.value).startswith("✓ live completed")
     browser.close()
-    assert not browser._thread.is_alive() and browser not in explorer._browsers
+    assert browser._clock.cancelled and browser not in explorer._browsers
 
 
 def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatch):
@@ -243,11 +246,69 @@ def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatc
 
 
 def test_the_explorer_imports_nothing_heavy_until_used():
-    code = ("import sys, nbsubagents.ui.browser, nbsubagents; nbsubagents.status_bar; nbsubagents.browse; "
+    code = ("import sys, nbsubagents.ui.browser, nbsubagents.ui.statusbar, nbsubagents.ui.timeline, nbsubagents; nbsubagents.status_bar; nbsubagents.browse; "
             "print(sorted({'IPython', 'ipywidgets', 'pandas', 'matplotlib'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# -- one clock -------------------------------------------------------------------------------------------
+def nbsubagents_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("nbsubagents")]
+
+
+def test_one_clock_drives_a_panel_a_bar_and_a_browser_and_stops_when_nothing_is_left(warm):
+    """A panel, a status bar and a browser live while two background runs go: the process runs one thread of
+    nbsubagents (the watcher's clock), every one of them still changes as the runs end, and the thread ends
+    once nothing is watched or subscribed; the next bar starts it again."""
+    from nbsubagents.ui.panels import WidgetRenderer
+
+    watcher.stop()
+    assert not nbsubagents_threads()
+    bar = nbsubagents.status_bar()
+    bar.widget
+    browser = explorer.Browser(interval=0.2, idle_interval=0.5)
+    slow = nbsubagents.start("scout", "sleep: 3\nread README.md", name="slow", show=False)
+    quick = nbsubagents.start("scout", "sleep: 1\nsay: quick done", name="quick", show=False)
+    renderer = WidgetRenderer(display=lambda widget: None)
+    renderer.start([slow])
+    watcher.watch(slow, renderer=renderer)  # its panel is fed and ended by the clock
+    panel = renderer.view
+
+    counts, headers, bars, lists = set(), set(), set(), set()
+    deadline = time.monotonic() + 90
+    while not (slow.done and quick.done and not panel.active) and time.monotonic() < deadline:
+        counts.add(tuple(t.name for t in nbsubagents_threads()))
+        headers.add(plain(panel.header.value))
+        bars.add(bar.text)
+        lists.add(tuple(browser.labels))
+        time.sleep(0.05)
+    assert slow.status == quick.status == "completed"
+    assert counts == {("nbsubagents-watcher",)}, counts  # never a second thread, and the clock was there
+    # the panel: elapsed time moving while it waited (no event for seconds), then its end
+    running = [h for h in headers if " running " in f" {h} "]
+    assert len(running) >= 2, headers
+    wait_for(lambda: "# Demo project" in panel.final_html.value, what="the panel's final output")
+    assert plain(panel.header.value).startswith("✓ slow completed")
+    # the bar: both running, then each end with its notice
+    assert "runs: 2 running / 2 total" in bars
+    wait_for(lambda: bar.text.startswith("runs: 0 running / 2 total · ✓"), what="the bar's end")
+    # the browser: its list showed the runs going and then ended
+    assert any(any("running…" in label for label in labels) for labels in lists), lists
+    wait_for(lambda: [label[:11] for label in browser.labels] == ["✓ completed"] * 2, what="the browser's end")
+
+    assert [s.name for s in watcher.subscriptions()] and "panel clock" not in \
+        [s.name for s in watcher.subscriptions()]  # the ended panel let go of the clock
+    assert watcher.thread() is not None  # the bar and the browser still poll (runs of other kernels)
+    bar.close()
+    browser.close()
+    wait_for(lambda: not nbsubagents_threads(), timeout=10, what="the clock to stop once idle")
+    assert watcher.thread() is None and not watcher.subscriptions()
+    again = nbsubagents.status_bar()  # on demand: the clock comes back
+    assert [t.name for t in nbsubagents_threads()] == ["nbsubagents-watcher"]
+    again.close()
+    wait_for(lambda: not nbsubagents_threads(), timeout=10, what="the clock to stop again")
 
 
 # -- the timeline -----------------------------------------------------------------------------------------

@@ -76,6 +76,9 @@ def test_markdown_report_from_a_runs_frame_and_run_report(secrets):
     assert text.startswith("# Sub-agent run scout (") and SECRET not in text and MASK in text
     assert f"- **Run id:** `{run.id}`" in text and "```text\n" in text and "Listing src" in text
     assert f"{run.result['usage']['totalTokens']:,}" in text
+    for runs, name in (([run.id[:-1]], "by-id.md"), (nbsubagents.runs()[["run_id"]], "by-id-frame.md")):
+        by_id = nbsubagents.report(runs, secrets / name)  # run ids (a prefix too), not Runs
+        assert f"- **Run id:** `{run.id}`" in by_id.read_text()
     single = run.report()
     assert single.suffix == ".html" and single.parent == secrets / ".pi" / "subagents" / "reports"
     assert SECRET not in single.read_text()

@@ -168,7 +168,8 @@ def test_bad_inputs_raise_before_anything_starts(project):
                                     "lifecycle.watcher", "registry.query", "lifecycle.inspection", "ui.browser",
                                     "ui.panels", "ui.display", "cli", "demo", "ui.panel_state", "ui.reports",
                                     "lifecycle.reconcile", "lifecycle.settle", "lifecycle.spec", "lifecycle.launch",
-                                    "style"])
+                                    "style", "ui.statusbar", "ui.timeline", "ui.kernel", "registry.store",
+                                    "registry.status"])
 def test_import_stays_light(module):
     """Every module but the magics imports no IPython, ipywidgets or pandas until a function needs them."""
     name = module if module == "nbsubagents" else f"nbsubagents.{module}"

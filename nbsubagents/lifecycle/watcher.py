@@ -1,4 +1,4 @@
-"""The watcher: one daemon thread per process following the runs this process launched or took over.
+"""The watcher: the one clock of a process, on one daemon thread, following runs and ticking subscribers.
 
 Every ``POLL`` seconds it feeds new ``events.jsonl`` lines of each watched run to that run's
 renderer (the launching cell's panel) and looks for ``result.json``. When a run ends it ingests
@@ -9,8 +9,12 @@ default handler prints a line); then it calls the run's ``on_done(run)``. What i
 whichever cell happens to be running (ipykernel's per-thread parent). Nothing it calls can stop it:
 exceptions are reported on stderr. No cell is ever executed.
 
-The thread starts with the first ``watch()`` and ends when nothing is left to watch (or on
-``stop()``, which sets its ``threading.Event``).
+The same thread ticks every ``subscribe()``d callback at that subscriber's own interval: panels move
+their clocks and flush pending renders, status bars and browsers re-read the registry. So a process runs
+one thread of nbsubagents however many panels, bars and browsers are live. The thread starts with the
+first ``watch()`` or ``subscribe()`` and ends when nothing is left to watch and nobody is subscribed (or
+on ``stop()``, which sets its stop ``threading.Event`` and cancels every subscription; the next
+``watch()``/``subscribe()`` starts it again).
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ import sys
 import threading
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import registry
 from . import reconcile
@@ -34,9 +38,11 @@ if TYPE_CHECKING:
     from .handle import Run
 
 __all__ = ["Notice", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
-           "remove_notice_handler", "print_notice", "add_change_handler", "remove_change_handler"]
+           "remove_notice_handler", "print_notice", "add_change_handler", "remove_change_handler",
+           "Subscription", "subscribe", "thread"]
 
-POLL = 0.1           # seconds between looks at the watched runs
+POLL = 0.1           # seconds between looks at the watched runs (and the finest tick a subscriber gets)
+THREAD_NAME = "nbsubagents-watcher"
 CHECK_EVERY = 2.0    # seconds between liveness checks of a supervisor that is not our child
 SETTLE_TIMEOUT = 10.0  # how long Run.wait() gives the watcher to finish with a run that ended
 
@@ -141,31 +147,40 @@ def _report(message: str) -> None:
 
 
 def _cell_parent() -> dict[str, Any] | None:
-    """The header of the cell running now (ipykernel's output streams know it), else None."""
-    parent = getattr(sys.stdout, "parent_header", None)
-    return dict(parent) if isinstance(parent, dict) and parent.get("msg_id") else None
+    """The header of the cell running now (``ui.kernel`` knows ipykernel's streams), else None."""
+    from ..ui.kernel import cell_parent
+    return cell_parent()
 
 
-@contextmanager
-def _in_cell(parent: dict[str, Any] | None) -> Iterator[None]:
-    """Attribute what this thread prints to the cell ``parent`` (the one that launched the run), not to
-    whichever cell happens to run: ipykernel's streams take a per-thread parent."""
-    tokens = []
-    if parent:
-        for stream in (sys.stdout, sys.stderr):
-            if hasattr(stream, "set_thread_parent"):
-                try:
-                    tokens.append((stream, stream.set_thread_parent(parent)))
-                except Exception:  # another kernel's stream: output goes where it would have gone
-                    pass
-    try:
-        yield
-    finally:
-        for stream, token in reversed(tokens):
-            try:
-                stream.reset_thread_parent(token)
-            except Exception:
-                pass
+def _in_cell(parent: dict[str, Any] | None) -> Any:
+    """A context in which what this thread prints goes to the cell ``parent`` (``ui.kernel.in_cell``)."""
+    if parent is None:
+        return nullcontext()
+    from ..ui.kernel import in_cell
+    return in_cell(parent)
+
+
+class Subscription:
+    """A callback the clock calls every ``interval`` seconds (``tick()``); ``tick`` returning False, or
+    ``cancel()``, ends it. ``interval`` may be changed at any time (a bar polls faster while runs go);
+    ``poke()`` makes the next tick come at once."""
+
+    def __init__(self, tick: Callable[[], Any], interval: float, name: str = "", first: float = 0.0) -> None:
+        self.tick = tick
+        self.interval = float(interval)
+        self.name = name or getattr(tick, "__qualname__", repr(tick))
+        self.due = time.monotonic() + first
+        self.cancelled = False
+        self.failing = False
+
+    def poke(self) -> None:
+        self.due = time.monotonic()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def __repr__(self) -> str:
+        return f"<Subscription {self.name} every {self.interval:g}s{' (cancelled)' if self.cancelled else ''}>"
 
 
 class _Entry:
@@ -187,6 +202,7 @@ class Watcher:
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
+        self._subscriptions: list[Subscription] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -200,11 +216,31 @@ class Watcher:
             else:
                 entry.renderer = entry.renderer or renderer
                 entry.on_done = entry.on_done or on_done
-            if self._thread is None or not self._thread.is_alive():
-                self._stop.clear()
-                self._thread = threading.Thread(target=self._loop, name="nbsubagents-watcher", daemon=True)
-                self._thread.start()
+            self._ensure_thread()
         changed()
+
+    def subscribe(self, tick: Callable[[], Any], interval: float, name: str = "", first: float = 0.0) -> Subscription:
+        sub = Subscription(tick, interval, name, first)
+        with self._lock:
+            self._subscriptions.append(sub)
+            self._ensure_thread()
+        return sub
+
+    def subscriptions(self) -> list[Subscription]:
+        with self._lock:
+            return [s for s in self._subscriptions if not s.cancelled]
+
+    def _ensure_thread(self) -> None:
+        """Start the clock if it is not running (the caller holds the lock)."""
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
+            self._thread.start()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        with self._lock:
+            return self._thread if self._thread is not None and self._thread.is_alive() else None
 
     def get(self, run_id: str) -> Run | None:
         with self._lock:
@@ -224,7 +260,11 @@ class Watcher:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        thread = self._thread
+        with self._lock:
+            thread = self._thread
+            for sub in self._subscriptions:
+                sub.cancel()
+            self._subscriptions = []
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
         with self._lock:
@@ -232,13 +272,19 @@ class Watcher:
                 self._thread = None
 
     def _loop(self) -> None:
+        me = threading.current_thread()
         while not self._stop.is_set():
             with self._lock:
+                self._subscriptions = [sub for sub in self._subscriptions if not sub.cancelled]
                 entries = list(self._entries.values())
-                if not entries:
-                    self._thread = None
+                subs = list(self._subscriptions)
+                if not entries and not subs:
+                    if self._thread is me:
+                        self._thread = None
                     return
             for entry in entries:
+                if self._stop.is_set():
+                    break
                 try:
                     with _in_cell(entry.parent):
                         finished = self._step(entry)
@@ -252,7 +298,31 @@ class Watcher:
                     with self._lock:
                         self._entries.pop(entry.run.id, None)
                     entry.settled.set()
-            self._stop.wait(POLL)
+            for sub in subs:
+                if self._stop.is_set():
+                    break
+                if not sub.cancelled and time.monotonic() >= sub.due:
+                    self._tick(sub)
+            now = time.monotonic()
+            wait = min([POLL, *(max(0.0, sub.due - now) for sub in subs if not sub.cancelled)])
+            self._stop.wait(max(wait, 0.005))
+        with self._lock:
+            if self._thread is me:
+                self._thread = None
+
+    @staticmethod
+    def _tick(sub: Subscription) -> None:
+        try:
+            keep = sub.tick()
+            sub.failing = False
+        except Exception:
+            if not sub.failing:
+                _report(f"nbsubagents: {sub.name} raised on the clock (will retry)")
+            sub.failing = True
+            keep = True
+        if keep is False:
+            sub.cancelled = True
+        sub.due = time.monotonic() + sub.interval
 
     def _step(self, entry: _Entry) -> bool:
         run = entry.run
@@ -349,5 +419,23 @@ def settle(run_id: str, timeout: float = SETTLE_TIMEOUT) -> bool:
 
 
 def stop(timeout: float = 5.0) -> None:
-    """Stop the watcher thread (the next ``watch()`` starts it again)."""
+    """Stop the clock's thread and cancel every subscription (the next ``watch()`` or ``subscribe()`` starts
+    it again; runs still watched are followed again then)."""
     _watcher.stop(timeout)
+
+
+def subscribe(tick: Callable[[], Any], interval: float, name: str = "", first: float = 0.0) -> Subscription:
+    """Call ``tick()`` on the clock's thread every ``interval`` seconds (the first time after ``first``)
+    until it returns False or the subscription is cancelled; starts the thread if it is not running.
+    ``tick`` runs beside the runs the clock follows: it should take milliseconds, not seconds."""
+    return _watcher.subscribe(tick, interval, name, first)
+
+
+def subscriptions() -> list[Subscription]:
+    """The live subscriptions (for tests and ``doctor``)."""
+    return _watcher.subscriptions()
+
+
+def thread() -> threading.Thread | None:
+    """The clock's thread while it runs, else None."""
+    return _watcher.thread

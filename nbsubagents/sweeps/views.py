@@ -144,7 +144,7 @@ def plot(data: pandas.DataFrame, *, x: str = "cost_usd", y: str | None = None,
         raise NbSubagentsError("plot() needs matplotlib: pip install 'nbsubagents[timeline]'") from None
     import pandas as pd
 
-    from ..ui.browser import new_figure  # shown once in a notebook, drawable elsewhere
+    from ..ui.timeline import new_figure  # shown once in a notebook, drawable elsewhere
 
     xcol = x if x in data.columns else f"metrics.{x}"
     scores = [c for c in data.columns if c.startswith("scores.")]

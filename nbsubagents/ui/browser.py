@@ -1,57 +1,42 @@
-"""Looking at the project's runs while they come and go: a status bar, a run browser and a timeline.
+"""The run browser: ``browse()``, an ipywidgets explorer over the registry: filters, the runs, and for the
+selected run its header, output, transcript, events and files.
 
-- ``status_bar()``: one line over every run of the project, foreground or background,
-  ``runs: 2 running / 5 total`` (``· 1 failed`` and ``· 1 aborted`` when there are such runs, then the
-  last completion notice, ``· ✓ scout completed``), as a widget in a notebook and as text elsewhere.
-- ``browse()``: an ipywidgets explorer over the registry: filters, the runs, and for the selected run
-  its header, output, transcript, events and files.
-- ``runs_timeline()``: a matplotlib figure, one bar per run from its start to its end.
-
-An edge module: ipywidgets, pandas and matplotlib are imported inside the functions that need them.
-
-Threads: bars and browsers are kept in weak sets and updated by the watcher's change and notice
-handlers (registered once per process) from whatever thread the watcher calls them on, and by a poll
-(a status-bar thread for all bars, one thread per browser with a stop ``Event``) that sees runs of
-other kernels and foreground runs. Widgets are only ever updated by setting their values. An open
-widget keeps its bar or browser alive (it holds a reference to it); ``close()`` ends both.
+ipywidgets and pandas are imported when a browser is built. A live browser subscribes to the process's
+clock (``lifecycle.watcher.subscribe``): it re-reads the counts every ``interval`` seconds while runs are
+active and every ``idle_interval`` otherwise, refreshes when they changed, and at once when the watcher
+reports a change (a run started or ended). Its refresh is a pure read of the registry. Widgets are only
+ever updated by setting their values; ``close()`` ends the subscription and closes the widgets.
 """
 
 from __future__ import annotations
 
 import html
-import sys
 import threading
-import time
-import traceback
 import weakref
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .. import registry
-from ..lifecycle import reconcile, watcher
 from ..config import NbSubagentsError
-from .display import VIEW_MIME, widgets_available
+from ..lifecycle import watcher
 from ..style import MONO_STYLE as _MONO
 from ..style import MUTED_STYLE as _MUTED
-from ..style import DARK_SCOPE, PALETTE, STATUS_CSS, STATUSES, attrs, color, filesize, glyph, plural, shorten
+from ..style import DARK_SCOPE, PALETTE, STATUS_CSS, STATUSES, attrs, filesize, glyph, is_missing, plural, shorten
 from ..style import duration as _duration
-from .panels import click_subshell, load_ipywidgets, route_clicks
+from ..style import pydatetime as _pydt
+from .display import widget_bundle
+from .kernel import click_subshell, load_ipywidgets, route_clicks
 
 if TYPE_CHECKING:
     import pandas
-    from matplotlib.figure import Figure
 
     from ..lifecycle.handle import Run
-    from ..lifecycle.watcher import Notice
+    from ..lifecycle.watcher import Subscription
 
-__all__ = ["StatusBar", "status_bar", "Browser", "browse", "runs_timeline", "TIME_RANGES", "FILTERS"]
+__all__ = ["Browser", "browse", "FILTERS", "TIME_RANGES", "BROWSE_LIMIT"]
 
-BAR_ACTIVE_POLL = 1.0    # seconds between looks at the counts while something runs
-BAR_IDLE_POLL = 5.0      # ... and while nothing runs (runs of other kernels still show up)
-RECONCILE_EVERY = 5.0    # the bar settles runs whose supervisor is gone at most this often
 BROWSE_LIMIT = 500       # newest runs listed by browse()
-TIMELINE_LIMIT = 200     # newest runs drawn by runs_timeline()
 TRANSCRIPT_LIMIT = 200_000
 EVENT_ROWS = 400
 ANY = ""  # a dropdown's "any ..." entry (ipywidgets takes a None value for "nothing selected")
@@ -60,243 +45,28 @@ TIME_RANGES: list[tuple[str, str]] = [("any time", ANY), ("last hour", "1h"), ("
 FILTERS = ("status", "preset", "model", "since", "text")
 ACTIVE = ("queued", "running")
 
-_lock = threading.RLock()                  # guards the weak sets and the hooks below
-_bars: weakref.WeakSet[StatusBar] = weakref.WeakSet()
+_lock = threading.RLock()                  # guards the weak set and the hook below
 _browsers: weakref.WeakSet[Browser] = weakref.WeakSet()
 _hooked = False
-_poller: threading.Thread | None = None
-_poller_stop = threading.Event()
-
-
-def _report(message: str) -> None:
-    print(message, file=sys.stderr)
-    traceback.print_exc()
-
-
-def _bundle(widget_of: Any, text: str, html_text: str) -> dict[str, Any]:
-    """text/plain and text/html always; the widget view too where runs show as widgets."""
-    bundle: dict[str, Any] = {"text/plain": text, "text/html": html_text}
-    if widgets_available():  # the one place that decides widget or text
-        try:
-            widget = widget_of()
-        except ImportError:  # ipywidgets missing although forced: the text still shows
-            return bundle
-        view = widget._repr_mimebundle_().get(VIEW_MIME)
-        if view is not None:
-            bundle[VIEW_MIME] = view
-    return bundle
 
 
 def _hook() -> None:
-    """Follow the watcher: one change handler and one notice handler for every bar and browser."""
+    """Follow the watcher: one change handler for every browser."""
     global _hooked
     with _lock:
         if not _hooked:
             watcher.add_change_handler(_on_change)
-            watcher.add_notice_handler(_on_notice)
             _hooked = True
 
 
 def _on_change() -> None:
-    """The watcher started following a run or saw one end: bars re-read the counts, browsers wake up."""
+    """The watcher started following a run or saw one end: live browsers refresh at their next tick, now."""
     with _lock:
-        bars, browsers = list(_bars), list(_browsers)
-    for db, group in _by_db(bars).items():
-        counts = registry.counts(db=db)
-        for bar in group:
-            bar._show(counts)
+        browsers = list(_browsers)
     for browser in browsers:
-        browser._wake.set()
+        browser._wake()
 
 
-def _on_notice(notice: Notice) -> None:
-    """A run's one completion notice: the bars of its project show it."""
-    run_dir = (notice.row or {}).get("run_dir")
-    db = registry.db_of(Path(run_dir).resolve()) if run_dir else None
-    with _lock:
-        bars = [bar for bar in _bars if db is None or bar.db == db]
-    for bar in bars:
-        bar.notice = notice
-        bar.refresh()
-
-
-def _by_db(bars: Iterable[StatusBar]) -> dict[Path, list[StatusBar]]:
-    groups: dict[Path, list[StatusBar]] = {}
-    for bar in bars:
-        groups.setdefault(bar.db, []).append(bar)
-    return groups
-
-
-# -- the status bar ---------------------------------------------------------------------------------
-class StatusBar:
-    """``runs: 2 running / 5 total · 1 failed · ✓ scout completed``: the project's counts and last notice.
-
-    ``text`` is the line; ``widget`` an ``ipywidgets.HTML`` whose value is kept current from any thread;
-    in a notebook the bar shows as that widget, elsewhere as its text.
-    """
-
-    def __init__(self, root: str | Path | None = None) -> None:
-        self.db = registry.db_path(root)
-        self.root = self.db.parent.parent.parent  # <root>/.pi/subagents/registry.sqlite
-        self.counts: dict[str, int] = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
-        self.notice: Notice | None = None
-        self._widget: Any = None
-        self._bar_lock = threading.RLock()
-        with _lock:
-            _bars.add(self)
-        _hook()
-        self.refresh()
-        _ensure_poller()
-
-    # -- what it says -------------------------------------------------------------------------------
-    @property
-    def text(self) -> str:
-        c = self.counts
-        text = f"runs: {c['running']} running / {c['total']} total"
-        for status in ("failed", "aborted"):
-            if c.get(status):
-                text += f" · {c[status]} {status}"
-        if self.notice is not None:
-            text += f" · {_notice_words(self.notice)}"
-        return text
-
-    @property
-    def html(self) -> str:
-        c = self.counts
-        esc = html.escape
-        running = f"{c['running']} running"
-        if c["running"]:
-            running = f'<b {attrs("running")}>{running}</b>'
-        parts = [f'<span class="nbsubagents-statusbar-counts">runs: {running} / {c["total"]} total</span>']
-        for status in ("failed", "aborted"):
-            if c.get(status):
-                parts.append(f'<span {attrs(status, f"nbsubagents-statusbar-{status}")}> · {c[status]} {status}</span>')
-        if self.notice is not None:
-            parts.append(f'<span {attrs(self.notice.status, "nbsubagents-statusbar-notice")} '
-                         f'title="{esc(self.notice.text)}"> · {esc(_notice_words(self.notice))}</span>')
-        return (f'{STATUS_CSS}<div class="nbsubagents-statusbar-line" '
-                f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:12px">{"".join(parts)}</div>')
-
-    @property
-    def value(self) -> str:
-        """The widget's value (its HTML); the same as ``html``."""
-        return self.widget.value
-
-    # -- the widget ---------------------------------------------------------------------------------
-    @property
-    def widget(self) -> Any:
-        """The ``ipywidgets.HTML`` of this bar (built on first use; needs ipywidgets)."""
-        with self._bar_lock:
-            if self._widget is None:
-                w = load_ipywidgets()
-                self._widget = w.HTML(value=self.html).add_class("nbsubagents-statusbar")
-                self._widget._nbsubagents_bar = self  # an open widget keeps its bar, and its updates, alive
-            return self._widget
-
-    def refresh(self) -> StatusBar:
-        """Read the counts again now."""
-        self._show(registry.counts(db=self.db))
-        return self
-
-    def _show(self, counts: dict[str, int]) -> None:
-        with self._bar_lock:
-            self.counts = dict(counts)
-            if self._widget is not None:
-                value = self.html
-                if self._widget.value != value:
-                    self._widget.value = value
-
-    def close(self) -> None:
-        """Stop updating this bar and close its widget."""
-        with _lock:
-            _bars.discard(self)
-        with self._bar_lock:
-            widget, self._widget = self._widget, None
-        if widget is not None:
-            widget.close()
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return _bundle(lambda: self.widget, self.text, self.html)
-
-
-def _notice_words(notice: Notice) -> str:
-    return f"{glyph(notice.status)} {notice.name} {notice.status}" + (" while away" if notice.away else "")
-
-
-def _ensure_poller() -> None:
-    global _poller
-    with _lock:
-        if _poller is None or not _poller.is_alive():
-            _poller_stop.clear()
-            _poller = threading.Thread(target=_poll_bars, name="nbsubagents-statusbar", daemon=True)
-            _poller.start()
-
-
-def _poll_bars() -> None:
-    """Keep every bar current with runs the watcher does not see (other kernels, foreground runs)."""
-    global _poller
-    last_reconcile: dict[Path, float] = {}
-    failing = False
-    while not _poller_stop.is_set():
-        try:
-            active = _poll_once(last_reconcile)
-            failing = False
-        except _NoBars:
-            return
-        except Exception:
-            if not failing:
-                _report("nbsubagents: the status bar could not read the registry (will retry)")
-            failing = True
-            active = False
-        _poller_stop.wait(BAR_ACTIVE_POLL if active else BAR_IDLE_POLL)
-    with _lock:
-        if _poller is threading.current_thread():
-            _poller = None
-
-
-class _NoBars(Exception):
-    pass
-
-
-def _poll_once(last_reconcile: dict[Path, float]) -> bool:
-    """One look at the counts of every bar's project; True while something runs. Holds no bar after it."""
-    global _poller
-    with _lock:
-        bars = list(_bars)
-        if not bars:
-            if _poller is threading.current_thread():
-                _poller = None
-            raise _NoBars
-    active = False
-    for db, group in _by_db(bars).items():
-        counts = registry.counts(db=db)
-        now = time.monotonic()
-        if counts["running"] and now - last_reconcile.get(db, 0.0) >= RECONCILE_EVERY:
-            last_reconcile[db] = now
-            reconcile.reconcile(group[0].root, reattach=False)  # the bars' clock: a gone supervisor is not "running"
-            counts = registry.counts(db=db)
-        active = active or counts["running"] > 0
-        for bar in group:
-            bar._show(counts)
-    return active
-
-
-def status_bar(root: str | Path | None = None) -> StatusBar:
-    """A compact, live status line of the project's runs: ``runs: 2 running / 5 total``.
-
-    Display it from any cell (it is the cell's value); every bar stays current while runs start and
-    end, from this kernel or others, and shows the last completion notice.
-    """
-    bar = StatusBar(root)  # first, so that what finished while away reaches it
-    reconcile.first_use(root)
-    reconcile.reconcile(root)
-    return bar.refresh()
-
-
-# -- the browser ------------------------------------------------------------------------------------
 _BROWSE_CSS = (
     "<style>"
     ".nbsubagents-browse-list select{font-family:var(--jp-code-font-family,monospace);font-size:12px}"
@@ -309,7 +79,7 @@ _BROWSE_CSS = (
 
 
 def _local(value: Any, fmt: str = "%m-%d %H:%M:%S") -> str:
-    if _missing(value):
+    if is_missing(value):
         return ""
     try:
         if hasattr(value, "to_pydatetime"):
@@ -321,29 +91,13 @@ def _local(value: Any, fmt: str = "%m-%d %H:%M:%S") -> str:
         return str(value)
 
 
-def _pydt(stamp: Any) -> datetime:
-    """A pandas Timestamp as a datetime (its nanoseconds, which no clock here has, dropped quietly)."""
-    try:
-        return stamp.to_pydatetime(warn=False)
-    except TypeError:
-        return stamp.to_pydatetime()
-
-
-def _missing(value: Any) -> bool:
-    """None, NaN, NaT or pandas.NA."""
-    try:
-        return value is None or bool(value != value)
-    except (TypeError, ValueError):  # pandas.NA compares to NA
-        return True
-
-
 class Browser:
     """An explorer over the registry: filters, the runs, and the selected run's details.
 
     Programmatic use (what the widgets do): ``set_filters(status=..., preset=..., model=..., since=...,
     text=...)``, ``select(run_id)``, ``refresh()``; ``run_ids``, ``frame``, ``selected`` and the widgets
     (``status_filter``, ``table``, ``header_html``, ``transcript_html``, ...) hold what a page shows.
-    With ``live`` a daemon thread refreshes every ``interval`` seconds while runs are active (and on
+    With ``live`` the process's clock refreshes it every ``interval`` seconds while runs are active (and on
     the watcher's changes); ``close()`` stops it and closes the widgets.
     """
 
@@ -366,9 +120,10 @@ class Browser:
         self._options: list[tuple[str, str]] = []
         self._shown: tuple[str, str] | None = None   # (run id, status) of the details on screen
         self._pinned = False         # the selected run was asked for by id (select()), not picked in the list
-        self._wake = threading.Event()
+        self._woken = threading.Event()   # the watcher saw a change: refresh at the next tick, whatever the counts
         self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._last: dict[str, int] | None = None
+        self._clock: Subscription | None = None  # its subscription to the process's clock while live
 
         full = w.Layout(width="100%")
         self.status_filter = w.SelectMultiple(options=STATUSES, value=(), rows=len(STATUSES), description="status",
@@ -438,8 +193,14 @@ class Browser:
             _browsers.add(self)
         _hook()
         if live:
-            self._thread = threading.Thread(target=self._loop, name="nbsubagents-browse", daemon=True)
-            self._thread.start()
+            ref = weakref.ref(self)  # the clock does not keep a browser alive (its open widget does)
+
+            def tick() -> bool:
+                browser = ref()
+                return browser is not None and browser._tick()
+
+            self._last = registry.counts(db=self.db)
+            self._clock = watcher.subscribe(tick, interval, name="browse() refresh", first=interval)
 
     # -- filters ------------------------------------------------------------------------------------
     @property
@@ -642,26 +403,27 @@ class Browser:
         self.select_hint.layout.display = None
 
     # -- live updates -------------------------------------------------------------------------------
-    def _loop(self) -> None:
-        last: dict[str, int] | None = None
-        wait = self.interval
-        failing = False
-        while not self._closed.is_set():
-            woke = self._wake.wait(wait)
-            if self._closed.is_set():
-                return
-            self._wake.clear()
-            try:
-                counts = registry.counts(db=self.db)
-                if woke or counts["running"] or counts != last:
-                    self.refresh()
-                last = counts
-                wait = self.interval if counts["running"] else self.idle_interval
-                failing = False
-            except Exception:
-                if not failing:
-                    _report("nbsubagents: browse() could not refresh (will retry)")
-                failing = True
+    def _tick(self) -> bool:
+        """One tick of the clock: refresh when woken, while runs are active, or when the counts changed;
+        False once closed."""
+        if self._closed.is_set():
+            return False
+        woke = self._woken.is_set()
+        self._woken.clear()
+        counts = registry.counts(db=self.db)
+        if woke or counts["running"] or counts != self._last:
+            self.refresh()
+        self._last = counts
+        clock = self._clock
+        if clock is not None:
+            clock.interval = self.interval if counts["running"] else self.idle_interval
+        return not self._closed.is_set()
+
+    def _wake(self) -> None:
+        self._woken.set()
+        clock = self._clock
+        if clock is not None:
+            clock.poke()
 
     def _safe_refresh(self) -> None:
         try:
@@ -672,10 +434,11 @@ class Browser:
     def close(self) -> None:
         """Stop refreshing and close the widgets."""
         self._closed.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(5)
+        clock = self._clock
+        if clock is not None:
+            clock.cancel()
+        with self._lock:  # a refresh under way on the clock ends before the widgets close
+            pass
         with _lock:
             _browsers.discard(self)
         for widget in self._all:
@@ -691,7 +454,7 @@ class Browser:
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return _bundle(lambda: self.widget, repr(self), self.count_html.value + self.table_html.value)
+        return widget_bundle(lambda: self.widget, repr(self), self.count_html.value + self.table_html.value)
 
 
 def _labels(frame: pandas.DataFrame) -> list[tuple[str, str]]:
@@ -704,9 +467,9 @@ def _labels(frame: pandas.DataFrame) -> list[tuple[str, str]]:
         if status in ACTIVE:
             took = "running…"
         else:
-            took = "" if _missing(row.duration_s) else _duration(float(row.duration_s))
-        name = shorten(row.name if not _missing(row.name) else row.run_id, 24)
-        task = shorten("" if _missing(row.task) else row.task, 50)
+            took = "" if is_missing(row.duration_s) else _duration(float(row.duration_s))
+        name = shorten(row.name if not is_missing(row.name) else row.run_id, 24)
+        task = shorten("" if is_missing(row.task) else row.task, 50)
         rows.append((glyph(status), status, name, _local(row.started), took, task, str(row.run_id)))
     width = max(len(r[2]) for r in rows)
     return [(f"{icon} {status:<9}  {name:<{width}}  {started:<14}  {took:>8}  {task:<50}  {run_id}", run_id)
@@ -720,7 +483,7 @@ def _list_header(frame: pandas.DataFrame) -> str:
     """Column names over the run list, aligned with ``_labels`` (both monospace)."""
     if frame is None or not len(frame):
         return ""
-    width = max(len(shorten(n if not _missing(n) else r, 24)) for n, r in zip(frame["name"], frame["run_id"]))
+    width = max(len(shorten(n if not is_missing(n) else r, 24)) for n, r in zip(frame["name"], frame["run_id"]))
     text = f"  {'status':<9}  {'name':<{width}}  {'started':<14}  {'took':>8}  {'task':<50}  run id"
     return (f'<div class="nbsubagents-browse-columns" style="{_MONO};white-space:pre;font-weight:600;'
             f'font-size:12px;padding-left:4px">{html.escape(text)}</div>')
@@ -803,13 +566,13 @@ def _events_html(run: Run, events: list[dict[str, Any]]) -> str:
             f'(run.events_frame() has all)</div>' if len(frame) > EVENT_ROWS else "")
     rows = []
     for item in shown.itertuples(index=False):
-        failed = (not _missing(item.is_error) and bool(item.is_error)) or \
-            (not _missing(item.kind) and str(item.kind) in ("error", "failed"))
+        failed = (not is_missing(item.is_error) and bool(item.is_error)) or \
+            (not is_missing(item.kind) and str(item.kind) in ("error", "failed"))
         style = f' {attrs("failed")}' if failed else ""
-        text = "" if _missing(item.text) else str(item.text)
-        rows.append(f"<tr{style}><td>{'' if _missing(item.seq) else int(item.seq)}</td>"
+        text = "" if is_missing(item.text) else str(item.text)
+        rows.append(f"<tr{style}><td>{'' if is_missing(item.seq) else int(item.seq)}</td>"
                     f"<td>{_local(item.time, '%H:%M:%S')}</td><td>{html.escape(str(item.type))}</td>"
-                    f"<td>{'' if _missing(item.tool) else html.escape(str(item.tool))}</td>"
+                    f"<td>{'' if is_missing(item.tool) else html.escape(str(item.tool))}</td>"
                     f'<td style="white-space:pre-wrap">{html.escape(_short_lines(text, 600), quote=False)}</td></tr>')
     return (f'{note}<table class="nbsubagents-browse-events"><thead><tr><th>seq</th><th>time</th><th>type</th>'
             f'<th>tool</th><th>text</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
@@ -825,159 +588,3 @@ def browse(*, status: Any = None, preset: str | None = None, model: str | None =
     """An interactive explorer of the project's runs (needs ipywidgets); see ``Browser``."""
     return Browser(root=root, limit=limit, live=live, status=status, preset=preset, model=model, since=since,
                    text=text)
-
-
-# -- the timeline -----------------------------------------------------------------------------------
-def _matplotlib() -> Any:
-    try:
-        import matplotlib
-        import matplotlib.dates
-        import matplotlib.figure  # noqa: F401  (what it draws with: a broken install fails here, with the hint)
-    except ImportError:
-        raise ImportError("runs_timeline() draws with matplotlib, which is not installed: "
-                          "pip install 'nbsubagents[timeline]' (or pip install matplotlib)") from None
-    return matplotlib
-
-
-def _in_ipython() -> bool:
-    ipython = sys.modules.get("IPython")
-    try:
-        return ipython is not None and ipython.get_ipython() is not None
-    except Exception:
-        return False
-
-
-def new_figure(figsize: tuple[float, float]) -> Figure:
-    """In IPython a pyplot figure (so the notebook's backend shows it) closed at once (so it shows once, as
-    the returned value); elsewhere a figure on the Agg canvas, which needs no display."""
-    if _in_ipython():
-        import matplotlib.pyplot as plt
-        fig = plt.figure(figsize=figsize)
-        plt.close(fig)
-        return fig
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=figsize)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
-                  until: Any = None, text: str | None = None, limit: int | None = TIMELINE_LIMIT,
-                  root: str | Path | None = None, theme: str = "auto") -> Figure:
-    """Runs over time: one horizontal bar per run from its start to its end (now while it runs), coloured
-    by status, earliest at the top, so runs that ran in parallel overlap. Filters as ``runs()``; the
-    newest ``limit`` runs are drawn. Returns the matplotlib ``Figure`` (each bar's gid is its run id).
-
-    ``theme``: ``"light"``, ``"dark"`` or ``"auto"`` (JupyterLab's chosen theme, light when unknown). The
-    figure's background is transparent and its text and bars take the theme's colours.
-    """
-    _matplotlib()
-    dark = _dark_theme(theme)
-    ink = "#e5e7eb" if dark else "#1f2937"
-    import pandas as pd
-    from matplotlib import dates as mdates
-    from matplotlib.patches import Patch
-
-    from ..registry import query
-
-    frame = query.runs(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                       limit=limit, root=root)
-    frame = frame.sort_values(["started", "run_id"], kind="stable").reset_index(drop=True)
-    n = len(frame)
-    fig = new_figure((10.0, min(1.6 + 0.32 * max(n, 1), 30.0)))
-    fig.patch.set_alpha(0.0)  # the notebook's own background shows through, light or dark
-    ax = fig.add_subplot()
-    ax.set_facecolor("none")
-    ax.tick_params(colors=ink, labelcolor=ink)
-    for spine in ax.spines.values():
-        spine.set_color(ink)
-    if not n:
-        ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color=ink)
-        ax.set_axis_off()
-        return fig
-
-    now = pd.Timestamp.now(tz="UTC")
-    starts, ends = [], []
-    for row in frame.itertuples(index=False):
-        start = row.started
-        if _missing(start):
-            start = now
-        end = row.ended
-        if str(row.status) in ACTIVE:
-            end = now
-        elif _missing(end):
-            end = start + pd.Timedelta(seconds=0 if _missing(row.duration_s) else float(row.duration_s))
-        starts.append(mdates.date2num(_pydt(start)))
-        ends.append(mdates.date2num(_pydt(max(start, end))))
-    span = max(ends) - min(starts)
-    pad = span * 0.02 if span > 0 else 30 / 86400
-    for i, row in enumerate(frame.itertuples(index=False)):
-        status_ = str(row.status)
-        face = color(status_, dark=dark)
-        # true lengths; the edge in the bar's own colour keeps a run of a few seconds visible as a line
-        # (a run still going: a lighter face, hatched in its colour, up to now)
-        active = status_ in ACTIVE
-        (bar,) = ax.barh(i, ends[i] - starts[i], left=starts[i], height=0.6, color=face + "66" if active else face,
-                         edgecolor=face, linewidth=1.0, hatch="//" if active else None)
-        bar.set_gid(str(row.run_id))
-    names = [str(name) if not _missing(name) else str(rid) for name, rid in zip(frame["name"], frame["run_id"])]
-    ax.set_yticks(range(n))
-    ax.set_yticklabels(names if n <= 80 else [""] * n, fontsize=9 if n <= 30 else 7)
-    ax.set_ylim(n - 0.5, -0.5)  # the earliest run at the top
-    local = datetime.now(timezone.utc).astimezone().tzinfo
-    low, high = min(starts) - pad, max(ends) + pad
-    ax.xaxis.set_major_locator(mdates.AutoDateLocator(tz=local, minticks=3, maxticks=8))
-    ax.xaxis.set_major_formatter(mdates.DateFormatter(_tick_format(high - low, low, high), tz=local))
-    ax.set_xlim(low, high)
-    ax.grid(axis="x", alpha=0.3, color=ink)
-    ax.set_axisbelow(True)
-    present = [s for s in STATUSES if s in set(frame["status"].astype(str))]
-    ax.legend(handles=[Patch(color=color(s, dark=dark), label=s) for s in present], loc="upper left",
-              bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=9, labelcolor=ink)
-    title = plural(n, "run")
-    if limit is not None and n >= limit:
-        title = f"the newest {title}"
-    ax.set_title(title, loc="left", fontsize=10, color=ink)
-    fig.tight_layout()
-    return fig
-
-
-def _tick_format(span_days: float, low: float, high: float) -> str:
-    """Every tick reads as a whole time: seconds only for short spans, the date once runs span days."""
-    from matplotlib import dates as mdates
-
-    if mdates.num2date(low).astimezone().date() != mdates.num2date(high).astimezone().date():
-        return "%m-%d %H:%M"
-    return "%H:%M:%S" if span_days * 86400 < 1800 else "%H:%M"
-
-
-def _dark_theme(theme: str) -> bool:
-    if theme not in ("auto", "light", "dark"):
-        raise NbSubagentsError(f'theme must be "auto", "light" or "dark", got {theme!r}')
-    if theme != "auto":
-        return theme == "dark"
-    return "dark" in (jupyterlab_theme() or "").lower()
-
-
-def jupyterlab_theme() -> str | None:
-    """The theme chosen in JupyterLab's user settings (``JupyterLab Dark``, ...), None when never chosen."""
-    import json
-    import os
-    import re
-
-    folder = os.environ.get("JUPYTERLAB_SETTINGS_DIR")
-    if not folder:
-        try:
-            from jupyter_core.paths import jupyter_config_dir
-        except ImportError:
-            return None
-        folder = os.path.join(jupyter_config_dir(), "lab", "user-settings")
-    path = Path(folder) / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
-    try:
-        text = path.read_text(encoding="utf-8")
-        text = re.sub(r"^\s*//.*$", "", text, flags=re.MULTILINE)  # the file is JSON with comments
-        value = json.loads(text).get("theme")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None

@@ -2,20 +2,20 @@
 
 ``choose_renderer()`` picks the renderer of a run; ``run_mimebundle()`` is how a ``Run`` shows as a
 cell's value and ``live_display()`` how a running one is displayed so that it follows the run. All use
-``widgets_available()``, so they never disagree. ipywidgets is imported only when a panel is built
-(``nbsubagents.ui.panels``). ``text_stream()`` is where plain progress and notices go: the notebook's
+``widgets_available()``, so they never disagree (what kernel this is, ``ui.kernel`` says). ipywidgets is
+imported only when a panel, a bar's widget or a browser is built. ``text_stream()`` is where plain progress and notices go: the notebook's
 output inside a kernel, stderr elsewhere (stdout belongs to the user's program).
 """
 
 from __future__ import annotations
 
 import html
-import importlib.util
 import os
 import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from .kernel import in_kernel, in_widget_kernel  # noqa: F401  (where runs show is decided here)
 from .renderers import Renderer, TextRenderer
 
 if TYPE_CHECKING:
@@ -41,35 +41,6 @@ def display_mode() -> str:
     warnings.warn(f"{ENV_VAR}={raw!r} is not one of {', '.join(MODES)}: detecting the display instead",
                   stacklevel=3)
     return "auto"
-
-
-def _kernel_shell() -> Any:
-    """The IPython shell of a Jupyter kernel we run in, else None (IPython is never imported here)."""
-    ipython = sys.modules.get("IPython")
-    if ipython is None:
-        return None
-    try:
-        shell = ipython.get_ipython()
-    except Exception:
-        return None
-    return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
-
-
-def in_widget_kernel() -> bool:
-    """True inside a Jupyter kernel (ipykernel's ZMQInteractiveShell) where ipywidgets is importable.
-
-    Terminal IPython and plain scripts are not; a kernel run by nbconvert is (it keeps the widget
-    state when asked to), so set ``NBSUBAGENTS_DISPLAY=text`` there for plain text.
-    """
-    shell = _kernel_shell()
-    if shell is None or not any(cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__):
-        return False
-    return importlib.util.find_spec("ipywidgets") is not None
-
-
-def in_kernel() -> bool:
-    """True inside a Jupyter kernel (its stdout is the notebook's output), whatever the widgets."""
-    return _kernel_shell() is not None
 
 
 def text_stream() -> Any:
@@ -102,7 +73,7 @@ def prepare_kernel() -> None:
     if not widgets_available() or not in_widget_kernel():
         return
     try:
-        from .panels import keep_widget_channel
+        from .kernel import keep_widget_channel
         keep_widget_channel()
     except Exception:  # never let a frontend detail break an import: the first panel does it later
         pass
@@ -125,6 +96,21 @@ def renderer_for(show: bool) -> Renderer:
         from .renderers import NullRenderer
         return NullRenderer()
     return choose_renderer()
+
+
+def widget_bundle(widget_of: Any, text: str, html_text: str) -> dict[str, Any]:
+    """A bar's or a browser's mimebundle: text/plain and text/html always; the widget view too where runs
+    show as widgets (``widget_of()`` builds it only then)."""
+    bundle: dict[str, Any] = {"text/plain": text, "text/html": html_text}
+    if widgets_available():  # the one place that decides widget or text
+        try:
+            widget = widget_of()
+        except ImportError:  # ipywidgets missing although forced: the text still shows
+            return bundle
+        view = widget._repr_mimebundle_().get(VIEW_MIME)
+        if view is not None:
+            bundle[VIEW_MIME] = view
+    return bundle
 
 
 def summary_html(run: Run) -> str:

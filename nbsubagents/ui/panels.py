@@ -1,12 +1,14 @@
 """Live progress panels in a notebook: ipywidgets that place the formatter's lines.
 
-The only module that imports ipywidgets (``nbsubagents.ui.display`` decides when to use it). Nothing is
+Panels are ipywidgets, imported through ``ui.kernel.load_ipywidgets`` when one is built (``ui.display``
+decides when). Nothing is
 worded here: event lines come from ``formatter.ProgressFormatter``, counters from ``events.Tally``;
 a panel only chooses where each piece goes and how it is styled.
 
 Threads: a panel's state changes on every event, but its widgets are re-rendered at most every
-``RENDER_INTERVAL`` seconds (the latest state wins); a small daemon ticker flushes what is pending and
-keeps the elapsed time moving while no event comes. Events may arrive from any thread (background
+``RENDER_INTERVAL`` seconds (the latest state wins); the process's one clock (``lifecycle.watcher``)
+ticks each renderer every ``TICK_INTERVAL`` to flush what is pending and keep the elapsed time moving
+while no event comes (no thread of its own). Events may arrive from any thread (background
 runs' watcher); one lock per renderer guards the state, and widgets are only updated by setting their
 values. In ipykernel >= 7.4 the Cancel button and the history toggle are served by a kernel subshell,
 so a click reaches Python while a foreground run keeps the main thread busy.
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..child.artifacts import TERMINAL
 from ..child.formatter import ProgressLine
+from .kernel import click_subshell, load_ipywidgets, route_clicks
 from .panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
                           group_static_html, group_static_text)
 from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph
@@ -31,6 +34,7 @@ from ..style import plural as _plural
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
+    from ..lifecycle.watcher import Subscription
 
 __all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "HISTORY_LIMIT", "RENDER_INTERVAL", "STATIC_INTERVAL"]
 
@@ -68,108 +72,6 @@ _PANEL_CSS = (
     ".nbsubagents-history-toggle.jupyter-widgets-disconnected{opacity:.85}"
     "</style>"
 )
-
-
-def load_ipywidgets() -> Any:
-    try:
-        import ipywidgets
-    except ImportError:
-        raise ImportError(
-            "Live panels need ipywidgets: install it with `pip install 'ipywidgets>=8'` (JupyterLab shows "
-            "them with jupyterlab_widgets), or show plain text with NBSUBAGENTS_DISPLAY=text.") from None
-    return ipywidgets
-
-
-# -- ipykernel subshell: serve clicks while the main thread runs a foreground cell -------------------
-_subshell_lock = threading.Lock()
-_subshell: str | bool | None = None  # None: not tried yet; False: not available
-
-
-def click_subshell() -> str | None:
-    """A kernel subshell (ipykernel >= 7.4) that handles panel clicks; None outside such a kernel.
-
-    A foreground run keeps the kernel's main thread busy until the cell ends, so a click sent to the
-    main shell would wait for the run it wants to cancel. Comm messages of a widget are routed to the
-    subshell returned here (``route_clicks``), whose own thread runs the click handler at once.
-    """
-    global _subshell
-    with _subshell_lock:
-        if _subshell is not None:
-            return _subshell or None
-        _subshell = False
-        if "ipykernel" not in sys.modules:
-            return None
-        try:
-            from ipykernel.kernelbase import Kernel
-            if not Kernel.initialized():
-                return None
-            kernel = Kernel.instance()
-            channel = getattr(kernel, "shell_channel_thread", None)
-            manager = getattr(channel, "manager", None)
-            if not getattr(kernel, "_supports_kernel_subshells", False) or manager is None:
-                return None
-            created, box = threading.Event(), {}
-
-            def create() -> None:
-                try:
-                    box["id"] = manager._create_subshell()
-                finally:
-                    created.set()
-
-            channel.io_loop.add_callback(create)  # subshells are made on the shell channel thread
-            if created.wait(5) and box.get("id"):
-                _subshell = box["id"]
-        except Exception:  # an ipykernel without these internals: clicks wait for the main shell
-            _subshell = False
-        return _subshell or None
-
-
-_channel_keeper: Any = None
-_keeper_lock = threading.Lock()
-FRONTEND_SUBSHELL_WAIT = 0.5  # seconds to wait, once per kernel, for JupyterLab's widget subshell
-
-
-def keep_widget_channel() -> None:
-    """Open one small widget for the kernel's life, and the click subshell (see ``display.prepare_kernel``).
-
-    JupyterLab (4.4 and later) answers the first widget with a ``create_subshell_request`` of its own,
-    whose busy/idle reaches the page after the cell's own busy: the page then shows the kernel Idle while
-    the cell still executes. This widget, which never shows, makes that happen now; once the subshell
-    exists the cell's busy is said again. JupyterLab keeps the subshell while any widget lives.
-    """
-    global _channel_keeper
-    ours = click_subshell()
-    with _keeper_lock:
-        if _channel_keeper is not None:
-            return
-        w = load_ipywidgets()
-        first = not w.Widget.widgets  # no widget yet: the frontend has no widget subshell yet either
-        try:
-            from ipykernel.kernelbase import Kernel
-            kernel = Kernel.instance()
-            manager = kernel.shell_channel_thread.manager
-            before = set(manager.list_subshell())
-        except Exception:  # an ipykernel without subshells: nothing to wait for
-            kernel = manager = None
-        _channel_keeper = w.HTML()
-        if not first or manager is None:
-            return
-        deadline = time.monotonic() + FRONTEND_SUBSHELL_WAIT
-        while time.monotonic() < deadline:
-            if set(manager.list_subshell()) - before - {ours}:
-                time.sleep(0.1)  # its reply and idle go out just after the subshell exists
-                try:
-                    kernel._publish_status("busy", "shell")  # the cell that imported us still executes
-                except Exception:
-                    pass
-                return
-            time.sleep(0.01)
-
-
-def route_clicks(widget: Any, subshell_id: str | None) -> None:
-    comm = getattr(widget, "comm", None)
-    if subshell_id and comm is not None and hasattr(comm, "_reply_subshell_for"):
-        comm._reply_subshell_for = lambda data, default: subshell_id
 
 
 # -- one run ------------------------------------------------------------------------------------------
@@ -451,7 +353,7 @@ class WidgetRenderer:
 
     ``start`` displays one ``RunPanel`` (one run) or a ``GroupPanel`` (several) with its static record
     (see ``_StaticRecord``); ``event`` updates the state and renders when the panel's last render is
-    ``min_interval`` old; the ticker renders what is left pending and moves the clocks; ``end`` and
+    ``min_interval`` old; its tick on the process's clock renders what is left pending and moves the clocks; ``end`` and
     ``close`` always render the final state, which replaces the widget view by the static record.
 
     ``display`` (tests, benchmarks) receives the widget instead and no static record is sent;
@@ -469,7 +371,7 @@ class WidgetRenderer:
         self._use_ticker = ticker
         self._lock = threading.RLock()
         self._stop = threading.Event()
-        self._ticker: threading.Thread | None = None
+        self._ticker: Subscription | None = None  # its tick on the process's clock
         self.view: RunPanel | GroupPanel | None = None
         self.panels: dict[str, RunPanel] = {}
         self._group_dirty = False
@@ -517,8 +419,8 @@ class WidgetRenderer:
     def close(self) -> None:
         self._stop.set()
         ticker, self._ticker = self._ticker, None
-        if ticker is not None and ticker is not threading.current_thread():
-            ticker.join(2)
+        if ticker is not None:
+            ticker.cancel()
         with self._lock:
             for panel in self.panels.values():
                 if panel.dirty or panel.active:
@@ -534,9 +436,9 @@ class WidgetRenderer:
             return sum(p.renders for p in self.panels.values())
 
     def _start_ticker(self) -> None:
-        if self._use_ticker and self._ticker is None:
-            self._ticker = threading.Thread(target=self._tick, name="nbsubagents-panels", daemon=True)
-            self._ticker.start()
+        if self._use_ticker and self._ticker is None and not self._stop.is_set():
+            from ..lifecycle import watcher
+            self._ticker = watcher.subscribe(self._tick, TICK_INTERVAL, name="panel clock")
 
     def _show(self, view: RunPanel | GroupPanel) -> None:
         if self._display is not None:
@@ -558,13 +460,19 @@ class WidgetRenderer:
             group.render()
             self._group_dirty = False
 
-    def _tick(self) -> None:
-        while not self._stop.wait(TICK_INTERVAL):
-            with self._lock:
-                now = time.monotonic()
-                for panel in self.panels.values():
-                    age = now - panel.last_render
-                    if (panel.dirty and age >= self.min_interval) or (panel.active and age >= CLOCK_INTERVAL):
-                        panel.render()
-                        self._group_dirty = True
-                self._render_group(now, force=False)
+    def _tick(self) -> bool:
+        """One tick of the clock: render what is pending or whose elapsed time moved; False once closed or
+        once every panel shows its run's end (a follower nobody closes ends there too)."""
+        if self._stop.is_set():
+            return False
+        with self._lock:
+            now = time.monotonic()
+            for panel in self.panels.values():
+                age = now - panel.last_render
+                if (panel.dirty and age >= self.min_interval) or (panel.active and age >= CLOCK_INTERVAL):
+                    panel.render()
+                    self._group_dirty = True
+            self._render_group(now, force=False)
+            ended = bool(self.panels) and not any(p.active or p.dirty for p in self.panels.values()) \
+                and not self._group_dirty
+        return not (self._stop.is_set() or ended)

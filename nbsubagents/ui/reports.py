@@ -90,7 +90,7 @@ def _as_runs(runs_or_frame: Any) -> list[Run]:
         if "run_dir" in frame.columns:
             return [Run(str(d)) for d in frame["run_dir"]]
         if "run_id" in frame.columns:
-            from ..registry import get_run
+            from ..lifecycle.handle import get_run
             return [get_run(str(i)) for i in frame["run_id"]]
         raise NbSubagentsError("report() needs runs: a Run, a list of Runs, or a runs() DataFrame with a "
                                "run_id or run_dir column")
@@ -102,7 +102,7 @@ def _as_runs(runs_or_frame: Any) -> list[Run]:
         if isinstance(item, Run):
             runs.append(item)
         elif isinstance(item, str):
-            from ..registry import get_run
+            from ..lifecycle.handle import get_run
             runs.append(get_run(item))
         else:
             raise NbSubagentsError(f"report() got {item!r} among the runs: give Runs or run ids")

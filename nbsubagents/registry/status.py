@@ -1,0 +1,187 @@
+"""``Status``, what ``nbsubagents.status()`` returns, and its text and HTML views: pure functions of registry
+rows. ``snapshot()`` reads the rows (a pure read: ``nbsubagents.status()`` reconciles first).
+
+Standard library only; pandas is imported by ``Status.to_frame()`` alone.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ..child.artifacts import TERMINAL
+from ..style import shorten
+from .store import ACTIVE, NAMES, age, counts, db_path, fetch, resolve
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["Status", "snapshot", "MAX_TABLE_ROWS"]
+
+
+def snapshot(run_id: str | None = None, *, include_completed: bool = False,
+             root: str | Path | None = None) -> Status:
+    """Counts and rows as the registry holds them (a pure read): active runs by default, every run with
+    ``include_completed``, one with ``run_id``. ``nbsubagents.status()`` reconciles first."""
+    db = db_path(root)
+    if run_id is not None:
+        row = resolve(run_id, root)
+        return Status(counts(db=db), [_refresh(db, row)], run_id=row["run_id"])
+    if not db.exists():
+        return Status(counts(db=db), [])
+    where = "" if include_completed else "WHERE status IN ('queued', 'running') "
+    rows = fetch(db, f"SELECT * FROM runs {where}ORDER BY created_at, run_id")
+    return Status(counts(db=db), rows, include_completed=include_completed)
+
+
+def _refresh(db: Path, row: dict[str, Any]) -> dict[str, Any]:
+    got = fetch(db, "SELECT * FROM runs WHERE run_id = ?", (row["run_id"],))
+    return got[0] if got else row
+
+
+def _local(iso: str | None, *, seconds: bool = True) -> str:
+    if not iso:
+        return ""
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone()
+    except ValueError:
+        return iso
+    return moment.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%m-%d %H:%M")
+
+
+def _took(row: dict[str, Any]) -> str:
+    if row.get("duration") is not None:
+        return f"{row['duration']:.1f}s"
+    since = row.get("started_at") or row.get("created_at")
+    if row.get("status") in ACTIVE and since:
+        seconds = age(since)
+        return f"{seconds:.0f}s…" if seconds != float("inf") else ""
+    return ""
+
+
+def _first_line(text: str | None, limit: int) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def _outcome(row: dict[str, Any], limit: int = 50) -> str:
+    """The answer (or the error) on one line: every line of it, whitespace folded, cut at ``limit``."""
+    return shorten(row.get("final_text") if row.get("status") == "completed" else row.get("error_message"), limit)
+
+
+_TABLE = [("RUN ID", "run_id"), ("NAME", "name"), ("STATUS", "status"), ("MODEL", "model"),
+          ("STARTED", "started"), ("TOOK", "took"), ("TASK", "task"), ("RESULT", "result")]
+MAX_TABLE_ROWS = 50
+
+
+@dataclass
+class Status:
+    """What ``nbsubagents.status()`` returns: ``counts`` and ``rows`` (dicts of registry columns)."""
+
+    counts: dict[str, int]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    run_id: str | None = None
+    include_completed: bool = False
+
+    @property
+    def running(self) -> int:
+        return self.counts["running"]
+
+    @property
+    def total(self) -> int:
+        return self.counts["total"]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def counts_line(self) -> str:
+        c = self.counts
+        return (f"{c['running']} running · {c['completed']} completed · {c['failed']} failed · "
+                f"{c['aborted']} aborted · {c['total']} total")
+
+    def _cells(self, row: dict[str, Any]) -> dict[str, str]:
+        return {"run_id": row["run_id"], "name": row.get("name") or "", "status": row.get("status") or "",
+                "model": row.get("model") or "", "started": _local(row.get("started_at") or row.get("created_at"),
+                                                                    seconds=False),
+                "took": _took(row), "task": _first_line(row.get("task"), 40), "result": _outcome(row)}
+
+    def _shown(self) -> list[dict[str, Any]]:
+        return self.rows[-MAX_TABLE_ROWS:]
+
+    def _details(self, row: dict[str, Any]) -> list[tuple[str, str]]:
+        items = [("status", row.get("status") or ""), ("name", row.get("name") or ""),
+                 ("preset", row.get("preset") or ""), ("mode", row.get("mode") or ""),
+                 ("runner", row.get("runner") or ""), ("model", row.get("model") or ""),
+                 ("task", (row.get("task") or "").strip()), ("cwd", row.get("cwd") or ""),
+                 ("created", _local(row.get("created_at"))), ("started", _local(row.get("started_at"))),
+                 ("ended", _local(row.get("ended_at"))), ("took", _took(row))]
+        if row.get("status") in TERMINAL:
+            items += [("exit code", str(row.get("exit_code"))), ("stop reason", str(row.get("stop_reason"))),
+                      ("turns", str(row.get("turns") or 0)), ("tool calls", str(row.get("tool_calls") or 0)),
+                      ("tokens", f"{row.get('total_tokens') or 0:,}"), ("cost", f"${row.get('cost') or 0:.4f}")]
+            if row.get("error_message"):
+                items.append(("error", row["error_message"]))
+        elif row.get("runner") == "tmux":
+            from ..child.tmux_pane import attach_command
+            items.append(("attach", attach_command(row["run_id"])))
+        items += [("run dir", row.get("run_dir") or ""), ("transcript", str(Path(row.get("run_dir") or "") /
+                                                                              "transcript.log"))]
+        if row.get("status") in TERMINAL and row.get("final_text"):
+            items.append(("output", row["final_text"].strip()))
+        return [(k, v) for k, v in items if v not in ("", "None")]
+
+    def __repr__(self) -> str:
+        if self.run_id is not None and self.rows:
+            row = self.rows[0]
+            lines = [f"run {row['run_id']}"]
+            for key, value in self._details(row):
+                first, *rest = value.splitlines() or [""]
+                lines.append(f"  {key:<12} {first}")
+                lines += [f"  {'':<12} {ln}" for ln in rest[:30]]
+            return "\n".join(lines)
+        lines = [self.counts_line()]
+        shown = self._shown()
+        if not shown:
+            lines.append("no active runs" if not self.include_completed else "no runs yet")
+            return "\n".join(lines)
+        cells = [self._cells(r) for r in shown]
+        widths = {key: max(len(title), *(len(c[key]) for c in cells)) for title, key in _TABLE}
+        lines.append("  ".join(title.ljust(widths[key]) for title, key in _TABLE).rstrip())
+        for c in cells:
+            lines.append("  ".join(c[key].ljust(widths[key]) for _, key in _TABLE).rstrip())
+        if len(self.rows) > len(shown):
+            lines.append(f"… {len(self.rows) - len(shown)} earlier runs not shown (status.rows has all)")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        style = "text-align:left;vertical-align:top"
+        if self.run_id is not None and self.rows:
+            body = "".join(f"<tr><th style='{style}'>{esc(k)}</th><td style='{style};white-space:pre-wrap'>"
+                           f"{esc(v)}</td></tr>" for k, v in self._details(self.rows[0]))
+            return f"<div><b>run {esc(self.rows[0]['run_id'])}</b><table>{body}</table></div>"
+        head = f"<div>{esc(self.counts_line())}</div>"
+        shown = self._shown()
+        if not shown:
+            return head + f"<div><i>{'no active runs' if not self.include_completed else 'no runs yet'}</i></div>"
+        th = "".join(f"<th style='{style}'>{esc(t)}</th>" for t, _ in _TABLE)
+        trs = "".join("<tr>" + "".join(f"<td style='{style}'>{esc(c[k])}</td>" for _, k in _TABLE) + "</tr>"
+                      for c in (self._cells(r) for r in shown))
+        more = (f"<div><i>{len(self.rows) - len(shown)} earlier runs not shown</i></div>"
+                if len(self.rows) > len(shown) else "")
+        return f"<div>{head}<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>{more}</div>"
+
+    def to_frame(self) -> pandas.DataFrame:
+        """The rows as a pandas DataFrame indexed by run id (pandas is imported here only)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.rows, columns=NAMES)
+        for col in ("created_at", "started_at", "ended_at"):
+            frame[col] = pd.to_datetime(frame[col], utc=True, errors="coerce")
+        return frame.set_index("run_id")

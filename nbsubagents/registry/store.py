@@ -1,0 +1,452 @@
+"""The registry's storage: a SQLite index of every run of a project, at ``<root>/.pi/subagents/registry.sqlite``.
+
+One row per run (single, parallel, background), written when the run is created, launched and
+once it is terminal. Several kernels and processes write it at once: WAL, a busy timeout and one
+short statement (or one ``BEGIN IMMEDIATE`` transaction) per write. The run directories stay the
+source of truth; ``rebuild()`` recreates every row from them, and a process's first use adds the
+directories it finds without a row.
+
+Storage only: it knows neither ``Run`` nor the watcher and prints nothing. Settling, taking over and
+announcing are ``nbsubagents.lifecycle.reconcile``'s; this module gives it the atomic steps: a guarded
+``upsert`` (a terminal row never goes back to active), ``claim()`` (an atomic ``UPDATE ... WHERE
+announced = 0``: exactly one process announces a run's end) and ``take_over()``. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import sys
+import threading
+import time
+import warnings
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..child import artifacts
+from ..child import procs
+from ..child.artifacts import TERMINAL, RunPaths, now_iso, read_json
+from ..config import NbSubagentsError, project_root
+
+__all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
+           "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
+           "launcher_identity", "COLUMNS", "NAMES", "ACTIVE", "HOST", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 3  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data
+ACTIVE = ("queued", "running")
+FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
+
+# (column, SQL type); the order is the table's.
+COLUMNS: list[tuple[str, str]] = [
+    ("run_id", "TEXT PRIMARY KEY"), ("name", "TEXT"), ("preset", "TEXT"), ("mode", "TEXT"),
+    ("runner", "TEXT"), ("status", "TEXT NOT NULL"), ("task", "TEXT"), ("cwd", "TEXT"),
+    ("requested_model", "TEXT"), ("model", "TEXT"), ("run_dir", "TEXT NOT NULL"),
+    ("created_at", "TEXT"), ("started_at", "TEXT"), ("ended_at", "TEXT"), ("duration", "REAL"),
+    ("exit_code", "INTEGER"), ("stop_reason", "TEXT"), ("error_message", "TEXT"), ("final_text", "TEXT"),
+    ("input_tokens", "INTEGER"), ("output_tokens", "INTEGER"), ("cache_read_tokens", "INTEGER"),
+    ("cache_write_tokens", "INTEGER"), ("total_tokens", "INTEGER"), ("cost", "REAL"),
+    ("tool_calls", "INTEGER"), ("turns", "INTEGER"),
+    ("host", "TEXT"), ("launcher_pid", "INTEGER"), ("launcher_ticks", "INTEGER"),
+    ("notebook", "TEXT"), ("kernel", "TEXT"),
+    ("supervisor_pid", "INTEGER"), ("supervisor_ticks", "INTEGER"), ("child_pid", "INTEGER"),
+    ("owner_pid", "INTEGER"), ("owner_ticks", "INTEGER"), ("owner_host", "TEXT"),
+    ("announced", "INTEGER NOT NULL DEFAULT 0"), ("updated_at", "TEXT"),
+    # experiments (nbsubagents.experiment): params/tags/scores are JSON objects, rebuilt from meta.json/scores.json
+    ("experiment", "TEXT"), ("params", "TEXT"), ("tags", "TEXT"), ("scores", "TEXT"),
+    # issue 14: an isolated run's changes, a typed run's data (JSON)
+    ("files_changed", "INTEGER"), ("lines_added", "INTEGER"), ("lines_removed", "INTEGER"), ("data", "TEXT"),
+]
+NAMES = [name for name, _ in COLUMNS]
+_INSERT_ONLY = {"run_id", "owner_pid", "owner_ticks", "owner_host"}  # owner changes only by take_over()
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs ({", ".join(f"{n} {t}" for n, t in COLUMNS)});
+CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
+CREATE INDEX IF NOT EXISTS runs_preset ON runs(preset);
+CREATE INDEX IF NOT EXISTS runs_model ON runs(model);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
+CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
+CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
+"""
+
+_TERMINAL_SQL = "('completed', 'failed', 'aborted')"
+_UPSERT = (
+    f"INSERT INTO runs ({', '.join(NAMES)}) VALUES ({', '.join('?' for _ in NAMES)}) "
+    "ON CONFLICT(run_id) DO UPDATE SET "
+    + ", ".join(f"{n} = COALESCE(excluded.{n}, runs.{n})" for n in NAMES
+                if n not in _INSERT_ONLY and n not in ("status", "announced"))
+    + ", status = excluded.status, announced = MAX(runs.announced, excluded.announced) "
+    # a snapshot taken before the end never overwrites the end
+    f"WHERE runs.status NOT IN {_TERMINAL_SQL} OR excluded.status IN {_TERMINAL_SQL}"
+)
+
+_ready: set[Path] = set()
+_loaded: set[Path] = set()   # projects whose directories this process has synced
+_lock = threading.Lock()
+_warned = False
+HOST = os.uname().nodename
+
+
+# -- the database ---------------------------------------------------------------------------------
+def db_path(root: str | Path | None = None) -> Path:
+    """``<root>/.pi/subagents/registry.sqlite`` of the project (the current one by default)."""
+    base = Path(root).expanduser().resolve() if root is not None else project_root()
+    return artifacts.runs_dir(base).parent / "registry.sqlite"
+
+
+def db_of(run_dir: Path) -> Path:
+    return Path(run_dir).parent.parent / "registry.sqlite"  # <root>/.pi/subagents/runs/<id>
+
+
+class _Connection:
+    """``with _Connection(db) as conn``: a short-lived autocommit connection, schema ensured."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.parent.mkdir(parents=True, exist_ok=True)
+        if not self.db.exists():  # new, or deleted under us: set it up again
+            _ready.discard(self.db)
+            _loaded.discard(self.db)
+        self.conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA busy_timeout = 30000")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        if self.db not in _ready:
+            _init_schema(self.conn)
+            _ready.add(self.db)
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+
+def _init_schema(conn: sqlite3.Connection) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    create, *indexes = filter(str.strip, _SCHEMA.split(";"))
+                    conn.execute(create)
+                    _add_missing_columns(conn)  # a table of an earlier version gets the new columns
+                    for statement in indexes:
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    conn.execute("COMMIT")
+                except BaseException:  # an interrupt too: undo, and let it go on up
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """A registry made by an older version gains the columns added since (all nullable)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name, kind in COLUMNS:
+        if name not in have:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+
+
+def connect(db: Path) -> _Connection:
+    return _Connection(db)
+
+
+# -- rows from run directories --------------------------------------------------------------------
+def launcher_identity() -> dict[str, Any]:
+    """Who starts a run: pid with its start time, host, and the notebook/kernel when cheaply known."""
+    me = os.getpid()
+    ident: dict[str, Any] = {"pid": me, "host": HOST, "startTicks": procs.process_start_ticks(me)}
+    if os.environ.get("JPY_SESSION_NAME"):
+        ident["notebook"] = os.environ["JPY_SESSION_NAME"]
+    if "ipykernel" in sys.modules:
+        argv = sys.argv
+        for i, arg in enumerate(argv):
+            if arg == "-f" and i + 1 < len(argv):
+                ident["kernel"] = Path(argv[i + 1]).stem
+            elif arg.startswith("--f="):
+                ident["kernel"] = Path(arg[4:]).stem
+    return ident
+
+
+def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
+    usage = result.get("usage") or {}
+    text = result.get("finalText") or ""
+    if len(text) > FINAL_TEXT_LIMIT:
+        text = text[:FINAL_TEXT_LIMIT - 1] + "…"
+    return {
+        "status": result.get("status") if result.get("status") in TERMINAL else "failed",
+        "exit_code": result.get("exitCode"), "stop_reason": result.get("stopReason"),
+        "error_message": result.get("errorMessage"), "final_text": text,
+        "input_tokens": usage.get("input"), "output_tokens": usage.get("output"),
+        "cache_read_tokens": usage.get("cacheRead"), "cache_write_tokens": usage.get("cacheWrite"),
+        "total_tokens": usage.get("totalTokens"), "cost": usage.get("cost"),
+        "tool_calls": result.get("toolCalls"), "turns": result.get("turns"),
+        "started_at": result.get("startedAt"), "ended_at": result.get("endedAt"),
+        "duration": result.get("durationSeconds"),
+        "files_changed": (result.get("changes") or {}).get("files"),
+        "lines_added": (result.get("changes") or {}).get("added"),
+        "lines_removed": (result.get("changes") or {}).get("removed"),
+        "data": _json_or_none(result.get("data")) if "data" in result else None,
+    }
+
+
+def _json_or_none(value: Any) -> str:
+    import json
+    return json.dumps(value, ensure_ascii=False)
+
+
+def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
+    """The registry row a run directory implies (None until its meta.json exists)."""
+    paths = RunPaths(Path(run_dir))
+    meta = read_json(paths.meta)
+    if meta is None:
+        return None
+    launcher = meta.get("launcher") or {}
+    row: dict[str, Any] = {
+        "run_id": meta.get("runId") or paths.dir.name, "name": meta.get("name"), "preset": meta.get("preset"),
+        "mode": meta.get("mode"), "runner": meta.get("runner") or "process", "task": meta.get("task"),
+        "cwd": meta.get("cwd"), "requested_model": meta.get("requestedModel"), "model": meta.get("resolvedModel"),
+        "run_dir": str(paths.dir), "created_at": meta.get("createdAt"),
+        "host": launcher.get("host"), "launcher_pid": launcher.get("pid"),
+        "launcher_ticks": launcher.get("startTicks"), "notebook": launcher.get("notebook"),
+        "kernel": launcher.get("kernel"),
+        "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),
+    }
+    if meta.get("experiment") is not None:
+        import json
+
+        scores = read_json(paths.dir / "scores.json") or {}
+        row.update(experiment=meta["experiment"], params=json.dumps(meta.get("params") or {}, default=str),
+                   tags=json.dumps(meta.get("tags") or {}, default=str),
+                   scores=json.dumps(scores.get("scores") or {}, default=str))
+    sup = read_json(paths.supervisor)
+    if sup:
+        row.update(supervisor_pid=sup.get("pid"), supervisor_ticks=sup.get("startTicks"),
+                   child_pid=sup.get("childPid"), started_at=sup.get("startedAt"))
+    result = read_json(paths.result)
+    if result is not None:
+        row.update(_result_fields(result))
+    else:
+        row["status"] = "running" if sup else "queued"
+    return row
+
+
+def upsert(db: Path, row: dict[str, Any], *, announced: bool = False) -> None:
+    """Insert or update one row (keyed by run_id); a terminal row is never taken back to active."""
+    values = {**row, "announced": 1 if announced else 0, "updated_at": now_iso()}
+    with connect(db) as conn:
+        conn.execute(_UPSERT, [values.get(n) for n in NAMES])
+
+
+def record(run: Any, *, status: str | None = None, announced: bool = False) -> dict[str, Any] | None:
+    """Write the row of a run from its directory (``status`` overrides what the directory says)."""
+    run_dir = Path(run.dir) if not isinstance(run, (str, Path)) else Path(run)
+    row = row_from_dir(run_dir)
+    if row is None:
+        return None
+    if status is not None and row["status"] not in TERMINAL:
+        row["status"] = status
+    upsert(db_of(run_dir), row, announced=announced)
+    return row
+
+
+def note(run: Any, *, status: str | None = None, announced: bool = False) -> None:
+    """``record()`` that never fails a run: a registry problem is a warning (rebuild() repairs it)."""
+    global _warned
+    try:
+        record(run, status=status, announced=announced)
+    except (sqlite3.Error, OSError) as exc:
+        if not _warned:
+            _warned = True
+            warnings.warn(f"nbsubagents: the run registry {db_of(run.dir)} could not be written ({exc}); "
+                          "runs still work, and nbsubagents.registry.rebuild() recreates it from the run "
+                          "directories", RuntimeWarning, stacklevel=2)
+
+
+def claim(run_id: str, root_or_db: Path) -> bool:
+    """Atomically take the right to announce a run's end; True for exactly one caller, ever."""
+    db = root_or_db if root_or_db.suffix == ".sqlite" else db_path(root_or_db)
+    with connect(db) as conn:
+        return conn.execute("UPDATE runs SET announced = 1 WHERE run_id = ? AND announced = 0",
+                            (run_id,)).rowcount == 1
+
+
+def take_over(db: Path, row: dict[str, Any]) -> bool:
+    """Become the owner (watcher) of a run whose owner is gone; only one process wins."""
+    me = os.getpid()
+    with connect(db) as conn:
+        return conn.execute(
+            "UPDATE runs SET owner_pid = ?, owner_ticks = ?, owner_host = ? WHERE run_id = ? "
+            "AND owner_pid IS ? AND owner_ticks IS ?",
+            (me, procs.process_start_ticks(me), HOST, row["run_id"], row.get("owner_pid"),
+             row.get("owner_ticks"))).rowcount == 1
+
+
+def fetch(db: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
+    with connect(db) as conn:
+        return [dict(r) for r in conn.execute(sql, tuple(args))]
+
+
+def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[str, int]:
+    """``{"running", "completed", "failed", "aborted", "total"}``; queued runs count as running."""
+    db = db or db_path(root)
+    out = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
+    if not db.exists():
+        return out
+    with connect(db) as conn:
+        for status_, n in conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status"):
+            key = "running" if status_ in ACTIVE else status_
+            out[key] = out.get(key, 0) + n
+            out["total"] += n
+    return out
+
+
+# -- keeping rows truthful ------------------------------------------------------------------------
+def age(iso: str | None) -> float:
+    if not iso:
+        return float("inf")
+    try:
+        return time.time() - datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return float("inf")
+
+
+def _sync_dirs(db: Path) -> None:
+    """Rows for run directories that have none (runs of older versions, a lost write); drop rows of
+    deleted directories. Once per process and project."""
+    base = db.parent / "runs"
+    try:
+        names = {e.name for e in os.scandir(base) if e.is_dir() and valid_run_id(e.name)}
+    except OSError:
+        names = set()
+    known = {r["run_id"]: r["run_dir"] for r in fetch(db, "SELECT run_id, run_dir FROM runs")}
+    known_names = {Path(d).name for d in known.values()}
+    for name in sorted(names - known_names):
+        row = row_from_dir(base / name)
+        if row is not None:
+            upsert(db, row, announced=row["status"] in TERMINAL)  # history, not news
+    gone = [rid for rid, d in known.items() if Path(d).name not in names and not Path(d).is_dir()]
+    if gone:
+        with connect(db) as conn:
+            conn.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
+
+
+def forget_loaded() -> None:
+    """Forget which projects this process has synced and which databases it has set up (the next use
+    syncs the directories and checks the schema again)."""
+    with _lock:
+        _loaded.clear()
+        _ready.clear()
+
+
+def ensure_loaded(db: Path) -> None:
+    with _lock:
+        if db in _loaded:
+            return
+        _loaded.add(db)
+    _sync_dirs(db)
+
+
+def rebuild(root: str | Path | None = None) -> int:
+    """Recreate every row from the run directories; returns how many runs it holds.
+
+    Announcement flags survive for runs that had a row; runs new to the registry count as already
+    announced when terminal (they are history, not news).
+    """
+    db = db_path(root)
+    base = db.parent / "runs"
+    rows = []
+    if base.is_dir():
+        for entry in sorted(os.scandir(base), key=lambda e: e.name):
+            if entry.is_dir() and valid_run_id(entry.name):
+                row = row_from_dir(entry.path)
+                if row is not None:
+                    rows.append(row)
+    with connect(db) as conn:
+        old = {r["run_id"]: (r["announced"], r["owner_pid"], r["owner_ticks"], r["owner_host"])
+               for r in conn.execute("SELECT run_id, announced, owner_pid, owner_ticks, owner_host FROM runs")}
+        now = now_iso()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM runs")
+            for row in rows:
+                prior = old.get(row["run_id"])
+                values = {**row, "updated_at": now,
+                          "announced": prior[0] if prior else int(row["status"] in TERMINAL)}
+                if prior:
+                    values.update(owner_pid=prior[1], owner_ticks=prior[2], owner_host=prior[3])
+                conn.execute(f"INSERT INTO runs ({', '.join(NAMES)}) VALUES ({', '.join('?' for _ in NAMES)})",
+                             [values.get(n) for n in NAMES])
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    with _lock:
+        _loaded.add(db)
+    return len(rows)
+
+
+# -- finding runs ---------------------------------------------------------------------------------
+RUN_ID_CHARS = re.compile(r"[A-Za-z0-9-]{1,64}")  # the run-id alphabet (new_run_id: digits, '-', hex)
+
+
+def valid_run_id(text: str) -> bool:
+    """True when ``text`` is made of the run-id alphabet only: never a path, a glob or a wildcard."""
+    return isinstance(text, str) and RUN_ID_CHARS.fullmatch(text) is not None
+
+
+def resolve(id_or_prefix: str, root: str | Path | None = None) -> dict[str, Any]:
+    """The row of a run id, a unique prefix of one, or a unique prefix of its random tail (``"a17"``).
+
+    Only the run-id alphabet is looked up: anything else (``../x``, ``/etc``, ``*``) is no run.
+    """
+    if not isinstance(id_or_prefix, str) or not id_or_prefix.strip():
+        raise NbSubagentsError(f"A run id (or a unique prefix of one) is needed, got {id_or_prefix!r}")
+    prefix = id_or_prefix.strip()
+    db = db_path(root)
+    if not valid_run_id(prefix):
+        raise NbSubagentsError(f'No run "{prefix}" in {db.parent / "runs"}: a run id is made of letters, digits '
+                               "and '-' (like 20261126-054801-a1b2c3); "
+                               "nbsubagents.status(include_completed=True) lists the runs")
+    rows: list[dict[str, Any]] = []
+    if db.exists() or db.parent.joinpath("runs").is_dir():
+        ensure_loaded(db)
+        rows = fetch(db, "SELECT * FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT 21",
+                      (prefix, prefix + "\U0010ffff"))
+        tail = "-" not in prefix and len(prefix) <= 6
+        if tail:  # the random tail of YYYYMMDD-HHMMSS-xxxxxx
+            seen = {r["run_id"] for r in rows}
+            rows += [r for r in fetch(db, "SELECT * FROM runs WHERE run_id GLOB ? ORDER BY run_id LIMIT 21",
+                                       (f"????????-??????-{prefix}*",)) if r["run_id"] not in seen]
+        if not rows:  # a directory written since this process synced (another process's lost write)
+            base = db.parent / "runs"
+            patterns = [f"{prefix}*"] + ([f"????????-??????-{prefix}*"] if tail else [])
+            found = sorted({p for pattern in patterns for p in base.glob(pattern)}) if base.is_dir() else []
+            for path in found:
+                row = record(path) if path.is_dir() else None
+                if row is not None:
+                    rows.append(row)
+    exact = [r for r in rows if r["run_id"] == prefix]
+    if exact:
+        return exact[0]
+    if len(rows) == 1:
+        return rows[0]
+    if not rows:
+        raise NbSubagentsError(f'No run "{prefix}" in {db.parent / "runs"}: '
+                               "nbsubagents.status(include_completed=True) lists the runs")
+    listing = ", ".join(r["run_id"] for r in rows[:20]) + (", …" if len(rows) > 20 else "")
+    raise NbSubagentsError(f'Run id prefix "{prefix}" is ambiguous: it matches {listing}. Give more characters.')

@@ -1,0 +1,194 @@
+"""The kernel and its frontend, quarantined: every use of ipykernel's and ipywidgets' private APIs is here.
+
+- which kernel we run in: ``kernel_shell()``, ``in_kernel()``, ``in_widget_kernel()``, ``in_ipython()``
+  (IPython is never imported: only looked up when already loaded);
+- whose cell a thread's output belongs to: ``cell_parent()`` and ``in_cell()`` (ipykernel's per-thread
+  parent of its output streams), so the clock's prints reach the cell that launched a run;
+- clicks served while a foreground cell keeps the main thread busy: ``click_subshell()`` (a kernel
+  subshell, ipykernel >= 7.4, made through its shell channel's private manager), ``route_clicks()`` (a
+  widget comm's private reply routing) and ``keep_widget_channel()`` (JupyterLab's widget subshell opened
+  before a run's cell);
+- ``load_ipywidgets()``: the import of ipywidgets, with the install hint when it is missing.
+
+When ipykernel or ipywidgets change these internals, this is the one module to change; every function
+degrades to "not available" (clicks then wait for the main shell) rather than raise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+__all__ = ["kernel_shell", "in_kernel", "in_widget_kernel", "in_ipython", "cell_parent", "in_cell",
+           "click_subshell", "route_clicks", "keep_widget_channel", "load_ipywidgets"]
+
+
+def kernel_shell() -> Any:
+    """The IPython shell of a Jupyter kernel we run in, else None (IPython is never imported here)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    try:
+        shell = ipython.get_ipython()
+    except Exception:
+        return None
+    return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
+def in_widget_kernel() -> bool:
+    """True inside a Jupyter kernel (ipykernel's ZMQInteractiveShell) where ipywidgets is importable.
+
+    Terminal IPython and plain scripts are not; a kernel run by nbconvert is (it keeps the widget
+    state when asked to), so set ``NBSUBAGENTS_DISPLAY=text`` there for plain text.
+    """
+    shell = kernel_shell()
+    if shell is None or not any(cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__):
+        return False
+    return importlib.util.find_spec("ipywidgets") is not None
+
+
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (its stdout is the notebook's output), whatever the widgets."""
+    return kernel_shell() is not None
+
+
+def in_ipython() -> bool:
+    """True when IPython (a terminal or a kernel) is running this process."""
+    ipython = sys.modules.get("IPython")
+    try:
+        return ipython is not None and ipython.get_ipython() is not None
+    except Exception:
+        return False
+
+
+def cell_parent() -> dict[str, Any] | None:
+    """The header of the cell running now (ipykernel's output streams know it), else None."""
+    parent = getattr(sys.stdout, "parent_header", None)
+    return dict(parent) if isinstance(parent, dict) and parent.get("msg_id") else None
+
+
+@contextmanager
+def in_cell(parent: dict[str, Any] | None) -> Iterator[None]:
+    """Attribute what this thread prints to the cell ``parent`` (the one that launched a run), not to
+    whichever cell happens to run: ipykernel's streams take a per-thread parent."""
+    tokens = []
+    if parent:
+        for stream in (sys.stdout, sys.stderr):
+            if hasattr(stream, "set_thread_parent"):
+                try:
+                    tokens.append((stream, stream.set_thread_parent(parent)))
+                except Exception:  # another kernel's stream: output goes where it would have gone
+                    pass
+    try:
+        yield
+    finally:
+        for stream, token in reversed(tokens):
+            try:
+                stream.reset_thread_parent(token)
+            except Exception:
+                pass
+
+
+def load_ipywidgets() -> Any:
+    try:
+        import ipywidgets
+    except ImportError:
+        raise ImportError(
+            "Live panels need ipywidgets: install it with `pip install 'ipywidgets>=8'` (JupyterLab shows "
+            "them with jupyterlab_widgets), or show plain text with NBSUBAGENTS_DISPLAY=text.") from None
+    return ipywidgets
+
+
+_subshell_lock = threading.Lock()
+_subshell: str | bool | None = None  # None: not tried yet; False: not available
+
+
+def click_subshell() -> str | None:
+    """A kernel subshell (ipykernel >= 7.4) that handles panel clicks; None outside such a kernel.
+
+    A foreground run keeps the kernel's main thread busy until the cell ends, so a click sent to the
+    main shell would wait for the run it wants to cancel. Comm messages of a widget are routed to the
+    subshell returned here (``route_clicks``), whose own thread runs the click handler at once.
+    """
+    global _subshell
+    with _subshell_lock:
+        if _subshell is not None:
+            return _subshell or None
+        _subshell = False
+        if "ipykernel" not in sys.modules:
+            return None
+        try:
+            from ipykernel.kernelbase import Kernel
+            if not Kernel.initialized():
+                return None
+            kernel = Kernel.instance()
+            channel = getattr(kernel, "shell_channel_thread", None)
+            manager = getattr(channel, "manager", None)
+            if not getattr(kernel, "_supports_kernel_subshells", False) or manager is None:
+                return None
+            created, box = threading.Event(), {}
+
+            def create() -> None:
+                try:
+                    box["id"] = manager._create_subshell()
+                finally:
+                    created.set()
+
+            channel.io_loop.add_callback(create)  # subshells are made on the shell channel thread
+            if created.wait(5) and box.get("id"):
+                _subshell = box["id"]
+        except Exception:  # an ipykernel without these internals: clicks wait for the main shell
+            _subshell = False
+        return _subshell or None
+
+
+_channel_keeper: Any = None
+_keeper_lock = threading.Lock()
+FRONTEND_SUBSHELL_WAIT = 0.5  # seconds to wait, once per kernel, for JupyterLab's widget subshell
+
+
+def keep_widget_channel() -> None:
+    """Open one small widget for the kernel's life, and the click subshell (see ``display.prepare_kernel``).
+
+    JupyterLab (4.4 and later) answers the first widget with a ``create_subshell_request`` of its own,
+    whose busy/idle reaches the page after the cell's own busy: the page then shows the kernel Idle while
+    the cell still executes. This widget, which never shows, makes that happen now; once the subshell
+    exists the cell's busy is said again. JupyterLab keeps the subshell while any widget lives.
+    """
+    global _channel_keeper
+    ours = click_subshell()
+    with _keeper_lock:
+        if _channel_keeper is not None:
+            return
+        w = load_ipywidgets()
+        first = not w.Widget.widgets  # no widget yet: the frontend has no widget subshell yet either
+        try:
+            from ipykernel.kernelbase import Kernel
+            kernel = Kernel.instance()
+            manager = kernel.shell_channel_thread.manager
+            before = set(manager.list_subshell())
+        except Exception:  # an ipykernel without subshells: nothing to wait for
+            kernel = manager = None
+        _channel_keeper = w.HTML()
+        if not first or manager is None:
+            return
+        deadline = time.monotonic() + FRONTEND_SUBSHELL_WAIT
+        while time.monotonic() < deadline:
+            if set(manager.list_subshell()) - before - {ours}:
+                time.sleep(0.1)  # its reply and idle go out just after the subshell exists
+                try:
+                    kernel._publish_status("busy", "shell")  # the cell that imported us still executes
+                except Exception:
+                    pass
+                return
+            time.sleep(0.01)
+
+
+def route_clicks(widget: Any, subshell_id: str | None) -> None:
+    comm = getattr(widget, "comm", None)
+    if subshell_id and comm is not None and hasattr(comm, "_reply_subshell_for"):
+        comm._reply_subshell_for = lambda data, default: subshell_id

@@ -1,0 +1,227 @@
+"""The status bar: one line over every run of the project, foreground or background.
+
+``runs: 2 running / 5 total`` (``· 1 failed`` and ``· 1 aborted`` when there are such runs, then the
+last completion notice, ``· ✓ scout completed``), as a widget in a notebook and as text elsewhere.
+
+Updates: bars are kept in a weak set and follow the watcher's change and notice handlers (registered
+once per process; a notice reaches every bar of its project), and one subscription to the process's
+clock (``lifecycle.watcher.subscribe``) re-reads the counts of every bar's project every
+``BAR_ACTIVE_POLL`` seconds while runs go and every ``BAR_IDLE_POLL`` otherwise, so runs of other
+kernels and foreground runs show up too; while runs go it also reconciles at most every
+``RECONCILE_EVERY`` seconds (a gone supervisor is not "running"). The subscription ends when no bar is
+left. Widgets are only ever updated by setting their values. An open widget keeps its bar alive;
+``close()`` ends both.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .. import registry
+from ..lifecycle import reconcile, watcher
+from ..style import STATUS_CSS, attrs, glyph
+from .display import widget_bundle
+from .kernel import load_ipywidgets
+
+if TYPE_CHECKING:
+    from ..lifecycle.watcher import Notice, Subscription
+
+__all__ = ["StatusBar", "status_bar", "BAR_ACTIVE_POLL", "BAR_IDLE_POLL", "RECONCILE_EVERY"]
+
+BAR_ACTIVE_POLL = 1.0    # seconds between looks at the counts while something runs
+BAR_IDLE_POLL = 5.0      # ... and while nothing runs (runs of other kernels still show up)
+RECONCILE_EVERY = 5.0    # the bars' clock settles runs whose supervisor is gone at most this often
+
+_lock = threading.RLock()                  # guards the weak set, the hook and the clock below
+_bars: weakref.WeakSet[StatusBar] = weakref.WeakSet()
+_hooked = False
+_clock: Subscription | None = None
+_last_reconcile: dict[Path, float] = {}
+
+
+def _hook() -> None:
+    """Follow the watcher: one change handler and one notice handler for every bar."""
+    global _hooked
+    with _lock:
+        if not _hooked:
+            watcher.add_change_handler(_on_change)
+            watcher.add_notice_handler(_on_notice)
+            _hooked = True
+
+
+def _on_change() -> None:
+    """The watcher started following a run or saw one end: bars re-read the counts."""
+    with _lock:
+        bars = list(_bars)
+    for db, group in _by_db(bars).items():
+        counts = registry.counts(db=db)
+        for bar in group:
+            bar._show(counts)
+
+
+def _on_notice(notice: Notice) -> None:
+    """A run's one completion notice: the bars of its project show it."""
+    run_dir = (notice.row or {}).get("run_dir")
+    db = registry.db_of(Path(run_dir).resolve()) if run_dir else None
+    with _lock:
+        bars = [bar for bar in _bars if db is None or bar.db == db]
+    for bar in bars:
+        bar.notice = notice
+        bar.refresh()
+
+
+def _by_db(bars: Iterable[StatusBar]) -> dict[Path, list[StatusBar]]:
+    groups: dict[Path, list[StatusBar]] = {}
+    for bar in bars:
+        groups.setdefault(bar.db, []).append(bar)
+    return groups
+
+
+def _ensure_clock() -> None:
+    """Subscribe the bars' tick to the process's clock (once), and have it look now."""
+    global _clock
+    with _lock:
+        if _clock is None or _clock.cancelled:
+            _clock = watcher.subscribe(_tick, BAR_IDLE_POLL, name="status bars")
+        else:
+            _clock.poke()
+
+
+def _tick() -> bool:
+    """One look at the counts of every bar's project; False (the subscription ends) once no bar is left."""
+    with _lock:
+        bars = list(_bars)
+        if not bars:
+            if _clock is not None:
+                _clock.cancel()  # under the lock: a bar made now subscribes anew
+            return False
+    active = False
+    for db, group in _by_db(bars).items():
+        counts = registry.counts(db=db)
+        now = time.monotonic()
+        if counts["running"] and now - _last_reconcile.get(db, 0.0) >= RECONCILE_EVERY:
+            _last_reconcile[db] = now
+            reconcile.reconcile(group[0].root, reattach=False)  # the clock's step: a gone supervisor is not "running"
+            counts = registry.counts(db=db)
+        active = active or counts["running"] > 0
+        for bar in group:
+            bar._show(counts)
+    clock = _clock
+    if clock is not None:
+        clock.interval = BAR_ACTIVE_POLL if active else BAR_IDLE_POLL
+    return True
+
+
+class StatusBar:
+    """``runs: 2 running / 5 total · 1 failed · ✓ scout completed``: the project's counts and last notice.
+
+    ``text`` is the line; ``widget`` an ``ipywidgets.HTML`` whose value is kept current from any thread;
+    in a notebook the bar shows as that widget, elsewhere as its text.
+    """
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.db = registry.db_path(root)
+        self.root = self.db.parent.parent.parent  # <root>/.pi/subagents/registry.sqlite
+        self.counts: dict[str, int] = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
+        self.notice: Notice | None = None
+        self._widget: Any = None
+        self._bar_lock = threading.RLock()
+        with _lock:
+            _bars.add(self)
+        _hook()
+        self.refresh()
+        _ensure_clock()
+
+    # -- what it says -------------------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        c = self.counts
+        text = f"runs: {c['running']} running / {c['total']} total"
+        for status in ("failed", "aborted"):
+            if c.get(status):
+                text += f" · {c[status]} {status}"
+        if self.notice is not None:
+            text += f" · {_notice_words(self.notice)}"
+        return text
+
+    @property
+    def html(self) -> str:
+        c = self.counts
+        esc = html.escape
+        running = f"{c['running']} running"
+        if c["running"]:
+            running = f'<b {attrs("running")}>{running}</b>'
+        parts = [f'<span class="nbsubagents-statusbar-counts">runs: {running} / {c["total"]} total</span>']
+        for status in ("failed", "aborted"):
+            if c.get(status):
+                parts.append(f'<span {attrs(status, f"nbsubagents-statusbar-{status}")}> · {c[status]} {status}</span>')
+        if self.notice is not None:
+            parts.append(f'<span {attrs(self.notice.status, "nbsubagents-statusbar-notice")} '
+                         f'title="{esc(self.notice.text)}"> · {esc(_notice_words(self.notice))}</span>')
+        return (f'{STATUS_CSS}<div class="nbsubagents-statusbar-line" '
+                f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:12px">{"".join(parts)}</div>')
+
+    @property
+    def value(self) -> str:
+        """The widget's value (its HTML); the same as ``html``."""
+        return self.widget.value
+
+    # -- the widget ---------------------------------------------------------------------------------
+    @property
+    def widget(self) -> Any:
+        """The ``ipywidgets.HTML`` of this bar (built on first use; needs ipywidgets)."""
+        with self._bar_lock:
+            if self._widget is None:
+                w = load_ipywidgets()
+                self._widget = w.HTML(value=self.html).add_class("nbsubagents-statusbar")
+                self._widget._nbsubagents_bar = self  # an open widget keeps its bar, and its updates, alive
+            return self._widget
+
+    def refresh(self) -> StatusBar:
+        """Read the counts again now."""
+        self._show(registry.counts(db=self.db))
+        return self
+
+    def _show(self, counts: dict[str, int]) -> None:
+        with self._bar_lock:
+            self.counts = dict(counts)
+            if self._widget is not None:
+                value = self.html
+                if self._widget.value != value:
+                    self._widget.value = value
+
+    def close(self) -> None:
+        """Stop updating this bar and close its widget."""
+        with _lock:
+            _bars.discard(self)
+        with self._bar_lock:
+            widget, self._widget = self._widget, None
+        if widget is not None:
+            widget.close()
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return widget_bundle(lambda: self.widget, self.text, self.html)
+
+
+def _notice_words(notice: Notice) -> str:
+    return f"{glyph(notice.status)} {notice.name} {notice.status}" + (" while away" if notice.away else "")
+
+
+def status_bar(root: str | Path | None = None) -> StatusBar:
+    """A compact, live status line of the project's runs: ``runs: 2 running / 5 total``.
+
+    Display it from any cell (it is the cell's value); every bar stays current while runs start and
+    end, from this kernel or others, and shows the last completion notice.
+    """
+    bar = StatusBar(root)  # first, so that what finished while away reaches it
+    reconcile.first_use(root)
+    reconcile.reconcile(root)
+    return bar.refresh()
