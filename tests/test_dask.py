@@ -79,7 +79,7 @@ def test_sixteen_runs_complete_on_two_workers_with_every_artifact(dask_project):
 
     runs = nbsubagents.run_parallel(tasks, executor="dask", dask_client=client, show=False)
 
-    assert [r.status for r in runs] == ["completed"] * 16, [(r.id, r.error) for r in runs]
+    assert [r.status for r in runs] == ["completed"] * 16, [(r.id, r.result) for r in runs if r.status != "completed"]
     pids = set(worker_pids(client).values())
     takers = set()
     for i, run in enumerate(runs):
@@ -154,23 +154,29 @@ def test_killing_a_worker_mid_run_fails_the_run_as_worker_lost(dask_project):
     assert row_of(root, run.id)["status"] == "failed"
 
 
-def test_a_run_whose_worker_and_supervisor_died_is_settled_by_reconcile_not_left_running(dask_project):
+def test_a_run_whose_machine_went_away_is_settled_by_its_stale_heartbeat_not_left_running(dask_project, monkeypatch):
     root, client = dask_project
     run_id = started_by_a_killed_launcher(
         f"nbsubagents.configure(executor='dask', dask_scheduler={client.scheduler.address!r})\n"
         "print(nbsubagents.start('scout', 'run: sleep 120', show=False).id, flush=True)").strip()
     run_dir = root / ".pi" / "subagents" / "runs" / run_id
     wait_for(lambda: len(procs.run_processes(run_id)) >= 2, what="the run's pi and its sleep")
-    supervisor = json.loads((run_dir / "supervisor.json").read_text())["pid"]
+    supervisor = json.loads((run_dir / "supervisor.json").read_text())
     worker = json.loads((run_dir / "worker.json").read_text())["pid"]
-    os.kill(supervisor, signal.SIGKILL)  # the machine went away: worker and supervisor at once
+    os.kill(supervisor["pid"], signal.SIGKILL)  # the machine went away: worker and supervisor at once
     os.kill(worker, signal.SIGKILL)
-    assert not (run_dir / "result.json").exists()
+    wait_for(lambda: not procs.alive(supervisor["pid"], supervisor["startTicks"]), what="the supervisor's end")
+    # As seen from another machine: no pid to look at, only the heartbeat file.
+    monkeypatch.setattr(dask_launcher, "HOST", "another-machine")
 
+    assert nbsubagents.status(run_id).rows[0]["status"] == "running"  # its heartbeat is fresh: it may be alive
+    monkeypatch.setattr(dask_launcher, "STALE", 1.0)
+    time.sleep(1.5)
     status = nbsubagents.status(run_id)
 
     assert status.rows[0]["status"] == "failed"
     assert status.rows[0]["error_message"] == "interrupted (worker lost)"
+    assert json.loads((run_dir / "result.json").read_text())["stopReason"] == "interrupted"
     wait_for(lambda: not procs.run_processes(run_id), what="the run's pi to be ended")
 
 
@@ -235,3 +241,32 @@ def test_importing_nbsubagents_does_not_import_dask():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project):
+    root, client = dask_project
+    out = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask", client.scheduler.address],
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert f"✓ dask workers   2 at {client.scheduler.address}, {2 * SLOTS} run slots (resource 'nbsubagents')" \
+        in lines, out.stdout
+    assert any(ln.startswith(f"✓ each worker    sees {root} and runs pi; nbsubagents ") for ln in lines), out.stdout
+    assert not list((root / ".pi" / "subagents").glob(".dask-probe-*"))  # the probe is removed
+
+    missing = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask"], capture_output=True,
+                             text=True, timeout=120, stdin=subprocess.DEVNULL,
+                             env={k: v for k, v in os.environ.items() if not k.startswith("DASK_")})
+    assert missing.returncode == 1 and "✗ dask           no scheduler to check: nbsubagents doctor --dask" \
+        in missing.stdout
+
+
+def test_an_experiment_runs_its_cells_on_the_cluster(dask_project):
+    root, client = dask_project
+    exp = nbsubagents.experiment("on-dask", tasks=["read README.md", "ls src"], presets="scout", repeats=2, executor="dask",
+                                 dask_client=client, scorers=[lambda run: "Demo" in run.output], show=False)
+    runs = exp.runs()
+    assert len(runs) == 4 and {r.status for r in runs} == {"completed"} and all(r.scores for r in runs)
+    assert {r.meta["runner"] for r in runs} == {"dask"} and all((r.dir / "worker.json").exists() for r in runs)
+    assert exp.plan["executor"] == "dask" and exp.plan["daskScheduler"] == client.scheduler.address
+    assert exp.plan["concurrency"] == 4  # the cluster bounds it, not the local default

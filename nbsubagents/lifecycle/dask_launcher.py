@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
-from ..child.procs import alive
+from ..child.procs import alive, process_start_ticks
 from ..child.supervisor import HEARTBEAT_FILE, WORKER_PID
 from ..config import NbSubagentsError, settings
 from . import settle
@@ -45,6 +45,7 @@ RESOURCE = "nbsubagents"  # the worker resource one run takes
 CLAIM = "worker.json"     # written by the task that starts the run (its worker, host, pid)
 SUBMITTED = "dask.json"   # written at submit: scheduler address and task key
 STALE = 60.0              # seconds without a heartbeat after which a remote supervisor counts as gone
+CHECK_EVERY = 1.0         # seconds between liveness looks at a started run whose future says nothing
 HOST = os.uname().nodename
 
 _bound: dict[str, Any] = {}       # run id -> the client its call named (dask_client=)
@@ -71,7 +72,8 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
     if settle.cancel_requested(paths):
         settle.never_ran(paths, meta, "aborted", "cancelled before it started")
         return {"state": "cancelled"}
-    claim = {"host": HOST, "pid": os.getpid(), "worker": _worker_address(), "claimedAt": now_iso()}
+    claim = {"host": HOST, "pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()),
+             "worker": _worker_address(), "claimedAt": now_iso()}
     if not atomic_write_json(paths.dir / CLAIM, claim, exclusive=True):
         return {"state": "elsewhere"}  # a resubmission of a run that had started: never twice
     env = {**os.environ, WORKER_PID: str(os.getpid())}  # the supervisor ends its run if this worker dies
@@ -108,7 +110,7 @@ def liveness(paths: RunPaths, stale: float | None = None) -> str:
     if claim_age is None:
         return "queued"
     claim = read_json(paths.dir / CLAIM) or {}
-    if claim.get("host") == HOST and not alive(claim.get("pid"), None):
+    if claim.get("host") == HOST and not alive(claim.get("pid"), claim.get("startTicks")):
         return "gone"  # its worker died before the supervisor got going
     return "live" if claim_age < stale else "gone"
 
@@ -131,19 +133,16 @@ class DaskProcess:
         self.paths = paths
         self.meta = meta
         self.returncode: int | None = None
+        self._next_check = 0.0
 
     def poll(self) -> int | None:
         if self.returncode is not None:
             return self.returncode
-        status = self.future.status
-        if status == "pending":
-            if self.paths.result.exists() and liveness(self.paths, 0.0) != "live":
-                self.returncode = 0
-            elif settle.cancel_requested(self.paths) and not (self.paths.dir / CLAIM).exists():
-                self.future.cancel()  # queued: it never starts (and the task would settle it if it did)
-                settle.never_ran(self.paths, self.meta, "aborted", "cancelled before it started")
-                self.returncode = 0
+        if self.paths.result.exists():
+            self.returncode = 0
             return self.returncode
+        status = self.future.status
+        claimed = (self.paths.dir / CLAIM).exists()
         if status == "finished":
             outcome = self.future.result()
             if outcome.get("state") == "ran":
@@ -152,11 +151,25 @@ class DaskProcess:
             if outcome.get("state") in ("settled", "cancelled"):
                 self.returncode = 0
                 return self.returncode
-        elif status == "error" and not (self.paths.dir / CLAIM).exists():
-            settle.never_ran(self.paths, self.meta, "failed", f"the Dask task failed: {_task_error(self.future)}")
+        elif not claimed:
+            if status == "pending":
+                if settle.cancel_requested(self.paths):
+                    # Queued: it never starts (the fire-and-forget hold on it goes too: force).
+                    self.future.cancel(force=True)
+                    settle.never_ran(self.paths, self.meta, "aborted", "cancelled before it started")
+                    self.returncode = 0
+                return self.returncode
+            message = f"the Dask task failed: {_task_error(self.future)}" if status == "error" else \
+                f"the Dask task was {status} before it started"
+            settle.never_ran(self.paths, self.meta, "failed", message)
             self.returncode = 1
             return self.returncode
-        # Its worker died (the task failed or was resubmitted) or another attempt runs it: the heartbeat says.
+        # Started: its worker may have died (the task then fails, or waits to be resubmitted, or was resubmitted
+        # and found the run claimed). The heartbeat says, looked at every CHECK_EVERY s.
+        now = time.monotonic()
+        if now < self._next_check:
+            return None
+        self._next_check = now + CHECK_EVERY
         state = liveness(self.paths)
         if state in ("ended", "gone"):
             self.returncode = 0 if state == "ended" else -1
@@ -358,9 +371,27 @@ class DaskLauncher:
         future = client.submit(run_supervisor, str(run.dir), key=key, pure=False,
                                resources={RESOURCE: 1} if takes else None)
         distributed.fire_and_forget(future)  # queued runs still run, running ones finish, when this kernel dies
+        _confirm(client, key)
         with _lock:
             _bound.pop(run.id, None)
         return DaskProcess(future, run.paths, run.meta)
+
+
+def _held(key: str, dask_scheduler: Any = None) -> bool:
+    """On the scheduler: it has the task, held by the fire-and-forget client (so no client needs to stay)."""
+    task = dask_scheduler.tasks.get(key)
+    return task is not None and any(c.client_key == "fire-and-forget" for c in task.who_wants or ())
+
+
+def _confirm(client: Any, key: str, timeout: float = 10.0) -> None:
+    """Wait until the scheduler holds the task: a submit is sent in the background, and a kernel that dies right
+    after ``start()`` returned must not take a run that it reported started with it."""
+    deadline = time.monotonic() + timeout
+    while not client.run_on_scheduler(_held, key):
+        if time.monotonic() >= deadline:
+            raise NbSubagentsError(f"The Dask scheduler {client.scheduler.address} did not take run task {key} "
+                                   f"within {timeout:g} s")
+        time.sleep(0.005)
 
 
 class _Settled:

@@ -77,8 +77,8 @@ class Run:
         result = self.result
         if result is not None:
             return result.get("status", "failed")
-        if self.process is None and not self.paths.supervisor.exists():
-            return "queued"
+        if (self.process is None or getattr(self.process, "remote", False)) and not self.paths.supervisor.exists():
+            return "queued"  # not started yet (on a Dask cluster: no worker took it yet)
         return "running"
 
     @property

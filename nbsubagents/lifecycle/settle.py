@@ -67,7 +67,7 @@ def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None)
     kill_run_processes(str(meta.get("runId") or paths.dir.name))
     if cancel_requested(paths):
         return _write(paths, meta, "aborted", CANCELLED, lost=True)
-    if meta.get("runner") == "dask":
+    if meta.get("runner") == "dask" and exit_code in (None, -1):  # -1: the Dask launcher's "its worker is gone"
         return _write(paths, meta, "failed", WORKER_LOST, lost=True)
     code = f" (exit code {exit_code})" if exit_code is not None else ""
     return _write(paths, meta, "failed", LOST + code, lost=True)
