@@ -120,20 +120,30 @@ def test_a_run_queued_behind_full_workers_is_cancelled_without_starting(dask_pro
     blockers = [nbsubagents.start("scout", "run: sleep 120", executor="dask", dask_client=client, show=False)
                 for _ in range(2 * SLOTS)]
     queued = nbsubagents.start("scout", "read README.md", executor="dask", dask_client=client, show=False)
+    orphan_id = started_by_a_killed_launcher(  # queued by a kernel that died since
+        f"nbsubagents.configure(executor='dask', dask_scheduler={client.scheduler.address!r})\n"
+        "print(nbsubagents.start('scout', 'read README.md', show=False).id, flush=True)").strip()
+    orphan = nbsubagents.get_run(orphan_id)
     try:
         wait_for(lambda: all((b.dir / "supervisor.json").exists() for b in blockers), what="every slot taken")
-        assert not (queued.dir / "worker.json").exists()
+        assert not (queued.dir / "worker.json").exists() and queued.status == "queued"
         assert queued.cancel() is True
         queued.wait(30)
         assert queued.status == "aborted" and queued.error == "cancelled before it started"
         assert queued.process.future.status == "cancelled"
         assert not (queued.dir / "supervisor.json").exists() and not (queued.dir / "events.jsonl").exists()
+
+        assert orphan.status == "queued" and orphan.process is None
+        assert orphan.cancel() is True  # no future here: its task is cancelled on the scheduler by key
+        assert orphan.refresh().status == "aborted" and orphan.error == "cancelled before it started"
     finally:
         for b in blockers:
             b.cancel()
         for b in blockers:
             b.wait(60)
     assert {b.status for b in blockers} == {"aborted"}
+    time.sleep(1)  # free slots now: a task still on the scheduler would be taken within this
+    assert not (orphan.dir / "worker.json").exists() and not (orphan.dir / "supervisor.json").exists()
 
 
 def test_killing_a_worker_mid_run_fails_the_run_as_worker_lost(dask_project):

@@ -152,17 +152,16 @@ class DaskProcess:
                 self.returncode = 0
                 return self.returncode
         elif not claimed:
-            if status == "pending":
-                if settle.cancel_requested(self.paths):
-                    # Queued: it never starts (the fire-and-forget hold on it goes too: force).
-                    self.future.cancel(force=True)
-                    settle.never_ran(self.paths, self.meta, "aborted", "cancelled before it started")
-                    self.returncode = 0
-                return self.returncode
-            message = f"the Dask task failed: {_task_error(self.future)}" if status == "error" else \
-                f"the Dask task was {status} before it started"
-            settle.never_ran(self.paths, self.meta, "failed", message)
-            self.returncode = 1
+            if status == "error":  # raised before it started: the worker cannot read the run directory, say
+                settle.never_ran(self.paths, self.meta, "failed", f"the Dask task failed: {_task_error(self.future)}")
+                self.returncode = 1
+            elif settle.cancel_requested(self.paths):
+                # Queued: it never starts (the fire-and-forget hold on it goes too: force).
+                self.future.cancel(force=True)
+                settle.never_ran(self.paths, self.meta, "aborted", "cancelled before it started")
+                self.returncode = 0
+            # else queued (pending; "lost" or "cancelled" here means this client lost sight of a task that the
+            # scheduler still holds for the fire-and-forget client): wait for a worker to take it
             return self.returncode
         # Started: its worker may have died (the task then fails, or waits to be resubmitted, or was resubmitted
         # and found the run claimed). The heartbeat says, looked at every CHECK_EVERY s.
@@ -206,7 +205,25 @@ def cancel(run: Run) -> bool:
     settle.request_cancel(run.paths)
     if isinstance(run.process, DaskProcess):
         run.process.poll()
+    elif not (run.dir / CLAIM).exists():
+        _cancel_queued_elsewhere(run)
     return True
+
+
+def _cancel_queued_elsewhere(run: Run) -> None:
+    """A queued run another process submitted (its kernel may be gone): cancel its task on the scheduler
+    ``dask.json`` names and settle it now. Unreachable, the request file still stops it when a worker takes it."""
+    submitted = read_json(run.dir / SUBMITTED) or {}
+    if not submitted.get("scheduler") or not submitted.get("key"):
+        return
+    try:
+        distributed = _distributed()
+        with distributed.Client(submitted["scheduler"], set_as_default=False, timeout=5) as client:
+            client.cancel([distributed.Future(submitted["key"], client)], force=True)
+    except (NbSubagentsError, OSError):
+        return
+    if not (run.dir / CLAIM).exists():
+        settle.never_ran(run.paths, run.meta, "aborted", "cancelled before it started")
 
 
 # -- clients ------------------------------------------------------------------------------------
