@@ -238,6 +238,23 @@ def _probe_without(program: str):
     return probe
 
 
+def test_a_worker_that_cannot_read_the_run_directory_fails_the_run_saying_so(dask_project):
+    from nbsubagents.lifecycle import handle
+
+    root, client = dask_project
+    (run,) = handle.build_runs([{"preset": "scout", "task": "read README.md"}], mode="parallel", runner="dask")
+    dask_launcher.bind([run], client)
+    (run.dir / "meta.json").rename(run.dir / "meta.json.hidden")  # what a worker with another view of it sees
+
+    run.launch()
+    run.wait(60)
+
+    assert run.status == "failed"
+    assert f"cannot read {run.dir / 'meta.json'}: the run directory must be on storage the notebook and every " \
+        "worker see" in run.error
+    assert not (run.dir / "worker.json").exists() and not (run.dir / "supervisor.json").exists()
+
+
 def test_bad_executor_settings_are_named():
     with pytest.raises(nbsubagents.NbSubagentsError, match='executor.*"local" or "dask"'):
         nbsubagents.configure(executor="slurm")
