@@ -219,21 +219,29 @@ def test_a_worker_without_pi_is_refused_before_anything_is_written(dask_project,
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
-    before = set((root / ".pi" / "subagents" / "runs").iterdir())
+    runs_dir = root / ".pi" / "subagents" / "runs"
+    before = set(runs_dir.iterdir()) if runs_dir.is_dir() else set()
     monkeypatch.setattr(dask_launcher, "_probe", _probe_without(str(fake)))
     monkeypatch.setattr(dask_launcher, "_checked", set())  # the cluster passed its check in earlier tests
     with pytest.raises(nbsubagents.NbSubagentsError, match="has no .*only-here/pi: install pi there"):
         nbsubagents.run("scout", "read README.md", executor="dask", dask_client=client, show=False)
-    assert set((root / ".pi" / "subagents" / "runs").iterdir()) == before
+    monkeypatch.setattr(dask_launcher, "_probe", _probe_without(str(fake), sees=False))
+    with pytest.raises(nbsubagents.NbSubagentsError) as caught:
+        nbsubagents.start("scout", "read README.md", executor="dask", dask_client=client, show=False)
+    assert f"cannot see {root}: the project folder must be on a filesystem every worker mounts" in str(caught.value)
+    assert str(caught.value).count("shared storage: tcp://") == 2  # each worker named
+    assert (set(runs_dir.iterdir()) if runs_dir.is_dir() else set()) == before
 
 
-def _probe_without(program: str):
-    """The workers' probe, on workers where ``program`` does not exist (as on another machine)."""
+def _probe_without(program: str, sees: bool = True):
+    """The workers' probe, on workers where ``program`` does not exist (and, ``sees=False``, that do not mount the
+    project), as on another machine."""
     real = dask_launcher._probe
 
     def probe(path, token, programs):
         seen = real(path, token, programs)
         seen["missing"] = [program]
+        seen["sees"] = seen["sees"] and sees
         return seen
     return probe
 
