@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ from conftest import PI, SCOUT, processes_inside, wait_for  # noqa: E402
 from test_background import row_of, started_by_a_killed_launcher  # noqa: E402
 
 import nbsubagents  # noqa: E402
-from nbsubagents import config, registry  # noqa: E402
+from nbsubagents import config  # noqa: E402
 from nbsubagents.child import procs  # noqa: E402
 from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir  # noqa: E402
 from nbsubagents.lifecycle import dask_launcher, watcher  # noqa: E402
