@@ -14,7 +14,7 @@ $(VENV)/.installed: $(PY) pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[test,timeline,mlflow]'
+	$(PY) -m pip install --quiet -e '.[test,timeline,mlflow,dask]'
 	touch $@
 
 node_modules/.bin/pi: package.json package-lock.json
@@ -44,7 +44,7 @@ test: setup-test
 	NBSUBAGENTS_TEST_PI=$(CURDIR)/pi1/node_modules/.bin/pi $(PY) -m pytest -q -m pi_matrix
 
 bench: setup-test
-	for b in overhead formatter panels registry query first_start supervisor experiments isolation; do $(PY) benchmarks/bench_$$b.py || exit 1; done
+	for b in overhead formatter panels registry query first_start supervisor experiments isolation dask; do $(PY) benchmarks/bench_$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) node_modules pi1/node_modules .demo

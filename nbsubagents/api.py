@@ -20,7 +20,8 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
         timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
         resume: str | None = None, show: bool = True, isolation: str | None = None,
         keep_worktree: bool | None = None, max_turns: int | None = None, max_tool_calls: int | None = None,
-        max_tokens: int | None = None, max_cost: float | None = None, output_schema: Any = None) -> Run:
+        max_tokens: int | None = None, max_cost: float | None = None, output_schema: Any = None,
+        executor: str | None = None, dask_client: Any = None) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
     ``files`` puts file contents before the task (paths, or dicts with ``path`` and ``start``/``end``,
@@ -35,27 +36,36 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
 
     Progress shows as a live panel in a notebook and as plain lines on stderr elsewhere; ``show=False``
     (or ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
+
+    ``executor="dask"`` runs it on a worker of a Dask cluster (``dask_client=``, else the ``dask_scheduler``
+    setting, else ``distributed.get_client()``); the project folder must be on storage every worker sees.
     """
     spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
                     name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
                     keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
                     max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
     launch.check_runner()
-    the_run = _runs.prepare(spec, mode="single")
+    client = launch.executor_client(executor, dask_client, spec.cwd)
+    the_run = _runs.prepare(spec, mode="single", runner="dask" if client is not None else None)
+    _bind([the_run], client)
     reconcile.first_use_of([the_run])
     (the_run,) = _runs.drive([the_run], concurrency=1, renderer=renderer_for(show))
     return the_run
 
 
-def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: bool = True) -> list[Run]:
+def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: bool = True,
+                 executor: str | None = None, dask_client: Any = None) -> list[Run]:
     """Run several sub-agents, at most ``concurrency`` at once; returns their finished runs in order.
 
     Each task is a dict (or object) with ``preset`` and ``task`` and optionally ``model``, ``cwd``,
     ``name``, ``timeout``, ``isolation``, ``keep_worktree``, the budget fields and ``output_schema``.
     A task whose preset or model is unknown fails alone; the others run. ``show=False`` shows no progress.
+    ``executor="dask"`` runs them on a Dask cluster (see ``run``); its workers' resources then bound how many
+    run at once, and ``concurrency``, when given, caps it further.
     """
     items = list(tasks)
-    limit = settings.concurrency if concurrency is None else concurrency
+    dask = (settings.executor if executor is None else executor) == "dask"
+    limit = (max(len(items), 1) if dask else settings.concurrency) if concurrency is None else concurrency
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise NbSubagentsError(f"concurrency must be a whole number of at least 1, got {concurrency!r}")
     if not items:
@@ -64,9 +74,17 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
         raise NbSubagentsError(f"Too many tasks: {len(items)} given, at most {settings.max_tasks} per call "
                                f"(nbsubagents.configure(max_tasks=...) raises the limit)")
     launch.check_runner()
-    built = _runs.build_runs(items, mode="parallel")
+    client = launch.executor_client(executor, dask_client)
+    built = _runs.build_runs(items, mode="parallel", runner="dask" if client is not None else None)
+    _bind(built, client)
     reconcile.first_use_of(built)
     return _runs.drive(built, concurrency=limit, renderer=renderer_for(show))
+
+
+def _bind(runs: list[Run], client: Any) -> None:
+    if client is not None:
+        from .lifecycle.dask_launcher import bind
+        bind(runs, client)
 
 
 def presets(cwd: str | Path | None = None) -> Any:
@@ -81,14 +99,15 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
           on_done: Callable[[Run], Any] | None = None, show: bool = True, resume: str | None = None,
           isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
           max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
-          output_schema: Any = None) -> Run:
+          output_schema: Any = None, executor: str | None = None, dask_client: Any = None) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
     interrupted, restarted or killed; this process's watcher follows it, records its end in the
     registry, announces it once and then calls ``on_done(run)``. ``run.counts`` holds the registry's
-    counts right after the start. Background runs always use the process runner. ``show=False`` shows
-    no panel or progress and prints no completion notice for it.
+    counts right after the start. Background runs always use the process runner, or a Dask worker with
+    ``executor="dask"`` (see ``run``; the run goes on when this kernel dies). ``show=False`` shows no panel
+    or progress and prints no completion notice for it.
     """
     from . import registry
     from .lifecycle import watcher
@@ -99,7 +118,9 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
                     name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
                     keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
                     max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
-    the_run = _runs.prepare(spec, mode="background")
+    client = launch.executor_client(executor, dask_client, spec.cwd)
+    the_run = _runs.prepare(spec, mode="background", runner="dask" if client is not None else None)
+    _bind([the_run], client)
     reconcile.first_use_of([the_run])  # settles runs of earlier kernels, announces what finished while away
     renderer = renderer_for(show) if show else None
     if renderer is not None:

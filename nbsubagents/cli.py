@@ -1,4 +1,5 @@
-"""The ``nbsubagents`` console script: ``doctor`` says whether this machine can run sub-agents;
+"""The ``nbsubagents`` console script: ``doctor`` says whether this machine can run sub-agents (``--dask``: and
+whether a Dask cluster's workers can);
 ``runs`` and ``status [RUN_ID] [--all]`` print the registry's tables; ``demo`` runs the offline tour."""
 
 from __future__ import annotations
@@ -94,10 +95,51 @@ def doctor() -> int:
     return 1 if problems else 0
 
 
+def doctor_dask(address: str | None) -> int:
+    """The Dask cluster at ``address`` (else the ``dask_scheduler`` setting, else Dask's ``scheduler-address``
+    config): its workers, the project folder and pi seen from each, versions; exit 1 on a problem."""
+    from .config import pi_command, settings
+    from .lifecycle.dask_launcher import check_cluster, client_for
+
+    try:
+        import dask
+    except ImportError:
+        print(_line("dask", "not installed: pip install 'nbsubagents[dask]'", False))
+        return 1
+    address = address or settings.dask_scheduler or dask.config.get("scheduler-address", None)
+    if not address:
+        print(_line("dask", "no scheduler to check: nbsubagents doctor --dask tcp://HOST:8786 "
+                            "(or the dask_scheduler setting)", False))
+        return 1
+    print(_line("dask", f"distributed {_version('distributed')}, scheduler {address}"))
+    try:
+        from .config import configure
+        configure(dask_scheduler=address)
+        client = client_for()
+        lines = check_cluster(client, project_root(), pi_command(find_pi()))
+    except (NbSubagentsError, OSError) as exc:
+        print(_line("dask", str(exc), False))
+        return 1
+    for ok, what, detail in lines:
+        print(_line(what, detail, ok))
+    client.close()
+    return 1 if any(ok is False for ok, _, _ in lines) else 0
+
+
+def _version(dist: str) -> str:
+    import importlib.metadata as md
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return "?"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nbsubagents", description="Delegate tasks to pi sub-agents.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("doctor", help="check python, node, pi, presets and models")
+    doctor_cmd = sub.add_parser("doctor", help="check python, node, pi, presets and models")
+    doctor_cmd.add_argument("--dask", nargs="?", const="", metavar="SCHEDULER",
+                            help="also check a Dask cluster: workers, pi on each, shared storage, versions")
     sub.add_parser("runs", help="every run of this project: counts and a table")
     status = sub.add_parser("status", help="active runs (or every run with --all, or one run) and the counts")
     status.add_argument("run_id", nargs="?", help="a run id or a unique prefix of one")
@@ -111,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         return run_demo(args.dir, notebook=args.notebook)
     if args.command == "doctor":
-        return doctor()
+        found = doctor()
+        if args.dask is not None:
+            found = max(found, doctor_dask(args.dask or None))
+        return found
     if args.command in ("runs", "status"):
         return show_status(getattr(args, "run_id", None), include_completed=args.command == "runs" or args.all)
     return 2

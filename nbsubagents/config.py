@@ -47,6 +47,8 @@ class Settings:
     max_tool_calls: int | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
+    executor: str = "local"        # "local" (this machine) or "dask" (a Dask cluster: lifecycle/dask_launcher.py)
+    dask_scheduler: str | None = None  # the scheduler executor="dask" uses, else distributed.get_client()
 
 
 # What each numeric setting may hold: (whole numbers only, lowest, highest or None, what a right value looks like).
@@ -83,7 +85,7 @@ def numeric_problem(key: str, value: object) -> str | None:
 _CAMEL = {"maxTasks": "max_tasks", "extendTimeoutDebounce": "extend_timeout_debounce",
           "loopingToolCount": "looping_tool_count", "panelLines": "panel_lines", "claudeAgents": "claude_agents",
           "isolationMaxCopyMb": "isolation_max_copy_mb", "maxTurns": "max_turns", "maxToolCalls": "max_tool_calls",
-          "maxTokens": "max_tokens", "maxCost": "max_cost"}
+          "maxTokens": "max_tokens", "maxCost": "max_cost", "daskScheduler": "dask_scheduler"}
 _BOOL_KEYS = frozenset({"claude_agents"})
 
 _overrides: dict[str, object] = {}
@@ -121,7 +123,7 @@ def _read_subagents_settings(path: Path) -> dict[str, object]:
                 raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be true or false, got {value!r}')
             values[key] = value
             continue
-        if key == "isolation" or key in _BUDGET_KEYS:
+        if key in ("isolation", "executor", "dask_scheduler") or key in _BUDGET_KEYS:
             right = _other_problem(key, value)
             if right is not None:
                 raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be {right}, got {value!r}')
@@ -168,7 +170,7 @@ def configure(**changes: object) -> Settings:
             raise NbSubagentsError(f"Unknown setting {key!r}. Known settings: {', '.join(sorted(known))}")
         if key == "runner" and value not in (None, "process", "tmux"):
             raise NbSubagentsError(f'runner must be "process" or "tmux", got {value!r}')
-        if (key == "isolation" or key in _BUDGET_KEYS) and value is not None:
+        if (key in ("isolation", "executor", "dask_scheduler") or key in _BUDGET_KEYS) and value is not None:
             right = _other_problem(key, value)
             if right is not None:
                 raise NbSubagentsError(f"configure({key}=...) must be {right}, got {value!r}")
@@ -188,6 +190,10 @@ def _other_problem(key: str, value: object) -> str | None:
     """What a right value of the isolation or a budget setting looks like, when ``value`` is not one."""
     if key == "isolation":
         return None if value in ("worktree", "none") else '"worktree" or "none"'
+    if key == "executor":
+        return None if value in ("local", "dask") else '"local" or "dask"'
+    if key == "dask_scheduler":
+        return None if isinstance(value, str) and value.strip() else 'a scheduler address such as "tcp://host:8786"'
     from .child.budgets import problem
     return problem(key, value)
 

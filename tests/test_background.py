@@ -205,6 +205,21 @@ def test_cancel_from_another_process_aborts_a_background_run(warm):
     assert nbsubagents.cancel(run.id) is False  # already over
 
 
+def test_the_cancel_request_file_alone_aborts_a_local_run(warm):
+    """The request file is the one cancel path (a supervisor on another machine gets no signal): written by a
+    process that sends no signal, the local supervisor reads it and ends the run aborted."""
+    run = nbsubagents.start("scout", "run: sleep 120", show=False)
+    wait_for(lambda: child_running(run.dir), what="pi and its bash tool")
+
+    python("from pathlib import Path\nfrom nbsubagents.child.artifacts import RunPaths\n"
+           f"from nbsubagents.lifecycle.settle import request_cancel\nrequest_cancel(RunPaths(Path({str(run.dir)!r})))")
+
+    run.wait(60)
+    assert run.status == "aborted" and run.error == "cancelled" and run.result["stopReason"] == "cancelled"
+    assert run.result["durationSeconds"] < 60
+    wait_for(lambda: not procs.run_processes(run.id), what="the run's processes to end")
+
+
 def test_status_counts_and_filters_for_every_status(warm):
     completed = nbsubagents.run("scout", "read README.md", name="ok", show=False)
     failed = nbsubagents.run("scout", "fail: 500 upstream exploded", name="bad", show=False)
@@ -286,7 +301,7 @@ def test_the_first_run_after_a_restart_brings_the_finished_while_away_notice(war
     done = python("import nbsubagents, sys\nr = nbsubagents.run('scout', 'say: fg', show=False)\n"
                   "print('RUN', r.status, file=sys.stderr)")  # on stderr too, to see the order with the notice
     out = done.stderr
-    assert f"completed while away" in out and run_id in out and "RUN completed" in out
+    assert "completed while away" in out and run_id in out and "RUN completed" in out
     assert out.index(run_id) < out.index("RUN completed")  # before the run, not after a later status()
 
 

@@ -4,8 +4,12 @@ It is started detached from the kernel (its own session), so a run outlives an i
 restarted or killed kernel. It reads everything it needs from ``meta.json``, runs pi in a process
 group of its own (so the whole tree can be stopped), turns pi's stdout into ``stdout.log`` (raw),
 ``events.jsonl`` (normalized) and ``transcript.log`` (formatted), enforces the guards (timeout
-extended while the child is active, loop detection, cancel via SIGTERM) and writes ``result.json``
-last and atomically. Artifact writes are best-effort: a full disk costs lines, never the result.
+extended while the child is active, loop detection, cancel via SIGTERM or a ``cancel.json`` request file
+in the run directory, which any process on any machine can write) and writes ``result.json`` last and
+atomically. It touches ``heartbeat`` every ``HEARTBEAT`` seconds: the liveness of a supervisor on another
+machine (a Dask worker's) is read from that file, not from a pid. Started by a Dask task
+(``NBSUBAGENTS_WORKER_PID`` names the worker), it ends its run as ``failed: interrupted (worker lost)``
+when that worker dies, so no run goes on outside the cluster's accounting. Artifact writes are best-effort: a full disk costs lines, never the result.
 Imports are kept to the standard library and the small core modules: start-up time is run time.
 """
 
@@ -36,6 +40,11 @@ TICK = 0.2                       # guard checks while the child is silent
 END_GRACE = 3.0                  # seconds pi may take to exit after the end of the conversation
 RESERVE = ".result-reserve"      # space held from the start so that result.json fits on a full disk
 RESERVE_BYTES = 64 * 1024
+HEARTBEAT = 2.0                  # seconds between touches of the run's heartbeat file
+HEARTBEAT_FILE = "heartbeat"
+CANCEL_FILE = "cancel.json"      # a cancel request (lifecycle.settle.request_cancel writes it)
+WORKER_PID = "NBSUBAGENTS_WORKER_PID"  # set by the Dask task that started this supervisor
+WORKER_LOST = "interrupted (worker lost)"
 
 
 class _Sink:
@@ -100,6 +109,9 @@ class Supervisor:
         self.events = _Sink(paths.events)
         self.transcript = _Sink(paths.transcript)
         self.stdout = _Sink(paths.stdout)
+        self.heartbeat_at = 0.0
+        worker = os.environ.get(WORKER_PID, "")
+        self.worker_pid: int | None = int(worker) if worker.isdigit() else None
 
     # -- events -------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -142,8 +154,31 @@ class Supervisor:
                   else f"stopped by signal {signal.Signals(signum).name}",
                   "cancelled" if signum == signal.SIGTERM else "signal")
 
+    def _beat(self, now: float) -> None:
+        """Touch the heartbeat file (at most every HEARTBEAT s); notice a cancel request and a lost worker."""
+        if now - self.heartbeat_at < HEARTBEAT:
+            return
+        self.heartbeat_at = now
+        try:
+            os.utime(self.paths.dir / HEARTBEAT_FILE)
+        except FileNotFoundError:
+            _best_effort(_touch, self.paths.dir / HEARTBEAT_FILE)
+        except OSError:
+            pass
+
+    def _requests(self) -> None:
+        """A cancel asked through the run directory, and the death of the Dask worker that started us."""
+        if self.stop_reason is not None:
+            return
+        if os.path.exists(self.paths.dir / CANCEL_FILE):
+            self.stop("aborted", "cancelled", "cancelled")
+        elif self.worker_pid is not None and os.getppid() != self.worker_pid:
+            self.stop("failed", WORKER_LOST, "worker_lost")  # orphaned: our worker died
+
     def _guards(self) -> None:
         now = time.monotonic()
+        self._beat(now)
+        self._requests()
         if self.stop_reason is not None and self.kill_at is None and self.child is not None:
             self.stop(*self.stop_reason)  # a cancel that arrived while the child was being spawned
         if self.kill_at is not None and now >= self.kill_at and self.child is not None:
@@ -167,8 +202,11 @@ class Supervisor:
         started_at = now_iso()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
-        self.info = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at}
+        self.info = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at,
+                     "host": os.uname().nodename}
         _best_effort(atomic_write_json, self.paths.supervisor, self.info)
+        self._beat(time.monotonic())
+        self._requests()  # a cancel asked while the run was queued
         _best_effort(_reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
         header = transcript_header({**self.meta, "startedAt": started_at})
         self.transcript.write(header.encode() + b"\n")
@@ -359,6 +397,11 @@ class Supervisor:
             return "failed", ("The model sent an empty reply and no token usage: the connection to the "
                               "model provider probably dropped")
         return "completed", None
+
+
+def _touch(path: Path) -> None:
+    with open(path, "ab"):
+        pass
 
 
 def _reserve(path: Path) -> None:

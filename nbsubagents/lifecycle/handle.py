@@ -77,8 +77,8 @@ class Run:
         result = self.result
         if result is not None:
             return result.get("status", "failed")
-        if self.process is None and not self.paths.supervisor.exists():
-            return "queued"
+        if (self.process is None or getattr(self.process, "remote", False)) and not self.paths.supervisor.exists():
+            return "queued"  # not started yet (on a Dask cluster: no worker took it yet)
         return "running"
 
     @property
@@ -210,6 +210,9 @@ class Run:
         """Ask the supervisor to abort the child (SIGTERM, SIGKILL after 5 s); False if already done."""
         if self.done:
             return False
+        if self.meta.get("runner") == "dask":  # a supervisor on a worker: the request file is the way
+            from .dask_launcher import cancel
+            return cancel(self)
         if self.process is not None:
             settle.request_cancel(self.paths)  # first: a supervisor that dies without a result ends "aborted"
             if self.process.poll() is None:
@@ -356,12 +359,13 @@ def _write_error(run_dir: Path, exc: OSError) -> RunDirError:
                        "Free some space or make the project's .pi/subagents/runs writable.")
 
 
-def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True) -> Run:
+def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True, runner: str | None = None) -> Run:
     """Validate one task, then write its run directory; raises NbSubagentsError on bad input.
 
     Everything is checked before the first write. The run's project is the one its ``cwd`` belongs
     to: presets, settings and the registry come from there. ``note=False`` leaves the registry row
-    to the caller (``build_runs`` writes rows once every task of a call is written).
+    to the caller (``build_runs`` writes rows once every task of a call is written). ``runner="dask"`` sends
+    the run to a Dask worker (``lifecycle.dask_launcher``).
     """
     import shutil
 
@@ -417,7 +421,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
             "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
             "budget": budget, "isolation": isolation, "outputSchema": schema,
-            "launcher": _launcher(), "runner": "process" if mode == "background" else current.runner,
+            "launcher": _launcher(),
+            "runner": runner or ("process" if mode == "background" else current.runner),
             **_experiment_fields(spec),
         }
         atomic_write_json(paths.meta, meta)
@@ -572,7 +577,7 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
     return still
 
 
-def build_runs(items: Iterable[Any], *, mode: str) -> list[Run]:
+def build_runs(items: Iterable[Any], *, mode: str, runner: str | None = None) -> list[Run]:
     """Each task becomes a run; one task's bad preset or model fails that task alone.
 
     Every task's shape is checked before anything is written, and registry rows are written only
@@ -588,7 +593,7 @@ def build_runs(items: Iterable[Any], *, mode: str) -> list[Run]:
     try:
         for index, spec in enumerate(specs):
             try:
-                run = prepare(spec, mode=mode, task_index=index, note=False)
+                run = prepare(spec, mode=mode, task_index=index, note=False, runner=runner)
             except RunDirError:
                 raise
             except NbSubagentsError as exc:

@@ -3,19 +3,21 @@
 A launcher starts the supervisor of a prepared run and returns a handle with the subset of
 ``subprocess.Popen`` the kernel's side uses (``poll``, ``wait``, ``send_signal``, ``returncode``): the
 process launcher (a detached child, its own session) and the tmux launcher (``lifecycle.tmux``: the
-supervisor in a tmux session a person can attach to). A remote engine would be a third.
+supervisor in a tmux session a person can attach to) and the Dask launcher (``lifecycle.dask_launcher``: the
+supervisor as a task on a worker of a Dask cluster, ``executor="dask"``).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .handle import Run
 
-__all__ = ["Launcher", "Process", "ProcessLauncher", "TmuxLauncher", "launcher_for"]
+__all__ = ["Launcher", "Process", "ProcessLauncher", "TmuxLauncher", "launcher_for", "executor_client"]
 
 
 class Process(Protocol):
@@ -62,7 +64,29 @@ class TmuxLauncher:
 
 def launcher_for(runner: str | None) -> Launcher:
     """The launcher a run's ``meta["runner"]`` names (the process launcher by default)."""
+    if runner == "dask":
+        from .dask_launcher import DaskLauncher
+        return DaskLauncher()
     return TmuxLauncher() if runner == "tmux" else ProcessLauncher()
+
+
+def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Path | None = None) -> Any:
+    """The Dask client a call's runs go to, checked (workers, shared project folder, pi on each), or None
+    for the local executor. ``executor`` is the call's, else the setting's."""
+    from ..config import NbSubagentsError, find_pi, pi_command, project_root, settings
+    chosen = settings.executor if executor is None else executor
+    if chosen not in ("local", "dask"):
+        raise NbSubagentsError(f'executor must be "local" or "dask", got {executor!r}')
+    if chosen == "local":
+        if dask_client is not None:
+            raise NbSubagentsError('dask_client= is for executor="dask": pass both, or neither')
+        return None
+    from .dask_launcher import client_for, require_cluster
+    from .spec import check_cwd
+    client = client_for(client=dask_client)
+    folder = check_cwd(cwd)
+    require_cluster(client, project_root(folder), pi_command(find_pi(folder)))
+    return client
 
 
 def check_runner() -> None:

@@ -50,9 +50,11 @@ def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
     if paths.result.exists():
         registry.record(paths.dir)
         return "ended"
+    meta = read_json(paths.meta) or {}
+    if meta.get("runner") == "dask":
+        return _check_remote(paths, meta, row)
     if row.get("host") and row["host"] != registry.HOST:
         return "owned"  # started on another machine sharing this folder
-    meta = read_json(paths.meta) or {}
     sup = read_json(paths.supervisor)
     if sup and sup.get("pid") is not None:
         if procs.alive(sup.get("pid"), sup.get("startTicks")):
@@ -78,6 +80,23 @@ def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
         settle.lost(paths, meta)
     else:
         settle.never_ran(paths, meta, "aborted", "cancelled before it started: the process that queued it exited")
+    registry.record(paths.dir)
+    return "ended"
+
+
+def _check_remote(paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str:
+    """A run on a Dask worker: its heartbeat (or its pid, on this host) says whether it is alive; one whose
+    worker died ends ``failed: interrupted (worker lost)``. A queued one waits for a worker ("owned")."""
+    from .dask_launcher import liveness
+    state = liveness(paths)
+    if state == "queued":
+        return "owned"
+    if state == "live":
+        if row.get("supervisor_pid") is None or row.get("status") != "running":
+            registry.record(paths.dir)
+        return "live"
+    if state == "gone":
+        settle.lost(paths, meta)
     registry.record(paths.dir)
     return "ended"
 

@@ -9,7 +9,8 @@ results and nothing else does.
   temporary names are unique per writer), so the watcher, ``Run.wait()``, the foreground loop and another
   kernel's reconcile may race on one run and it still gets one result.
 - With one verdict on every path: a lost run is ``aborted`` ("cancelled") when a cancel was asked for it,
-  else ``failed`` ("interrupted: supervisor exited without a result"). A cancel request is a file in the run
+  else ``failed`` ("interrupted: supervisor exited without a result"; for a run on a Dask worker,
+  "interrupted (worker lost)"). A cancel request is a file in the run
   directory (``cancel.json``), not a flag of one process's handle, so every process reaches the same verdict.
 - Truthfully when the disk refuses the write: this process keeps the record (``unwritten``) and warns.
 - Leaving nothing behind: a lost isolated run's worktree (and branch) is removed after what it changed is
@@ -30,12 +31,12 @@ from typing import Any, Iterator
 from ..child import artifacts
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from ..child.procs import kill_run_processes
+from ..child.supervisor import CANCEL_FILE, WORKER_LOST
 
-__all__ = ["LOST", "CANCELLED", "request_cancel", "cancel_requested", "never_ran", "lost", "unwritten"]
+__all__ = ["LOST", "WORKER_LOST", "CANCELLED", "request_cancel", "cancel_requested", "never_ran", "lost", "unwritten"]
 
 LOST = "interrupted: supervisor exited without a result"
 CANCELLED = "cancelled"
-CANCEL_FILE = "cancel.json"
 
 _unwritten: dict[Path, dict[str, Any]] = {}  # results a full or read-only disk refused, by run dir
 _lock = threading.Lock()
@@ -88,6 +89,8 @@ def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None)
 def _lost(paths: RunPaths, meta: dict[str, Any], exit_code: int | None, extra: dict[str, Any]) -> bool:
     if cancel_requested(paths):
         status, message = "aborted", CANCELLED
+    elif meta.get("runner") == "dask" and exit_code in (None, -1):  # -1: the Dask launcher's "its worker is gone"
+        status, message = "failed", WORKER_LOST
     else:
         status, message = "failed", LOST + (f" (exit code {exit_code})" if exit_code is not None else "")
     if extra.get("changesError"):

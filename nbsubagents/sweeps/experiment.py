@@ -252,13 +252,14 @@ class Experiment:
     def plan(self) -> dict[str, Any]:
         return read_json(self.plan_path) or {}
 
-    def _save_plan(self, cells: list[dict[str, Any]], scorers: Sequence[Any], concurrency: int) -> None:
+    def _save_plan(self, cells: list[dict[str, Any]], scorers: Sequence[Any], concurrency: int,
+                   executor: dict[str, Any] | None = None) -> None:
         from .scorers import scorers_spec
         plan = self.plan
         self.plan_path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.plan_path, {
             "name": self.name, "createdAt": plan.get("createdAt") or now_iso(), "updatedAt": now_iso(),
-            "concurrency": concurrency, "checks": scorers_spec(scorers), "cells": cells})
+            "concurrency": concurrency, "checks": scorers_spec(scorers), "cells": cells, **(executor or {})})
 
     # -- runs -------------------------------------------------------------------------------
     def rows(self) -> list[dict[str, Any]]:
@@ -286,7 +287,7 @@ class Experiment:
         return [Run(r["run_dir"]) for r in self.current_rows()]
 
     # -- running ----------------------------------------------------------------------------
-    def _execute(self, scorers: Sequence[Any], concurrency: int, show: bool) -> list[Run]:
+    def _execute(self, scorers: Sequence[Any], concurrency: int, show: bool, dask_client: Any = None) -> list[Run]:
         from .. import registry
         from ..lifecycle import handle, launch, reconcile
         from ..lifecycle.handle import Run
@@ -312,7 +313,17 @@ class Experiment:
             else:
                 live.append(Run(row["run_dir"]))
         launch.check_runner()
-        built = handle.build_runs(todo, mode="parallel") if todo else []
+        client = None
+        if todo:
+            if self.plan.get("executor") == "dask" and dask_client is None and self.plan.get("daskScheduler"):
+                from ..config import configure
+                if not settings.dask_scheduler:  # the detached driver of a background sweep
+                    configure(dask_scheduler=self.plan["daskScheduler"])
+            client = launch.executor_client(self.plan.get("executor"), dask_client, self.root)
+        built = handle.build_runs(todo, mode="parallel", runner="dask" if client else None) if todo else []
+        if client is not None:
+            from ..lifecycle.dask_launcher import bind
+            bind(built, client)
         if built:
             reconcile.first_use_of(built)
         renderer = _Scoring(renderer_for(show), scorers)
@@ -328,7 +339,7 @@ class Experiment:
         return self.runs()
 
     def resume(self, *, scorers: Iterable[Any] | None = None, concurrency: int | None = None,
-               show: bool = True, background: bool = False) -> Experiment:
+               show: bool = True, background: bool = False, dask_client: Any = None) -> Experiment:
         """Start the cells whose run has not ended (or never started); ended runs are kept.
 
         The plan's shell checks score the new runs; Python scorers must be given again (``scorers=``).
@@ -342,7 +353,7 @@ class Experiment:
         limit = _concurrency(concurrency if concurrency is not None else plan.get("concurrency"))
         if background:
             return self._background(chosen, limit)
-        self._execute(chosen, limit, show)
+        self._execute(chosen, limit, show, dask_client)
         return self
 
     def _background(self, scorers: Sequence[Any], concurrency: int) -> Experiment:
@@ -475,7 +486,8 @@ def _concurrency(value: Any) -> int:
 
 def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1,
                concurrency: int | None = None, isolation: str | None = None, scorers: Iterable[Any] = (),
-               background: bool = False, show: bool = True, **run_options: Any) -> Experiment:
+               background: bool = False, show: bool = True, executor: str | None = None, dask_client: Any = None,
+               **run_options: Any) -> Experiment:
     """Run the sweep tasks × presets × models × repeats as one experiment and return it.
 
     ``tasks`` are strings, dicts (``task``, optional ``id``, ``preset``, ``model``, ``cwd``, ``timeout``,
@@ -486,16 +498,27 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     ``max_tool_calls``, ``max_tokens``, ``max_cost``) and ``output_schema``, for every run. Foreground by
     default (one live panel; no limit on the number of runs, at most ``concurrency`` at once);
     ``background=True`` hands the sweep to a detached process (``.wait()``). A name used before resumes:
-    ended runs are kept, the rest start.
+    ended runs are kept, the rest start. ``executor="dask"`` (with ``dask_client=``, or the settings) runs the
+    sweep on a Dask cluster; its workers' resources bound it, and ``concurrency``, when given, caps it.
     """
     from .scorers import as_scorer
 
     exp = Experiment(_check_name(name), project_root(Path(run_options["cwd"])) if run_options.get("cwd") else None)
     chosen = [as_scorer(s) for s in scorers]
-    limit = _concurrency(concurrency)
     cells = expand(tasks, presets, models, repeats, {**run_options, "isolation": isolation})
-    exp._save_plan(cells, chosen, limit)
-    return exp.resume(scorers=chosen, concurrency=limit, show=show, background=background)
+    chosen_executor = settings.executor if executor is None else executor
+    on_dask: dict[str, Any] = {}
+    if chosen_executor == "dask":
+        from ..lifecycle.launch import executor_client
+        client = executor_client("dask", dask_client, run_options.get("cwd"))
+        on_dask = {"executor": "dask", "daskScheduler": client.scheduler.address}
+        dask_client = client
+    elif chosen_executor != "local" or dask_client is not None:
+        from ..lifecycle.launch import executor_client
+        executor_client(chosen_executor, dask_client)  # the error that names what is wrong
+    limit = _concurrency(concurrency if concurrency is not None or not on_dask else min(64, max(1, len(cells))))
+    exp._save_plan(cells, chosen, limit, on_dask)
+    return exp.resume(scorers=chosen, concurrency=limit, show=show, background=background, dask_client=dask_client)
 
 
 def get_experiment(name: str, root: str | Path | None = None) -> Experiment:

@@ -1,0 +1,62 @@
+"""64 scripted runs through Dask (a LocalCluster of 2 worker processes) against the local process launcher.
+
+Both arms run the same 64 tasks at the same concurrency (2 workers x SLOTS runs each, and ``run_parallel`` with
+``concurrency=2 * SLOTS``), alternating over ROUNDS rounds; the ratio of the medians is what Dask adds on one
+machine: a task submit per run, a worker thread starting the supervisor, the heartbeat, the claim file.
+
+``make bench`` runs it; ``.venv/bin/python benchmarks/bench_dask.py [RUNS] [SLOTS]``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbsubagents
+from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
+
+ROUNDS = 2
+
+
+def main(runs: int = 64, slots: int = 4) -> None:
+    import distributed
+
+    from nbsubagents.lifecycle.dask_launcher import RESOURCE
+
+    base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-dask-"))
+    project = copy_example_project(base / "project")
+    use_scripted_model(project / ".pi" / "demo-agent")  # its environment is the workers' too: set it first
+    nbsubagents.configure(max_tasks=1000)
+    concurrency = 2 * slots
+    items = [{"preset": "scout", "task": f"read README.md\nrun: echo run{i}"} for i in range(runs)]
+    times: dict[str, list[float]] = {"dask": [], "local": []}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=slots, processes=True,
+                                  resources={RESOURCE: slots}, local_directory=str(base / "workers"),
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        os.chdir(project)
+        nbsubagents.run("scout", "ls src", show=False)  # warm caches (model list, bytecode)
+        nbsubagents.run("scout", "ls src", show=False, executor="dask", dask_client=client)
+        for _ in range(ROUNDS):
+            t0 = time.perf_counter()
+            done = nbsubagents.run_parallel(items, concurrency=concurrency, show=False)
+            times["local"].append(time.perf_counter() - t0)
+            assert all(r.status == "completed" for r in done), [r.error for r in done if r.status != "completed"]
+            t0 = time.perf_counter()
+            done = nbsubagents.run_parallel(items, show=False, executor="dask", dask_client=client)
+            times["dask"].append(time.perf_counter() - t0)
+            assert all(r.status == "completed" for r in done), [r.error for r in done if r.status != "completed"]
+    stop_scripted_model()
+    d, p = statistics.median(times["dask"]), statistics.median(times["local"])
+    print(f"{runs} scripted runs, concurrency {concurrency} ({2} Dask workers x {slots} slots), "
+          f"{ROUNDS} rounds alternating, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    print(f"local process launcher : median {p:.1f} s ({p / runs * 1000:.0f} ms/run)  {times['local']}")
+    print(f"dask LocalCluster      : median {d:.1f} s ({d / runs * 1000:.0f} ms/run)  {times['dask']}")
+    print(f"ratio dask/local: {d / p:.3f}")
+
+
+if __name__ == "__main__":
+    main(*(int(a) for a in sys.argv[1:3]))

@@ -1,0 +1,438 @@
+"""Runs on a Dask cluster (``executor="dask"``): the ``DaskLauncher``, its task and the cluster check.
+
+The notebook's side submits one task per run. The task, on a worker, starts the same supervisor as the process
+launcher (``python -m nbsubagents.child.supervisor RUN_DIR``) as its child and waits for it, so everything else
+stays as it is: the run directory, on storage the notebook and every worker see, is the source of truth; panels
+follow ``events.jsonl`` and the registry (written only by the notebook's side) ingests ``result.json``.
+
+- Capacity: a worker started with ``resources={"nbsubagents": N}`` is handed at most N runs at once; without that
+  resource on any worker, a worker's threads bound it (each run holds one while it lasts).
+- A run starts once: the task claims it (``worker.json``, written exclusively) before starting the supervisor, so
+  a task that Dask resubmits after its worker died starts the run only if the earlier attempt had not.
+- Liveness is the supervisor's ``heartbeat`` file (a pid means nothing on another machine) plus the future's
+  state; a run whose worker died ends ``failed: interrupted (worker lost)``, never stays running. The supervisor
+  itself ends its run that way when it outlives its worker (``child.supervisor``).
+- Cancel: the ``cancel.json`` request file, which the supervisor polls, plus cancelling the future of a queued run.
+- The kernel may die: every future is ``fire_and_forget``, so queued runs still run and running ones finish.
+
+``distributed`` is imported only here and only when used: ``import nbsubagents`` does not load Dask.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
+from ..child.procs import alive, process_start_ticks
+from ..child.supervisor import HEARTBEAT_FILE, WORKER_PID
+from ..config import NbSubagentsError, settings
+from . import settle
+
+if TYPE_CHECKING:
+    from .handle import Run
+
+__all__ = ["RESOURCE", "DaskLauncher", "DaskProcess", "run_supervisor", "liveness", "client_for", "bind",
+           "check_cluster", "require_cluster", "cancel"]
+
+RESOURCE = "nbsubagents"  # the worker resource one run takes
+CLAIM = "worker.json"     # written by the task that starts the run (its worker, host, pid)
+SUBMITTED = "dask.json"   # written at submit: scheduler address and task key
+STALE = 60.0              # seconds without a heartbeat after which a remote supervisor counts as gone
+CHECK_EVERY = 1.0         # seconds between liveness looks at a started run whose future says nothing
+HOST = os.uname().nodename
+
+_bound: dict[str, Any] = {}       # run id -> the client its call named (dask_client=)
+_by_address: dict[str, Any] = {}  # scheduler address (settings.dask_scheduler) -> this process's client
+_checked: set[tuple[int, str, frozenset[str]]] = set()  # (client, project, workers) already checked
+_lock = threading.Lock()
+
+
+# -- the task, on a worker ----------------------------------------------------------------------
+def run_supervisor(run_dir: str) -> dict[str, Any]:
+    """Start the run's supervisor on this worker and wait for it; runs as a Dask task.
+
+    Returns what happened: ``ran`` (with the supervisor's exit code), ``elsewhere`` (an earlier attempt had
+    started it), ``cancelled`` (a cancel arrived while it was queued) or ``settled`` (it already had a result).
+    """
+    paths = RunPaths(Path(run_dir))
+    meta = read_json(paths.meta)
+    if meta is None:
+        raise NbSubagentsError(f"Dask worker on {HOST} cannot read {paths.meta}: the run directory must be on "
+                               "storage the notebook and every worker see (the project folder on a shared "
+                               "filesystem, at the same path)")
+    if paths.result.exists():
+        return {"state": "settled"}
+    if settle.cancel_requested(paths):
+        settle.never_ran(paths, meta, "aborted", "cancelled before it started")
+        return {"state": "cancelled"}
+    claim = {"host": HOST, "pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()),
+             "worker": _worker_address(), "claimedAt": now_iso()}
+    if not atomic_write_json(paths.dir / CLAIM, claim, exclusive=True):
+        return {"state": "elsewhere"}  # a resubmission of a run that had started: never twice
+    env = {**os.environ, WORKER_PID: str(os.getpid())}  # the supervisor ends its run if this worker dies
+    with open(paths.dir / "supervisor.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.child.supervisor", str(paths.dir)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                cwd=meta.get("cwd"), env=env)
+    return {"state": "ran", "exitCode": proc.wait(), "host": HOST}
+
+
+def _worker_address() -> str | None:
+    try:
+        from distributed import get_worker
+        return get_worker().address
+    except (ImportError, ValueError):
+        return None
+
+
+# -- liveness from the run directory ------------------------------------------------------------
+def liveness(paths: RunPaths, stale: float | None = None) -> str:
+    """``ended`` (a result), ``queued`` (no worker took it yet), ``live`` or ``gone`` (its supervisor, or the
+    worker that claimed it, stopped without a result: a dead pid on this host, else a stale heartbeat)."""
+    stale = STALE if stale is None else stale
+    if paths.result.exists():
+        return "ended"
+    sup = read_json(paths.supervisor)
+    if sup and sup.get("host") == HOST and sup.get("pid") is not None:
+        state = "live" if alive(sup.get("pid"), sup.get("startTicks")) else "gone"
+        return "ended" if state == "gone" and paths.result.exists() else state  # it writes the result, then exits
+    beat = _age(paths.dir / HEARTBEAT_FILE)
+    if beat is not None:
+        return "live" if beat < stale else ("ended" if paths.result.exists() else "gone")
+    claim_age = _age(paths.dir / CLAIM)
+    if claim_age is None:
+        return "queued"
+    claim = read_json(paths.dir / CLAIM) or {}
+    if claim.get("host") == HOST and not alive(claim.get("pid"), claim.get("startTicks")):
+        return "gone"  # its worker died before the supervisor got going
+    return "live" if claim_age < stale else "gone"
+
+
+def _age(path: Path) -> float | None:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return None
+
+
+# -- the handle of a submitted run --------------------------------------------------------------
+class DaskProcess:
+    """A run's Dask future seen through the ``Process`` subset the kernel's side uses."""
+
+    remote = True
+
+    def __init__(self, future: Any, paths: RunPaths, meta: dict[str, Any]) -> None:
+        self.future = future
+        self.paths = paths
+        self.meta = meta
+        self.returncode: int | None = None
+        self._next_check = 0.0
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        if self.paths.result.exists():
+            self.returncode = 0
+            return self.returncode
+        status = self.future.status
+        claimed = (self.paths.dir / CLAIM).exists()
+        if status == "finished":
+            outcome = self.future.result()
+            if outcome.get("state") == "ran":
+                self.returncode = int(outcome.get("exitCode") or 0)
+                return self.returncode
+            if outcome.get("state") in ("settled", "cancelled"):
+                self.returncode = 0
+                return self.returncode
+        elif not claimed:
+            if status == "error":  # raised before it started: the worker cannot read the run directory, say
+                settle.never_ran(self.paths, self.meta, "failed", f"the Dask task failed: {_task_error(self.future)}")
+                self.returncode = 1
+            elif settle.cancel_requested(self.paths):
+                # Queued: it never starts (the fire-and-forget hold on it goes too: force).
+                self.future.cancel(force=True)
+                settle.never_ran(self.paths, self.meta, "aborted", "cancelled before it started")
+                self.returncode = 0
+            # else queued (pending; "lost" or "cancelled" here means this client lost sight of a task that the
+            # scheduler still holds for the fire-and-forget client): wait for a worker to take it
+            return self.returncode
+        # Started: its worker may have died (the task then fails, or waits to be resubmitted, or was resubmitted
+        # and found the run claimed). The heartbeat says, looked at every CHECK_EVERY s.
+        now = time.monotonic()
+        if now < self._next_check:
+            return None
+        self._next_check = now + CHECK_EVERY
+        state = liveness(self.paths)
+        if state in ("ended", "gone"):
+            self.returncode = 0 if state == "ended" else -1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"dask task {self.future.key}", timeout or 0.0)
+            time.sleep(0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic())))
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        """Any signal asks for a cancel: the request file, and the future of a queued run."""
+        settle.request_cancel(self.paths)
+        self.poll()
+
+
+def _task_error(future: Any) -> str:
+    try:
+        exc = future.exception(timeout=5)
+    except Exception as err:  # noqa: BLE001 - whatever the scheduler says is the message
+        exc = err
+    return f"{type(exc).__name__}: {exc}"
+
+
+def cancel(run: Run) -> bool:
+    """Cancel a Dask run from any process: the request file (the supervisor polls it) and, for a run this
+    process submitted that no worker has taken yet, its future. False when it had already ended."""
+    if run.done:
+        return False
+    settle.request_cancel(run.paths)
+    if isinstance(run.process, DaskProcess):
+        run.process.poll()
+    elif not (run.dir / CLAIM).exists():
+        _cancel_queued_elsewhere(run)
+    return True
+
+
+def _cancel_queued_elsewhere(run: Run) -> None:
+    """A queued run another process submitted (its kernel may be gone): cancel its task on the scheduler
+    ``dask.json`` names and settle it now. Unreachable, the request file still stops it when a worker takes it."""
+    submitted = read_json(run.dir / SUBMITTED) or {}
+    if not submitted.get("scheduler") or not submitted.get("key"):
+        return
+    try:
+        distributed = _distributed()
+        with distributed.Client(submitted["scheduler"], set_as_default=False, timeout=5) as client:
+            client.cancel([distributed.Future(submitted["key"], client)], force=True)
+    except (NbSubagentsError, OSError):
+        return
+    if not (run.dir / CLAIM).exists():
+        settle.never_ran(run.paths, run.meta, "aborted", "cancelled before it started")
+
+
+# -- clients ------------------------------------------------------------------------------------
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise NbSubagentsError("executor='dask' needs Dask's distributed: pip install 'nbsubagents[dask]'") from None
+    return distributed
+
+
+def bind(runs: Iterable[Run], client: Any) -> None:
+    """The client a call named (``dask_client=``) launches its runs."""
+    with _lock:
+        for run in runs:
+            _bound[run.id] = client
+
+
+def client_for(run_id: str | None = None, client: Any = None) -> Any:
+    """The call's client, else one for ``settings.dask_scheduler``, else ``distributed.get_client()``."""
+    if client is not None:
+        return client
+    with _lock:
+        if run_id is not None and run_id in _bound:
+            return _bound[run_id]
+    distributed = _distributed()
+    address = settings.dask_scheduler
+    if address:
+        with _lock:
+            known = _by_address.get(address)
+        if known is None or known.status not in ("running", "connecting"):
+            try:
+                known = distributed.Client(address, set_as_default=False, timeout=10)
+            except OSError as exc:
+                raise NbSubagentsError(f"Cannot reach the Dask scheduler {address} (dask_scheduler setting): "
+                                       f"{exc}. Start the cluster or correct the address.") from None
+            with _lock:
+                _by_address[address] = known
+        return known
+    try:
+        return distributed.get_client()
+    except ValueError:
+        raise NbSubagentsError("executor='dask' needs a Dask client: pass dask_client=, "
+                               "configure(dask_scheduler='tcp://host:8786'), or create distributed.Client(...) "
+                               "in this kernel first") from None
+
+
+# -- checking a cluster -------------------------------------------------------------------------
+def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
+    """On a worker: what it sees of the project and of pi, and its versions."""
+    import importlib.metadata as md
+    import platform
+
+    try:
+        sees = Path(probe).read_text(encoding="utf-8") == token
+    except OSError:
+        sees = False
+    missing = [p for i, p in enumerate(programs) if not os.path.isfile(p) or (i == 0 and not os.access(p, os.X_OK))]
+    versions = {}
+    for dist in ("nbsubagents", "distributed"):
+        try:
+            versions[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            versions[dist] = None
+    return {"host": HOST, "sees": sees, "missing": missing, "python": platform.python_version(), **versions}
+
+
+def _workers(client: Any) -> dict[str, dict[str, Any]]:
+    """The workers runs go to: those with the ``nbsubagents`` resource when any has it, else all."""
+    try:
+        info = client.scheduler_info(n_workers=-1).get("workers", {})
+    except TypeError:  # distributed before 2025 lists every worker without being asked
+        info = client.scheduler_info().get("workers", {})
+    with_resource = {a: w for a, w in info.items() if (w.get("resources") or {}).get(RESOURCE)}
+    return with_resource or info
+
+
+def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bool | None, str, str]]:
+    """One line per finding, (ok, what, detail) as ``nbsubagents doctor`` prints them: workers, the project
+    folder seen from each (a probe file written here and read there), pi on each, versions."""
+    import importlib.metadata as md
+    import platform
+
+    lines: list[tuple[bool | None, str, str]] = []
+    workers = _workers(client)
+    if not workers:
+        return [(False, "dask workers", f"none connected to {client.scheduler.address}: start some workers")]
+    slots = sum(int((w.get("resources") or {}).get(RESOURCE, 0)) for w in workers.values())
+    lines.append((True, "dask workers", f"{len(workers)} at {client.scheduler.address}" +
+                  (f", {slots} run slots (resource {RESOURCE!r})" if slots else
+                   f"; none declares resources={{{RESOURCE!r}: N}}: each worker's threads bound its runs")))
+    folder = root / ".pi" / "subagents"
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".dask-probe-{uuid.uuid4().hex[:12]}"
+    token = uuid.uuid4().hex
+    probe.write_text(token, encoding="utf-8")
+    try:
+        found = client.run(_probe, str(probe), token, programs, workers=list(workers))
+    finally:
+        probe.unlink(missing_ok=True)
+    mine = {"python": platform.python_version()}
+    for dist in ("nbsubagents", "distributed"):
+        try:
+            mine[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            mine[dist] = None
+    for address, seen in sorted(found.items()):
+        where = f"{address} ({seen['host']})"
+        if not seen["sees"]:
+            lines.append((False, "shared storage", f"{where} cannot see {root}: the project folder must be on a "
+                                                   "filesystem every worker mounts at the same path"))
+        if seen["missing"]:
+            lines.append((False, "pi on worker", f"{where} has no {', '.join(seen['missing'])}: install pi there "
+                                                 "at the same path (or in the shared project's node_modules)"))
+        differ = [f"{k} {seen.get(k)} here {mine[k]}" for k in mine if seen.get(k) != mine[k]]
+        if differ:
+            ok = None if all(k == "python" for k in (d.split()[0] for d in differ)) else False
+            lines.append((ok, "versions", f"{where}: " + "; ".join(differ)))
+    if all(ok is not False for ok, what, _ in lines[1:]):
+        lines.append((True, "each worker", f"sees {root} and runs pi; nbsubagents {mine['nbsubagents']}, "
+                                           f"distributed {mine['distributed']}"))
+    return lines
+
+
+def require_cluster(client: Any, root: Path, programs: list[str]) -> None:
+    """``check_cluster`` before the first submit of a project to a set of workers; its problems as an error."""
+    key = (id(client), str(root), frozenset(_workers(client)))
+    with _lock:
+        if key in _checked:
+            return
+    problems = [f"{what}: {detail}" for ok, what, detail in check_cluster(client, root, programs) if ok is False]
+    if problems:
+        raise NbSubagentsError("The Dask cluster cannot run these sub-agents:\n  " + "\n  ".join(problems))
+    with _lock:
+        _checked.add(key)
+
+
+def programs_of(argv: list[str] | None) -> list[str]:
+    """The files of a run's command that must exist on a worker: pi (or node and pi's script)."""
+    return [a for a in (argv or [])[:2] if os.path.isabs(a)]
+
+
+# -- the launcher -------------------------------------------------------------------------------
+class DaskLauncher:
+    """Each run's supervisor as a task on a Dask worker; see the module docstring."""
+
+    name = "dask"
+
+    def start(self, run: Run) -> DaskProcess:
+        distributed = _distributed()
+        client = client_for(run.id)
+        try:
+            require_cluster(client, Path(run.meta.get("root") or run.dir.parents[3]), programs_of(run.meta.get("argv")))
+        except NbSubagentsError as exc:
+            settle.never_ran(run.paths, run.meta, "failed", str(exc))
+            return _Settled(run)
+        workers = _workers(client)
+        takes = any((w.get("resources") or {}).get(RESOURCE) for w in workers.values())
+        key = f"nbsubagents-run-{run.id}"
+        atomic_write_json(run.dir / SUBMITTED, {"scheduler": client.scheduler.address, "key": key,
+                                                "submittedAt": now_iso()})
+        future = client.submit(run_supervisor, str(run.dir), key=key, pure=False,
+                               resources={RESOURCE: 1} if takes else None)
+        distributed.fire_and_forget(future)  # queued runs still run, running ones finish, when this kernel dies
+        _confirm(client, key)
+        with _lock:
+            _bound.pop(run.id, None)
+        return DaskProcess(future, run.paths, run.meta)
+
+
+def _held(key: str, dask_scheduler: Any = None) -> bool:
+    """On the scheduler: it has the task, held by the fire-and-forget client (so no client needs to stay)."""
+    task = dask_scheduler.tasks.get(key)
+    return task is not None and any(c.client_key == "fire-and-forget" for c in task.who_wants or ())
+
+
+def _confirm(client: Any, key: str, timeout: float = 10.0) -> None:
+    """Wait until the scheduler holds the task: a submit is sent in the background, and a kernel that dies right
+    after ``start()`` returned must not take a run that it reported started with it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if client.run_on_scheduler(_held, key):
+                return
+        except (OSError, AttributeError, ValueError, TypeError, RuntimeError):
+            return  # a scheduler that runs no client code (distributed.scheduler.pickle off): best effort
+        if time.monotonic() >= deadline:
+            import warnings
+            warnings.warn(f"nbsubagents: the Dask scheduler {client.scheduler.address} has not taken run task {key} "
+                          f"after {timeout:g} s; the run is submitted, but it would not outlive this kernel yet",
+                          RuntimeWarning, stacklevel=3)
+            return
+        time.sleep(0.005)
+
+
+class _Settled:
+    """The handle of a run the launcher could not submit (already settled)."""
+
+    remote = True
+    returncode = 1
+
+    def __init__(self, run: Run) -> None:
+        self.paths = run.paths
+
+    def poll(self) -> int:
+        return 1
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 1
+
+    def send_signal(self, sig: int) -> None:
+        pass

@@ -1,0 +1,306 @@
+"""Runs on a real Dask ``LocalCluster`` (``executor="dask"``): two worker processes, each with its own working
+directory, the project folder shared; the real pi against the scripted model. One cluster for the module."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+distributed = pytest.importorskip("distributed", reason="the dask extra: pip install -e '.[dask]'")
+
+from conftest import PI, SCOUT, processes_inside, wait_for  # noqa: E402
+from test_background import row_of, started_by_a_killed_launcher  # noqa: E402
+
+import nbsubagents  # noqa: E402
+from nbsubagents import config  # noqa: E402
+from nbsubagents.child import procs  # noqa: E402
+from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir  # noqa: E402
+from nbsubagents.lifecycle import dask_launcher, watcher  # noqa: E402
+
+SLOTS = 8  # runs one worker holds at once (its "nbsubagents" resource)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A project, the scripted model and a LocalCluster of 2 worker processes whose environment points pi at
+    them (workers inherit it at their start); everything is closed at the end and no process stays."""
+    base = tmp_path_factory.mktemp("dask")
+    root = base / "project"
+    (root / ".pi" / "subagents").mkdir(parents=True)
+    (root / ".pi" / "subagents" / "scout.md").write_text(SCOUT)
+    (root / "src").mkdir()
+    (root / "README.md").write_text("# Demo project\nsecond line\n")
+    with ScriptedModel() as model, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PI_CODING_AGENT_DIR", str(write_agent_dir(base / "agent", model.url)))
+        mp.setenv("PI_OFFLINE", "1")
+        mp.setenv("NBSUBAGENTS_PI", str(PI))
+        mp.setenv("XDG_CACHE_HOME", str(base / "cache"))
+        mp.delenv("NBSUBAGENTS_ROOT", raising=False)
+        config.reset()
+        # Started from here, not from the project: multiprocessing's resource tracker, which lives as long as
+        # this pytest process, keeps the folder it started in.
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=SLOTS, processes=True,
+                                      resources={dask_launcher.RESOURCE: SLOTS}, local_directory=str(base / "w"),
+                                      dashboard_address=None) as lc, distributed.Client(lc) as client:
+            mp.chdir(root)
+            yield root, client
+        config.reset()
+    watcher.stop()
+    deadline = time.monotonic() + 10
+    while processes_inside(base) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_inside(base) == [], "the cluster's runs left processes behind"
+
+
+@pytest.fixture
+def dask_project(cluster):
+    root, client = cluster
+    client.wait_for_workers(2, timeout=60)  # a worker killed by an earlier test is back
+    yield root, client
+    config.reset()
+
+
+def worker_pids(client) -> dict[str, int]:
+    return client.run(os.getpid)
+
+
+def test_sixteen_runs_complete_on_two_workers_with_every_artifact(dask_project):
+    root, client = dask_project
+    dirs = client.run(lambda dask_worker: dask_worker.local_directory)
+    assert len(set(dirs.values())) == 2  # each worker its own working directory
+    tasks = [{"preset": "scout", "task": f"sleep: 1\nrun: echo dask{i}", "name": f"d{i}"} for i in range(16)]
+
+    runs = nbsubagents.run_parallel(tasks, executor="dask", dask_client=client, show=False)
+
+    assert [r.status for r in runs] == ["completed"] * 16, [(r.id, r.result) for r in runs if r.status != "completed"]
+    pids = set(worker_pids(client).values())
+    takers = set()
+    for i, run in enumerate(runs):
+        assert f"dask{i}" in run.output
+        names = {p.name for p in run.dir.iterdir()}
+        assert {"meta.json", "prompt.md", "events.jsonl", "transcript.log", "stdout.log", "stderr.log",
+                "result.json", "supervisor.json", "heartbeat", "worker.json", "dask.json"} <= names, names
+        assert run.meta["runner"] == "dask"
+        claim = json.loads((run.dir / "worker.json").read_text())
+        assert claim["pid"] in pids  # started by a worker process, not by this one
+        takers.add(claim["pid"])
+        assert [e["type"] for e in run.events()][-1] == "run_end"
+        row = row_of(root, run.id)
+        assert row["status"] == "completed" and f"dask{i}" in row["final_text"] and row["tool_calls"] == 1
+    assert len(takers) == 2  # both workers took runs
+    assert not (root / ".pi" / "subagents" / "runs.db-journal").exists()
+
+
+def test_a_cancel_from_another_process_aborts_a_running_run(dask_project):
+    root, client = dask_project
+    run = nbsubagents.start("scout", "run: sleep 120", executor="dask", dask_client=client, show=False)
+    wait_for(lambda: len(procs.run_processes(run.id)) >= 2, what="the run's pi and its sleep")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", f"import nbsubagents; print(nbsubagents.cancel({run.id!r}))"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
+    run.wait(60)
+    assert run.status == "aborted" and run.error == "cancelled"
+    assert time.monotonic() - t0 < 30
+    assert run.result["stopReason"] == "cancelled"
+    wait_for(lambda: not procs.run_processes(run.id), what="the run's processes to end")
+    assert row_of(root, run.id)["status"] == "aborted"
+
+
+def test_a_run_queued_behind_full_workers_is_cancelled_without_starting(dask_project):
+    root, client = dask_project
+    blockers = [nbsubagents.start("scout", "run: sleep 120", executor="dask", dask_client=client, show=False)
+                for _ in range(2 * SLOTS)]
+    queued = nbsubagents.start("scout", "read README.md", executor="dask", dask_client=client, show=False)
+    orphan_id = started_by_a_killed_launcher(  # queued by a kernel that died since
+        f"nbsubagents.configure(executor='dask', dask_scheduler={client.scheduler.address!r})\n"
+        "print(nbsubagents.start('scout', 'read README.md', show=False).id, flush=True)").strip()
+    orphan = nbsubagents.get_run(orphan_id)
+    try:
+        wait_for(lambda: all((b.dir / "supervisor.json").exists() for b in blockers), what="every slot taken")
+        assert not (queued.dir / "worker.json").exists() and queued.status == "queued"
+        assert queued.cancel() is True
+        queued.wait(30)
+        assert queued.status == "aborted" and queued.error == "cancelled before it started"
+        assert queued.process.future.status == "cancelled"
+        assert not (queued.dir / "supervisor.json").exists() and not (queued.dir / "events.jsonl").exists()
+
+        assert orphan.status == "queued" and orphan.process is None
+        assert orphan.cancel() is True  # no future here: its task is cancelled on the scheduler by key
+        assert orphan.refresh().status == "aborted" and orphan.error == "cancelled before it started"
+    finally:
+        for b in blockers:
+            b.cancel()
+        for b in blockers:
+            b.wait(60)
+    assert {b.status for b in blockers} == {"aborted"}
+    time.sleep(1)  # free slots now: a task still on the scheduler would be taken within this
+    assert not (orphan.dir / "worker.json").exists() and not (orphan.dir / "supervisor.json").exists()
+
+
+def test_killing_a_worker_mid_run_fails_the_run_as_worker_lost(dask_project):
+    root, client = dask_project
+    run = nbsubagents.start("scout", "run: sleep 120", executor="dask", dask_client=client, show=False)
+    wait_for(lambda: len(procs.run_processes(run.id)) >= 2, what="the run's pi and its sleep")
+    worker = json.loads((run.dir / "worker.json").read_text())["pid"]
+    assert worker in worker_pids(client).values()
+
+    os.kill(worker, signal.SIGKILL)
+    run.wait(60)
+
+    assert run.status == "failed" and run.error == "interrupted (worker lost)"
+    assert run.result["stopReason"] == "worker_lost"
+    wait_for(lambda: not procs.run_processes(run.id), what="the run's processes to end")
+    time.sleep(1)  # Dask resubmits the task to the other worker: it must not start the run again
+    assert [e["type"] for e in run.events()].count("run_start") == 1
+    assert row_of(root, run.id)["status"] == "failed"
+
+
+def test_a_run_whose_machine_went_away_is_settled_by_its_stale_heartbeat_not_left_running(dask_project, monkeypatch):
+    root, client = dask_project
+    run_id = started_by_a_killed_launcher(
+        f"nbsubagents.configure(executor='dask', dask_scheduler={client.scheduler.address!r})\n"
+        "print(nbsubagents.start('scout', 'run: sleep 120', show=False).id, flush=True)").strip()
+    run_dir = root / ".pi" / "subagents" / "runs" / run_id
+    wait_for(lambda: len(procs.run_processes(run_id)) >= 2, what="the run's pi and its sleep")
+    supervisor = json.loads((run_dir / "supervisor.json").read_text())
+    worker = json.loads((run_dir / "worker.json").read_text())["pid"]
+    os.kill(supervisor["pid"], signal.SIGKILL)  # the machine went away: worker and supervisor at once
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: not procs.alive(supervisor["pid"], supervisor["startTicks"]), what="the supervisor's end")
+    # As seen from another machine: no pid to look at, only the heartbeat file.
+    monkeypatch.setattr(dask_launcher, "HOST", "another-machine")
+
+    assert nbsubagents.status(run_id).rows[0]["status"] == "running"  # its heartbeat is fresh: it may be alive
+    monkeypatch.setattr(dask_launcher, "STALE", 1.0)
+    time.sleep(1.5)
+    status = nbsubagents.status(run_id)
+
+    assert status.rows[0]["status"] == "failed"
+    assert status.rows[0]["error_message"] == "interrupted (worker lost)"
+    assert json.loads((run_dir / "result.json").read_text())["stopReason"] == "interrupted"
+    wait_for(lambda: not procs.run_processes(run_id), what="the run's pi to be ended")
+
+
+def test_background_runs_survive_the_death_of_the_kernel_that_submitted_them(dask_project):
+    root, client = dask_project
+    ids = started_by_a_killed_launcher(
+        f"nbsubagents.configure(executor='dask', dask_scheduler={client.scheduler.address!r})\n"
+        "runs = [nbsubagents.start('scout', f'sleep: 3\\nrun: echo bg{i}', name=f'bg{i}', show=False)"
+        " for i in range(3)]\n"
+        "print(' '.join(r.id for r in runs), flush=True)").split()
+    assert len(ids) == 3
+    runs_dir = root / ".pi" / "subagents" / "runs"
+    assert not any((runs_dir / i / "result.json").exists() for i in ids)  # mid-run, their kernel gone
+
+    wait_for(lambda: all((runs_dir / i / "result.json").exists() for i in ids), what="the three results")
+
+    later = subprocess.run([sys.executable, "-c", "import nbsubagents; nbsubagents.status(include_completed=True)"],
+                           capture_output=True, text=True, timeout=120)
+    assert later.returncode == 0, later.stderr
+    announced = [ln for ln in later.stderr.splitlines() if "completed while away" in ln]
+    assert sorted(ln.split()[4] for ln in announced) == sorted(ids)
+    for i, run_id in enumerate(ids):
+        row = row_of(root, run_id)
+        assert row["status"] == "completed" and f"bg{i}" in row["final_text"]
+
+
+def test_a_worker_without_pi_is_refused_before_anything_is_written(dask_project, monkeypatch, tmp_path):
+    root, client = dask_project
+    fake = tmp_path / "only-here" / "pi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    runs_dir = root / ".pi" / "subagents" / "runs"
+    before = set(runs_dir.iterdir()) if runs_dir.is_dir() else set()
+    monkeypatch.setattr(dask_launcher, "_probe", _probe_without(str(fake)))
+    monkeypatch.setattr(dask_launcher, "_checked", set())  # the cluster passed its check in earlier tests
+    with pytest.raises(nbsubagents.NbSubagentsError, match="has no .*only-here/pi: install pi there"):
+        nbsubagents.run("scout", "read README.md", executor="dask", dask_client=client, show=False)
+    monkeypatch.setattr(dask_launcher, "_probe", _probe_without(str(fake), sees=False))
+    with pytest.raises(nbsubagents.NbSubagentsError) as caught:
+        nbsubagents.start("scout", "read README.md", executor="dask", dask_client=client, show=False)
+    assert f"cannot see {root}: the project folder must be on a filesystem every worker mounts" in str(caught.value)
+    assert str(caught.value).count("shared storage: tcp://") == 2  # each worker named
+    assert (set(runs_dir.iterdir()) if runs_dir.is_dir() else set()) == before
+
+
+def _probe_without(program: str, sees: bool = True):
+    """The workers' probe, on workers where ``program`` does not exist (and, ``sees=False``, that do not mount the
+    project), as on another machine."""
+    real = dask_launcher._probe
+
+    def probe(path, token, programs):
+        seen = real(path, token, programs)
+        seen["missing"] = [program]
+        seen["sees"] = seen["sees"] and sees
+        return seen
+    return probe
+
+
+def test_a_worker_that_cannot_read_the_run_directory_fails_the_run_saying_so(dask_project):
+    from nbsubagents.lifecycle import handle
+
+    root, client = dask_project
+    (run,) = handle.build_runs([{"preset": "scout", "task": "read README.md"}], mode="parallel", runner="dask")
+    dask_launcher.bind([run], client)
+    (run.dir / "meta.json").rename(run.dir / "meta.json.hidden")  # what a worker with another view of it sees
+
+    run.launch()
+    run.wait(60)
+
+    assert run.status == "failed"
+    assert f"cannot read {run.dir / 'meta.json'}: the run directory must be on storage the notebook and every " \
+        "worker see" in run.error
+    assert not (run.dir / "worker.json").exists() and not (run.dir / "supervisor.json").exists()
+
+
+def test_bad_executor_settings_are_named():
+    with pytest.raises(nbsubagents.NbSubagentsError, match='executor.*"local" or "dask"'):
+        nbsubagents.configure(executor="slurm")
+    with pytest.raises(nbsubagents.NbSubagentsError, match="dask_client= is for executor"):
+        nbsubagents.run("scout", "read README.md", executor="local", dask_client=object())
+
+
+def test_importing_nbsubagents_does_not_import_dask():
+    code = ("import sys, nbsubagents, nbsubagents.api, nbsubagents.lifecycle.handle\n"
+            "print(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project):
+    root, client = dask_project
+    out = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask", client.scheduler.address],
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert f"✓ dask workers   2 at {client.scheduler.address}, {2 * SLOTS} run slots (resource 'nbsubagents')" \
+        in lines, out.stdout
+    assert any(ln.startswith(f"✓ each worker    sees {root} and runs pi; nbsubagents ") for ln in lines), out.stdout
+    assert not list((root / ".pi" / "subagents").glob(".dask-probe-*"))  # the probe is removed
+
+    missing = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask"], capture_output=True,
+                             text=True, timeout=120, stdin=subprocess.DEVNULL,
+                             env={k: v for k, v in os.environ.items() if not k.startswith("DASK_")})
+    assert missing.returncode == 1 and "✗ dask           no scheduler to check: nbsubagents doctor --dask" \
+        in missing.stdout
+
+
+def test_an_experiment_runs_its_cells_on_the_cluster(dask_project):
+    root, client = dask_project
+    exp = nbsubagents.experiment("on-dask", tasks=["read README.md", "ls src"], presets="scout", repeats=2, executor="dask",
+                                 dask_client=client, scorers=[lambda run: "Demo" in run.output], show=False)
+    runs = exp.runs()
+    assert len(runs) == 4 and {r.status for r in runs} == {"completed"} and all(r.scores for r in runs)
+    assert {r.meta["runner"] for r in runs} == {"dask"} and all((r.dir / "worker.json").exists() for r in runs)
+    assert exp.plan["executor"] == "dask" and exp.plan["daskScheduler"] == client.scheduler.address
+    assert exp.plan["concurrency"] == 4  # the cluster bounds it, not the local default
