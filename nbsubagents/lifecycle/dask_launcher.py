@@ -258,7 +258,7 @@ def client_for(run_id: str | None = None, client: Any = None) -> Any:
             try:
                 known = distributed.Client(address, set_as_default=False, timeout=10)
             except OSError as exc:
-                raise NbSubagentsError(f"Cannot reach the Dask scheduler {address} (dask_scheduler setting): "
+                raise NbSubagentsError(f"Cannot reach the Dask scheduler {address}: "
                                        f"{exc}. Start the cluster or correct the address.") from None
             with _lock:
                 _by_address[address] = known

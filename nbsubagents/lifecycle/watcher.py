@@ -152,6 +152,20 @@ def _cell_parent() -> dict[str, Any] | None:
     return cell_parent()
 
 
+def _guarded(holder: Any, call: Callable[[], Any], default: Any, message: str) -> Any:
+    """``call()``, or ``default`` when it raises; the first failure of a streak is reported (``holder.failing``),
+    so one broken panel or run cannot stop the clock, nor fill the log."""
+    try:
+        value = call()
+    except Exception:
+        if not holder.failing:
+            _report(message)
+        holder.failing = True
+        return default
+    holder.failing = False
+    return value
+
+
 def _in_cell(parent: dict[str, Any] | None) -> Any:
     """A context in which what this thread prints goes to the cell ``parent`` (``ui.kernel.in_cell``)."""
     if parent is None:
@@ -285,15 +299,8 @@ class Watcher:
             for entry in entries:
                 if self._stop.is_set():
                     break
-                try:
-                    with _in_cell(entry.parent):
-                        finished = self._step(entry)
-                    entry.failing = False
-                except Exception:
-                    if not entry.failing:
-                        _report(f"nbsubagents watcher: following run {entry.run.id} failed (will retry)")
-                    entry.failing = True
-                    finished = False
+                finished = _guarded(entry, lambda: self._step_in_cell(entry), False,
+                                    f"nbsubagents watcher: following run {entry.run.id} failed (will retry)")
                 if finished:
                     with self._lock:
                         self._entries.pop(entry.run.id, None)
@@ -310,16 +317,13 @@ class Watcher:
             if self._thread is me:
                 self._thread = None
 
+    def _step_in_cell(self, entry: _Entry) -> bool:
+        with _in_cell(entry.parent):
+            return self._step(entry)
+
     @staticmethod
     def _tick(sub: Subscription) -> None:
-        try:
-            keep = sub.tick()
-            sub.failing = False
-        except Exception:
-            if not sub.failing:
-                _report(f"nbsubagents: {sub.name} raised on the clock (will retry)")
-            sub.failing = True
-            keep = True
+        keep = _guarded(sub, sub.tick, True, f"nbsubagents: {sub.name} raised on the clock (will retry)")
         if keep is False:
             sub.cancelled = True
         sub.due = time.monotonic() + sub.interval
