@@ -3,8 +3,10 @@ directory, the project folder shared; the real pi against the scripted model. On
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -212,54 +214,110 @@ def test_background_runs_survive_the_death_of_the_kernel_that_submitted_them(das
         assert row["status"] == "completed" and f"bg{i}" in row["final_text"]
 
 
-def test_a_worker_without_pi_is_refused_before_anything_is_written(dask_project, monkeypatch, tmp_path):
-    root, client = dask_project
-    fake = tmp_path / "only-here" / "pi"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\n")
-    fake.chmod(0o755)
+# -- workers that truly cannot see things ---------------------------------------------------------
+# Each is a real `dask worker` process in a mount namespace of its own (unshare -m) where a tmpfs covers a
+# folder: that folder is empty to the worker only, as a project folder that is not shared, or a pi installed
+# elsewhere, is on another machine. Its scheduler is its own, not the module's cluster.
+BLIND = 'mount -t tmpfs none "$1" && shift && exec "$@"'  # constant; the paths come as arguments
+
+
+def require_unshare() -> None:
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True, text=True) \
+        if shutil.which("unshare") else None
+    if probe is None or probe.returncode != 0:
+        pytest.fail("these tests need `unshare -m` (util-linux, as root: CAP_SYS_ADMIN) to start "
+                    "Dask workers that cannot see a folder: " + (probe.stderr.strip() if probe else "no unshare"))
+
+
+@contextlib.contextmanager
+def blind_workers(tmp_path, *hidden):
+    """A scheduler of its own and one real worker per folder in ``hidden`` (that folder covered by an empty
+    tmpfs in the worker's view), each with the ``nbsubagents`` resource; yields (client, {hidden folder: worker
+    address}). Every worker process, and the scheduler, is ended on the way out, and none stays."""
+    require_unshare()
+    procs_: list[subprocess.Popen] = []
+    with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=":0", host="127.0.0.1") as lc, \
+            distributed.Client(lc, set_as_default=False) as client:
+        try:
+            for i, folder in enumerate(hidden):
+                local = tmp_path / f"blind-worker-{i}"
+                local.mkdir()
+                with open(local / "worker.log", "wb") as log:
+                    procs_.append(subprocess.Popen(
+                        ["unshare", "-m", "--propagation", "private", "sh", "-c", BLIND, "sh", str(folder),
+                         sys.executable, "-m", "distributed.cli.dask_worker", lc.scheduler_address, "--no-nanny",
+                         "--nthreads", "1", "--resources", f"{dask_launcher.RESOURCE}=1", "--no-dashboard",
+                         "--name", f"blind-{i}", "--local-directory", str(local)],
+                        cwd=local, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True))
+            deadline = time.monotonic() + 60
+            while len(client.scheduler_info(n_workers=-1)["workers"]) < len(hidden):
+                dead = [p for p in procs_ if p.poll() is not None]
+                assert not dead and time.monotonic() < deadline, "a blind worker did not join: " + "\n".join(
+                    (tmp_path / f"blind-worker-{i}" / "worker.log").read_text() for i in range(len(hidden)))
+                time.sleep(0.1)
+            names = {w["name"]: a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+            yield client, {folder: names[f"blind-{i}"] for i, folder in enumerate(hidden)}
+        finally:
+            for p in procs_:
+                p.terminate()
+            for p in procs_:
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait(10)
+    left = [p.pid for p in procs_ if _in_session(p.pid)]
+    assert left == [], f"blind workers left processes in sessions {left}"
+
+
+def _in_session(sid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.getsid(int(entry)) == sid:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_workers_that_cannot_see_the_project_or_pi_are_refused_naming_each_before_anything_is_written(
+        dask_project, tmp_path):
+    root, _ = dask_project
+    pi_dir = PI.parent  # node_modules/.bin: pi is not there for a worker that hides it
     runs_dir = root / ".pi" / "subagents" / "runs"
     before = set(runs_dir.iterdir()) if runs_dir.is_dir() else set()
-    monkeypatch.setattr(dask_launcher, "_probe", _probe_without(str(fake)))
-    monkeypatch.setattr(dask_launcher, "_checked", set())  # the cluster passed its check in earlier tests
-    with pytest.raises(nbsubagents.NbSubagentsError, match="has no .*only-here/pi: install pi there"):
-        nbsubagents.run("scout", "read README.md", executor="dask", dask_client=client, show=False)
-    monkeypatch.setattr(dask_launcher, "_probe", _probe_without(str(fake), sees=False))
-    with pytest.raises(nbsubagents.NbSubagentsError) as caught:
-        nbsubagents.start("scout", "read README.md", executor="dask", dask_client=client, show=False)
-    assert f"cannot see {root}: the project folder must be on a filesystem every worker mounts" in str(caught.value)
-    assert str(caught.value).count("shared storage: tcp://") == 2  # each worker named
+    with blind_workers(tmp_path, root.parent, pi_dir) as (client, address):
+        with pytest.raises(nbsubagents.NbSubagentsError) as caught:
+            nbsubagents.run("scout", "read README.md", executor="dask", dask_client=client, show=False)
+        with pytest.raises(nbsubagents.NbSubagentsError) as again:  # start() too, and nothing cached as fine
+            nbsubagents.start("scout", "read README.md", executor="dask", dask_client=client, show=False)
+    host = os.uname().nodename
+    problems = {
+        address[root.parent]: f"shared storage: {address[root.parent]} ({host}) cannot see {root}: the project "
+                              "folder must be on a filesystem every worker mounts at the same path",
+        address[pi_dir]: f"pi on worker: {address[pi_dir]} ({host}) has no {PI}: install pi there at the same "
+                         "path (or in the shared project's node_modules)"}
+    expected = "The Dask cluster cannot run these sub-agents:\n  " + "\n  ".join(problems[a] for a in sorted(problems))
+    assert str(caught.value) == expected
+    assert str(again.value) == expected
     assert (set(runs_dir.iterdir()) if runs_dir.is_dir() else set()) == before
+    assert not list((root / ".pi" / "subagents").glob(".dask-probe-*"))  # the probe is removed
 
 
-def _probe_without(program: str, sees: bool = True):
-    """The workers' probe, on workers where ``program`` does not exist (and, ``sees=False``, that do not mount the
-    project), as on another machine."""
-    real = dask_launcher._probe
-
-    def probe(path, token, programs):
-        seen = real(path, token, programs)
-        seen["missing"] = [program]
-        seen["sees"] = seen["sees"] and sees
-        return seen
-    return probe
-
-
-def test_a_worker_that_cannot_read_the_run_directory_fails_the_run_saying_so(dask_project):
-    from nbsubagents.lifecycle import handle
-
-    root, client = dask_project
-    (run,) = handle.build_runs([{"preset": "scout", "task": "read README.md"}], mode="parallel", runner="dask")
-    dask_launcher.bind([run], client)
-    (run.dir / "meta.json").rename(run.dir / "meta.json.hidden")  # what a worker with another view of it sees
-
-    run.launch()
-    run.wait(60)
-
+def test_a_worker_that_cannot_read_the_run_directory_fails_the_run_saying_so(dask_project, tmp_path):
+    root, _ = dask_project
+    runs_dir = root / ".pi" / "subagents" / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    # It sees the project folder (the submit check passes) but not where runs are written.
+    with blind_workers(tmp_path, runs_dir) as (client, address):
+        run = nbsubagents.run("scout", "read README.md", executor="dask", dask_client=client, show=False)
     assert run.status == "failed"
-    assert f"cannot read {run.dir / 'meta.json'}: the run directory must be on storage the notebook and every " \
-        "worker see" in run.error
+    assert run.error == (f"the Dask task failed: NbSubagentsError: Dask worker {address[runs_dir]} on "
+                         f"{os.uname().nodename} cannot read {run.dir / 'meta.json'}: the run directory must be on "
+                         "storage the notebook and every worker see (the project folder on a shared filesystem, "
+                         "at the same path)")
     assert not (run.dir / "worker.json").exists() and not (run.dir / "supervisor.json").exists()
+    assert row_of(root, run.id)["status"] == "failed"
 
 
 def test_bad_executor_settings_are_named():

@@ -64,7 +64,9 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
     paths = RunPaths(Path(run_dir))
     meta = read_json(paths.meta)
     if meta is None:
-        raise NbSubagentsError(f"Dask worker on {HOST} cannot read {paths.meta}: the run directory must be on "
+        worker = _worker_address()  # several workers share a host: which one
+        raise NbSubagentsError(f"Dask worker {worker + ' ' if worker else ''}on {HOST} cannot read {paths.meta}: "
+                               "the run directory must be on "
                                "storage the notebook and every worker see (the project folder on a shared "
                                "filesystem, at the same path)")
     if paths.result.exists():
