@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import nbsubagents
 
 PACKAGE = Path(nbsubagents.__file__).resolve().parent
@@ -177,11 +179,18 @@ def test_run_has_no_private_friends():
     assert not bad, "\n".join(bad)
 
 
-def test_the_light_imports_stay_light():
-    code = ("import sys, nbsubagents, nbsubagents.api, nbsubagents.registry, nbsubagents.lifecycle.reconcile\n"
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets', 'pandas'))\n"
-            "print(heavy)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+@pytest.mark.parametrize("imports, touch, heavy", [
+    ("nbsubagents, nbsubagents.api, nbsubagents.registry, nbsubagents.lifecycle.reconcile", "",
+     ("IPython", "ipywidgets", "pandas")),
+    ("nbsubagents.ui.browser, nbsubagents.ui.statusbar, nbsubagents.ui.timeline, nbsubagents",
+     "nbsubagents.status_bar; nbsubagents.browse",  # the explorer imports nothing heavy until used
+     ("IPython", "ipywidgets", "pandas", "matplotlib")),
+    ("nbsubagents, nbsubagents.api, nbsubagents.lifecycle.handle", "", ("dask", "distributed")),
+])
+def test_the_light_imports_stay_light(imports, touch, heavy):
+    code = (f"import sys, {imports}\n{touch}\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout
 
 

@@ -327,14 +327,6 @@ def test_bad_executor_settings_are_named():
         nbsubagents.run("scout", "read README.md", executor="local", dask_client=object())
 
 
-def test_importing_nbsubagents_does_not_import_dask():
-    code = ("import sys, nbsubagents, nbsubagents.api, nbsubagents.lifecycle.handle\n"
-            "print(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
-
-
 def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project):
     root, client = dask_project
     out = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask", client.scheduler.address],
