@@ -16,8 +16,11 @@ from conftest import processes_inside, wait_for
 
 
 def endless(body, index):
-    """A model that never stops calling tools (different commands, so the loop guard stays quiet)."""
-    return {"text": f"step {index}", "tool_calls": [{"name": "bash", "arguments": {"command": f"echo step-{index}"}}]}
+    """A model that never stops calling tools (different commands, so the loop guard stays quiet), answering in
+    about half a second as a real model would: an instant one can outrun a starved supervisor on a loaded machine
+    and get one more call in before the stop lands (the README says so)."""
+    return {"text": f"step {index}", "tool_calls": [{"name": "bash", "arguments": {"command": f"echo step-{index}"}}],
+            "delay": 0.1}
 
 
 @pytest.mark.pi_matrix

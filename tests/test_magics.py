@@ -401,7 +401,8 @@ def test_subagent_magic_passes_isolation_and_budgets(shell, project, scripted, t
     import subprocess
 
     monkeypatch.setenv("NBSUBAGENTS_WORKTREES", str(tmp_path / "worktrees"))
-    scripted.script = lambda body, index: {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {index}"}}]}
+    scripted.script = lambda body, index: {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {index}"}}],
+                                           "delay": 0.1}  # a model's think time (see test_budgets.endless)
     run = shell.run_line_magic("subagent", "--max-tool-calls 2 scout keep going")
     assert run.result["stopReason"] == "budget:tool_calls" and run.result["toolCalls"] == 3
     scripted.script = None
