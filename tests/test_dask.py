@@ -165,6 +165,51 @@ def test_killing_a_worker_mid_run_fails_the_run_as_worker_lost(dask_project):
     assert row_of(root, run.id)["status"] == "failed"
 
 
+def test_a_worker_lost_before_it_started_a_run_leaves_it_to_another_worker_that_runs_it_once(dask_project, tmp_path):
+    root, client = dask_project
+    marker = tmp_path / "held-by"
+
+    class HoldTheFirstStart(distributed.WorkerPlugin):
+        """Fault injection: the first worker told to execute a run's task stops right there, before the task
+        claims the run, and writes its pid, so the test can kill it holding a run it has not started."""
+
+        name = "hold-the-first-start"
+
+        def __init__(self, marker: str) -> None:
+            self.marker = marker
+
+        def transition(self, key, start, finish, **kwargs):
+            if finish != "executing" or not str(key).startswith("nbsubagents-run-"):
+                return
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return  # held once already: the resubmitted task runs
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            time.sleep(30)
+
+    workers = set(worker_pids(client).values())  # asked now: a held worker answers nobody
+    client.register_plugin(HoldTheFirstStart(str(marker)))
+    try:
+        run = nbsubagents.start("scout", "run: echo resubmitted", executor="dask", dask_client=client, show=False)
+        wait_for(lambda: marker.exists() and marker.read_text(), what="a worker to be handed the run")
+        held = int(marker.read_text())
+        assert held in workers
+        assert not (run.dir / "worker.json").exists() and run.status in ("queued", "running")
+
+        os.kill(held, signal.SIGKILL)
+        run.wait(90)
+    finally:
+        client.unregister_worker_plugin("hold-the-first-start")
+
+    assert run.status == "completed", run.result
+    assert "resubmitted" in run.output
+    assert json.loads((run.dir / "worker.json").read_text())["pid"] != held  # the other worker took it
+    assert [e["type"] for e in run.events()].count("run_start") == 1
+    assert row_of(root, run.id)["status"] == "completed"
+
+
 def test_a_run_whose_machine_went_away_is_settled_by_its_stale_heartbeat_not_left_running(dask_project, monkeypatch):
     root, client = dask_project
     run_id = started_by_a_killed_launcher(
