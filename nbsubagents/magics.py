@@ -32,9 +32,11 @@ __all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_li
 
 _LIMIT_FLAGS = ("--isolation", "--max-turns", "--max-tool-calls", "--max-tokens", "--max-cost")
 _VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "-o", "--out", "--concurrency",
-                *_LIMIT_FLAGS)
-_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "--bg", "--expand", "-o", *_LIMIT_FLAGS)
-_GROUP_FLAGS = ("--concurrency", "--expand", "-o")
+                "--executor", *_LIMIT_FLAGS)
+_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "--bg", "--expand", "-o", "--executor",
+              *_LIMIT_FLAGS)
+_GROUP_FLAGS = ("--concurrency", "--expand", "-o", "--executor")
+_EXECUTOR_HELP = "where the runs go: local, or dask (the default Dask client, else settings' dask_scheduler)"
 _MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report"),
                 "cell": ("subagent", "subagents", "subagent_experiment")}
 # A word of a magic line: runs of plain characters and quoted strings (quotes may hold spaces).
@@ -223,6 +225,7 @@ class SubagentMagics(Magics):
     @argument("--max-tool-calls", type=int, metavar="N", help="budget: stop after N tool calls")
     @argument("--max-tokens", type=int, metavar="N", help="budget: stop once N tokens are spent")
     @argument("--max-cost", type=float, metavar="X", help="budget: stop once the cost reaches X")
+    @argument("--executor", choices=("local", "dask"), help=_EXECUTOR_HELP + "; default: settings")
     @argument("--bg", action="store_true", help="start in the background (nbsubagents.start) and return at once")
     @argument("--expand", action="store_true",
               help="fill in $name and {expression} from the notebook's variables (off: the task is sent as written)")
@@ -252,7 +255,7 @@ class SubagentMagics(Magics):
         options = {"model": args.model, "cwd": args.cwd, "timeout": args.timeout, "name": args.name,
                    "files": args.files, "resume": args.resume, "isolation": args.isolation,
                    "max_turns": args.max_turns, "max_tool_calls": args.max_tool_calls,
-                   "max_tokens": args.max_tokens, "max_cost": args.max_cost}
+                   "max_tokens": args.max_tokens, "max_cost": args.max_cost, "executor": args.executor}
         try:
             if args.bg:
                 result = nbsubagents.start(args.preset, task, **options)
@@ -265,6 +268,7 @@ class SubagentMagics(Magics):
     @no_var_expand
     @magic_arguments()
     @argument("--concurrency", type=int, metavar="N", help="how many run at once (default: settings, 4)")
+    @argument("--executor", choices=("local", "dask"), help=_EXECUTOR_HELP + "; default: settings")
     @argument("--expand", action="store_true",
               help="fill in $name and {expression} in the body from the notebook's variables")
     @argument("-o", "--out", metavar="VAR", help="also store the list of Runs in this variable")
@@ -284,7 +288,7 @@ class SubagentMagics(Magics):
         _check_var(args.out)
         tasks = parse_task_list(self._expand(cell) if args.expand else cell)
         try:
-            runs = nbsubagents.run_parallel(tasks, concurrency=args.concurrency)
+            runs = nbsubagents.run_parallel(tasks, concurrency=args.concurrency, executor=args.executor)
         except NbSubagentsError as exc:
             raise _to_usage_error(exc) from None
         return self._store(args.out, RunList(runs))

@@ -399,3 +399,28 @@ def test_an_experiment_runs_its_cells_on_the_cluster(dask_project):
     assert {r.meta["runner"] for r in runs} == {"dask"} and all((r.dir / "worker.json").exists() for r in runs)
     assert exp.plan["executor"] == "dask" and exp.plan["daskScheduler"] == client.scheduler.address
     assert exp.plan["concurrency"] == 4  # the cluster bounds it, not the local default
+
+
+def test_the_magics_send_their_runs_to_the_default_client_with_executor_dask(dask_project):
+    root, client = dask_project
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()  # once per process; later calls return None
+    ip = globalipapp.get_ipython()
+    ip.run_line_magic("load_ext", "nbsubagents")
+    try:
+        one = ip.run_cell("%%subagent scout --executor dask\nrun: echo magic-one")
+        group = ip.run_cell("%%subagents --executor dask\n- preset: scout\n  task: 'run: echo magic-two'\n"
+                            "- preset: scout\n  task: 'run: echo magic-three'\n")
+        sweep = ip.run_cell("%%subagent_experiment magic-on-dask\ntasks: ['run: echo magic-four']\npresets: [scout]\n"
+                            "executor: dask\n")
+        refused = ip.run_cell("%subagent scout --executor slurm hello")
+    finally:
+        ip.run_line_magic("unload_ext", "nbsubagents")
+    assert one.error_in_exec is None and group.error_in_exec is None and sweep.error_in_exec is None
+    runs = [one.result, *group.result, *sweep.result.runs()]
+    workers = set(worker_pids(client).values())
+    for run, word in zip(runs, ("magic-one", "magic-two", "magic-three", "magic-four")):
+        assert run.status == "completed" and word in run.output and run.meta["runner"] == "dask"
+        assert json.loads((run.dir / "worker.json").read_text())["pid"] in workers
+    assert "invalid choice: 'slurm'" in str(refused.error_in_exec)

@@ -12,7 +12,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..config import NbSubagentsError
 
 KEYS = ("tasks", "presets", "models", "repeats", "concurrency", "scorers", "cwd", "timeout", "tags", "background",
-        "isolation", "keep_worktree", "max_turns", "max_tool_calls", "max_tokens", "max_cost", "output_schema")
+        "isolation", "keep_worktree", "max_turns", "max_tool_calls", "max_tokens", "max_cost", "output_schema",
+        "executor")
 EXAMPLE = ("tasks:\n  - read README.md\n  - ls src\npresets: [scout, scribe]\nmodels: [demo/scripted]\nrepeats: 3\n"
            "scorers:\n  - test -f README.md\n  - {check: 'grep -q Demo README.md', name: has_title}")
 
@@ -52,7 +53,7 @@ class ExperimentMagics(Magics):
     def subagent_experiment(self, line: str, cell: str) -> Any:
         """Run a sweep whose YAML body names ``tasks``, ``presets``, ``models``, ``repeats``, ``concurrency``
         and ``scorers`` (shell checks: a command, or ``{check: CMD, name: N, timeout: S}``), and optionally
-        ``isolation: worktree``, the budgets (``max_turns``, ...) and ``output_schema`` for every run; the
+        ``isolation: worktree``, the budgets (``max_turns``, ...), ``output_schema`` for every run and ``executor: dask``; the
         ``Experiment`` is the cell's value (its comparison table)."""
         import nbsubagents
 
