@@ -92,6 +92,35 @@ def test_every_bar_stays_current_and_failures_are_counted(warm):
     assert "again" not in first.text  # a closed bar no longer changes
 
 
+def test_a_read_of_the_counts_made_before_a_run_ended_never_lands_after_one_made_since(explore, monkeypatch):
+    # The race seen on a loaded machine: start() told the bars (the launching thread read "1 running"), the
+    # run failed at once and the watcher's notice showed "1 failed", then the launching thread's older read
+    # landed on top, leaving "1 running · ✗ broken failed" until the next tick.
+    bar = nbsubagents.status_bar()
+    before = {"running": 1, "completed": 0, "failed": 0, "aborted": 0, "total": 1}
+    after = {"running": 0, "completed": 0, "failed": 1, "aborted": 0, "total": 1}
+    read, release = threading.Event(), threading.Event()
+
+    def counts(*args, **kwargs):
+        if threading.current_thread().name == "launching":
+            read.set()
+            release.wait(10)  # this read is made; its showing is late
+            return before
+        return after
+
+    monkeypatch.setattr(statusbar.registry, "counts", counts)
+    launching = threading.Thread(target=statusbar._on_change, name="launching")
+    launching.start()
+    assert read.wait(10)
+    noticed = threading.Thread(target=bar.refresh, name="notice")
+    noticed.start()
+    noticed.join(0.3)
+    release.set()
+    launching.join(10)
+    noticed.join(10)
+    assert bar.counts == after and bar.text == "runs: 0 running / 1 total · 1 failed"
+
+
 def test_status_bar_sees_runs_its_watcher_does_not(warm, monkeypatch):
     monkeypatch.setattr(statusbar, "BAR_IDLE_POLL", 0.2)
     monkeypatch.setattr(statusbar, "BAR_ACTIVE_POLL", 0.2)

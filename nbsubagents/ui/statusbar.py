@@ -38,6 +38,8 @@ BAR_IDLE_POLL = 5.0      # ... and while nothing runs (runs of other kernels sti
 RECONCILE_EVERY = 5.0    # the bars' clock settles runs whose supervisor is gone at most this often
 
 _lock = threading.RLock()                  # guards the weak set, the hook and the clock below
+_reading = threading.RLock()               # a read of the counts and its showing go together, so a read made
+                                           # before a run ended never lands after one made since (any thread)
 _bars: weakref.WeakSet[StatusBar] = weakref.WeakSet()
 _hooked = False
 _clock: Subscription | None = None
@@ -59,9 +61,16 @@ def _on_change() -> None:
     with _lock:
         bars = list(_bars)
     for db, group in _by_db(bars).items():
+        _show_counts(db, group)
+
+
+def _show_counts(db: Path, bars: Iterable[StatusBar]) -> dict[str, int]:
+    """Read the counts of ``db`` and show them on ``bars``, as one step."""
+    with _reading:
         counts = registry.counts(db=db)
-        for bar in group:
+        for bar in bars:
             bar._show(counts)
+    return counts
 
 
 def _on_notice(notice: Notice) -> None:
@@ -102,15 +111,13 @@ def _tick() -> bool:
             return False
     active = False
     for db, group in _by_db(bars).items():
-        counts = registry.counts(db=db)
+        counts = _show_counts(db, group)
         now = time.monotonic()
         if counts["running"] and now - _last_reconcile.get(db, 0.0) >= RECONCILE_EVERY:
             _last_reconcile[db] = now
             reconcile.reconcile(group[0].root, reattach=False)  # the clock's step: a gone supervisor is not "running"
-            counts = registry.counts(db=db)
+            counts = _show_counts(db, group)
         active = active or counts["running"] > 0
-        for bar in group:
-            bar._show(counts)
     clock = _clock
     if clock is not None:
         clock.interval = BAR_ACTIVE_POLL if active else BAR_IDLE_POLL
@@ -184,7 +191,7 @@ class StatusBar:
 
     def refresh(self) -> StatusBar:
         """Read the counts again now."""
-        self._show(registry.counts(db=self.db))
+        _show_counts(self.db, [self])
         return self
 
     def _show(self, counts: dict[str, int]) -> None:
