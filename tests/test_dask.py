@@ -232,7 +232,7 @@ def test_a_run_whose_machine_went_away_is_settled_by_its_stale_heartbeat_not_lef
 
     assert status.rows[0]["status"] == "failed"
     assert status.rows[0]["error_message"] == "interrupted (worker lost)"
-    assert json.loads((run_dir / "result.json").read_text())["stopReason"] == "interrupted"
+    assert json.loads((run_dir / "result.json").read_text())["stopReason"] == "worker_lost"  # as its supervisor says
     wait_for(lambda: not procs.run_processes(run_id), what="the run's pi to be ended")
 
 

@@ -62,7 +62,7 @@ def unwritten(paths: RunPaths) -> dict[str, Any] | None:
 
 def never_ran(paths: RunPaths, meta: dict[str, Any], status: str, message: str) -> bool:
     """The result of a run whose supervisor never started: now, 0 s. False when it already had one."""
-    return _write(paths, meta, status, message, lost=False)
+    return _write(paths, meta, status, message, "cancelled" if status == "aborted" else "not_started", lost=False)
 
 
 def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None) -> bool:
@@ -88,14 +88,15 @@ def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None)
 
 def _lost(paths: RunPaths, meta: dict[str, Any], exit_code: int | None, extra: dict[str, Any]) -> bool:
     if cancel_requested(paths):
-        status, message = "aborted", CANCELLED
+        status, message, reason = "aborted", CANCELLED, "cancelled"
     elif meta.get("runner") == "dask" and exit_code in (None, -1):  # -1: the Dask launcher's "its worker is gone"
-        status, message = "failed", WORKER_LOST
+        status, message, reason = "failed", WORKER_LOST, "worker_lost"  # as its supervisor says it, when it can
     else:
         status, message = "failed", LOST + (f" (exit code {exit_code})" if exit_code is not None else "")
+        reason = "interrupted"
     if extra.get("changesError"):
         message += f"; {extra['changesError']}"
-    return _write(paths, meta, status, message, lost=True, extra=extra)
+    return _write(paths, meta, status, message, reason, lost=True, extra=extra)
 
 
 def _salvage(paths: RunPaths) -> dict[str, Any]:
@@ -123,7 +124,7 @@ def _exclusive(lock: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, *, lost: bool,
+def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, reason: str, *, lost: bool,
            extra: dict[str, Any] | None = None) -> bool:
     """A lost run keeps its real start (``supervisor.json``, else ``meta.json``) and ends at its last event,
     the last evidence that it was alive, not at the moment someone noticed."""
@@ -140,7 +141,6 @@ def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, *, 
         started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(meta.get("createdAt")) or now
         ended = max(started, artifacts.last_event_time(paths.events) or started)
     run_id = str(meta.get("runId") or paths.dir.name)
-    reason = "cancelled" if status == "aborted" else ("interrupted" if lost else "not_started")
     record = artifacts.result_record(run_id, status, error=message, started_at=artifacts.iso(started),
                                      ended_at=artifacts.iso(ended), duration=round(ended - started, 3),
                                      stop_reason=reason)
