@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from .lifecycle import handle as _runs
 from .config import NbSubagentsError, settings
+from .lifecycle import handle, launch, reconcile
 from .lifecycle.handle import Run
 from .lifecycle.spec import TaskSpec
-from .lifecycle import launch, reconcile
 from .ui.display import renderer_for
 
 if TYPE_CHECKING:
@@ -40,16 +39,23 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
     ``executor="dask"`` runs it on a worker of a Dask cluster (``dask_client=``, else the ``dask_scheduler``
     setting, else ``distributed.get_client()``); the project folder must be on storage every worker sees.
     """
-    spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
-                    name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
-                    keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
-                    max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
     launch.check_runner()
+    the_run = _prepare_one("single", executor, dask_client, preset=preset, task=task, model=model, cwd=cwd,
+                           name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
+                           keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
+                           max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
+    (the_run,) = handle.drive([the_run], concurrency=1, renderer=renderer_for(show))
+    return the_run
+
+
+def _prepare_one(mode: str, executor: str | None, dask_client: Any, *, cwd: str | Path | None,
+                 **options: Any) -> Run:
+    """The run of one ``run()`` or ``start()`` call: checked, bound to its executor, its project reconciled."""
+    spec = TaskSpec(cwd=str(cwd) if cwd is not None else None, **options)
     client = launch.executor_client(executor, dask_client, spec.cwd)
-    the_run = _runs.prepare(spec, mode="single", runner="dask" if client is not None else None)
+    the_run = handle.prepare(spec, mode=mode, runner="dask" if client is not None else None)
     _bind([the_run], client)
-    reconcile.first_use_of([the_run])
-    (the_run,) = _runs.drive([the_run], concurrency=1, renderer=renderer_for(show))
+    reconcile.first_use_of([the_run])  # settles runs of earlier kernels, announces what finished while away
     return the_run
 
 
@@ -75,10 +81,10 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
                                f"(nbsubagents.configure(max_tasks=...) raises the limit)")
     launch.check_runner()
     client = launch.executor_client(executor, dask_client)
-    built = _runs.build_runs(items, mode="parallel", runner="dask" if client is not None else None)
+    built = handle.build_runs(items, mode="parallel", runner="dask" if client is not None else None)
     _bind(built, client)
     reconcile.first_use_of(built)
-    return _runs.drive(built, concurrency=limit, renderer=renderer_for(show))
+    return handle.drive(built, concurrency=limit, renderer=renderer_for(show))
 
 
 def _bind(runs: list[Run], client: Any) -> None:
@@ -114,14 +120,10 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
 
     if on_done is not None and not callable(on_done):
         raise NbSubagentsError(f"on_done must be a function taking the finished run, got {on_done!r}")
-    spec = TaskSpec(preset=preset, task=task, model=model, cwd=str(cwd) if cwd is not None else None,
-                    name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
-                    keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
-                    max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
-    client = launch.executor_client(executor, dask_client, spec.cwd)
-    the_run = _runs.prepare(spec, mode="background", runner="dask" if client is not None else None)
-    _bind([the_run], client)
-    reconcile.first_use_of([the_run])  # settles runs of earlier kernels, announces what finished while away
+    the_run = _prepare_one("background", executor, dask_client, preset=preset, task=task, model=model, cwd=cwd,
+                           name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
+                           keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
+                           max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
     renderer = renderer_for(show) if show else None
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
@@ -138,14 +140,12 @@ def status(run_id: str | None = None, *, include_completed: bool = False) -> Sta
     unique prefix) with its final result fields. Settles runs whose supervisor is gone and
     announces runs that finished while no kernel watched.
     """
-    from .lifecycle.reconcile import status as _status
-    return _status(run_id, include_completed=include_completed)
+    return reconcile.status(run_id, include_completed=include_completed)
 
 
 def get_run(run_id: str) -> Run:
     """The ``Run`` of an id or unique id prefix (any kernel's, any mode's)."""
-    from .lifecycle.handle import get_run as _get_run
-    return _get_run(run_id)
+    return handle.get_run(run_id)
 
 
 def cancel(run_id: str) -> bool:
@@ -162,18 +162,17 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     ``stop_reason`` says why a run ended, ``changes`` is ``+N −M`` for an isolated run, and
     ``expand_data=True`` adds typed results as ``data.*`` columns.
     """
-    from .lifecycle.reconcile import first_use
-    from .registry.query import runs as _runs_frame
-    first_use()  # once per process and project: what it finds on disk and what finished while away
-    return _runs_frame(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                       limit=limit, expand_data=expand_data)
+    from .registry import query
+    reconcile.first_use()  # once per process and project: what it finds on disk and what finished while away
+    return query.runs(status=status, preset=preset, model=model, since=since, until=until, text=text,
+                      limit=limit, expand_data=expand_data)
 
 
 def status_bar(*, root: str | Path | None = None) -> Any:
     """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, ``· 1 aborted``, then the
     last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
-    from .ui.statusbar import status_bar as _status_bar
-    return _status_bar(root)
+    from .ui import statusbar
+    return statusbar.status_bar(root)
 
 
 def browse(*, status: Any = None, preset: str | None = None, model: str | None = None, since: Any = None,
@@ -181,8 +180,8 @@ def browse(*, status: Any = None, preset: str | None = None, model: str | None =
     """An ipywidgets explorer of this project's runs: filters (status, preset, model, time range, text),
     the runs, and the selected run's header, output, transcript, events and files. It refreshes while
     runs are active. Returns a ``Browser`` (``set_filters``, ``select``, ``refresh``, ``close``)."""
-    from .ui.browser import browse as _browse
-    return _browse(status=status, preset=preset, model=model, since=since, text=text, limit=limit, live=live)
+    from .ui import browser
+    return browser.browse(status=status, preset=preset, model=model, since=since, text=text, limit=limit, live=live)
 
 
 def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
@@ -192,6 +191,6 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     Filters as ``runs()``; the newest ``limit`` runs are drawn. ``theme`` is ``"auto"`` (JupyterLab's chosen
     theme), ``"light"`` or ``"dark"``. Needs matplotlib (``pip install 'nbsubagents[timeline]'``).
     """
-    from .ui.timeline import runs_timeline as _timeline
-    return _timeline(status=status, preset=preset, model=model, since=since, until=until, text=text, limit=limit,
-                     theme=theme)
+    from .ui import timeline
+    return timeline.runs_timeline(status=status, preset=preset, model=model, since=since, until=until, text=text,
+                                  limit=limit, theme=theme)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -34,6 +33,7 @@ from ..child.procs import alive, process_start_ticks
 from ..child.supervisor import HEARTBEAT_FILE, WORKER_PID
 from ..config import NbSubagentsError, settings
 from . import settle
+from .launch import spawn_supervisor
 
 if TYPE_CHECKING:
     from .handle import Run
@@ -79,10 +79,7 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
     if not atomic_write_json(paths.dir / CLAIM, claim, exclusive=True):
         return {"state": "elsewhere"}  # a resubmission of a run that had started: never twice
     env = {**os.environ, WORKER_PID: str(os.getpid())}  # the supervisor ends its run if this worker dies
-    with open(paths.dir / "supervisor.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.child.supervisor", str(paths.dir)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                cwd=meta.get("cwd"), env=env)
+    proc = spawn_supervisor(paths.dir, meta.get("cwd"), env)
     return {"state": "ran", "exitCode": proc.wait(), "host": HOST}
 
 
@@ -276,21 +273,26 @@ def client_for(run_id: str | None = None, client: Any = None) -> Any:
 # -- checking a cluster -------------------------------------------------------------------------
 def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
     """On a worker: what it sees of the project and of pi, and its versions."""
-    import importlib.metadata as md
-    import platform
-
     try:
         sees = Path(probe).read_text(encoding="utf-8") == token
     except OSError:
         sees = False
     missing = [p for i, p in enumerate(programs) if not os.path.isfile(p) or (i == 0 and not os.access(p, os.X_OK))]
-    versions = {}
+    return {"host": HOST, "sees": sees, "missing": missing, **_versions()}
+
+
+def _versions() -> dict[str, str | None]:
+    """Python's version and the installed nbsubagents' and distributed's, here (or on a worker)."""
+    import importlib.metadata as md
+    import platform
+
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for dist in ("nbsubagents", "distributed"):
         try:
             versions[dist] = md.version(dist)
         except md.PackageNotFoundError:
             versions[dist] = None
-    return {"host": HOST, "sees": sees, "missing": missing, "python": platform.python_version(), **versions}
+    return versions
 
 
 def _workers(client: Any) -> dict[str, dict[str, Any]]:
@@ -306,9 +308,6 @@ def _workers(client: Any) -> dict[str, dict[str, Any]]:
 def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bool | None, str, str]]:
     """One line per finding, (ok, what, detail) as ``nbsubagents doctor`` prints them: workers, the project
     folder seen from each (a probe file written here and read there), pi on each, versions."""
-    import importlib.metadata as md
-    import platform
-
     lines: list[tuple[bool | None, str, str]] = []
     workers = _workers(client)
     if not workers:
@@ -326,12 +325,7 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
         found = client.run(_probe, str(probe), token, programs, workers=list(workers))
     finally:
         probe.unlink(missing_ok=True)
-    mine = {"python": platform.python_version()}
-    for dist in ("nbsubagents", "distributed"):
-        try:
-            mine[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            mine[dist] = None
+    mine = _versions()
     for address, seen in sorted(found.items()):
         where = f"{address} ({seen['host']})"
         if not seen["sees"]:
@@ -340,10 +334,10 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
         if seen["missing"]:
             lines.append((False, "pi on worker", f"{where} has no {', '.join(seen['missing'])}: install pi there "
                                                  "at the same path (or in the shared project's node_modules)"))
-        differ = [f"{k} {seen.get(k)} here {mine[k]}" for k in mine if seen.get(k) != mine[k]]
-        if differ:
-            ok = None if all(k == "python" for k in (d.split()[0] for d in differ)) else False
-            lines.append((ok, "versions", f"{where}: " + "; ".join(differ)))
+        differ = [k for k in mine if seen.get(k) != mine[k]]
+        if differ:  # another Python is worth a note; another nbsubagents or distributed is a problem
+            lines.append((None if differ == ["python"] else False, "versions",
+                          f"{where}: " + "; ".join(f"{k} {seen.get(k)} here {mine[k]}" for k in differ)))
     if all(ok is not False for ok, what, _ in lines[1:]):
         lines.append((True, "each worker", f"sees {root} and runs pi; nbsubagents {mine['nbsubagents']}, "
                                            f"distributed {mine['distributed']}"))

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .handle import Run
 
-__all__ = ["Launcher", "Process", "ProcessLauncher", "TmuxLauncher", "launcher_for", "executor_client"]
+__all__ = ["Launcher", "Process", "ProcessLauncher", "TmuxLauncher", "launcher_for", "executor_client",
+           "spawn_supervisor"]
 
 
 class Process(Protocol):
@@ -46,10 +47,16 @@ class ProcessLauncher:
     name = "process"
 
     def start(self, run: Run) -> Process:
-        with open(run.dir / "supervisor.log", "ab") as log:
-            return subprocess.Popen([sys.executable, "-m", "nbsubagents.child.supervisor", str(run.dir)],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                    cwd=run.meta.get("cwd"))
+        return spawn_supervisor(run.dir, run.meta.get("cwd"))
+
+
+def spawn_supervisor(run_dir: Path, cwd: str | None, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``python -m nbsubagents.child.supervisor RUN_DIR``, detached (its own session), its output in
+    ``supervisor.log``: how the process launcher, and the Dask task on a worker, start a run."""
+    with open(run_dir / "supervisor.log", "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "nbsubagents.child.supervisor", str(run_dir)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                cwd=cwd, env=env)
 
 
 class TmuxLauncher:

@@ -20,11 +20,8 @@ from typing import TYPE_CHECKING, Any
 from .. import registry
 from ..config import NbSubagentsError
 from ..lifecycle import watcher
-from ..style import MONO_STYLE as _MONO
-from ..style import MUTED_STYLE as _MUTED
-from ..style import DARK_SCOPE, PALETTE, STATUS_CSS, STATUSES, attrs, filesize, glyph, is_missing, plural, shorten
-from ..style import duration as _duration
-from ..style import pydatetime as _pydt
+from ..style import (DARK_SCOPE, MONO_STYLE, MUTED_STYLE, PALETTE, STATUS_CSS, STATUSES, attrs, duration, filesize,
+                     glyph, is_missing, plural, pydatetime, shorten)
 from .display import widget_bundle
 from .kernel import click_subshell, load_ipywidgets, route_clicks
 
@@ -70,7 +67,7 @@ def _on_change() -> None:
 _BROWSE_CSS = (
     "<style>"
     ".nbsubagents-browse-list select{font-family:var(--jp-code-font-family,monospace);font-size:12px}"
-    ".nbsubagents-browse pre{" + _MONO + ";max-height:420px;overflow:auto;margin:0;padding:4px 6px;"
+    ".nbsubagents-browse pre{" + MONO_STYLE + ";max-height:420px;overflow:auto;margin:0;padding:4px 6px;"
     "background:var(--jp-layout-color2,#f5f5f5)}"
     ".nbsubagents-browse table.nbsubagents-browse-events td{vertical-align:top;padding:1px 6px;text-align:left}"
     ".nbsubagents-browse table.nbsubagents-browse-events{font-size:12px}"
@@ -83,7 +80,7 @@ def _local(value: Any, fmt: str = "%m-%d %H:%M:%S") -> str:
         return ""
     try:
         if hasattr(value, "to_pydatetime"):
-            value = _pydt(value)
+            value = pydatetime(value)
         elif isinstance(value, str):
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         return value.astimezone().strftime(fmt)
@@ -138,13 +135,13 @@ class Browser:
                                   continuous_update=False).add_class("nbsubagents-browse-text")
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))
         self.refresh_button.add_class("nbsubagents-browse-refresh")
-        self.status_hint = w.HTML(f'<div style="{_MUTED};font-size:11px">Ctrl-click (⌘-click on a Mac) '
+        self.status_hint = w.HTML(f'<div style="{MUTED_STYLE};font-size:11px">Ctrl-click (⌘-click on a Mac) '
                                   'to pick several; none: every status</div>').add_class("nbsubagents-browse-status-hint")
         self.count_html = w.HTML().add_class("nbsubagents-browse-count")
         self.list_header = w.HTML().add_class("nbsubagents-browse-list-header")
         self.list_style = w.HTML().add_class("nbsubagents-browse-list-style")
         self.table = w.Select(options=[], rows=12, layout=full).add_class("nbsubagents-browse-list")
-        self.select_hint = w.HTML(f'<div style="{_MUTED}">Select a run in the list to see its output, transcript, '
+        self.select_hint = w.HTML(f'<div style="{MUTED_STYLE}">Select a run in the list to see its output, transcript, '
                                   'events and files.</div>').add_class("nbsubagents-browse-hint")
         self.table_html = w.HTML().add_class("nbsubagents-browse-table")
         self.table_box = w.Accordion(children=[self.table_html], selected_index=None)
@@ -301,7 +298,7 @@ class Browser:
             count = plural(len(frame), "run") + (f" · {active} running" if active else "")
             if len(frame) >= self.limit:
                 count += f" · the newest {self.limit} shown"
-            self.count_html.value = (f'<div style="{_MUTED}">{count} · updated '
+            self.count_html.value = (f'<div style="{MUTED_STYLE}">{count} · updated '
                                      f'{datetime.now().strftime("%H:%M:%S")}</div>')
             self.refreshes += 1
             if self.selected is not None and self.selected not in self.run_ids and not self._pinned:
@@ -390,7 +387,7 @@ class Browser:
         changed = run.files_changed
         files = (f'<div>files changed: {", ".join(f"<code>{html.escape(p)}</code>" for p in changed)}</div>'
                  if changed else "")
-        where = f'<div style="{_MUTED}">in <code>{html.escape(str(run.dir))}</code></div>'
+        where = f'<div style="{MUTED_STYLE}">in <code>{html.escape(str(run.dir))}</code></div>'
         self.artifacts_html.value = where + files + (_artifacts_html(found) if found else "<i>(no files)</i>")
         self.tabs.titles = ("Output", "Transcript", f"Events ({len(events)})", f"Artifacts ({len(found)})")
         self.details.layout.display = None
@@ -467,7 +464,7 @@ def _labels(frame: pandas.DataFrame) -> list[tuple[str, str]]:
         if status in ACTIVE:
             took = "running…"
         else:
-            took = "" if is_missing(row.duration_s) else _duration(float(row.duration_s))
+            took = "" if is_missing(row.duration_s) else duration(float(row.duration_s))
         name = shorten(row.name if not is_missing(row.name) else row.run_id, 24)
         task = shorten("" if is_missing(row.task) else row.task, 50)
         rows.append((glyph(status), status, name, _local(row.started), took, task, str(row.run_id)))
@@ -485,7 +482,7 @@ def _list_header(frame: pandas.DataFrame) -> str:
         return ""
     width = max(len(shorten(n if not is_missing(n) else r, 24)) for n, r in zip(frame["name"], frame["run_id"]))
     text = f"  {'status':<9}  {'name':<{width}}  {'started':<14}  {'took':>8}  {'task':<50}  run id"
-    return (f'<div class="nbsubagents-browse-columns" style="{_MONO};white-space:pre;font-weight:600;'
+    return (f'<div class="nbsubagents-browse-columns" style="{MONO_STYLE};white-space:pre;font-weight:600;'
             f'font-size:12px;padding-left:4px">{html.escape(text)}</div>')
 
 
@@ -516,12 +513,12 @@ def _header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
     tokens = row.get("total_tokens") if row.get("total_tokens") is not None else usage.get("totalTokens", tally.tokens)
     cost = row.get("cost") if row.get("cost") is not None else usage.get("cost", tally.cost)
     if row.get("duration") is not None:
-        took = _duration(float(row["duration"]))
+        took = duration(float(row["duration"]))
     elif result.get("durationSeconds") is not None:
-        took = _duration(float(result["durationSeconds"]))
+        took = duration(float(result["durationSeconds"]))
     elif status in ACTIVE and (row.get("started_at") or row.get("created_at")):
         age = registry.age(row.get("started_at") or row.get("created_at"))
-        took = f"{_duration(age)}…" if age != float("inf") else ""
+        took = f"{duration(age)}…" if age != float("inf") else ""
     else:
         took = ""
     parts = [f"preset {row.get('preset') or '?'}", row.get("model") or run.model or "no model",
@@ -537,8 +534,8 @@ def _header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
             f'{STATUS_CSS}<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
             f'<b class="nbsubagents-name">{esc(name)}</b> '
             f'<span {attrs(status, "nbsubagents-status", "font-weight:600")}>{esc(status)}</span> '
-            f'<span class="nbsubagents-meta" style="{_MUTED}">· {esc(" · ".join(parts))}</span>'
-            f'<div style="{_MUTED};font-size:11px"><code>{esc(row["run_id"])}</code> · {esc(when)}'
+            f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">· {esc(" · ".join(parts))}</span>'
+            f'<div style="{MUTED_STYLE};font-size:11px"><code>{esc(row["run_id"])}</code> · {esc(when)}'
             f'{" · " + esc(row["mode"]) if row.get("mode") else ""}</div>'
             f'<div class="nbsubagents-browse-task">{esc(task)}</div></div>')
 
@@ -550,19 +547,19 @@ def _output_html(row: dict[str, Any], run: Run, status: str) -> str:
     if output:
         parts.append(f'<pre class="nbsubagents-browse-output-text">{html.escape(output, quote=False)}</pre>')
     if error and status not in ("completed",):
-        parts.append(f'<div {attrs("failed", "nbsubagents-error", _MONO)}>{html.escape(error, quote=False)}</div>')
+        parts.append(f'<div {attrs("failed", "nbsubagents-error", MONO_STYLE)}>{html.escape(error, quote=False)}</div>')
     if not parts:
-        parts.append(f'<i style="{_MUTED}">' + ("(running: the output comes when it ends)" if status in ACTIVE
+        parts.append(f'<i style="{MUTED_STYLE}">' + ("(running: the output comes when it ends)" if status in ACTIVE
                                                  else "(no output)") + "</i>")
     return "".join(parts)
 
 
 def _events_html(run: Run, events: list[dict[str, Any]]) -> str:
     if not events:
-        return f'<i style="{_MUTED}">(no events yet)</i>'
+        return f'<i style="{MUTED_STYLE}">(no events yet)</i>'
     frame = run.events_frame()
     shown = frame.tail(EVENT_ROWS)
-    note = (f'<div style="{_MUTED}">the last {EVENT_ROWS} of {len(frame)} events '
+    note = (f'<div style="{MUTED_STYLE}">the last {EVENT_ROWS} of {len(frame)} events '
             f'(run.events_frame() has all)</div>' if len(frame) > EVENT_ROWS else "")
     rows = []
     for item in shown.itertuples(index=False):

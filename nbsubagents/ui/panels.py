@@ -28,9 +28,8 @@ from ..child.formatter import ProgressLine
 from .kernel import click_subshell, load_ipywidgets, route_clicks
 from .panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
                           group_static_html, group_static_text)
-from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph
+from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph, plural
 from ..style import color as status_color
-from ..style import plural as _plural
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -205,7 +204,7 @@ class RunPanel(PanelState, _StaticRecord):
             if final:
                 self.drop_repeated_output()
             self.window_html.value = self._window_html(status)
-            title = f"Full history ({_plural(self.line_count, 'line')}"
+            title = f"Full history ({plural(self.line_count, 'line')}"
             title += f", latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else ")"
             if self.history_box.titles != (title,):
                 self.history_box.titles = (title,)
@@ -250,7 +249,7 @@ class RunPanel(PanelState, _StaticRecord):
 
     def _history_html(self) -> str:
         dropped = self.line_count - len(self.history)
-        note = (f'<div class="nbsubagents-line nbsubagents-placeholder">({_plural(dropped, "earlier line")} '
+        note = (f'<div class="nbsubagents-line nbsubagents-placeholder">({plural(dropped, "earlier line")} '
                 f'not kept here: see {html.escape(str(self.run.paths.transcript), quote=False)})</div>'
                 if dropped > 0 else "")
         return f'{_LINE_CSS}<div class="nbsubagents-lines">{note}{"".join(piece for _, _, piece in self.history)}</div>'

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import NbSubagentsError
-from ..style import STATUSES, color, is_missing, plural
-from ..style import pydatetime as _pydt
+from ..style import STATUSES, color, is_missing, plural, pydatetime
 from .kernel import in_ipython
 
 if TYPE_CHECKING:
@@ -96,8 +95,8 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
             end = now
         elif is_missing(end):
             end = start + pd.Timedelta(seconds=0 if is_missing(row.duration_s) else float(row.duration_s))
-        starts.append(mdates.date2num(_pydt(start)))
-        ends.append(mdates.date2num(_pydt(max(start, end))))
+        starts.append(mdates.date2num(pydatetime(start)))
+        ends.append(mdates.date2num(pydatetime(max(start, end))))
     span = max(ends) - min(starts)
     pad = span * 0.02 if span > 0 else 30 / 86400
     for i, row in enumerate(frame.itertuples(index=False)):
