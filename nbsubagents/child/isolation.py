@@ -21,6 +21,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .errors import NbSubagentsError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -35,7 +37,7 @@ _OWN = (".pi/subagents/runs/", ".pi/subagents/registry.sqlite")
 _SKIP_OWN = ("--exclude=**/.pi/subagents/runs/", "--exclude=**/.pi/subagents/registry.sqlite*")  # not even listed
 
 
-class IsolationError(Exception):
+class IsolationError(NbSubagentsError):
     """Setting up, capturing or applying a run's workspace failed; the message says what and where."""
 
 

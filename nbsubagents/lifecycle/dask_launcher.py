@@ -72,7 +72,7 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
     if paths.result.exists():
         return {"state": "settled"}
     if settle.cancel_requested(paths):
-        settle.never_ran(paths, meta, "aborted", "cancelled before it started")
+        settle.cancelled_before_start(paths, meta)
         return {"state": "cancelled"}
     claim = {"host": HOST, "pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()),
              "worker": _worker_address(), "claimedAt": now_iso()}
@@ -157,7 +157,7 @@ class DaskProcess:
             elif settle.cancel_requested(self.paths):
                 # Queued: it never starts (the fire-and-forget hold on it goes too: force).
                 self.future.cancel(force=True)
-                settle.never_ran(self.paths, self.meta, "aborted", "cancelled before it started")
+                settle.cancelled_before_start(self.paths, self.meta)
                 self.returncode = 0
             # else queued (pending; "lost" or "cancelled" here means this client lost sight of a task that the
             # scheduler still holds for the fire-and-forget client): wait for a worker to take it
@@ -222,7 +222,7 @@ def _cancel_queued_elsewhere(run: Run) -> None:
     except (NbSubagentsError, OSError):
         return
     if not (run.dir / CLAIM).exists():
-        settle.never_ran(run.paths, run.meta, "aborted", "cancelled before it started")
+        settle.cancelled_before_start(run.paths, run.meta)
 
 
 # -- clients ------------------------------------------------------------------------------------

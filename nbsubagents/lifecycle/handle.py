@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..ui.renderers import Renderer
     from .launch import Process
 from . import settle
-from .spec import TaskSpec, as_spec, check_cwd, check_task, check_timeout
+from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, check_timeout
 
 SUPERVISOR_START_TIMEOUT = 10.0  # seconds cancel() waits for a starting supervisor's SIGTERM handler
 
@@ -160,13 +160,10 @@ class Run:
         With ``check`` nothing is written unless the whole patch applies; a conflict raises
         NbSubagentsError naming the file. A patch is applied once; ``discard()`` drops it instead.
         """
-        from ..child.isolation import IsolationError, apply
+        from ..child.isolation import apply
         if not self.done:
             raise NbSubagentsError(f"Run {self.id} is still running: wait for it before applying its changes")
-        try:
-            return apply(self.paths.dir, check=check)
-        except IsolationError as exc:
-            raise NbSubagentsError(str(exc)) from None
+        return apply(self.paths.dir, check=check)
 
     def discard(self) -> None:
         """Drop this isolated run's changes: a kept worktree is removed and ``apply()`` refuses afterwards."""
@@ -234,7 +231,7 @@ class Run:
             os.kill(int(info["pid"]), signal.SIGTERM)
             return True
         if self.status == "queued":
-            settle.never_ran(self.paths, self.meta, "aborted", "cancelled before it started")
+            settle.cancelled_before_start(self.paths, self.meta)
             _note(self)
             return True
         return False
@@ -454,21 +451,15 @@ def _limits(spec: TaskSpec, preset: Any, current: Any, cwd: Path, earlier: Run |
         chosen[key] = value if value is not None else (preset.budget or {}).get(key, getattr(current, key))
     budget = budgets.to_meta(budgets.check(chosen))
     mode = spec.isolation if spec.isolation is not None else (preset.isolation or current.isolation)
-    if mode not in (None, "none", "worktree"):
-        raise NbSubagentsError(f"isolation must be 'worktree' or 'none', got {mode!r}")
-    if spec.keep_worktree is not None and not isinstance(spec.keep_worktree, bool):
-        raise NbSubagentsError(f"keep_worktree must be True or False, got {spec.keep_worktree!r}")
+    check_isolation(mode, spec.keep_worktree)
     plan = None
     if mode == "worktree":
-        from ..child.isolation import IsolationError, plan as make_plan
+        from ..child.isolation import plan as make_plan
         base = None
         if earlier is not None and (earlier.paths.dir / "changes.patch").exists():
             base = str(earlier.paths.dir / "changes.patch")
-        try:
-            plan = make_plan(cwd, keep=bool(spec.keep_worktree), max_copy_mb=current.isolation_max_copy_mb,
-                             base_patch=base)
-        except IsolationError as exc:
-            raise NbSubagentsError(str(exc)) from None
+        plan = make_plan(cwd, keep=bool(spec.keep_worktree), max_copy_mb=current.isolation_max_copy_mb,
+                         base_patch=base)
     schema = None
     if spec.output_schema is not None:
         from ..child.output_schema import normalize
@@ -539,7 +530,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
             active = _poll_active(active, renderer, interval)
     except KeyboardInterrupt:
         for run in queued:
-            settle.never_ran(run.paths, run.meta, "aborted", "cancelled before it started: the cell was interrupted")
+            settle.cancelled_before_start(run.paths, run.meta, "the cell was interrupted")
             _note(run, announced=True)
             renderer.end(run)
         for run in active:

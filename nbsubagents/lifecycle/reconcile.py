@@ -31,6 +31,7 @@ __all__ = ["check", "reconcile", "announce_finished_while_away", "first_use", "f
 
 STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
 AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
+QUEUER_GONE = "the process that queued it exited"
 
 _first: set[Path] = set()  # projects this process has announced "finished while away" for
 _lock = threading.Lock()
@@ -79,7 +80,7 @@ def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
     if launched.exists():
         settle.lost(paths, meta)
     else:
-        settle.never_ran(paths, meta, "aborted", "cancelled before it started: the process that queued it exited")
+        settle.cancelled_before_start(paths, meta, QUEUER_GONE)
     registry.record(paths.dir)
     return "ended"
 

@@ -33,10 +33,12 @@ from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from ..child.procs import kill_run_processes
 from ..child.supervisor import CANCEL_FILE, WORKER_LOST
 
-__all__ = ["LOST", "WORKER_LOST", "CANCELLED", "request_cancel", "cancel_requested", "never_ran", "lost", "unwritten"]
+__all__ = ["LOST", "WORKER_LOST", "CANCELLED", "NOT_STARTED", "request_cancel", "cancel_requested", "never_ran",
+           "cancelled_before_start", "lost", "unwritten"]
 
 LOST = "interrupted: supervisor exited without a result"
 CANCELLED = "cancelled"
+NOT_STARTED = "cancelled before it started"
 
 _unwritten: dict[Path, dict[str, Any]] = {}  # results a full or read-only disk refused, by run dir
 _lock = threading.Lock()
@@ -63,6 +65,12 @@ def unwritten(paths: RunPaths) -> dict[str, Any] | None:
 def never_ran(paths: RunPaths, meta: dict[str, Any], status: str, message: str) -> bool:
     """The result of a run whose supervisor never started: now, 0 s. False when it already had one."""
     return _write(paths, meta, status, message, "cancelled" if status == "aborted" else "not_started", lost=False)
+
+
+def cancelled_before_start(paths: RunPaths, meta: dict[str, Any], why: str | None = None) -> bool:
+    """A run that was still queued when a cancel came (or, ``why``, when the cell or process that queued it
+    went): ``aborted``, never ran. False when it already had a result."""
+    return never_ran(paths, meta, "aborted", NOT_STARTED + (f": {why}" if why else ""))
 
 
 def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None) -> bool:

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 
 from ..config import NbSubagentsError, settings
 
-__all__ = ["TaskSpec", "TASK_KEYS", "as_spec", "check_shape", "check_task", "check_cwd", "check_timeout"]
+__all__ = ["TaskSpec", "TASK_KEYS", "as_spec", "check_shape", "check_task", "check_cwd", "check_timeout",
+           "check_isolation"]
 
 TASK_KEYS = ("preset", "task", "model", "cwd", "name", "timeout", "files", "resume", "isolation", "keep_worktree",
              "max_turns", "max_tool_calls", "max_tokens", "max_cost", "output_schema", "experiment", "params", "tags")
@@ -103,6 +104,14 @@ def check_cwd(cwd: str | Path | None) -> Path:
     if not path.is_dir():
         raise NbSubagentsError(f"cwd {str(path)!r} is not a directory: give a directory")
     return path.resolve()
+
+
+def check_isolation(mode: Any, keep_worktree: Any = None) -> None:
+    """``isolation`` is "worktree" or "none" (or unset), ``keep_worktree`` True or False (or unset)."""
+    if mode not in (None, "none", "worktree"):
+        raise NbSubagentsError(f"isolation must be 'worktree' or 'none', got {mode!r}")
+    if keep_worktree is not None and not isinstance(keep_worktree, bool):
+        raise NbSubagentsError(f"keep_worktree must be True or False, got {keep_worktree!r}")
 
 
 def check_timeout(timeout: Any, default: float | None = None) -> float:

@@ -165,13 +165,11 @@ def _checked_limits(options: dict[str, Any]) -> dict[str, Any]:
     """Isolation, budgets and output schema checked once for the whole sweep (not once per failed run), in the
     form a stored plan keeps (a pydantic model becomes its JSON Schema); unset ones are left out."""
     from ..child import budgets
+    from ..lifecycle.spec import check_isolation
 
     out = {k: v for k, v in options.items() if k not in _LIMITS or v is not None}
     budgets.check({k: out[k] for k in budgets.FIELDS if k in out})
-    if out.get("isolation") not in (None, "none", "worktree"):
-        raise NbSubagentsError(f"isolation must be 'worktree' or 'none', got {out['isolation']!r}")
-    if "keep_worktree" in out and not isinstance(out["keep_worktree"], bool):
-        raise NbSubagentsError(f"keep_worktree must be True or False, got {out['keep_worktree']!r}")
+    check_isolation(out.get("isolation"), out.get("keep_worktree"))
     if "output_schema" in out:
         from ..child.output_schema import normalize
         out["output_schema"] = normalize(out["output_schema"])
@@ -182,16 +180,13 @@ def _check_isolation(cells: list[dict[str, Any]]) -> None:
     """An isolated sweep whose folder cannot be isolated (a repository without a commit, a large non-git
     folder) is refused before anything runs, once per folder, instead of failing every run."""
     from .. import config
-    from ..child.isolation import IsolationError, plan
+    from ..child.isolation import plan
     from ..lifecycle.spec import check_cwd
 
     folders = {c["spec"].get("cwd") for c in cells if c["spec"].get("isolation") == "worktree"}
     for folder in folders:
         cwd = check_cwd(folder)
-        try:
-            plan(cwd, max_copy_mb=config.current(cwd).isolation_max_copy_mb)
-        except IsolationError as exc:
-            raise NbSubagentsError(str(exc)) from None
+        plan(cwd, max_copy_mb=config.current(cwd).isolation_max_copy_mb)
 
 
 def cell_key(params: dict[str, Any]) -> str:
@@ -200,9 +195,9 @@ def cell_key(params: dict[str, Any]) -> str:
 
 def _interrupted(row: dict[str, Any]) -> bool:
     """A run cut short by its launcher's death, not by itself: resume starts its cell again."""
-    from ..lifecycle.settle import LOST
+    from ..lifecycle.settle import LOST, NOT_STARTED
     message = row.get("error_message") or ""
-    return message.startswith("cancelled before it started") or message.startswith(LOST)
+    return message.startswith(NOT_STARTED) or message.startswith(LOST)
 
 
 def _settle(root: Path, row: dict[str, Any]) -> dict[str, Any]:
@@ -223,8 +218,8 @@ def _settle(root: Path, row: dict[str, Any]) -> dict[str, Any]:
         if alive(launcher.get("pid"), launcher.get("startTicks")) and launcher.get("pid") != os.getpid():
             break  # another process drives it: wait for its end
         if not (run_dir / "supervisor.log").exists():
-            settle.never_ran(RunPaths(run_dir), read_json(run_dir / "meta.json") or {}, "aborted",
-                             "cancelled before it started: the process that queued it exited")
+            settle.cancelled_before_start(RunPaths(run_dir), read_json(run_dir / "meta.json") or {},
+                                          reconcile.QUEUER_GONE)
             registry.record(run_dir)
             break
         if time.monotonic() > deadline:  # launched, yet no supervisor appeared
