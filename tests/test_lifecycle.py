@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from nbsubagents import registry
-from nbsubagents.child.artifacts import RunPaths, atomic_write_json, read_json
+from nbsubagents.child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from nbsubagents.lifecycle import handle, reconcile, settle, watcher
 from nbsubagents.lifecycle.handle import Run
 
@@ -132,6 +132,37 @@ def test_a_disk_that_refuses_the_result_leaves_the_truth_in_this_process(tmp_pat
         assert settle.lost(paths, read_json(paths.meta)) is True
     assert not paths.result.exists()
     assert Run(paths.dir).status == "failed"  # any handle of this process knows it
+
+
+def test_a_run_whose_launcher_died_before_launching_it_is_settled_at_once(tmp_path):
+    """No supervisor yet, just created: its launcher alive means queued, its launcher dead with no
+    supervisor.log means it never will start (settled now, not after the start-up grace), and launched by a
+    dead launcher means its detached supervisor may still come up (the grace holds)."""
+    from nbsubagents.child.procs import process_start_ticks
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+
+    def queued(run_id: str, launcher_pid: int, launched: bool) -> RunPaths:
+        paths = make_run(tmp_path, run_id, supervisor=False)
+        if not launched:
+            (paths.dir / "supervisor.log").unlink()
+        meta = read_json(paths.meta)
+        meta.update(createdAt=now_iso(), runner="process",  # just now: within the start-up grace
+                    launcher={"pid": launcher_pid, "startTicks": process_start_ticks(launcher_pid) or 1,
+                              "host": registry.HOST})
+        atomic_write_json(paths.meta, meta)
+        return paths
+
+    mine = queued("20260101-000020-aaaaaa", os.getpid(), launched=False)
+    orphan = queued("20260101-000021-bbbbbb", dead.pid, launched=False)
+    starting = queued("20260101-000022-cccccc", dead.pid, launched=True)
+
+    assert reconcile.check(mine.dir) == "owned" and not mine.result.exists()
+    assert reconcile.check(orphan.dir) == "ended"
+    assert read_json(orphan.result)["status"] == "aborted"
+    assert read_json(orphan.result)["errorMessage"] == f"{settle.NOT_STARTED}: {reconcile.QUEUER_GONE}"
+    assert reconcile.check(starting.dir) == "starting" and not starting.result.exists()
 
 
 def test_reads_do_not_settle(tmp_path, monkeypatch):

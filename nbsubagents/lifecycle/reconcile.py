@@ -66,17 +66,22 @@ def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
             settle.lost(paths, meta)
         registry.record(paths.dir)
         return "ended"
-    # No supervisor yet: starting, queued in a live process's drive, or never launched.
+    # No supervisor yet: queued in a live process's drive, starting, or never launched.
+    launcher = meta.get("launcher") or {}
+    if procs.alive(launcher.get("pid"), launcher.get("startTicks")):
+        return "owned"
     launched = paths.dir / "supervisor.log"
+    if launcher and not launched.exists() and meta.get("runner") == "process":
+        # The process launcher opens supervisor.log before it spawns: its launcher died without launching it.
+        settle.cancelled_before_start(paths, meta, QUEUER_GONE)
+        registry.record(paths.dir)
+        return "ended"
     try:
         launch_age = time.time() - launched.stat().st_mtime
     except OSError:
         launch_age = float("inf")
     if min(registry.age(meta.get("createdAt")), launch_age) < STARTING_GRACE:
-        return "starting"
-    launcher = meta.get("launcher") or {}
-    if procs.alive(launcher.get("pid"), launcher.get("startTicks")):
-        return "owned"
+        return "starting"  # a detached supervisor may still come up after its launcher died
     if launched.exists():
         settle.lost(paths, meta)
     else:

@@ -201,32 +201,23 @@ def _interrupted(row: dict[str, Any]) -> bool:
 
 
 def _settle(root: Path, row: dict[str, Any]) -> dict[str, Any]:
-    """A run of this experiment that is not terminal: settled when its launcher died before it started
-    (recorded aborted, so its cell starts again); otherwise left running (it is waited for)."""
+    """A run of this experiment that the reconcile left unfinished: one whose supervisor is starting gets until
+    it shows or its grace ends (``reconcile.check`` then settles it); a live one, or one queued by another live
+    process, is left (it is waited for); one this very process queued but no call of it drives any more never
+    starts: recorded aborted, so its cell starts again."""
     from .. import registry
     from ..child.artifacts import RunPaths
-    from ..child.procs import alive
     from ..lifecycle import reconcile, settle
 
-    deadline = time.monotonic() + reconcile.STARTING_GRACE + 5
     run_dir = Path(row["run_dir"])
-    while True:
-        verdict = reconcile.check(run_dir, row)
-        if verdict in ("ended", "live"):
-            break
-        launcher = (read_json(run_dir / "meta.json") or {}).get("launcher") or {}
-        if alive(launcher.get("pid"), launcher.get("startTicks")) and launcher.get("pid") != os.getpid():
-            break  # another process drives it: wait for its end
-        if not (run_dir / "supervisor.log").exists():
-            settle.cancelled_before_start(RunPaths(run_dir), read_json(run_dir / "meta.json") or {},
-                                          reconcile.QUEUER_GONE)
-            registry.record(run_dir)
-            break
-        if time.monotonic() > deadline:  # launched, yet no supervisor appeared
-            settle.lost(RunPaths(run_dir), read_json(run_dir / "meta.json") or {})
-            registry.record(run_dir)
-            break
+    deadline = time.monotonic() + reconcile.STARTING_GRACE + 5
+    while (verdict := reconcile.check(run_dir, row)) == "starting" and time.monotonic() < deadline:
         time.sleep(0.1)
+    meta = read_json(run_dir / "meta.json") or {}
+    if (verdict == "owned" and (meta.get("launcher") or {}).get("pid") == os.getpid()
+            and not (run_dir / "supervisor.log").exists()):
+        settle.cancelled_before_start(RunPaths(run_dir), meta, "the call that queued it ended")
+        registry.record(run_dir)
     got = registry.fetch(registry.db_path(root), "SELECT * FROM runs WHERE run_id = ?", (row["run_id"],))
     return got[0] if got else row
 
