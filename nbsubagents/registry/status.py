@@ -62,11 +62,6 @@ def _took(row: dict[str, Any]) -> str:
     return ""
 
 
-def _first_line(text: str | None, limit: int) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= limit else line[:limit - 1] + "…"
-
-
 def _outcome(row: dict[str, Any], limit: int = 50) -> str:
     """The answer (or the error) on one line: every line of it, whitespace folded, cut at ``limit``."""
     return shorten(row.get("final_text") if row.get("status") == "completed" else row.get("error_message"), limit)
@@ -109,7 +104,8 @@ class Status:
         return {"run_id": row["run_id"], "name": row.get("name") or "", "status": row.get("status") or "",
                 "model": row.get("model") or "", "started": _local(row.get("started_at") or row.get("created_at"),
                                                                     seconds=False),
-                "took": _took(row), "task": _first_line(row.get("task"), 40), "result": _outcome(row)}
+                "took": _took(row), "task": shorten((row.get("task") or "").strip().partition("\n")[0], 40),
+                "result": _outcome(row)}
 
     def _shown(self) -> list[dict[str, Any]]:
         return self.rows[-MAX_TABLE_ROWS:]
