@@ -99,7 +99,7 @@ def doctor_dask(address: str | None) -> int:
     """The Dask cluster at ``address`` (else the ``dask_scheduler`` setting, else Dask's ``scheduler-address``
     config): its workers, the project folder and pi seen from each, versions; exit 1 on a problem."""
     from .config import pi_command, settings
-    from .lifecycle.dask_launcher import check_cluster, client_for
+    from .lifecycle.dask_launcher import check_cluster, client_for, versions
 
     try:
         import dask
@@ -111,7 +111,7 @@ def doctor_dask(address: str | None) -> int:
         print(_line("dask", "no scheduler to check: nbsubagents doctor --dask tcp://HOST:8786 "
                             "(or the dask_scheduler setting)", False))
         return 1
-    print(_line("dask", f"distributed {_version('distributed')}, scheduler {address}"))
+    print(_line("dask", f"distributed {versions()['distributed'] or '?'}, scheduler {address}"))
     try:
         from .config import configure
         configure(dask_scheduler=address)
@@ -124,14 +124,6 @@ def doctor_dask(address: str | None) -> int:
         print(_line(what, detail, ok))
     client.close()
     return 1 if any(ok is False for ok, _, _ in lines) else 0
-
-
-def _version(dist: str) -> str:
-    import importlib.metadata as md
-    try:
-        return md.version(dist)
-    except md.PackageNotFoundError:
-        return "?"
 
 
 def main(argv: list[str] | None = None) -> int:

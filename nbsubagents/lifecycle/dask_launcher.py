@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .handle import Run
 
 __all__ = ["RESOURCE", "DaskLauncher", "DaskProcess", "run_supervisor", "liveness", "client_for", "bind",
-           "check_cluster", "require_cluster", "cancel"]
+           "check_cluster", "require_cluster", "cancel", "versions"]
 
 RESOURCE = "nbsubagents"  # the worker resource one run takes
 CLAIM = "worker.json"     # written by the task that starts the run (its worker, host, pid)
@@ -278,21 +278,21 @@ def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
     except OSError:
         sees = False
     missing = [p for i, p in enumerate(programs) if not os.path.isfile(p) or (i == 0 and not os.access(p, os.X_OK))]
-    return {"host": HOST, "sees": sees, "missing": missing, **_versions()}
+    return {"host": HOST, "sees": sees, "missing": missing, **versions()}
 
 
-def _versions() -> dict[str, str | None]:
+def versions() -> dict[str, str | None]:
     """Python's version and the installed nbsubagents' and distributed's, here (or on a worker)."""
     import importlib.metadata as md
     import platform
 
-    versions: dict[str, str | None] = {"python": platform.python_version()}
+    found: dict[str, str | None] = {"python": platform.python_version()}
     for dist in ("nbsubagents", "distributed"):
         try:
-            versions[dist] = md.version(dist)
+            found[dist] = md.version(dist)
         except md.PackageNotFoundError:
-            versions[dist] = None
-    return versions
+            found[dist] = None
+    return found
 
 
 def _workers(client: Any) -> dict[str, dict[str, Any]]:
@@ -325,7 +325,7 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
         found = client.run(_probe, str(probe), token, programs, workers=list(workers))
     finally:
         probe.unlink(missing_ok=True)
-    mine = _versions()
+    mine = versions()
     for address, seen in sorted(found.items()):
         where = f"{address} ({seen['host']})"
         if not seen["sees"]:
