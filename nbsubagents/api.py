@@ -7,12 +7,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .config import NbSubagentsError, settings
 from .lifecycle import handle, launch, reconcile
+from .lifecycle.drive import drive
 from .lifecycle.handle import Run
+from .lifecycle.prepare import build_runs, prepare
 from .lifecycle.spec import TaskSpec
+from .ui.attach import attach
 from .ui.display import renderer_for
+from .views import reports
 
 if TYPE_CHECKING:
     from .registry import Status
+
+attach()  # the notebook edge: Run's display in IPython, the watcher's notice stream and cell context
 
 
 def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
@@ -44,7 +50,7 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
                            name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
                            keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
                            max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
-    (the_run,) = handle.drive([the_run], concurrency=1, renderer=renderer_for(show))
+    (the_run,) = drive([the_run], concurrency=1, renderer=renderer_for(show))
     return the_run
 
 
@@ -53,7 +59,7 @@ def _prepare_one(mode: str, executor: str | None, dask_client: Any, *, cwd: str 
     """The run of one ``run()`` or ``start()`` call: checked, bound to its executor, its project reconciled."""
     spec = TaskSpec(cwd=str(cwd) if cwd is not None else None, **options)
     client = launch.executor_client(executor, dask_client, spec.cwd)
-    the_run = handle.prepare(spec, mode=mode, runner="dask" if client is not None else None)
+    the_run = prepare(spec, mode=mode, runner="dask" if client is not None else None)
     _bind([the_run], client)
     reconcile.first_use_of([the_run])  # settles runs of earlier kernels, announces what finished while away
     return the_run
@@ -81,10 +87,10 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
                                f"(nbsubagents.configure(max_tasks=...) raises the limit)")
     launch.check_runner()
     client = launch.executor_client(executor, dask_client)
-    built = handle.build_runs(items, mode="parallel", runner="dask" if client is not None else None)
+    built = build_runs(items, mode="parallel", runner="dask" if client is not None else None)
     _bind(built, client)
     reconcile.first_use_of(built)
-    return handle.drive(built, concurrency=limit, renderer=renderer_for(show))
+    return drive(built, concurrency=limit, renderer=renderer_for(show))
 
 
 def _bind(runs: list[Run], client: Any) -> None:
@@ -194,3 +200,40 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     from .ui import timeline
     return timeline.runs_timeline(status=status, preset=preset, model=model, since=since, until=until, text=text,
                                   limit=limit, theme=theme)
+
+
+def report(runs_or_frame: Any, path: str | Path | None = None, *, format: str | None = None,
+           title: str | None = None) -> Path:
+    """Write a report of these runs and return its path.
+
+    ``runs_or_frame``: a ``Run``, a list of runs (or run ids), or a ``runs()`` DataFrame. ``path``: where
+    to write; by default ``<root>/.pi/subagents/reports/report-<time>.html``. ``format``: ``"html"``
+    (self-contained, no script, no network) or ``"md"`` (Markdown for an issue); by default from the
+    path's suffix (``.md``/``.markdown`` is Markdown), else HTML. Secrets are masked.
+    """
+    return reports.report(_as_runs(runs_or_frame), path, format=format, title=title)
+
+
+def _as_runs(runs_or_frame: Any) -> list[Run]:
+    if isinstance(runs_or_frame, Run):
+        return [runs_or_frame]
+    if hasattr(runs_or_frame, "columns") and hasattr(runs_or_frame, "iterrows"):  # a runs() DataFrame
+        frame = runs_or_frame
+        if "run_dir" in frame.columns:
+            return [Run(str(d)) for d in frame["run_dir"]]
+        if "run_id" in frame.columns:
+            return [get_run(str(i)) for i in frame["run_id"]]
+        raise NbSubagentsError("report() needs runs: a Run, a list of Runs, or a runs() DataFrame with a "
+                               "run_id or run_dir column")
+    if isinstance(runs_or_frame, (str, bytes)) or not isinstance(runs_or_frame, Iterable):
+        raise NbSubagentsError(f"report() needs runs: a Run, a list of Runs, or a runs() DataFrame, "
+                               f"got {type(runs_or_frame).__name__}")
+    runs = []
+    for item in runs_or_frame:
+        if isinstance(item, Run):
+            runs.append(item)
+        elif isinstance(item, str):
+            runs.append(get_run(item))
+        else:
+            raise NbSubagentsError(f"report() got {item!r} among the runs: give Runs or run ids")
+    return runs

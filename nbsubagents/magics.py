@@ -26,6 +26,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 import nbsubagents
 from nbsubagents.config import NbSubagentsError
 from nbsubagents.lifecycle.spec import check_shape
+from nbsubagents.ui import attach
 
 __all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_list", "suggest",
            "unload_ipython_extension"]
@@ -153,13 +154,6 @@ class RunList(list):
     """The runs of a ``%%subagents`` cell (a plain list otherwise)."""
 
 
-_shown: list[Any] = []  # values whose panel this cell already shows (see _shown_value)
-
-
-def _skip_display() -> None:
-    """``_ipython_display_`` of a value already on screen: IPython keeps it (``_``, ``Out``), draws nothing."""
-
-
 def _panel_shown() -> bool:
     from .ui.display import widgets_available
     return widgets_available()
@@ -171,17 +165,16 @@ def _shown_value(value: Any) -> Any:
     In a notebook with widgets the run's live panel is already in the cell's output; drawing the
     returned ``Run`` again would add a second panel (a still "running" copy for ``--bg``). So until the
     cell ends the value displays as nothing, while IPython still keeps it as the cell's value (``_``,
-    ``Out[n]``). ``_forget_shown`` (after every cell) removes the mark: later cells display it as usual.
+    ``Out[n]``): the ui's display formatters consult ``attach.mark_shown``'s set, which ``_forget_shown``
+    (after every cell) empties. Nothing is stored on the value.
     """
     if _panel_shown():
-        value._ipython_display_ = _skip_display
-        _shown.append(value)
+        attach.mark_shown(value)
     return value
 
 
 def _forget_shown(*_: Any) -> None:
-    while _shown:
-        vars(_shown.pop()).pop("_ipython_display_", None)
+    attach.forget_shown()
 
 
 # -- the magics -----------------------------------------------------------------------------------
@@ -462,6 +455,7 @@ def load_ipython_extension(shell: Any) -> None:
     _register_completer(shell)
     _unregister_event(shell)
     shell.events.register("post_run_cell", _forget_shown)
+    shell.display_formatter.ipython_display_formatter.for_type(RunList, attach.skip_if_shown)
 
 
 def _unregister_event(shell: Any) -> None:

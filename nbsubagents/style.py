@@ -14,9 +14,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-STATUSES = ("queued", "running", "completed", "failed", "aborted")
+from .child.summary import GLYPHS, glyph  # noqa: F401  (a status's glyph is a word of the run summary: child/)
 
-GLYPHS = {"queued": "○", "running": "↻", "completed": "✓", "failed": "✗", "aborted": "■"}
+STATUSES = ("queued", "running", "completed", "failed", "aborted")
 
 # (light theme, dark theme)
 PALETTE = {
@@ -36,10 +36,6 @@ STATUS_CSS = "<style>" + "".join(
     for status, (light, dark) in PALETTE.items()
 ) + (f".nbsubagents-c-muted{{color:{MUTED[0]}}}{DARK_SCOPE} .nbsubagents-c-muted{{color:{MUTED[1]} !important}}"
      "</style>")
-
-
-def glyph(status: str) -> str:
-    return GLYPHS.get(status, "?")
 
 
 def color(status: str, *, dark: bool = False) -> str:

@@ -12,7 +12,8 @@ from conftest import interrupt_when_running
 
 import nbsubagents
 from nbsubagents import config
-from nbsubagents.lifecycle.handle import TaskSpec, prepare
+from nbsubagents.lifecycle.prepare import prepare
+from nbsubagents.lifecycle.spec import TaskSpec
 
 
 def user_text(request: dict) -> str:

@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 from IPython.testing import globalipapp
 
 import nbsubagents
-from nbsubagents.ui.reports import MASK, secret_values
+from nbsubagents.views.reports import MASK, secret_values
 
 SECRET = "sk-planted-0123456789abcdef"
 PI_KEY = "pi-config-key-9f8e7d6c5b4a"

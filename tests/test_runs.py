@@ -166,7 +166,7 @@ def test_bad_inputs_raise_before_anything_starts(project):
 
 @pytest.mark.parametrize("module", ["nbsubagents", "lifecycle.handle", "child.supervisor", "api", "registry",
                                     "lifecycle.watcher", "registry.query", "lifecycle.inspection", "ui.browser",
-                                    "ui.panels", "ui.display", "cli", "demo", "ui.panel_state", "ui.reports",
+                                    "ui.panels", "ui.display", "cli", "demo", "views.panel_state", "views.reports", "ui.attach",
                                     "lifecycle.reconcile", "lifecycle.settle", "lifecycle.spec", "lifecycle.launch",
                                     "style", "ui.statusbar", "ui.timeline", "ui.kernel", "registry.store",
                                     "registry.status"])

@@ -12,6 +12,7 @@ import pytest
 
 import nbsubagents
 from nbsubagents import style
+from nbsubagents.ui.display import run_mimebundle
 
 from conftest import wait_for
 
@@ -94,7 +95,7 @@ def test_aborted_has_one_colour_on_every_surface(project):
     assert bar.text == "runs: 0 running / 1 total · 1 aborted"
     assert f'class="nbsubagents-c-aborted nbsubagents-statusbar-aborted" style="color:{light}"' in bar.html
     assert f'nbsubagents-c-aborted" style="color:{light};font-weight:600">aborted' in styled_html(nbsubagents.runs())
-    record = nbsubagents.get_run(run.id)._repr_mimebundle_()["text/html"]  # the run's static record
+    record = run_mimebundle(nbsubagents.get_run(run.id))["text/html"]  # the run's static record, as IPython shows it
     assert f'nbsubagents-c-aborted nbsubagents-status" style="color:{light};font-weight:600">aborted' in record
     figure = nbsubagents.runs_timeline(theme="light")
     assert to_hex([p for p in figure.axes[0].patches if p.get_gid()][0].get_facecolor()) == light

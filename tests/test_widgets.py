@@ -22,14 +22,16 @@ from nbclient import NotebookClient
 
 import nbsubagents
 from nbsubagents import config
-from nbsubagents.lifecycle import handle as runner
+from nbsubagents.lifecycle import drive as driving
+from nbsubagents.lifecycle import prepare as preparing
 from nbsubagents import style
 from nbsubagents.ui.display import VIEW_MIME, choose_renderer, run_mimebundle
 from nbsubagents.child.events import iter_stream
 from nbsubagents.child.formatter import ProgressFormatter, ProgressLine
 from nbsubagents.ui.renderers import TextRenderer
-from nbsubagents.lifecycle.handle import Run, TaskSpec
-from nbsubagents.ui.panels import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer
+from nbsubagents.lifecycle.handle import Run
+from nbsubagents.lifecycle.spec import TaskSpec
+from nbsubagents.ui.panels import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer, live_panel
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi-0.73.1"
 LINE = re.compile(r'<div class="nbsubagents-line nbsubagents-(\w+)">(.*?)</div>')
@@ -70,7 +72,7 @@ def finish(run_dir: Path, status: str, *, duration: float = 1.0, text: str = "",
 def drive_one(task: str, **kwargs) -> tuple[Run, WidgetRenderer, list]:
     shown: list = []
     renderer = WidgetRenderer(display=shown.append, **kwargs)
-    (run,) = runner.drive([runner.prepare(TaskSpec(preset="scout", task=task), mode="single")],
+    (run,) = driving.drive([preparing.prepare(TaskSpec(preset="scout", task=task), mode="single")],
                           concurrency=1, renderer=renderer)
     return run, renderer, shown
 
@@ -128,7 +130,7 @@ def test_provider_failure_is_red_with_pi_message(project):
 def test_cancel_button_aborts_its_run_alone(project):
     shown: list = []
     renderer = WidgetRenderer(display=shown.append)
-    runs = runner.build_runs([{"preset": "scout", "task": "run: sleep 30", "name": "slow"},
+    runs = preparing.build_runs([{"preset": "scout", "task": "run: sleep 30", "name": "slow"},
                               {"preset": "scout", "task": "sleep: 2\nrun: echo fine", "name": "quick"}],
                              mode="parallel")
     clicked = threading.Event()
@@ -147,7 +149,7 @@ def test_cancel_button_aborts_its_run_alone(project):
     clicker = threading.Thread(target=click_when_sleeping)
     clicker.start()
     t0 = time.monotonic()
-    runner.drive(runs, concurrency=2, renderer=renderer)
+    driving.drive(runs, concurrency=2, renderer=renderer)
     clicker.join()
     assert clicked.is_set() and time.monotonic() - t0 < 25
     slow, quick = runs
@@ -163,7 +165,7 @@ def test_cancel_button_aborts_its_run_alone(project):
 
 def test_cancelling_a_queued_run_means_it_never_starts(project):
     renderer = WidgetRenderer(display=lambda widget: None)
-    runs = runner.build_runs([{"preset": "scout", "task": "sleep: 2\nrun: echo first", "name": "first"},
+    runs = preparing.build_runs([{"preset": "scout", "task": "sleep: 2\nrun: echo first", "name": "first"},
                               {"preset": "scout", "task": "run: echo second", "name": "second"}], mode="parallel")
 
     def click_while_queued() -> None:
@@ -174,7 +176,7 @@ def test_cancelling_a_queued_run_means_it_never_starts(project):
 
     clicker = threading.Thread(target=click_while_queued)
     clicker.start()
-    runner.drive(runs, concurrency=1, renderer=renderer)
+    driving.drive(runs, concurrency=1, renderer=renderer)
     clicker.join()
     assert [r.status for r in runs] == ["completed", "aborted"]
     assert not (runs[1].dir / "supervisor.log").exists()  # never launched
@@ -392,7 +394,7 @@ def test_a_finished_run_shows_its_static_record_and_a_running_one_its_live_panel
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     run = fake_run(tmp_path, "r1")
     finish(run.dir, "completed", text="the answer <42>")
-    bundle = run._repr_mimebundle_()
+    bundle = run_mimebundle(run)  # what IPython shows for a Run (ui.attach registers it)
     assert set(bundle) == {"text/plain", "text/html"}
     assert bundle["text/plain"].startswith("✓ r1 completed · demo/scripted · 0 tool calls · 0 tokens · $0.0000 · 1.0s\n")
     assert "Output:\n  the answer <42>\nRun id: r1" in bundle["text/plain"]
@@ -403,7 +405,7 @@ def test_a_finished_run_shows_its_static_record_and_a_running_one_its_live_panel
     running = fake_run(tmp_path, "r2", "running")
     bundle = run_mimebundle(running)
     assert bundle[VIEW_MIME]["model_id"] and bundle["text/plain"].startswith("↻ r2 running")
-    assert running._live_panel.widget.model_id == bundle[VIEW_MIME]["model_id"]
+    assert live_panel(running).widget.model_id == bundle[VIEW_MIME]["model_id"]
 
 
 def test_missing_ipywidgets_is_a_clear_error_when_a_panel_is_built(tmp_path, monkeypatch):

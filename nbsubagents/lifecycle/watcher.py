@@ -9,6 +9,10 @@ default handler prints a line); then it calls the run's ``on_done(run)``. What i
 whichever cell happens to be running (ipykernel's per-thread parent). Nothing it calls can stop it:
 exceptions are reported on stderr. No cell is ever executed.
 
+It knows no notebook: where a notice is printed and how a thread's prints reach a cell are ``hooks`` that
+the notebook edge sets when it is loaded (``set_hooks``, from ``nbsubagents.ui.attach``); the defaults
+print on stderr and attribute nothing.
+
 The same thread ticks every ``subscribe()``d callback at that subscriber's own interval: panels move
 their clocks and flush pending renders, status bars and browsers re-read the registry. So a process runs
 one thread of nbsubagents however many panels, bars and browsers are live. The thread starts with the
@@ -24,7 +28,7 @@ import sys
 import threading
 import time
 import traceback
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -34,10 +38,10 @@ from . import settle as settling  # `settle()` below is the watcher's own
 from ..style import glyph, shorten
 
 if TYPE_CHECKING:
-    from ..ui.renderers import Renderer
+    from .drive import Renderer
     from .handle import Run
 
-__all__ = ["Notice", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
+__all__ = ["Notice", "Hooks", "hooks", "set_hooks", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
            "remove_notice_handler", "print_notice", "add_change_handler", "remove_change_handler",
            "Subscription", "subscribe", "thread"]
 
@@ -76,16 +80,46 @@ def _summary(row: dict[str, Any]) -> str:
     return shorten(text, 120)  # the whole answer on one line, not just its first line
 
 
-def print_notice(notice: Notice) -> None:
-    """The default notice handler: one printed line, on the cell's output in a notebook and on stderr
-    elsewhere; nothing for a run started with ``show=False`` or under ``NBSUBAGENTS_DISPLAY=none``, and
-    nothing more once that stream is closed."""
-    from ..ui.display import silenced, text_stream
+@dataclass
+class Hooks:
+    """What the watcher asks of the surface above it, with plain defaults (a script's):
 
-    if notice.quiet or silenced():
+    - ``text_stream()``: where a notice is printed, None for nowhere (stderr by default; in a notebook the
+      cell's output, and None under ``NBSUBAGENTS_DISPLAY=none``);
+    - ``cell_parent()``: the cell running now, whose output a run launched now belongs to (None by default);
+    - ``in_cell(parent)``: a context in which what this thread prints goes to that cell (nothing by default).
+    """
+
+    text_stream: Callable[[], Any] = lambda: sys.stderr
+    cell_parent: Callable[[], Any] = lambda: None
+    in_cell: Callable[[Any], AbstractContextManager[Any]] = lambda parent: nullcontext()
+
+
+hooks = Hooks()
+
+
+def set_hooks(*, text_stream: Callable[[], Any] | None = None, cell_parent: Callable[[], Any] | None = None,
+              in_cell: Callable[[Any], AbstractContextManager[Any]] | None = None) -> None:
+    """Set the hooks given (``nbsubagents.ui.attach`` sets all three when the notebook edge is loaded)."""
+    if text_stream is not None:
+        hooks.text_stream = text_stream
+    if cell_parent is not None:
+        hooks.cell_parent = cell_parent
+    if in_cell is not None:
+        hooks.in_cell = in_cell
+
+
+def print_notice(notice: Notice) -> None:
+    """The default notice handler: one printed line on ``hooks.text_stream()`` (the cell's output in a
+    notebook, stderr elsewhere); nothing for a run started with ``show=False`` or where that hook says
+    nowhere (``NBSUBAGENTS_DISPLAY=none``), and nothing more once that stream is closed."""
+    if notice.quiet:
+        return
+    stream = hooks.text_stream()
+    if stream is None:
         return
     try:
-        print(notice.text, file=text_stream(), flush=True)
+        print(notice.text, file=stream, flush=True)
     except (BrokenPipeError, ValueError, OSError):
         pass
 
@@ -146,12 +180,6 @@ def _report(message: str) -> None:
         pass
 
 
-def _cell_parent() -> dict[str, Any] | None:
-    """The header of the cell running now (``ui.kernel`` knows ipykernel's streams), else None."""
-    from ..ui.kernel import cell_parent
-    return cell_parent()
-
-
 def _guarded(holder: Any, call: Callable[[], Any], default: Any, message: str) -> Any:
     """``call()``, or ``default`` when it raises; the first failure of a streak is reported (``holder.failing``),
     so one broken panel or run cannot stop the clock, nor fill the log."""
@@ -164,14 +192,6 @@ def _guarded(holder: Any, call: Callable[[], Any], default: Any, message: str) -
         return default
     holder.failing = False
     return value
-
-
-def _in_cell(parent: dict[str, Any] | None) -> Any:
-    """A context in which what this thread prints goes to the cell ``parent`` (``ui.kernel.in_cell``)."""
-    if parent is None:
-        return nullcontext()
-    from ..ui.kernel import in_cell
-    return in_cell(parent)
 
 
 class Subscription:
@@ -201,7 +221,7 @@ class _Entry:
     def __init__(self, run: Run, renderer: Renderer | None, on_done: Callable[[Run], Any] | None,
                  quiet: bool = False) -> None:
         self.run = run
-        self.parent = _cell_parent()  # the launching cell: its progress lines and notice go there
+        self.parent = hooks.cell_parent()  # the launching cell: its progress lines and notice go there
         self.quiet = quiet
         self.renderer = renderer
         self.on_done = on_done
@@ -318,7 +338,7 @@ class Watcher:
                 self._thread = None
 
     def _step_in_cell(self, entry: _Entry) -> bool:
-        with _in_cell(entry.parent):
+        with nullcontext() if entry.parent is None else hooks.in_cell(entry.parent):
             return self._step(entry)
 
     @staticmethod

@@ -275,8 +275,10 @@ class Experiment:
     # -- running ----------------------------------------------------------------------------
     def _execute(self, scorers: Sequence[Any], concurrency: int, show: bool, dask_client: Any = None) -> list[Run]:
         from .. import registry
-        from ..lifecycle import handle, launch, reconcile
+        from ..lifecycle import launch, reconcile
+        from ..lifecycle.drive import drive
         from ..lifecycle.handle import Run
+        from ..lifecycle.prepare import build_runs
         from ..ui.display import renderer_for
         from .scorers import score
 
@@ -306,7 +308,7 @@ class Experiment:
                 if not settings.dask_scheduler:  # the detached driver of a background sweep
                     configure(dask_scheduler=self.plan["daskScheduler"])
             client = launch.executor_client(self.plan.get("executor"), dask_client, self.root)
-        built = handle.build_runs(todo, mode="parallel", runner="dask" if client else None) if todo else []
+        built = build_runs(todo, mode="parallel", runner="dask" if client else None) if todo else []
         if client is not None:
             from ..lifecycle.dask_launcher import bind
             bind(built, client)
@@ -316,7 +318,7 @@ class Experiment:
         for run in kept:
             if scorers and not (run.dir / "scores.json").exists():
                 score(run, scorers)
-        handle.drive(built, concurrency=concurrency, renderer=renderer)
+        drive(built, concurrency=concurrency, renderer=renderer)
         for run in live:  # runs of a launcher that died (or of another process): wait, record, score
             run.wait()
             registry.note(run)  # its launcher may be gone: the registry learns the end here

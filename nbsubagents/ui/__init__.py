@@ -1,2 +1,3 @@
-"""What a person sees: style, renderers, panels, display, the status bar, the browser, the timeline,
-reports. The only band that imports ipywidgets (lazily) and draws."""
+"""What a person sees live: kernel detection, the text renderer, widget panels, display choice, the status bar,
+the browser, the timeline, and ``attach`` (how the notebook edge hooks itself onto the bands below). The only
+band that imports ipywidgets (lazily) and draws; static renderings live in ``nbsubagents.views``."""

@@ -1,22 +1,28 @@
 """Where output goes: the one place that decides between live widget panels, plain text and silence.
 
 ``choose_renderer()`` picks the renderer of a run; ``run_mimebundle()`` is how a ``Run`` shows as a
-cell's value and ``live_display()`` how a running one is displayed so that it follows the run. All use
-``widgets_available()``, so they never disagree (what kernel this is, ``ui.kernel`` says). ipywidgets is
-imported only when a panel, a bar's widget or a browser is built. ``text_stream()`` is where plain progress and notices go: the notebook's
-output inside a kernel, stderr elsewhere (stdout belongs to the user's program).
+cell's value and ``live_display()`` how a running one is displayed so that it follows the run (IPython
+calls them through the formatters ``ui.attach`` registers for ``Run``). All use ``widgets_available()``,
+so they never disagree (what kernel this is, ``ui.kernel`` says). ipywidgets is imported only when a
+panel, a bar's widget or a browser is built. ``notice_stream()`` is where printed notices go: the
+notebook's output inside a kernel, stderr elsewhere (stdout belongs to the user's program), nowhere
+under ``NBSUBAGENTS_DISPLAY=none``.
 """
 
 from __future__ import annotations
 
 import html
 import os
-import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from .kernel import in_kernel, in_widget_kernel  # noqa: F401  (where runs show is decided here)
-from .renderers import Renderer, TextRenderer
+from ..lifecycle import watcher
+from ..lifecycle.drive import NullRenderer, Renderer
+from ..views.panel_state import PanelState
+from ..style import STATUS_CSS, color, glyph
+from .kernel import in_kernel, in_widget_kernel, text_stream  # noqa: F401  (where runs show is decided here)
+from .panels import RunPanel, WidgetRenderer, live_panel
+from .renderers import TextRenderer
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -43,12 +49,6 @@ def display_mode() -> str:
     return "auto"
 
 
-def text_stream() -> Any:
-    """Where plain-text progress and notices go: the cell's output in a kernel, else stderr (as tqdm and
-    pip do), so a script's stdout holds only what the script prints."""
-    return sys.stdout if in_kernel() else sys.stderr
-
-
 def silenced() -> bool:
     """``NBSUBAGENTS_DISPLAY=none``: no progress and no printed notices at all."""
     return display_mode() == "none"
@@ -62,38 +62,24 @@ def widgets_available() -> bool:
     return in_widget_kernel()
 
 
-def prepare_kernel() -> None:
-    """Ready a widget kernel for panels now (at import or ``%load_ext``), not while a run's cell executes.
-
-    JupyterLab opens a kernel subshell for widget messages when the first widget appears; the busy/idle
-    of that control request would show the kernel Idle for the whole cell that drew the first panel.
-    Opened here, it comes and goes with the short cell that imported nbsubagents; the Cancel buttons'
-    own subshell is made here too.
-    """
-    if not widgets_available() or not in_widget_kernel():
-        return
-    try:
-        from .kernel import keep_widget_channel
-        keep_widget_channel()
-    except Exception:  # never let a frontend detail break an import: the first panel does it later
-        pass
+def notice_stream() -> Any:
+    """Where the watcher prints a completion notice (its ``text_stream`` hook, set by ``ui.attach``): the
+    cell's output in a kernel, stderr elsewhere, None (nothing printed) under ``NBSUBAGENTS_DISPLAY=none``."""
+    return None if silenced() else text_stream()
 
 
 def choose_renderer() -> Renderer:
     """Live panels in a notebook kernel, plain throttled text elsewhere (``NBSUBAGENTS_DISPLAY`` forces one)."""
     if silenced():
-        from .renderers import NullRenderer
         return NullRenderer()
     if widgets_available():
-        from .panels import WidgetRenderer  # raises with an install hint when ipywidgets is missing
-        return WidgetRenderer()
+        return WidgetRenderer()  # raises with an install hint when ipywidgets is missing
     return TextRenderer()
 
 
 def renderer_for(show: bool) -> Renderer:
     """The renderer of a call's ``show=``: the chosen one, or nothing at all."""
     if not show:
-        from .renderers import NullRenderer
         return NullRenderer()
     return choose_renderer()
 
@@ -115,7 +101,6 @@ def widget_bundle(widget_of: Any, text: str, html_text: str) -> dict[str, Any]:
 
 def summary_html(run: Run) -> str:
     """The run's readable summary (its ``repr``) as HTML, for frontends without widgets."""
-    from ..style import STATUS_CSS, color, glyph
     status = run.status
     return (f'{STATUS_CSS}<pre class="nbsubagents-summary nbsubagents-status-{status} nbsubagents-c-{status}" '
             f'style="white-space:pre-wrap;color:{color(status)}" title="{html.escape(glyph(status))} '
@@ -131,7 +116,6 @@ def run_mimebundle(run: Run) -> dict[str, Any]:
     shows it under the panel's display id so it follows the run); elsewhere ``repr(run)``.
     """
     if run.done:
-        from .panel_state import PanelState
         state = PanelState.of_run(run)
         return {"text/plain": state.static_text(), "text/html": state.static_html()}
     bundle: dict[str, Any] = {"text/plain": repr(run), "text/html": summary_html(run)}
@@ -146,10 +130,7 @@ def run_mimebundle(run: Run) -> dict[str, Any]:
 
 def _following_panel(run: Run) -> Any:
     """The run's live panel in this process, or a new one that the watcher keeps current until the end."""
-    from ..lifecycle import watcher
-    from .panels import RunPanel, WidgetRenderer
-
-    panel = getattr(run, "_live_panel", None)
+    panel = live_panel(run)
     if panel is not None:
         return panel
     panel = RunPanel.from_run(run)

@@ -1,14 +1,16 @@
 """The kernel and its frontend, quarantined: every use of ipykernel's and ipywidgets' private APIs is here.
 
 - which kernel we run in: ``kernel_shell()``, ``in_kernel()``, ``in_widget_kernel()``, ``in_ipython()``
-  (IPython is never imported: only looked up when already loaded);
+  (IPython is never imported: only looked up when already loaded), and so where plain text goes
+  (``text_stream()``);
 - whose cell a thread's output belongs to: ``cell_parent()`` and ``in_cell()`` (ipykernel's per-thread
   parent of its output streams), so the clock's prints reach the cell that launched a run;
 - clicks served while a foreground cell keeps the main thread busy: ``click_subshell()`` (a kernel
   subshell, ipykernel >= 7.4, made through its shell channel's private manager), ``route_clicks()`` (a
   widget comm's private reply routing) and ``keep_widget_channel()`` (JupyterLab's widget subshell opened
   before a run's cell);
-- ``load_ipywidgets()``: the import of ipywidgets, with the install hint when it is missing.
+- ``load_ipywidgets()``: the import of ipywidgets, with the install hint when it is missing; in a widget kernel
+  the first call readies the frontend (``keep_widget_channel``), so nothing of it happens at import.
 
 When ipykernel or ipywidgets change these internals, this is the one module to change; every function
 degrades to "not available" (clicks then wait for the main shell) rather than raise.
@@ -23,7 +25,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-__all__ = ["kernel_shell", "in_kernel", "in_widget_kernel", "in_ipython", "cell_parent", "in_cell",
+__all__ = ["kernel_shell", "in_kernel", "in_widget_kernel", "in_ipython", "text_stream", "cell_parent", "in_cell",
            "click_subshell", "route_clicks", "keep_widget_channel", "load_ipywidgets"]
 
 
@@ -54,6 +56,12 @@ def in_widget_kernel() -> bool:
 def in_kernel() -> bool:
     """True inside a Jupyter kernel (its stdout is the notebook's output), whatever the widgets."""
     return kernel_shell() is not None
+
+
+def text_stream() -> Any:
+    """Where plain-text progress and notices go: the cell's output in a kernel, else stderr (as tqdm and
+    pip do), so a script's stdout holds only what the script prints."""
+    return sys.stdout if in_kernel() else sys.stderr
 
 
 def in_ipython() -> bool:
@@ -94,12 +102,20 @@ def in_cell(parent: dict[str, Any] | None) -> Iterator[None]:
 
 
 def load_ipywidgets() -> Any:
+    """ipywidgets, for a panel, a bar or a browser about to be built. In a widget kernel the first call
+    also readies the frontend for widgets (``keep_widget_channel``): that happens when something is first
+    shown, never when nbsubagents is imported."""
     try:
         import ipywidgets
     except ImportError:
         raise ImportError(
             "Live panels need ipywidgets: install it with `pip install 'ipywidgets>=8'` (JupyterLab shows "
             "them with jupyterlab_widgets), or show plain text with NBSUBAGENTS_DISPLAY=text.") from None
+    if _channel_keeper is None and in_widget_kernel():
+        try:
+            keep_widget_channel()
+        except Exception:  # never let a frontend detail break a panel: it shows all the same
+            pass
     return ipywidgets
 
 
@@ -152,19 +168,22 @@ FRONTEND_SUBSHELL_WAIT = 0.5  # seconds to wait, once per kernel, for JupyterLab
 
 
 def keep_widget_channel() -> None:
-    """Open one small widget for the kernel's life, and the click subshell (see ``display.prepare_kernel``).
+    """Open one small widget for the kernel's life, and the click subshell, before the first widget shows
+    (``load_ipywidgets`` calls it once, in a widget kernel).
 
     JupyterLab (4.4 and later) answers the first widget with a ``create_subshell_request`` of its own,
     whose busy/idle reaches the page after the cell's own busy: the page then shows the kernel Idle while
-    the cell still executes. This widget, which never shows, makes that happen now; once the subshell
-    exists the cell's busy is said again. JupyterLab keeps the subshell while any widget lives.
+    the cell still executes. This widget, which never shows, makes that happen before the first panel,
+    bar or browser is built; once the subshell exists (within ``FRONTEND_SUBSHELL_WAIT``) the cell's busy
+    is said again. JupyterLab keeps the subshell while any widget lives.
     """
     global _channel_keeper
     ours = click_subshell()
     with _keeper_lock:
         if _channel_keeper is not None:
             return
-        w = load_ipywidgets()
+        import ipywidgets as w  # load_ipywidgets found it
+
         first = not w.Widget.widgets  # no widget yet: the frontend has no widget subshell yet either
         try:
             from ipykernel.kernelbase import Kernel
@@ -181,7 +200,7 @@ def keep_widget_channel() -> None:
             if set(manager.list_subshell()) - before - {ours}:
                 time.sleep(0.1)  # its reply and idle go out just after the subshell exists
                 try:
-                    kernel._publish_status("busy", "shell")  # the cell that imported us still executes
+                    kernel._publish_status("busy", "shell")  # the cell that shows the first widget still executes
                 except Exception:
                     pass
                 return

@@ -21,21 +21,23 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..child.artifacts import TERMINAL
 from ..child.formatter import ProgressLine
-from .kernel import click_subshell, load_ipywidgets, route_clicks
-from .panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
-                          group_static_html, group_static_text)
+from ..lifecycle import watcher
+from ..views.panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
+                                 group_static_html, group_static_text)
 from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph, plural
 from ..style import color as status_color
+from .kernel import click_subshell, load_ipywidgets, route_clicks
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
     from ..lifecycle.watcher import Subscription
 
-__all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "HISTORY_LIMIT", "RENDER_INTERVAL", "STATIC_INTERVAL"]
+__all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "live_panel", "HISTORY_LIMIT", "RENDER_INTERVAL", "STATIC_INTERVAL"]
 
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 RENDER_INTERVAL = 0.1    # at most ~10 renders a second per panel
@@ -127,6 +129,16 @@ class _StaticRecord:
                 print(f"nbsubagents: could not update the saved record of a panel: {exc!r}", file=sys.stderr)
 
 
+# The live panel of each run this process draws, by run id: UI state stays here, never on the ``Run``. Weak:
+# a panel lives as long as its renderer or widget does (the watcher holds a running run's renderer).
+_live: weakref.WeakValueDictionary[str, RunPanel] = weakref.WeakValueDictionary()
+
+
+def live_panel(run: Run) -> RunPanel | None:
+    """The live panel this process draws for ``run`` (a later display of it reuses it), else None."""
+    return _live.get(run.id)
+
+
 class RunPanel(PanelState, _StaticRecord):
     """One run's panel: header, the latest ``lines`` lines, the full history on demand, Cancel, final text.
 
@@ -160,7 +172,7 @@ class RunPanel(PanelState, _StaticRecord):
         self.widget = w.VBox([top, self.window_html, self.history_box, self.final_html])
         self.widget.add_class("nbsubagents-panel")
         self.widget.add_class(f"nbsubagents-run-{run.id}")
-        run._live_panel = self  # the run shown as a cell value later reuses this live panel
+        _live[run.id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
         subshell = click_subshell()
         route_clicks(self.cancel_button, subshell)
         route_clicks(self.history_box, subshell)
@@ -348,7 +360,7 @@ class GroupPanel(_StaticRecord):
 
 # -- the renderer -----------------------------------------------------------------------------------
 class WidgetRenderer:
-    """The renderer protocol of ``nbsubagents.ui.renderers`` on live panels.
+    """The renderer protocol of ``nbsubagents.lifecycle.drive`` on live panels.
 
     ``start`` displays one ``RunPanel`` (one run) or a ``GroupPanel`` (several) with its static record
     (see ``_StaticRecord``); ``event`` updates the state and renders when the panel's last render is
@@ -436,7 +448,6 @@ class WidgetRenderer:
 
     def _start_ticker(self) -> None:
         if self._use_ticker and self._ticker is None and not self._stop.is_set():
-            from ..lifecycle import watcher
             self._ticker = watcher.subscribe(self._tick, TICK_INTERVAL, name="panel clock")
 
     def _show(self, view: RunPanel | GroupPanel) -> None:

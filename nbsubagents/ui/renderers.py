@@ -1,73 +1,21 @@
-"""Renderers place what the formatter produced; they never word anything themselves.
+"""The plain-text renderer: it places what the formatter produced and never words anything itself.
 
-A renderer gets ``start(runs)``, ``event(run, event, progress_line)`` for every normalized event
-(``progress_line`` is None when the formatter has nothing to say, e.g. for usage events that only
-move the header's counters), ``end(run)`` when a run is terminal, then ``close()``. The plain-text one lives here (it needs no
-Jupyter); the widget one lives at the edge (``nbsubagents.ui.panels``), and ``nbsubagents.ui.display``
-chooses between them.
+The protocol (``Renderer``) and the null renderer are the drive loop's (``nbsubagents.lifecycle.drive``);
+the text one lives here (it needs no Jupyter), the widget one in ``nbsubagents.ui.panels``, and
+``nbsubagents.ui.display`` chooses between them. A run's last line is ``child.summary.summary_line``.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..style import glyph
+from ..child.summary import summary_line
+from .kernel import text_stream
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
     from ..lifecycle.handle import Run
-
-class Renderer(Protocol):
-    def start(self, runs: list[Run]) -> None: ...
-    def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None: ...
-    def end(self, run: Run) -> None: ...
-    def close(self) -> None: ...
-
-
-def summary_line(run: Run) -> str:
-    """One line a person reads at the end of a run, shared by every text surface."""
-    result = run.result or {}
-    status = run.status
-    parts = [f"{glyph(status)} {run.name} {status}"]
-    if result.get("durationSeconds") is not None:
-        parts[0] += f" in {result['durationSeconds']:.1f}s"
-    usage = result.get("usage") or {}
-    calls = result.get("toolCalls", 0)
-    parts.append(f"{calls} tool call{'' if calls == 1 else 's'}")
-    if usage.get("totalTokens"):
-        parts.append(f"{usage['totalTokens']:,} tokens")
-    if usage.get("cost"):
-        parts.append(f"${usage['cost']:.4f}")
-    scores = getattr(run, "scores", None)
-    if scores:
-        parts.append("scores " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                           for k, v in scores.items()))
-    parts += extra_parts(run, {"max_turns": result.get("turns") or 0, "max_tool_calls": calls,
-                               "max_tokens": usage.get("totalTokens") or 0, "max_cost": usage.get("cost") or 0})
-    parts.append(run.id)
-    text = " · ".join(parts)
-    if result.get("errorMessage"):
-        text += f"\n  {result['errorMessage']}"
-    return text
-
-
-def extra_parts(run: Run, spent: dict[str, Any]) -> list[str]:
-    """Spend against the run's budget (``budget tools 3/20``) and an isolated run's ``+N −M``: the words
-    every surface (summary line, panel header) shows for them."""
-    parts = []
-    budget = run.meta.get("budget")
-    if budget:
-        from ..child.budgets import describe
-        parts.append("budget " + describe(budget, spent))
-    changes = (run.result or {}).get("changes")
-    if changes:
-        parts.append(f"{changes.get('files', 0)} file{'' if changes.get('files') == 1 else 's'} "
-                     f"+{changes.get('added', 0)} \u2212{changes.get('removed', 0)}")
-    elif run.meta.get("isolation") and not run.done:
-        parts.append("isolated")
-    return parts
-
 
 class TextRenderer:
     """Prints progress as plain lines: every line of a normal run, a flood folded with a count.
@@ -77,13 +25,12 @@ class TextRenderer:
     before the next printed line or the summary. Errors and the child's own words always print. The
     run's end is the summary line (not the formatter's ``Completed``), so nothing is said twice.
 
-    Outside a notebook the lines go to stderr (``display.text_stream()``): a script's stdout stays its
+    Outside a notebook the lines go to stderr (``kernel.text_stream()``): a script's stdout stays its
     own. A closed stream (``| head``, a consumer that quit) ends the output quietly, never the run.
     """
 
     def __init__(self, stream: TextIO | None = None, *, rate: float = 20.0, burst: int = 60) -> None:
         if stream is None:
-            from .display import text_stream
             stream = text_stream()
         self.stream = stream
         self.rate = rate
@@ -141,10 +88,3 @@ class TextRenderer:
 
     def close(self) -> None:
         pass
-
-
-class NullRenderer:
-    def start(self, runs: list[Run]) -> None: pass
-    def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None: pass
-    def end(self, run: Run) -> None: pass
-    def close(self) -> None: pass

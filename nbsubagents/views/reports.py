@@ -1,6 +1,6 @@
 """A report you can send: one self-contained HTML file (or Markdown) of some runs, with secrets masked.
 
-``report(runs_or_frame, path=None, format=None)`` writes, per run: its panel header (the same words as
+``report(runs, path=None, format=None)`` writes, per run: its panel header (the same words as
 the live panel), the task, status, model, tokens, cost, timings, the transcript (the formatter's lines),
 the final output, the files it changed, and links to the other runs of its group (one ``run_parallel``
 call). HTML has inline CSS and no script and loads nothing; Markdown is for pasting into an issue.
@@ -20,10 +20,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..child import VERSION
+from ..child.formatter import ProgressFormatter
 from ..config import NbSubagentsError, agent_dir, project_root
-from .panel_state import PanelState
 from ..style import color as status_color
 from ..style import duration, glyph
+from .panel_state import PanelState
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -80,35 +82,6 @@ def mask(text: str, secrets: list[str]) -> str:
 
 
 # -- the runs -------------------------------------------------------------------------------------------
-def _as_runs(runs_or_frame: Any) -> list[Run]:
-    from ..lifecycle.handle import Run
-
-    if isinstance(runs_or_frame, Run):
-        return [runs_or_frame]
-    if hasattr(runs_or_frame, "columns") and hasattr(runs_or_frame, "iterrows"):  # a runs() DataFrame
-        frame = runs_or_frame
-        if "run_dir" in frame.columns:
-            return [Run(str(d)) for d in frame["run_dir"]]
-        if "run_id" in frame.columns:
-            from ..lifecycle.handle import get_run
-            return [get_run(str(i)) for i in frame["run_id"]]
-        raise NbSubagentsError("report() needs runs: a Run, a list of Runs, or a runs() DataFrame with a "
-                               "run_id or run_dir column")
-    if isinstance(runs_or_frame, (str, bytes)) or not isinstance(runs_or_frame, Iterable):
-        raise NbSubagentsError(f"report() needs runs: a Run, a list of Runs, or a runs() DataFrame, "
-                               f"got {type(runs_or_frame).__name__}")
-    runs = []
-    for item in runs_or_frame:
-        if isinstance(item, Run):
-            runs.append(item)
-        elif isinstance(item, str):
-            from ..lifecycle.handle import get_run
-            runs.append(get_run(item))
-        else:
-            raise NbSubagentsError(f"report() got {item!r} among the runs: give Runs or run ids")
-    return runs
-
-
 def _facts(run: Run) -> dict[str, Any]:
     result = run.result or {}
     usage = result.get("usage") or {}
@@ -125,8 +98,6 @@ def _facts(run: Run) -> dict[str, Any]:
 
 def _lines(run: Run) -> list[tuple[str, str]]:
     """(kind, text) of every formatter line of the run, from its events (the transcript's words)."""
-    from ..child.formatter import ProgressFormatter
-
     formatter = ProgressFormatter(run.meta.get("cwd"))
     lines: list[tuple[str, str]] = []
     for event in run.events():
@@ -237,7 +208,6 @@ def _document_html(runs: list[Run], title: str) -> str:
             f'<td class="muted small">{esc(run.id)}</td></tr>')
     total_tokens = sum(_facts(r)["tokens"] for r in runs)
     total_cost = sum(_facts(r)["cost"] for r in runs)
-    from .. import __version__
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -245,7 +215,7 @@ def _document_html(runs: list[Run], title: str) -> str:
         f"<h1>{esc(title)}</h1>\n"
         f'<p class="muted">{len(runs)} run{"" if len(runs) == 1 else "s"} · {total_tokens:,} tokens · '
         f'${total_cost:.4f} · written {esc(datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"))} by '
-        f'nbsubagents {esc(__version__)} · secrets masked</p>\n'
+        f'nbsubagents {esc(VERSION)} · secrets masked</p>\n'
         '<table><tr><th>Run</th><th>Status</th><th>Model</th><th>Tool calls</th><th>Tokens</th><th>Cost</th>'
         f'<th>Took</th><th>Id</th></tr>{"".join(summary_rows)}</table>\n'
         + "\n".join(_run_html(run, groups, listed) for run in runs)
@@ -314,16 +284,16 @@ def _document_md(runs: list[Run], title: str) -> str:
 
 
 # -- the entry point ----------------------------------------------------------------------------------------
-def report(runs_or_frame: Any, path: str | Path | None = None, *, format: str | None = None,
+def report(runs: list[Run], path: str | Path | None = None, *, format: str | None = None,
            title: str | None = None) -> Path:
     """Write a report of these runs and return its path.
 
-    ``runs_or_frame``: a ``Run``, a list of runs (or run ids), or a ``runs()`` DataFrame. ``path``: where
+    ``runs``: the runs (``nbsubagents.report`` also takes run ids or a ``runs()`` DataFrame). ``path``: where
     to write; by default ``<root>/.pi/subagents/reports/report-<time>.html``. ``format``: ``"html"``
     (self-contained, no script, no network) or ``"md"`` (Markdown for an issue); by default from the
     path's suffix (``.md``/``.markdown`` is Markdown), else HTML. Secrets are masked.
     """
-    runs = _as_runs(runs_or_frame)
+    runs = list(runs)
     if not runs:
         raise NbSubagentsError("report() got no runs: pass a Run, a list of Runs or a non-empty runs() DataFrame")
     if format is None:

@@ -9,7 +9,7 @@ GitHub, nbviewer, ``nbconvert --to html/markdown`` and a kernel-less JupyterLab 
 ``group_static_html``/``group_static_text`` do the same for a group of runs.
 
 Nothing is worded here: event lines come from ``formatter.ProgressFormatter``, counters from
-``events.Tally``, glyphs and colours from ``style``. The static HTML holds no newline, so it
+``events.Tally``, glyphs and colours from ``style``, budget and isolation words from ``child.summary``. The static HTML holds no newline, so it
 stays one HTML block where Markdown embeds it.
 """
 
@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..child.artifacts import TERMINAL
 from ..child.events import Tally
+from ..child.formatter import ProgressFormatter
+from ..child.summary import extra_parts
+from ..config import NbSubagentsError, settings
 from ..style import ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, duration, glyph, plural
 from ..style import color as status_color
 
@@ -61,10 +64,8 @@ class PanelState:
     def __init__(self, run: Run, *, lines: int | None = None, history: int = HISTORY_LIMIT,
                  lock: threading.RLock | None = None) -> None:
         if lines is None:
-            from ..config import settings
             lines = settings.panel_lines
         if isinstance(lines, bool) or not isinstance(lines, int) or lines < 1:
-            from ..config import NbSubagentsError
             raise NbSubagentsError(f"panel_lines must be a whole number of at least 1, got {lines!r}")
         self.run = run
         self.lines = lines
@@ -87,8 +88,6 @@ class PanelState:
     @classmethod
     def of_run(cls, run: Run, **kwargs: Any) -> PanelState:
         """The state of what a run did so far (all of it when it ended), from its events.jsonl."""
-        from ..child.formatter import ProgressFormatter
-
         state = cls(run, **kwargs)
         formatter = ProgressFormatter(run.meta.get("cwd"))
         for event in run.events():
@@ -205,7 +204,6 @@ class PanelState:
         if self.failed_steps:
             fields.append(("failed", plural(self.failed_steps, "failed step")))
         fields += [("tokens", f"{tokens:,} tokens"), ("cost", f"${cost:.4f}")]
-        from .renderers import extra_parts  # spend against a budget, an isolated run's +N -M
         turns = tally.turns or ((result or {}).get("turns") or 0)
         fields += [("extra", part) for part in extra_parts(
             run, {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost})]

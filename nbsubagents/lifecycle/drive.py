@@ -1,0 +1,102 @@
+"""Driving foreground runs: launch queued runs (at most ``concurrency`` at once) and feed a renderer until all end.
+
+The loop owns its port: a ``Renderer`` gets ``start(runs)``, ``event(run, event, progress_line)`` for every
+normalized event (``progress_line`` is None when the formatter has nothing to say, e.g. for usage events that
+only move a header's counters), ``end(run)`` when a run is terminal, then ``close()``. ``NullRenderer`` shows
+nothing; the text and widget renderers live in ``nbsubagents.ui`` and are chosen there.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .. import registry
+from ..config import settings
+from . import settle
+
+if TYPE_CHECKING:
+    from ..child.formatter import ProgressLine
+    from .handle import Run
+
+__all__ = ["Renderer", "NullRenderer", "drive"]
+
+
+class Renderer(Protocol):
+    def start(self, runs: list[Run]) -> None: ...
+    def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None: ...
+    def end(self, run: Run) -> None: ...
+    def close(self) -> None: ...
+
+
+class NullRenderer:
+    def start(self, runs: list[Run]) -> None: pass
+    def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None: pass
+    def end(self, run: Run) -> None: pass
+    def close(self) -> None: pass
+
+
+def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None) -> list[Run]:
+    """Run queued runs, at most ``concurrency`` at once, feeding the renderer until all are terminal.
+
+    A KeyboardInterrupt (a kernel interrupt) cancels every active run and marks queued ones
+    aborted, then waits for the supervisors to record it: no child outlives the cell.
+    """
+    if renderer is None:
+        renderer = NullRenderer()
+    renderer.start(runs)
+    interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
+    queued = [r for r in runs if r.status == "queued"]
+    active: list[Run] = []
+    for r in runs:
+        if r.done:
+            renderer.end(r)
+    try:
+        while queued or active:
+            while queued and len(active) < concurrency:
+                run = queued.pop(0)
+                if run.done:  # cancelled (from its panel) while it waited: never launch it
+                    registry.note(run, announced=True)
+                    renderer.end(run)
+                    continue
+                run.launch()
+                active.append(run)
+            active = _poll_active(active, renderer, interval)
+    except KeyboardInterrupt:
+        for run in queued:
+            settle.cancelled_before_start(run.paths, run.meta, "the cell was interrupted")
+            registry.note(run, announced=True)
+            renderer.end(run)
+        for run in active:
+            run.cancel()
+        while active:
+            try:
+                active = _poll_active(active, renderer, interval)
+            except KeyboardInterrupt:
+                continue  # a second interrupt must not leave children behind
+    finally:
+        renderer.close()
+    return runs
+
+
+def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list[Run]:
+    still = []
+    for run in active:
+        run.pump(renderer)
+        proc = run.process
+        if proc is not None and proc.poll() is not None:
+            run.pump(renderer)
+            if run.result is None:
+                settle.lost(run.paths, run.meta, exit_code=proc.returncode)
+            registry.note(run, announced=True)  # seen in its cell: no notice later
+            renderer.end(run)
+        else:
+            still.append(run)
+    if still:
+        first = still[0].process
+        try:
+            if first is not None:
+                first.wait(interval)
+        except subprocess.TimeoutExpired:
+            pass
+    return still

@@ -1,0 +1,218 @@
+"""Preparing runs: a task checked, then written as a run directory (``meta.json``, the prompt) ready to launch.
+
+``prepare`` makes one run (raising on bad input before anything is written), ``failed_run`` records a task
+that could not start as a failed run, and ``build_runs`` does both for the tasks of one call, all or nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import config, registry
+from .. import preset_files as preset_mod
+from ..child import artifacts, budgets, output_schema
+from ..child import isolation as isolating
+from ..child.artifacts import RunPaths, atomic_write_json, now_iso
+from ..config import NbSubagentsError, find_pi, pi_command, project_root
+from ..models import choose_model
+from ..pi_args import build_argv
+from . import settle
+from .context import compose_prompt
+from .handle import Run, get_run
+from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, check_timeout
+
+__all__ = ["RunDirError", "prepare", "failed_run", "build_runs"]
+
+
+class RunDirError(NbSubagentsError):
+    """The run directory cannot be created or written: a problem of the call, not of one task."""
+
+
+def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
+    """The earlier run, and its transcript when it left no session file to continue."""
+    earlier = get_run(run_id, root)
+    if not earlier.done:
+        raise NbSubagentsError(f"Run {earlier.id} is still running: wait for it (or cancel it) before resuming it")
+    session = earlier.paths.session
+    if session.is_file() and session.stat().st_size > 0:
+        return earlier, None
+    return earlier, earlier.transcript
+
+
+def _make_run_dir(root: Path) -> Path:
+    """A new, empty run directory under ``root``; the documented error when the folder is not writable."""
+    run_dir = artifacts.runs_dir(root) / artifacts.new_run_id()
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise RunDirError(f"Cannot create the run directory {run_dir}: {exc.strerror or exc}. "
+                          "Make the project's .pi/subagents/runs writable or configure(root=...).") from None
+    return run_dir
+
+
+def _write_error(run_dir: Path, exc: OSError) -> RunDirError:
+    """A run directory that could not be written completely is removed: nothing half-written stays."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return RunDirError(f"Cannot write the run directory {run_dir}: {exc.strerror or exc}. "
+                       "Free some space or make the project's .pi/subagents/runs writable.")
+
+
+def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True, runner: str | None = None) -> Run:
+    """Validate one task, then write its run directory; raises NbSubagentsError on bad input.
+
+    Everything is checked before the first write. The run's project is the one its ``cwd`` belongs
+    to: presets, settings and the registry come from there. ``note=False`` leaves the registry row
+    to the caller (``build_runs`` writes rows once every task of a call is written). ``runner="dask"`` sends
+    the run to a Dask worker (``lifecycle.dask_launcher``).
+    """
+    task = check_task(spec.task)
+    cwd = check_cwd(spec.cwd)
+    current = config.current(cwd)
+    preset = preset_mod.get(spec.preset, cwd)
+    timeout = check_timeout(spec.timeout if spec.timeout is not None else preset.timeout, current.timeout)
+    pi = find_pi(cwd)
+    choice = choose_model(spec.model, preset.name, preset.model, pi)
+    root = project_root(cwd)
+    earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
+    prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
+    budget, isolation, schema = _limits(spec, preset, current, cwd, earlier)
+    if schema is not None:
+        prompt += output_schema.instruction(schema)
+    run_dir = _make_run_dir(root)
+    run_id = run_dir.name
+    paths = RunPaths(run_dir)
+    try:
+        argv, ignored_tools = build_argv(pi_command(pi), preset, choice.argv_model, session=paths.session,
+                                         system_prompt=paths.system_prompt if preset.prompt else None)
+        if preset.prompt:
+            paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
+        paths.prompt.write_text(prompt, encoding="utf-8")
+        if earlier is not None and previously is None:
+            shutil.copyfile(earlier.paths.session, paths.session)  # pi appends; the earlier run keeps its own
+            if earlier.meta.get("isolation") and isolation is None:  # its worktree is gone: continue in cwd
+                isolating.point_session(paths.session, cwd)
+        meta = {
+            "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
+            "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
+            "presetScope": preset.scope, "task": task, "cwd": str(cwd), "root": str(root),
+            "requestedModel": choice.requested, "requestedModelSource": choice.source,
+            "resolvedModel": choice.resolved, "modelThinking": choice.thinking,
+            "tools": list(preset.tools) if preset.tools is not None else None, "ignoredTools": ignored_tools or None,
+            "disallowedTools": list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
+            "permissionMode": preset.permission_mode, "presetNotes": list(preset.notes) or None,
+            "thinking": preset.thinking,
+            "systemPromptPath": str(paths.system_prompt) if preset.prompt else None,
+            "promptPath": str(paths.prompt), "files": [str(f) if isinstance(f, Path) else f for f in spec.files or []],
+            "resumedFrom": earlier.id if earlier is not None else None,
+            "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1"},
+            "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
+            "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
+            "budget": budget, "isolation": isolation, "outputSchema": schema,
+            "launcher": _launcher(),
+            "runner": runner or ("process" if mode == "background" else current.runner),
+            **_experiment_fields(spec),
+        }
+        atomic_write_json(paths.meta, meta)
+    except OSError as exc:
+        raise _write_error(run_dir, exc) from None
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    run = Run(run_dir, meta)
+    if note:
+        registry.note(run)
+    return run
+
+
+def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:
+    """meta.json's ``experiment``, ``params`` and ``tags`` (only for runs of an experiment)."""
+    if spec.experiment is None:
+        return {}
+    return {"experiment": spec.experiment, "params": dict(spec.params or {}), "tags": dict(spec.tags or {})}
+
+
+def _limits(spec: TaskSpec, preset: Any, current: Any, cwd: Path, earlier: Run | None) -> tuple[Any, Any, Any]:
+    """The run's budget (call or task > preset > settings), isolation plan and output schema, all checked."""
+    chosen = {}
+    for key in budgets.FIELDS:
+        value = getattr(spec, key)
+        chosen[key] = value if value is not None else (preset.budget or {}).get(key, getattr(current, key))
+    budget = budgets.to_meta(budgets.check(chosen))
+    mode = spec.isolation if spec.isolation is not None else (preset.isolation or current.isolation)
+    check_isolation(mode, spec.keep_worktree)
+    plan = None
+    if mode == "worktree":
+        base = None
+        if earlier is not None and (earlier.paths.dir / "changes.patch").exists():
+            base = str(earlier.paths.dir / "changes.patch")
+        plan = isolating.plan(cwd, keep=bool(spec.keep_worktree), max_copy_mb=current.isolation_max_copy_mb,
+                         base_patch=base)
+    schema = None
+    if spec.output_schema is not None:
+        schema = output_schema.normalize(spec.output_schema)
+    return budget, plan, schema
+
+
+def _launcher() -> dict[str, Any]:
+    return registry.launcher_identity()
+
+
+def _spec_root(spec: TaskSpec) -> Path:
+    """The project of a task whose own checks failed: its cwd's when that is a directory, else the current one."""
+    try:
+        return project_root(check_cwd(spec.cwd))
+    except NbSubagentsError:
+        return project_root()
+
+
+def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int, note: bool = True) -> Run:
+    """A task that could not start still becomes a run, so it is found and explained later."""
+    root = _spec_root(spec)
+    run_dir = _make_run_dir(root)
+    meta = {"schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_dir.name, "name": spec.name or spec.preset,
+            "mode": mode, "taskIndex": task_index, "preset": spec.preset,
+            "task": spec.task if isinstance(spec.task, str) else repr(spec.task),
+            "cwd": str(spec.cwd or Path.cwd()), "root": str(root), "requestedModel": spec.model,
+            "resolvedModel": None, "createdAt": now_iso(), "launcher": _launcher(), **_experiment_fields(spec)}
+    run = Run(run_dir, meta)
+    try:
+        atomic_write_json(RunPaths(run_dir).meta, meta)
+        settle.never_ran(run.paths, meta, "failed", str(error))
+    except OSError as exc:
+        raise _write_error(run_dir, exc) from None
+    if note:
+        registry.note(run, announced=True)
+    return run
+
+
+def build_runs(items: Iterable[Any], *, mode: str, runner: str | None = None) -> list[Run]:
+    """Each task becomes a run; one task's bad preset or model fails that task alone.
+
+    Every task's shape is checked before anything is written, and registry rows are written only
+    once every run directory of the call is: when the call raises, nothing of it is left behind.
+    The runs of one call share a ``group`` id in their meta.json (reports link them).
+    """
+    group = uuid.uuid4().hex[:12]
+    specs = [as_spec(item, index) for index, item in enumerate(items)]
+    runs: list[Run] = []
+    try:
+        for index, spec in enumerate(specs):
+            try:
+                run = prepare(spec, mode=mode, task_index=index, note=False, runner=runner)
+            except RunDirError:
+                raise
+            except NbSubagentsError as exc:
+                run = failed_run(spec, exc, mode=mode, task_index=index, note=False)
+            runs.append(run)
+            run.meta["group"] = group  # before launch: the supervisor reads meta.json when it starts
+            atomic_write_json(run.paths.meta, run.meta)
+    except BaseException:
+        for run in runs:
+            shutil.rmtree(run.dir, ignore_errors=True)
+        raise
+    for run in runs:
+        registry.note(run, announced=run.done)
+    return runs
