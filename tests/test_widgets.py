@@ -422,6 +422,40 @@ def test_display_and_widgets_stay_out_of_a_bare_import():
     assert out.strip() == "[]"
 
 
+def test_importing_nbsubagents_in_a_widget_kernel_opens_no_widget_and_waits_for_nothing(project, monkeypatch):
+    """A real ipykernel with ipywidgets installed: ``import nbsubagents`` opens no comm (no widget, nothing on
+    iopub) and takes far less than the frontend wait a widget would cost; the first panel readies the frontend."""
+    from jupyter_client.manager import start_new_kernel
+
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(project))
+    try:
+        kc.execute("import sys, time, json", reply=True, timeout=60)
+        reply = kc.execute("start = time.perf_counter()\nimport nbsubagents\ntook = time.perf_counter() - start\n"
+                           "kernel = get_ipython().kernel\n"
+                           "print(json.dumps({'took': took, 'comms': len(kernel.comm_manager.comms),"
+                           " 'ipywidgets': 'ipywidgets' in sys.modules}))", reply=True, timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        messages = []
+        while True:
+            try:
+                messages.append(kc.get_iopub_msg(timeout=2))
+            except Exception:  # queue.Empty: the cell's messages are all in
+                break
+        (printed,) = [m["content"]["text"] for m in messages if m["msg_type"] == "stream"]
+        facts = json.loads(printed)
+        assert facts["comms"] == 0 and not facts["ipywidgets"], facts
+        assert not [m for m in messages if m["msg_type"].startswith("comm_")]
+        assert facts["took"] < 0.4, facts  # a widget at import waited up to kernel.FRONTEND_SUBSHELL_WAIT (0.5 s)
+        # What needs the frontend happens when something is first shown: the panel's ipywidgets opens it then.
+        reply = kc.execute("from nbsubagents.ui.kernel import load_ipywidgets\nload_ipywidgets()\n"
+                           "print(len(kernel.comm_manager.comms) > 0)", reply=True, timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
 def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(project, monkeypatch):
     """nbclient drives a real ipykernel: choose_renderer picks widgets; the saved widget state has the lines."""
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
