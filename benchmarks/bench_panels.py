@@ -3,7 +3,7 @@
 16 real runs (the pinned pi against the scripted model, 20 quick tool calls each) run at once; the
 same workload is driven with no renderer, with plain text, and with widget panels, and this
 process's CPU time (all its threads: the polling loop and the renderer, and the watcher's clock that ticks the panels) is
-measured around ``runner.drive``. The scripted model runs in its own process so its CPU is not
+measured around ``lifecycle.drive.drive``. The scripted model runs in its own process so its CPU is not
 counted. Reported: CPU seconds per run-second (CPU / sum of the runs' durations), share of one
 core, events and renders.
 
@@ -46,7 +46,8 @@ class _CountingNull:
 
 def measure(kind: str, *, display=None) -> dict:
     """Drive RUNS runs at once with a renderer of ``kind`` (null, text, widgets); CPU and counts."""
-    from nbsubagents.lifecycle import handle as runner
+    from nbsubagents.lifecycle.drive import drive
+    from nbsubagents.lifecycle.prepare import build_runs
 
     if kind == "null":
         renderer = _CountingNull()
@@ -56,10 +57,9 @@ def measure(kind: str, *, display=None) -> dict:
     else:
         from nbsubagents.ui.panels import WidgetRenderer
         renderer = WidgetRenderer(display=display)
-    runs = runner.build_runs([{"preset": "scout", "task": TASK, "name": f"r{i}"} for i in range(RUNS)],
-                             mode="parallel")
+    runs = build_runs([{"preset": "scout", "task": TASK, "name": f"r{i}"} for i in range(RUNS)], mode="parallel")
     cpu0, wall0 = time.process_time(), time.monotonic()
-    runner.drive(runs, concurrency=RUNS, renderer=renderer)
+    drive(runs, concurrency=RUNS, renderer=renderer)
     cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
     run_seconds = sum((r.result or {}).get("durationSeconds") or 0 for r in runs)
     out = {"kind": kind, "cpu": cpu, "wall": wall, "run_seconds": run_seconds,
