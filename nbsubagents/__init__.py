@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # typing is not imported at run time: the supervisor star
 if TYPE_CHECKING:
     from typing import Any
 
-from .child import VERSION as __version__
+from .child import VERSION as __version__  # noqa: F401  (public: nbsubagents.__version__)
 __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",
            "start", "status", "cancel", "get_run", "Status", "runs", "status_bar", "browse", "runs_timeline",
            "StatusBar", "Browser", "report",

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import registry
 from ..child import artifacts, isolation
@@ -25,12 +25,40 @@ from ..child.summary import summary_line
 from ..config import NbSubagentsError, settings
 from ..views import reports
 from . import inspection, settle
+from .launch import launcher_for
 
 if TYPE_CHECKING:
     from .drive import Renderer
     from .launch import Process
 
 SUPERVISOR_START_TIMEOUT = 10.0  # seconds cancel() waits for a starting supervisor's SIGTERM handler
+SETTLE_TIMEOUT = 10.0  # how long Run.wait() gives the follower (the watcher) to finish with a run that ended
+
+
+class Follower(Protocol):
+    """What follows runs in this process: the watcher, which registers itself (``set_follower``) when it is
+    loaded. Until then no run is followed here."""
+
+    def get(self, run_id: str) -> Run | None: ...
+    def settle(self, run_id: str, timeout: float) -> bool: ...
+
+
+class NoFollower:
+    def get(self, run_id: str) -> Run | None:
+        return None
+
+    def settle(self, run_id: str, timeout: float) -> bool:
+        return True
+
+
+_follower: Follower = NoFollower()
+
+
+def set_follower(follower: Follower) -> None:
+    """The process's follower of runs (``lifecycle.watcher`` sets itself): ``get_run`` returns its handle of a
+    run it follows, and ``Run.wait`` waits for it to finish with a run that ended."""
+    global _follower
+    _follower = follower
 
 
 class Run:
@@ -196,12 +224,10 @@ class Run:
             else:
                 time.sleep(interval)
         if self.done:
-            from . import watcher
-
-            left = watcher.SETTLE_TIMEOUT
+            left = SETTLE_TIMEOUT
             if deadline is not None:
                 left = max(0.0, min(left, deadline - time.monotonic()))
-            watcher.settle(self.id, left)
+            _follower.settle(self.id, left)
         return self
 
     def cancel(self) -> bool:
@@ -249,8 +275,6 @@ class Run:
 
     def launch(self) -> None:
         """Start the run's supervisor through its launcher (``meta["runner"]``: process or tmux)."""
-        from .launch import launcher_for
-
         registry.note(self, status="running")  # before the start: an interrupt right after it finds the handle set
         self.process = launcher_for(self.meta.get("runner")).start(self)
 
@@ -281,10 +305,8 @@ class Run:
 
 def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:
     """The ``Run`` of an id or unique prefix: this process's own handle when it watches the run."""
-    from . import watcher  # the watcher follows Runs: imported when a run is looked up, not with the class
-
     row = registry.resolve(id_or_prefix, root)
-    return watcher.get(row["run_id"]) or Run(row["run_dir"])
+    return _follower.get(row["run_id"]) or Run(row["run_dir"])
 
 
 def _same_process(pid: Any, start_ticks: Any) -> bool:

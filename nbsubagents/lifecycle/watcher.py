@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .. import registry
 from . import reconcile
+from .handle import SETTLE_TIMEOUT, set_follower
 from . import settle as settling  # `settle()` below is the watcher's own
 from ..style import glyph, shorten
 
@@ -48,7 +49,6 @@ __all__ = ["Notice", "Hooks", "hooks", "set_hooks", "watch", "get", "watching", 
 POLL = 0.1           # seconds between looks at the watched runs (and the finest tick a subscriber gets)
 THREAD_NAME = "nbsubagents-watcher"
 CHECK_EVERY = 2.0    # seconds between liveness checks of a supervisor that is not our child
-SETTLE_TIMEOUT = 10.0  # how long Run.wait() gives the watcher to finish with a run that ended
 
 
 @dataclass
@@ -416,6 +416,7 @@ def _safely(fn: Callable[..., Any], *args: Any) -> None:
 
 _watcher = Watcher()
 atexit.register(_watcher.stop, 1.0)
+set_follower(_watcher)  # get_run() returns the handle this process follows; Run.wait() waits for its end here
 
 
 def watch(run: Run, *, renderer: Renderer | None = None, on_done: Callable[[Run], Any] | None = None,
