@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import registry
+from ..child.events import Tally
 from ..config import NbSubagentsError
 from ..lifecycle import watcher
+from ..lifecycle.handle import Run
+from ..registry import query
 from ..style import (DARK_SCOPE, MONO_STYLE, MUTED_STYLE, PALETTE, STATUS_CSS, STATUSES, attrs, duration, filesize,
                      glyph, is_missing, plural, pydatetime, shorten)
 from .display import widget_bundle
@@ -28,7 +31,6 @@ from .kernel import click_subshell, load_ipywidgets, route_clicks
 if TYPE_CHECKING:
     import pandas
 
-    from ..lifecycle.handle import Run
     from ..lifecycle.watcher import Subscription
 
 __all__ = ["Browser", "browse", "FILTERS", "TIME_RANGES", "BROWSE_LIMIT"]
@@ -237,8 +239,7 @@ class Browser:
                 if "since" in filters:
                     value = filters["since"] or ANY
                     if value not in [v for _, v in self.since_filter.options]:
-                        from ..registry.query import to_utc_iso
-                        to_utc_iso(value, name="since")  # a clear error for what runs() would refuse
+                        query.to_utc_iso(value, name="since")  # a clear error for what runs() would refuse
                         self.since_filter.options = [*self.since_filter.options, (f"since {value}", value)]
                     self.since_filter.value = value
                 if "text" in filters:
@@ -262,8 +263,6 @@ class Browser:
 
     def refresh(self) -> Browser:
         """Query the registry with the filters and show the result (and the selected run again)."""
-        from ..registry import query
-
         with self._lock:
             if self._closed.is_set():
                 return self
@@ -361,9 +360,6 @@ class Browser:
             self.header_html.value = f'<div {attrs("failed")}>{html.escape(str(exc))}</div>'
 
     def _render_details(self, run_id: str) -> None:
-        from ..child.events import Tally
-        from ..lifecycle.handle import Run
-
         row = registry.resolve(run_id, self.root)
         run = watcher.get(row["run_id"]) or Run(row["run_dir"])
         run.refresh()  # read result.json again: it may have appeared since

@@ -6,11 +6,15 @@ chosen one unless given.
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import NbSubagentsError
+from ..registry import query
 from ..style import STATUSES, color, is_missing, plural, pydatetime
 from .kernel import in_ipython
 
@@ -65,8 +69,6 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     import pandas as pd
     from matplotlib import dates as mdates
     from matplotlib.patches import Patch
-
-    from ..registry import query
 
     frame = query.runs(status=status, preset=preset, model=model, since=since, until=until, text=text,
                        limit=limit, root=root)
@@ -149,10 +151,6 @@ def _dark_theme(theme: str) -> bool:
 
 def jupyterlab_theme() -> str | None:
     """The theme chosen in JupyterLab's user settings (``JupyterLab Dark``, ...), None when never chosen."""
-    import json
-    import os
-    import re
-
     folder = os.environ.get("JUPYTERLAB_SETTINGS_DIR")
     if not folder:
         try:
