@@ -27,6 +27,7 @@ import nbsubagents
 from nbsubagents.config import NbSubagentsError
 from nbsubagents.lifecycle.spec import check_shape
 from nbsubagents.ui import attach
+from nbsubagents.ui.display import widgets_available
 
 __all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_list", "suggest",
            "unload_ipython_extension"]
@@ -155,7 +156,6 @@ class RunList(list):
 
 
 def _panel_shown() -> bool:
-    from .ui.display import widgets_available
     return widgets_available()
 
 
