@@ -96,7 +96,7 @@ def _bind(runs: list[Run], client: Any) -> None:
 def presets(cwd: str | Path | None = None) -> Any:
     """The presets a run can name here (project over global over Claude Code's folders, by name), shown as a
     table; ``.problems`` lists the files that could not be loaded, each with its error."""
-    from .preset_files import list_presets
+    from .views.presets import list_presets
     return list_presets(cwd)
 
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..child import artifacts
 from ..child.artifacts import RunPaths, TERMINAL, atomic_write_json, now_iso, read_json
-from ..config import NbSubagentsError, find_pi, project_root, settings
+from ..config import NbSubagentsError, project_root, settings
+from ..pi import find_pi
 from ..child.formatter import ProgressFormatter
 if TYPE_CHECKING:
     from ..ui.renderers import Renderer
@@ -369,9 +370,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     from .. import config
     from .. import preset_files as preset_mod
     from .context import compose_prompt
-    from ..config import pi_command
-    from ..models import choose_model
-    from ..pi_args import build_argv
+    from ..pi import build_argv, choose_model, pi_command
 
     task = check_task(spec.task)
     cwd = check_cwd(spec.cwd)

@@ -80,7 +80,8 @@ def launcher_for(runner: str | None) -> Launcher:
 def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Path | None = None) -> Any:
     """The Dask client a call's runs go to, checked (workers, shared project folder, pi on each), or None
     for the local executor. ``executor`` is the call's, else the setting's."""
-    from ..config import NbSubagentsError, find_pi, pi_command, project_root, settings
+    from ..config import NbSubagentsError, project_root, settings
+    from ..pi import find_pi, pi_command
     chosen = settings.executor if executor is None else executor
     if chosen not in ("local", "dask"):
         raise NbSubagentsError(f'executor must be "local" or "dask", got {executor!r}')
