@@ -15,7 +15,9 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-STATUSES = ("queued", "running", "completed", "failed", "aborted")
+from .child.text import ELLIPSIS, clip
+
+__all__ = ["clip", "shorten", "plural", "duration", "html_table"]  # and the palette, glyphs and styles below
 
 GLYPHS = {"queued": "○", "running": "↻", "completed": "✓", "failed": "✗", "aborted": "■"}
 
@@ -68,7 +70,7 @@ def plural(count: int, word: str) -> str:
 def shorten(text: object, width: int) -> str:
     """One line of at most ``width`` characters, whitespace folded, ``…`` where it was cut."""
     flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + ELLIPSIS
 
 
 def html_table(header: Sequence[str] | None, rows: Iterable[Sequence[str | tuple[str, str]]], *,

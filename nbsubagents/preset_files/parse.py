@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ..child import budgets
+from ..child.text import clip
 from ..config import NbSubagentsError
 from ..pi.args import tool_notes
 from .locations import SCOPES
@@ -180,7 +181,7 @@ def _colon_hint(text: str, line_index: int) -> str | None:
     if not sep or not key.strip() or " " in key.strip() or not value.strip():
         return None
     quoted = value.strip().replace("\\", "\\\\").replace('"', '\\"')
-    shown = quoted if len(quoted) <= 60 else quoted[:59] + "…"
+    shown = clip(quoted, 60)
     return (f"The value of '{key.strip()}' contains ': ', which YAML reads as a new key: put the value in "
             f'quotes, e.g. {key.strip()}: "{shown}"')
 

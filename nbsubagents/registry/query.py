@@ -12,8 +12,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..child.artifacts import STATUSES
 from ..config import NbSubagentsError
-from ..style import STATUS_CSS, STATUSES, color
+from ..style import STATUS_CSS, color
 
 if TYPE_CHECKING:
     import pandas

@@ -18,10 +18,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import registry
+from ..child.artifacts import ACTIVE, STATUSES
 from ..config import NbSubagentsError
 from ..lifecycle import watcher
-from ..style import (DARK_SCOPE, MONO_STYLE, MUTED_STYLE, PALETTE, STATUS_CSS, STATUSES, attrs, duration, filesize,
-                     glyph, is_missing, plural, pydatetime, shorten)
+from ..style import (
+    DARK_SCOPE,
+    MONO_STYLE,
+    MUTED_STYLE,
+    PALETTE,
+    STATUS_CSS,
+    attrs,
+    clip,
+    duration,
+    filesize,
+    glyph,
+    is_missing,
+    plural,
+    pydatetime,
+    shorten,
+)
 from .display import widget_bundle
 from .kernel import click_subshell, load_ipywidgets, route_clicks
 
@@ -40,7 +55,6 @@ ANY = ""  # a dropdown's "any ..." entry (ipywidgets takes a None value for "not
 TIME_RANGES: list[tuple[str, str]] = [("any time", ANY), ("last hour", "1h"), ("last 24 hours", "24h"),
                                       ("last 7 days", "7d")]
 FILTERS = ("status", "preset", "model", "since", "text")
-ACTIVE = ("queued", "running")
 
 _lock = threading.RLock()                  # guards the weak set and the hook below
 _browsers: weakref.WeakSet[Browser] = weakref.WeakSet()
@@ -570,13 +584,9 @@ def _events_html(run: Run, events: list[dict[str, Any]]) -> str:
         rows.append(f"<tr{style}><td>{'' if is_missing(item.seq) else int(item.seq)}</td>"
                     f"<td>{_local(item.time, '%H:%M:%S')}</td><td>{html.escape(str(item.type))}</td>"
                     f"<td>{'' if is_missing(item.tool) else html.escape(str(item.tool))}</td>"
-                    f'<td style="white-space:pre-wrap">{html.escape(_short_lines(text, 600), quote=False)}</td></tr>')
+                    f'<td style="white-space:pre-wrap">{html.escape(clip(text, 600), quote=False)}</td></tr>')
     return (f'{note}<table class="nbsubagents-browse-events"><thead><tr><th>seq</th><th>time</th><th>type</th>'
             f'<th>tool</th><th>text</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
-
-
-def _short_lines(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def browse(*, status: Any = None, preset: str | None = None, model: str | None = None, since: Any = None,
