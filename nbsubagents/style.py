@@ -15,7 +15,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .child.text import ELLIPSIS, clip
+from .child.text import ELLIPSIS, clip, plural
 
 __all__ = ["clip", "shorten", "plural", "duration", "html_table"]  # and the palette, glyphs and styles below
 
@@ -61,10 +61,6 @@ def duration(seconds: float) -> str:
         return f"{minutes}m" + (f" {secs:02d}s" if secs else "")
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h" + (f" {minutes:02d}m" if minutes else "")
-
-
-def plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def shorten(text: object, width: int) -> str:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from ..child.text import clip
+from ..child.text import clip, plural
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -137,7 +137,7 @@ def demo_step(body: dict, index: int) -> Step:
     results = [_text_of(m.get("content")) for m in after if m.get("role") == "tool"]
     says = step.pop("says")
     if tools:
-        lines = [f"Done. {len(tools)} step{'' if len(tools) == 1 else 's'}:"]
+        lines = [f"Done. {plural(len(tools), 'step')}:"]
         for s, result in zip(tools, results + [""] * len(tools)):
             first = next((ln.strip() for ln in result.splitlines() if ln.strip()), "(no output)")
             lines.append(f"- {s['label']}: {clip(first, 80)}")

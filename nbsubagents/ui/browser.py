@@ -37,6 +37,7 @@ from ..style import (
     pydatetime,
     shorten,
 )
+from ..views.tables import styled_html
 from .display import widget_bundle
 from .kernel import click_subshell, load_ipywidgets, route_clicks
 
@@ -305,7 +306,7 @@ class Browser:
                     self.list_style.value = _list_colours(frame)
                     columns = [c for c in ("run_id", "name", "preset", "status", "model", "started", "duration_s",
                                            "tool_calls", "tokens", "cost", "task") if c in frame.columns]
-                    self.table_html.value = query.styled_html(frame[columns])
+                    self.table_html.value = styled_html(frame[columns])
             finally:
                 self._quiet = False
             active = int(frame["status"].isin(ACTIVE).sum()) if len(frame) else 0
