@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..ui.renderers import Renderer
     from .launch import Process
 from . import settle
+from .launch import launcher_for
 from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, check_timeout
 
 SUPERVISOR_START_TIMEOUT = 10.0  # seconds cancel() waits for a starting supervisor's SIGTERM handler
@@ -78,7 +79,8 @@ class Run:
         result = self.result
         if result is not None:
             return result.get("status", "failed")
-        if (self.process is None or getattr(self.process, "remote", False)) and not self.paths.supervisor.exists():
+        remote = launcher_for(self.meta.get("runner")).remote
+        if (self.process is None or remote) and not self.paths.supervisor.exists():
             return "queued"  # not started yet (on a Dask cluster: no worker took it yet)
         return "running"
 
@@ -208,9 +210,9 @@ class Run:
         """Ask the supervisor to abort the child (SIGTERM, SIGKILL after 5 s); False if already done."""
         if self.done:
             return False
-        if self.meta.get("runner") == "dask":  # a supervisor on a worker: the request file is the way
-            from .dask_launcher import cancel
-            return cancel(self)
+        cancelled = launcher_for(self.meta.get("runner")).cancel(self)
+        if cancelled is not None:  # a supervisor its launcher reaches its own way (on a Dask worker)
+            return cancelled
         if self.process is not None:
             settle.request_cancel(self.paths)  # first: a supervisor that dies without a result ends "aborted"
             if self.process.poll() is None:
@@ -249,8 +251,6 @@ class Run:
 
     def launch(self) -> None:
         """Start the run's supervisor through its launcher (``meta["runner"]``: process or tmux)."""
-        from .launch import launcher_for
-
         _note(self, status="running")  # before the start: an interrupt right after it finds the handle set
         self.process = launcher_for(self.meta.get("runner")).start(self)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from ..child.artifacts import TERMINAL
 from ..style import shorten
-from .store import ACTIVE, NAMES, age, counts, db_path, fetch, resolve
+from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, fetch, resolve
 
 if TYPE_CHECKING:
     import pandas
@@ -32,7 +32,7 @@ def snapshot(run_id: str | None = None, *, include_completed: bool = False,
         return Status(counts(db=db), [_refresh(db, row)], run_id=row["run_id"])
     if not db.exists():
         return Status(counts(db=db), [])
-    where = "" if include_completed else "WHERE status IN ('queued', 'running') "
+    where = "" if include_completed else f"WHERE status IN {ACTIVE_SQL} "
     rows = fetch(db, f"SELECT * FROM runs {where}ORDER BY created_at, run_id")
     return Status(counts(db=db), rows, include_completed=include_completed)
 

@@ -32,7 +32,7 @@ from ..config import NbSubagentsError, project_root
 
 __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
            "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
-           "launcher_identity", "COLUMNS", "NAMES", "ACTIVE", "HOST", "SCHEMA_VERSION"]
+           "launcher_identity", "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 3  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
@@ -71,7 +71,9 @@ CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
 """
 
-_TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL) + ")"
+# The status sets as SQL lists, for ``status IN ...`` (the one vocabulary, child/artifacts).
+ACTIVE_SQL = "(" + ", ".join(f"'{s}'" for s in ACTIVE) + ")"
+TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL) + ")"
 _UPSERT = (
     f"INSERT INTO runs ({', '.join(NAMES)}) VALUES ({', '.join('?' for _ in NAMES)}) "
     "ON CONFLICT(run_id) DO UPDATE SET "
@@ -79,7 +81,7 @@ _UPSERT = (
                 if n not in _INSERT_ONLY and n not in ("status", "announced"))
     + ", status = excluded.status, announced = MAX(runs.announced, excluded.announced) "
     # a snapshot taken before the end never overwrites the end
-    f"WHERE runs.status NOT IN {_TERMINAL_SQL} OR excluded.status IN {_TERMINAL_SQL}"
+    f"WHERE runs.status NOT IN {TERMINAL_SQL} OR excluded.status IN {TERMINAL_SQL}"
 )
 
 _ready: set[Path] = set()

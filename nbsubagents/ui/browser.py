@@ -21,22 +21,8 @@ from .. import registry
 from ..child.artifacts import ACTIVE, STATUSES
 from ..config import NbSubagentsError
 from ..lifecycle import watcher
-from ..style import (
-    DARK_SCOPE,
-    MONO_STYLE,
-    MUTED_STYLE,
-    PALETTE,
-    STATUS_CSS,
-    attrs,
-    clip,
-    duration,
-    filesize,
-    glyph,
-    is_missing,
-    plural,
-    pydatetime,
-    shorten,
-)
+from ..style import (DARK_SCOPE, MONO_STYLE, MUTED_STYLE, PALETTE, STATUS_CSS, attrs, clip, duration, filesize, glyph,
+                     is_missing, plural, pydatetime, shorten)
 from ..views.tables import styled_html
 from .display import widget_bundle
 from .kernel import click_subshell, load_ipywidgets, route_clicks
