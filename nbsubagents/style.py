@@ -70,10 +70,12 @@ def shorten(text: object, width: int) -> str:
 
 
 def html_table(header: Sequence[str] | None, rows: Iterable[Sequence[str | tuple[str, str]]], *,
-               attrs: str = "", th_attrs: str = "", sections: bool = True, row_header: bool = False) -> str:
+               attrs: str = "", th_attrs: str = "", sections: bool = True, row_header: bool = False,
+               row_attrs: Sequence[str] | None = None) -> str:
     """The one HTML table: ``header`` is plain text (escaped here), each row's cells are HTML (the caller escapes
-    its text); a cell given as ``(attributes, html)`` gets those attributes on its ``<td>``. ``sections`` wraps
-    the header and the rows in ``<thead>``/``<tbody>``; ``row_header`` makes each row's first cell a ``<th>``."""
+    its text); a cell given as ``(attributes, html)`` gets those attributes on its ``<td>``, and ``row_attrs``
+    (one string per row, "" for none) go on the ``<tr>``s. ``sections`` wraps the header and the rows in
+    ``<thead>``/``<tbody>``; ``row_header`` makes each row's first cell a ``<th>``."""
     th_open = f"<th {th_attrs}>" if th_attrs else "<th>"
 
     def cell(value: str | tuple[str, str], tag: str = "td") -> str:
@@ -81,8 +83,10 @@ def html_table(header: Sequence[str] | None, rows: Iterable[Sequence[str | tuple
             return f"<{tag} {value[0]}>{value[1]}</{tag}>"
         return (th_open if tag == "th" else "<td>") + f"{value}</{tag}>"
 
-    body = "".join("<tr>" + "".join(cell(v, "th" if row_header and i == 0 else "td") for i, v in enumerate(row))
-                   + "</tr>" for row in rows)
+    rows = list(rows)
+    opens = [f"<tr {a}>" if a else "<tr>" for a in row_attrs] if row_attrs is not None else ["<tr>"] * len(rows)
+    body = "".join(tr + "".join(cell(v, "th" if row_header and i == 0 else "td") for i, v in enumerate(row))
+                   + "</tr>" for tr, row in zip(opens, rows))
     head = "" if header is None else "<tr>" + "".join(th_open + html.escape(h) + "</th>" for h in header) + "</tr>"
     inner = (f"<thead>{head}</thead>" if head else "") + f"<tbody>{body}</tbody>" if sections else head + body
     return (f"<table {attrs}>" if attrs else "<table>") + inner + "</table>"
