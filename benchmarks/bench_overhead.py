@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import nbsubagents
-from nbsubagents.config import find_pi
+from nbsubagents.pi import find_pi
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
 TASK = "read README.md\nls src\nrun: echo hi"

@@ -14,6 +14,8 @@ from .lifecycle.spec import TaskSpec
 from .ui.attach import attach
 from .ui.display import renderer_for
 from .views import reports
+from .views.presets import list_presets
+from .views.tables import RunsFrame
 
 if TYPE_CHECKING:
     from .registry import Status
@@ -102,7 +104,6 @@ def _bind(runs: list[Run], client: Any) -> None:
 def presets(cwd: str | Path | None = None) -> Any:
     """The presets a run can name here (project over global over Claude Code's folders, by name), shown as a
     table; ``.problems`` lists the files that could not be loaded, each with its error."""
-    from .preset_files import list_presets
     return list_presets(cwd)
 
 
@@ -170,8 +171,8 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     """
     from .registry import query
     reconcile.first_use()  # once per process and project: what it finds on disk and what finished while away
-    return query.runs(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                      limit=limit, expand_data=expand_data)
+    return RunsFrame(query.runs(status=status, preset=preset, model=model, since=since, until=until, text=text,
+                                limit=limit, expand_data=expand_data))
 
 
 def status_bar(*, root: str | Path | None = None) -> Any:

@@ -10,7 +10,8 @@ import shutil
 import subprocess
 import sys
 
-from .config import NbSubagentsError, agent_dir, find_pi, project_root
+from .config import NbSubagentsError, agent_dir, project_root
+from .pi import find_pi
 
 
 def _line(label: str, value: str, ok: bool | None = True) -> str:
@@ -25,8 +26,8 @@ def doctor() -> int:
     import warnings
 
     from .child.artifacts import runs_dir
-    from .config import TESTED_PI, pi_command, pi_package
-    from .models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
+    from .pi.locate import TESTED_PI, pi_command, pi_package
+    from .pi.models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
     from .preset_files import scan
 
     problems = 0
@@ -98,7 +99,8 @@ def doctor() -> int:
 def doctor_dask(address: str | None) -> int:
     """The Dask cluster at ``address`` (else the ``dask_scheduler`` setting, else Dask's ``scheduler-address``
     config): its workers, the project folder and pi seen from each, versions; exit 1 on a problem."""
-    from .config import pi_command, settings
+    from .config import settings
+    from .pi import pi_command
     from .lifecycle.dask_launcher import check_cluster, client_for, versions
 
     try:

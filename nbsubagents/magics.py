@@ -358,8 +358,7 @@ def _preset_names() -> list[str]:
 
 def _model_names() -> list[str]:
     try:
-        from .config import find_pi
-        from .models import available_models
+        from .pi import available_models, find_pi
         return list(available_models(find_pi()))
     except Exception:
         return []

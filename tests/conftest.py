@@ -105,8 +105,8 @@ def project(tmp_path, monkeypatch, scripted):
     monkeypatch.setenv("PI_OFFLINE", "1")
     monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the model-list cache stays in the test
-    from nbsubagents import preset_files  # the machine's own ~/.claude/agents must not change what tests see
-    monkeypatch.setattr(preset_files, "claude_user_dir", lambda: tmp_path / "home" / ".claude" / "agents")
+    from nbsubagents.preset_files import locations  # the machine's own ~/.claude/agents must not change what tests see
+    monkeypatch.setattr(locations, "claude_user_dir", lambda: tmp_path / "home" / ".claude" / "agents")
     monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
     monkeypatch.chdir(root)
     config.reset()

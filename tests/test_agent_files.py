@@ -17,7 +17,8 @@ import pytest
 import nbsubagents
 from nbsubagents import config
 from nbsubagents import preset_files as presets
-from nbsubagents.pi_args import build_argv
+from nbsubagents.preset_files import parse as preset_parse
+from nbsubagents.pi.args import build_argv
 from nbsubagents.preset_files import PresetError, PresetWarning
 from nbsubagents.demo.scripted import write_agent_dir
 
@@ -36,7 +37,7 @@ def corpus(project, tmp_path, monkeypatch):
     home = tmp_path / "home"
     shutil.copytree(CORPUS / "home", home)
     monkeypatch.setenv("HOME", str(home))
-    presets._warned.clear()
+    preset_parse._warned.clear()
     return project
 
 

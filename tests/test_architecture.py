@@ -207,8 +207,8 @@ def test_the_supervisor_loads_nothing_of_the_package_outside_child():
 # -- the bands: each imports only the bands below it -----------------------------------------------------
 BANDS = [  # lowest first
     ("child", ("nbsubagents.child",)),
-    ("storage and settings", ("nbsubagents.registry", "nbsubagents.config", "nbsubagents.models",
-                              "nbsubagents.preset_files", "nbsubagents.pi_args", "nbsubagents.style")),
+    ("storage and settings", ("nbsubagents.registry", "nbsubagents.config", "nbsubagents.pi",
+                              "nbsubagents.preset_files", "nbsubagents.style")),
     ("views", ("nbsubagents.views",)),
     ("lifecycle", ("nbsubagents.lifecycle",)),
     ("ui", ("nbsubagents.ui",)),

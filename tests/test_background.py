@@ -18,8 +18,8 @@ import nbsubagents
 from nbsubagents import registry
 from nbsubagents.child import procs
 from nbsubagents.lifecycle import watcher
-from nbsubagents.config import find_pi
-from nbsubagents.models import available_models
+from nbsubagents.pi import find_pi
+from nbsubagents.pi.models import available_models
 
 
 def python(code: str, *, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:

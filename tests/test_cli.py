@@ -16,7 +16,7 @@ def nbsubagents_cli(*args: str, env: dict | None = None) -> subprocess.Completed
 
 @pytest.mark.pi_matrix
 def test_doctor_reports_pi_presets_and_models(project):
-    from nbsubagents.config import pi_package
+    from nbsubagents.pi import pi_package
 
     proc = nbsubagents_cli("doctor")
     assert proc.returncode == 0, proc.stdout + proc.stderr

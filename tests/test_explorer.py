@@ -21,9 +21,9 @@ import nbsubagents
 from nbsubagents.ui import browser as explorer
 from nbsubagents.ui import statusbar
 from nbsubagents.lifecycle import watcher
-from nbsubagents.config import find_pi
+from nbsubagents.pi import find_pi
 from nbsubagents.ui.display import VIEW_MIME
-from nbsubagents.models import available_models
+from nbsubagents.pi.models import available_models
 from nbsubagents import style
 from nbsubagents.style import color as status_color
 

@@ -99,7 +99,7 @@ def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, 
 def test_resume_without_a_session_file_prepends_the_transcript(project, scripted):
     from conftest import PI
 
-    from nbsubagents.config import pi_package
+    from nbsubagents.pi import pi_package
 
     with interrupt_when_running(project, '"turn_start"'):
         first = nbsubagents.run("scout", "sleep: 30\nread README.md", show=False)

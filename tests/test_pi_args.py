@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nbsubagents.config import NbSubagentsError
-from nbsubagents.pi_args import build_argv
+from nbsubagents.pi.args import build_argv
 from nbsubagents.preset_files import parse_preset
 
 

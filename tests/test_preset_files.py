@@ -9,7 +9,8 @@ import re
 import pytest
 
 from nbsubagents import preset_files as presets
-from nbsubagents.preset_files import Preset, PresetError, PresetList
+from nbsubagents.preset_files import Preset, PresetError
+from nbsubagents.views.presets import PresetList, list_presets
 
 
 @pytest.fixture
@@ -421,7 +422,7 @@ def test_several_broken_files_are_reported_together(agent, project):
     write(d, "noname.md", "---\ndescription: [d\n---\n")
     write(d, "badtools.md", preset_md("t", extra="tools: 42\n"))
     with pytest.warns(presets.PresetWarning) as record:
-        listed = presets.list_presets()
+        listed = list_presets()
     assert [p.name for p in listed] == ["ok"]
     messages = [p.message for p in listed.problems]
     assert len(messages) == 3 and len(record) == 3
@@ -470,7 +471,7 @@ def test_list_presets_repr_is_an_aligned_table(agent, project):
     long = "Reviews code carefully " * 10
     write(global_dir(agent), "r.md", preset_md("reviewer", long, "model: anthropic/claude\n"))
     write(project_dir(project), "s.md", preset_md("scout", "Fast exploration", "tools: read,grep\n"))
-    listed = presets.list_presets()
+    listed = list_presets()
     assert isinstance(listed, PresetList) and isinstance(listed, list)
     assert [p.name for p in listed] == ["reviewer", "scout"]
     lines = repr(listed).splitlines()
@@ -484,7 +485,7 @@ def test_list_presets_repr_is_an_aligned_table(agent, project):
 
 
 def test_empty_list_repr_says_where_presets_are_looked_for(agent, project):
-    listed = presets.list_presets()
+    listed = list_presets()
     text = repr(listed)
     assert text.startswith("No presets found.")
     assert str(global_dir(agent)) in text
@@ -494,7 +495,7 @@ def test_empty_list_repr_says_where_presets_are_looked_for(agent, project):
 
 def test_html_repr_escapes_everything(agent, project):
     write(global_dir(agent), "x.md", preset_md("x", "'<b>bold</b> & more'", "model: m<1>\n"))
-    html_text = presets.list_presets()._repr_html_()
+    html_text = list_presets()._repr_html_()
     assert html_text.startswith("<table>")
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; more" in html_text
     assert "m&lt;1&gt;" in html_text
@@ -506,7 +507,7 @@ def test_html_repr_escapes_everything(agent, project):
 def test_to_records_gives_plain_dicts(agent, project):
     path = write(global_dir(agent), "s.md", preset_md("s", "d", "tools: read\nmodel: m\n"))
     write(global_dir(agent), "t.md", preset_md("t"))
-    assert presets.list_presets().to_records() == [
+    assert list_presets().to_records() == [
         {"name": "s", "description": "d", "model": "m", "tools": ["read"], "scope": "global",
          "path": str(path)},
         {"name": "t", "description": "does things", "model": None, "tools": None,
@@ -516,4 +517,4 @@ def test_to_records_gives_plain_dicts(agent, project):
 
 def test_list_presets_returns_preset_objects(agent, project):
     write(global_dir(agent), "s.md", preset_md("s"))
-    assert all(isinstance(p, Preset) for p in presets.list_presets())
+    assert all(isinstance(p, Preset) for p in list_presets())

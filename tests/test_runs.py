@@ -11,8 +11,8 @@ import pytest
 from conftest import interrupt_when_running
 
 import nbsubagents
-from nbsubagents import config
-from nbsubagents.models import ModelError
+from nbsubagents.pi import locate
+from nbsubagents.pi.models import ModelError
 from nbsubagents.preset_files import PresetError
 
 
@@ -85,7 +85,7 @@ def test_pi_missing_is_a_clear_error_for_run_and_a_failed_task_in_parallel(proje
         nbsubagents.run("scout", "read README.md", show=False)
     monkeypatch.delenv("NBSUBAGENTS_PI")
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(config, "PACKAGE_ROOT", project)
+    monkeypatch.setattr(locate, "PACKAGE_ROOT", project)
     (run,) = nbsubagents.run_parallel([{"preset": "scout", "task": "read README.md"}], show=False)
     assert run.status == "failed"
     assert "npm install @mariozechner/pi-coding-agent@0.73.1" in run.error

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.config import pi_command
+from nbsubagents.pi import pi_command
 from nbsubagents.demo.scripted import ScriptedModel, demo_plan, step_index, write_agent_dir
 
 REPO = Path(__file__).resolve().parents[1]

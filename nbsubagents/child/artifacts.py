@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from typing import Any, Iterator
 
 SCHEMA_VERSION = 1
+# The one status vocabulary: every run is in one of these; ACTIVE ones may still change, TERMINAL ones never do.
+STATUSES = ("queued", "running", "completed", "failed", "aborted")
+ACTIVE = ("queued", "running")
 TERMINAL = ("completed", "failed", "aborted")
 
 

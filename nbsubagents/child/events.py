@@ -28,6 +28,9 @@ The adapter is stateful only to number turns; it never needs pi's large snapshot
 from __future__ import annotations
 
 import json
+
+from .text import clip
+
 TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
 
 if TYPE_CHECKING:
@@ -51,10 +54,6 @@ def _text_of(content: Any) -> str:
     if not isinstance(content, list):
         return ""
     return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-
-
-def _shorten(text: str, limit: int = RESULT_TEXT_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class PiEventAdapter:
@@ -86,7 +85,8 @@ class PiEventAdapter:
             details = result.get("details") if isinstance(result, dict) else None
             return [{"type": "tool_result", "id": obj.get("toolCallId"), "name": obj.get("toolName"),
                      "isError": bool(obj.get("isError")),
-                     "text": _shorten(_text_of(result.get("content") if isinstance(result, dict) else result)),
+                     "text": clip(_text_of(result.get("content") if isinstance(result, dict) else result),
+                                  RESULT_TEXT_LIMIT),
                      "details": _short_details(details)}]
         if kind in ("auto_retry_start", "auto_retry_end"):
             data = {k: v for k, v in obj.items() if k != "type"}
@@ -125,7 +125,7 @@ class PiEventAdapter:
 def _short_details(details: Any) -> dict[str, Any] | None:
     if not isinstance(details, dict) or not details:
         return None
-    return {k: _shorten(v) if isinstance(v, str) else v for k, v in details.items()
+    return {k: clip(v, RESULT_TEXT_LIMIT) if isinstance(v, str) else v for k, v in details.items()
             if isinstance(v, (str, int, float, bool))}
 
 
@@ -137,7 +137,7 @@ def parse_line(raw: bytes, adapter: PiEventAdapter) -> list[Event]:
     try:
         obj = json.loads(text)
     except ValueError:
-        return [{"type": "stdout_text", "text": _shorten(text)}]
+        return [{"type": "stdout_text", "text": clip(text, RESULT_TEXT_LIMIT)}]
     return adapter.adapt(obj)
 
 

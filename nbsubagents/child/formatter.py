@@ -14,18 +14,19 @@ from __future__ import annotations
 import os
 import re
 import time
-from datetime import datetime, timezone
 from collections import namedtuple
+from datetime import datetime, timezone
+
 TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
 from .events import RESULT_TEXT_LIMIT
+from .text import ELLIPSIS, clip
 
 __all__ = ["ProgressLine", "ProgressFormatter", "transcript_header", "transcript_line"]
 
-ELLIPSIS = "…"
 SEP = " — "            # joins our words to pi's own text (a reason, an output line)
 MIN_WIDTH = 20         # the spec's commandPreviewWidth floor
 TASK_HEADER_LINES = 3  # the transcript header shows the start of a task, not all of it
@@ -50,10 +51,6 @@ class ProgressLine(namedtuple("ProgressLine", "kind text")):
 
 def _n(count: int, word: str) -> str:
     return f"{count} {word if count == 1 else _PLURAL[word]}"
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(limit - 1, 0)] + ELLIPSIS
 
 
 def _first_line(text: str) -> str:
@@ -210,7 +207,7 @@ class ProgressFormatter:
         first = first.rstrip()
         if rest.strip():
             first += " " + ELLIPSIS
-        return _cut(first, self.width)
+        return clip(first, self.width)
 
     def _reason(self, text: str, budget: int) -> str:
         """pi's failure text as one short line: first line, cut at a sentence end when it is too long."""
@@ -220,7 +217,7 @@ class ProgressFormatter:
         budget = max(budget, MIN_WIDTH)
         if len(line) > budget:
             end = line.rfind(". ", 0, budget)
-            line = line[:end] + ELLIPSIS if end > 0 else _cut(line, budget)
+            line = line[:end] + ELLIPSIS if end > 0 else clip(line, budget)
         return line
 
     # -- events -----------------------------------------------------------------------------------
@@ -236,7 +233,7 @@ class ProgressFormatter:
         if not isinstance(text, str):
             return None
         text = " ".join(text[: self.width * 2].split())  # bound the work before normalizing spaces
-        return ProgressLine("thinking", _cut(text, self.width)) if text else None
+        return ProgressLine("thinking", clip(text, self.width)) if text else None
 
     def _learn_cwd(self, event: dict[str, Any]) -> None:
         cwd = event.get("cwd")
@@ -274,7 +271,7 @@ class ProgressFormatter:
         pattern = _str_arg(args, "pattern")
         if pattern is None:
             return "Running grep", None
-        text = "Searching code for " + _cut(_first_line(pattern), self.width // 2)
+        text = "Searching code for " + clip(_first_line(pattern), self.width // 2)
         path = _str_arg(args, "path")
         if path is not None and not self._is_cwd(path):
             text += " in " + self.short_path(path)
@@ -287,7 +284,7 @@ class ProgressFormatter:
         pattern = _str_arg(args, "pattern")
         if pattern is None:
             return "Running find", None
-        text = "Scanning for " + _cut(_first_line(pattern), self.width // 2)
+        text = "Scanning for " + clip(_first_line(pattern), self.width // 2)
         path = _str_arg(args, "path")
         if path is not None and not self._is_cwd(path):
             text += " in " + self.short_path(path)
@@ -360,7 +357,7 @@ class ProgressFormatter:
         if name == "find":
             return self._with_reason("Scan failed", text)
         if name == "bash":
-            head = f"Command failed: {_cut(target or '', self.width // 2)}"  # target is set: not generic
+            head = f"Command failed: {clip(target or '', self.width // 2)}"  # target is set: not generic
             status = text.rstrip().rpartition("\n")[2].strip()
             if status.startswith(_BASH_STATUS):
                 return head + SEP + status[len("Command "):]
@@ -405,7 +402,7 @@ class ProgressFormatter:
             output = _first_line(text)
             if not output or output == "(no output)":
                 return "Command finished (no output)"
-            return "Command finished" + SEP + _cut(output, self.width - len("Command finished") - len(SEP))
+            return "Command finished" + SEP + clip(output, self.width - len("Command finished") - len(SEP))
         return f"{name} finished"
 
     def _error(self, event: dict[str, Any]) -> ProgressLine:

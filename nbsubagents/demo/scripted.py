@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from ..child.text import clip, plural
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -61,10 +63,6 @@ def _after_last_user(messages: list[dict]) -> tuple[str, list[dict]]:
 def step_index(body: dict) -> int:
     """Count assistant messages after the last user message (the stateless step number)."""
     return sum(m.get("role") == "assistant" for m in _after_last_user(body.get("messages") or [])[1])
-
-
-def _shorten(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # --- demo mode -----------------------------------------------------------
@@ -139,14 +137,14 @@ def demo_step(body: dict, index: int) -> Step:
     results = [_text_of(m.get("content")) for m in after if m.get("role") == "tool"]
     says = step.pop("says")
     if tools:
-        lines = [f"Done. {len(tools)} step{'' if len(tools) == 1 else 's'}:"]
+        lines = [f"Done. {plural(len(tools), 'step')}:"]
         for s, result in zip(tools, results + [""] * len(tools)):
             first = next((ln.strip() for ln in result.splitlines() if ln.strip()), "(no output)")
-            lines.append(f"- {s['label']}: {_shorten(first)}")
+            lines.append(f"- {s['label']}: {clip(first, 80)}")
         says.append("\n".join(lines))
     elif not says:
         first = next((ln.strip() for ln in task.splitlines() if ln.strip()), "")
-        says.append(f"Done: {_shorten(first)}")
+        says.append(f"Done: {clip(first, 80)}")
     step["text"] = "\n".join(says)
     return step
 

@@ -28,12 +28,13 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .. import registry
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from ..child.procs import alive, process_start_ticks
 from ..child.supervisor import HEARTBEAT_FILE, WORKER_PID
 from ..config import NbSubagentsError, settings
 from . import settle
-from .launch import spawn_supervisor
+from .process import spawn_supervisor
 
 if TYPE_CHECKING:
     from .handle import Run
@@ -125,8 +126,6 @@ def _age(path: Path) -> float | None:
 class DaskProcess:
     """A run's Dask future seen through the ``Process`` subset the kernel's side uses."""
 
-    remote = True
-
     def __init__(self, future: Any, paths: RunPaths, meta: dict[str, Any]) -> None:
         self.future = future
         self.paths = paths
@@ -169,6 +168,8 @@ class DaskProcess:
             return None
         self._next_check = now + CHECK_EVERY
         state = liveness(self.paths)
+        if state == "gone":
+            settle.lost(self.paths, self.meta, worker_lost=True)  # its worker died: said so, not "exit code -1"
         if state in ("ended", "gone"):
             self.returncode = 0 if state == "ended" else -1
         return self.returncode
@@ -367,6 +368,29 @@ class DaskLauncher:
     """Each run's supervisor as a task on a Dask worker; see the module docstring."""
 
     name = "dask"
+    remote = True             # its supervisor is on a worker: queued until supervisor.json shows it started
+    log_before_start = False  # the worker opens the log
+
+    def cancel(self, run: Run) -> bool:
+        return cancel(run)  # the request file is the way to a supervisor on a worker
+
+    def check(self, paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str:
+        """A run on a Dask worker: its heartbeat (or its pid, on this host) says whether it is alive; one whose
+        worker died ends ``failed: interrupted (worker lost)``. A queued one waits for a worker ("owned")."""
+        state = liveness(paths)
+        if state == "queued":
+            return "owned"
+        if state == "live":
+            if row.get("supervisor_pid") is None or row.get("status") != "running":
+                registry.record(paths.dir)
+            return "live"
+        if state == "gone":
+            settle.lost(paths, meta, worker_lost=True)
+        registry.record(paths.dir)
+        return "ended"
+
+    def require(self) -> None:
+        """Nothing here: the cluster is checked when a call picks it (``launch.executor_client``)."""
 
     def start(self, run: Run) -> DaskProcess:
         distributed = _distributed()
@@ -418,7 +442,6 @@ def _confirm(client: Any, key: str, timeout: float = 10.0) -> None:
 class _Settled:
     """The handle of a run the launcher could not submit (already settled)."""
 
-    remote = True
     returncode = 1
 
     def __init__(self, run: Run) -> None:

@@ -111,7 +111,8 @@ class Run:
         result = self.result
         if result is not None:
             return result.get("status", "failed")
-        if (self.process is None or getattr(self.process, "remote", False)) and not self.paths.supervisor.exists():
+        remote = launcher_for(self.meta.get("runner")).remote
+        if (self.process is None or remote) and not self.paths.supervisor.exists():
             return "queued"  # not started yet (on a Dask cluster: no worker took it yet)
         return "running"
 
@@ -234,9 +235,9 @@ class Run:
         """Ask the supervisor to abort the child (SIGTERM, SIGKILL after 5 s); False if already done."""
         if self.done:
             return False
-        if self.meta.get("runner") == "dask":  # a supervisor on a worker: the request file is the way
-            from .dask_launcher import cancel
-            return cancel(self)
+        cancelled = launcher_for(self.meta.get("runner")).cancel(self)
+        if cancelled is not None:  # a supervisor its launcher reaches its own way (on a Dask worker)
+            return cancelled
         if self.process is not None:
             settle.request_cancel(self.paths)  # first: a supervisor that dies without a result ends "aborted"
             if self.process.poll() is None:

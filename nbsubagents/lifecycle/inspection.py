@@ -6,13 +6,11 @@ another kernel, or of a kernel that is long gone.
 
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..child.formatter import ProgressFormatter
-from ..style import filesize
+from ..views.tables import Artifact, Artifacts
 
 if TYPE_CHECKING:
     import pandas
@@ -66,28 +64,6 @@ def _relative(path: str, cwd: str | None) -> str:
         except ValueError:
             return path
     return path
-
-
-@dataclass(frozen=True)
-class Artifact:
-    name: str
-    path: Path
-    size: int
-
-
-class Artifacts(list):
-    """The files of a run directory with their sizes; a table in a notebook, aligned text elsewhere."""
-
-    def __repr__(self) -> str:
-        if not self:
-            return "(no artifacts)"
-        width = max(len(a.name) for a in self)
-        return "\n".join(f"{a.name:<{width}}  {filesize(a.size):>9}  {a.path}" for a in self)
-
-    def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td>{html.escape(a.name)}</td><td style='text-align:right'>{filesize(a.size)}</td>"
-                       f"<td><code>{html.escape(str(a.path))}</code></td></tr>" for a in self)
-        return f"<table class='nbsubagents-artifacts'><tr><th>file</th><th>size</th><th>path</th></tr>{rows}</table>"
 
 
 def artifacts(run_dir: Path) -> Artifacts:

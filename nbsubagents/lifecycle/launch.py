@@ -1,24 +1,30 @@
-"""How a run's supervisor is started: the ``Launcher`` protocol and its two launchers.
+"""How a run's supervisor is started: the ``Launcher`` protocol and the launchers, registered by name.
 
 A launcher starts the supervisor of a prepared run and returns a handle with the subset of
-``subprocess.Popen`` the kernel's side uses (``poll``, ``wait``, ``send_signal``, ``returncode``): the
-process launcher (a detached child, its own session) and the tmux launcher (``lifecycle.tmux``: the
-supervisor in a tmux session a person can attach to) and the Dask launcher (``lifecycle.dask_launcher``: the
-supervisor as a task on a worker of a Dask cluster, ``executor="dask"``).
+``subprocess.Popen`` the kernel's side uses (``poll``, ``wait``, ``send_signal``, ``returncode``), and says how
+such a run is cancelled and judged alive: the process launcher (``lifecycle.process``: a detached child, its own
+session), the tmux launcher (``lifecycle.tmux``: the supervisor in a tmux session a person can attach to) and the
+Dask launcher (``lifecycle.dask_launcher``: the supervisor as a task on a worker of a Dask cluster,
+``executor="dask"``). Only the launchers know what their runner's name means.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from ..child.artifacts import RunPaths
+from ..config import NbSubagentsError, project_root, settings
+from ..pi import find_pi, pi_command
+from .dask_launcher import DaskLauncher, client_for, require_cluster
+from .process import ProcessLauncher
+from .spec import check_cwd
+from .tmux import TmuxLauncher
 
 if TYPE_CHECKING:
     from .handle import Run
 
-__all__ = ["Launcher", "Process", "ProcessLauncher", "TmuxLauncher", "launcher_for", "executor_client",
-           "spawn_supervisor"]
+__all__ = ["LAUNCHERS", "Launcher", "Process", "check_runner", "executor_client", "launcher_for", "register"]
 
 
 class Process(Protocol):
@@ -34,53 +40,50 @@ class Process(Protocol):
 
 
 class Launcher(Protocol):
-    name: str
+    """Everything that differs between runners, so nothing outside the launchers asks a run's runner by name."""
+
+    name: str               # what ``meta["runner"]`` says
+    remote: bool            # the supervisor runs elsewhere: a run is queued until its supervisor.json shows
+    log_before_start: bool  # supervisor.log exists once it launched anything: none means it never launched
 
     def start(self, run: Run) -> Process:
         """Start ``run``'s supervisor; a launcher that cannot start it settles the run (``lifecycle.settle``)."""
         ...
 
+    def cancel(self, run: Run) -> bool | None:
+        """Ask the supervisor to stop this launcher's way (False: it had ended); None: the local way applies
+        (the request file, then a signal to its pid: ``Run.cancel``)."""
+        ...
 
-class ProcessLauncher:
-    """The supervisor as a detached child process (its own session: a kernel interrupt does not reach it)."""
+    def check(self, paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str | None:
+        """``reconcile.check``'s verdict for a run only this launcher can judge ("live", "owned", "ended"), settling
+        it if it is gone; None: judge it by its supervisor's pid on this machine."""
+        ...
 
-    name = "process"
-
-    def start(self, run: Run) -> Process:
-        return spawn_supervisor(run.dir, run.meta.get("cwd"))
-
-
-def spawn_supervisor(run_dir: Path, cwd: str | None, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """``python -m nbsubagents.child.supervisor RUN_DIR``, detached (its own session), its output in
-    ``supervisor.log``: how the process launcher, and the Dask task on a worker, start a run."""
-    with open(run_dir / "supervisor.log", "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "nbsubagents.child.supervisor", str(run_dir)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                cwd=cwd, env=env)
+    def require(self) -> None:
+        """Raise ``NbSubagentsError`` if this launcher cannot start runs here (tmux not installed)."""
+        ...
 
 
-class TmuxLauncher:
-    """The supervisor in a tmux session of its own (``configure(runner="tmux")``, foreground runs)."""
+# The launchers by name (papermill's engines registry is the model); a new runner is one entry here.
+LAUNCHERS: dict[str, Launcher] = {launcher.name: launcher
+                                  for launcher in (ProcessLauncher(), TmuxLauncher(), DaskLauncher())}
+DEFAULT = "process"
 
-    name = "tmux"
 
-    def start(self, run: Run) -> Process:
-        from .tmux import launch
-        return launch(run)
+def register(launcher: Launcher) -> None:
+    """Make ``launcher`` the one for runs whose ``meta["runner"]`` is ``launcher.name``."""
+    LAUNCHERS[launcher.name] = launcher
 
 
 def launcher_for(runner: str | None) -> Launcher:
     """The launcher a run's ``meta["runner"]`` names (the process launcher by default)."""
-    if runner == "dask":
-        from .dask_launcher import DaskLauncher
-        return DaskLauncher()
-    return TmuxLauncher() if runner == "tmux" else ProcessLauncher()
+    return LAUNCHERS.get(runner or DEFAULT) or LAUNCHERS[DEFAULT]
 
 
 def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Path | None = None) -> Any:
     """The Dask client a call's runs go to, checked (workers, shared project folder, pi on each), or None
     for the local executor. ``executor`` is the call's, else the setting's."""
-    from ..config import NbSubagentsError, find_pi, pi_command, project_root, settings
     chosen = settings.executor if executor is None else executor
     if chosen not in ("local", "dask"):
         raise NbSubagentsError(f'executor must be "local" or "dask", got {executor!r}')
@@ -88,8 +91,6 @@ def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Pa
         if dask_client is not None:
             raise NbSubagentsError('dask_client= is for executor="dask": pass both, or neither')
         return None
-    from .dask_launcher import client_for, require_cluster
-    from .spec import check_cwd
     client = client_for(client=dask_client)
     folder = check_cwd(cwd)
     require_cluster(client, project_root(folder), pi_command(find_pi(folder)))
@@ -97,8 +98,6 @@ def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Pa
 
 
 def check_runner() -> None:
-    """The tmux runner needs tmux: say so before any run is created."""
-    from ..config import settings
-    if settings.runner == "tmux":
-        from .tmux import require_tmux
-        require_tmux()
+    """The runner setting's launcher can start runs here (the tmux runner needs tmux): said before any run is
+    created."""
+    launcher_for(settings.runner).require()

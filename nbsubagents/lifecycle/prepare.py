@@ -16,9 +16,8 @@ from .. import preset_files as preset_mod
 from ..child import artifacts, budgets, output_schema
 from ..child import isolation as isolating
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso
-from ..config import NbSubagentsError, find_pi, pi_command, project_root
-from ..models import choose_model
-from ..pi_args import build_argv
+from ..config import NbSubagentsError, project_root
+from ..pi import build_argv, choose_model, find_pi, pi_command
 from . import settle
 from .context import compose_prompt
 from .handle import Run, get_run

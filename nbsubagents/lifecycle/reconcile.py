@@ -1,7 +1,8 @@
 """Making the registry truthful after kernels came and went: the only place that settles, takes over and
 announces runs this process did not follow.
 
-A run whose ``result.json`` exists is ingested; one whose supervisor is gone (pid *and* start time, zombies
+One run's verdict (``check``) is ``lifecycle.liveness``'s, which the watcher's clock also asks. A run whose
+``result.json`` exists is ingested; one whose supervisor is gone (pid *and* start time, zombies
 count as gone) without a result is settled (``lifecycle.settle``: its leftover processes are ended, then its
 one verdict is written); a live one whose owner is gone can get this process's watcher back; runs that ended
 while nobody watched are announced once across processes (``registry.claim``).
@@ -14,97 +15,24 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import registry
-from ..child import procs
-from ..child.artifacts import RunPaths, read_json
-from . import settle
+from . import watcher
+from .handle import Run
+from .liveness import QUEUER_GONE, STARTING_GRACE, check, owner_alive
 
 if TYPE_CHECKING:
     from ..registry import Status
-    from .handle import Run
 
-__all__ = ["check", "reconcile", "announce_finished_while_away", "first_use", "first_use_of", "status"]
+__all__ = ["QUEUER_GONE", "STARTING_GRACE", "check", "reconcile", "announce_finished_while_away", "first_use",
+           "first_use_of", "status"]
 
-STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
 AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
-QUEUER_GONE = "the process that queued it exited"
 
 _first: set[Path] = set()  # projects this process has announced "finished while away" for
 _lock = threading.Lock()
-
-
-def _owner_alive(row: dict[str, Any]) -> bool:
-    host = row.get("owner_host")
-    if host and host != registry.HOST:
-        return True  # another machine's process: not ours to judge
-    return procs.alive(row.get("owner_pid"), row.get("owner_ticks"))
-
-
-def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
-    """Settle one non-terminal run: "ended" (ingested), "live" (supervisor up) or "starting"/"owned"."""
-    paths = RunPaths(Path(run_dir))
-    row = row or registry.row_from_dir(paths.dir) or {}
-    if paths.result.exists():
-        registry.record(paths.dir)
-        return "ended"
-    meta = read_json(paths.meta) or {}
-    if meta.get("runner") == "dask":
-        return _check_remote(paths, meta, row)
-    if row.get("host") and row["host"] != registry.HOST:
-        return "owned"  # started on another machine sharing this folder
-    sup = read_json(paths.supervisor)
-    if sup and sup.get("pid") is not None:
-        if procs.alive(sup.get("pid"), sup.get("startTicks")):
-            if row.get("supervisor_pid") is None or row.get("status") != "running":
-                registry.record(paths.dir)
-            return "live"
-        if not paths.result.exists():  # it writes result.json before it exits
-            settle.lost(paths, meta)
-        registry.record(paths.dir)
-        return "ended"
-    # No supervisor yet: queued in a live process's drive, starting, or never launched.
-    launcher = meta.get("launcher") or {}
-    if procs.alive(launcher.get("pid"), launcher.get("startTicks")):
-        return "owned"
-    launched = paths.dir / "supervisor.log"
-    if launcher and not launched.exists() and meta.get("runner") == "process":
-        # The process launcher opens supervisor.log before it spawns: its launcher died without launching it.
-        settle.cancelled_before_start(paths, meta, QUEUER_GONE)
-        registry.record(paths.dir)
-        return "ended"
-    try:
-        launch_age = time.time() - launched.stat().st_mtime
-    except OSError:
-        launch_age = float("inf")
-    if min(registry.age(meta.get("createdAt")), launch_age) < STARTING_GRACE:
-        return "starting"  # a detached supervisor may still come up after its launcher died
-    if launched.exists():
-        settle.lost(paths, meta)
-    else:
-        settle.cancelled_before_start(paths, meta, QUEUER_GONE)
-    registry.record(paths.dir)
-    return "ended"
-
-
-def _check_remote(paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str:
-    """A run on a Dask worker: its heartbeat (or its pid, on this host) says whether it is alive; one whose
-    worker died ends ``failed: interrupted (worker lost)``. A queued one waits for a worker ("owned")."""
-    from .dask_launcher import liveness
-    state = liveness(paths)
-    if state == "queued":
-        return "owned"
-    if state == "live":
-        if row.get("supervisor_pid") is None or row.get("status") != "running":
-            registry.record(paths.dir)
-        return "live"
-    if state == "gone":
-        settle.lost(paths, meta)
-    registry.record(paths.dir)
-    return "ended"
 
 
 def _in_kernel() -> bool:
@@ -114,8 +42,6 @@ def _in_kernel() -> bool:
 def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -> list[Run]:
     """Settle every active row; returns the runs still live. With ``reattach`` (default: in a
     kernel) live runs whose owner process is gone get this process's watcher."""
-    from . import watcher
-    from .handle import Run
 
     db = registry.db_path(root)
     if not db.exists() and not db.parent.joinpath("runs").is_dir():
@@ -123,7 +49,7 @@ def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -
     registry.ensure_loaded(db)
     reattach = _in_kernel() if reattach is None else reattach
     live = []
-    for row in registry.fetch(db, "SELECT * FROM runs WHERE status IN ('queued', 'running')"):
+    for row in registry.fetch(db, f"SELECT * FROM runs WHERE status IN {registry.ACTIVE_SQL}"):
         try:
             verdict = check(Path(row["run_dir"]), row)
         except OSError:
@@ -132,7 +58,7 @@ def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -
             continue
         run = Run(row["run_dir"])
         live.append(run)
-        if reattach and not _owner_alive(row) and registry.take_over(db, row):
+        if reattach and not owner_alive(row) and registry.take_over(db, row):
             watcher.watch(run)
     return live
 
@@ -144,15 +70,14 @@ def announce_finished_while_away(root: str | Path | None = None) -> list[dict[st
         return []
     reconcile(root)
     claimed = []
-    for row in registry.fetch(db, "SELECT * FROM runs WHERE announced = 0 AND status IN "
-                                  "('completed', 'failed', 'aborted') ORDER BY ended_at"):
-        if _owner_alive(row) and registry.age(row.get("ended_at")) < AWAY_GRACE:
+    for row in registry.fetch(db, f"SELECT * FROM runs WHERE announced = 0 AND status IN {registry.TERMINAL_SQL} "
+                                  "ORDER BY ended_at"):
+        if owner_alive(row) and registry.age(row.get("ended_at")) < AWAY_GRACE:
             continue  # its own watcher announces it
         if registry.claim(row["run_id"], db):
             row["announced"] = 1
             claimed.append(row)
     if claimed:
-        from . import watcher
         for row in claimed:
             watcher.notify(row, away=True)
         watcher.changed()

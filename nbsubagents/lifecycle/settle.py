@@ -73,19 +73,20 @@ def cancelled_before_start(paths: RunPaths, meta: dict[str, Any], why: str | Non
     return never_ran(paths, meta, "aborted", NOT_STARTED + (f": {why}" if why else ""))
 
 
-def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None) -> bool:
+def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None, worker_lost: bool = False) -> bool:
     """Settle a run whose supervisor exited without a result: its leftover processes are ended first (pi
     outlives a killed supervisor), then an isolated run's workspace is dealt with as its supervisor would
     have (changes captured if they still can be, the worktree and its branch removed), then the one
-    verdict is written. False when it already had a result."""
+    verdict is written. ``worker_lost``: its launcher says the machine it ran on is gone (a Dask worker), which
+    the verdict says as the supervisor itself would. False when it already had a result."""
     kill_run_processes(str(meta.get("runId") or paths.dir.name))
     if not meta.get("isolation"):
-        return _lost(paths, meta, exit_code, {})
+        return _lost(paths, meta, exit_code, {}, worker_lost)
     lock = paths.dir / ".settle.lock"
     with _exclusive(lock):  # one settler at a time works in the run's workspace
         if paths.result.exists():
             return False
-        written = _lost(paths, meta, exit_code, _salvage(paths))
+        written = _lost(paths, meta, exit_code, _salvage(paths), worker_lost)
         if paths.result.exists():  # later settlers see the result first; the lock is not needed any more
             try:
                 lock.unlink()
@@ -94,10 +95,11 @@ def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None)
         return written
 
 
-def _lost(paths: RunPaths, meta: dict[str, Any], exit_code: int | None, extra: dict[str, Any]) -> bool:
+def _lost(paths: RunPaths, meta: dict[str, Any], exit_code: int | None, extra: dict[str, Any],
+          worker_lost: bool) -> bool:
     if cancel_requested(paths):
         status, message, reason = "aborted", CANCELLED, "cancelled"
-    elif meta.get("runner") == "dask" and exit_code in (None, -1):  # -1: the Dask launcher's "its worker is gone"
+    elif worker_lost:
         status, message, reason = "failed", WORKER_LOST, "worker_lost"  # as its supervisor says it, when it can
     else:
         status, message = "failed", LOST + (f" (exit code {exit_code})" if exit_code is not None else "")

@@ -21,11 +21,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..child import procs
-from ..child.tmux_pane import attach_command, socket_name  # noqa: F401 - the session naming is the pane's
 from ..child.artifacts import RunPaths, read_json
+from ..child.tmux_pane import attach_command, socket_name  # noqa: F401 - the session naming is the pane's
 from ..config import NbSubagentsError
 from . import settle
 
@@ -149,3 +149,24 @@ def launch(run: Run) -> TmuxProcess:
         settle.never_ran(run.paths, run.meta, "failed", f"tmux could not start the run's session: {error}")
         handle._finish(1)
     return handle
+
+
+class TmuxLauncher:
+    """The supervisor in a tmux session of its own (``configure(runner="tmux")``, foreground runs)."""
+
+    name = "tmux"
+    remote = False
+    log_before_start = False  # the pane's supervisor opens its log once tmux has started it
+
+    def start(self, run: Run) -> TmuxProcess:
+        return launch(run)
+
+    def cancel(self, run: Run) -> bool | None:
+        return None  # a local supervisor: the request file and a signal to its pid (Run.cancel)
+
+    def check(self, paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str | None:
+        return None  # a local supervisor: its pid says (reconcile.check)
+
+    def require(self) -> None:
+        """The tmux runner needs tmux: said before any run is created."""
+        require_tmux()

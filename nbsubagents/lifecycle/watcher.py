@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import registry
 from . import reconcile
 from .handle import SETTLE_TIMEOUT, set_follower
+from .liveness import check
 from . import settle as settling  # `settle()` below is the watcher's own
 from ..style import glyph, shorten
 
@@ -371,7 +372,7 @@ class Watcher:
         now = time.monotonic()
         if now >= entry.next_check:  # a supervisor of another process: is it still there?
             entry.next_check = now + CHECK_EVERY
-            if reconcile.check(run.dir) == "ended":
+            if check(run.dir) == "ended":
                 self._finish(entry)
                 return True
         return False

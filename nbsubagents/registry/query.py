@@ -1,4 +1,4 @@
-"""The registry as data: ``runs()`` returns a pandas DataFrame of runs, newest first.
+"""The registry as data: ``runs()`` returns a pandas DataFrame of runs, newest first (``views.tables`` draws it).
 
 Filtering happens in SQLite (indexed columns, parameters, no string-built values), so a registry of
 100,000 runs answers in a fraction of a second; pandas is imported only here, only when called.
@@ -6,14 +6,14 @@ Filtering happens in SQLite (indexed columns, parameters, no string-built values
 
 from __future__ import annotations
 
-import html
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..child.artifacts import STATUSES
 from ..config import NbSubagentsError
-from ..style import STATUS_CSS, STATUSES, color
+from ..style import shorten
 
 if TYPE_CHECKING:
     import pandas
@@ -97,11 +97,6 @@ def build_query(*, status: Any = None, preset: Any = None, model: Any = None, si
     return sql, args
 
 
-def _shorten(text: Any, width: int = TASK_WIDTH) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
          text: str | None = None, limit: int | None = None, root: str | Path | None = None,
          expand_data: bool = False) -> pandas.DataFrame:
@@ -129,7 +124,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
         "preset": frame["preset"].astype("string"),
         "status": pd.Categorical(frame["status"], categories=list(STATUSES)),
         "model": frame["model"].astype("string"),
-        "task": frame["task"].map(_shorten).astype("string"),
+        "task": frame["task"].map(lambda task: shorten(task, TASK_WIDTH)).astype("string"),
         "cwd": frame["cwd"].astype("string"),
         "started": pd.to_datetime(started, utc=True, format="ISO8601"),
         "ended": pd.to_datetime(frame["ended_at"], utc=True, format="ISO8601"),
@@ -149,7 +144,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     out["changes"] = out["changes"].astype("string")
     if expand_data:
         out = _expand_data(out, frame["data"])
-    return RunsFrame(out)
+    return out
 
 
 def _changes(added: Any, removed: Any) -> str | None:
@@ -173,60 +168,3 @@ def _expand_data(out: pandas.DataFrame, data: Any) -> pandas.DataFrame:
     flat.columns = ["data" if c == "" else f"data.{c}" for c in flat.columns]
     flat.index = out.index
     return pd.concat([out, flat], axis=1)
-
-
-def _frame_class() -> type:
-    import pandas as pd
-
-    class _RunsFrame(pd.DataFrame):
-        """A DataFrame whose notebook view colours statuses; its text view is pandas' own."""
-
-        @property
-        def _constructor(self) -> type:
-            return _RunsFrame
-
-        def _repr_html_(self) -> str | None:
-            return styled_html(self)
-
-    return _RunsFrame
-
-
-_cls: type | None = None
-
-
-def RunsFrame(frame: pandas.DataFrame) -> pandas.DataFrame:  # noqa: N802 - reads like the class it makes
-    global _cls
-    if _cls is None:
-        _cls = _frame_class()
-    return _cls(frame)
-
-
-def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
-    """An HTML table with status colours; every value escaped. Long frames show head and tail."""
-    import pandas as pd
-
-    shown = frame if len(frame) <= max_rows else pd.concat([frame.head(max_rows // 2), frame.tail(max_rows // 2)])
-    # A meaningful index (set_index("name")) is shown; pandas' default 0..n-1 is not.
-    labelled = not (isinstance(shown.index, pd.RangeIndex) and shown.index.name is None)
-    head = (f"<th>{html.escape(str(shown.index.name or ''))}</th>" if labelled else "") + \
-        "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
-    body = []
-    for label, row in shown.iterrows():
-        cells = [f"<th>{html.escape(str(label))}</th>"] if labelled else []
-        for column, value in row.items():
-            if column == "status" and isinstance(value, str):
-                cells.append(f'<td class="nbsubagents-status-{html.escape(value)} nbsubagents-c-{html.escape(value)}" '
-                             f'style="color:{color(value)};font-weight:600">{html.escape(value)}</td>')
-            elif value is None or value is pd.NA or (isinstance(value, float) and value != value) or value is pd.NaT:
-                cells.append("<td></td>")
-            elif isinstance(value, pd.Timestamp):
-                local = value.to_pydatetime().astimezone()  # shown in the reader's local time
-                cells.append(f"<td>{local.strftime('%Y-%m-%d %H:%M:%S')}</td>")
-            elif column == "cost" and isinstance(value, float):
-                cells.append(f"<td>${value:.4f}</td>")
-            else:
-                cells.append(f"<td>{html.escape(str(value))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    note = "" if len(frame) <= max_rows else f"<p>{len(frame)} runs; showing the newest and oldest {max_rows // 2}.</p>"
-    return (f'<div class="nbsubagents-runs">{STATUS_CSS}{note}<table class="dataframe"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table></div>")

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..child.artifacts import TERMINAL
-from ..style import shorten
-from .store import ACTIVE, NAMES, age, counts, db_path, fetch, resolve
+from ..style import html_table, shorten
+from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, fetch, resolve
 
 if TYPE_CHECKING:
     import pandas
@@ -32,7 +32,7 @@ def snapshot(run_id: str | None = None, *, include_completed: bool = False,
         return Status(counts(db=db), [_refresh(db, row)], run_id=row["run_id"])
     if not db.exists():
         return Status(counts(db=db), [])
-    where = "" if include_completed else "WHERE status IN ('queued', 'running') "
+    where = "" if include_completed else f"WHERE status IN {ACTIVE_SQL} "
     rows = fetch(db, f"SELECT * FROM runs {where}ORDER BY created_at, run_id")
     return Status(counts(db=db), rows, include_completed=include_completed)
 
@@ -159,19 +159,18 @@ class Status:
         esc = html.escape
         style = "text-align:left;vertical-align:top"
         if self.run_id is not None and self.rows:
-            body = "".join(f"<tr><th style='{style}'>{esc(k)}</th><td style='{style};white-space:pre-wrap'>"
-                           f"{esc(v)}</td></tr>" for k, v in self._details(self.rows[0]))
-            return f"<div><b>run {esc(self.rows[0]['run_id'])}</b><table>{body}</table></div>"
+            rows = [(esc(k), (f"style='{style};white-space:pre-wrap'", esc(v))) for k, v in self._details(self.rows[0])]
+            table = html_table(None, rows, th_attrs=f"style='{style}'", sections=False, row_header=True)
+            return f"<div><b>run {esc(self.rows[0]['run_id'])}</b>{table}</div>"
         head = f"<div>{esc(self.counts_line())}</div>"
         shown = self._shown()
         if not shown:
             return head + f"<div><i>{'no active runs' if not self.include_completed else 'no runs yet'}</i></div>"
-        th = "".join(f"<th style='{style}'>{esc(t)}</th>" for t, _ in _TABLE)
-        trs = "".join("<tr>" + "".join(f"<td style='{style}'>{esc(c[k])}</td>" for _, k in _TABLE) + "</tr>"
-                      for c in (self._cells(r) for r in shown))
+        rows = [[(f"style='{style}'", esc(c[k])) for _, k in _TABLE] for c in (self._cells(r) for r in shown)]
+        table = html_table([t for t, _ in _TABLE], rows, th_attrs=f"style='{style}'")
         more = (f"<div><i>{len(self.rows) - len(shown)} earlier runs not shown</i></div>"
                 if len(self.rows) > len(shown) else "")
-        return f"<div>{head}<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>{more}</div>"
+        return f"<div>{head}{table}{more}</div>"
 
     def to_frame(self) -> pandas.DataFrame:
         """The rows as a pandas DataFrame indexed by run id (pandas is imported here only)."""

@@ -25,17 +25,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..child import artifacts
-from ..child import procs
-from ..child.artifacts import TERMINAL, RunPaths, now_iso, read_json
+from ..child import artifacts, procs
+from ..child.artifacts import ACTIVE, TERMINAL, RunPaths, now_iso, read_json
+from ..child.text import clip
 from ..config import NbSubagentsError, project_root
 
 __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
            "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
-           "launcher_identity", "COLUMNS", "NAMES", "ACTIVE", "HOST", "SCHEMA_VERSION"]
+           "launcher_identity", "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 3  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data
-ACTIVE = ("queued", "running")
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
 
 # (column, SQL type); the order is the table's.
@@ -72,7 +71,9 @@ CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
 """
 
-_TERMINAL_SQL = "('completed', 'failed', 'aborted')"
+# The status sets as SQL lists, for ``status IN ...`` (the one vocabulary, child/artifacts).
+ACTIVE_SQL = "(" + ", ".join(f"'{s}'" for s in ACTIVE) + ")"
+TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL) + ")"
 _UPSERT = (
     f"INSERT INTO runs ({', '.join(NAMES)}) VALUES ({', '.join('?' for _ in NAMES)}) "
     "ON CONFLICT(run_id) DO UPDATE SET "
@@ -80,7 +81,7 @@ _UPSERT = (
                 if n not in _INSERT_ONLY and n not in ("status", "announced"))
     + ", status = excluded.status, announced = MAX(runs.announced, excluded.announced) "
     # a snapshot taken before the end never overwrites the end
-    f"WHERE runs.status NOT IN {_TERMINAL_SQL} OR excluded.status IN {_TERMINAL_SQL}"
+    f"WHERE runs.status NOT IN {TERMINAL_SQL} OR excluded.status IN {TERMINAL_SQL}"
 )
 
 _ready: set[Path] = set()
@@ -184,8 +185,7 @@ def launcher_identity() -> dict[str, Any]:
 def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
     usage = result.get("usage") or {}
     text = result.get("finalText") or ""
-    if len(text) > FINAL_TEXT_LIMIT:
-        text = text[:FINAL_TEXT_LIMIT - 1] + "…"
+    text = clip(text, FINAL_TEXT_LIMIT)
     return {
         "status": result.get("status") if result.get("status") in TERMINAL else "failed",
         "exit_code": result.get("exitCode"), "stop_reason": result.get("stopReason"),

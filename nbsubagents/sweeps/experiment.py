@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ..child.artifacts import TERMINAL, atomic_write_json, now_iso, read_json
+from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, now_iso, read_json
 from ..config import NbSubagentsError, project_root, settings
 
 if TYPE_CHECKING:
@@ -420,7 +420,7 @@ class Experiment:
 
     def counts(self) -> dict[str, int]:
         rows = self.current_rows()
-        out = {s: 0 for s in ("queued", "running", "completed", "failed", "aborted")}
+        out = dict.fromkeys(STATUSES, 0)
         for row in rows:
             out[row.get("status") or "queued"] = out.get(row.get("status") or "queued", 0) + 1
         out["planned"] = len(self.plan.get("cells") or [])

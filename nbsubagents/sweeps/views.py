@@ -11,6 +11,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..child.artifacts import TERMINAL
 from ..config import NbSubagentsError
 
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric:
     done = {r.data.tags.get("nbsubagents.run_id") for r in
             client.search_runs([experiment_id], max_results=50000)}
     for row in exp.current_rows():
-        if row["run_id"] in done or row.get("status") not in ("completed", "failed", "aborted"):
+        if row["run_id"] in done or row.get("status") not in TERMINAL:
             continue
         params = json.loads(row.get("params") or "{}")
         scores = json.loads(row.get("scores") or "{}")

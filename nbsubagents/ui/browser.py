@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import registry
+from ..child.artifacts import ACTIVE, STATUSES
 from ..child.events import Tally
 from ..config import NbSubagentsError
 from ..lifecycle import watcher
 from ..lifecycle.handle import Run
 from ..registry import query
-from ..style import (DARK_SCOPE, MONO_STYLE, MUTED_STYLE, PALETTE, STATUS_CSS, STATUSES, attrs, duration, filesize,
-                     glyph, is_missing, plural, pydatetime, shorten)
+from ..style import (DARK_SCOPE, MONO_STYLE, MUTED_STYLE, PALETTE, STATUS_CSS, attrs, clip, duration, filesize, glyph,
+                     html_table, is_missing, plural, pydatetime, shorten)
+from ..views.tables import styled_html
 from .display import widget_bundle
 from .kernel import click_subshell, load_ipywidgets, route_clicks
 
@@ -42,7 +44,6 @@ ANY = ""  # a dropdown's "any ..." entry (ipywidgets takes a None value for "not
 TIME_RANGES: list[tuple[str, str]] = [("any time", ANY), ("last hour", "1h"), ("last 24 hours", "24h"),
                                       ("last 7 days", "7d")]
 FILTERS = ("status", "preset", "model", "since", "text")
-ACTIVE = ("queued", "running")
 
 _lock = threading.RLock()                  # guards the weak set and the hook below
 _browsers: weakref.WeakSet[Browser] = weakref.WeakSet()
@@ -290,7 +291,7 @@ class Browser:
                     self.list_style.value = _list_colours(frame)
                     columns = [c for c in ("run_id", "name", "preset", "status", "model", "started", "duration_s",
                                            "tool_calls", "tokens", "cost", "task") if c in frame.columns]
-                    self.table_html.value = query.styled_html(frame[columns])
+                    self.table_html.value = styled_html(frame[columns])
             finally:
                 self._quiet = False
             active = int(frame["status"].isin(ACTIVE).sum()) if len(frame) else 0
@@ -496,9 +497,9 @@ def _list_colours(frame: pandas.DataFrame) -> str:
 
 
 def _artifacts_html(found: Any) -> str:
-    rows = "".join(f'<tr><td title="{html.escape(str(a.path))}"><code>{html.escape(a.name)}</code></td>'
-                   f'<td style="text-align:right">{html.escape(filesize(a.size))}</td></tr>' for a in found)
-    return f'<table class="nbsubagents-browse-artifacts"><tr><th>file</th><th>size</th></tr>{rows}</table>'
+    rows = [((f'title="{html.escape(str(a.path))}"', f"<code>{html.escape(a.name)}</code>"),
+             ('style="text-align:right"', html.escape(filesize(a.size)))) for a in found]
+    return html_table(("file", "size"), rows, attrs='class="nbsubagents-browse-artifacts"', sections=False)
 
 
 def _header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
@@ -557,22 +558,18 @@ def _events_html(run: Run, events: list[dict[str, Any]]) -> str:
     shown = frame.tail(EVENT_ROWS)
     note = (f'<div style="{MUTED_STYLE}">the last {EVENT_ROWS} of {len(frame)} events '
             f'(run.events_frame() has all)</div>' if len(frame) > EVENT_ROWS else "")
-    rows = []
+    rows, row_attrs = [], []
     for item in shown.itertuples(index=False):
         failed = (not is_missing(item.is_error) and bool(item.is_error)) or \
             (not is_missing(item.kind) and str(item.kind) in ("error", "failed"))
-        style = f' {attrs("failed")}' if failed else ""
+        row_attrs.append(attrs("failed") if failed else "")
         text = "" if is_missing(item.text) else str(item.text)
-        rows.append(f"<tr{style}><td>{'' if is_missing(item.seq) else int(item.seq)}</td>"
-                    f"<td>{_local(item.time, '%H:%M:%S')}</td><td>{html.escape(str(item.type))}</td>"
-                    f"<td>{'' if is_missing(item.tool) else html.escape(str(item.tool))}</td>"
-                    f'<td style="white-space:pre-wrap">{html.escape(_short_lines(text, 600), quote=False)}</td></tr>')
-    return (f'{note}<table class="nbsubagents-browse-events"><thead><tr><th>seq</th><th>time</th><th>type</th>'
-            f'<th>tool</th><th>text</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
-
-
-def _short_lines(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        rows.append(("" if is_missing(item.seq) else str(int(item.seq)), _local(item.time, "%H:%M:%S"),
+                     html.escape(str(item.type)), "" if is_missing(item.tool) else html.escape(str(item.tool)),
+                     ('style="white-space:pre-wrap"', html.escape(clip(text, 600), quote=False))))
+    table = html_table(("seq", "time", "type", "tool", "text"), rows, attrs='class="nbsubagents-browse-events"',
+                       row_attrs=row_attrs)
+    return f"{note}{table}"
 
 
 def browse(*, status: Any = None, preset: str | None = None, model: str | None = None, since: Any = None,

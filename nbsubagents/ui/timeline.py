@@ -13,9 +13,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..child.artifacts import ACTIVE, STATUSES
 from ..config import NbSubagentsError
 from ..registry import query
-from ..style import STATUSES, color, is_missing, plural, pydatetime
+from ..style import color, is_missing, plural, pydatetime
 from .kernel import in_ipython
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["runs_timeline", "new_figure", "jupyterlab_theme", "TIMELINE_LIMIT"]
 
 TIMELINE_LIMIT = 200     # newest runs drawn by runs_timeline()
-ACTIVE = ("queued", "running")
 
 
 def _matplotlib() -> Any:

@@ -1,64 +1,28 @@
-"""Named subagent presets: markdown files with YAML frontmatter.
+"""One preset file -> a ``Preset``: the frontmatter's keys checked and read, and what a person should be told.
 
-A preset names a reusable subagent role: a description (so a person or the main agent can pick
-one), an optional default model, an optional built-in tool allowlist, an optional thinking level
-and an appended system prompt (the markdown body). There are no bundled presets; they live in,
-from the lowest precedence to the highest,
-
-* claude-user: ``~/.claude/agents/*.md`` (Claude Code's user agents),
-* claude-project: ``.claude/agents/*.md`` in the nearest ancestor of the working directory that has one,
-* global: ``<agent dir>/subagents/*.md`` (agent dir = ``$PI_CODING_AGENT_DIR`` or ``~/.pi/agent``,
-  the same directory pi itself uses), and
-* project: ``.pi/subagents/*.md`` in the nearest ancestor of the working directory that has one.
-
-A later scope overrides an earlier one by name; the two Claude scopes can be switched off with the
-``claude_agents`` setting. Files written for Claude Code (``tools: Read, Grep``, ``disallowedTools``,
-``permissionMode``, ``model: sonnet``, ``Agent(a, b)``, ``mcp__server__*``) and for pi extensions (no
-``name``: the file's stem is the name; no ``description``) load as their authors meant. Tool names
-are kept as written here; mapping them onto pi's tools is ``pi_args``' business.
-
-A broken file costs that file only: discovery keeps every good preset and reports each broken file
-as a ``Problem`` (with a warning, once per file and content), and asking for a broken preset by name
-raises that file's error. Nothing is cached: the files are tiny, and a notebook user who edits a
-preset expects the next call to see it.
+The parser knows the syntax; ``pi.args`` knows which tools a pi child can have (``tool_notes``).
 """
 
 from __future__ import annotations
 
 import difflib
-import html
 import math
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .config import NbSubagentsError, agent_dir
-
-__all__ = [
-    "THINKING_LEVELS",
-    "Preset",
-    "PresetError",
-    "PresetList",
-    "PresetWarning",
-    "Problem",
-    "scan",
-    "agent_dir",
-    "discover",
-    "find_project_presets_dir",
-    "get",
-    "global_presets_dir",
-    "list_presets",
-    "parse_preset",
-]
+from ..child import budgets
+from ..child.text import clip
+from ..config import NbSubagentsError
+from ..pi.args import tool_notes
+from .locations import SCOPES
 
 # pi's --thinking values (pi-coding-agent cli/args VALID_THINKING_LEVELS).
 THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "xhigh")
-# Lowest precedence first: a later scope overrides an earlier one by name.
-SCOPES: tuple[str, ...] = ("claude-user", "claude-project", "global", "project")
 KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking", "noTools", "excludeTools",
                         "noSkills", "noContextFiles", "noExtensions", "skills", "extraArgs", "timeout",
                         "disallowedTools", "permissionMode", "disabled", "enabled", "isolation", "maxTurns",
@@ -83,8 +47,6 @@ _SHELL_META = set(";&|`$<>(){}*?!~\\\n\r'\"")
 _TOOL_NAME = re.compile(r"^(\*|[A-Za-z0-9_.-]+(\*|\([^()]*\)|:[A-Za-z0-9_.*-]+)?)$")
 _SKILL_NAME = re.compile(r"^[A-Za-z0-9_./~-]+$")
 _FENCE = "---"
-_DESCRIPTION_WIDTH = 60  # text table only; keeps a row on one line in a notebook cell
-_TOOLS_WIDTH = 30
 
 
 class PresetWarning(UserWarning):
@@ -94,7 +56,7 @@ class PresetWarning(UserWarning):
 _warned: set[tuple[str, str]] = set()
 
 
-def _warn_once(path: Path, message: str) -> None:
+def warn_once(path: Path, message: str) -> None:
     """One warning per file and message: listing presets again does not repeat it."""
     key = (str(path), message)
     if key not in _warned:
@@ -164,80 +126,6 @@ class Problem:
     message: str
 
 
-# --- locations ------------------------------------------------------------------------------
-
-
-def global_presets_dir() -> Path:
-    """Where global presets live (the directory need not exist)."""
-    return agent_dir() / "subagents"
-
-
-def _resolve_cwd(cwd: str | Path | None) -> Path:
-    return (Path.cwd() if cwd is None else Path(cwd).expanduser()).resolve()
-
-
-def find_project_presets_dir(cwd: str | Path | None = None) -> Path | None:
-    """The ``.pi/subagents`` directory of the nearest ancestor of ``cwd`` (inclusive), if any."""
-    start = _resolve_cwd(cwd)
-    for directory in (start, *start.parents):
-        candidate = directory / ".pi" / "subagents"
-        if candidate.is_dir():
-            return candidate
-    return None
-
-
-def claude_user_dir() -> Path:
-    """Claude Code's user agents (the directory need not exist)."""
-    return Path.home() / ".claude" / "agents"
-
-
-def find_claude_project_dir(cwd: str | Path | None = None) -> Path | None:
-    """The ``.claude/agents`` directory of the nearest ancestor of ``cwd`` (not the home folder's, which is
-    the claude-user scope), if any."""
-    start = _resolve_cwd(cwd)
-    home = Path.home().resolve()
-    for directory in (start, *start.parents):
-        if directory == home:
-            continue
-        candidate = directory / ".claude" / "agents"
-        if candidate.is_dir():
-            return candidate
-    return None
-
-
-def _claude_agents_enabled(cwd: str | Path | None) -> bool:
-    from .config import current
-    return bool(current(_resolve_cwd(cwd)).claude_agents)
-
-
-def scope_dirs(cwd: str | Path | None = None) -> list[tuple[str, Path]]:
-    """The existing preset directories visible from ``cwd``, lowest precedence first; a directory that two
-    scopes share (an agent dir inside the project) is read once, in the first."""
-    found: list[tuple[str, Path]] = []
-    if _claude_agents_enabled(cwd):
-        found.append(("claude-user", claude_user_dir()))
-        project = find_claude_project_dir(cwd)
-        if project is not None:
-            found.append(("claude-project", project))
-    found.append(("global", global_presets_dir()))
-    project = find_project_presets_dir(cwd)
-    if project is not None:
-        found.append(("project", project))
-    found = [(scope, d) for scope, d in found if d.is_dir()]
-    return [(scope, d) for i, (scope, d) in enumerate(found)
-            if not any(_same_dir(d, earlier) for _, earlier in found[:i])]
-
-
-def _same_dir(a: Path, b: Path) -> bool:
-    try:
-        return a.samefile(b)
-    except OSError:
-        return False
-
-
-# --- parsing --------------------------------------------------------------------------------
-
-
 def _split_frontmatter(text: str, where: str) -> tuple[str, str]:
     """Return (yaml text, body); the YAML text starts at file line 2."""
     lines = text.splitlines(keepends=True)
@@ -293,7 +181,7 @@ def _colon_hint(text: str, line_index: int) -> str | None:
     if not sep or not key.strip() or " " in key.strip() or not value.strip():
         return None
     quoted = value.strip().replace("\\", "\\\\").replace('"', '\\"')
-    shown = quoted if len(quoted) <= 60 else quoted[:59] + "…"
+    shown = clip(quoted, 60)
     return (f"The value of '{key.strip()}' contains ': ', which YAML reads as a new key: put the value in "
             f'quotes, e.g. {key.strip()}: "{shown}"')
 
@@ -465,17 +353,15 @@ def parse_preset(path: Path, scope: str, *, warn: bool = True) -> Preset:
         budget=_parse_budget(data, where),
     )
     _check_combinations(preset, where)
-    from .pi_args import tool_notes  # the parser knows syntax; pi_args knows what pi has
     notes += tool_notes(preset)
     preset = _with_notes(preset, notes)
     if warn:
         for note in notes:
-            _warn_once(path, f"{where}: {note}")
+            warn_once(path, f"{where}: {note}")
     return preset
 
 
 def _with_notes(preset: Preset, notes: list[str]) -> Preset:
-    from dataclasses import replace
     return replace(preset, notes=tuple(notes)) if notes else preset
 
 
@@ -505,7 +391,6 @@ def _parse_isolation(value: Any, where: str) -> str | None:
 
 def _parse_budget(data: dict[Any, Any], where: str) -> dict[str, Any] | None:
     """maxTurns, maxToolCalls, maxTokens, maxCost (and pi-subagents' max_turns) as budget fields."""
-    from .child import budgets
     values = {key: data.get(camel, data.get(key) if key == "max_turns" else None)
               for key, (camel, _, _) in budgets.FIELDS.items()}
     return budgets.check(values, f"{where}: ", camel=True, error=PresetError) or None
@@ -548,245 +433,3 @@ def _check_combinations(preset: Preset, where: str) -> None:
             if arg.split("=", 1)[0] in _TOOL_FLAGS:
                 raise PresetError(f'{where}: Refusing extraArg "{arg}" which would override profile tool '
                                   "restrictions. Use the dedicated profile fields instead.")
-
-
-# --- discovery ------------------------------------------------------------------------------
-
-
-def _preset_files(directory: Path) -> list[Path]:
-    """``*.md`` files, sorted; dotfiles (editor and macOS ``._`` droppings) are not presets."""
-    return sorted(
-        p for p in directory.glob("*.md") if p.is_file() and not p.name.startswith(".")
-    )
-
-
-def _claimed_name(path: Path) -> str:
-    """The name a broken file claims: its ``name:`` if the frontmatter reads, else its stem."""
-    try:
-        data, _ = read_frontmatter(path)
-    except PresetError:
-        return path.stem
-    name = data.get("name")
-    return name.strip() if isinstance(name, str) and name.strip() else path.stem
-
-
-def _load_scope(directory: Path, scope: str) -> tuple[dict[str, Preset], dict[str, Problem]]:
-    """The good presets of one directory by name, and the broken names (a broken file, or a name two files claim)."""
-    found: dict[str, list[Preset]] = {}
-    broken: dict[str, Problem] = {}
-    for path in _preset_files(directory):
-        try:
-            data, _ = read_frontmatter(path)
-            if is_disabled(data):
-                continue
-            preset = parse_preset(path, scope)
-        except PresetError as exc:
-            name = _claimed_name(path)
-            if name not in broken:
-                broken[name] = Problem(name, scope, path, str(exc))
-            continue
-        found.setdefault(preset.name, []).append(preset)
-    good: dict[str, Preset] = {}
-    for name, presets in found.items():
-        if len(presets) > 1:
-            paths = " and ".join(str(p.path) for p in presets)
-            broken.setdefault(name, Problem(name, scope, presets[0].path,
-                                            f"Two presets named '{name}' in {scope} scope: {paths}. Rename one."))
-        elif name not in broken:
-            good[name] = presets[0]
-    return good, broken
-
-
-@dataclass
-class Scan:
-    """What discovery found: the presets a run can name, and the broken files with their errors."""
-
-    presets: dict[str, Preset]
-    problems: list[Problem]
-    broken: dict[str, Problem]  # by the name a run would use: the error to raise for it
-
-
-def scan(cwd: str | Path | None = None) -> Scan:
-    """All presets visible from ``cwd`` (a higher scope overriding a lower one by name) and the problems.
-
-    A broken file in a higher scope shadows a good preset of the same name in a lower one: the person
-    meant the higher one, and running the other would be a surprise.
-    """
-    merged: dict[str, Preset] = {}
-    broken: dict[str, Problem] = {}
-    problems: list[Problem] = []
-    for scope, directory in scope_dirs(cwd):
-        good, bad = _load_scope(directory, scope)
-        for name, preset in good.items():
-            merged[name] = preset
-            broken.pop(name, None)
-        for name, problem in bad.items():
-            broken[name] = problem
-            merged.pop(name, None)
-        problems.extend(sorted(bad.values(), key=lambda p: str(p.path)))
-    for problem in problems:
-        _warn_once(problem.path, f"{problem.message} (this file is skipped; the other presets work)")
-    return Scan({name: merged[name] for name in sorted(merged)}, problems, broken)
-
-
-def discover(cwd: str | Path | None = None) -> dict[str, Preset]:
-    """The good presets visible from ``cwd``, sorted by name; broken files are skipped with a warning."""
-    return scan(cwd).presets
-
-
-def _where_hint(cwd: str | Path | None) -> str:
-    return f"{global_presets_dir()}/ or {_resolve_cwd(cwd)}/.pi/subagents/"
-
-
-def get(name: str, cwd: str | Path | None = None) -> Preset:
-    """The preset called ``name``; a broken one raises its file's error, an unknown one lists what exists."""
-    found = scan(cwd)
-    if name in found.presets:
-        return found.presets[name]
-    if name in found.broken:
-        raise PresetError(found.broken[name].message)
-    if found.presets:
-        raise PresetError(f'Unknown preset: "{name}". Available presets: {", ".join(found.presets)}')
-    raise PresetError(
-        f'Unknown preset: "{name}". No presets found: add a markdown file to {_where_hint(cwd)}'
-    )
-
-
-# --- listing --------------------------------------------------------------------------------
-
-
-def _shorten(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
-
-
-def _tools_text(preset: Preset) -> str:
-    """The tools the child gets, as pi names, and what the file named that a pi child cannot have."""
-    from .pi_args import effective_tools
-    tools, dropped = effective_tools(preset)
-    text = "(all)" if tools is None else (", ".join(tools) if tools else "(none)")
-    return text + (f" (not for pi: {', '.join(dropped)})" if dropped else "")
-
-
-class PresetList(list):
-    """A list of presets that shows itself as a table in a notebook or a terminal.
-
-    ``problems`` holds the files that could not be loaded (each a ``Problem`` with its error); the
-    table shows them under the presets.
-    """
-
-    _COLUMNS = ("name", "scope", "model", "tools", "description")
-
-    def __init__(
-        self,
-        presets: Any = (),
-        *,
-        global_dir: Path | None = None,
-        project_dir: Path | None = None,
-        cwd: Path | None = None,
-        problems: list[Problem] | None = None,
-    ):
-        super().__init__(presets)
-        self.global_dir = global_dir if global_dir is not None else global_presets_dir()
-        self.project_dir = project_dir
-        self.cwd = cwd if cwd is not None else _resolve_cwd(None)
-        self.problems: list[Problem] = list(problems or [])
-
-    def _empty_message(self) -> str:
-        project = (
-            f"{self.project_dir}/" if self.project_dir is not None
-            else f"{self.cwd}/.pi/subagents/ (or the same in any parent directory)"
-        )
-        return (
-            "No presets found. Add a markdown file with 'name:' and 'description:' frontmatter to "
-            f"{self.global_dir}/ (global) or {project} (project)."
-        )
-
-    def _rows(self) -> list[tuple[str, ...]]:
-        return [
-            (
-                p.name,
-                p.scope,
-                p.model or "-",
-                _shorten(_tools_text(p), _TOOLS_WIDTH),
-                _shorten(p.description, _DESCRIPTION_WIDTH),
-            )
-            for p in self
-        ]
-
-    def _problem_lines(self) -> list[str]:
-        if not self.problems:
-            return []
-        lines = [f"Problems ({len(self.problems)} file{'s' if len(self.problems) != 1 else ''} skipped; "
-                 "running one of these names raises its error):"]
-        lines += [f"  {p.name} ({p.scope}): {p.message}" for p in self.problems]
-        return lines
-
-    def __repr__(self) -> str:
-        if not self:
-            return "\n".join([self._empty_message(), *self._problem_lines()])
-        rows = [tuple(c.upper() for c in self._COLUMNS), *self._rows()]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(self._COLUMNS))]
-        table = [
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-            for row in rows
-        ]
-        return "\n".join(table + self._problem_lines())
-
-    __str__ = __repr__
-
-    def _problems_html(self) -> str:
-        if not self.problems:
-            return ""
-        items = "".join(
-            f"<li><code>{html.escape(p.name)}</code> ({html.escape(p.scope)}): "
-            f"<span style='color:#b00'>{html.escape(p.message)}</span></li>" for p in self.problems)
-        return (f"<p>Problems ({len(self.problems)} file{'s' if len(self.problems) != 1 else ''} skipped; "
-                f"running one of these names raises its error):</p><ul>{items}</ul>")
-
-    def _repr_html_(self) -> str:
-        if not self:
-            return f"<p>{html.escape(self._empty_message())}</p>{self._problems_html()}"
-        head = "".join(f"<th style='text-align:left'>{html.escape(c)}</th>" for c in self._COLUMNS)
-        body = []
-        for p in self:
-            cells = (
-                f"<td title='{html.escape(str(p.path))}'><code>{html.escape(p.name)}</code></td>",
-                f"<td>{html.escape(p.scope)}</td>",
-                f"<td>{html.escape(p.model or '-')}</td>",
-                f"<td>{html.escape(_tools_text(p))}</td>",
-                f"<td style='text-align:left'>{html.escape(p.description)}</td>",
-            )
-            body.append(f"<tr>{''.join(cells)}</tr>")
-        table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-        return table + self._problems_html()
-
-    def to_records(self) -> list[dict[str, Any]]:
-        """Plain dicts (e.g. for ``pandas.DataFrame``); tools as a list, path as a string."""
-        return [
-            {
-                "name": p.name,
-                "description": p.description,
-                "model": p.model,
-                "tools": list(p.tools) if p.tools is not None else None,
-                "scope": p.scope,
-                "path": str(p.path),
-            }
-            for p in self
-        ]
-
-    def problem_records(self) -> list[dict[str, Any]]:
-        """The broken files as plain dicts: name, scope, path, error."""
-        return [{"name": p.name, "scope": p.scope, "path": str(p.path), "error": p.message} for p in self.problems]
-
-
-def list_presets(cwd: str | Path | None = None) -> PresetList:
-    """All presets visible from ``cwd`` as a displayable list, sorted by name, with the broken files."""
-    found = scan(cwd)
-    return PresetList(
-        found.presets.values(),
-        global_dir=global_presets_dir(),
-        project_dir=find_project_presets_dir(cwd),
-        cwd=_resolve_cwd(cwd),
-        problems=found.problems,
-    )

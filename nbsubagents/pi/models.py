@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import NbSubagentsError, agent_dir, pi_command, pi_package
+from ..config import NbSubagentsError, agent_dir
+from .locate import pi_command, pi_package
 
 _cache: dict[str, tuple[str, ...]] = {}
 _lock = threading.Lock()
@@ -310,8 +311,3 @@ def choose_model(requested: str | None, preset_name: str, preset_model: str | No
     resolved, thinking = found
     return ModelChoice(requested=chosen, source="call" if requested else "preset", resolved=resolved,
                        thinking=thinking)
-
-
-def resolve_model(requested: str | None, preset_name: str, preset_model: str | None, pi: str) -> str:
-    """The model pi gets (``provider/id``, with a ``:thinking`` suffix if one was asked for)."""
-    return choose_model(requested, preset_name, preset_model, pi).argv_model

@@ -14,11 +14,14 @@ Names with no pi meaning are left out and said so (``tool_notes``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING
 
-from .config import NbSubagentsError
-from .preset_files import Preset
+from ..config import NbSubagentsError
+
+if TYPE_CHECKING:  # a preset is read, never made, here: presets/ build them and import this module
+    from ..preset_files import Preset
 
 PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")  # permissionMode: plan
@@ -26,7 +29,7 @@ READ_ONLY_TOOLS = ("read", "grep", "find", "ls")  # permissionMode: plan
 _ALIASES = {"glob": "find", "multiedit": "edit", "notebookread": "read"}
 _CALL_FORM = re.compile(r"^([A-Za-z0-9_.-]+)\((.*)\)$")
 # A pi extension that marks every request of a github-copilot child as agent-initiated (X-Initiator: agent).
-COPILOT_EXTENSION = Path(__file__).resolve().parent / "pi_extensions" / "copilot_agent_initiator.js"
+COPILOT_EXTENSION = Path(__file__).resolve().parent.parent / "pi_extensions" / "copilot_agent_initiator.js"
 
 
 def classify_tool(name: str) -> tuple[str | None, str | None]:

@@ -1,0 +1,77 @@
+"""One run's verdict: is its supervisor still there? A run whose ``result.json`` exists is ingested; one whose
+supervisor is gone without a result is settled (``lifecycle.settle``); a run only its launcher can judge (on a
+Dask worker) is judged by its launcher. Asked by ``reconcile`` and by the watcher's clock for runs of other
+processes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import registry
+from ..child import procs
+from ..child.artifacts import RunPaths, read_json
+from . import settle
+from .launch import LAUNCHERS
+
+__all__ = ["QUEUER_GONE", "STARTING_GRACE", "check", "owner_alive"]
+
+STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
+QUEUER_GONE = "the process that queued it exited"
+
+
+def owner_alive(row: dict[str, Any]) -> bool:
+    host = row.get("owner_host")
+    if host and host != registry.HOST:
+        return True  # another machine's process: not ours to judge
+    return procs.alive(row.get("owner_pid"), row.get("owner_ticks"))
+
+
+def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
+    """Settle one non-terminal run: "ended" (ingested), "live" (supervisor up) or "starting"/"owned"."""
+    paths = RunPaths(Path(run_dir))
+    row = row or registry.row_from_dir(paths.dir) or {}
+    if paths.result.exists():
+        registry.record(paths.dir)
+        return "ended"
+    meta = read_json(paths.meta) or {}
+    launcher = LAUNCHERS.get(meta.get("runner"))  # None: a run whose meta names no launcher
+    verdict = launcher.check(paths, meta, row) if launcher is not None else None
+    if verdict is not None:  # a run only its launcher can judge (on a Dask worker)
+        return verdict
+    if row.get("host") and row["host"] != registry.HOST:
+        return "owned"  # started on another machine sharing this folder
+    sup = read_json(paths.supervisor)
+    if sup and sup.get("pid") is not None:
+        if procs.alive(sup.get("pid"), sup.get("startTicks")):
+            if row.get("supervisor_pid") is None or row.get("status") != "running":
+                registry.record(paths.dir)
+            return "live"
+        if not paths.result.exists():  # it writes result.json before it exits
+            settle.lost(paths, meta)
+        registry.record(paths.dir)
+        return "ended"
+    # No supervisor yet: queued in a live process's drive, starting, or never launched.
+    queuer = meta.get("launcher") or {}
+    if procs.alive(queuer.get("pid"), queuer.get("startTicks")):
+        return "owned"
+    launched = paths.dir / "supervisor.log"
+    if queuer and not launched.exists() and launcher is not None and launcher.log_before_start:
+        # The launcher opens supervisor.log before it spawns: the process that queued it died without launching it.
+        settle.cancelled_before_start(paths, meta, QUEUER_GONE)
+        registry.record(paths.dir)
+        return "ended"
+    try:
+        launch_age = time.time() - launched.stat().st_mtime
+    except OSError:
+        launch_age = float("inf")
+    if min(registry.age(meta.get("createdAt")), launch_age) < STARTING_GRACE:
+        return "starting"  # a detached supervisor may still come up after its launcher died
+    if launched.exists():
+        settle.lost(paths, meta)
+    else:
+        settle.cancelled_before_start(paths, meta, QUEUER_GONE)
+    registry.record(paths.dir)
+    return "ended"

@@ -1,0 +1,13 @@
+"""Everything about pi itself: where it is and how to start it (``locate``), the models it offers (``models``) and
+the argv one run starts it with (``args``). Presets are read by ``args`` (duck-typed), never imported at run time:
+``preset_files`` imports this package, not the reverse."""
+
+from __future__ import annotations
+
+from .args import build_argv, classify_tool, effective_tools, pi_tool_names, tool_notes
+from .locate import PI_PACKAGE, PI_VERSION, TESTED_PI, PiNotFoundError, PiPackage, find_pi, pi_command, pi_package
+from .models import ModelChoice, ModelError, available_models, choose_model
+
+__all__ = ["PI_PACKAGE", "PI_VERSION", "TESTED_PI", "ModelChoice", "ModelError", "PiNotFoundError", "PiPackage",
+           "available_models", "build_argv", "choose_model", "classify_tool", "effective_tools", "find_pi",
+           "pi_command", "pi_package", "pi_tool_names", "tool_notes"]
