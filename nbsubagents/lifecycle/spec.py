@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..config import NbSubagentsError, settings
 
 __all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
-           "unknown_names", "check_shape", "check_task", "check_cwd", "check_timeout", "check_isolation"]
+           "UnknownOption", "unknown_names", "check_shape", "check_task", "check_cwd", "check_timeout", "check_isolation"]
 
 FACES = ("call", "magic", "sweep", "column")
 
@@ -160,6 +160,10 @@ def options(face: str) -> list[Option]:
 TASK_KEYS = task_keys()  # as declared at import (check_shape reads task_keys() when it runs)
 
 
+class UnknownOption(NbSubagentsError, TypeError):
+    """A name no run option (or no key of the face) has; a TypeError too, as Python's for a wrong keyword."""
+
+
 def unknown_names(given: Iterable[str], known: Iterable[str], where: str, what: str = "option") -> None:
     """Refuse names not in ``known``: the error names each, a close known one ("did you mean"), and all known."""
     known = list(known)
@@ -170,13 +174,15 @@ def unknown_names(given: Iterable[str], known: Iterable[str], where: str, what: 
     for name in unknown:
         close = difflib.get_close_matches(name, known, n=1)
         hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
-    raise NbSubagentsError(f"{where}: unknown {what}(s) {', '.join(hints)}; known ones are {', '.join(known)}")
+    raise UnknownOption(f"{where}: unknown {what}(s) {', '.join(hints)}; known ones are {', '.join(known)}")
 
 
-def spec_from_call(preset: Any, task: Any, given: Mapping[str, Any], where: str) -> TaskSpec:
+def spec_from_call(preset: Any, task: Any, given: Mapping[str, Any], where: str,
+                   also: Iterable[str] = ()) -> TaskSpec:
     """The ``TaskSpec`` of a ``run()``/``start()`` call: its keyword options checked against ``options("call")``
-    (types are ``prepare``'s to check, as for every task)."""
-    unknown_names(given, [o.name for o in options("call")], where, "keyword argument")
+    (``also``: the call's own keywords, named in the error); types are ``prepare``'s to check, as for every
+    task."""
+    unknown_names(given, [*(o.name for o in options("call")), *also], where, "keyword argument")
     values = dict(given)
     if values.get("cwd") is not None:
         values["cwd"] = str(values["cwd"])
