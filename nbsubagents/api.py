@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -11,8 +9,7 @@ from . import registry
 from .config import NbSubagentsError, settings
 from .lifecycle import batch, handle, launch, reconcile, watcher
 from .lifecycle.handle import Run
-from .lifecycle.spec import TaskSpec, spec_from_call
-from .lifecycle.spec import options as spec_options
+from .lifecycle.spec import declare_options, spec_from_call
 from .ui.display import renderer_for
 
 if TYPE_CHECKING:
@@ -101,22 +98,8 @@ def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None
     return the_run
 
 
-def _declare_options(func: Callable[..., Any]) -> None:
-    """``func``'s signature and docstring list every run option ``TaskSpec`` declares for a call (``help()``,
-    Shift-Tab), between its positional arguments and its own keywords."""
-    signature = inspect.signature(func)
-    params = list(signature.parameters.values())
-    fixed, own = params[:2], [p for p in params[2:] if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    types = {f.name: f.type for f in dataclasses.fields(TaskSpec)}
-    declared = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                  annotation=types.get(o.name, Any)) for o in spec_options("call")]
-    func.__signature__ = signature.replace(parameters=[*fixed, *declared, *own])  # type: ignore[attr-defined]
-    lines = "\n".join(f"    ``{o.name}``: {o.help}" for o in spec_options("call"))
-    func.__doc__ = f"{func.__doc__.rstrip()}\n\n    Run options (``nbsubagents.lifecycle.spec.TaskSpec``):\n\n{lines}\n"
-
-
-_declare_options(run)
-_declare_options(start)
+declare_options(run, "call", first=True)
+declare_options(start, "call", first=True)
 
 
 def status(run_id: str | None = None, *, include_completed: bool = False) -> Status:

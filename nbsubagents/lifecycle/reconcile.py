@@ -12,6 +12,7 @@ bars' clock; reads (``runs()``, a bar's or a browser's refresh) never call it.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ..registry import Status
     from .handle import Run
 
-__all__ = ["check", "reconcile", "announce_finished_while_away", "first_use", "first_use_of", "status"]
+__all__ = ["check", "settle_undriven", "reconcile", "announce_finished_while_away", "first_use", "first_use_of", "status"]
 
 STARTING_GRACE = 10.0   # seconds a run without supervisor.json may still be starting
 AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
@@ -201,3 +202,23 @@ def status(run_id: str | None = None, *, include_completed: bool = False, root: 
     else:
         reconcile(root, reattach=False)
     return registry.snapshot(run_id, include_completed=include_completed, root=root)
+
+
+UNDRIVEN = "the call that queued it ended"
+
+
+def settle_undriven(run_dir: Path, row: dict[str, Any] | None = None) -> str:
+    """``check`` for a caller that knows no call of this process drives the run any more (an experiment
+    resuming its own cells): it waits while the run is starting (until it shows or its grace ends), and a run
+    this very process queued but never launched is cancelled before its start instead of left "owned"."""
+    deadline = time.monotonic() + STARTING_GRACE + 5
+    while (verdict := check(run_dir, row)) == "starting" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    paths = RunPaths(Path(run_dir))
+    meta = read_json(paths.meta) or {}
+    if (verdict == "owned" and (meta.get("launcher") or {}).get("pid") == os.getpid()
+            and not (paths.dir / "supervisor.log").exists()):
+        settle.cancelled_before_start(paths, meta, UNDRIVEN)
+        registry.record(paths.dir)
+        return "ended"
+    return verdict

@@ -19,6 +19,7 @@ known keys); what needs the project (the preset exists, the cwd is a directory, 
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..config import NbSubagentsError, settings
 
 __all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
-           "UnknownOption", "unknown_names", "check_shape", "check_task", "check_cwd", "check_timeout", "check_isolation"]
+           "UnknownOption", "unknown_names", "declare_options", "check_shape", "check_task", "check_cwd", "check_timeout", "check_isolation"]
 
 FACES = ("call", "magic", "sweep", "column")
 
@@ -187,6 +188,23 @@ def spec_from_call(preset: Any, task: Any, given: Mapping[str, Any], where: str,
     if values.get("cwd") is not None:
         values["cwd"] = str(values["cwd"])
     return TaskSpec(preset=preset, task=task, **values)
+
+
+def declare_options(func: Callable[..., Any], face: str, *, first: bool = False) -> None:
+    """``func`` (which takes the options as ``**options``) gets a signature and docstring listing each run option
+    of ``face``, for ``help()`` and Shift-Tab: after its own keywords, or before them with ``first``."""
+    signature = inspect.signature(func)
+    params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    leading = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    own = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    types = {f.name: f.type for f in fields(TaskSpec)}
+    declared = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                  annotation=types.get(o.name, Any)) for o in options(face)]
+    func.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*leading, *declared, *own] if first else [*leading, *own, *declared])
+    if func.__doc__:
+        lines = "\n".join(f"    - ``{o.name}``: {o.help}" for o in options(face))
+        func.__doc__ = f"{func.__doc__.rstrip()}\n\n    Run options (``TaskSpec``'s):\n\n{lines}\n"
 
 
 def check_shape(item: Mapping[str, Any], where: str) -> None:
