@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from . import registry
 from .config import NbSubagentsError, settings
-from .lifecycle import handle, launch, reconcile
+from .lifecycle import batch, handle, launch, reconcile, watcher
 from .lifecycle.drive import drive
 from .lifecycle.handle import Run
-from .lifecycle.prepare import build_runs, prepare
-from .lifecycle.spec import TaskSpec
+from .lifecycle.spec import declare_options, spec_from_call
 from .ui.attach import attach
 from .ui.display import renderer_for
 from .views import reports
@@ -23,12 +23,8 @@ if TYPE_CHECKING:
 attach()  # the notebook edge: Run's display in IPython, the watcher's notice stream and cell context
 
 
-def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
-        timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
-        resume: str | None = None, show: bool = True, isolation: str | None = None,
-        keep_worktree: bool | None = None, max_turns: int | None = None, max_tool_calls: int | None = None,
-        max_tokens: int | None = None, max_cost: float | None = None, output_schema: Any = None,
-        executor: str | None = None, dask_client: Any = None) -> Run:
+def run(preset: str, task: str, *, show: bool = True, executor: str | None = None, dask_client: Any = None,
+        **options: Any) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
     ``files`` puts file contents before the task (paths, or dicts with ``path`` and ``start``/``end``,
@@ -47,23 +43,10 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | Path | N
     ``executor="dask"`` runs it on a worker of a Dask cluster (``dask_client=``, else the ``dask_scheduler``
     setting, else ``distributed.get_client()``); the project folder must be on storage every worker sees.
     """
+    spec = spec_from_call(preset, task, options, "run()", ("show", "executor", "dask_client"))
     launch.check_runner()
-    the_run = _prepare_one("single", executor, dask_client, preset=preset, task=task, model=model, cwd=cwd,
-                           name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
-                           keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
-                           max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
+    the_run = batch.prepare_one(spec, mode="single", executor=executor, dask_client=dask_client)
     (the_run,) = drive([the_run], concurrency=1, renderer=renderer_for(show))
-    return the_run
-
-
-def _prepare_one(mode: str, executor: str | None, dask_client: Any, *, cwd: str | Path | None,
-                 **options: Any) -> Run:
-    """The run of one ``run()`` or ``start()`` call: checked, bound to its executor, its project reconciled."""
-    spec = TaskSpec(cwd=str(cwd) if cwd is not None else None, **options)
-    client = launch.executor_client(executor, dask_client, spec.cwd)
-    the_run = prepare(spec, mode=mode, runner="dask" if client is not None else None)
-    _bind([the_run], client)
-    reconcile.first_use_of([the_run])  # settles runs of earlier kernels, announces what finished while away
     return the_run
 
 
@@ -71,11 +54,11 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
                  executor: str | None = None, dask_client: Any = None) -> list[Run]:
     """Run several sub-agents, at most ``concurrency`` at once; returns their finished runs in order.
 
-    Each task is a dict (or object) with ``preset`` and ``task`` and optionally ``model``, ``cwd``,
-    ``name``, ``timeout``, ``isolation``, ``keep_worktree``, the budget fields and ``output_schema``.
-    A task whose preset or model is unknown fails alone; the others run. ``show=False`` shows no progress.
-    ``executor="dask"`` runs them on a Dask cluster (see ``run``); its workers' resources then bound how many
-    run at once, and ``concurrency``, when given, caps it further.
+    Each task is a dict (or object) with ``preset`` and ``task`` and optionally any run option of ``run``
+    (``model``, ``cwd``, ``name``, ``timeout``, ``isolation``, ``keep_worktree``, the budget fields,
+    ``output_schema``, ...). A task whose preset or model is unknown fails alone; the others run.
+    ``show=False`` shows no progress. ``executor="dask"`` runs them on a Dask cluster (see ``run``); its
+    workers' resources then bound how many run at once, and ``concurrency``, when given, caps it further.
     """
     items = list(tasks)
     dask = (settings.executor if executor is None else executor) == "dask"
@@ -87,18 +70,8 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
     if len(items) > settings.max_tasks:
         raise NbSubagentsError(f"Too many tasks: {len(items)} given, at most {settings.max_tasks} per call "
                                f"(nbsubagents.configure(max_tasks=...) raises the limit)")
-    launch.check_runner()
-    client = launch.executor_client(executor, dask_client)
-    built = build_runs(items, mode="parallel", runner="dask" if client is not None else None)
-    _bind(built, client)
-    reconcile.first_use_of(built)
+    built = batch.build(items, mode="parallel", executor=executor, dask_client=dask_client)
     return drive(built, concurrency=limit, renderer=renderer_for(show))
-
-
-def _bind(runs: list[Run], client: Any) -> None:
-    if client is not None:
-        from .lifecycle.dask_launcher import bind
-        bind(runs, client)
 
 
 def presets(cwd: str | Path | None = None) -> Any:
@@ -107,12 +80,8 @@ def presets(cwd: str | Path | None = None) -> Any:
     return list_presets(cwd)
 
 
-def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path | None = None,
-          timeout: float | None = None, name: str | None = None, files: list[Any] | None = None,
-          on_done: Callable[[Run], Any] | None = None, show: bool = True, resume: str | None = None,
-          isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
-          max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
-          output_schema: Any = None, executor: str | None = None, dask_client: Any = None) -> Run:
+def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None, show: bool = True,
+          executor: str | None = None, dask_client: Any = None, **options: Any) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
@@ -120,17 +89,12 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     registry, announces it once and then calls ``on_done(run)``. ``run.counts`` holds the registry's
     counts right after the start. Background runs always use the process runner, or a Dask worker with
     ``executor="dask"`` (see ``run``; the run goes on when this kernel dies). ``show=False`` shows no panel
-    or progress and prints no completion notice for it.
+    or progress and prints no completion notice for it. The run options are ``run``'s.
     """
-    from . import registry
-    from .lifecycle import watcher
-
     if on_done is not None and not callable(on_done):
         raise NbSubagentsError(f"on_done must be a function taking the finished run, got {on_done!r}")
-    the_run = _prepare_one("background", executor, dask_client, preset=preset, task=task, model=model, cwd=cwd,
-                           name=name, timeout=timeout, files=files, resume=resume, isolation=isolation,
-                           keep_worktree=keep_worktree, max_turns=max_turns, max_tool_calls=max_tool_calls,
-                           max_tokens=max_tokens, max_cost=max_cost, output_schema=output_schema)
+    spec = spec_from_call(preset, task, options, "start()", ("on_done", "show", "executor", "dask_client"))
+    the_run = batch.prepare_one(spec, mode="background", executor=executor, dask_client=dask_client)
     renderer = renderer_for(show) if show else None
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
@@ -138,6 +102,10 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | Path |
     watcher.watch(the_run, renderer=renderer, on_done=on_done, quiet=not show)
     the_run.counts = registry.counts(the_run.dir.parents[3])
     return the_run
+
+
+declare_options(run, "call", first=True)
+declare_options(start, "call", first=True)
 
 
 def status(run_id: str | None = None, *, include_completed: bool = False) -> Status:

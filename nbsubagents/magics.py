@@ -15,28 +15,27 @@ This module imports IPython; ``import nbsubagents`` does not import it (the exte
 
 from __future__ import annotations
 
-import keyword
 import re
 from typing import Any, Callable
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 import nbsubagents
-from nbsubagents.config import NbSubagentsError
 from nbsubagents.lifecycle.spec import check_shape
 from nbsubagents.ui import attach
 from nbsubagents.ui.display import widgets_available
+from nbsubagents.magic_args import (check_var, parse, run_flags, run_option_arguments, run_option_values, usage,
+                                    usage_errors, yaml_error)
+from nbsubagents.sweeps.magic import ExperimentMagics
 
 __all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_list", "suggest",
            "unload_ipython_extension"]
 
-_LIMIT_FLAGS = ("--isolation", "--max-turns", "--max-tool-calls", "--max-tokens", "--max-cost")
-_VALUE_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "-o", "--out", "--concurrency",
-                "--executor", *_LIMIT_FLAGS)
-_RUN_FLAGS = ("--model", "--cwd", "--timeout", "--name", "--file", "--resume", "--bg", "--expand", "-o", "--executor",
-              *_LIMIT_FLAGS)
+# The magics' own flags; the run options' flags come from TaskSpec (magic_args.run_flags()).
+_OWN_VALUE_FLAGS = ("-o", "--out", "--concurrency", "--executor")
+_OWN_RUN_FLAGS = ("--bg", "--expand", "-o", "--executor")
 _GROUP_FLAGS = ("--concurrency", "--expand", "-o", "--executor")
 _EXECUTOR_HELP = "where the runs go: local, or dask (the default Dask client, else settings' dask_scheduler)"
 _MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report"),
@@ -46,26 +45,6 @@ _WORD = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def _usage(magic: Callable[..., Any]) -> str:
-    """The magic's one-paragraph usage, as argparse words it (without the RST prefix IPython adds)."""
-    text = magic.parser.format_usage()  # type: ignore[attr-defined]
-    return re.sub(r"^(usage:\s*)?::\s*", "", text.strip()).strip()
-
-
-def _parse(magic: Callable[..., Any], line: str) -> Any:
-    """``parse_argstring`` whose UsageError also shows the usage."""
-    try:
-        return parse_argstring(magic, line)
-    except (UsageError, ValueError) as exc:  # ValueError: an unclosed quote
-        raise UsageError(f"{exc}\nUsage: {_usage(magic)}") from None
-
-
-def _check_var(name: str | None) -> str | None:
-    if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
-        raise UsageError(f"-o needs a Python variable name to store the result in, got {name!r}")
-    return name
-
-
 def _split_line(magic: Callable[..., Any], line: str) -> tuple[str, str]:
     """Split ``%subagent`` arguments into the options-and-preset part and the raw task text.
 
@@ -98,21 +77,11 @@ def _split_line(magic: Callable[..., Any], line: str) -> tuple[str, str]:
         pos = match.end()
 
 
-def _to_usage_error(exc: NbSubagentsError) -> UsageError:
-    return UsageError(str(exc))
-
-
-def yaml_error(exc: Exception) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    problem = getattr(exc, "problem", None) or str(exc)
-    return f"%%subagents: the cell is not valid YAML{where}: {problem}"
-
-
 _EXAMPLE = ("- preset: scout\n  task: read README.md\n- preset: scribe\n  task: 'write NOTES.md: hello'\n"
             "  name: writer")  # a task with ': ' in it needs quotes (or a | block) in YAML
 
 
+@usage_errors
 def parse_task_list(text: str) -> list[dict[str, Any]]:
     """The tasks of a ``%%subagents`` cell: a YAML list of ``{preset, task, model?, cwd?, name?, timeout?,
     files?, resume?}`` (``nbsubagents.lifecycle.spec``'s keys).
@@ -125,7 +94,7 @@ def parse_task_list(text: str) -> list[dict[str, Any]]:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise UsageError(f"{yaml_error(exc)}\nExpected a list of tasks, e.g.:\n{_EXAMPLE}") from None
+        raise UsageError(f"{yaml_error(exc, 'subagents')}\nExpected a list of tasks, e.g.:\n{_EXAMPLE}") from None
     if data is None:
         raise UsageError(f"%%subagents needs tasks in the cell body: a YAML list such as\n{_EXAMPLE}")
     if not isinstance(data, list):
@@ -142,10 +111,7 @@ def parse_task_list(text: str) -> list[dict[str, Any]]:
                 raise UsageError(f"%%subagents: {where} has no '{key}': every item needs 'preset' and 'task'")
             if not isinstance(item[key], str) or not item[key].strip():
                 raise UsageError(f"%%subagents: {where}: '{key}' must be non-empty text, got {item[key]!r}")
-        try:
-            check_shape(item, f"%%subagents: {where}")  # the one task schema of run/run_parallel/start
-        except NbSubagentsError as exc:
-            raise UsageError(str(exc)) from None
+        check_shape(item, f"%%subagents: {where}")  # the one task schema of run/run_parallel/start
         tasks.append(dict(item))
     return tasks
 
@@ -205,24 +171,13 @@ class SubagentMagics(Magics):
     @argument("preset", nargs="?", metavar="PRESET", help="the preset to run (nbsubagents.presets() lists them)")
     @argument("task", nargs="*", metavar="TASK",
               help="%%subagent only: the task (in a %%%%subagent cell it is the cell body)")
-    @argument("--model", metavar="M", help="the model as provider/id, instead of the preset's")
-    @argument("--cwd", metavar="DIR", help="the directory the sub-agent works in (default: the current one)")
-    @argument("--timeout", type=float, metavar="S",
-              help="seconds before the run is stopped (default: preset, settings, 600)")
-    @argument("--name", metavar="N", help="a name for the run (default: the preset's)")
-    @argument("--file", action="append", dest="files", metavar="PATH",
-              help="put this file's contents before the task (repeatable)")
-    @argument("--resume", metavar="RUN_ID", help="continue an earlier run (its id or a unique prefix)")
-    @argument("--isolation", metavar="worktree", help="work in a fresh git worktree (or copy); see run.apply()")
-    @argument("--max-turns", type=int, metavar="N", help="budget: stop after N turns")
-    @argument("--max-tool-calls", type=int, metavar="N", help="budget: stop after N tool calls")
-    @argument("--max-tokens", type=int, metavar="N", help="budget: stop once N tokens are spent")
-    @argument("--max-cost", type=float, metavar="X", help="budget: stop once the cost reaches X")
+    @run_option_arguments
     @argument("--executor", choices=("local", "dask"), help=_EXECUTOR_HELP + "; default: settings")
     @argument("--bg", action="store_true", help="start in the background (nbsubagents.start) and return at once")
     @argument("--expand", action="store_true",
               help="fill in $name and {expression} from the notebook's variables (off: the task is sent as written)")
     @argument("-o", "--out", metavar="VAR", help="also store the Run in this variable")
+    @usage_errors
     @line_cell_magic
     def subagent(self, line: str, cell: str | None = None) -> Any:
         """Run one sub-agent: ``%subagent PRESET TASK...`` or ``%%subagent PRESET`` with the task as the body.
@@ -235,27 +190,18 @@ class SubagentMagics(Magics):
             options, task = _split_line(self.subagent, line)
         else:
             options, task = line, cell
-        args = _parse(self.subagent, options)
+        args = parse(self.subagent, options)
         if args.task:
             raise UsageError(f"%%subagent takes its task from the cell body; the line has only PRESET and "
-                             f"options (got {' '.join(args.task)!r})\nUsage: {_usage(self.subagent)}")
+                             f"options (got {' '.join(args.task)!r})\nUsage: {usage(self.subagent)}")
         if not args.preset:
             names = ", ".join(p.name for p in nbsubagents.presets()) or "none found"
-            raise UsageError(f"Name a preset first (available: {names})\nUsage: {_usage(self.subagent)}")
-        _check_var(args.out)
+            raise UsageError(f"Name a preset first (available: {names})\nUsage: {usage(self.subagent)}")
+        check_var(args.out)
         if args.expand:
             task = self._expand(task)
-        options = {"model": args.model, "cwd": args.cwd, "timeout": args.timeout, "name": args.name,
-                   "files": args.files, "resume": args.resume, "isolation": args.isolation,
-                   "max_turns": args.max_turns, "max_tool_calls": args.max_tool_calls,
-                   "max_tokens": args.max_tokens, "max_cost": args.max_cost, "executor": args.executor}
-        try:
-            if args.bg:
-                result = nbsubagents.start(args.preset, task, **options)
-            else:
-                result = nbsubagents.run(args.preset, task, **options)
-        except NbSubagentsError as exc:
-            raise _to_usage_error(exc) from None
+        launch = nbsubagents.start if args.bg else nbsubagents.run
+        result = launch(args.preset, task, executor=args.executor, **run_option_values(args))
         return self._store(args.out, result)
 
     @no_var_expand
@@ -265,6 +211,7 @@ class SubagentMagics(Magics):
     @argument("--expand", action="store_true",
               help="fill in $name and {expression} in the body from the notebook's variables")
     @argument("-o", "--out", metavar="VAR", help="also store the list of Runs in this variable")
+    @usage_errors
     @cell_magic
     def subagents(self, line: str, cell: str) -> Any:
         """Run several sub-agents in parallel; the cell body is a YAML list of tasks::
@@ -277,47 +224,38 @@ class SubagentMagics(Magics):
 
         One group panel shows them all; the list of finished ``Run``s is the cell's value.
         """
-        args = _parse(self.subagents, line)
-        _check_var(args.out)
+        args = parse(self.subagents, line)
+        check_var(args.out)
         tasks = parse_task_list(self._expand(cell) if args.expand else cell)
-        try:
-            runs = nbsubagents.run_parallel(tasks, concurrency=args.concurrency, executor=args.executor)
-        except NbSubagentsError as exc:
-            raise _to_usage_error(exc) from None
+        runs = nbsubagents.run_parallel(tasks, concurrency=args.concurrency, executor=args.executor)
         return self._store(args.out, RunList(runs))
 
     @magic_arguments()
     @argument("run_id", nargs="?", metavar="RUN_ID", help="one run (its id or a unique prefix) with its result")
     @argument("--all", action="store_true", help="every run of this project, not only the active ones")
+    @usage_errors
     @line_magic
     def subagent_status(self, line: str) -> Any:
         """Counts and a table of this project's runs (active ones unless --all), or one run's details."""
-        args = _parse(self.subagent_status, line)
-        try:
-            return nbsubagents.status(args.run_id, include_completed=args.all)
-        except NbSubagentsError as exc:
-            raise _to_usage_error(exc) from None
+        args = parse(self.subagent_status, line)
+        return nbsubagents.status(args.run_id, include_completed=args.all)
 
     @magic_arguments()
+    @usage_errors
     @line_magic
     def subagent_presets(self, line: str) -> Any:
         """The presets a run can name here (project presets override global ones)."""
-        _parse(self.subagent_presets, line)
-        try:
-            return nbsubagents.presets()
-        except NbSubagentsError as exc:
-            raise _to_usage_error(exc) from None
+        parse(self.subagent_presets, line)
+        return nbsubagents.presets()
 
     @magic_arguments()
     @argument("run_id", metavar="RUN_ID", help="the run to cancel: its id or a unique prefix")
+    @usage_errors
     @line_magic
     def subagent_cancel(self, line: str) -> None:
         """Cancel a run (any kernel's) by id or prefix; says whether it had already ended."""
-        args = _parse(self.subagent_cancel, line)
-        try:
-            cancelled = nbsubagents.cancel(args.run_id)
-        except NbSubagentsError as exc:
-            raise _to_usage_error(exc) from None
+        args = parse(self.subagent_cancel, line)
+        cancelled = nbsubagents.cancel(args.run_id)
         print(f"Cancelling run {args.run_id}" if cancelled else f"Run {args.run_id} had already ended")
 
 
@@ -327,23 +265,21 @@ class SubagentMagics(Magics):
     @argument("--since", metavar="AGE", help='only runs started since then, e.g. "2h" or an ISO time')
     @argument("--md", action="store_true", help="Markdown (for an issue) instead of self-contained HTML")
     @argument("-o", "--out", metavar="PATH", help="where to write it (default: .pi/subagents/reports/)")
+    @usage_errors
     @line_magic
     def subagent_report(self, line: str) -> None:
         """Write a report of runs you can send (``nbsubagents.report``): one self-contained HTML file, or
         Markdown with --md, secrets masked; prints where it went."""
-        args = _parse(self.subagent_report, line)
-        try:
-            if args.run_ids:
-                if args.since:
-                    raise UsageError("give RUN_IDs or --since, not both")
-                target: Any = [nbsubagents.get_run(run_id) for run_id in args.run_ids]
-            else:
-                target = nbsubagents.runs(since=args.since)
-                if len(target) == 0:
-                    raise UsageError("No runs to report" + (f" since {args.since}" if args.since else " in this project"))
-            path = nbsubagents.report(target, args.out, format="md" if args.md else None)
-        except NbSubagentsError as exc:
-            raise _to_usage_error(exc) from None
+        args = parse(self.subagent_report, line)
+        if args.run_ids:
+            if args.since:
+                raise UsageError("give RUN_IDs or --since, not both")
+            target: Any = [nbsubagents.get_run(run_id) for run_id in args.run_ids]
+        else:
+            target = nbsubagents.runs(since=args.since)
+            if len(target) == 0:
+                raise UsageError("No runs to report" + (f" since {args.since}" if args.since else " in this project"))
+        path = nbsubagents.report(target, args.out, format="md" if args.md else None)
         count = len(target)
         print(f"Report of {count} run{'' if count == 1 else 's'}: {path}")
 
@@ -362,6 +298,10 @@ def _model_names() -> list[str]:
         return list(available_models(find_pi()))
     except Exception:
         return []
+
+
+def _value_flags() -> tuple[str, ...]:
+    return (*run_flags(), *_OWN_VALUE_FLAGS)
 
 
 def suggest(line_before_cursor: str, text_before_cursor: str | None = None) -> tuple[str, list[str]] | None:
@@ -386,16 +326,16 @@ def suggest(line_before_cursor: str, text_before_cursor: str | None = None) -> t
     previous = before[-1]
     if previous == "--model" or current.startswith("--model="):
         return "model", _model_names()
-    if previous in _VALUE_FLAGS:
+    if previous in _value_flags():
         return None  # a directory, a number, a name: not ours
     if current.startswith("-"):
-        return "option", list(_RUN_FLAGS)
+        return "option", [*run_flags(), *_OWN_RUN_FLAGS]
     positional, skip = 0, False
     for word in before[1:]:
         if skip:
             skip = False
         elif word.startswith("-"):
-            skip = "=" not in word and word in _VALUE_FLAGS
+            skip = "=" not in word and word in _value_flags()
         else:
             positional += 1
     return ("preset", _preset_names()) if positional == 0 else None
@@ -449,7 +389,6 @@ def _unregister_completer(shell: Any) -> None:
 def load_ipython_extension(shell: Any) -> None:
     """Register the magics and the completer (again on ``%reload_ext``: nothing is registered twice)."""
     shell.register_magics(SubagentMagics)
-    from .sweeps.magic import ExperimentMagics
     shell.register_magics(ExperimentMagics)
     _register_completer(shell)
     _unregister_event(shell)

@@ -13,21 +13,24 @@ bars' clock; reads (``runs()``, a bar's or a browser's refresh) never call it.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import registry
-from . import watcher
+from ..child.artifacts import RunPaths, read_json
+from . import settle, watcher
 from .handle import Run
 from .liveness import QUEUER_GONE, STARTING_GRACE, check, owner_alive
 
 if TYPE_CHECKING:
     from ..registry import Status
 
-__all__ = ["QUEUER_GONE", "STARTING_GRACE", "check", "reconcile", "announce_finished_while_away", "first_use",
-           "first_use_of", "status"]
+__all__ = ["QUEUER_GONE", "STARTING_GRACE", "check", "settle_undriven", "reconcile", "announce_finished_while_away",
+           "first_use", "first_use_of", "status"]
 
 AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
 
@@ -126,3 +129,23 @@ def status(run_id: str | None = None, *, include_completed: bool = False, root: 
     else:
         reconcile(root, reattach=False)
     return registry.snapshot(run_id, include_completed=include_completed, root=root)
+
+
+UNDRIVEN = "the call that queued it ended"
+
+
+def settle_undriven(run_dir: Path, row: dict[str, Any] | None = None) -> str:
+    """``check`` for a caller that knows no call of this process drives the run any more (an experiment
+    resuming its own cells): it waits while the run is starting (until it shows or its grace ends), and a run
+    this very process queued but never launched is cancelled before its start instead of left "owned"."""
+    deadline = time.monotonic() + STARTING_GRACE + 5
+    while (verdict := check(run_dir, row)) == "starting" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    paths = RunPaths(Path(run_dir))
+    meta = read_json(paths.meta) or {}
+    if (verdict == "owned" and (meta.get("launcher") or {}).get("pid") == os.getpid()
+            and not (paths.dir / "supervisor.log").exists()):
+        settle.cancelled_before_start(paths, meta, UNDRIVEN)
+        registry.record(paths.dir)
+        return "ended"
+    return verdict

@@ -1,71 +1,227 @@
-"""One task, before it becomes a run: ``TaskSpec``, its keys and their checks.
+"""One task, before it becomes a run: ``TaskSpec``, the ONE declaration of the run options, and their checks.
 
-``run``, ``run_parallel``, ``start``, the ``%subagent`` magic and the ``%%subagents`` YAML body all build a
-``TaskSpec`` through this module, so every option (``model``, ``cwd``, ``name``, ``timeout``, ``files``,
-``resume``, isolation, budgets, ``output_schema``) means the same and is checked the same everywhere. The shape is checked here (types, known keys);
-what needs the project (the preset exists, the cwd is a directory, the run to resume) is ``prepare``'s.
+Each field of ``TaskSpec`` carries an ``Option`` in its metadata (help text, how a magic line spells and
+parses it, which faces take it, the shape check of a value given in a mapping). Every face derives its
+options from it, at the time it is used:
+
+- the shape check of a task given as a mapping (``run_parallel``'s items, the ``%%subagents`` YAML keys):
+  ``check_shape``, ``task_keys()``;
+- ``run()``/``start()``'s keyword options and their signature: ``options("call")``, ``spec_from_call``;
+- ``%subagent``'s flags: ``options("magic")`` (``nbsubagents.magic_args.run_option_arguments``);
+- ``experiment()``'s options for every run and ``%%subagent_experiment``'s keys: ``options("sweep")``, and
+  the per-task columns of an experiment's task table: ``options("column")``.
+
+So a new run option is one field here (plus what it does, in ``prepare``). The shape is checked here (types,
+known keys); what needs the project (the preset exists, the cwd is a directory, the run to resume) is
+``prepare``'s.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..config import NbSubagentsError, settings
 
-__all__ = ["TaskSpec", "TASK_KEYS", "as_spec", "check_shape", "check_task", "check_cwd", "check_timeout",
-           "check_isolation"]
+__all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
+           "UnknownOption", "unknown_names", "declare_options", "check_shape", "check_task", "check_cwd", "check_timeout", "check_isolation"]
 
-TASK_KEYS = ("preset", "task", "model", "cwd", "name", "timeout", "files", "resume", "isolation", "keep_worktree",
-             "max_turns", "max_tool_calls", "max_tokens", "max_cost", "output_schema", "experiment", "params", "tags")
+FACES = ("call", "magic", "sweep", "column")
+
+
+@dataclass(frozen=True)
+class Option:
+    """What the faces need to know of one run option (a ``TaskSpec`` field's metadata, ``option(...)``).
+
+    ``help`` documents it everywhere (``%subagent?``, ``help(run)``); ``check(value, where, key)`` is its shape
+    check in a task mapping (None: ``prepare`` checks it); ``parse`` turns a magic line's word into the value,
+    ``metavar`` names that word and ``flag`` spells it (default ``--the-name``; ``repeat``: the flag may come
+    again and collects a list). ``call``: ``run()``/``start()`` take it; ``magic``: ``%subagent`` takes it;
+    ``sweep``: ``experiment()``/``%%subagent_experiment`` give it to every run; ``column``: an experiment's task
+    may set it for its own runs. ``usage_order`` places the flag in a magic's usage (default: the field's
+    place).
+    """
+
+    help: str
+    check: Callable[[Any, str, str], None] | None = None
+    parse: Callable[[str], Any] = str
+    metavar: str = "X"
+    flag: str | None = None
+    repeat: bool = False
+    call: bool = True
+    magic: bool = True
+    sweep: bool = True
+    column: bool = False
+    usage_order: float | None = None
+    name: str = ""
+
+    @property
+    def spelling(self) -> str:
+        """The magic line's flag: ``--max-turns`` for ``max_turns`` unless ``flag`` says otherwise."""
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def takes(self, face: str) -> bool:
+        if face not in FACES:
+            raise ValueError(f"face must be one of {', '.join(FACES)}, got {face!r}")
+        return bool(getattr(self, face))
+
+
+def option(help: str, *, default: Any = None, **how: Any) -> Any:
+    """A ``TaskSpec`` field that is a run option: ``dataclasses.field`` with its ``Option`` as metadata."""
+    return field(default=default, metadata={"option": Option(help, **how)})
+
+
+# -- the shape checks of a value given in a task mapping ------------------------------------------------------
+def _text(value: Any, where: str, key: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise NbSubagentsError(f"{where}: '{key}' must be text, got {value!r}")
+
+
+def _path(value: Any, where: str, key: str) -> None:
+    if value is not None and not isinstance(value, (str, Path)):
+        raise NbSubagentsError(f"{where}: '{key}' must be text, got {value!r}")
+
+
+def _seconds(value: Any, where: str, key: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not math.isfinite(value) or value <= 0):
+        raise NbSubagentsError(f"{where}: '{key}' must be a positive number of seconds, got {value!r}")
+
+
+def _paths(value: Any, where: str, key: str) -> None:
+    if value is not None and (isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple))):
+        raise NbSubagentsError(f"{where}: '{key}' must be a list of paths, got {value!r}")
+
+
+_INTERNAL = dict(call=False, magic=False, sweep=False)  # set by experiment(), not by a caller
 
 
 @dataclass
 class TaskSpec:
-    """One task of a call, before it becomes a run."""
+    """One task of a call, before it becomes a run; each optional field is a run option (``option(...)``)."""
 
-    preset: str
-    task: str
-    model: str | None = None
-    cwd: str | None = None
-    name: str | None = None
-    timeout: float | None = None
-    files: list[Any] | None = None
-    resume: str | None = None
-    isolation: str | None = None
-    keep_worktree: bool | None = None
-    max_turns: int | None = None
-    max_tool_calls: int | None = None
-    max_tokens: int | None = None
-    max_cost: float | None = None
-    output_schema: Any = None
-    experiment: str | None = None          # the experiment this run belongs to (nbsubagents.experiment)
-    params: dict[str, Any] | None = None   # its cell of the experiment: preset, model, task id, repeat, ...
-    tags: dict[str, Any] | None = None
+    preset: str = field(metadata={"option": Option("the preset to run (nbsubagents.presets() lists them)",
+                                                   metavar="PRESET", **_INTERNAL)})
+    task: str = field(metadata={"option": Option("what the sub-agent should do", metavar="TASK", **_INTERNAL)})
+    model: str | None = option("the model as provider/id, instead of the preset's", check=_text, metavar="M",
+                               sweep=False)  # an experiment's grid sets it
+    cwd: str | None = option("the directory the sub-agent works in (default: the current one)", check=_path,
+                             metavar="DIR", column=True)
+    name: str | None = option("a name for the run (default: the preset's)", check=_text, metavar="N",
+                              sweep=False, usage_order=5.5)  # an experiment names each cell's run
+    timeout: float | None = option("seconds before the run is stopped (default: preset, settings, 600)",
+                                   check=_seconds, parse=float, metavar="S", column=True)
+    files: list[Any] | None = option("put this file's contents before the task (repeatable)", check=_paths,
+                                     metavar="PATH", flag="--file", repeat=True, column=True)
+    resume: str | None = option("continue an earlier run (its id or a unique prefix)", check=_text,
+                                metavar="RUN_ID", sweep=False)
+    isolation: str | None = option("work in a fresh git worktree (or copy); see run.apply()", metavar="worktree")
+    keep_worktree: bool | None = option("keep the worktree after the run (isolation='worktree')", magic=False)
+    max_turns: int | None = option("budget: stop after N turns", parse=int, metavar="N")
+    max_tool_calls: int | None = option("budget: stop after N tool calls", parse=int, metavar="N")
+    max_tokens: int | None = option("budget: stop once N tokens are spent", parse=int, metavar="N")
+    max_cost: float | None = option("budget: stop once the cost reaches X", parse=float, metavar="X")
+    output_schema: Any = option("a JSON Schema dict or a pydantic model class: a typed result in run.data",
+                                magic=False)
+    experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)
+    params: dict[str, Any] | None = option("its cell of the experiment: preset, model, task id, repeat, ...",
+                                           **_INTERNAL)
+    tags: dict[str, Any] | None = option("tags of an experiment's runs", call=False, magic=False)
+
+
+# -- what the faces derive from it ---------------------------------------------------------------------------
+def _declared(spec_class: type | None = None) -> list[Option]:
+    out = []
+    for f in fields(spec_class or TaskSpec):
+        found = f.metadata.get("option") or Option("")
+        out.append(Option(**{**found.__dict__, "name": f.name}))
+    return out
+
+
+def task_keys() -> tuple[str, ...]:
+    """Every key a task mapping may have: the fields of ``TaskSpec``, in their order."""
+    return tuple(o.name for o in _declared())
+
+
+def options(face: str) -> list[Option]:
+    """The run options one face takes: ``"call"`` (``run``/``start`` keywords), ``"magic"`` (``%subagent``
+    flags, in usage order), ``"sweep"`` (``experiment()`` options for every run) or ``"column"`` (an experiment
+    task's own)."""
+    found = [(o.usage_order if o.usage_order is not None else i, o) for i, o in enumerate(_declared())
+             if o.takes(face)]
+    if face == "magic":
+        found.sort(key=lambda pair: pair[0])
+    return [o for _, o in found]
+
+
+TASK_KEYS = task_keys()  # as declared at import (check_shape reads task_keys() when it runs)
+
+
+class UnknownOption(NbSubagentsError, TypeError):
+    """A name no run option (or no key of the face) has; a TypeError too, as Python's for a wrong keyword."""
+
+
+def unknown_names(given: Iterable[str], known: Iterable[str], where: str, what: str = "option") -> None:
+    """Refuse names not in ``known``: the error names each, a close known one ("did you mean"), and all known."""
+    known = list(known)
+    unknown = [str(name) for name in given if name not in known]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    raise UnknownOption(f"{where}: unknown {what}(s) {', '.join(hints)}; known ones are {', '.join(known)}")
+
+
+def spec_from_call(preset: Any, task: Any, given: Mapping[str, Any], where: str,
+                   also: Iterable[str] = ()) -> TaskSpec:
+    """The ``TaskSpec`` of a ``run()``/``start()`` call: its keyword options checked against ``options("call")``
+    (``also``: the call's own keywords, named in the error); types are ``prepare``'s to check, as for every
+    task."""
+    unknown_names(given, [*(o.name for o in options("call")), *also], where, "keyword argument")
+    values = dict(given)
+    if values.get("cwd") is not None:
+        values["cwd"] = str(values["cwd"])
+    return TaskSpec(preset=preset, task=task, **values)
+
+
+def declare_options(func: Callable[..., Any], face: str, *, first: bool = False) -> None:
+    """``func`` (which takes the options as ``**options``) gets a signature and docstring listing each run option
+    of ``face``, for ``help()`` and Shift-Tab: after its own keywords, or before them with ``first``."""
+    signature = inspect.signature(func)
+    params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    leading = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    own = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    types = {f.name: f.type for f in fields(TaskSpec)}
+    declared = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                  annotation=types.get(o.name, Any)) for o in options(face)]
+    func.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*leading, *declared, *own] if first else [*leading, *own, *declared])
+    if func.__doc__:
+        lines = "\n".join(f"    - ``{o.name}``: {o.help}" for o in options(face))
+        func.__doc__ = f"{func.__doc__.rstrip()}\n\n    Run options (``TaskSpec``'s):\n\n{lines}\n"
 
 
 def check_shape(item: Mapping[str, Any], where: str) -> None:
     """The keys and value types of one task given as a mapping; ``where`` names it in the error
     ("Task 2", "%%subagents: item 2 (line 4)")."""
-    unknown = [str(k) for k in item if k not in TASK_KEYS]
+    declared = _declared()
+    keys = [o.name for o in declared]
+    unknown = [str(k) for k in item if k not in keys]
     if unknown:
         raise NbSubagentsError(f"{where}: unknown key(s) {', '.join(unknown)}; a task may have "
-                               f"{', '.join(TASK_KEYS)}")
+                               f"{', '.join(keys)}")
     preset = item.get("preset")
     if not isinstance(preset, str) or not preset.strip():
         raise NbSubagentsError(f"{where}: 'preset' must be a preset name, got {preset!r}")
-    for key in ("model", "cwd", "name", "resume"):
-        if item.get(key) is not None and not isinstance(item[key], (str, Path) if key == "cwd" else str):
-            raise NbSubagentsError(f"{where}: '{key}' must be text, got {item[key]!r}")
-    timeout = item.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or not math.isfinite(timeout) or timeout <= 0):
-        raise NbSubagentsError(f"{where}: 'timeout' must be a positive number of seconds, got {timeout!r}")
-    files = item.get("files")
-    if files is not None and (isinstance(files, (str, bytes)) or not isinstance(files, (list, tuple))):
-        raise NbSubagentsError(f"{where}: 'files' must be a list of paths, got {files!r}")
+    for opt in declared:
+        if opt.check is not None:
+            opt.check(item.get(opt.name), where, opt.name)
 
 
 def as_spec(item: Any, index: int) -> TaskSpec:
@@ -81,10 +237,10 @@ def as_spec(item: Any, index: int) -> TaskSpec:
         preset = get("preset")
         if not isinstance(preset, str) or not preset:
             raise NbSubagentsError(f"Task {index}: 'preset' must be a preset name, got {preset!r}")
-    fields = {key: get(key) for key in TASK_KEYS}
-    if fields["cwd"] is not None:
-        fields["cwd"] = str(fields["cwd"])
-    return TaskSpec(**fields)
+    values = {key: get(key) for key in task_keys()}
+    if values["cwd"] is not None:
+        values["cwd"] = str(values["cwd"])
+    return TaskSpec(**values)
 
 
 def check_task(task: Any) -> str:

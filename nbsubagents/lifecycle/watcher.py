@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import registry
-from . import reconcile
 from .handle import SETTLE_TIMEOUT, set_follower
 from .liveness import check
 from . import settle as settling  # `settle()` below is the watcher's own

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+from .. import registry
+from ..child import isolation
 from ..child.artifacts import atomic_write_json, now_iso, read_json
 from ..config import NbSubagentsError
 
@@ -103,8 +105,6 @@ def run_folder(run: Run) -> Iterator[tuple[Path, str]]:
     if not run.meta.get("isolation"):
         yield Path(run.meta.get("cwd") or run.dir), ""
         return
-    from ..child import isolation
-
     kept = (run.result or {}).get("worktree") or {}
     if kept.get("kept") and kept.get("path") and Path(kept["path"]).is_dir():
         subdir = (run.meta.get("isolation") or {}).get("subdir", ".")
@@ -216,7 +216,6 @@ def score(run: Run, scorers: Iterable[Any]) -> dict[str, Any]:
         errors.pop(name, None)
         scores.update(got)
     atomic_write_json(path, {"scores": scores, "errors": errors or None, "scoredAt": now_iso()})
-    from .. import registry
     registry.note(run)
     return scores
 

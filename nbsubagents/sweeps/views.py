@@ -11,8 +11,9 @@ import json
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..child.artifacts import TERMINAL
+from ..child.artifacts import TERMINAL, parse_iso
 from ..config import NbSubagentsError
+from ..ui.timeline import new_figure  # shown once in a notebook, drawable elsewhere
 
 if TYPE_CHECKING:
     import pandas
@@ -145,7 +146,6 @@ def plot(data: pandas.DataFrame, *, x: str = "cost_usd", y: str | None = None,
         raise NbSubagentsError("plot() needs matplotlib: pip install 'nbsubagents[timeline]'") from None
     import pandas as pd
 
-    from ..ui.timeline import new_figure  # shown once in a notebook, drawable elsewhere
 
     xcol = x if x in data.columns else f"metrics.{x}"
     scores = [c for c in data.columns if c.startswith("scores.")]
@@ -198,8 +198,6 @@ def to_mlflow(exp: Experiment, tracking_uri: str | None = None, artifact_locatio
 
 
 def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric: Any, Param: Any) -> str:
-    from ..child.artifacts import parse_iso
-
     found = client.get_experiment_by_name(exp.name)
     experiment_id = (found.experiment_id if found is not None
                      else client.create_experiment(exp.name, artifact_location=artifact_location))
