@@ -1,19 +1,20 @@
 """nbsubagents: delegate tasks to pi coding sub-agents from notebook cells.
 
 ``import nbsubagents`` stays light (no IPython, ipywidgets or pandas): the public functions are
-loaded on first use, and the notebook edge attaches itself then (``nbsubagents.ui.attach``). In a running
-IPython the import only registers how a ``Run`` displays (by name): it opens no widget and waits for nothing.
+loaded on first use (``nbsubagents.api``, which attaches the notebook edge, ``nbsubagents.ui.attach``, as it
+loads). So the import opens no widget and waits for nothing, in a kernel too.
 """
 
 from __future__ import annotations
 
-import sys as _sys
+from importlib import import_module
+
+from .child import VERSION as __version__  # noqa: F401  (public: nbsubagents.__version__)
 
 TYPE_CHECKING = False  # typing is not imported at run time: the supervisor starts on this import
 if TYPE_CHECKING:
     from typing import Any
 
-from .child import VERSION as __version__  # noqa: F401  (public: nbsubagents.__version__)
 __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",
            "start", "status", "cancel", "get_run", "Status", "runs", "status_bar", "browse", "runs_timeline",
            "StatusBar", "Browser", "report",
@@ -30,25 +31,36 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from .api import (browse, cancel, get_run, presets, report, run, run_parallel, runs, runs_timeline, start, status,
-                      status_bar)
-    from .ui.browser import Browser
-    from .ui.statusbar import StatusBar
-    from .registry.status import Status
+    from .api import (
+        browse,
+        cancel,
+        get_run,
+        presets,
+        report,
+        run,
+        run_parallel,
+        runs,
+        runs_timeline,
+        start,
+        status,
+        status_bar,
+    )
     from .config import NbSubagentsError, configure
     from .lifecycle.handle import Run
+    from .registry.status import Status
     from .sweeps.experiment import Experiment, experiment, experiments, get_experiment
     from .sweeps.scorers import check
+    from .ui.browser import Browser
+    from .ui.statusbar import StatusBar
 
 
 def __getattr__(name: str) -> Any:
-    from importlib import import_module
     if name == "registry":  # nbsubagents.registry.rebuild() without importing it first
         return import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nbsubagents' has no attribute {name!r}")
-    import_module(".ui.attach", __name__).attach()  # the public API is used: the notebook edge attaches
+    import_module(".api", __name__)  # the public API is used: it attaches the notebook edge as it loads
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
@@ -60,21 +72,10 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nbsubagents``: the ``%subagent`` magics (imported only now: they need IPython)."""
-    from .magics import load_ipython_extension as load
-    from .ui.attach import attach
+    from .magics import load_ipython_extension as load  # noqa: PLC0415 (the magics need IPython)
     load(ipython)
-    attach(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .magics import unload_ipython_extension as unload
+    from .magics import unload_ipython_extension as unload  # noqa: PLC0415 (the magics need IPython)
     unload(ipython)
-
-
-def _register_display() -> None:
-    from .ui.attach import register_display
-    register_display()
-
-
-if "IPython" in _sys.modules:  # imported in a running IPython: register how a Run displays (no widget, no wait)
-    _register_display()

@@ -11,6 +11,8 @@ from .lifecycle import batch, handle, launch, reconcile, watcher
 from .lifecycle.drive import drive
 from .lifecycle.handle import Run
 from .lifecycle.spec import declare_options, spec_from_call
+from .registry import query
+from .ui import browser, statusbar, timeline
 from .ui.attach import attach
 from .ui.display import renderer_for
 from .views import reports
@@ -137,16 +139,14 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     ``stop_reason`` says why a run ended, ``changes`` is ``+N −M`` for an isolated run, and
     ``expand_data=True`` adds typed results as ``data.*`` columns.
     """
-    from .registry import query
     reconcile.first_use()  # once per process and project: what it finds on disk and what finished while away
     return RunsFrame(query.runs(status=status, preset=preset, model=model, since=since, until=until, text=text,
                                 limit=limit, expand_data=expand_data))
 
 
 def status_bar(*, root: str | Path | None = None) -> Any:
-    """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, ``· 1 aborted``, then the
-    last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
-    from .ui import statusbar
+    """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, ``· 1 aborted``,
+    then the last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
     return statusbar.status_bar(root)
 
 
@@ -155,7 +155,6 @@ def browse(*, status: Any = None, preset: str | None = None, model: str | None =
     """An ipywidgets explorer of this project's runs: filters (status, preset, model, time range, text),
     the runs, and the selected run's header, output, transcript, events and files. It refreshes while
     runs are active. Returns a ``Browser`` (``set_filters``, ``select``, ``refresh``, ``close``)."""
-    from .ui import browser
     return browser.browse(status=status, preset=preset, model=model, since=since, text=text, limit=limit, live=live)
 
 
@@ -166,7 +165,6 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     Filters as ``runs()``; the newest ``limit`` runs are drawn. ``theme`` is ``"auto"`` (JupyterLab's chosen
     theme), ``"light"`` or ``"dark"``. Needs matplotlib (``pip install 'nbsubagents[timeline]'``).
     """
-    from .ui import timeline
     return timeline.runs_timeline(status=status, preset=preset, model=model, since=since, until=until, text=text,
                                   limit=limit, theme=theme)
 

@@ -9,9 +9,17 @@ import platform
 import shutil
 import subprocess
 import sys
+import warnings
 
-from .config import NbSubagentsError, agent_dir, project_root
+from . import demo
+from .child.artifacts import runs_dir
+from .config import NbSubagentsError, agent_dir, configure, project_root, settings
+from .lifecycle.dask_launcher import check_cluster, client_for, versions
+from .lifecycle.reconcile import status
 from .pi import find_pi
+from .pi.locate import TESTED_PI, pi_command, pi_package
+from .pi.models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
+from .preset_files import scan
 
 
 def _line(label: str, value: str, ok: bool | None = True) -> str:
@@ -23,12 +31,7 @@ def _line(label: str, value: str, ok: bool | None = True) -> str:
 def doctor() -> int:
     """Print python, node, pi (version, package, tested or not), agent dir, presets, runs root and models;
     exit 1 if something is missing or broken."""
-    import warnings
 
-    from .child.artifacts import runs_dir
-    from .pi.locate import TESTED_PI, pi_command, pi_package
-    from .pi.models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
-    from .preset_files import scan
 
     problems = 0
     print(_line("python", f"{platform.python_version()} ({sys.executable})"))
@@ -99,9 +102,6 @@ def doctor() -> int:
 def doctor_dask(address: str | None) -> int:
     """The Dask cluster at ``address`` (else the ``dask_scheduler`` setting, else Dask's ``scheduler-address``
     config): its workers, the project folder and pi seen from each, versions; exit 1 on a problem."""
-    from .config import settings
-    from .pi import pi_command
-    from .lifecycle.dask_launcher import check_cluster, client_for, versions
 
     try:
         import dask
@@ -115,7 +115,6 @@ def doctor_dask(address: str | None) -> int:
         return 1
     print(_line("dask", f"distributed {versions()['distributed'] or '?'}, scheduler {address}"))
     try:
-        from .config import configure
         configure(dask_scheduler=address)
         client = client_for()
         lines = check_cluster(client, project_root(), pi_command(find_pi()))
@@ -158,7 +157,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_demo(directory: str | None, *, notebook: bool) -> int:
     """``nbsubagents demo``: the tour of ``nbsubagents.demo``; a missing pi or extra is a message, not a traceback."""
-    from . import demo
 
     try:
         find_pi()
@@ -179,7 +177,6 @@ def run_demo(directory: str | None, *, notebook: bool) -> int:
 
 def show_status(run_id: str | None, *, include_completed: bool) -> int:
     """The tables of ``nbsubagents.status()``; a terminal look does not take a kernel's announcements."""
-    from .lifecycle.reconcile import status
 
     try:
         print(repr(status(run_id, include_completed=include_completed, announce=False)))

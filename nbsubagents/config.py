@@ -6,11 +6,13 @@ Everything here is resolved on demand (not at import) so that changing an enviro
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from .child.budgets import problem
 from .child.errors import NbSubagentsError
 
 __all__ = ["NbSubagentsError"]  # and the settings below
@@ -92,7 +94,6 @@ def _read_subagents_settings(path: Path) -> dict[str, object]:
     cached = _file_cache.get(path)
     if cached and cached[0] == stamp:
         return cached[1]
-    import json
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -110,7 +111,8 @@ def _read_subagents_settings(path: Path) -> dict[str, object]:
         key = _CAMEL.get(raw_key, raw_key)
         if key in _BOOL_KEYS:
             if not isinstance(value, bool):
-                raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be true or false, got {value!r}')
+                raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be true or false, '
+                                  f'got {value!r}')
             values[key] = value
             continue
         if key in ("isolation", "executor", "dask_scheduler") or key in _BUDGET_KEYS:
@@ -184,7 +186,6 @@ def _other_problem(key: str, value: object) -> str | None:
         return None if value in ("local", "dask") else '"local" or "dask"'
     if key == "dask_scheduler":
         return None if isinstance(value, str) and value.strip() else 'a scheduler address such as "tcp://host:8786"'
-    from .child.budgets import problem
     return problem(key, value)
 
 

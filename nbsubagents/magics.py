@@ -18,17 +18,30 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+import yaml
+from IPython.core.completer import SimpleCompletion, context_matcher
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.text import DollarFormatter
 
-import nbsubagents
+from nbsubagents import api
 from nbsubagents.lifecycle.spec import check_shape
+from nbsubagents.magic_args import (
+    check_var,
+    parse,
+    run_flags,
+    run_option_arguments,
+    run_option_values,
+    usage,
+    usage_errors,
+    yaml_error,
+)
+from nbsubagents.sweeps.magic import ExperimentMagics
 from nbsubagents.ui import attach
 from nbsubagents.ui.display import widgets_available
-from nbsubagents.magic_args import (check_var, parse, run_flags, run_option_arguments, run_option_values, usage,
-                                    usage_errors, yaml_error)
-from nbsubagents.sweeps.magic import ExperimentMagics
+
+from .pi import available_models, find_pi
 
 __all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_list", "suggest",
            "unload_ipython_extension"]
@@ -88,7 +101,6 @@ def parse_task_list(text: str) -> list[dict[str, Any]]:
 
     Raises ``UsageError`` naming the item (its number and line) and what is wrong with it.
     """
-    import yaml
 
     try:
         node = yaml.compose(text)
@@ -151,7 +163,6 @@ class SubagentMagics(Magics):
 
     def _expand(self, text: str) -> str:
         """``--expand``: ``$name`` and ``{expression}`` from the notebook's variables (IPython's rules)."""
-        from IPython.utils.text import DollarFormatter
 
         formatter = DollarFormatter()
         try:  # line by line, as IPython expands a magic's line (its patterns stop at a newline)
@@ -168,12 +179,12 @@ class SubagentMagics(Magics):
 
     @no_var_expand
     @magic_arguments()
-    @argument("preset", nargs="?", metavar="PRESET", help="the preset to run (nbsubagents.presets() lists them)")
+    @argument("preset", nargs="?", metavar="PRESET", help="the preset to run (api.presets() lists them)")
     @argument("task", nargs="*", metavar="TASK",
               help="%%subagent only: the task (in a %%%%subagent cell it is the cell body)")
     @run_option_arguments
     @argument("--executor", choices=("local", "dask"), help=_EXECUTOR_HELP + "; default: settings")
-    @argument("--bg", action="store_true", help="start in the background (nbsubagents.start) and return at once")
+    @argument("--bg", action="store_true", help="start in the background (api.start) and return at once")
     @argument("--expand", action="store_true",
               help="fill in $name and {expression} from the notebook's variables (off: the task is sent as written)")
     @argument("-o", "--out", metavar="VAR", help="also store the Run in this variable")
@@ -195,12 +206,12 @@ class SubagentMagics(Magics):
             raise UsageError(f"%%subagent takes its task from the cell body; the line has only PRESET and "
                              f"options (got {' '.join(args.task)!r})\nUsage: {usage(self.subagent)}")
         if not args.preset:
-            names = ", ".join(p.name for p in nbsubagents.presets()) or "none found"
+            names = ", ".join(p.name for p in api.presets()) or "none found"
             raise UsageError(f"Name a preset first (available: {names})\nUsage: {usage(self.subagent)}")
         check_var(args.out)
         if args.expand:
             task = self._expand(task)
-        launch = nbsubagents.start if args.bg else nbsubagents.run
+        launch = api.start if args.bg else api.run
         result = launch(args.preset, task, executor=args.executor, **run_option_values(args))
         return self._store(args.out, result)
 
@@ -227,7 +238,7 @@ class SubagentMagics(Magics):
         args = parse(self.subagents, line)
         check_var(args.out)
         tasks = parse_task_list(self._expand(cell) if args.expand else cell)
-        runs = nbsubagents.run_parallel(tasks, concurrency=args.concurrency, executor=args.executor)
+        runs = api.run_parallel(tasks, concurrency=args.concurrency, executor=args.executor)
         return self._store(args.out, RunList(runs))
 
     @magic_arguments()
@@ -238,7 +249,7 @@ class SubagentMagics(Magics):
     def subagent_status(self, line: str) -> Any:
         """Counts and a table of this project's runs (active ones unless --all), or one run's details."""
         args = parse(self.subagent_status, line)
-        return nbsubagents.status(args.run_id, include_completed=args.all)
+        return api.status(args.run_id, include_completed=args.all)
 
     @magic_arguments()
     @usage_errors
@@ -246,7 +257,7 @@ class SubagentMagics(Magics):
     def subagent_presets(self, line: str) -> Any:
         """The presets a run can name here (project presets override global ones)."""
         parse(self.subagent_presets, line)
-        return nbsubagents.presets()
+        return api.presets()
 
     @magic_arguments()
     @argument("run_id", metavar="RUN_ID", help="the run to cancel: its id or a unique prefix")
@@ -255,12 +266,13 @@ class SubagentMagics(Magics):
     def subagent_cancel(self, line: str) -> None:
         """Cancel a run (any kernel's) by id or prefix; says whether it had already ended."""
         args = parse(self.subagent_cancel, line)
-        cancelled = nbsubagents.cancel(args.run_id)
+        cancelled = api.cancel(args.run_id)
         print(f"Cancelling run {args.run_id}" if cancelled else f"Run {args.run_id} had already ended")
 
 
     @magic_arguments()
-    @argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to report (ids or unique prefixes); default: every run "
+    @argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to report (ids or unique prefixes); default: "
+              "every run "
                                                           "of this project (narrowed by --since)")
     @argument("--since", metavar="AGE", help='only runs started since then, e.g. "2h" or an ISO time')
     @argument("--md", action="store_true", help="Markdown (for an issue) instead of self-contained HTML")
@@ -268,18 +280,18 @@ class SubagentMagics(Magics):
     @usage_errors
     @line_magic
     def subagent_report(self, line: str) -> None:
-        """Write a report of runs you can send (``nbsubagents.report``): one self-contained HTML file, or
+        """Write a report of runs you can send (``api.report``): one self-contained HTML file, or
         Markdown with --md, secrets masked; prints where it went."""
         args = parse(self.subagent_report, line)
         if args.run_ids:
             if args.since:
                 raise UsageError("give RUN_IDs or --since, not both")
-            target: Any = [nbsubagents.get_run(run_id) for run_id in args.run_ids]
+            target: Any = [api.get_run(run_id) for run_id in args.run_ids]
         else:
-            target = nbsubagents.runs(since=args.since)
+            target = api.runs(since=args.since)
             if len(target) == 0:
                 raise UsageError("No runs to report" + (f" since {args.since}" if args.since else " in this project"))
-        path = nbsubagents.report(target, args.out, format="md" if args.md else None)
+        path = api.report(target, args.out, format="md" if args.md else None)
         count = len(target)
         print(f"Report of {count} run{'' if count == 1 else 's'}: {path}")
 
@@ -287,14 +299,13 @@ class SubagentMagics(Magics):
 # -- tab completion -------------------------------------------------------------------------------
 def _preset_names() -> list[str]:
     try:
-        return [p.name for p in nbsubagents.presets()]
+        return [p.name for p in api.presets()]
     except Exception:  # a broken preset file must not break completion
         return []
 
 
 def _model_names() -> list[str]:
     try:
-        from .pi import available_models, find_pi
         return list(available_models(find_pi()))
     except Exception:
         return []
@@ -342,7 +353,6 @@ def suggest(line_before_cursor: str, text_before_cursor: str | None = None) -> t
 
 
 def _make_matcher() -> Callable[..., Any]:
-    from IPython.core.completer import SimpleCompletion, context_matcher
 
     @context_matcher()
     def nbsubagents_matcher(context: Any) -> dict[str, Any]:
@@ -394,6 +404,7 @@ def load_ipython_extension(shell: Any) -> None:
     _unregister_event(shell)
     shell.events.register("post_run_cell", _forget_shown)
     shell.display_formatter.ipython_display_formatter.for_type(RunList, attach.skip_if_shown)
+    attach.attach(shell)  # Run's display and the watcher's hooks, in this shell
 
 
 def _unregister_event(shell: Any) -> None:

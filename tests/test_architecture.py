@@ -4,6 +4,10 @@
 - ``registry/`` (storage) never imports ``lifecycle/`` or ``ui/``;
 - each band imports only the bands below it (child, storage and settings, views, lifecycle, ui, sweeps, faces),
   with no exception: the notebook edge attaches itself from above (``ui.attach``);
+- every module belongs to a band (the folders are the architecture);
+- no import cycles: the run-time import graph has no strongly connected component of two or more modules;
+- an own-module import inside a function only where ``LAZY_IMPORTS`` lists it with the start-up it keeps light
+  (ruff's PLC0415 in ``.ci/run`` holds every other import at the top);
 - no module imports another module's ``_private`` name, nor reaches one through an imported module;
 - ``import nbsubagents`` loads no IPython, ipywidgets or pandas, and the supervisor loads nothing outside
   ``child/``.
@@ -213,8 +217,8 @@ BANDS = [  # lowest first
     ("lifecycle", ("nbsubagents.lifecycle",)),
     ("ui", ("nbsubagents.ui",)),
     ("sweeps", ("nbsubagents.sweeps",)),
-    ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.cli", "nbsubagents.demo",
-               "nbsubagents.sweeps.magic")),
+    ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.magic_args", "nbsubagents.cli",
+               "nbsubagents.demo", "nbsubagents.sweeps.magic")),
 ]
 
 
@@ -260,6 +264,12 @@ def test_each_band_imports_only_the_bands_below_it():
     assert not bad, "\n".join(bad)
 
 
+def test_every_module_belongs_to_a_band():
+    assert band_of("nbsubagents.somewhere_new") is None
+    homeless = [m for m, _, _ in _sources() if m != "nbsubagents" and band_of(m) is None]
+    assert not homeless, f"modules in no band (put them in a band's folder, or add them to BANDS): {homeless}"
+
+
 # -- one clock: only the watcher starts threads ----------------------------------------------------------
 CLOCK = "nbsubagents.lifecycle.watcher"
 THREAD_OWNERS = {CLOCK, "nbsubagents.demo.scripted"}  # the demo's model server is a program of its own
@@ -280,3 +290,133 @@ def test_only_the_clock_starts_threads():
     bad = [f"{m}:{line} starts a thread (subscribe a tick to the watcher's clock instead)"
            for m, _p, s in _sources() if m not in THREAD_OWNERS for line in thread_starts(s)]
     assert not bad, "\n".join(bad)
+
+
+# -- no import cycles: the run-time import graph has no strongly connected component of two or more -------
+def import_graph(sources: list[tuple[str, Path, str]]) -> dict[str, set[str]]:
+    """Module → the package's modules it imports at run time (top-level and in-function imports, not those
+    under ``if TYPE_CHECKING:``). ``from . import x`` counts as importing ``x`` when ``x`` is a module."""
+    known = {m for m, _, _ in sources}
+    graph: dict[str, set[str]] = {m: set() for m in known}
+    for module, path, source in sources:
+        skip = _type_checking_lines(source)
+        for target, names, line in _imports(source, module, path.name == "__init__.py"):
+            if line in skip or not target.startswith("nbsubagents"):
+                continue
+            submodules = {f"{target}.{n}" for n in names} & known
+            if submodules:  # from package import module(s): an edge to each module, not to the package
+                graph[module] |= submodules - {module}
+                if set(names) <= {s.rpartition(".")[2] for s in submodules}:
+                    continue
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                graph[module].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    planted = [("nbsubagents.x", PACKAGE / "x.py", "from .y import f\n"),
+               ("nbsubagents.y", PACKAGE / "y.py", "def g():\n    from . import x\n")]
+    assert cycles(import_graph(planted)) == [["nbsubagents.x", "nbsubagents.y"]]
+    found = cycles(import_graph(_sources()))
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+# -- imports at the top: an own-module import inside a function only where it keeps a start light ----------
+def lazy_own_imports(module: str, source: str, is_package: bool = False) -> set[tuple[str, str]]:
+    """(module, what it imports) for each import of the package's own modules inside a function body: the
+    module a ``from X import y`` names (``X``, or ``X.y`` for ``from . import y``), or an ``import X``."""
+    tree = ast.parse(source)
+    skip = _type_checking_lines(source)
+    package = module if is_package else module.rpartition(".")[0]
+    found = set()
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in (n for stmt in func.body for n in ast.walk(stmt)):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parts = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                targets = [base] if node.module else [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            found |= {(module, t) for t in targets if t.startswith("nbsubagents")}
+    return found
+
+
+def test_own_modules_are_imported_lazily_only_where_listed():
+    assert lazy_own_imports("nbsubagents.api", "def f():\n    from .ui import panels\n") == {
+        ("nbsubagents.api", "nbsubagents.ui")}
+    assert lazy_own_imports("nbsubagents.ui", "def f():\n    from . import panels\n", is_package=True) == {
+        ("nbsubagents.ui", "nbsubagents.ui.panels")}
+    assert not lazy_own_imports("nbsubagents.api", "from .ui import panels\n")
+    found = {pair for m, p, s in _sources() for pair in lazy_own_imports(m, s, p.name == "__init__.py")}
+    unlisted = sorted(found - set(LAZY_IMPORTS))
+    assert not unlisted, ("own-module imports inside functions (move them to the top, or list them in "
+                          "LAZY_IMPORTS with the start-up they keep light):\n" + "\n".join(map(str, unlisted)))
+    stale = sorted(set(LAZY_IMPORTS) - found)
+    assert not stale, "LAZY_IMPORTS lists imports that are gone:\n" + "\n".join(map(str, stale))
+
+
+# The only own-module imports inside functions, each with the start-up it keeps light. (The package face's other
+# lazy imports are its re-exports: ``nbsubagents.__getattr__`` imports the module a public name lives in, from the
+# ``_LAZY`` table, on its first use.)
+LAZY_IMPORTS = {
+    ("nbsubagents", "nbsubagents.magics"): "import nbsubagents: the magics need IPython, loaded on %load_ext",
+    ("nbsubagents.child.supervisor", "nbsubagents.child.budgets"): "supervisor start-up: runs without a budget",
+    ("nbsubagents.child.supervisor", "nbsubagents.child.isolation"): "supervisor start-up: runs without isolation",
+    ("nbsubagents.child.supervisor", "nbsubagents.child.output_schema"):
+        "supervisor start-up: runs without an output schema",
+}

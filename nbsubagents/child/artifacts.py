@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import datetime
 from pathlib import Path
+
 TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
 
 if TYPE_CHECKING:
@@ -86,7 +88,6 @@ def parse_iso(text: Any) -> float | None:
     """The Unix seconds of an ISO time written by ``iso`` (None when it is not one)."""
     if not isinstance(text, str):
         return None
-    from datetime import datetime
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:

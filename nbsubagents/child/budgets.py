@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from .errors import NbSubagentsError
+
 TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
 if TYPE_CHECKING:
     from typing import Any
@@ -41,7 +43,6 @@ def check(values: dict[str, Any], where: str = "", *, camel: bool = False, error
     A wrong value raises ``error`` (NbSubagentsError by default) naming ``where`` and the field, as the
     caller wrote it: ``max_cost`` for a call, ``'maxCost'`` (``camel``) for a preset file.
     """
-    from .errors import NbSubagentsError
 
     out: dict[str, Any] = {}
     for key, value in values.items():

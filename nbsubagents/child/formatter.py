@@ -17,13 +17,13 @@ import time
 from collections import namedtuple
 from datetime import datetime, timezone
 
+from .events import RESULT_TEXT_LIMIT
+from .text import ELLIPSIS, clip
+
 TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
 
 if TYPE_CHECKING:
     from typing import Any, Callable
-
-from .events import RESULT_TEXT_LIMIT
-from .text import ELLIPSIS, clip
 
 __all__ = ["ProgressLine", "ProgressFormatter", "transcript_header", "transcript_line"]
 

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .artifacts import atomic_write_json, now_iso, read_json
 from .errors import NbSubagentsError
 
 TYPE_CHECKING = False
@@ -191,7 +192,6 @@ def _apply_base(patch: Path, path: Path) -> None:
 
 
 def _write_state(run_dir: Path, iso: dict[str, Any], name: str = "isolation.json") -> None:
-    from .artifacts import atomic_write_json
     atomic_write_json(run_dir / name, iso)
 
 
@@ -235,7 +235,6 @@ def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
                       "added": 0 if binary else int(added), "removed": 0 if binary else int(removed)})
     summary = {"files": len(files), "added": sum(f["added"] for f in files),
                "removed": sum(f["removed"] for f in files)}
-    from .artifacts import atomic_write_json
     (run_dir / PATCH).write_bytes(patch)
     atomic_write_json(run_dir / CHANGES, {**summary, "applyRoot": iso["applyRoot"], "kind": iso["kind"],
                                           "fileChanges": files})
@@ -392,10 +391,8 @@ def discard(run_dir: Path) -> None:
 
 
 def _mark(run_dir: Path, action: str) -> None:
-    from .artifacts import atomic_write_json, now_iso
     atomic_write_json(run_dir / APPLIED, {"action": action, "at": now_iso()})
 
 
 def _read(path: Path) -> dict[str, Any] | None:
-    from .artifacts import read_json
     return read_json(path)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import re
 
+from .errors import NbSubagentsError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -21,7 +23,6 @@ if TYPE_CHECKING:
 
 def normalize(schema: Any) -> dict[str, Any]:
     """A JSON Schema dict from a dict or a pydantic model class; NbSubagentsError on anything else."""
-    from .errors import NbSubagentsError
 
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
         return schema.model_json_schema()  # pydantic v2 model class

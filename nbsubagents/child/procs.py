@@ -18,6 +18,7 @@ Standard library only and no ``typing`` import: the supervisor imports this modu
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
@@ -173,7 +174,6 @@ def kill_run_processes(run_id: str) -> list[int]:
 def become_subreaper() -> bool:
     """Make this process the child subreaper of its descendants (Linux); False where that is not possible."""
     try:
-        import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0

@@ -9,7 +9,8 @@ in the run directory, which any process on any machine can write) and writes ``r
 atomically. It touches ``heartbeat`` every ``HEARTBEAT`` seconds: the liveness of a supervisor on another
 machine (a Dask worker's) is read from that file, not from a pid. Started by a Dask task
 (``NBSUBAGENTS_WORKER_PID`` names the worker), it ends its run as ``failed: interrupted (worker lost)``
-when that worker dies, so no run goes on outside the cluster's accounting. Artifact writes are best-effort: a full disk costs lines, never the result.
+when that worker dies, so no run goes on outside the cluster's accounting. Artifact writes are best-effort: a
+full disk costs lines, never the result.
 Imports are kept to the standard library and the small core modules: start-up time is run time.
 """
 
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
 from .artifacts import RunPaths, atomic_write_json, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
@@ -93,7 +95,7 @@ class Supervisor:
         self.stop_word: str | None = None  # why: timeout, loop, cancelled, budget:<kind>, ... (result's stopReason)
         self.budget = None
         if meta.get("budget"):
-            from .budgets import Budget
+            from .budgets import Budget  # noqa: PLC0415 (start-up: only runs that use it load it)
             self.budget = Budget(meta["budget"])
         self.workdir: str | None = meta.get("cwd")
         self.isolation: dict[str, Any] | None = dict(meta["isolation"]) if meta.get("isolation") else None
@@ -328,14 +330,14 @@ class Supervisor:
 
     # -- isolation and typed results (their modules are imported only by runs that use them) ----------
     def _setup_isolation(self) -> str | None:
-        from .isolation import IsolationError, point_session, setup
+        from .isolation import IsolationError, point_session, setup  # noqa: PLC0415 (start-up: only runs that use it load it)
         assert self.isolation is not None
         try:
             workdir = setup(self.isolation, str(self.meta.get("runId")), self.paths.dir)
         except (IsolationError, OSError) as exc:
             self.stop_word = "isolation"
             if self.isolation.get("path"):
-                from .isolation import remove
+                from .isolation import remove  # noqa: PLC0415 (start-up: only runs that use it load it)
                 remove(self.isolation)  # whatever part of the workspace was made goes
             return f"The run's worktree could not be set up: {exc}"
         self.workdir = str(workdir)
@@ -347,7 +349,7 @@ class Supervisor:
         return None
 
     def _capture_changes(self) -> None:
-        from .isolation import IsolationError, capture, remove
+        from .isolation import IsolationError, capture, remove  # noqa: PLC0415 (start-up: only runs that use it load it)
         assert self.isolation is not None
         try:
             self.extra["changes"] = capture(self.isolation, self.paths.dir)
@@ -357,7 +359,7 @@ class Supervisor:
             remove(self.isolation)
 
     def _check_output(self) -> tuple[str, str | None]:
-        from .output_schema import check_reply
+        from .output_schema import check_reply  # noqa: PLC0415 (start-up: only runs that use it load it)
         data, error = check_reply(self.tally.final_text, self.meta["outputSchema"])
         if error is not None:
             self.stop_word = "schema"

@@ -10,12 +10,25 @@ run did; ``python -m nbsubagents.demo --notebook [NOTEBOOK]`` (the README's ``ma
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import html
 import os
+import re
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
+
+from .. import api
+from ..child.artifacts import read_json
+from ..child.procs import alive
+from .scripted import write_agent_dir
 
 DEMO_MODEL = "demo/scripted"
 
@@ -48,7 +61,6 @@ class ScriptedServer:
 
     @property
     def alive(self) -> bool:
-        from ..child.procs import alive
         return alive(self.pid, self.start_ticks)
 
     def stop(self) -> bool:
@@ -69,14 +81,12 @@ def _state_dir() -> Path:
 
 def _state_file() -> Path:
     """One server per checkout of this package: another version's server is never reused."""
-    import hashlib
 
     key = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:10]
     return _state_dir() / f"scripted-model-{key}.json"
 
 
 def _answers(url: str) -> bool:
-    import urllib.request
 
     try:
         with urllib.request.urlopen(url + "/models", timeout=2) as response:
@@ -86,7 +96,6 @@ def _answers(url: str) -> bool:
 
 
 def _running(state: Path) -> ScriptedServer | None:
-    from ..child.artifacts import read_json
 
     info = read_json(state)
     if not info or not isinstance(info.get("pid"), int) or not isinstance(info.get("url"), str):
@@ -99,9 +108,6 @@ def scripted_server() -> ScriptedServer:
     """The detached demo model server, started if none is running: later kernels reuse it, and it
     outlives a killed kernel (so its background runs go on). It exits after ``IDLE_EXIT`` seconds
     without a request (``NBSUBAGENTS_SCRIPTED_IDLE``) or with ``stop_scripted_model()``."""
-    import fcntl
-    import subprocess
-    import time
 
     state = _state_file()
     state.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +118,7 @@ def scripted_server() -> ScriptedServer:
             return server
         idle = os.environ.get("NBSUBAGENTS_SCRIPTED_IDLE") or str(IDLE_EXIT)
         with open(state.parent / "scripted-model.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.demo.scripted", "--state", str(state),
+            proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.demo.server", "--state", str(state),
                                      "--idle-exit", idle], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True, cwd="/")
         deadline = time.monotonic() + 30
@@ -129,11 +135,7 @@ def scripted_server() -> ScriptedServer:
 
 def stop_scripted_model() -> bool:
     """Stop the detached demo model server (its runs in flight fail); False when none was running."""
-    import signal
-    import time
 
-    from ..child.artifacts import read_json
-    from ..child.procs import alive
 
     state = _state_file()
     info = read_json(state) or {}
@@ -160,7 +162,6 @@ def use_scripted_model(agent_dir: str | Path | None = None) -> ScriptedServer:
     """
     server = scripted_server()
     target = Path(agent_dir) if agent_dir else Path(tempfile.mkdtemp(prefix="nbsubagents-demo-agent-"))
-    from .scripted import write_agent_dir  # lazily: `python -m nbsubagents.demo.scripted` imports this package first
     write_agent_dir(target, server.url)
     os.environ["PI_CODING_AGENT_DIR"] = str(target)
     os.environ["PI_OFFLINE"] = "1"
@@ -223,8 +224,6 @@ def run_notebook(notebook: str | Path = QUICKSTART, out_dir: str | Path = ".demo
 
 def widget_text(nb: Any, model_id: str) -> str:
     """The text a saved widget (and its children) shows, from an executed notebook's widget state."""
-    import html
-    import re
 
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     lines: list[str] = []
@@ -262,17 +261,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _tour(project: Path) -> int:
-    import nbsubagents
-
     print(f"Demo project: {project}\n(scripted demo model {DEMO_MODEL}: deterministic, not an AI)\n")
-    print(nbsubagents.presets(), "\n")
+    print(api.presets(), "\n")
 
     print("== One run: the scout reads the project ==")
-    scout = nbsubagents.run("scout", "Look around.\nread README.md\nls src\nrun: python3 -c 'print(6*7)'")
+    scout = api.run("scout", "Look around.\nread README.md\nls src\nrun: python3 -c 'print(6*7)'")
     print(f"\nOutput of {scout.id}:\n{scout.output}\n")
 
     print("== Three runs in parallel, two at a time ==")
-    runs = nbsubagents.run_parallel([
+    runs = api.run_parallel([
         {"preset": "scout", "task": "read src/inventory.py", "name": "reader"},
         {"preset": "scribe", "task": "write NOTES.md: pears are out of stock\\nreorder soon", "name": "writer"},
         {"preset": "scribe", "task": "read README.md\nedit README.md: tiny -> small", "name": "editor"},

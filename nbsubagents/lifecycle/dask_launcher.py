@@ -20,11 +20,14 @@ follow ``events.jsonl`` and the registry (written only by the notebook's side) i
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import os
+import platform
 import subprocess
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -284,8 +287,6 @@ def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
 
 def versions() -> dict[str, str | None]:
     """Python's version and the installed nbsubagents' and distributed's, here (or on a worker)."""
-    import importlib.metadata as md
-    import platform
 
     found: dict[str, str | None] = {"python": platform.python_version()}
     for dist in ("nbsubagents", "distributed"):
@@ -431,7 +432,6 @@ def _confirm(client: Any, key: str, timeout: float = 10.0) -> None:
         except (OSError, AttributeError, ValueError, TypeError, RuntimeError):
             return  # a scheduler that runs no client code (distributed.scheduler.pickle off): best effort
         if time.monotonic() >= deadline:
-            import warnings
             warnings.warn(f"nbsubagents: the Dask scheduler {client.scheduler.address} has not taken run task {key} "
                           f"after {timeout:g} s; the run is submitted, but it would not outlive this kernel yet",
                           RuntimeWarning, stacklevel=3)

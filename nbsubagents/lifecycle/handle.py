@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import registry
 from ..child import artifacts, isolation
-from ..child.artifacts import RunPaths, TERMINAL, read_json
+from ..child.artifacts import TERMINAL, RunPaths, read_json
 from ..child.formatter import ProgressFormatter
 from ..child.procs import alive
 from ..child.summary import summary_line

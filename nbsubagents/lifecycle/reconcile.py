@@ -14,9 +14,11 @@ bars' clock; reads (``runs()``, a bar's or a browser's refresh) never call it.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,8 +102,6 @@ def first_use(root: str | Path | None = None) -> None:
 def first_use_of(runs: list[Run]) -> None:
     """``first_use`` for the projects of ``runs``: the first call after a restart brings the news, whichever
     call it is. A registry problem never fails a run: it is a warning."""
-    import sqlite3
-    import warnings
 
     for root in dict.fromkeys(Path(r.dir).parents[3] for r in runs):  # <root>/.pi/subagents/runs/<id>
         try:

@@ -20,6 +20,7 @@ results and nothing else does.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 import time
@@ -30,6 +31,7 @@ from typing import Any, Iterator
 
 from ..child import artifacts
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
+from ..child.isolation import salvage
 from ..child.procs import kill_run_processes
 from ..child.supervisor import CANCEL_FILE, WORKER_LOST
 
@@ -111,7 +113,6 @@ def _lost(paths: RunPaths, meta: dict[str, Any], exit_code: int | None, extra: d
 
 def _salvage(paths: RunPaths) -> dict[str, Any]:
     """An isolated run's workspace, left by its dead supervisor: ``child.isolation.salvage``, never raising."""
-    from ..child.isolation import salvage
     try:
         return salvage(paths.dir)
     except Exception as exc:  # the verdict is written all the same; the result says what went wrong
@@ -121,7 +122,6 @@ def _salvage(paths: RunPaths) -> dict[str, Any]:
 @contextmanager
 def _exclusive(lock: Path) -> Iterator[None]:
     """An advisory lock across processes (``flock``); none when the run directory cannot hold the file."""
-    import fcntl
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:

@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterable, Mapping
 from ..config import NbSubagentsError, settings
 
 __all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
-           "UnknownOption", "unknown_names", "declare_options", "check_shape", "check_task", "check_cwd", "check_timeout", "check_isolation"]
+           "UnknownOption", "unknown_names", "declare_options", "check_shape", "check_task", "check_cwd",
+           "check_timeout", "check_isolation"]
 
 FACES = ("call", "magic", "sweep", "column")
 

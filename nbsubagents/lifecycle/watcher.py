@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import registry
+from ..style import glyph, shorten
+from . import settle as settling  # `settle()` below is the watcher's own
 from .handle import SETTLE_TIMEOUT, set_follower
 from .liveness import check
-from . import settle as settling  # `settle()` below is the watcher's own
-from ..style import glyph, shorten
 
 if TYPE_CHECKING:
     from .drive import Renderer

@@ -100,7 +100,7 @@ class Preset:
     skills: tuple[str, ...] | None = None
     extra_args: tuple[str, ...] = ()
     timeout: float | None = None
-    disallowed_tools: tuple[str, ...] | None = None   # Claude Code's denylist (tools it has no pi meaning for are dropped)
+    disallowed_tools: tuple[str, ...] | None = None   # Claude Code's denylist (tools with no pi meaning dropped)
     permission_mode: str | None = None                # Claude Code's; "plan" keeps only read-only tools
     isolation: str | None = None                      # "worktree" or "none" (Claude Code's isolation: worktree)
     budget: dict[str, Any] | None = field(default=None, compare=False, hash=False)  # max_turns, ... (budgets.py)

@@ -11,11 +11,38 @@ The names the package uses are re-exported here: ``from nbsubagents import regis
 from __future__ import annotations
 
 from .status import MAX_TABLE_ROWS, Status, snapshot
-from .store import (ACTIVE, ACTIVE_SQL, COLUMNS, FINAL_TEXT_LIMIT, HOST, NAMES, RUN_ID_CHARS, SCHEMA_VERSION,
-                    TERMINAL_SQL, age, claim, connect, counts, db_of, db_path, ensure_loaded, fetch, forget_loaded,
-                    launcher_identity, note, rebuild, record, resolve, row_from_dir, take_over, upsert, valid_run_id)
+from .store import (
+                    ACTIVE,
+                    ACTIVE_SQL,
+                    COLUMNS,
+                    FINAL_TEXT_LIMIT,
+                    HOST,
+                    NAMES,
+                    RUN_ID_CHARS,
+                    SCHEMA_VERSION,
+                    TERMINAL_SQL,
+                    age,
+                    claim,
+                    connect,
+                    counts,
+                    db_of,
+                    db_path,
+                    ensure_loaded,
+                    fetch,
+                    forget_loaded,
+                    launcher_identity,
+                    note,
+                    rebuild,
+                    record,
+                    resolve,
+                    row_from_dir,
+                    take_over,
+                    upsert,
+                    valid_run_id,
+)
 
-__all__ = ["Status", "snapshot", "MAX_TABLE_ROWS", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "COLUMNS", "FINAL_TEXT_LIMIT", "HOST", "NAMES",
+__all__ = ["Status", "snapshot", "MAX_TABLE_ROWS", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "COLUMNS",
+           "FINAL_TEXT_LIMIT", "HOST", "NAMES",
            "RUN_ID_CHARS", "SCHEMA_VERSION", "age", "claim", "connect", "counts", "db_of", "db_path",
            "ensure_loaded", "fetch", "forget_loaded", "launcher_identity", "note", "rebuild", "record",
            "resolve", "row_from_dir", "take_over", "upsert", "valid_run_id"]

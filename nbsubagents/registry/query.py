@@ -6,6 +6,7 @@ Filtering happens in SQLite (indexed columns, parameters, no string-built values
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..child.artifacts import STATUSES
 from ..config import NbSubagentsError
 from ..style import shorten
+from . import store
 
 if TYPE_CHECKING:
     import pandas
@@ -108,13 +110,11 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     """
     import pandas as pd
 
-    from .. import registry
-
     sql, args = build_query(status=status, preset=preset, model=model, since=since, until=until, text=text,
                             limit=limit)
-    db = registry.db_path(root)
-    registry.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
-    with registry.connect(db) as conn:
+    db = store.db_path(root)
+    store.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
+    with store.connect(db) as conn:
         rows = conn.execute(sql, args).fetchall()
     frame = pd.DataFrame.from_records([tuple(r) for r in rows], columns=[c.strip() for c in _SELECT.split(",")])
     started = frame["started_at"].where(frame["started_at"].notna(), frame["created_at"])
@@ -156,7 +156,6 @@ def _changes(added: Any, removed: Any) -> str | None:
 
 def _expand_data(out: pandas.DataFrame, data: Any) -> pandas.DataFrame:
     """``data.*`` columns from each typed run's JSON data (a non-object value is the column ``data``)."""
-    import json
 
     import pandas as pd
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..child.artifacts import TERMINAL
+from ..child.tmux_pane import attach_command
 from ..style import html_table, shorten
 from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, fetch, resolve
 
@@ -124,7 +125,6 @@ class Status:
             if row.get("error_message"):
                 items.append(("error", row["error_message"]))
         elif row.get("runner") == "tmux":
-            from ..child.tmux_pane import attach_command
             items.append(("attach", attach_command(row["run_id"])))
         items += [("run dir", row.get("run_dir") or ""), ("transcript", str(Path(row.get("run_dir") or "") /
                                                                               "transcript.log"))]

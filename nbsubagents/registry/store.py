@@ -14,6 +14,7 @@ announced = 0``: exactly one process announces a run's end) and ``take_over()``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -204,7 +205,6 @@ def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _json_or_none(value: Any) -> str:
-    import json
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -226,7 +226,6 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
         "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),
     }
     if meta.get("experiment") is not None:
-        import json
 
         scores = read_json(paths.dir / "scores.json") or {}
         row.update(experiment=meta["experiment"], params=json.dumps(meta.get("params") or {}, default=str),

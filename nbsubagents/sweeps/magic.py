@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
@@ -26,7 +27,6 @@ def keys() -> tuple[str, ...]:
 
 def parse_body(text: str) -> dict[str, Any]:
     """The cell's YAML as experiment() arguments; what is wrong is said with an example of what is right."""
-    import yaml
 
     try:
         data = yaml.safe_load(text)

@@ -11,6 +11,7 @@ a scorer that raises records no score for itself and its error under ``errors``.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import re
 import shlex
@@ -179,7 +180,6 @@ def _value(value: Any, where: str) -> float | int | bool | None:
     if isinstance(value, (int, float)) and not isinstance(value, complex):
         return value if math.isfinite(value) else None
     try:  # numpy scalars
-        import numbers
         if isinstance(value, numbers.Real):
             return float(value)
     except ImportError:  # pragma: no cover

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -184,7 +185,6 @@ def to_mlflow(exp: Experiment, tracking_uri: str | None = None, artifact_locatio
     except ImportError:
         raise NbSubagentsError("to_mlflow() needs MLflow: pip install 'nbsubagents[mlflow]'") from None
 
-    import logging
 
     quiet = [logging.getLogger(n) for n in ("mlflow.store.db.utils", "alembic.runtime.migration")]
     levels = [log.level for log in quiet]

@@ -1,7 +1,7 @@
 """The notebook edge attaches itself from above: nothing below ``ui/`` knows a notebook.
 
-``attach()`` (run when ``nbsubagents.api`` is imported, at ``%load_ext nbsubagents``, and when the package is
-imported in a running IPython):
+``attach()`` (run when ``nbsubagents.api`` is imported, which the package does on the first use of a public
+name, and at ``%load_ext nbsubagents``):
 
 - sets the watcher's hooks: notices print on the cell's output in a kernel and on stderr elsewhere (nowhere
   under ``NBSUBAGENTS_DISPLAY=none``), and what the clock's thread prints for a run goes to the cell that
@@ -21,10 +21,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..lifecycle import watcher
+from .display import live_display, notice_stream, run_mimebundle
 from .kernel import cell_parent, in_cell, kernel_shell
-
-# ``import nbsubagents`` in a running IPython registers the formatters (``register_display``) and stays light:
-# the display code and the watcher are imported when a run is first shown or the API is first used.
 
 __all__ = ["attach", "register_display", "mark_shown", "forget_shown", "skip_if_shown"]
 
@@ -35,9 +34,6 @@ _shown: dict[int, Any] = {}  # id -> value: values this cell already shows (kept
 
 def attach(shell: Any = None) -> None:
     """Set the watcher's hooks and, in a running IPython (``shell`` or the current one), Run's display."""
-    from ..lifecycle import watcher  # lazy: see the module's note
-    from .display import notice_stream
-
     watcher.set_hooks(text_stream=notice_stream, cell_parent=cell_parent, in_cell=in_cell)
     register_display(shell)
 
@@ -69,7 +65,6 @@ def current_shell() -> Any:
 def run_bundle(run: Any) -> dict[str, Any]:
     """A ``Run``'s mimebundle for IPython: its static record when it ended, else its summary (with its live
     panel's view in a notebook with widgets)."""
-    from .display import run_mimebundle  # lazy: see the module's note
     return run_mimebundle(run)
 
 
@@ -77,8 +72,6 @@ def display_run(run: Any) -> None:
     """IPython's display hook of a ``Run``: nothing when the magics' cell already shows it; a running run in
     a notebook with widgets shows its live panel; otherwise IPython goes on to ``run_bundle``
     (``NotImplementedError`` is how a display formatter declines)."""
-    from .display import live_display  # lazy: see the module's note
-
     if id(run) in _shown:
         return
     show = live_display(run)

@@ -24,8 +24,23 @@ from ..config import NbSubagentsError
 from ..lifecycle import watcher
 from ..lifecycle.handle import Run
 from ..registry import query
-from ..style import (DARK_SCOPE, MONO_STYLE, MUTED_STYLE, PALETTE, STATUS_CSS, attrs, clip, duration, filesize, glyph,
-                     html_table, is_missing, plural, pydatetime, shorten)
+from ..style import (
+    DARK_SCOPE,
+    MONO_STYLE,
+    MUTED_STYLE,
+    PALETTE,
+    STATUS_CSS,
+    attrs,
+    clip,
+    duration,
+    filesize,
+    glyph,
+    html_table,
+    is_missing,
+    plural,
+    pydatetime,
+    shorten,
+)
 from ..views.tables import styled_html
 from .display import widget_bundle
 from .kernel import click_subshell, load_ipywidgets, route_clicks
@@ -139,7 +154,8 @@ class Browser:
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))
         self.refresh_button.add_class("nbsubagents-browse-refresh")
         self.status_hint = w.HTML(f'<div style="{MUTED_STYLE};font-size:11px">Ctrl-click (⌘-click on a Mac) '
-                                  'to pick several; none: every status</div>').add_class("nbsubagents-browse-status-hint")
+                                  'to pick several; none: every status</div>')
+        self.status_hint.add_class("nbsubagents-browse-status-hint")
         self.count_html = w.HTML().add_class("nbsubagents-browse-count")
         self.list_header = w.HTML().add_class("nbsubagents-browse-list-header")
         self.list_style = w.HTML().add_class("nbsubagents-browse-list-style")

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..lifecycle import watcher
 from ..lifecycle.drive import NullRenderer, Renderer
-from ..views.panel_state import PanelState
 from ..style import STATUS_CSS, color, glyph
+from ..views.panel_state import PanelState
 from .kernel import in_kernel, in_widget_kernel, text_stream  # noqa: F401  (where runs show is decided here)
 from .panels import RunPanel, WidgetRenderer, live_panel
 from .renderers import TextRenderer

@@ -27,17 +27,25 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from ..child.artifacts import TERMINAL
 from ..child.formatter import ProgressLine
 from ..lifecycle import watcher
-from ..views.panel_state import (GROUP_WORDS, HISTORY_LIMIT, PanelState, group_header_html, group_header_text,
-                                 group_static_html, group_static_text)
 from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph, plural
 from ..style import color as status_color
+from ..views.panel_state import (
+    GROUP_WORDS,
+    HISTORY_LIMIT,
+    PanelState,
+    group_header_html,
+    group_header_text,
+    group_static_html,
+    group_static_text,
+)
 from .kernel import click_subshell, load_ipywidgets, route_clicks
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
     from ..lifecycle.watcher import Subscription
 
-__all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "live_panel", "HISTORY_LIMIT", "RENDER_INTERVAL", "STATIC_INTERVAL"]
+__all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "live_panel", "HISTORY_LIMIT", "RENDER_INTERVAL",
+           "STATIC_INTERVAL"]
 
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 RENDER_INTERVAL = 0.1    # at most ~10 renders a second per panel

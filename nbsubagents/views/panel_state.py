@@ -9,8 +9,8 @@ GitHub, nbviewer, ``nbconvert --to html/markdown`` and a kernel-less JupyterLab 
 ``group_static_html``/``group_static_text`` do the same for a group of runs.
 
 Nothing is worded here: event lines come from ``formatter.ProgressFormatter``, counters from
-``events.Tally``, glyphs and colours from ``style``, budget and isolation words from ``child.summary``. The static HTML holds no newline, so it
-stays one HTML block where Markdown embeds it.
+``events.Tally``, glyphs and colours from ``style``, budget and isolation words from ``child.summary``. The static
+HTML holds no newline, so it stays one HTML block where Markdown embeds it.
 """
 
 from __future__ import annotations
@@ -333,7 +333,8 @@ class PanelState:
                 parts.append(f'<div class="nbsubagents-final">{"".join(final_parts)}</div>')
             else:
                 parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.id)}</div>')
-            return (f'{STATUS_CSS}<div class="nbsubagents-static nbsubagents-panel nbsubagents-run-{html.escape(run.id)} '
+            run_id = html.escape(run.id)
+            return (f'{STATUS_CSS}<div class="nbsubagents-static nbsubagents-panel nbsubagents-run-{run_id} '
                     f'nbsubagents-status-{status}" data-run-id="{html.escape(run.id)}" '
                     f'style="border:1px solid var(--jp-border-color2,#ddd);border-left:4px solid {color};'
                     f'border-radius:3px;padding:6px 10px;margin:3px 0;font-family:var(--jp-ui-font-family,'

@@ -164,7 +164,8 @@ def _run_html(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> str:
             ("Created", esc(_when(facts["created"]))), ("Started", esc(_when(facts["started"]))),
             ("Ended", esc(_when(facts["ended"]))),
             ("Duration", duration(facts["duration"]) if isinstance(facts["duration"], (int, float)) else "—"),
-            ("Working directory", f"<code>{esc(facts['cwd'])}</code>"), ("Run folder", f"<code>{esc(str(run.dir))}</code>")]
+            ("Working directory", f"<code>{esc(facts['cwd'])}</code>"),
+            ("Run folder", f"<code>{esc(str(run.dir))}</code>")]
     group = facts["group"]
     if group:
         others = [r for r in groups.get(group, []) if r.id != run.id]
@@ -306,7 +307,8 @@ def report(runs: list[Run], path: str | Path | None = None, *, format: str | Non
         path = project_root() / ".pi" / "subagents" / "reports" / f"report-{stamp}.{format}"
     target = Path(path).expanduser()
     if target.is_dir():
-        raise NbSubagentsError(f"report path {target} is a directory: give a file name such as {target / 'report.html'}")
+        raise NbSubagentsError(f"report path {target} is a directory: give a file name such as "
+                               f"{target / 'report.html'}")
     title = title or (f"Sub-agent run {runs[0].name} ({runs[0].id})" if len(runs) == 1 else
                       f"Sub-agent runs ({len(runs)})")
     text = _document_md(runs, title) if format == "md" else _document_html(runs, title)
