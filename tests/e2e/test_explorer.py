@@ -15,7 +15,7 @@ import time
 from datetime import datetime, timezone
 
 import pytest
-from conftest import wait_for
+from helpers import wait_for
 
 import nbsubagents
 from nbsubagents.ui import browser as explorer

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 
 import pytest
-from conftest import interrupt_when_running
+from helpers import interrupt_when_running
 
 import nbsubagents
 from nbsubagents import config

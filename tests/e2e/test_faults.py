@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PI, SCOUT, processes_inside, wait_for
+from helpers import PI, SCOUT, processes_inside, wait_for
 
 import nbsubagents
 from nbsubagents import config, registry

@@ -12,7 +12,7 @@ from nbsubagents.child import budgets
 from nbsubagents.config import NbSubagentsError
 from nbsubagents.child.events import Tally
 
-from conftest import processes_inside, wait_for
+from helpers import processes_inside, wait_for
 
 
 def endless(body, index):

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import wait_for
+from helpers import wait_for
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel, write_notebook
 
 SETUP = ("import os\nfrom nbsubagents.demo import use_scripted_model\n"

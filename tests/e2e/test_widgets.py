@@ -31,7 +31,7 @@ from nbsubagents.ui.renderers import TextRenderer
 from nbsubagents.lifecycle.handle import Run, TaskSpec
 from nbsubagents.ui.panels import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi-0.73.1"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pi-0.73.1"
 LINE = re.compile(r'<div class="nbsubagents-line nbsubagents-(\w+)">(.*?)</div>')
 
 

@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import interrupt_when_running
+from helpers import interrupt_when_running
 
 import nbsubagents
 from nbsubagents import config
@@ -96,7 +96,7 @@ def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, 
 
 @pytest.mark.pi_matrix
 def test_resume_without_a_session_file_prepends_the_transcript(project, scripted):
-    from conftest import PI
+    from helpers import PI
 
     from nbsubagents.config import pi_package
 

@@ -16,7 +16,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed", reason="the dask extra: pip install -e '.[dask]'")
 
-from conftest import PI, SCOUT, processes_inside, wait_for  # noqa: E402
+from helpers import PI, SCOUT, processes_inside, wait_for  # noqa: E402
 from test_background import row_of, started_by_a_killed_launcher  # noqa: E402
 
 import nbsubagents  # noqa: E402
