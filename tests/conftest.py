@@ -7,8 +7,10 @@ session: its own temp folders (``tmp_path_factory``), so its own detached demo m
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
+from pathlib import Path
 
 import pytest
 from helpers import NOMODEL, PI, REPO, SCOUT, SCRIBE, interrupt_when_running, processes_inside, wait_for  # noqa: F401
@@ -72,3 +74,61 @@ def project(tmp_path, monkeypatch, scripted):
     while processes_inside(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_inside(tmp_path) == [], "a run left processes behind"
+
+
+# -- running in parallel (pytest-xdist) --------------------------------------------------------------------------
+# `make test` runs the suite on two workers. Each worker is its own session (own temp folders, own demo model
+# server, own watcher); what would still race is grouped (`xdist_group`, with `--dist loadgroup`: the Dask tests
+# share one module-scoped cluster, the fault-injection tests one report). Tests marked `serial` measure time
+# (budgets, timeouts, render rates): they take an exclusive lock that every other test takes shared, so while
+# one runs no other test runs on the other worker; their assertions stay as strict as in a serial run.
+
+def _lock_dir(factory: pytest.TempPathFactory) -> Path:
+    base = factory.getbasetemp()
+    return base.parent if base.name.startswith("popen-gw") else base  # the workers' common parent
+
+
+@pytest.fixture(scope="session")
+def _test_locks(tmp_path_factory):
+    folder = _lock_dir(tmp_path_factory)
+    with open(folder / "serial.lock", "a+") as lock, open(folder / "serial.turnstile", "a+") as turnstile:
+        yield lock, turnstile
+
+
+@pytest.fixture(autouse=True)
+def serial_when_marked(request, _test_locks):
+    """Exclusive for tests marked ``serial``, shared for the rest. The turnstile lets a waiting serial test in
+    before the other worker's next test (Linux's flock would let shared holders starve it)."""
+    lock, turnstile = _test_locks
+    exclusive = request.node.get_closest_marker("serial") is not None
+    fcntl.flock(turnstile, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    finally:
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    yield
+    fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("dask"):
+            item.add_marker(pytest.mark.xdist_group("dask"))
+        if item.get_closest_marker("faults"):
+            item.add_marker(pytest.mark.xdist_group("faults"))
+
+
+FAULT_REPORTS: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist's controller: the fault-injection report a worker printed where nobody sees it, shown at the end."""
+    text = getattr(node, "workeroutput", {}).get("fault_report")
+    if text:
+        FAULT_REPORTS.append(text)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for text in FAULT_REPORTS:
+        terminalreporter.write_line(text)

@@ -10,8 +10,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from helpers import processes_inside
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel
+
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,6 +9,8 @@ import pytest
 from helpers import wait_for
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel, write_notebook
 
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
+
 SETUP = ("import os\nfrom nbsubagents.demo import use_scripted_model\n"
          "use_scripted_model(os.path.abspath('agent'))\nimport nbsubagents")
 

@@ -25,6 +25,8 @@ from nbsubagents.child import procs  # noqa: E402
 from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir  # noqa: E402
 from nbsubagents.lifecycle import dask_launcher, watcher  # noqa: E402
 
+pytestmark = pytest.mark.dask  # one module-scoped LocalCluster: one xdist worker runs them all (conftest.py)
+
 SLOTS = 8  # runs one worker holds at once (its "nbsubagents" resource)
 
 

@@ -233,6 +233,8 @@ def test_import_loads_no_pandas_mlflow_or_matplotlib():
     assert out.strip() == "[]"
 
 
+@pytest.mark.notebook
+@pytest.mark.slow
 def test_the_experiments_notebook_runs_a_sweep_scores_compares_plots_and_exports(tmp_path, monkeypatch):
     import base64
 

@@ -21,6 +21,7 @@ def user_text(request: dict) -> str:
     return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
 
 
+@pytest.mark.serial
 @pytest.mark.pi_matrix
 def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
     config.configure(extend_timeout_debounce=5)
@@ -32,6 +33,7 @@ def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
     assert run.result["durationSeconds"] > 3 and run.result["toolCalls"] == 10
 
 
+@pytest.mark.serial
 @pytest.mark.pi_matrix
 def test_timeout_kills_an_idle_child_with_the_spec_message(project):
     config.configure(extend_timeout_debounce=0.5)

@@ -23,6 +23,8 @@ from nbclient import NotebookClient
 from helpers import processes_inside
 from nbsubagents.demo import widget_text
 
+pytestmark = [pytest.mark.notebook, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 NAMES = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb"]
