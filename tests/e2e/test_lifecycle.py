@@ -190,6 +190,7 @@ def test_reads_do_not_settle(tmp_path, monkeypatch):
 
 
 @pytest.mark.notebook
+@pytest.mark.serial  # reads the kernel's messages until a 1 s gap: alone, as in a serial run
 def test_a_notice_from_the_watcher_thread_goes_to_the_launching_cell_not_the_running_one(project, monkeypatch):
     """A real kernel: cell A starts a background run, cell B is busy when it ends. The watcher thread's
     progress lines and notice carry cell A's msg_id; cell B gets none of them."""
