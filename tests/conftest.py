@@ -110,6 +110,7 @@ def serial_when_marked(request, _test_locks):
     fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("dask"):
