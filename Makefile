@@ -42,7 +42,8 @@ demo: setup
 # The whole suite on two workers (pytest-xdist; tests/conftest.py says what keeps them apart), then what differs
 # between pi versions (marked pi_matrix) again against pi 1.x. pytest's exit code stands: 5 (nothing collected)
 # fails the target like a failed test.
-PYTEST_PARALLEL := -n 2 --dist loadgroup
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 test: setup-test
 	$(PY) -m pytest -q $(PYTEST_PARALLEL)
 	NBSUBAGENTS_TEST_PI=$(CURDIR)/pi1/node_modules/.bin/pi $(PY) -m pytest -q $(PYTEST_PARALLEL) -m pi_matrix tests/e2e
