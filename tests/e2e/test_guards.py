@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -97,6 +98,7 @@ def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, 
 
 
 @pytest.mark.pi_matrix
+@pytest.mark.serial  # interrupts the main thread at a moment of the run: alone
 def test_resume_without_a_session_file_prepends_the_transcript(project, scripted):
     from helpers import PI
 
@@ -210,7 +212,10 @@ def _supervise(tmp_path, child_code: str) -> tuple[dict, list[dict], float]:
     """
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "meta.json").write_text(json.dumps({"runId": "r", "argv": [sys.executable, "-c", child_code],
+    # A run id of its own: a supervisor ends every process marked with its id, and under pytest-xdist another
+    # worker may supervise a stand-in child at the same moment.
+    run_id = f"r-{os.getpid()}-{tmp_path.name}"
+    (run_dir / "meta.json").write_text(json.dumps({"runId": run_id, "argv": [sys.executable, "-c", child_code],
                                                    "cwd": str(tmp_path)}))
     measure = ("import resource, subprocess, sys\n"
                "subprocess.run([sys.executable, '-m', 'nbsubagents.child.supervisor', sys.argv[1]], check=True)\n"

@@ -97,7 +97,7 @@ def test_pi_missing_is_a_clear_error_for_run_and_a_failed_task_in_parallel(proje
 def test_supervisor_records_a_pi_that_cannot_start_as_failed(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "meta.json").write_text(json.dumps({"runId": "r1", "argv": [str(tmp_path / "gone" / "pi"), "x"],
+    (run_dir / "meta.json").write_text(json.dumps({"runId": f"r1-{tmp_path.name}", "argv": [str(tmp_path / "gone" / "pi"), "x"],
                                                    "cwd": str(tmp_path)}))
     subprocess.run([sys.executable, "-m", "nbsubagents.child.supervisor", str(run_dir)], check=True, timeout=30)
     result = json.loads((run_dir / "result.json").read_text())
@@ -146,6 +146,7 @@ def test_child_sees_pi_subagents_child(project):
 
 
 @pytest.mark.pi_matrix
+@pytest.mark.serial  # interrupts the main thread at a moment of the run: alone
 def test_interrupting_a_foreground_run_aborts_it_and_leaves_no_process(project):
     with interrupt_when_running(project, '"tool_call"') as interrupt:
         run = nbsubagents.run("scout", "run: sleep 60", show=False)
