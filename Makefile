@@ -39,9 +39,15 @@ setup-test: $(VENV)/.installed-test node_modules/.bin/pi pi1/node_modules/.bin/p
 demo: setup
 	$(PY) -m nbsubagents.demo --notebook notebooks/quickstart.ipynb
 
+# The whole suite on two workers (pytest-xdist; tests/conftest.py says what keeps them apart), then what differs
+# between pi versions (marked pi_matrix) again against pi 1.x. pytest's exit code stands: 5 (nothing collected)
+# fails the target like a failed test.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 test: setup-test
-	$(PY) -m pytest -q
-	NBSUBAGENTS_TEST_PI=$(CURDIR)/pi1/node_modules/.bin/pi $(PY) -m pytest -q -m pi_matrix
+	$(PY) -m ruff check nbsubagents tests benchmarks
+	$(PY) -m pytest -q $(PYTEST_PARALLEL)
+	NBSUBAGENTS_TEST_PI=$(CURDIR)/pi1/node_modules/.bin/pi $(PY) -m pytest -q $(PYTEST_PARALLEL) -m pi_matrix tests/e2e
 
 bench: setup-test
 	for b in overhead formatter panels registry query first_start supervisor experiments isolation dask; do $(PY) benchmarks/bench_$$b.py || exit 1; done

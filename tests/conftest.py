@@ -1,64 +1,22 @@
-"""Fixtures for end-to-end tests: a temp project, the real pinned pi, the scripted model.
+"""Fixtures shared by every test folder: a temp project, the real pinned pi, the scripted model.
 
-Every run in these tests is the real ``pi`` talking to the project's scripted model on 127.0.0.1.
+Every run in these tests is the real ``pi`` talking to the project's scripted model on 127.0.0.1. Plain helpers
+(``PI``, ``wait_for``, ``processes_inside``...) are in helpers.py. Under pytest-xdist each worker is its own
+session: its own temp folders (``tmp_path_factory``), so its own detached demo model server.
 """
 
 from __future__ import annotations
 
-import _thread
+import fcntl
 import os
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from helpers import NOMODEL, PI, REPO, SCOUT, SCRIBE, interrupt_when_running, processes_inside, wait_for  # noqa: F401
 
 from nbsubagents import config
 from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
-
-REPO = Path(__file__).resolve().parents[1]
-# The pi under test: package.json's pin by default; `make test` runs the tests marked pi_matrix (the ones that
-# exercise pi's event stream) a second time with NBSUBAGENTS_TEST_PI=pi1/node_modules/.bin/pi (pi 1.x).
-PI = Path(os.environ.get("NBSUBAGENTS_TEST_PI") or REPO / "node_modules" / ".bin" / "pi").absolute()
-
-SCOUT = """---
-name: scout
-description: Reads files and reports.
-model: demo/scripted
-tools: read, ls, bash
----
-You are a scout. MARKER-SCOUT-PROMPT
-"""
-SCRIBE = """---
-name: scribe
-description: Writes notes.
-model: demo/scripted
-tools: read, write, edit
----
-Write carefully.
-"""
-NOMODEL = """---
-name: nomodel
-description: Has no model.
----
-"""
-
-
-def processes_inside(folder: Path) -> list[str]:
-    """Processes whose working directory is inside ``folder``: a run's leftovers if any."""
-    found = []
-    folder = folder.resolve()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cwd = Path(os.readlink(entry / "cwd"))
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if cwd == folder or folder in cwd.parents:
-            found.append(f"{entry.name}: {cmd}")
-    return found
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -118,47 +76,60 @@ def project(tmp_path, monkeypatch, scripted):
     assert processes_inside(tmp_path) == [], "a run left processes behind"
 
 
-class interrupt_when_running:
-    """Interrupts the main thread (as a kernel interrupt does) once a run of ``project`` shows ``marker``
-    in its events: deterministic, unlike a timer that may fire while the run is still being prepared."""
+# -- running in parallel (pytest-xdist) --------------------------------------------------------------------------
+# `make test` runs the suite on two workers. Each worker is its own session (own temp folders, own demo model
+# server, own watcher); what would still race is grouped (`xdist_group`, with `--dist loadgroup`: the Dask tests
+# share one module-scoped cluster, the fault-injection tests one report). Tests marked `serial` measure time
+# (budgets, timeouts, render rates): they take an exclusive lock that every other test takes shared, so while
+# one runs no other test runs on the other worker; their assertions stay as strict as in a serial run.
 
-    def __init__(self, project: Path, marker: str = '"turn_start"', timeout: float = 60.0) -> None:
-        self.runs = project / ".pi" / "subagents" / "runs"
-        self.marker = marker
-        self.timeout = timeout
-        self.fired = threading.Event()
-        self._stop = threading.Event()
-
-    def _watch(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            for events in self.runs.glob("*/events.jsonl"):
-                try:
-                    seen = self.marker in events.read_text(errors="replace")
-                except OSError:
-                    seen = False
-                if seen:
-                    self.fired.set()
-                    _thread.interrupt_main()
-                    return
-            time.sleep(0.05)
-
-    def __enter__(self) -> "interrupt_when_running":
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+def _lock_dir(factory: pytest.TempPathFactory) -> Path:
+    base = factory.getbasetemp()
+    return base.parent if base.name.startswith("popen-gw") else base  # the workers' common parent
 
 
-def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
-    """Poll ``predicate`` until it returns something true (which is returned), or fail the test."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+@pytest.fixture(scope="session")
+def _test_locks(tmp_path_factory):
+    folder = _lock_dir(tmp_path_factory)
+    with open(folder / "serial.lock", "a+") as lock, open(folder / "serial.turnstile", "a+") as turnstile:
+        yield lock, turnstile
+
+
+@pytest.fixture(autouse=True)
+def serial_when_marked(request, _test_locks):
+    """Exclusive for tests marked ``serial``, shared for the rest. The turnstile lets a waiting serial test in
+    before the other worker's next test (Linux's flock would let shared holders starve it)."""
+    lock, turnstile = _test_locks
+    exclusive = request.node.get_closest_marker("serial") is not None
+    fcntl.flock(turnstile, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    finally:
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    yield
+    fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("dask"):
+            item.add_marker(pytest.mark.xdist_group("dask"))
+        if item.get_closest_marker("faults"):
+            item.add_marker(pytest.mark.xdist_group("faults"))
+
+
+FAULT_REPORTS: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist's controller: the fault-injection report a worker printed where nobody sees it, shown at the end."""
+    text = getattr(node, "workeroutput", {}).get("fault_report")
+    if text:
+        FAULT_REPORTS.append(text)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for text in FAULT_REPORTS:
+        terminalreporter.write_line(text)

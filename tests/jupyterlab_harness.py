@@ -128,7 +128,10 @@ class JupyterLab:
 
 
 def launch_chromium(playwright: Any) -> Any:
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    """Chromium with its temp files in /tmp: its singleton socket's path must stay under the 107 bytes a Unix
+    socket allows, which a test's TMPDIR under pytest-xdist's per-worker temp folder (``popen-gw0/``) exceeds."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                      env={**os.environ, "TMPDIR": "/tmp"})
 
 
 KERNEL_IDLE = ("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"

@@ -59,7 +59,7 @@ def test_doctor_explains_a_pi_whose_node_is_too_old(project):
     """pi 1.x's script run by the system's node (no node of its own next to it): on Node < 22 it cannot start."""
     import shutil
 
-    from conftest import REPO
+    from helpers import REPO
 
     script = REPO / "pi1" / "node_modules" / "@earendil-works" / "pi-coding-agent" / "dist" / "cli.js"
     assert script.is_file(), "make setup-test installs pi1/"

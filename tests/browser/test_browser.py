@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel, write_notebook
+
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
 CELLS = [
     "import os\nfrom nbsubagents.demo import use_scripted_model\n"

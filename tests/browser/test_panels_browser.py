@@ -6,8 +6,10 @@ import json
 import re
 
 import pytest
-from conftest import wait_for
+from helpers import wait_for
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel, write_notebook
+
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
 SETUP = ("import os\nfrom nbsubagents.demo import use_scripted_model\n"
          "use_scripted_model(os.path.abspath('agent'))\nimport nbsubagents")

@@ -15,7 +15,7 @@ import nbsubagents
 from nbsubagents.child import procs
 from nbsubagents.config import NbSubagentsError
 
-from conftest import processes_inside, wait_for
+from helpers import processes_inside, wait_for
 from test_background import python, row_of, started_by_a_killed_launcher
 
 

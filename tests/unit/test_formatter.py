@@ -12,8 +12,8 @@ import pytest
 from nbsubagents.child.events import RESULT_TEXT_LIMIT, iter_stream
 from nbsubagents.child.formatter import ProgressFormatter, ProgressLine, transcript_header, transcript_line
 
-_IN_REPO = Path(__file__).resolve().parent / "fixtures" / "pi-0.73.1"
-FIXTURES = _IN_REPO if _IN_REPO.is_dir() else Path(__file__).resolve().parents[2] / "shared/fixtures/pi-0.73.1"
+_IN_REPO = Path(__file__).resolve().parents[1] / "fixtures" / "pi-0.73.1"
+FIXTURES = _IN_REPO if _IN_REPO.is_dir() else Path(__file__).resolve().parents[3] / "shared/fixtures/pi-0.73.1"
 
 
 def fmt(**kw) -> ProgressFormatter:
@@ -583,7 +583,7 @@ def test_module_imports_no_notebook_libraries():
     code = ("import sys, nbsubagents.child.formatter; "
             "print(sorted(m for m in ('IPython', 'ipywidgets', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"
 
 

@@ -100,6 +100,7 @@ def test_a_cancelled_run_that_loses_its_supervisor_ends_the_same_on_every_path(t
     assert verdicts[False] == ("failed", settle.LOST)
 
 
+@pytest.mark.serial
 def test_cancel_before_the_supervisor_is_ready_is_bounded_and_ends_it(tmp_path, monkeypatch):
     """A supervisor that never gets to write supervisor.json (hung at start) does not hang cancel(): after
     the bound it is signalled all the same, and the run is settled as cancelled."""
@@ -188,6 +189,8 @@ def test_reads_do_not_settle(tmp_path, monkeypatch):
     assert nbsubagents.status  # the public face is the reconciling one
 
 
+@pytest.mark.notebook
+@pytest.mark.serial  # reads the kernel's messages until a 1 s gap: alone, as in a serial run
 def test_a_notice_from_the_watcher_thread_goes_to_the_launching_cell_not_the_running_one(project, monkeypatch):
     """A real kernel: cell A starts a background run, cell B is busy when it ends. The watcher thread's
     progress lines and notice carry cell A's msg_id; cell B gets none of them."""

@@ -20,10 +20,12 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import processes_inside
+from helpers import processes_inside
 from nbsubagents.demo import widget_text
 
-REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.notebook, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 NAMES = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb"]
 VIEW = "application/vnd.jupyter.widget-view+json"

@@ -15,7 +15,7 @@ import time
 from datetime import datetime, timezone
 
 import pytest
-from conftest import wait_for
+from helpers import wait_for
 
 import nbsubagents
 from nbsubagents.ui import browser as explorer
@@ -398,6 +398,7 @@ def test_timeline_without_matplotlib_says_how_to_install_it(explore, monkeypatch
         nbsubagents.runs_timeline()
 
 
+@pytest.mark.notebook
 def test_in_a_notebook_the_bar_browser_and_timeline_each_show_once(explore, monkeypatch):
     """A real kernel (nbclient): the bar and the browser are widgets with a text fallback; the timeline
     is one picture (the cell's value, not a second copy from pyplot)."""

@@ -17,7 +17,7 @@ import pytest
 from nbsubagents.pi import pi_command
 from nbsubagents.demo.scripted import ScriptedModel, demo_plan, step_index, write_agent_dir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def post(url: str, body: dict, timeout: float = 10) -> tuple[int, list]:
@@ -300,7 +300,7 @@ def test_write_agent_dir_merges_settings(tmp_path):
 
 
 def find_pi() -> Path | None:
-    from conftest import PI
+    from helpers import PI
     candidate = Path(os.environ.get("NBSUBAGENTS_PI") or PI)
     return candidate if candidate.exists() and shutil.which("node") else None
 

@@ -33,7 +33,7 @@ from nbsubagents.lifecycle.handle import Run
 from nbsubagents.lifecycle.spec import TaskSpec
 from nbsubagents.ui.panels import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer, live_panel
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi-0.73.1"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pi-0.73.1"
 LINE = re.compile(r'<div class="nbsubagents-line nbsubagents-(\w+)">(.*?)</div>')
 
 
@@ -308,6 +308,7 @@ def test_elapsed_time_ticks_without_events_and_freezes_at_the_end(tmp_path):
     assert "all done" in panel.final_html.value
 
 
+@pytest.mark.serial
 def test_many_events_render_at_most_ten_times_a_second_and_the_final_state_always(tmp_path):
     run = fake_run(tmp_path, "r1", "running")
     renderer = WidgetRenderer(display=lambda widget: None, ticker=False)
@@ -422,6 +423,7 @@ def test_display_and_widgets_stay_out_of_a_bare_import():
     assert out.strip() == "[]"
 
 
+@pytest.mark.notebook
 def test_importing_nbsubagents_in_a_widget_kernel_opens_no_widget_and_waits_for_nothing(project, monkeypatch):
     """A real ipykernel with ipywidgets installed: ``import nbsubagents`` opens no comm (no widget, nothing on
     iopub) and takes far less than the frontend wait a widget would cost; the first panel readies the frontend."""
@@ -456,6 +458,7 @@ def test_importing_nbsubagents_in_a_widget_kernel_opens_no_widget_and_waits_for_
         km.shutdown_kernel(now=True)
 
 
+@pytest.mark.notebook
 def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(project, monkeypatch):
     """nbclient drives a real ipykernel: choose_renderer picks widgets; the saved widget state has the lines."""
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
@@ -551,6 +554,7 @@ def test_a_notice_sums_up_the_whole_answer_on_one_line():
     assert len(_summary({"status": "completed", "final_text": "word " * 100})) == 120
 
 
+@pytest.mark.notebook
 def test_any_display_of_a_running_run_follows_it_to_its_end_whoever_launched_it(project, monkeypatch):
     """A background run started without a panel, shown as a cell value and again through get_run; and a run
     started by another process (a script that exited): each display is live and saved as the run's end."""

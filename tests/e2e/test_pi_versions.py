@@ -16,7 +16,7 @@ from nbsubagents.pi import locate
 from nbsubagents.pi import pi_command, pi_package
 from nbsubagents.demo.scripted import write_agent_dir
 
-LINGER = Path(__file__).parent / "fixtures" / "pi-extensions" / "linger_after_agent_end.js"
+LINGER = Path(__file__).resolve().parents[1] / "fixtures" / "pi-extensions" / "linger_after_agent_end.js"
 
 
 def add_preset(project: Path, name: str, frontmatter: str) -> None:
@@ -83,7 +83,7 @@ def test_pi_runs_on_the_node_next_to_it(tmp_path):
 
 
 def test_the_pinned_pis_are_the_tested_ones():
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     pins = [json.loads((repo / d / "package.json").read_text())["dependencies"] for d in (".", "pi1")]
     pinned = {(name, version) for deps in pins for name, version in deps.items() if name.endswith("pi-coding-agent")}
     assert pinned == set(locate.TESTED_PI)

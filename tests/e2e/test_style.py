@@ -14,11 +14,11 @@ import nbsubagents
 from nbsubagents import style
 from nbsubagents.ui.display import run_mimebundle
 
-from conftest import wait_for
+from helpers import wait_for
 
 DARK = style.DARK_SCOPE
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def luminance(hex_color: str) -> float:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from conftest import processes_inside
+import pytest
+from helpers import processes_inside
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel
 
-REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
 
 # Every code cell of the open notebook has an execution count and the kernel is idle again.
 ALL_RAN = """() => {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PI, REPO, processes_inside
+from helpers import PI, REPO, processes_inside
 
 pytestmark = pytest.mark.slow  # builds a wheel and installs it with its dependencies (~30 s)
 

@@ -4,7 +4,10 @@ JupyterLab would save (no widget view left: the saved file reads without a kerne
 
 from __future__ import annotations
 
+import pytest
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, write_notebook
+
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
 CELLS = [
     "import os\nfrom nbsubagents.demo import use_scripted_model\n"

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PI, SCOUT, processes_inside, wait_for
+from helpers import PI, SCOUT, processes_inside, wait_for
 
 import nbsubagents
 from nbsubagents import config, registry
@@ -42,6 +42,9 @@ def report(request):
     yield
     lines = ["", "fault-injection report (case | outcome | processes left)"]
     lines += [f"  {case:<30} | {outcome} | {', '.join(left) if left else 'none'}" for case, outcome, left in REPORT]
+    if hasattr(request.config, "workeroutput"):  # a pytest-xdist worker: its controller prints it (conftest.py)
+        request.config.workeroutput["fault_report"] = "\n".join(lines)
+        return
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture is not None else open(os.devnull):
         print("\n".join(lines), file=sys.stderr, flush=True)
@@ -276,6 +279,7 @@ def test_ten_cancels_at_once_from_another_process(proj):
     assert record("10 cancels at once", proj, [run], f"aborted; cancel() answered {answers.count(True)}x True") == []
 
 
+@pytest.mark.slow
 def test_sixty_four_runs_at_once(proj):
     config.configure(max_tasks=64)
     tasks = [{"preset": "scout", "task": f"say: run {i}", "name": f"r{i}"} for i in range(64)]

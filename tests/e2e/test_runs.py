@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 
 import pytest
-from conftest import interrupt_when_running
+from helpers import interrupt_when_running
 
 import nbsubagents
 from nbsubagents.pi import locate
@@ -16,13 +16,15 @@ from nbsubagents.pi.models import ModelError
 from nbsubagents.preset_files import PresetError
 
 
-pytestmark = pytest.mark.pi_matrix  # pi's event stream, end to end: run against both pinned pi versions
+# Marked pi_matrix (run again against pi 1.x): the tests that read pi's event stream, errors and artifacts or
+# check what reaches pi (argv, prompt, tools, env, abort); the rest check what nbsubagents decides before pi starts.
 
 
 def iso(ts: str) -> datetime:
     return datetime.fromisoformat(ts.replace("Z", "+00:00"))
 
 
+@pytest.mark.pi_matrix
 def test_single_run_reads_a_file_and_writes_every_artifact(project, capsys):
     run = nbsubagents.run("scout", "read README.md")
 
@@ -72,6 +74,7 @@ def test_three_parallel_runs_with_concurrency_two_never_overlap_three(project):
     assert most == 2  # two ran together, never three
 
 
+@pytest.mark.pi_matrix
 def test_provider_error_is_a_failed_run_with_pi_message(project):
     run = nbsubagents.run("scout", "fail: 500 upstream exploded", show=False)
     assert run.status == "failed"
@@ -94,7 +97,7 @@ def test_pi_missing_is_a_clear_error_for_run_and_a_failed_task_in_parallel(proje
 def test_supervisor_records_a_pi_that_cannot_start_as_failed(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "meta.json").write_text(json.dumps({"runId": "r1", "argv": [str(tmp_path / "gone" / "pi"), "x"],
+    (run_dir / "meta.json").write_text(json.dumps({"runId": f"r1-{tmp_path.name}", "argv": [str(tmp_path / "gone" / "pi"), "x"],
                                                    "cwd": str(tmp_path)}))
     subprocess.run([sys.executable, "-m", "nbsubagents.child.supervisor", str(run_dir)], check=True, timeout=30)
     result = json.loads((run_dir / "result.json").read_text())
@@ -115,6 +118,7 @@ def test_unknown_preset_in_a_single_run_raises_naming_the_available_ones(project
         nbsubagents.run("scot", "read README.md")
 
 
+@pytest.mark.pi_matrix
 def test_model_resolution_call_over_preset_and_clear_errors(project):
     with pytest.raises(ModelError, match='No model for preset "nomodel".*model='):
         nbsubagents.run("nomodel", "read README.md", show=False)
@@ -124,6 +128,7 @@ def test_model_resolution_call_over_preset_and_clear_errors(project):
     assert run.status == "completed" and run.meta["requestedModel"] == "demo/scripted"
 
 
+@pytest.mark.pi_matrix
 def test_preset_prompt_and_tools_reach_pi(project, scripted):
     run = nbsubagents.run("scout", "read README.md", show=False)
     assert run.status == "completed"
@@ -134,11 +139,14 @@ def test_preset_prompt_and_tools_reach_pi(project, scripted):
     assert (run.dir / "system-prompt.md").read_text().strip().endswith("MARKER-SCOUT-PROMPT")
 
 
+@pytest.mark.pi_matrix
 def test_child_sees_pi_subagents_child(project):
     run = nbsubagents.run("scout", "run: echo child=$PI_SUBAGENTS_CHILD", show=False)
     assert "child=1" in run.output
 
 
+@pytest.mark.pi_matrix
+@pytest.mark.serial  # interrupts the main thread at a moment of the run: alone
 def test_interrupting_a_foreground_run_aborts_it_and_leaves_no_process(project):
     with interrupt_when_running(project, '"tool_call"') as interrupt:
         run = nbsubagents.run("scout", "run: sleep 60", show=False)

@@ -17,7 +17,7 @@ from nbsubagents import registry
 from nbsubagents.config import NbSubagentsError
 from nbsubagents.demo.scripted import write_agent_dir
 
-from conftest import wait_for
+from helpers import wait_for
 from test_isolation import assert_no_workspace_left, git, make_repo, worktrees  # noqa: F401 (a fixture)
 from test_magics import shell  # noqa: F401 (a fixture)
 
@@ -233,10 +233,12 @@ def test_import_loads_no_pandas_mlflow_or_matplotlib():
     assert out.strip() == "[]"
 
 
+@pytest.mark.notebook
+@pytest.mark.slow
 def test_the_experiments_notebook_runs_a_sweep_scores_compares_plots_and_exports(tmp_path, monkeypatch):
     import base64
 
-    from conftest import processes_inside
+    from helpers import processes_inside
     from test_notebooks import cell, execute, html, text, value
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))

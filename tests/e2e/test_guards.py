@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from conftest import interrupt_when_running
+from helpers import interrupt_when_running
 
 import nbsubagents
 from nbsubagents import config
@@ -22,6 +23,7 @@ def user_text(request: dict) -> str:
     return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
 
 
+@pytest.mark.serial
 @pytest.mark.pi_matrix
 def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
     config.configure(extend_timeout_debounce=5)
@@ -33,6 +35,7 @@ def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
     assert run.result["durationSeconds"] > 3 and run.result["toolCalls"] == 10
 
 
+@pytest.mark.serial
 @pytest.mark.pi_matrix
 def test_timeout_kills_an_idle_child_with_the_spec_message(project):
     config.configure(extend_timeout_debounce=0.5)
@@ -96,8 +99,9 @@ def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, 
 
 
 @pytest.mark.pi_matrix
+@pytest.mark.serial  # interrupts the main thread at a moment of the run: alone
 def test_resume_without_a_session_file_prepends_the_transcript(project, scripted):
-    from conftest import PI
+    from helpers import PI
 
     from nbsubagents.pi import pi_package
 
@@ -209,7 +213,10 @@ def _supervise(tmp_path, child_code: str) -> tuple[dict, list[dict], float]:
     """
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "meta.json").write_text(json.dumps({"runId": "r", "argv": [sys.executable, "-c", child_code],
+    # A run id of its own: a supervisor ends every process marked with its id, and under pytest-xdist another
+    # worker may supervise a stand-in child at the same moment.
+    run_id = f"r-{os.getpid()}-{tmp_path.name}"
+    (run_dir / "meta.json").write_text(json.dumps({"runId": run_id, "argv": [sys.executable, "-c", child_code],
                                                    "cwd": str(tmp_path)}))
     measure = ("import resource, subprocess, sys\n"
                "subprocess.run([sys.executable, '-m', 'nbsubagents.child.supervisor', sys.argv[1]], check=True)\n"

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import wait_for
+from helpers import wait_for
 
 from nbsubagents import demo
 

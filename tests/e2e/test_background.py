@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from helpers import wait_for
 
 import nbsubagents
 from nbsubagents import registry

@@ -22,7 +22,7 @@ from nbsubagents.pi.args import build_argv
 from nbsubagents.preset_files import PresetError, PresetWarning
 from nbsubagents.demo.scripted import write_agent_dir
 
-CORPUS = Path(__file__).parent / "fixtures" / "agent-corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "agent-corpus"
 GOOD = ["architect", "code-reviewer", "doc-writer", "explorer", "generalist", "gh-triage", "git-historian",
         "implementer", "nomodel", "orchestrator", "personal-helper", "scout", "scribe", "summarizer", "typo-agent",
         "web-researcher"]
@@ -271,7 +271,7 @@ def test_sonnet_without_such_a_model_is_a_short_error(corpus):
 
 
 def test_the_readme_preset_table_lists_every_field_and_what_is_ignored():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme[readme.index("Every field, and what a pi child makes of it:"):readme.index("**Models.**")]
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     first_cells = " ".join(row.split("|")[1] for row in rows)

@@ -16,7 +16,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed", reason="the dask extra: pip install -e '.[dask]'")
 
-from conftest import PI, SCOUT, processes_inside, wait_for  # noqa: E402
+from helpers import PI, SCOUT, processes_inside, wait_for  # noqa: E402
 from test_background import row_of, started_by_a_killed_launcher  # noqa: E402
 
 import nbsubagents  # noqa: E402
@@ -24,6 +24,8 @@ from nbsubagents import config  # noqa: E402
 from nbsubagents.child import procs  # noqa: E402
 from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir  # noqa: E402
 from nbsubagents.lifecycle import dask_launcher, watcher  # noqa: E402
+
+pytestmark = pytest.mark.dask  # one module-scoped LocalCluster: one xdist worker runs them all (conftest.py)
 
 SLOTS = 8  # runs one worker holds at once (its "nbsubagents" resource)
 

@@ -12,7 +12,7 @@ from nbsubagents.child import budgets
 from nbsubagents.config import NbSubagentsError
 from nbsubagents.child.events import Tally
 
-from conftest import processes_inside, wait_for
+from helpers import processes_inside, wait_for
 
 
 def endless(body, index):
@@ -30,6 +30,7 @@ def endless(body, index):
     ("max_tokens", 3000, "budget:tokens", "tokens (max_tokens=3000)"),
     ("max_cost", 0.002, "budget:cost", "cost (max_cost=0.002)"),
 ])
+@pytest.mark.serial
 def test_each_budget_stops_an_endless_run_at_its_limit(project, scripted, tmp_path, field, value, reason, message):
     scripted.script = endless
     run = nbsubagents.run("scout", "keep going", show=False, timeout=120, **{field: value})
@@ -53,6 +54,7 @@ def test_each_budget_stops_an_endless_run_at_its_limit(project, scripted, tmp_pa
     assert row.loc[0, "stop_reason"] == reason
 
 
+@pytest.mark.serial
 def test_budget_precedence_call_over_preset_over_settings(project, scripted):
     (project / ".pi" / "subagents" / "capped.md").write_text(
         "---\nname: capped\ndescription: c\nmodel: demo/scripted\ntools: bash\nmaxToolCalls: 2\n---\n")

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BINDER = REPO / "binder"
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+from e2e.test_notebooks import execute, export, kernel_env  # noqa: F401  (kernel_env is a fixture)
 from jupyterlab_harness import ARTIFACTS, launch_chromium
-from test_notebooks import execute, export, kernel_env  # noqa: F401  (kernel_env is a fixture)
+
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
 RED = "rgb(185, 28, 28)"  # style.color("failed") in the light theme
 GREEN = "rgb(22, 101, 52)"  # style.color("completed") in the light theme

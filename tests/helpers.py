@@ -1,0 +1,100 @@
+"""Helpers the tests of every folder import (``from helpers import wait_for``): the repo, the pi under test,
+preset texts, process checks, waiting. Fixtures live in conftest.py files; these are plain functions."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# The pi under test: package.json's pin by default; `make test` runs the tests marked pi_matrix (the ones that
+# exercise pi's event stream) a second time with NBSUBAGENTS_TEST_PI=pi1/node_modules/.bin/pi (pi 1.x).
+PI = Path(os.environ.get("NBSUBAGENTS_TEST_PI") or REPO / "node_modules" / ".bin" / "pi").absolute()
+
+SCOUT = """---
+name: scout
+description: Reads files and reports.
+model: demo/scripted
+tools: read, ls, bash
+---
+You are a scout. MARKER-SCOUT-PROMPT
+"""
+SCRIBE = """---
+name: scribe
+description: Writes notes.
+model: demo/scripted
+tools: read, write, edit
+---
+Write carefully.
+"""
+NOMODEL = """---
+name: nomodel
+description: Has no model.
+---
+"""
+
+
+def processes_inside(folder: Path) -> list[str]:
+    """Processes whose working directory is inside ``folder``: a run's leftovers if any."""
+    found = []
+    folder = folder.resolve()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd == folder or folder in cwd.parents:
+            found.append(f"{entry.name}: {cmd}")
+    return found
+
+
+class interrupt_when_running:
+    """Interrupts the main thread (as a kernel interrupt does) once a run of ``project`` shows ``marker``
+    in its events: deterministic, unlike a timer that may fire while the run is still being prepared."""
+
+    def __init__(self, project: Path, marker: str = '"turn_start"', timeout: float = 60.0) -> None:
+        self.runs = project / ".pi" / "subagents" / "runs"
+        self.marker = marker
+        self.timeout = timeout
+        self.fired = threading.Event()
+        self._stop = threading.Event()
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            for events in self.runs.glob("*/events.jsonl"):
+                try:
+                    seen = self.marker in events.read_text(errors="replace")
+                except OSError:
+                    seen = False
+                if seen:
+                    self.fired.set()
+                    _thread.interrupt_main()
+                    return
+            time.sleep(0.05)
+
+    def __enter__(self) -> "interrupt_when_running":
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
+    """Poll ``predicate`` until it returns something true (which is returned), or fail the test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
