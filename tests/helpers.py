@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -80,6 +81,9 @@ class interrupt_when_running:
             time.sleep(0.05)
 
     def __enter__(self) -> "interrupt_when_running":
+        # As in a kernel, Ctrl-C raises KeyboardInterrupt: interrupt_main() does nothing while SIGINT is ignored or
+        # default, as an earlier test in the same (xdist worker) process may have left it.
+        self._old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
         return self
@@ -87,6 +91,7 @@ class interrupt_when_running:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        signal.signal(signal.SIGINT, self._old_handler)
 
 
 def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):

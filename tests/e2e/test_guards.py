@@ -99,7 +99,6 @@ def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, 
 
 
 @pytest.mark.pi_matrix
-@pytest.mark.serial  # interrupts the main thread at a moment of the run: alone
 def test_resume_without_a_session_file_prepends_the_transcript(project, scripted):
     from helpers import PI
 

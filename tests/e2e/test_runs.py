@@ -146,7 +146,6 @@ def test_child_sees_pi_subagents_child(project):
 
 
 @pytest.mark.pi_matrix
-@pytest.mark.serial  # interrupts the main thread at a moment of the run: alone
 def test_interrupting_a_foreground_run_aborts_it_and_leaves_no_process(project):
     with interrupt_when_running(project, '"tool_call"') as interrupt:
         run = nbsubagents.run("scout", "run: sleep 60", show=False)
