@@ -210,7 +210,7 @@ _MD_LINE_START = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
 
 def _md(text: Any) -> str:
     """Text on one Markdown line, shown as it is: emphasis, links, HTML, headings, tables and entities escaped."""
-    text = " ".join(str(text).split())
+    text = " ".join(strip_controls(str(text)).split())
     text = _MD_INLINE.sub(r"\\\1", text)
     return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
 
@@ -221,7 +221,7 @@ def _cell(text: Any) -> str:
 
 def _code(text: Any) -> str:
     """A code span that nothing inside can close: a fence longer than any run of backticks in it, one line."""
-    text = str(text).replace("\r", "\\r").replace("\n", "\\n")
+    text = strip_controls(str(text).replace("\r", "\\r").replace("\n", "\\n"))
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""

@@ -337,11 +337,11 @@ def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypa
     (run,) = exp.runs()
     assert LONG_KEY in (run.dir / "stdout.log").read_text() and LONG_KEY in run.meta["task"]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    exp.to_mlflow(uri, artifact_location=(tmp_path / "mlartifacts").as_uri())
-    found = mlflow.search_runs(experiment_names=["leaky"], tracking_uri=uri)  # type: ignore[call-arg]
-    assert len(found) == 1
-    values = " ".join(str(v) for v in found.iloc[0].to_dict().values())
-    assert "SUPERSECRET" not in values and "••••••" in values
+    experiment_id = exp.to_mlflow(uri, artifact_location=(tmp_path / "mlartifacts").as_uri())
+    (found,) = mlflow.MlflowClient(uri).search_runs([experiment_id])
+    values = json.dumps([found.info.run_name, found.data.params, found.data.tags], ensure_ascii=False)
+    assert "SUPERSECRET" not in values and found.data.params["hint"] == "key ••••••", values
+    assert found.data.tags["note"] == "uses ••••••"
     files = [p for p in (tmp_path / "mlartifacts").rglob("*") if p.is_file()]
     names = {p.name for p in files}
     assert {"meta.json", "events.jsonl", "stdout.log", "transcript.log", "result.json"} <= names, names
@@ -354,7 +354,7 @@ def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypa
 
 def test_cli_status_and_runs_show_control_characters_escaped(proj):
     """OSC 52, OSC 0 and ESC[2J in a run's words reach the terminal as text (``\\x1b``), never as bytes."""
-    run = nbsubagents.run("scout", f"say: look {HOSTILE} here\nrun: printf 'out \\033]0;title\\007 \\233x'",
+    run = nbsubagents.run("scout", f"run: printf 'out \\033]0;title\\007 \\233x'\nsay: look {HOSTILE} here",
                           show=False, name=f"name{HOSTILE}")
     assert "\x1b]52" in run.output
     env = {**os.environ, "NBSUBAGENTS_ROOT": str(proj)}
