@@ -34,6 +34,7 @@ MASK = "••••••"
 MIN_ENV_SECRET = 8       # shorter values of secret-named variables are not masked (they would mask ordinary words)
 MIN_CONFIG_SECRET = 6    # a key pi's config names as one
 MIN_PREFIX = 8           # the shortest start of a secret, cut short by a truncation, that is still masked
+MIN_PIECE = 10           # the shortest piece of a secret, streamed in parts (pi's deltas), that ``pieces`` masks
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIAL", re.IGNORECASE)
 CONFIG_KEYS = {"apikey", "api_key", "key", "token", "access", "refresh", "accesstoken", "refreshtoken"}
 ELLIPSES = ("…", "...", "&hellip;")
@@ -125,14 +126,17 @@ class Masker:
         self._patterns = [re.compile(p) if isinstance(p, str) else p for p in KEY_SHAPES] + \
             [re.compile(p) if isinstance(p, str) else p for p in patterns]
 
-    def text(self, text: str) -> str:
-        """``text`` with every secret replaced by ``MASK``."""
+    def text(self, text: str, *, pieces: bool = False) -> str:
+        """``text`` with every secret replaced by ``MASK``. ``pieces``: also a word that is a piece of a known
+        secret (at least ``MIN_PIECE`` characters), as a stream of deltas splits one (pi's stdout, for exports)."""
         if not text or not isinstance(text, str):
             return text
         if self._literal is not None:
             text = self._literal.sub(MASK, text)
             if any(e in text for e in ELLIPSES):
                 text = self._cut_short(text)
+            if pieces:
+                text = self._pieces(text)
         for pattern in self._patterns:
             text = pattern.sub(_replace, text)
         return text
@@ -164,6 +168,31 @@ class Masker:
             text = text[:begin] + MASK + text[end:]
         return text
 
+    def _pieces(self, text: str) -> str:
+        secrets = [s for s in self.secrets if len(s) > MIN_PIECE]
+        if not secrets:
+            return text
+
+        def piece(match: re.Match[str]) -> str:
+            word = match.group(0)
+            for secret in secrets:
+                if word in secret:
+                    return MASK
+                head, tail = secret[:MIN_PIECE], secret[-MIN_PIECE:]
+                at = word.find(head)  # the word ends with a start of the secret
+                while at >= 0:
+                    if secret.startswith(word[at:]):
+                        return word[:at] + MASK
+                    at = word.find(head, at + 1)
+                at = word.rfind(tail)  # the word starts with an end of the secret
+                while at >= 0:
+                    if secret.endswith(word[:at + MIN_PIECE]):
+                        return MASK + word[at + MIN_PIECE:]
+                    at = word.rfind(tail, 0, at + MIN_PIECE - 1)
+            return word
+
+        return _WORD.sub(piece, text)
+
     def data(self, value: Any) -> Any:
         """A copy of a JSON-like value (dicts, lists, strings) with every string masked (keys too)."""
         if isinstance(value, str):
@@ -173,6 +202,9 @@ class Masker:
         if isinstance(value, (list, tuple)):
             return type(value)(self.data(v) for v in value)
         return value
+
+
+_WORD = re.compile(r"[^\s\"'\\`<>&|,;:(){}\[\]]{%d,}" % MIN_PIECE)
 
 
 def _replace(match: re.Match[str]) -> str:

@@ -255,7 +255,7 @@ def _masked_copy(source: Path, target: Path, masks: Any) -> str:
             except UnicodeDecodeError:
                 shutil.copyfile(path, out / name)
                 continue
-            (out / name).write_text(masks.text(text), encoding="utf-8")
+            (out / name).write_text(masks.text(text, pieces=True), encoding="utf-8")  # stdout streams pieces
     return str(target)
 
 

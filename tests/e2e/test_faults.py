@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PI, SCOUT, processes_inside, wait_for
+from helpers import PI, SCOUT, SCRIBE, processes_inside, wait_for
 
 import nbsubagents
 from nbsubagents import config, registry
@@ -378,7 +378,8 @@ def test_reports_escape_markdown_and_carry_no_control_bytes(proj):
     mistune = pytest.importorskip("mistune")
     name = "evil`](http://x) <img src=x onerror=alert(1)> | # **b**"
     task = f"say: out \x1b[31mred{HOSTILE}\nwrite a`b`<i>.md: hello\nrun: printf 'nul\\000 esc\\033[2J end'"
-    run = nbsubagents.run("scout", task, show=False, name=name)
+    (proj / ".pi" / "subagents" / "scribe.md").write_text(SCRIBE.replace("read, write, edit", "read, write, bash"))
+    run = nbsubagents.run("scribe", task, show=False, name=name)
     assert run.status == "completed" and "a`b`<i>.md" in run.files_changed, (run.error, run.files_changed)
     md_text = run.report(proj / "r.md").read_text()
     html_text = run.report(proj / "r.html").read_text()

@@ -27,6 +27,17 @@ def test_a_key_cut_short_by_a_truncation_is_still_masked():
     assert plain.text("correct-h") == "correct-h"  # no ellipsis: an ordinary word stays
 
 
+def test_pieces_of_a_key_streamed_in_deltas_are_masked_for_exports():
+    stream = "".join(json.dumps({"type": "toolcall_delta", "delta": piece}) + "\n" for piece in
+                     ("echo sk-tes", "t-SUPERSECRETVALUE012345", "6789abcdef", " and more"))
+    masked = Masker([KEY]).text(stream, pieces=True)
+    assert "SUPERSECRET" not in masked and "6789abcdef" not in masked and " and more" in masked
+    assert Masker([KEY]).text("x 3456789abcdef-more y", pieces=True) == f"x {MASK}-more y"  # ends, then more
+    words = "the word SUPERSECRETVALUE alone, and ordinary-words-here stay"
+    assert Masker([KEY]).text(words, pieces=True) == "the word •••••• alone, and ordinary-words-here stay"
+    assert Masker([KEY]).text(stream) == stream  # without pieces: whole forms only (reports, records, browse)
+
+
 def test_html_and_json_forms_and_nested_data_are_masked():
     secret = 'p&ss<"word>-1234'
     masks = Masker([secret])
