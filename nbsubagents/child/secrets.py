@@ -40,18 +40,21 @@ CONFIG_KEYS = {"apikey", "api_key", "key", "token", "access", "refresh", "access
 ELLIPSES = ("…", "...", "&hellip;")
 
 _B = r"(?<![A-Za-z0-9_-])"  # a key shape starts a word
+_WORD_SHAPES = (
+    r"sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}",          # OpenAI, Anthropic (sk-ant-...), sk-proj-...
+    r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{12,}",           # Stripe
+    r"gh[pousr]_[A-Za-z0-9]{20,}",                            # GitHub tokens
+    r"github_pat_[A-Za-z0-9_]{20,}",
+    r"glpat-[A-Za-z0-9_-]{16,}",                              # GitLab
+    r"xox[abposr]-[A-Za-z0-9-]{10,}",                         # Slack
+    r"(?:AKIA|ASIA)[A-Z0-9]{12,}",                            # AWS access key ids
+    r"AIza[0-9A-Za-z_-]{20,}",                                # Google API keys
+    r"hf_[A-Za-z0-9]{20,}",                                   # Hugging Face
+    r"npm_[A-Za-z0-9]{20,}",                                  # npm
+    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",  # JWTs
+)
 KEY_SHAPES: tuple[str, ...] = (
-    _B + r"sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}",          # OpenAI, Anthropic (sk-ant-...), sk-proj-...
-    _B + r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{12,}",           # Stripe
-    _B + r"gh[pousr]_[A-Za-z0-9]{20,}",                            # GitHub tokens
-    _B + r"github_pat_[A-Za-z0-9_]{20,}",
-    _B + r"glpat-[A-Za-z0-9_-]{16,}",                              # GitLab
-    _B + r"xox[abposr]-[A-Za-z0-9-]{10,}",                         # Slack
-    _B + r"(?:AKIA|ASIA)[A-Z0-9]{12,}",                            # AWS access key ids
-    _B + r"AIza[0-9A-Za-z_-]{20,}",                                # Google API keys
-    _B + r"hf_[A-Za-z0-9]{20,}",                                   # Hugging Face
-    _B + r"npm_[A-Za-z0-9]{20,}",                                  # npm
-    _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",  # JWTs
+    _B + "(?:" + "|".join(_WORD_SHAPES) + ")",  # one pass for every word-like shape
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
     r"(?<![A-Za-z])[Bb]earer\s+(?P<secret>(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,})",
     # NAME=value where NAME is an environment-style name ending in KEY, TOKEN, SECRET or PASSWORD
