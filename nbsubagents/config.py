@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .child.budgets import problem
 from .child.errors import NbSubagentsError
+from .child.secrets import compile_patterns
 
 __all__ = ["NbSubagentsError"]  # and the settings below
 
@@ -41,6 +42,7 @@ class Settings:
     max_cost: float | None = None
     executor: str = "local"        # "local" (this machine) or "dask" (a Dask cluster: lifecycle/dask_launcher.py)
     dask_scheduler: str | None = None  # the scheduler executor="dask" uses, else distributed.get_client()
+    secret_patterns: tuple[str, ...] = ()  # regular expressions masked beside the built-in ones (child/secrets.py)
 
 
 # What each numeric setting may hold: (whole numbers only, lowest, highest or None, what a right value looks like).
@@ -77,7 +79,8 @@ def numeric_problem(key: str, value: object) -> str | None:
 _CAMEL = {"maxTasks": "max_tasks", "extendTimeoutDebounce": "extend_timeout_debounce",
           "loopingToolCount": "looping_tool_count", "panelLines": "panel_lines", "claudeAgents": "claude_agents",
           "isolationMaxCopyMb": "isolation_max_copy_mb", "maxTurns": "max_turns", "maxToolCalls": "max_tool_calls",
-          "maxTokens": "max_tokens", "maxCost": "max_cost", "daskScheduler": "dask_scheduler"}
+          "maxTokens": "max_tokens", "maxCost": "max_cost", "daskScheduler": "dask_scheduler",
+          "secretPatterns": "secret_patterns"}
 _BOOL_KEYS = frozenset({"claude_agents"})
 
 _overrides: dict[str, object] = {}
@@ -114,6 +117,9 @@ def _read_subagents_settings(path: Path) -> dict[str, object]:
                 raise NbSubagentsError(f'Settings file {path}: "subagents.{raw_key}" must be true or false, '
                                   f'got {value!r}')
             values[key] = value
+            continue
+        if key == "secret_patterns":
+            values[key] = _secret_patterns(value, f'Settings file {path}: "subagents.{raw_key}"')
             continue
         if key in ("isolation", "executor", "dask_scheduler") or key in _BUDGET_KEYS:
             right = _other_problem(key, value)
@@ -170,12 +176,27 @@ def configure(**changes: object) -> Settings:
             right = numeric_problem(key, value)
             if right is not None:
                 raise NbSubagentsError(f"configure({key}=...) must be {right}, got {value!r}")
+        if key == "secret_patterns" and value is not None:
+            changes[key] = _secret_patterns(value, "configure(secret_patterns=...)")
     for key, value in changes.items():
         if value is None and key not in ("pi", "root"):
             _overrides.pop(key, None)
         else:
             _overrides[key] = value
     return current()
+
+
+def _secret_patterns(value: object, where: str) -> tuple[str, ...]:
+    """The ``secret_patterns`` setting checked: a list of regular expressions (one string is a list of one)."""
+    patterns = [value] if isinstance(value, str) else value
+    if not isinstance(patterns, (list, tuple)):
+        raise NbSubagentsError(f"{where} must be a list of regular expressions such as [\"corp-[0-9a-f]{{32}}\"], "
+                               f"got {value!r}")
+    try:
+        compile_patterns(patterns, where)
+    except ValueError as exc:
+        raise NbSubagentsError(str(exc)) from None
+    return tuple(patterns)  # type: ignore[arg-type]
 
 
 def _other_problem(key: str, value: object) -> str | None:

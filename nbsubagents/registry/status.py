@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..child.artifacts import TERMINAL
+from ..child.secrets import terminal_safe
 from ..child.tmux_pane import attach_command
 from ..style import html_table, shorten
 from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, fetch, resolve
@@ -135,9 +136,9 @@ class Status:
     def __repr__(self) -> str:
         if self.run_id is not None and self.rows:
             row = self.rows[0]
-            lines = [f"run {row['run_id']}"]
+            lines = [f"run {terminal_safe(row['run_id'])}"]
             for key, value in self._details(row):
-                first, *rest = value.splitlines() or [""]
+                first, *rest = [terminal_safe(ln) for ln in value.split("\n")] or [""]
                 lines.append(f"  {key:<12} {first}")
                 lines += [f"  {'':<12} {ln}" for ln in rest[:30]]
             return "\n".join(lines)
@@ -146,7 +147,8 @@ class Status:
         if not shown:
             lines.append("no active runs" if not self.include_completed else "no runs yet")
             return "\n".join(lines)
-        cells = [self._cells(r) for r in shown]
+        # control characters shown escaped (``\x1b``): a run's words never drive the terminal that prints them
+        cells = [{k: terminal_safe(v) for k, v in self._cells(r).items()} for r in shown]
         widths = {key: max(len(title), *(len(c[key]) for c in cells)) for title, key in _TABLE}
         lines.append("  ".join(title.ljust(widths[key]) for title, key in _TABLE).rstrip())
         for c in cells:

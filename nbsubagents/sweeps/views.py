@@ -10,11 +10,16 @@ import html
 import json
 import logging
 import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..child.artifacts import TERMINAL, parse_iso
 from ..config import NbSubagentsError
 from ..ui.timeline import new_figure  # shown once in a notebook, drawable elsewhere
+from ..views.masking import masker
 
 if TYPE_CHECKING:
     import pandas
@@ -203,28 +208,55 @@ def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric:
                      else client.create_experiment(exp.name, artifact_location=artifact_location))
     done = {r.data.tags.get("nbsubagents.run_id") for r in
             client.search_runs([experiment_id], max_results=50000)}
+    masks = masker()  # an MLflow store is shared: params, tags and artifacts are masked before they go
     for row in exp.current_rows():
         if row["run_id"] in done or row.get("status") not in TERMINAL:
             continue
-        params = json.loads(row.get("params") or "{}")
+        params = {k: None if v is None else masks.text(str(v))
+                  for k, v in json.loads(row.get("params") or "{}").items()}
         scores = json.loads(row.get("scores") or "{}")
-        tags = {f"tags.{k}" if k.startswith("mlflow.") else k: str(v)
+        tags = {f"tags.{k}" if k.startswith("mlflow.") else k: masks.text(str(v))
                 for k, v in json.loads(row.get("tags") or "{}").items()}
         tags.update({"nbsubagents.run_id": row["run_id"], "nbsubagents.status": row.get("status") or "",
-                     "nbsubagents.stop_reason": str(row.get("stop_reason")), "nbsubagents.experiment": exp.name,
-                     "nbsubagents.model": str(row.get("model"))})
+                     "nbsubagents.stop_reason": masks.text(str(row.get("stop_reason"))),
+                     "nbsubagents.experiment": exp.name, "nbsubagents.model": masks.text(str(row.get("model")))})
         start = _ms(row.get("started_at") or row.get("created_at"), parse_iso)
         end = _ms(row.get("ended_at"), parse_iso)
-        run = client.create_run(experiment_id, start_time=start, tags=tags, run_name=row.get("name") or row["run_id"])
+        run = client.create_run(experiment_id, start_time=start, tags=tags,
+                                run_name=masks.text(row.get("name") or row["run_id"]))
         metrics = {name: row.get(column) for name, column in {**METRICS, **CHANGE_METRICS}.items()}
         metrics.update({f"score.{k}": v for k, v in scores.items()})
         client.log_batch(run.info.run_id,
                          metrics=[Metric(k, float(v), end or start or 0, 0) for k, v in metrics.items()
                                   if isinstance(v, (int, float)) and math.isfinite(float(v))],
                          params=[Param(k, "None" if v is None else str(v)[:6000]) for k, v in params.items()])
-        client.log_artifacts(run.info.run_id, row["run_dir"])
+        with tempfile.TemporaryDirectory(prefix="nbsubagents-mlflow-") as copy:
+            client.log_artifacts(run.info.run_id, _masked_copy(Path(row["run_dir"]), Path(copy) / "run", masks))
         client.set_terminated(run.info.run_id, status=_mlflow_status(row.get("status")), end_time=end)
     return experiment_id
+
+
+def _masked_copy(source: Path, target: Path, masks: Any) -> str:
+    """The run directory copied to ``target`` with every text file masked (events, stdout, the child's session,
+    meta, transcript, result, check logs, ...); a file that is not UTF-8 text is copied as it is. Links are
+    not followed."""
+    for folder, dirs, files in os.walk(source):
+        here = Path(folder)
+        out = target / here.relative_to(source)
+        out.mkdir(parents=True, exist_ok=True)
+        dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
+        for name in files:
+            path = here / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            data = path.read_bytes()
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                shutil.copyfile(path, out / name)
+                continue
+            (out / name).write_text(masks.text(text, pieces=True), encoding="utf-8")  # stdout streams pieces
+    return str(target)
 
 
 def _ms(iso: str | None, parse: Any) -> int | None:

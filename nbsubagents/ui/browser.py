@@ -41,6 +41,7 @@ from ..style import (
     pydatetime,
     shorten,
 )
+from ..views.masking import MaskedRun, masker
 from ..views.tables import styled_html
 from .display import widget_bundle
 from .kernel import click_subshell, load_ipywidgets, route_clicks
@@ -307,7 +308,7 @@ class Browser:
                     self.list_style.value = _list_colours(frame)
                     columns = [c for c in ("run_id", "name", "preset", "status", "model", "started", "duration_s",
                                            "tool_calls", "tokens", "cost", "task") if c in frame.columns]
-                    self.table_html.value = styled_html(frame[columns])
+                    self.table_html.value = masker().text(styled_html(frame[columns]))
             finally:
                 self._quiet = False
             active = int(frame["status"].isin(ACTIVE).sum()) if len(frame) else 0
@@ -387,18 +388,21 @@ class Browser:
             tally.add(event)
         self.selected = row["run_id"]
         self._shown = (row["run_id"], status)
-        self.header_html.value = _header_html(row, run, status, tally)
-        self.output_html.value = _output_html(row, run, status)
-        transcript = run.transcript
+        masks = masker()  # what a browser shows is masked before anything cuts it short (a saved notebook keeps it)
+        shown_row, shown_run = masks.data(row), MaskedRun(run, masks)
+        self.header_html.value = masks.text(_header_html(shown_row, shown_run, status, tally))
+        self.output_html.value = masks.text(_output_html(shown_row, shown_run, status))
+        transcript = shown_run.transcript
         if len(transcript) > TRANSCRIPT_LIMIT:
             transcript = f"… ({len(transcript) - TRANSCRIPT_LIMIT:,} characters before this: see " \
                          f"{run.paths.transcript})\n" + transcript[-TRANSCRIPT_LIMIT:]
         self.transcript_html.value = (f'<pre class="nbsubagents-browse-transcript-text">'
                                       f'{html.escape(transcript or "(no transcript yet)", quote=False)}</pre>')
-        self.events_html.value = _events_html(run, events)
+        self.events_html.value = masks.text(_events_html(run, events, masks.text))
         found = run.artifacts
         changed = run.files_changed
-        files = (f'<div>files changed: {", ".join(f"<code>{html.escape(p)}</code>" for p in changed)}</div>'
+        files = (f'<div>files changed: {", ".join(f"<code>{html.escape(masks.text(p))}</code>" for p in changed)}'
+                 f'</div>'
                  if changed else "")
         where = f'<div style="{MUTED_STYLE}">in <code>{html.escape(str(run.dir))}</code></div>'
         self.artifacts_html.value = where + files + (_artifacts_html(found) if found else "<i>(no files)</i>")
@@ -471,6 +475,7 @@ def _labels(frame: pandas.DataFrame) -> list[tuple[str, str]]:
     """One aligned line per run for the list: icon, status, name, start, took, task, id."""
     if frame is None or not len(frame):
         return []
+    masks = masker()  # names and tasks masked before shorten() cuts a secret short
     rows = []
     for row in frame.itertuples(index=False):
         status = str(row.status)
@@ -478,8 +483,8 @@ def _labels(frame: pandas.DataFrame) -> list[tuple[str, str]]:
             took = "running…"
         else:
             took = "" if is_missing(row.duration_s) else duration(float(row.duration_s))
-        name = shorten(row.name if not is_missing(row.name) else row.run_id, 24)
-        task = shorten("" if is_missing(row.task) else row.task, 50)
+        name = shorten(masks.text(str(row.name)) if not is_missing(row.name) else row.run_id, 24)
+        task = shorten("" if is_missing(row.task) else masks.text(str(row.task)), 50)
         rows.append((glyph(status), status, name, _local(row.started), took, task, str(row.run_id)))
     width = max(len(r[2]) for r in rows)
     return [(f"{icon} {status:<9}  {name:<{width}}  {started:<14}  {took:>8}  {task:<50}  {run_id}", run_id)
@@ -567,7 +572,7 @@ def _output_html(row: dict[str, Any], run: Run, status: str) -> str:
     return "".join(parts)
 
 
-def _events_html(run: Run, events: list[dict[str, Any]]) -> str:
+def _events_html(run: Run, events: list[dict[str, Any]], mask: Any = None) -> str:
     if not events:
         return f'<i style="{MUTED_STYLE}">(no events yet)</i>'
     frame = run.events_frame()
@@ -580,6 +585,7 @@ def _events_html(run: Run, events: list[dict[str, Any]]) -> str:
             (not is_missing(item.kind) and str(item.kind) in ("error", "failed"))
         row_attrs.append(attrs("failed") if failed else "")
         text = "" if is_missing(item.text) else str(item.text)
+        text = mask(text) if mask is not None else text  # before clip() cuts a secret short
         rows.append(("" if is_missing(item.seq) else str(int(item.seq)), _local(item.time, "%H:%M:%S"),
                      html.escape(str(item.type)), "" if is_missing(item.tool) else html.escape(str(item.tool)),
                      ('style="white-space:pre-wrap"', html.escape(clip(text, 600), quote=False))))

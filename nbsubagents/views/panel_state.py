@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..child.artifacts import TERMINAL
 from ..child.events import Tally
 from ..child.formatter import ProgressFormatter
+from ..child.secrets import strip_controls, terminal_safe
 from ..child.summary import extra_parts
 from ..config import NbSubagentsError, settings
 from ..style import ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, duration, glyph, plural
 from ..style import color as status_color
+from .masking import masker
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
@@ -90,7 +92,9 @@ class PanelState:
         """The state of what a run did so far (all of it when it ended), from its events.jsonl."""
         state = cls(run, **kwargs)
         formatter = ProgressFormatter(run.meta.get("cwd"))
+        masks = masker()
         for event in run.events():
+            event = masks.data(event)  # before the formatter cuts a line short
             state.add(event, formatter.format(event))
         if run.done:
             state.settle()
@@ -286,7 +290,11 @@ class PanelState:
 
         It keeps the live panel's class names (``nbsubagents-panel``, ``-header``, ``-name``, ``-window``,
         ``-history``, ``-final``), so a page reads the same before and after the widget gave way to it.
+        Secrets are masked (a saved notebook keeps this record) and control bytes left out.
         """
+        return strip_controls(masker().text(self._static_html()))
+
+    def _static_html(self) -> str:
         with self._lock:
             status, final = self.static_parts()
             color = status_color(status)
@@ -346,7 +354,11 @@ class PanelState:
                           if field == "failed" else _esc(text) for field, text in self.header_fields(status))
 
     def static_text(self) -> str:
-        """The panel as plain text: header line, the window's lines, the output, the error, the run id."""
+        """The panel as plain text: header line, the window's lines, the output, the error, the run id; secrets
+        masked and control characters shown escaped."""
+        return terminal_safe(masker().text(self._static_text()))
+
+    def _static_text(self) -> str:
         with self._lock:
             status, final = self.static_parts()
             lines = [f"{glyph(status)} {self.run.name} {status} · {' · '.join(self.header_meta(status))}"]

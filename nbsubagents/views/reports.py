@@ -5,26 +5,30 @@ the live panel), the task, status, model, tokens, cost, timings, the transcript 
 the final output, the files it changed, and links to the other runs of its group (one ``run_parallel``
 call). HTML has inline CSS and no script and loads nothing; Markdown is for pasting into an issue.
 
-Secrets are masked in everything written: the values of environment variables named ``*_API_KEY``,
-``*_TOKEN``, ``*_SECRET`` or ``*_PASSWORD``, and the ``apiKey`` (and token) values in pi's
-``models.json`` and ``auth.json`` under the agent dir.
+Secrets are masked in everything written, before anything is cut short (``child.secrets``: secret-named
+environment variables, the keys in pi's ``models.json`` and ``auth.json``, common key shapes, the
+``secret_patterns`` setting). Names, headings and table cells are escaped for Markdown, file names sit in code
+spans they cannot break out of, and neither format carries control bytes (NUL, ESC, ...). A report is written
+to a temporary file and moved into place: a failed write leaves no temporary file and the old report whole.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..child import VERSION
 from ..child.formatter import ProgressFormatter
+from ..child.secrets import MASK, Masker, strip_controls
+from ..child.secrets import secret_values as _secret_values
 from ..config import NbSubagentsError, agent_dir, project_root
 from ..style import color as status_color
 from ..style import duration, glyph
+from .masking import MaskedRun, masker
 from .panel_state import PanelState
 
 if TYPE_CHECKING:
@@ -32,10 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = ["report", "secret_values", "mask", "MASK"]
 
-MASK = "••••••"
-SECRET_ENV = re.compile(r".*(_API_KEY|_TOKEN|_SECRET|_PASSWORD)$", re.IGNORECASE)
-SECRET_KEYS = {"apikey", "api_key", "key", "token", "access", "refresh", "accesstoken", "refreshtoken"}
-MIN_SECRET = 6          # shorter values are not masked (they would mask ordinary words)
 TRANSCRIPT_LINES = 5_000
 FORMATS = ("html", "md")
 
@@ -43,42 +43,12 @@ FORMATS = ("html", "md")
 # -- secrets ------------------------------------------------------------------------------------------
 def secret_values(env: dict[str, str] | None = None, agent: Path | None = None) -> list[str]:
     """The values to mask: secret-named environment variables and the keys in pi's config files."""
-    env = dict(os.environ) if env is None else env
-    found = {value for name, value in env.items() if SECRET_ENV.match(name) and value}
-    base = agent if agent is not None else agent_dir()
-    for name in ("models.json", "auth.json"):
-        try:
-            data = json.loads((base / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        for value in _config_secrets(data):
-            if value.startswith("!"):
-                continue  # a shell command that prints the key, not the key
-            found.add(env.get(value, value) if re.fullmatch(r"[A-Z][A-Z0-9_]*", value) else value)
-    return sorted((v for v in found if len(v) >= MIN_SECRET), key=len, reverse=True)
-
-
-def _config_secrets(data: Any) -> Iterable[str]:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if isinstance(value, str) and key.lower() in SECRET_KEYS:
-                yield value
-            else:
-                yield from _config_secrets(value)
-    elif isinstance(data, list):
-        for item in data:
-            yield from _config_secrets(item)
+    return _secret_values(env, agent if agent is not None else agent_dir())
 
 
 def mask(text: str, secrets: list[str]) -> str:
-    """``text`` with every secret (also HTML- and JSON-escaped forms of it) replaced by ``MASK``."""
-    forms = set()
-    for secret in secrets:
-        forms.update({secret, html.escape(secret), html.escape(secret, quote=False), json.dumps(secret)[1:-1]})
-    for form in sorted(forms, key=len, reverse=True):
-        if form:
-            text = text.replace(form, MASK)
-    return text
+    """``text`` with every secret (also HTML- and JSON-escaped forms of it, and the key shapes) masked."""
+    return Masker(secrets).text(text)
 
 
 # -- the runs -------------------------------------------------------------------------------------------
@@ -234,14 +204,34 @@ def _block(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>#|~&])")
+_MD_LINE_START = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
+
+
+def _md(text: Any) -> str:
+    """Text on one Markdown line, shown as it is: emphasis, links, HTML, headings, tables and entities escaped."""
+    text = " ".join(strip_controls(str(text)).split())
+    text = _MD_INLINE.sub(r"\\\1", text)
+    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
+
+
+def _cell(text: Any) -> str:
+    return _md(text)
+
+
+def _code(text: Any) -> str:
+    """A code span that nothing inside can close: a fence longer than any run of backticks in it, one line."""
+    text = strip_controls(str(text).replace("\r", "\\r").replace("\n", "\\n"))
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _document_md(runs: list[Run], title: str) -> str:
     groups = _groups(runs)
     listed = {r.id for r in runs}
-    out = [f"# {title}", ""]
+    out = [f"# {_md(title)}", ""]
     total_tokens = sum(_facts(r)["tokens"] for r in runs)
     total_cost = sum(_facts(r)["cost"] for r in runs)
     out += [f"{len(runs)} run{'' if len(runs) == 1 else 's'} · {total_tokens:,} tokens · ${total_cost:.4f} · "
@@ -249,27 +239,29 @@ def _document_md(runs: list[Run], title: str) -> str:
             "|---|---|---|---|---|---|---|---|"]
     for run in runs:
         f = _facts(run)
+        anchor = _anchor(run.id)
         took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
-        out.append(f"| [{_cell(run.name)}](#run-{run.id}) | {glyph(f['status'])} {f['status']} | "
+        out.append(f"| [{_cell(run.name)}](#{anchor}) | {glyph(f['status'])} {_cell(f['status'])} | "
                    f"{_cell(f['model'])} | {f['toolCalls']} | {f['tokens']:,} | ${f['cost']:.4f} | {took} | "
-                   f"`{run.id}` |")
+                   f"{_code(run.id)} |")
     for run in runs:
         f = _facts(run)
+        anchor = _anchor(run.id)
         header = PanelState.of_run(run).static_text().splitlines()[0]
         took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
-        out += ["", f'<a id="run-{run.id}"></a>', "", f"## {header}", "",
-                f"- **Run id:** `{run.id}`", f"- **Status:** {glyph(f['status'])} {f['status']}",
-                f"- **Model:** {f['model']} (preset {f['preset'] or '—'}, {f['mode'] or '—'})",
+        out += ["", f'<a id="{anchor}"></a>', "", f"## {_md(header)}", "",
+                f"- **Run id:** {_code(run.id)}", f"- **Status:** {glyph(f['status'])} {_md(f['status'])}",
+                f"- **Model:** {_md(f['model'])} (preset {_md(f['preset']) or '—'}, {_md(f['mode']) or '—'})",
                 f"- **Tokens:** {f['tokens']:,} (input {f['input']:,}, output {f['output']:,}, cache read "
                 f"{f['cacheRead']:,}, cache write {f['cacheWrite']:,}) · **Cost:** ${f['cost']:.4f} · "
                 f"**Tool calls:** {f['toolCalls']}",
-                f"- **Started:** {_when(f['started'])} · **Ended:** {_when(f['ended'])} · **Took:** {took}"]
+                f"- **Started:** {_md(_when(f['started']))} · **Ended:** {_md(_when(f['ended']))} · **Took:** {took}"]
         if f["group"]:
             others = [r for r in groups.get(f["group"], []) if r.id != run.id and r.id in listed]
-            out.append("- **Same call as:** " + (", ".join(f"[{r.name}](#run-{r.id})" for r in others) or
+            out.append("- **Same call as:** " + (", ".join(f"[{_md(r.name)}](#{_anchor(r.id)})" for r in others) or
                                                   "no other run of its call is in this report"))
         changed = run.files_changed
-        out.append("- **Files changed:** " + (", ".join(f"`{p}`" for p in changed) if changed else "none"))
+        out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
         out += ["", "**Task**", "", _block(run.task)]
         if run.output.strip():
             out += ["", "**Final output**", "", _block(run.output.strip())]
@@ -282,6 +274,11 @@ def _document_md(runs: list[Run], title: str) -> str:
         out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", _block(shown), "",
                 "</details>"]
     return "\n".join(out) + "\n"
+
+
+def _anchor(run_id: str) -> str:
+    """The anchor of a run: ``run-<id>``, with only the characters a URL fragment and an attribute keep as they are."""
+    return "run-" + re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)
 
 
 # -- the entry point ----------------------------------------------------------------------------------------
@@ -309,15 +306,37 @@ def report(runs: list[Run], path: str | Path | None = None, *, format: str | Non
     if target.is_dir():
         raise NbSubagentsError(f"report path {target} is a directory: give a file name such as "
                                f"{target / 'report.html'}")
+    masks = masker()
+    runs = [MaskedRun(run, masks) for run in runs]  # masked before any line or header is cut short
     title = title or (f"Sub-agent run {runs[0].name} ({runs[0].id})" if len(runs) == 1 else
                       f"Sub-agent runs ({len(runs)})")
     text = _document_md(runs, title) if format == "md" else _document_html(runs, title)
-    text = mask(text, secret_values())
+    text = strip_controls(masks.text(text))
+    _write(target, text)
+    return target
+
+
+def _write(target: Path, text: str) -> None:
+    """``text`` into ``target`` through a temporary file beside it: on any failure the temporary file is removed
+    and what ``target`` held is untouched."""
+    tmp: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
+        name = str(target.parent / f".{target.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for any file
+        tmp = name
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
         raise NbSubagentsError(f"Cannot write the report to {target}: {exc.strerror or exc}") from None
-    return target
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PI, SCOUT, processes_inside, wait_for
+from helpers import PI, SCOUT, SCRIBE, processes_inside, wait_for
 
 import nbsubagents
 from nbsubagents import config, registry
@@ -291,3 +291,131 @@ def test_sixty_four_runs_at_once(proj):
     counts = registry.counts(proj)
     assert counts["completed"] == 64 and counts["running"] == 0
     assert record("64 runs at once", proj, runs, f"64 completed in {took:.0f}s") == []
+
+
+# -- secrets and terminal safety (issue 22: items 3, 4 and 9) ------------------------------------------
+LONG_KEY = "sk-test-SUPERSECRETVALUE0123456789" + "abcdefghij" * 8  # longer than any line the formatter keeps
+HOSTILE = "\x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07\x1b[2J"  # clipboard write, window title, clear screen
+
+
+def test_a_key_is_masked_in_reports_static_records_and_browse_also_cut_short(proj, monkeypatch):
+    """The key in a secret-named variable, printed by the run: the report's lines cut it short
+    (``sk-test-SUPERSECRETVALUE012345…``); nothing a person shares holds any of it."""
+    from nbsubagents.ui.display import run_mimebundle
+    from nbsubagents.views.panel_state import PanelState
+
+    monkeypatch.setenv("ACME_API_KEY", LONG_KEY)
+    run = nbsubagents.run("scout", f"say: the key is {LONG_KEY}\nrun: echo {LONG_KEY}", show=False)
+    assert run.status == "completed" and LONG_KEY in run.transcript  # planted where every view reads
+    pages = {"html": run.report(proj / "r.html").read_text(), "md": run.report(proj / "r.md").read_text()}
+    assert all("SUPERSECRET" not in page and "••••••" in page for page in pages.values()), \
+        [page[page.find("SUPERSECRET") - 40:page.find("SUPERSECRET") + 40] for page in pages.values()]
+    bundle = run_mimebundle(run)  # the static record a saved notebook keeps
+    state = PanelState.of_run(run)
+    records = [bundle["text/plain"], bundle["text/html"], state.static_text(), state.static_html()]
+    assert not any("SUPERSECRET" in r for r in records) and all("••••••" in r for r in records)
+    browser = nbsubagents.browse(live=False)
+    try:
+        browser.select(run.id)
+        shown = [browser.header_html.value, browser.output_html.value, browser.transcript_html.value,
+                 browser.events_html.value, browser.table_html.value, *browser.labels]
+    finally:
+        browser.close()
+    assert not any("SUPERSECRET" in s for s in shown) and "••••••" in browser.transcript_html.value
+    REPORT.append(("key cut short: report/record/browse", "masked in html, md, static record, browse",
+                   left_behind(proj, [run.id])))
+
+
+def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypatch):
+    """A real SQLite-backed MLflow store: no param, tag or artifact (events, stdout, session, meta,
+    transcript, result, ...) holds the key."""
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("ACME_API_KEY", LONG_KEY)
+    exp = nbsubagents.experiment(
+        "leaky", tasks=[{"id": "t", "task": f"run: echo {LONG_KEY}", "hint": f"key {LONG_KEY}"}], presets="scout",
+        tags={"note": f"uses {LONG_KEY}"}, scorers=[lambda run: len(run.output)], show=False)
+    (run,) = exp.runs()
+    assert LONG_KEY in (run.dir / "stdout.log").read_text() and LONG_KEY in run.meta["task"]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    experiment_id = exp.to_mlflow(uri, artifact_location=(tmp_path / "mlartifacts").as_uri())
+    (found,) = mlflow.MlflowClient(uri).search_runs([experiment_id])
+    values = json.dumps([found.info.run_name, found.data.params, found.data.tags], ensure_ascii=False)
+    assert "SUPERSECRET" not in values and found.data.params["hint"] == "key ••••••", values
+    assert found.data.tags["note"] == "uses ••••••"
+    files = [p for p in (tmp_path / "mlartifacts").rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"meta.json", "events.jsonl", "stdout.log", "transcript.log", "result.json"} <= names, names
+    leaked = [p.name for p in files if b"SUPERSECRET" in p.read_bytes()]
+    assert leaked == []
+    assert json.loads(next(p for p in files if p.name == "meta.json").read_text())["task"].startswith("run: echo ")
+    REPORT.append(("to_mlflow of a leaky run", f"{len(files)} artifacts, params and tags masked",
+                   left_behind(proj, [run.id])))
+
+
+def test_cli_status_and_runs_show_control_characters_escaped(proj):
+    """OSC 52, OSC 0 and ESC[2J in a run's words reach the terminal as text (``\\x1b``), never as bytes."""
+    run = nbsubagents.run("scout", f"run: printf 'out \\033]0;title\\007 \\233x'\nsay: look {HOSTILE} here",
+                          show=False, name=f"name{HOSTILE}")
+    assert "\x1b]52" in run.output
+    env = {**os.environ, "NBSUBAGENTS_ROOT": str(proj)}
+    outs = [subprocess.run([sys.executable, "-m", "nbsubagents.cli", *args], capture_output=True, env=env,
+                           cwd=proj, timeout=60) for args in (["status", run.id], ["runs"], ["status", "--all"])]
+    for out in outs:
+        assert out.returncode == 0, out.stderr
+        text = out.stdout.decode("utf-8")
+        bad = [hex(ord(c)) for c in text if (ord(c) < 0x20 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f]
+        assert bad == [], bad
+    detail = outs[0].stdout.decode()
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in detail and "\\x1b[2J" in detail and f"run {run.id}" in detail
+    assert "name\\x1b]52" in outs[1].stdout.decode()
+    REPORT.append(("CLI: OSC 52, OSC 0, ESC[2J", "shown escaped in status RUN, runs, status --all",
+                   left_behind(proj, [run.id])))
+
+
+def test_reports_escape_markdown_and_carry_no_control_bytes(proj):
+    """A run named to break Markdown and a file name with backticks: the report reads as written; NUL and ESC
+    the run printed are not in either format."""
+    mistune = pytest.importorskip("mistune")
+    name = "evil`](http://x) <img src=x onerror=alert(1)> | # **b**"
+    task = f"say: out \x1b[31mred{HOSTILE}\nwrite a`b`<i>.md: hello\nrun: printf 'nul\\000 esc\\033[2J end'"
+    (proj / ".pi" / "subagents" / "scribe.md").write_text(SCRIBE.replace("read, write, edit", "read, write, bash"))
+    run = nbsubagents.run("scribe", task, show=False, name=name)
+    assert run.status == "completed" and "a`b`<i>.md" in run.files_changed, (run.error, run.files_changed)
+    md_text = run.report(proj / "r.md").read_text()
+    html_text = run.report(proj / "r.html").read_text()
+    for text in (md_text, html_text):
+        assert not any(c in text for c in "\x00\x1b\x07\x9b"), [hex(ord(c)) for c in text if c in "\x00\x1b\x07"]
+    rendered = mistune.create_markdown(escape=False, plugins=["table"])(md_text)
+    assert "<img" not in rendered and "<strong>b</strong>" not in rendered and 'href="http://x"' not in rendered
+    assert "<code>a`b`&lt;i&gt;.md</code>" in rendered, rendered[rendered.find("Files changed"):][:300]
+    heading = next(line for line in rendered.splitlines() if line.startswith("<h2>"))
+    assert "evil`](http://x) &lt;img" in heading
+    REPORT.append(("report: markdown and control bytes", "escaped name, unbreakable code span, no NUL/ESC",
+                   left_behind(proj, [run.id])))
+
+
+def test_a_full_disk_leaves_no_temporary_report_and_the_old_one_whole(proj):
+    from mounts import small_disk
+
+    run = nbsubagents.run("scout", "say: " + "words " * 2000, show=False)
+    reports = proj / "reports"
+    with small_disk(reports, "64k"):
+        old = run.report(reports / "r.html")
+        before = old.read_bytes()
+        fd = os.open(reports / "filler", os.O_WRONLY | os.O_CREAT)
+        try:  # fill the disk to the last byte
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        with pytest.raises(nbsubagents.NbSubagentsError, match=r"Cannot write the report to .*No space left"):
+            run.report(reports / "r.html")
+        with pytest.raises(nbsubagents.NbSubagentsError, match=r"Cannot write the report to .*No space left"):
+            run.report(reports / "new.md")
+        left = sorted(p.name for p in reports.iterdir())
+        same = old.read_bytes() == before
+    assert left == ["filler", "r.html"] and same, left
+    REPORT.append(("report on a full disk", "NbSubagentsError; no temporary file; old report whole",
+                   left_behind(proj, [run.id])))

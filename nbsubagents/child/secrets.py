@@ -1,0 +1,249 @@
+"""Secrets masked, and control characters made harmless, wherever a run's text travels.
+
+The one masking of the package (reports, static panel records, ``browse()``, the CLI, MLflow exports). Standard
+library only, so every band can use it. A ``Masker`` replaces with ``MASK``:
+
+- the values of environment variables whose names hold ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``/``PASSWD`` or
+  ``CREDENTIAL`` (at least ``MIN_ENV_SECRET`` characters; a value that is an existing path is not a secret), and
+  the ``apiKey`` (and token) values of pi's ``models.json`` and ``auth.json`` — also in their HTML- and
+  JSON-escaped forms, and a start of one (at least ``MIN_PREFIX`` characters) that a truncation cut short
+  (``sk-test-SUPERSECR…``);
+- common key shapes (``KEY_SHAPES``: ``sk-…``, ``ghp_…``, ``xoxb-…``, ``AKIA…``, ``Bearer …``, JWTs, private key
+  blocks, ``SOME_TOKEN=value``);
+- the user's own regular expressions (the ``secret_patterns`` setting): a pattern with a group named ``secret``
+  masks that group, else the whole match.
+
+Mask before cutting text short: ``Masker.data`` masks every string of a JSON-like value (events, meta, result).
+
+``terminal_safe`` shows control characters escaped (for a terminal); ``strip_controls`` removes them (for a
+report).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = ["MASK", "KEY_SHAPES", "Masker", "secret_values", "compile_patterns", "terminal_safe", "strip_controls"]
+
+MASK = "••••••"
+MIN_ENV_SECRET = 8       # shorter values of secret-named variables are not masked (they would mask ordinary words)
+MIN_CONFIG_SECRET = 6    # a key pi's config names as one
+MIN_PREFIX = 8           # the shortest start of a secret, cut short by a truncation, that is still masked
+MIN_PIECE = 10           # the shortest piece of a secret, streamed in parts (pi's deltas), that ``pieces`` masks
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIAL", re.IGNORECASE)
+CONFIG_KEYS = {"apikey", "api_key", "key", "token", "access", "refresh", "accesstoken", "refreshtoken"}
+ELLIPSES = ("…", "...", "&hellip;")
+
+_B = r"(?<![A-Za-z0-9_-])"  # a key shape starts a word
+_WORD_SHAPES = (
+    r"sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}",          # OpenAI, Anthropic (sk-ant-...), sk-proj-...
+    r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{12,}",           # Stripe
+    r"gh[pousr]_[A-Za-z0-9]{20,}",                            # GitHub tokens
+    r"github_pat_[A-Za-z0-9_]{20,}",
+    r"glpat-[A-Za-z0-9_-]{16,}",                              # GitLab
+    r"xox[abposr]-[A-Za-z0-9-]{10,}",                         # Slack
+    r"(?:AKIA|ASIA)[A-Z0-9]{12,}",                            # AWS access key ids
+    r"AIza[0-9A-Za-z_-]{20,}",                                # Google API keys
+    r"hf_[A-Za-z0-9]{20,}",                                   # Hugging Face
+    r"npm_[A-Za-z0-9]{20,}",                                  # npm
+    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",  # JWTs
+)
+KEY_SHAPES: tuple[str, ...] = (
+    _B + "(?:" + "|".join(_WORD_SHAPES) + ")",  # one pass for every word-like shape
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+    r"(?<![A-Za-z])[Bb]earer\s+(?P<secret>(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,})",
+    # NAME=value where NAME is an environment-style name ending in KEY, TOKEN, SECRET or PASSWORD
+    r"\b[A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)\b[\"']?\s*[=:]\s*[\"']?(?P<secret>[^\s\"'&<>]{8,})",
+)
+
+
+def compile_patterns(patterns: Iterable[str], where: str = "secret_patterns") -> list[re.Pattern[str]]:
+    """The user's patterns compiled; a pattern that is not a string or not a regular expression raises
+    ``ValueError`` naming it and ``where`` it came from."""
+    compiled = []
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not pattern:
+            raise ValueError(f"{where} must be a list of regular expressions (strings), got {pattern!r} in it")
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:
+            raise ValueError(f"{where}: {pattern!r} is not a regular expression ({exc}); escape a literal "
+                             f"value with re.escape(...)") from None
+    return compiled
+
+
+def _is_path(value: str) -> bool:
+    return value[:1] in ("/", "~") and os.path.exists(os.path.expanduser(value))
+
+
+def secret_values(env: Mapping[str, str] | None = None, agent: Path | None = None) -> list[str]:
+    """The values to mask, longest first: secret-named environment variables and the keys in pi's config
+    files under ``agent`` (pi's agent dir)."""
+    env = dict(os.environ) if env is None else env
+    found = {value for name, value in env.items()
+             if value and SECRET_NAME.search(name) and len(value) >= MIN_ENV_SECRET and not _is_path(value)}
+    if agent is not None:
+        for name in ("models.json", "auth.json"):
+            try:
+                data = json.loads((agent / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            for value in _config_secrets(data):
+                if value.startswith("!"):
+                    continue  # a shell command that prints the key, not the key
+                if re.fullmatch(r"[A-Z][A-Z0-9_]*", value):
+                    value = env.get(value, "")  # the name of the variable holding the key
+                if len(value) >= MIN_CONFIG_SECRET:
+                    found.add(value)
+    return sorted(found, key=lambda v: (-len(v), v))
+
+
+def _config_secrets(data: Any) -> Iterable[str]:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, str) and key.lower() in CONFIG_KEYS:
+                yield value
+            else:
+                yield from _config_secrets(value)
+    elif isinstance(data, list):
+        for item in data:
+            yield from _config_secrets(item)
+
+
+class Masker:
+    """Masks these ``secrets`` (literal values), the key shapes and the extra ``patterns``."""
+
+    def __init__(self, secrets: Sequence[str] = (), patterns: Iterable[str | re.Pattern[str]] = ()) -> None:
+        self.secrets = [s for s in secrets if s]
+        forms: set[str] = set()
+        for secret in self.secrets:
+            forms.update({secret, html.escape(secret), html.escape(secret, quote=False), json.dumps(secret)[1:-1],
+                          json.dumps(secret, ensure_ascii=False)[1:-1]})
+        self._forms = sorted((f for f in forms if f), key=len, reverse=True)
+        self._literal = (re.compile("|".join(re.escape(f) for f in self._forms)) if self._forms else None)
+        self._patterns = [re.compile(p) if isinstance(p, str) else p for p in KEY_SHAPES] + \
+            [re.compile(p) if isinstance(p, str) else p for p in patterns]
+
+    def text(self, text: str, *, pieces: bool = False) -> str:
+        """``text`` with every secret replaced by ``MASK``. ``pieces``: also a word that is a piece of a known
+        secret (at least ``MIN_PIECE`` characters), as a stream of deltas splits one (pi's stdout, for exports)."""
+        if not text or not isinstance(text, str):
+            return text
+        if self._literal is not None:
+            text = self._literal.sub(MASK, text)
+            if any(e in text for e in ELLIPSES):
+                text = self._cut_short(text)
+            if pieces:
+                text = self._pieces(text)
+        for pattern in self._patterns:
+            text = pattern.sub(_replace, text)
+        return text
+
+    __call__ = text
+
+    def _cut_short(self, text: str) -> str:
+        """A start of a secret (at least ``MIN_PREFIX`` characters) right before an ellipsis: a truncation cut
+        it short."""
+        spans: list[tuple[int, int]] = []
+        for ellipsis in ELLIPSES:
+            at = text.find(ellipsis)
+            while at >= 0:
+                for form in self._forms:
+                    if len(form) <= MIN_PREFIX:
+                        continue
+                    window = text[max(0, at - len(form) + 1):at]
+                    start = window.find(form[:MIN_PREFIX])
+                    while start >= 0:
+                        if form.startswith(window[start:]):
+                            spans.append((at - (len(window) - start), at))
+                            break
+                        start = window.find(form[:MIN_PREFIX], start + 1)
+                    else:
+                        continue
+                    break
+                at = text.find(ellipsis, at + 1)
+        for begin, end in sorted(spans, reverse=True):
+            text = text[:begin] + MASK + text[end:]
+        return text
+
+    def _pieces(self, text: str) -> str:
+        secrets = [s for s in self.secrets if len(s) > MIN_PIECE]
+        if not secrets:
+            return text
+
+        def piece(match: re.Match[str]) -> str:
+            word = match.group(0)
+            for secret in secrets:
+                if word in secret:
+                    return MASK
+                head, tail = secret[:MIN_PIECE], secret[-MIN_PIECE:]
+                at = word.find(head)  # the word ends with a start of the secret
+                while at >= 0:
+                    if secret.startswith(word[at:]):
+                        return word[:at] + MASK
+                    at = word.find(head, at + 1)
+                at = word.rfind(tail)  # the word starts with an end of the secret
+                while at >= 0:
+                    if secret.endswith(word[:at + MIN_PIECE]):
+                        return MASK + word[at + MIN_PIECE:]
+                    at = word.rfind(tail, 0, at + MIN_PIECE - 1)
+            return word
+
+        return _WORD.sub(piece, text)
+
+    def data(self, value: Any) -> Any:
+        """A copy of a JSON-like value (dicts, lists, strings) with every string masked (keys too)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(k) if isinstance(k, str) else k: self.data(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.data(v) for v in value)
+        return value
+
+
+_WORD = re.compile(r"[^\s\"'\\`<>&|,;:(){}\[\]]{%d,}" % MIN_PIECE)
+
+
+def _replace(match: re.Match[str]) -> str:
+    if "secret" in match.re.groupindex and match.group("secret") is not None:
+        start, end = match.span("secret")
+        base = match.start()
+        whole = match.group(0)
+        return whole[:start - base] + MASK + whole[end - base:]
+    return MASK
+
+
+# -- control characters ----------------------------------------------------------------------------------
+# C0 but tab and newline, DEL, C1; and the bidirectional overrides that reorder what a terminal shows.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ESCAPE_SEQUENCES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"                        # CSI: colours, cursor moves, ESC[2J
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"             # OSC: window title, clipboard (52), hyperlinks
+    r"|\x1b[P^_X][^\x1b]*(?:\x1b\\)?"                  # DCS, PM, APC, SOS strings
+    r"|\x1b[ -/]*[0-~]?")                              # any other escape
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group(0)
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character (C0 but ``\\n`` and ``\\t``, ESC, DEL, C1, bidi overrides) shown
+    escaped (``\\x1b``): safe to print to a terminal, and what was there stays visible."""
+    return _CONTROLS.sub(_escaped, text) if isinstance(text, str) else text
+
+
+def strip_controls(text: str) -> str:
+    """``text`` without escape sequences and control characters (but ``\\n`` and ``\\t``): for a report."""
+    if not isinstance(text, str):
+        return text
+    if "\x1b" in text:
+        text = _ESCAPE_SEQUENCES.sub("", text)
+    return _CONTROLS.sub("", text)
