@@ -350,8 +350,11 @@ class Watcher:
 
     def _step(self, entry: _Entry) -> bool:
         run = entry.run
-        if not run.dir.is_dir():
-            return True  # deleted under us: nothing left to follow
+        if not run.paths.meta.exists() and not run.paths.result.exists():
+            # Its folder was deleted under us: it ends failed (its supervisor stops too), in the registry as well.
+            settling.lost(run.paths, run.meta)
+            self._finish(entry)
+            return True
         if entry.renderer is not None:
             run.pump(entry.renderer)
         if run.paths.result.exists():

@@ -4,7 +4,10 @@ One row per run (single, parallel, background), written when the run is created,
 once it is terminal. Several kernels and processes write it at once: WAL, a busy timeout and one
 short statement (or one ``BEGIN IMMEDIATE`` transaction) per write. The run directories stay the
 source of truth; ``rebuild()`` recreates every row from them, and a process's first use adds the
-directories it finds without a row.
+directories it finds without a row. A registry that is no database any more (overwritten, truncated) is moved
+aside (``registry.sqlite.corrupt-<time>``) with a warning and rebuilt from the run directories, on the first
+connection that finds it so (``rebuild()`` too). Every read of rows (``ensure_loaded``) ingests the
+``result.json`` of rows still active, so a run that ended in another process never shows running here.
 
 Storage only: it knows neither ``Run`` nor the watcher and prints nothing. Settling, taking over and
 announcing are ``nbsubagents.lifecycle.reconcile``'s; this module gives it the atomic steps: a guarded
@@ -14,6 +17,7 @@ announced = 0``: exactly one process announces a run's end) and ``take_over()``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -27,13 +31,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..child import artifacts, procs
-from ..child.artifacts import ACTIVE, TERMINAL, RunPaths, now_iso, read_json
+from ..child.artifacts import ACTIVE, RUN_DIR_GONE, TERMINAL, RunPaths, now_iso, read_json
 from ..child.text import clip
 from ..config import NbSubagentsError, project_root
 
 __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
            "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
-           "launcher_identity", "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
+           "launcher_identity", "heal", "ingest_ended", "gone",
+           "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 3  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
@@ -104,27 +109,111 @@ def db_of(run_dir: Path) -> Path:
 
 
 class _Connection:
-    """``with _Connection(db) as conn``: a short-lived autocommit connection, schema ensured."""
+    """``with _Connection(db) as conn``: a short-lived autocommit connection, schema ensured; a registry that
+    is no database any more is moved aside and rebuilt first (``heal``)."""
 
     def __init__(self, db: Path) -> None:
         self.db = db
 
     def __enter__(self) -> sqlite3.Connection:
         self.db.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = self._open()
+        except sqlite3.DatabaseError as exc:
+            if not _corrupt(exc) or getattr(_healing, "db", None) == self.db:
+                raise
+            heal(self.db, exc)
+            self.conn = self._open()
+        return self.conn
+
+    def _open(self) -> sqlite3.Connection:
         if not self.db.exists():  # new, or deleted under us: set it up again
             _ready.discard(self.db)
             _loaded.discard(self.db)
-        self.conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None)
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA busy_timeout = 30000")
-        self.conn.execute("PRAGMA synchronous = NORMAL")
-        if self.db not in _ready:
-            _init_schema(self.conn)
-            _ready.add(self.db)
-        return self.conn
+        conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout = 30000")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if self.db not in _ready:
+                _init_schema(conn)
+                _ready.add(self.db)
+            else:
+                conn.execute("PRAGMA schema_version").fetchone()  # reads the header: a file overwritten since
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def __exit__(self, *exc: object) -> None:
         self.conn.close()
+
+
+_healing = threading.local()  # the registry this thread is rebuilding (a second failure then is an error)
+
+
+def _corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """The file is no SQLite database (or a damaged one); a locked or busy database is not corrupt."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return False
+    name = getattr(exc, "sqlite_errorname", "")
+    return name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "not a database" in str(exc) or "malformed" in str(exc)
+
+
+def _readable(db: Path) -> bool:
+    try:
+        conn = sqlite3.connect(db, timeout=30.0, isolation_level=None)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA schema_version").fetchone()
+        conn.execute("PRAGMA quick_check(1)").fetchone()
+        return True
+    except sqlite3.OperationalError:
+        return True  # locked or busy: somebody uses it, so it is a database
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        conn.close()
+
+
+def heal(db: Path, exc: BaseException | None = None) -> Path | None:
+    """Move a registry that is no database any more aside (``registry.sqlite.corrupt-<time>``, with its -wal
+    and -shm) with a warning and rebuild it from the run directories. One process does it (``flock`` on the
+    registry's folder); the others find it healed. Returns where the old file went, None when it was readable
+    after all."""
+    db = Path(db)
+    fd = os.open(db.parent, os.O_RDONLY)  # the lock is on the registry's folder: no lock file is left
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with _lock:
+            _ready.discard(db)
+            _loaded.discard(db)
+        if not db.exists() or _readable(db):
+            return None  # another process healed it first
+        stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
+        aside = db.with_name(f"{db.name}.corrupt-{stamp}")
+        while aside.exists():  # an earlier one of the same second is kept too
+            n += 1
+            aside = db.with_name(f"{db.name}.corrupt-{stamp}-{n}")
+        os.replace(db, aside)
+        for suffix in ("-wal", "-shm"):
+            try:
+                os.replace(db.with_name(db.name + suffix), aside.with_name(aside.name + suffix))
+            except FileNotFoundError:
+                pass
+        _healing.db = db
+        try:
+            n = _rebuild(db)
+        finally:
+            _healing.db = None
+        warnings.warn(f"nbsubagents: the run registry {db} was not a readable database"
+                      f"{f' ({exc})' if exc else ''}: it was moved aside to {aside.name} and rebuilt from the run "
+                      f"directories ({n} runs)", RuntimeWarning, stacklevel=4)
+        return aside
+    finally:
+        os.close(fd)
 
 
 def _init_schema(conn: sqlite3.Connection) -> None:
@@ -255,11 +344,25 @@ def record(run: Any, *, status: str | None = None, announced: bool = False) -> d
     run_dir = Path(run.dir) if not isinstance(run, (str, Path)) else Path(run)
     row = row_from_dir(run_dir)
     if row is None:
-        return None
+        return gone(db_of(run_dir), run_dir) if not RunPaths(run_dir).meta.exists() else None
     if status is not None and row["status"] not in TERMINAL:
         row["status"] = status
     upsert(db_of(run_dir), row, announced=announced)
     return row
+
+
+def gone(db: Path, run_dir: Path, message: str = RUN_DIR_GONE) -> dict[str, Any] | None:
+    """Settle the row of a still active run whose folder (its ``meta.json``) was deleted: ``failed`` with
+    ``message``; the row as it is then (None when there is none)."""
+    if not db.exists():
+        return None
+    now = now_iso()
+    with connect(db) as conn:
+        conn.execute(f"UPDATE runs SET status = 'failed', error_message = ?, stop_reason = 'run_dir_deleted', "
+                     f"ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_dir = ? AND status IN {ACTIVE_SQL}",
+                     (message, now, now, str(run_dir)))
+        got = conn.execute("SELECT * FROM runs WHERE run_dir = ?", (str(run_dir),)).fetchone()
+    return dict(got) if got is not None else None
 
 
 def note(run: Any, *, status: str | None = None, announced: bool = False) -> None:
@@ -270,7 +373,8 @@ def note(run: Any, *, status: str | None = None, announced: bool = False) -> Non
     except (sqlite3.Error, OSError) as exc:
         if not _warned:
             _warned = True
-            warnings.warn(f"nbsubagents: the run registry {db_of(run.dir)} could not be written ({exc}); "
+            where = db_of(Path(run) if isinstance(run, (str, Path)) else run.dir)
+            warnings.warn(f"nbsubagents: the run registry {where} could not be written ({exc}); "
                           "runs still work, and nbsubagents.registry.rebuild() recreates it from the run "
                           "directories", RuntimeWarning, stacklevel=2)
 
@@ -351,21 +455,41 @@ def forget_loaded() -> None:
         _ready.clear()
 
 
+def ingest_ended(db: Path) -> int:
+    """Rows still active whose run directory holds a ``result.json`` (a run that ended in another process)
+    take it in; a stat per active row. Returns how many changed."""
+    changed = 0
+    for row in fetch(db, f"SELECT run_dir FROM runs WHERE status IN {ACTIVE_SQL}"):
+        if RunPaths(Path(row["run_dir"])).result.exists():
+            new = row_from_dir(row["run_dir"])
+            if new is not None:
+                upsert(db, new)  # not announced: its owner (or the next reconcile) announces it
+                changed += 1
+    return changed
+
+
 def ensure_loaded(db: Path) -> None:
+    """Rows for the directories this process has not seen (once per process and project), and the ends of
+    active rows (``ingest_ended``, every time)."""
     with _lock:
-        if db in _loaded:
-            return
+        fresh = db not in _loaded
         _loaded.add(db)
-    _sync_dirs(db)
+    if fresh:
+        _sync_dirs(db)
+    ingest_ended(db)
 
 
 def rebuild(root: str | Path | None = None) -> int:
     """Recreate every row from the run directories; returns how many runs it holds.
 
     Announcement flags survive for runs that had a row; runs new to the registry count as already
-    announced when terminal (they are history, not news).
+    announced when terminal (they are history, not news). A registry that is no database any more is moved
+    aside first (``heal``).
     """
-    db = db_path(root)
+    return _rebuild(db_path(root))
+
+
+def _rebuild(db: Path) -> int:
     base = db.parent / "runs"
     rows = []
     if base.is_dir():
