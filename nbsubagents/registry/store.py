@@ -135,11 +135,14 @@ class _Connection:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout = 30000")
             conn.execute("PRAGMA synchronous = NORMAL")
-            if self.db not in _ready:
+            # user_version reads the file's header: a file overwritten since raises here; one emptied since is
+            # set up again and filled from the run directories on the next ensure_loaded
+            if self.db not in _ready or conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
                 _init_schema(conn)
-                _ready.add(self.db)
-            else:
-                conn.execute("PRAGMA schema_version").fetchone()  # reads the header: a file overwritten since
+                with _lock:
+                    if self.db in _ready:
+                        _loaded.discard(self.db)
+                    _ready.add(self.db)
         except BaseException:
             conn.close()
             raise
@@ -359,9 +362,9 @@ def gone(db: Path, run_dir: Path, message: str = RUN_DIR_GONE) -> dict[str, Any]
     now = now_iso()
     with connect(db) as conn:
         conn.execute(f"UPDATE runs SET status = 'failed', error_message = ?, stop_reason = 'run_dir_deleted', "
-                     f"ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_dir = ? AND status IN {ACTIVE_SQL}",
-                     (message, now, now, str(run_dir)))
-        got = conn.execute("SELECT * FROM runs WHERE run_dir = ?", (str(run_dir),)).fetchone()
+                     f"ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_id = ? AND status IN {ACTIVE_SQL}",
+                     (message, now, now, Path(run_dir).name))
+        got = conn.execute("SELECT * FROM runs WHERE run_id = ?", (Path(run_dir).name,)).fetchone()
     return dict(got) if got is not None else None
 
 
@@ -462,9 +465,13 @@ def ingest_ended(db: Path) -> int:
     for row in fetch(db, f"SELECT run_dir FROM runs WHERE status IN {ACTIVE_SQL}"):
         if RunPaths(Path(row["run_dir"])).result.exists():
             new = row_from_dir(row["run_dir"])
-            if new is not None:
+            if new is None:
+                continue
+            try:
                 upsert(db, new)  # not announced: its owner (or the next reconcile) announces it
-                changed += 1
+            except (sqlite3.Error, OSError):
+                return changed  # a registry this process cannot write: the read goes on without
+            changed += 1
     return changed
 
 
