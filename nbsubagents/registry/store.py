@@ -432,22 +432,27 @@ def age(iso: str | None) -> float:
 
 def _sync_dirs(db: Path) -> None:
     """Rows for run directories that have none (runs of older versions, a lost write); drop rows of
-    deleted directories. Once per process and project."""
+    deleted directories, except that of a run still active: it is settled failed (``gone``). Once per process
+    and project."""
     base = db.parent / "runs"
     try:
         names = {e.name for e in os.scandir(base) if e.is_dir() and valid_run_id(e.name)}
     except OSError:
         names = set()
-    known = {r["run_id"]: r["run_dir"] for r in fetch(db, "SELECT run_id, run_dir FROM runs")}
-    known_names = {Path(d).name for d in known.values()}
+    rows = fetch(db, "SELECT run_id, run_dir, status FROM runs")
+    known_names = {Path(r["run_dir"]).name for r in rows}
     for name in sorted(names - known_names):
         row = row_from_dir(base / name)
         if row is not None:
             upsert(db, row, announced=row["status"] in TERMINAL)  # history, not news
-    gone = [rid for rid, d in known.items() if Path(d).name not in names and not Path(d).is_dir()]
-    if gone:
+    deleted = [r for r in rows if Path(r["run_dir"]).name not in names and not Path(r["run_dir"]).is_dir()]
+    for row in deleted:
+        if row["status"] in ACTIVE:
+            gone(db, Path(row["run_dir"]))  # deleted while it ran: it ended, and says why
+    ended = [(r["run_id"],) for r in deleted if r["status"] not in ACTIVE]
+    if ended:
         with connect(db) as conn:
-            conn.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
+            conn.executemany("DELETE FROM runs WHERE run_id = ?", ended)
 
 
 def forget_loaded() -> None:
