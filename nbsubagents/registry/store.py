@@ -483,6 +483,8 @@ def ingest_ended(db: Path) -> int:
 def ensure_loaded(db: Path) -> None:
     """Rows for the directories this process has not seen (once per process and project), and the ends of
     active rows (``ingest_ended``, every time)."""
+    with connect(db):
+        pass  # a registry emptied or overwritten since is set up (or healed) again, and synced below
     with _lock:
         fresh = db not in _loaded
         _loaded.add(db)
