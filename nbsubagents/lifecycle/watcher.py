@@ -24,6 +24,7 @@ on ``stop()``, which sets its stop ``threading.Event`` and cancels every subscri
 from __future__ import annotations
 
 import atexit
+import sqlite3
 import sys
 import threading
 import time
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import registry
+from ..config import NbSubagentsError
 from ..style import glyph, shorten
 from . import settle as settling  # `settle()` below is the watcher's own
 from .handle import SETTLE_TIMEOUT, set_follower
@@ -170,6 +172,13 @@ def notify(row: dict[str, Any], *, away: bool = False, quiet: bool = False) -> N
         except Exception:
             _report(f"nbsubagents: notice handler {handler!r} raised")
     return notice
+
+
+def _say(message: str) -> None:
+    try:
+        print(message, file=sys.stderr)
+    except (BrokenPipeError, ValueError, OSError):  # stderr is gone: nothing to tell
+        pass
 
 
 def _report(message: str) -> None:
@@ -395,6 +404,9 @@ class Watcher:
         try:
             row = registry.record(run)
             won = row is not None and registry.claim(run.id, registry.db_of(run.dir))
+        except (sqlite3.Error, OSError, NbSubagentsError) as exc:  # the registry's trouble, not a bug: one line
+            _say(f"nbsubagents: the registry could not record the end of run {run.id} ({exc}); "
+                 "nbsubagents.registry.rebuild() recreates it from the run directories")
         except Exception:
             _report(f"nbsubagents: the registry could not record the end of run {run.id}")
         if renderer is not None:

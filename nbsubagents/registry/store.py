@@ -183,9 +183,10 @@ def _readable(db: Path) -> bool:
 
 def heal(db: Path, exc: BaseException | None = None) -> Path | None:
     """Move a registry that is no database any more aside (``registry.sqlite.corrupt-<time>``, with its -wal
-    and -shm) with a warning and rebuild it from the run directories. One process does it (``flock`` on the
-    registry's folder); the others find it healed. Returns where the old file went, None when it was readable
-    after all."""
+    and -shm) with a warning, in favour of one rebuilt from the run directories. The new one is built beside it
+    and takes its place in one rename, so no process ever reads a half-built registry. One process heals
+    (``flock`` on the registry's folder); the others find it healed. Returns where the old file went, None when
+    it was readable after all."""
     db = Path(db)
     fd = os.open(db.parent, os.O_RDONLY)  # the lock is on the registry's folder: no lock file is left
     try:
@@ -200,20 +201,36 @@ def heal(db: Path, exc: BaseException | None = None) -> Path | None:
         while aside.exists():  # an earlier one of the same second is kept too
             n += 1
             aside = db.with_name(f"{db.name}.corrupt-{stamp}-{n}")
-        os.replace(db, aside)
-        for suffix in ("-wal", "-shm"):
-            try:
-                os.replace(db.with_name(db.name + suffix), aside.with_name(aside.name + suffix))
-            except FileNotFoundError:
-                pass
-        _healing.db = db
+        fresh = db.with_name(f".{db.name}.rebuild-{os.getpid()}")
+        _healing.db = fresh
         try:
-            n = _rebuild(db)
+            runs = _rebuild(fresh)  # closed when it returns: its -wal is folded in and gone
+            try:
+                os.link(db, aside)  # the damaged file is kept under its new name...
+            except OSError:  # a filesystem without hard links: moved (a moment without a registry)
+                os.replace(db, aside)
+            for suffix in ("-wal", "-shm"):  # ...with what belonged to it, never applied to the new one
+                try:
+                    os.replace(db.with_name(db.name + suffix), aside.with_name(aside.name + suffix))
+                except FileNotFoundError:
+                    pass
+            os.replace(fresh, db)  # ...and the new one takes its place at once
+        except OSError as err:
+            for leftover in (fresh, fresh.with_name(fresh.name + "-wal"), fresh.with_name(fresh.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+            raise NbSubagentsError(f"The run registry {db} is not a readable database{f' ({exc})' if exc else ''} "
+                                   f"and could not be replaced ({err.strerror or err}): move it away by hand; "
+                                   "the next use rebuilds it from the run directories") from None
         finally:
             _healing.db = None
+            with _lock:
+                _ready.discard(fresh)
+                _loaded.discard(fresh)
+        with _lock:
+            _loaded.add(db)  # synced: it was just built from the directories
         warnings.warn(f"nbsubagents: the run registry {db} was not a readable database"
                       f"{f' ({exc})' if exc else ''}: it was moved aside to {aside.name} and rebuilt from the run "
-                      f"directories ({n} runs)", RuntimeWarning, stacklevel=4)
+                      f"directories ({runs} runs)", RuntimeWarning, stacklevel=4)
         return aside
     finally:
         os.close(fd)
@@ -373,7 +390,7 @@ def note(run: Any, *, status: str | None = None, announced: bool = False) -> Non
     global _warned
     try:
         record(run, status=status, announced=announced)
-    except (sqlite3.Error, OSError) as exc:
+    except (sqlite3.Error, OSError, NbSubagentsError) as exc:  # the last: a damaged registry that cannot be moved
         if not _warned:
             _warned = True
             where = db_of(Path(run) if isinstance(run, (str, Path)) else run.dir)

@@ -396,7 +396,7 @@ def test_a_corrupt_registry_is_moved_aside_and_rebuilt_from_the_run_directories(
     assert record("corrupt registry", proj, [first, second], "moved aside and rebuilt 4x; no traceback") == []
 
 
-def test_queued_dask_runs_of_a_dead_kernels_local_cluster_settle_and_cancel(proj):
+def test_queued_dask_runs_of_a_dead_kernels_local_cluster_settle_and_cancel(proj, monkeypatch):
     """The kernel owning a LocalCluster dies with one run running and two queued: the running one ends (worker
     lost), a cancel of a queued one settles it cancelled, the other ends failed once its scheduler has been
     unreachable for the grace; nothing stays queued or running."""
@@ -417,6 +417,7 @@ def test_queued_dask_runs_of_a_dead_kernels_local_cluster_settle_and_cancel(proj
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         proc.stdout.close()
+    monkeypatch.setattr(dask_launcher, "SCHEDULER_GRACE", 3.0)  # 10 s by default: the bound, not its length
     started = time.monotonic()
     assert nbsubagents.cancel(ids[1]) is True
     assert nbsubagents.get_run(ids[1]).status == "aborted"
