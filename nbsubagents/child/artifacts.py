@@ -24,6 +24,8 @@ SCHEMA_VERSION = 1
 STATUSES = ("queued", "running", "completed", "failed", "aborted")
 ACTIVE = ("queued", "running")
 TERMINAL = ("completed", "failed", "aborted")
+# A run whose folder (its meta.json) was deleted while it ran: its supervisor ends it and writes nothing more.
+RUN_DIR_GONE = "its run folder was deleted while it ran"
 
 
 class RunPaths:

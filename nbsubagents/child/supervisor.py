@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from .artifacts import RunPaths, atomic_write_json, now_iso, read_json, result_record
+from .artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .procs import MARKER, become_subreaper, end_run_processes, process_start_ticks
@@ -176,6 +176,8 @@ class Supervisor:
             self.stop("aborted", "cancelled", "cancelled")
         elif self.worker_pid is not None and os.getppid() != self.worker_pid:
             self.stop("failed", WORKER_LOST, "worker_lost")  # orphaned: our worker died
+        elif not os.path.exists(self.paths.meta):  # the run's folder was deleted: end the child, write nothing
+            self.stop("failed", RUN_DIR_GONE, "run_dir_deleted")
 
     def _guards(self) -> None:
         now = time.monotonic()
@@ -246,6 +248,9 @@ class Supervisor:
             result["endedAfterConversation"] = True  # pi had not exited END_GRACE s after the conversation ended
         result["piStopReason"] = self.tally.stop_reason
         result.update(self.extra)
+        if not os.path.exists(self.paths.meta):  # its folder was deleted: no half folder is left for it
+            _remove_half_folder(self.paths.dir)
+            return result
         atomic_write_json(self.paths.result, result)
         _write_result(self.paths, result)
         return result
@@ -399,6 +404,15 @@ class Supervisor:
             return "failed", ("The model sent an empty reply and no token usage: the connection to the "
                               "model provider probably dropped")
         return "completed", None
+
+
+def _remove_half_folder(path: Path) -> None:
+    """What the child or we wrote into a run folder after it was deleted (no meta.json in it): removed."""
+    for top, dirs, files in os.walk(path, topdown=False):
+        for name in files + dirs:
+            entry = os.path.join(top, name)
+            _best_effort(os.rmdir if name in dirs and not os.path.islink(entry) else os.unlink, entry)
+    _best_effort(os.rmdir, path)
 
 
 def _touch(path: Path) -> None:

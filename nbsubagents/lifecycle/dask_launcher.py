@@ -13,6 +13,11 @@ follow ``events.jsonl`` and the registry (written only by the notebook's side) i
   state; a run whose worker died ends ``failed: interrupted (worker lost)``, never stays running. The supervisor
   itself ends its run that way when it outlives its worker (``child.supervisor``).
 - Cancel: the ``cancel.json`` request file, which the supervisor polls, plus cancelling the future of a queued run.
+  A queued run whose scheduler cannot be reached is settled cancelled at once (it can never start); a started
+  one whose supervisor is gone is settled as lost (``aborted``: a cancel was asked).
+- A queued run whose scheduler is gone (the kernel that owned a ``LocalCluster`` died, the scheduler stopped):
+  its tasks went with it, so once the scheduler has been unreachable for ``SCHEDULER_GRACE`` seconds (a network
+  blip is not the end) and no worker claimed the run, it ends ``failed`` without having started.
 - The kernel may die: every future is ``fire_and_forget``, so queued runs still run and running ones finish.
 
 ``distributed`` is imported only here and only when used: ``import nbsubagents`` does not load Dask.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import platform
+import socket
 import subprocess
 import threading
 import time
@@ -42,7 +48,8 @@ from .process import spawn_supervisor
 if TYPE_CHECKING:
     from .handle import Run
 
-__all__ = ["RESOURCE", "DaskLauncher", "DaskProcess", "run_supervisor", "liveness", "client_for", "bind",
+__all__ = ["RESOURCE", "SCHEDULER_GRACE", "DaskLauncher", "scheduler_gone",
+           "DaskProcess", "run_supervisor", "liveness", "client_for", "bind",
            "check_cluster", "require_cluster", "cancel", "versions"]
 
 RESOURCE = "nbsubagents"  # the worker resource one run takes
@@ -50,11 +57,15 @@ CLAIM = "worker.json"     # written by the task that starts the run (its worker,
 SUBMITTED = "dask.json"   # written at submit: scheduler address and task key
 STALE = 60.0              # seconds without a heartbeat after which a remote supervisor counts as gone
 CHECK_EVERY = 1.0         # seconds between liveness looks at a started run whose future says nothing
+SCHEDULER_GRACE = 10.0    # seconds a queued run's scheduler may stay unreachable before the run is settled
+PROBE_TIMEOUT = 1.0       # seconds a connection to a scheduler may take
 HOST = os.uname().nodename
 
 _bound: dict[str, Any] = {}       # run id -> the client its call named (dask_client=)
 _by_address: dict[str, Any] = {}  # scheduler address (settings.dask_scheduler) -> this process's client
 _checked: set[tuple[int, str, frozenset[str]]] = set()  # (client, project, workers) already checked
+_unreachable: dict[str, float] = {}  # scheduler address -> when (monotonic) it was first found unreachable
+_probed: dict[str, tuple[float, bool]] = {}  # scheduler address -> (when, reachable): one probe a second
 _lock = threading.Lock()
 
 
@@ -118,6 +129,60 @@ def liveness(paths: RunPaths, stale: float | None = None) -> str:
     return "live" if claim_age < stale else "gone"
 
 
+def _reachable(address: str, submitter: dict[str, Any]) -> bool:
+    """Whether the scheduler at ``address`` can be reached from here: a TCP connection (cached for a second);
+    an in-process scheduler (``inproc://``) lives as long as the process that submitted the run."""
+    now = time.monotonic()
+    with _lock:
+        seen = _probed.get(address)
+    if seen is not None and now - seen[0] < 1.0:
+        return seen[1]
+    scheme, _, rest = address.rpartition("://")
+    if scheme == "inproc":
+        ok = alive(submitter.get("pid"), submitter.get("startTicks"))
+    else:
+        host, _, port = rest.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=PROBE_TIMEOUT):
+                ok = True
+        except (OSError, ValueError):
+            ok = False
+    with _lock:
+        _probed[address] = (time.monotonic(), ok)
+        if ok:
+            _unreachable.pop(address, None)
+        else:
+            _unreachable.setdefault(address, now)
+    return ok
+
+
+def scheduler_gone(paths: RunPaths, meta: dict[str, Any], grace: float | None = None) -> str | None:
+    """Why a run no worker has claimed can never start (its scheduler unreachable for ``grace`` seconds, or it
+    was never submitted and the process that queued it is gone), else None. ``grace=0``: unreachable now."""
+    grace = SCHEDULER_GRACE if grace is None else grace
+    if (paths.dir / CLAIM).exists() or paths.result.exists():
+        return None
+    submitted = read_json(paths.dir / SUBMITTED) or {}
+    address = submitted.get("scheduler")
+    queuer = meta.get("launcher") or {}
+    if not address:  # never submitted: only a dead process that queued it says it never will be
+        if queuer and not alive(queuer.get("pid"), queuer.get("startTicks")) and \
+                registry.age(meta.get("createdAt")) > SCHEDULER_GRACE:
+            return "the process that queued it exited before submitting it"
+        return None
+    if _reachable(address, queuer):
+        return None
+    with _lock:
+        since = _unreachable.get(address, time.monotonic())
+    if time.monotonic() - since < grace:
+        return None
+    return f"its Dask scheduler {address} cannot be reached (its tasks went with it)"
+
+
+def _settle_unstartable(paths: RunPaths, meta: dict[str, Any], why: str) -> None:
+    settle.never_ran(paths, meta, "failed", f"never started: {why}")
+
+
 def _age(path: Path) -> float | None:
     try:
         return time.time() - path.stat().st_mtime
@@ -162,7 +227,14 @@ class DaskProcess:
                 settle.cancelled_before_start(self.paths, self.meta)
                 self.returncode = 0
             # else queued (pending; "lost" or "cancelled" here means this client lost sight of a task that the
-            # scheduler still holds for the fire-and-forget client): wait for a worker to take it
+            # scheduler still holds for the fire-and-forget client): wait for a worker to take it, unless the
+            # scheduler is gone (looked at every CHECK_EVERY s)
+            elif time.monotonic() >= self._next_check:
+                self._next_check = time.monotonic() + CHECK_EVERY
+                why = scheduler_gone(self.paths, self.meta)
+                if why is not None:
+                    _settle_unstartable(self.paths, self.meta, why)
+                    self.returncode = 1
             return self.returncode
         # Started: its worker may have died (the task then fails, or waits to be resubmitted, or was resubmitted
         # and found the run claimed). The heartbeat says, looked at every CHECK_EVERY s.
@@ -202,14 +274,22 @@ def _task_error(future: Any) -> str:
 
 def cancel(run: Run) -> bool:
     """Cancel a Dask run from any process: the request file (the supervisor polls it) and, for a run this
-    process submitted that no worker has taken yet, its future. False when it had already ended."""
+    process submitted that no worker has taken yet, its future. A queued run whose scheduler cannot be reached
+    is settled cancelled (it can never start); a started one whose supervisor is gone is settled as lost
+    (``aborted``). False when it had already ended."""
     if run.done:
         return False
     settle.request_cancel(run.paths)
     if isinstance(run.process, DaskProcess):
         run.process.poll()
+        if run.process.returncode is None and scheduler_gone(run.paths, run.meta, grace=0) is not None:
+            settle.cancelled_before_start(run.paths, run.meta)
     elif not (run.dir / CLAIM).exists():
         _cancel_queued_elsewhere(run)
+    elif liveness(run.paths) == "gone":
+        settle.lost(run.paths, run.meta)  # a cancel was asked: it ends aborted
+    if run.refresh().done:
+        registry.note(run)
     return True
 
 
@@ -217,6 +297,9 @@ def _cancel_queued_elsewhere(run: Run) -> None:
     """A queued run another process submitted (its kernel may be gone): cancel its task on the scheduler
     ``dask.json`` names and settle it now. Unreachable, the request file still stops it when a worker takes it."""
     submitted = read_json(run.dir / SUBMITTED) or {}
+    if scheduler_gone(run.paths, run.meta, grace=0) is not None:
+        settle.cancelled_before_start(run.paths, run.meta)  # it can never start: cancelled now
+        return
     if not submitted.get("scheduler") or not submitted.get("key"):
         return
     try:
@@ -377,10 +460,16 @@ class DaskLauncher:
 
     def check(self, paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str:
         """A run on a Dask worker: its heartbeat (or its pid, on this host) says whether it is alive; one whose
-        worker died ends ``failed: interrupted (worker lost)``. A queued one waits for a worker ("owned")."""
+        worker died ends ``failed: interrupted (worker lost)``. A queued one waits for a worker ("owned") while its
+        scheduler is there, and ends ``failed`` once it has been unreachable for ``SCHEDULER_GRACE`` s."""
         state = liveness(paths)
         if state == "queued":
-            return "owned"
+            why = scheduler_gone(paths, meta)
+            if why is None:
+                return "owned"
+            _settle_unstartable(paths, meta, why)
+            registry.record(paths.dir)
+            return "ended"
         if state == "live":
             if row.get("supervisor_pid") is None or row.get("status") != "running":
                 registry.record(paths.dir)

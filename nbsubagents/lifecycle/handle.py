@@ -24,7 +24,7 @@ from ..child.procs import alive
 from ..child.summary import summary_line
 from ..config import NbSubagentsError, settings
 from ..views import reports
-from . import inspection, settle
+from . import inspection, liveness, settle
 from .launch import launcher_for
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 SUPERVISOR_START_TIMEOUT = 10.0  # seconds cancel() waits for a starting supervisor's SIGTERM handler
 SETTLE_TIMEOUT = 10.0  # how long Run.wait() gives the follower (the watcher) to finish with a run that ended
+CHECK_EVERY = 2.0  # seconds between liveness looks while waiting for a run no process of ours follows
 
 
 class Follower(Protocol):
@@ -212,6 +213,7 @@ class Run:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
+        next_check = time.monotonic() + CHECK_EVERY
         while not self.done:
             if deadline is not None and time.monotonic() >= deadline:
                 break
@@ -224,6 +226,11 @@ class Run:
                     settle.lost(self.paths, self.meta, exit_code=self.process.returncode)
             else:
                 time.sleep(interval)
+                if time.monotonic() >= next_check and _follower.get(self.id) is None:
+                    # nobody here follows it: its supervisor (or its Dask scheduler) may be gone; settled if so
+                    next_check = time.monotonic() + CHECK_EVERY
+                    liveness.check(self.dir)
+                    self.refresh()
         if self.done:
             left = SETTLE_TIMEOUT
             if deadline is not None:
@@ -262,6 +269,12 @@ class Run:
             settle.cancelled_before_start(self.paths, self.meta)
             registry.note(self)
             return True
+        if info and info.get("host", registry.HOST) == registry.HOST and not self.refresh().done:
+            # its supervisor (on this machine) is gone without a result: settled as cancelled
+            settle.request_cancel(self.paths)
+            settle.lost(self.paths, self.meta)
+            registry.note(self)
+            return self.refresh().done
         return False
 
     # -- internals ----------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """One run's verdict: is its supervisor still there? A run whose ``result.json`` exists is ingested; one whose
 supervisor is gone without a result is settled (``lifecycle.settle``); a run only its launcher can judge (on a
-Dask worker) is judged by its launcher. Asked by ``reconcile`` and by the watcher's clock for runs of other
-processes.
+Dask worker) is judged by its launcher; a run whose folder was deleted is settled ``failed`` with that reason.
+Asked by ``reconcile`` and by the watcher's clock for runs of other processes.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
     paths = RunPaths(Path(run_dir))
     row = row or registry.row_from_dir(paths.dir) or {}
     if paths.result.exists():
+        registry.record(paths.dir)
+        return "ended"
+    if not paths.meta.exists():  # its folder was deleted while it ran: end what is left of it, settle it failed
+        settle.lost(paths, {"runId": row.get("run_id") or paths.dir.name})
         registry.record(paths.dir)
         return "ended"
     meta = read_json(paths.meta) or {}

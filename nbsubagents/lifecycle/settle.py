@@ -13,6 +13,9 @@ results and nothing else does.
   "interrupted (worker lost)"). A cancel request is a file in the run
   directory (``cancel.json``), not a flag of one process's handle, so every process reaches the same verdict.
 - Truthfully when the disk refuses the write: this process keeps the record (``unwritten``) and warns.
+- Never into a deleted folder: a run whose ``meta.json`` is gone (its folder was deleted while it ran) is
+  settled ``failed`` ("its run folder was deleted while it ran") in this process and in the registry, and no
+  half folder is made for its result.
 - Leaving nothing behind: a lost isolated run's worktree (and branch) is removed after what it changed is
   captured into ``changes.patch`` where that can still be done (``child.isolation.salvage``); the result
   says when it could not.
@@ -29,8 +32,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .. import registry
 from ..child import artifacts
-from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
+from ..child.artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json
 from ..child.isolation import salvage
 from ..child.procs import kill_run_processes
 from ..child.supervisor import CANCEL_FILE, WORKER_LOST
@@ -56,6 +60,20 @@ def request_cancel(paths: RunPaths) -> None:
 
 def cancel_requested(paths: RunPaths) -> bool:
     return (paths.dir / CANCEL_FILE).exists()
+
+
+def _gone(paths: RunPaths, meta: dict[str, Any]) -> bool:
+    """The verdict of a run whose folder was deleted while it ran: kept by this process (``unwritten``) and
+    written to its registry row; False when this process had settled it already."""
+    with _lock:
+        if paths.dir in _unwritten:
+            return False
+        now = artifacts.iso(time.time())
+        _unwritten[paths.dir] = artifacts.result_record(str(meta.get("runId") or paths.dir.name), "failed",
+                                                        error=RUN_DIR_GONE, started_at=now, ended_at=now,
+                                                        duration=0.0, stop_reason="run_dir_deleted")
+    registry.note(paths.dir)
+    return True
 
 
 def unwritten(paths: RunPaths) -> dict[str, Any] | None:
@@ -140,6 +158,8 @@ def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, rea
     the last evidence that it was alive, not at the moment someone noticed."""
     if paths.result.exists():
         return False
+    if not paths.meta.exists():  # its folder was deleted: no half folder is made for the result
+        return _gone(paths, meta)
     try:
         os.unlink(paths.dir / ".result-reserve")  # a dead supervisor's reserved space (supervisor.RESERVE)
     except OSError:

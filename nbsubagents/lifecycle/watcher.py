@@ -24,6 +24,7 @@ on ``stop()``, which sets its stop ``threading.Event`` and cancels every subscri
 from __future__ import annotations
 
 import atexit
+import sqlite3
 import sys
 import threading
 import time
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import registry
+from ..config import NbSubagentsError
 from ..style import glyph, shorten
 from . import settle as settling  # `settle()` below is the watcher's own
 from .handle import SETTLE_TIMEOUT, set_follower
@@ -170,6 +172,13 @@ def notify(row: dict[str, Any], *, away: bool = False, quiet: bool = False) -> N
         except Exception:
             _report(f"nbsubagents: notice handler {handler!r} raised")
     return notice
+
+
+def _say(message: str) -> None:
+    try:
+        print(message, file=sys.stderr)
+    except (BrokenPipeError, ValueError, OSError):  # stderr is gone: nothing to tell
+        pass
 
 
 def _report(message: str) -> None:
@@ -350,8 +359,11 @@ class Watcher:
 
     def _step(self, entry: _Entry) -> bool:
         run = entry.run
-        if not run.dir.is_dir():
-            return True  # deleted under us: nothing left to follow
+        if not run.paths.meta.exists() and not run.paths.result.exists():
+            # Its folder was deleted under us: it ends failed (its supervisor stops too), in the registry as well.
+            settling.lost(run.paths, run.meta)
+            self._finish(entry)
+            return True
         if entry.renderer is not None:
             run.pump(entry.renderer)
         if run.paths.result.exists():
@@ -392,6 +404,9 @@ class Watcher:
         try:
             row = registry.record(run)
             won = row is not None and registry.claim(run.id, registry.db_of(run.dir))
+        except (sqlite3.Error, OSError, NbSubagentsError) as exc:  # the registry's trouble, not a bug: one line
+            _say(f"nbsubagents: the registry could not record the end of run {run.id} ({exc}); "
+                 "nbsubagents.registry.rebuild() recreates it from the run directories")
         except Exception:
             _report(f"nbsubagents: the registry could not record the end of run {run.id}")
         if renderer is not None:

@@ -30,6 +30,9 @@ from .store import (
                     ensure_loaded,
                     fetch,
                     forget_loaded,
+                    gone,
+                    heal,
+                    ingest_ended,
                     launcher_identity,
                     note,
                     rebuild,
@@ -44,5 +47,6 @@ from .store import (
 __all__ = ["Status", "snapshot", "MAX_TABLE_ROWS", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "COLUMNS",
            "FINAL_TEXT_LIMIT", "HOST", "NAMES",
            "RUN_ID_CHARS", "SCHEMA_VERSION", "age", "claim", "connect", "counts", "db_of", "db_path",
-           "ensure_loaded", "fetch", "forget_loaded", "launcher_identity", "note", "rebuild", "record",
+           "ensure_loaded", "fetch", "forget_loaded", "gone", "heal", "ingest_ended", "launcher_identity", "note",
+           "rebuild", "record",
            "resolve", "row_from_dir", "take_over", "upsert", "valid_run_id"]

@@ -16,7 +16,7 @@ from ..child.artifacts import TERMINAL
 from ..child.secrets import terminal_safe
 from ..child.tmux_pane import attach_command
 from ..style import html_table, shorten
-from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, fetch, resolve
+from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, ensure_loaded, fetch, resolve
 
 if TYPE_CHECKING:
     import pandas
@@ -34,6 +34,7 @@ def snapshot(run_id: str | None = None, *, include_completed: bool = False,
         return Status(counts(db=db), [_refresh(db, row)], run_id=row["run_id"])
     if not db.exists():
         return Status(counts(db=db), [])
+    ensure_loaded(db)  # the ends of active rows that another process saw (result.json), no settling
     where = "" if include_completed else f"WHERE status IN {ACTIVE_SQL} "
     rows = fetch(db, f"SELECT * FROM runs {where}ORDER BY created_at, run_id")
     return Status(counts(db=db), rows, include_completed=include_completed)

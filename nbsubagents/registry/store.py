@@ -4,7 +4,10 @@ One row per run (single, parallel, background), written when the run is created,
 once it is terminal. Several kernels and processes write it at once: WAL, a busy timeout and one
 short statement (or one ``BEGIN IMMEDIATE`` transaction) per write. The run directories stay the
 source of truth; ``rebuild()`` recreates every row from them, and a process's first use adds the
-directories it finds without a row.
+directories it finds without a row. A registry that is no database any more (overwritten, truncated) is moved
+aside (``registry.sqlite.corrupt-<time>``) with a warning and rebuilt from the run directories, on the first
+connection that finds it so (``rebuild()`` too). Every read of rows (``ensure_loaded``) ingests the
+``result.json`` of rows still active, so a run that ended in another process never shows running here.
 
 Storage only: it knows neither ``Run`` nor the watcher and prints nothing. Settling, taking over and
 announcing are ``nbsubagents.lifecycle.reconcile``'s; this module gives it the atomic steps: a guarded
@@ -14,6 +17,7 @@ announced = 0``: exactly one process announces a run's end) and ``take_over()``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -27,13 +31,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..child import artifacts, procs
-from ..child.artifacts import ACTIVE, TERMINAL, RunPaths, now_iso, read_json
+from ..child.artifacts import ACTIVE, RUN_DIR_GONE, TERMINAL, RunPaths, now_iso, read_json
 from ..child.text import clip
 from ..config import NbSubagentsError, project_root
 
 __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
            "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
-           "launcher_identity", "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
+           "launcher_identity", "heal", "ingest_ended", "gone",
+           "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 3  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
@@ -104,27 +109,131 @@ def db_of(run_dir: Path) -> Path:
 
 
 class _Connection:
-    """``with _Connection(db) as conn``: a short-lived autocommit connection, schema ensured."""
+    """``with _Connection(db) as conn``: a short-lived autocommit connection, schema ensured; a registry that
+    is no database any more is moved aside and rebuilt first (``heal``)."""
 
     def __init__(self, db: Path) -> None:
         self.db = db
 
     def __enter__(self) -> sqlite3.Connection:
         self.db.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = self._open()
+        except sqlite3.DatabaseError as exc:
+            if not _corrupt(exc) or getattr(_healing, "db", None) == self.db:
+                raise
+            heal(self.db, exc)
+            self.conn = self._open()
+        return self.conn
+
+    def _open(self) -> sqlite3.Connection:
         if not self.db.exists():  # new, or deleted under us: set it up again
             _ready.discard(self.db)
             _loaded.discard(self.db)
-        self.conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None)
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA busy_timeout = 30000")
-        self.conn.execute("PRAGMA synchronous = NORMAL")
-        if self.db not in _ready:
-            _init_schema(self.conn)
-            _ready.add(self.db)
-        return self.conn
+        conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout = 30000")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # user_version reads the file's header: a file overwritten since raises here; one emptied since is
+            # set up again and filled from the run directories on the next ensure_loaded
+            if self.db not in _ready or conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                _init_schema(conn)
+                with _lock:
+                    if self.db in _ready:
+                        _loaded.discard(self.db)
+                    _ready.add(self.db)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def __exit__(self, *exc: object) -> None:
         self.conn.close()
+
+
+_healing = threading.local()  # the registry this thread is rebuilding (a second failure then is an error)
+
+
+def _corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """The file is no SQLite database (or a damaged one); a locked or busy database is not corrupt."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return False
+    name = getattr(exc, "sqlite_errorname", "")
+    return name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "not a database" in str(exc) or "malformed" in str(exc)
+
+
+def _readable(db: Path) -> bool:
+    try:
+        conn = sqlite3.connect(db, timeout=30.0, isolation_level=None)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA schema_version").fetchone()
+        conn.execute("PRAGMA quick_check(1)").fetchone()
+        return True
+    except sqlite3.OperationalError:
+        return True  # locked or busy: somebody uses it, so it is a database
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        conn.close()
+
+
+def heal(db: Path, exc: BaseException | None = None) -> Path | None:
+    """Move a registry that is no database any more aside (``registry.sqlite.corrupt-<time>``, with its -wal
+    and -shm) with a warning, in favour of one rebuilt from the run directories. The new one is built beside it
+    and takes its place in one rename, so no process ever reads a half-built registry. One process heals
+    (``flock`` on the registry's folder); the others find it healed. Returns where the old file went, None when
+    it was readable after all."""
+    db = Path(db)
+    fd = os.open(db.parent, os.O_RDONLY)  # the lock is on the registry's folder: no lock file is left
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with _lock:
+            _ready.discard(db)
+            _loaded.discard(db)
+        if not db.exists() or _readable(db):
+            return None  # another process healed it first
+        stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
+        aside = db.with_name(f"{db.name}.corrupt-{stamp}")
+        while aside.exists():  # an earlier one of the same second is kept too
+            n += 1
+            aside = db.with_name(f"{db.name}.corrupt-{stamp}-{n}")
+        fresh = db.with_name(f".{db.name}.rebuild-{os.getpid()}")
+        _healing.db = fresh
+        try:
+            runs = _rebuild(fresh)  # closed when it returns: its -wal is folded in and gone
+            try:
+                os.link(db, aside)  # the damaged file is kept under its new name...
+            except OSError:  # a filesystem without hard links: moved (a moment without a registry)
+                os.replace(db, aside)
+            for suffix in ("-wal", "-shm"):  # ...with what belonged to it, never applied to the new one
+                try:
+                    os.replace(db.with_name(db.name + suffix), aside.with_name(aside.name + suffix))
+                except FileNotFoundError:
+                    pass
+            os.replace(fresh, db)  # ...and the new one takes its place at once
+        except OSError as err:
+            for leftover in (fresh, fresh.with_name(fresh.name + "-wal"), fresh.with_name(fresh.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+            raise NbSubagentsError(f"The run registry {db} is not a readable database{f' ({exc})' if exc else ''} "
+                                   f"and could not be replaced ({err.strerror or err}): move it away by hand; "
+                                   "the next use rebuilds it from the run directories") from None
+        finally:
+            _healing.db = None
+            with _lock:
+                _ready.discard(fresh)
+                _loaded.discard(fresh)
+        with _lock:
+            _loaded.add(db)  # synced: it was just built from the directories
+        warnings.warn(f"nbsubagents: the run registry {db} was not a readable database"
+                      f"{f' ({exc})' if exc else ''}: it was moved aside to {aside.name} and rebuilt from the run "
+                      f"directories ({runs} runs)", RuntimeWarning, stacklevel=4)
+        return aside
+    finally:
+        os.close(fd)
 
 
 def _init_schema(conn: sqlite3.Connection) -> None:
@@ -255,11 +364,25 @@ def record(run: Any, *, status: str | None = None, announced: bool = False) -> d
     run_dir = Path(run.dir) if not isinstance(run, (str, Path)) else Path(run)
     row = row_from_dir(run_dir)
     if row is None:
-        return None
+        return gone(db_of(run_dir), run_dir) if not RunPaths(run_dir).meta.exists() else None
     if status is not None and row["status"] not in TERMINAL:
         row["status"] = status
     upsert(db_of(run_dir), row, announced=announced)
     return row
+
+
+def gone(db: Path, run_dir: Path, message: str = RUN_DIR_GONE) -> dict[str, Any] | None:
+    """Settle the row of a still active run whose folder (its ``meta.json``) was deleted: ``failed`` with
+    ``message``; the row as it is then (None when there is none)."""
+    if not db.exists():
+        return None
+    now = now_iso()
+    with connect(db) as conn:
+        conn.execute(f"UPDATE runs SET status = 'failed', error_message = ?, stop_reason = 'run_dir_deleted', "
+                     f"ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_id = ? AND status IN {ACTIVE_SQL}",
+                     (message, now, now, Path(run_dir).name))
+        got = conn.execute("SELECT * FROM runs WHERE run_id = ?", (Path(run_dir).name,)).fetchone()
+    return dict(got) if got is not None else None
 
 
 def note(run: Any, *, status: str | None = None, announced: bool = False) -> None:
@@ -267,10 +390,11 @@ def note(run: Any, *, status: str | None = None, announced: bool = False) -> Non
     global _warned
     try:
         record(run, status=status, announced=announced)
-    except (sqlite3.Error, OSError) as exc:
+    except (sqlite3.Error, OSError, NbSubagentsError) as exc:  # the last: a damaged registry that cannot be moved
         if not _warned:
             _warned = True
-            warnings.warn(f"nbsubagents: the run registry {db_of(run.dir)} could not be written ({exc}); "
+            where = db_of(Path(run) if isinstance(run, (str, Path)) else run.dir)
+            warnings.warn(f"nbsubagents: the run registry {where} could not be written ({exc}); "
                           "runs still work, and nbsubagents.registry.rebuild() recreates it from the run "
                           "directories", RuntimeWarning, stacklevel=2)
 
@@ -325,22 +449,27 @@ def age(iso: str | None) -> float:
 
 def _sync_dirs(db: Path) -> None:
     """Rows for run directories that have none (runs of older versions, a lost write); drop rows of
-    deleted directories. Once per process and project."""
+    deleted directories, except that of a run still active: it is settled failed (``gone``). Once per process
+    and project."""
     base = db.parent / "runs"
     try:
         names = {e.name for e in os.scandir(base) if e.is_dir() and valid_run_id(e.name)}
     except OSError:
         names = set()
-    known = {r["run_id"]: r["run_dir"] for r in fetch(db, "SELECT run_id, run_dir FROM runs")}
-    known_names = {Path(d).name for d in known.values()}
+    rows = fetch(db, "SELECT run_id, run_dir, status FROM runs")
+    known_names = {Path(r["run_dir"]).name for r in rows}
     for name in sorted(names - known_names):
         row = row_from_dir(base / name)
         if row is not None:
             upsert(db, row, announced=row["status"] in TERMINAL)  # history, not news
-    gone = [rid for rid, d in known.items() if Path(d).name not in names and not Path(d).is_dir()]
-    if gone:
+    deleted = [r for r in rows if Path(r["run_dir"]).name not in names and not Path(r["run_dir"]).is_dir()]
+    for row in deleted:
+        if row["status"] in ACTIVE:
+            gone(db, Path(row["run_dir"]))  # deleted while it ran: it ended, and says why
+    ended = [(r["run_id"],) for r in deleted if r["status"] not in ACTIVE]
+    if ended:
         with connect(db) as conn:
-            conn.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
+            conn.executemany("DELETE FROM runs WHERE run_id = ?", ended)
 
 
 def forget_loaded() -> None:
@@ -351,21 +480,47 @@ def forget_loaded() -> None:
         _ready.clear()
 
 
+def ingest_ended(db: Path) -> int:
+    """Rows still active whose run directory holds a ``result.json`` (a run that ended in another process)
+    take it in; a stat per active row. Returns how many changed."""
+    changed = 0
+    for row in fetch(db, f"SELECT run_dir FROM runs WHERE status IN {ACTIVE_SQL}"):
+        if RunPaths(Path(row["run_dir"])).result.exists():
+            new = row_from_dir(row["run_dir"])
+            if new is None:
+                continue
+            try:
+                upsert(db, new)  # not announced: its owner (or the next reconcile) announces it
+            except (sqlite3.Error, OSError):
+                return changed  # a registry this process cannot write: the read goes on without
+            changed += 1
+    return changed
+
+
 def ensure_loaded(db: Path) -> None:
+    """Rows for the directories this process has not seen (once per process and project), and the ends of
+    active rows (``ingest_ended``, every time)."""
+    with connect(db):
+        pass  # a registry emptied or overwritten since is set up (or healed) again, and synced below
     with _lock:
-        if db in _loaded:
-            return
+        fresh = db not in _loaded
         _loaded.add(db)
-    _sync_dirs(db)
+    if fresh:
+        _sync_dirs(db)
+    ingest_ended(db)
 
 
 def rebuild(root: str | Path | None = None) -> int:
     """Recreate every row from the run directories; returns how many runs it holds.
 
     Announcement flags survive for runs that had a row; runs new to the registry count as already
-    announced when terminal (they are history, not news).
+    announced when terminal (they are history, not news). A registry that is no database any more is moved
+    aside first (``heal``).
     """
-    db = db_path(root)
+    return _rebuild(db_path(root))
+
+
+def _rebuild(db: Path) -> int:
     base = db.parent / "runs"
     rows = []
     if base.is_dir():

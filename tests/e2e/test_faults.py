@@ -27,7 +27,7 @@ from helpers import PI, SCOUT, SCRIBE, processes_inside, wait_for
 import nbsubagents
 from nbsubagents import config, registry
 from nbsubagents.child import procs
-from nbsubagents.lifecycle import watcher
+from nbsubagents.lifecycle import dask_launcher, watcher
 from nbsubagents.lifecycle import reconcile
 from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
 
@@ -419,3 +419,145 @@ def test_a_full_disk_leaves_no_temporary_report_and_the_old_one_whole(proj):
     assert left == ["filler", "r.html"] and same, left
     REPORT.append(("report on a full disk", "NbSubagentsError; no temporary file; old report whole",
                    left_behind(proj, [run.id])))
+
+
+# -- runs that settle and a registry that heals (issue 22: items 6 and 7) -----------------------------------
+def test_a_run_whose_folder_is_deleted_ends_failed_and_leaves_no_half_folder(proj):
+    """Deleting a running run's folder: its supervisor ends the child and makes no half folder; the run (and its
+    registry row) end failed saying why, here and in another process's status()."""
+    run = nbsubagents.start("scout", "run: sleep 60", show=False)
+    wait_for(lambda: len(procs.run_processes(run.id)) >= 2, 60, "pi and its tool")
+    sup = json.loads((run.dir / "supervisor.json").read_text())
+    subprocess.run(["rm", "-rf", str(run.dir)], check=True)
+    run.wait(30)
+    assert run.status == "failed" and run.error == "its run folder was deleted while it ran", (run.status, run.error)
+    wait_for(lambda: not procs.alive(sup["pid"], sup["startTicks"]), 30, "the supervisor to end")
+    time.sleep(0.5)
+    assert not run.dir.exists(), sorted(p.name for p in run.dir.iterdir())  # nothing recreated
+    row = {r["run_id"]: r for r in registry.snapshot(include_completed=True, root=proj).rows}[run.id]
+    assert row["status"] == "failed" and row["error_message"] == "its run folder was deleted while it ran"
+    assert record("run folder deleted", proj, [run]) == []
+
+
+def test_a_run_of_a_killed_launcher_whose_folder_is_deleted_is_settled_by_status(proj):
+    proc = launcher("r = nbsubagents.start('scout', 'run: sleep 60', show=False)\nprint(r.id, flush=True)", proj)
+    try:
+        run_id = proc.stdout.readline().strip()
+        wait_for(lambda: len(procs.run_processes(run_id)) >= 2, 60, "pi and its tool")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        proc.stdout.close()
+    run_dir = proj / ".pi" / "subagents" / "runs" / run_id
+    subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+    rows = {r["run_id"]: r for r in reconcile.status(include_completed=True, root=proj).rows}
+    assert rows[run_id]["status"] == "failed", rows[run_id]
+    assert rows[run_id]["error_message"] == "its run folder was deleted while it ran"
+    wait_for(lambda: not procs.run_processes(run_id), 30, "the run's processes to end")
+    time.sleep(0.5)
+    assert not run_dir.exists()
+    assert record("folder deleted, launcher gone", proj, [run_id], "failed: run folder deleted") == []
+
+
+def test_runs_shows_the_end_of_a_run_that_another_process_saw_finish(proj):
+    """runs() stays a pure read (no reconcile) yet shows what the run directory says: a run of a killed kernel
+    that completed is completed in runs() and snapshot(), without status() being called."""
+    proc = launcher("r = nbsubagents.start('scout', 'run: sleep 3\\nsay: done elsewhere', show=False)\n"
+                    "print(r.id, flush=True)", proj)
+    try:
+        run_id = proc.stdout.readline().strip()
+        wait_for(lambda: (proj / ".pi" / "subagents" / "runs" / run_id / "supervisor.json").exists(), 60,
+                 "the supervisor")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        proc.stdout.close()
+    before = nbsubagents.runs()
+    assert before.set_index("run_id").loc[run_id, "status"] in ("queued", "running")
+    wait_for(lambda: result_of(proj, run_id) if (proj / ".pi" / "subagents" / "runs" / run_id / "result.json")
+             .exists() else None, 60, "the run's result")
+    frame = nbsubagents.runs().set_index("run_id")
+    assert frame.loc[run_id, "status"] == "completed", frame.loc[run_id, "status"]
+    assert frame.loc[run_id, "tool_calls"] == 1
+    row = registry.snapshot(run_id, root=proj).rows[0]
+    assert row["status"] == "completed" and "done elsewhere" in row["final_text"]
+    assert record("runs() of another's run", proj, [run_id], "completed in runs() without status()") == []
+
+
+def test_a_corrupt_registry_is_moved_aside_and_rebuilt_from_the_run_directories(proj, capfd):
+    first = nbsubagents.run("scout", "say: before the damage", show=False)
+    db = registry.db_path(proj)
+
+    def damage():
+        db.write_bytes(b"this is no database\n" * 400)
+
+    damage()  # a process that used it before: the next connection heals it
+    with pytest.warns(RuntimeWarning, match="moved aside to registry.sqlite.corrupt-"):
+        frame = nbsubagents.runs()
+    assert frame.set_index("run_id").loc[first.id, "status"] == "completed"
+    aside = sorted(p.name for p in db.parent.glob("registry.sqlite.corrupt-*"))
+    assert len(aside) == 1 and (db.parent / aside[0]).read_bytes().startswith(b"this is no database")
+
+    damage()  # rebuild() itself heals
+    with pytest.warns(RuntimeWarning, match="moved aside"):
+        assert registry.rebuild(proj) == 1
+
+    damage()  # a run that ends over a damaged registry: no traceback, its row is there
+    capfd.readouterr()
+    with pytest.warns(RuntimeWarning, match="moved aside"):
+        second = nbsubagents.start("scout", "say: after the damage", show=False)
+        second.wait(60)
+        watcher.settle(second.id, 10)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "not a database" not in err.replace("(file is not a database)", ""), err
+    assert second.status == "completed"
+    assert {r["run_id"]: r["status"] for r in registry.snapshot(include_completed=True, root=proj).rows} == {
+        first.id: "completed", second.id: "completed"}
+
+    damage()  # another process, the CLI, on first use
+    cli = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "runs"], capture_output=True, text=True,
+                         timeout=120, cwd=proj, stdin=subprocess.DEVNULL)
+    assert cli.returncode == 0, cli.stderr
+    assert first.id in cli.stdout and second.id in cli.stdout and "moved aside" in cli.stderr
+    assert "Traceback" not in cli.stderr
+    assert len(list(db.parent.glob("registry.sqlite.corrupt-*"))) == 4  # every damaged file kept
+    assert record("corrupt registry", proj, [first, second], "moved aside and rebuilt 4x; no traceback") == []
+
+
+def test_queued_dask_runs_of_a_dead_kernels_local_cluster_settle_and_cancel(proj, monkeypatch):
+    """The kernel owning a LocalCluster dies with one run running and two queued: the running one ends (worker
+    lost), a cancel of a queued one settles it cancelled, the other ends failed once its scheduler has been
+    unreachable for the grace; nothing stays queued or running."""
+    pytest.importorskip("distributed", reason="the dask extra: pip install -e '.[dask]'")
+    code = ("import distributed\n"
+            "lc = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol='tcp://',"
+            " resources={'nbsubagents': 1}, dashboard_address=None)\n"
+            "client = distributed.Client(lc)\n"
+            "rs = [nbsubagents.start('scout', task, executor='dask', dask_client=client, show=False)\n"
+            "      for task in ('run: sleep 60', 'say: never one', 'say: never two')]\n"
+            "print(' '.join(r.id for r in rs), flush=True)\n")
+    proc = launcher(code, proj)
+    try:
+        ids = proc.stdout.readline().split()
+        assert len(ids) == 3, ids
+        wait_for(lambda: len(procs.run_processes(ids[0])) >= 2, 90, "the first run's pi and its tool")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        proc.stdout.close()
+    monkeypatch.setattr(dask_launcher, "SCHEDULER_GRACE", 3.0)  # 10 s by default: the bound, not its length
+    started = time.monotonic()
+    assert nbsubagents.cancel(ids[1]) is True
+    assert nbsubagents.get_run(ids[1]).status == "aborted"
+
+    def settled():
+        rows = {r["run_id"]: r for r in reconcile.status(include_completed=True, root=proj).rows}
+        return rows if all(rows[i]["status"] not in ("queued", "running") for i in ids) else None
+
+    rows = wait_for(settled, dask_launcher.SCHEDULER_GRACE + 60, "every run to settle")
+    took = time.monotonic() - started
+    assert rows[ids[1]]["status"] == "aborted"
+    assert rows[ids[2]]["status"] == "failed" and "scheduler" in rows[ids[2]]["error_message"]
+    assert rows[ids[0]]["status"] in ("failed", "aborted")
+    assert record("dask: scheduler gone", proj, ids,
+                  f"{', '.join(rows[i]['status'] for i in ids)} within {took:.0f}s") == []

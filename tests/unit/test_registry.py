@@ -288,3 +288,26 @@ def test_settlers_racing_on_a_lost_run_leave_one_whole_result_and_no_temporary_f
         assert sorted(won) == [False, False, False, True]
         assert json.loads(target.read_text())["i"] in range(4)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"result{t}.json" for t in range(50))
+
+
+def test_a_corrupt_registry_is_healed_once_when_processes_find_it_at_once_and_an_emptied_one_refills(root):
+    """Overwritten under three processes at once: exactly one moves it aside and rebuilds, every process gets
+    the rows; emptied (0 bytes) under a process that had set it up: the rows come back from the directories."""
+    make_run(root, "20260101-000001-aaaaaa", result=RESULT)
+    make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "status": "failed", "errorMessage": "boom"})
+    db = registry.db_path(root)
+    db.write_bytes(b"not sqlite at all\n" * 300)
+    code = ("import sys, warnings\nfrom nbsubagents import registry\nwarnings.simplefilter('ignore')\n"
+            "print(registry.counts(sys.argv[1])['total'])\n")
+    procs_ = [subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs_]
+    assert [p.returncode for p in procs_] == [0, 0, 0], [e for _, e in outs]
+    assert [o.strip() for o, _ in outs] == ["2", "2", "2"]
+    assert len(list(db.parent.glob("registry.sqlite.corrupt-*"))) == 1
+    assert rows(root)["20260101-000002-bbbbbb"]["error_message"] == "boom"
+
+    registry.ensure_loaded(db)  # this process has set it up and synced it
+    db.write_bytes(b"")  # then it is emptied under it
+    assert set(registry.snapshot(include_completed=True, root=root).rows[i]["run_id"] for i in range(2)) == {
+        "20260101-000001-aaaaaa", "20260101-000002-bbbbbb"}
