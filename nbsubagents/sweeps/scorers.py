@@ -239,23 +239,36 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         yield
         return
 
-    armed = [True]
+    armed, outer_due = [True], [False]
 
     def expire(signum: int, frame: Any) -> None:
-        if armed[0]:
-            raise ScorerTimeout(f"did not return within {seconds:g}s (scorer_timeout)")
+        if not armed[0]:
+            return
+        spent = time.monotonic() - started
+        if earlier and not outer_due[0] and spent >= earlier - 0.01:  # the process's own alarm is due first
+            outer_due[0] = True
+            if callable(previous):
+                previous(signum, frame)  # it may raise (pytest-timeout does): then the block ends with it
+            if spent < seconds - 0.01:
+                signal.setitimer(signal.ITIMER_REAL, seconds - spent)
+                return
+        raise ScorerTimeout(f"did not return within {seconds:g}s (scorer_timeout)")
 
     previous = signal.signal(signal.SIGALRM, expire)
-    earlier, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
     started = time.monotonic()
+    earlier, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    if earlier and earlier < seconds:
+        signal.setitimer(signal.ITIMER_REAL, earlier)
     try:
         yield
     finally:
         armed[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-        if earlier:  # someone else's alarm: what is left of it
+        if earlier and not outer_due[0]:  # the process's own alarm: what is left of it
             signal.setitimer(signal.ITIMER_REAL, max(0.001, earlier - (time.monotonic() - started)), interval)
+        elif earlier and interval:
+            signal.setitimer(signal.ITIMER_REAL, interval, interval)
 
 
 def score(run: Run, scorers: Iterable[Any], *, timeout: float | None = SCORER_TIMEOUT) -> dict[str, Any]:
