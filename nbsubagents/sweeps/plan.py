@@ -180,6 +180,7 @@ def _busy(path: Path, name: str) -> str:
 def listing(root: Path) -> list[dict[str, Any]]:
     """Each experiment of the project: its name, planned cells, creation time and its runs' counts by status."""
     names: dict[str, dict[str, Any]] = {}
+    gone: set[str] = set()  # runs of replaced plans
     folder = plans_dir(root)
     if folder.is_dir():
         for path in sorted(folder.glob("*.json")):
@@ -187,13 +188,15 @@ def listing(root: Path) -> list[dict[str, Any]]:
                 plan = read_json(path) or {}
                 names[path.stem] = {"name": path.stem, "planned": len(plan.get("cells") or []),
                                     "created_at": plan.get("createdAt")}
+                gone |= replaced_runs(plan)
     db = registry.db_path(root)
     if db.exists():
         registry.ensure_loaded(db)
-        for row in registry.fetch(db, "SELECT experiment, status, COUNT(*) AS n FROM runs WHERE experiment IS NOT "
-                                       "NULL GROUP BY experiment, status"):
+        for row in registry.fetch(db, "SELECT run_id, experiment, status FROM runs WHERE experiment IS NOT NULL"):
+            if row["run_id"] in gone:
+                continue
             entry = names.setdefault(row["experiment"], {"name": row["experiment"], "planned": None,
                                                          "created_at": None})
-            entry[row["status"]] = entry.get(row["status"], 0) + row["n"]
-            entry["runs"] = entry.get("runs", 0) + row["n"]
+            entry[row["status"]] = entry.get(row["status"], 0) + 1
+            entry["runs"] = entry.get("runs", 0) + 1
     return sorted(names.values(), key=lambda e: (e.get("created_at") or "", e["name"]))
