@@ -368,7 +368,7 @@ def test_scorers_that_hang_or_exit_are_recorded_per_run_and_the_sweep_goes_on(pr
 
     handler = signal.getsignal(signal.SIGALRM)
     started = time.monotonic()
-    exp = nbsubagents.experiment("scorers", tasks=["say: one", "say: two"], presets="scout", concurrency=1,
+    exp = nbsubagents.experiment("scorers", tasks=["say: one", "say: two"], presets="scout", concurrency=2,
                                  scorers=[stubborn, exits, chars], scorer_timeout=0.5, show=False)
     took = time.monotonic() - started
     runs = exp.runs()
@@ -415,7 +415,7 @@ def test_score_names_are_unique_and_rescore_replaces_a_scorers_keys(proj):
 
 def test_a_failed_mlflow_export_is_done_again(proj, tmp_path):
     mlflow = pytest.importorskip("mlflow")
-    exp = nbsubagents.experiment("export", tasks=["say: one", "say: two"], presets="scout", show=False)
+    exp = nbsubagents.experiment("export", tasks=["say: one"], presets="scout", show=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     blocker = tmp_path / "mlartifacts"
     blocker.write_text("a file where the artifact folder goes: the first export fails half-way\n")
@@ -430,4 +430,4 @@ def test_a_failed_mlflow_export_is_done_again(proj, tmp_path):
     for found_run in found:
         assert found_run.info.status == "FINISHED"
         assert {"meta.json", "result.json"} <= {a.path for a in client.list_artifacts(found_run.info.run_id)}
-    assert record("failed MLflow export", proj, exp.runs(), "exported again: 2 finished MLflow runs, none empty") == []
+    assert record("failed MLflow export", proj, exp.runs(), "exported again: a finished MLflow run, none empty") == []
