@@ -7,9 +7,13 @@ panel, the concurrency limit). Each run's ``meta.json`` records ``experiment``, 
 task id, repeat and the task's extra columns) and ``tags``; its scores live in ``scores.json``; the registry
 indexes all of it (``registry.rebuild()`` restores it).
 
-Calling ``experiment()`` again with the same name, or ``Experiment.resume()``, resumes: a cell whose run
-ended is kept, one whose run is still live is waited for, and the rest (never started, or cut short when
-the launching process died: ``reconcile`` settles those) are started. ``background=True`` hands the sweep
+Calling ``experiment()`` again with the same name and the same definition, or ``Experiment.resume()``,
+resumes: a cell whose run ended is kept, one whose run is still live is waited for, and the rest (never
+started, or cut short when the launching process died: ``reconcile`` settles those) are started. A changed
+definition (tasks, presets, models, repeats, run options, tags, scorers: ``sweeps.plan.fingerprint``) under
+an old name is refused, naming what changed; ``replace=True`` starts the experiment afresh, its earlier runs
+kept on disk but out of it. One process at a time runs an experiment (``sweeps.plan.locked``): a second
+caller is refused, naming the process that runs it. ``background=True`` hands the sweep
 to a detached driver (``sweeps.driver``; this module is its program). The comparison side
 (``frame``/``compare``/``plot``/``to_mlflow``) lives in ``nbsubagents.sweeps.views``; pandas, matplotlib
 and mlflow are imported only there.
@@ -36,8 +40,8 @@ from ..lifecycle.spec import declare_options
 from ..ui.display import renderer_for
 from . import driver, views
 from .grid import cell_key, expand
-from .plan import check_name, listing, plan_path, read_plan, save_plan
-from .scorers import Check, as_scorer, load_scorers, score
+from .plan import check_name, differences, fingerprint, listing, locked, plan_path, read_plan, replaced_runs, save_plan
+from .scorers import SCORER_TIMEOUT, Check, as_scorer, check_timeout, load_scorers, score, unique_names
 
 if TYPE_CHECKING:
     import subprocess
@@ -72,22 +76,28 @@ class Experiment:
 
     # -- runs -------------------------------------------------------------------------------
     def rows(self) -> list[dict[str, Any]]:
-        """The registry rows of this experiment's runs, oldest first (synced with the run directories)."""
+        """The registry rows of this experiment's runs, oldest first (synced with the run directories); runs
+        of a plan replaced by ``experiment(..., replace=True)`` are no longer the experiment's."""
         db = registry.db_path(self.root)
         if not db.exists() and not db.parent.joinpath("runs").is_dir():
             return []
         registry.ensure_loaded(db)
-        return registry.fetch(db, "SELECT * FROM runs WHERE experiment = ? ORDER BY created_at, run_id",
-                               (self.name,))
+        rows = registry.fetch(db, "SELECT * FROM runs WHERE experiment = ? ORDER BY created_at, run_id",
+                              (self.name,))
+        gone = replaced_runs(self.plan)
+        return [r for r in rows if r["run_id"] not in gone] if gone else rows
 
     def current_rows(self, *, all_runs: bool = False) -> list[dict[str, Any]]:
-        """One row per cell: its latest run (``all_runs=True``: every run, superseded ones too)."""
+        """One row per cell of the plan: its latest run (``all_runs=True``: every run, superseded ones too)."""
         rows = self.rows()
         if all_runs:
             return rows
+        planned = {cell["key"] for cell in self.plan.get("cells") or []}
         latest: dict[str, dict[str, Any]] = {}
         for row in rows:
-            latest[cell_key(json.loads(row.get("params") or "{}"))] = row
+            key = cell_key(json.loads(row.get("params") or "{}"))
+            if key in planned or not planned:
+                latest[key] = row
         return sorted(latest.values(), key=lambda r: (r.get("created_at") or "", r["run_id"]))
 
     def runs(self) -> list[Run]:
@@ -107,7 +117,8 @@ class Experiment:
                 by_key[key] = got[0] if got else row
         return by_key
 
-    def _execute(self, scorers: Sequence[Any], concurrency: int, show: bool, dask_client: Any = None) -> list[Run]:
+    def _execute(self, scorers: Sequence[Any], concurrency: int, show: bool, dask_client: Any = None,
+                 scorer_timeout: float = SCORER_TIMEOUT) -> list[Run]:
         by_key = self._settled_rows()
         kept: list[Run] = []
         live: list[Run] = []
@@ -131,30 +142,43 @@ class Experiment:
             built = batch.build(todo, mode="parallel", executor=executor, dask_client=dask_client, cwd=self.root)
         for run in kept:
             if scorers and not (run.dir / "scores.json").exists():
-                score(run, scorers)
-        drive(built, concurrency=concurrency, renderer=_Scoring(renderer_for(show), scorers))
+                score(run, scorers, timeout=scorer_timeout)
+        drive(built, concurrency=concurrency, renderer=_Scoring(renderer_for(show), scorers, scorer_timeout))
         for run in live:  # runs of a launcher that died (or of another process): wait, record, score
             run.wait()
             registry.note(run)  # its launcher may be gone: the registry learns the end here
             if scorers:
-                score(run, scorers)
+                score(run, scorers, timeout=scorer_timeout)
         return self.runs()
 
     def resume(self, *, scorers: Iterable[Any] | None = None, concurrency: int | None = None,
-               show: bool = True, background: bool = False, dask_client: Any = None) -> Experiment:
+               show: bool = True, background: bool = False, dask_client: Any = None,
+               scorer_timeout: float | None = None) -> Experiment:
         """Start the cells whose run has not ended (or never started); ended runs are kept.
 
-        The plan's shell checks score the new runs; Python scorers must be given again (``scorers=``).
+        The plan's shell checks score the new runs; Python scorers must be given again (``scorers=``), and
+        each may take ``scorer_timeout`` seconds (the plan's, else 60). Another process running this
+        experiment makes this refuse, naming it.
         """
+        with locked(self.root, self.name):
+            return self._resume(scorers=scorers, concurrency=concurrency, show=show, background=background,
+                                dask_client=dask_client, scorer_timeout=scorer_timeout)
+
+    def _resume(self, *, scorers: Iterable[Any] | None, concurrency: int | None, show: bool, background: bool,
+                dask_client: Any, scorer_timeout: float | None) -> Experiment:
+        """``resume`` with the experiment's lock held."""
         plan = self.plan
         if not plan.get("cells"):
             raise NbSubagentsError(f"Experiment {self.name!r} has no stored plan in {self.plan_path}: start it with "
                                    "nbsubagents.experiment(name, tasks=...)")
-        chosen = [as_scorer(s) for s in scorers] if scorers is not None else load_scorers(plan.get("checks"))
+        chosen = unique_names([as_scorer(s) for s in scorers] if scorers is not None
+                              else load_scorers(plan.get("checks")))
         limit = _concurrency(concurrency if concurrency is not None else plan.get("concurrency"))
+        timeout = check_timeout(scorer_timeout if scorer_timeout is not None
+                                else plan.get("scorerTimeout") or SCORER_TIMEOUT)
         if background:
             return self._background(chosen, limit)
-        self._execute(chosen, limit, show, dask_client)
+        self._execute(chosen, limit, show, dask_client, timeout)
         return self
 
     def _background(self, scorers: Sequence[Any], concurrency: int) -> Experiment:
@@ -180,15 +204,19 @@ class Experiment:
             time.sleep(0.2)
         return self
 
-    def rescore(self, *scorers: Any) -> Experiment:
-        """Score the ended runs again with ``scorers`` (the plan's checks when none given); nothing is rerun."""
-        chosen = [as_scorer(s) for s in scorers] if scorers else load_scorers(self.plan.get("checks"))
+    def rescore(self, *scorers: Any, timeout: float | None = None) -> Experiment:
+        """Score the ended runs again with ``scorers`` (the plan's checks when none given); nothing is rerun.
+
+        A scorer's earlier keys are replaced by what it returns now (a key it no longer returns is dropped);
+        other scorers' keys stay. A Python scorer may take ``timeout`` seconds (the plan's, else 60)."""
+        chosen = unique_names([as_scorer(s) for s in scorers] if scorers else load_scorers(self.plan.get("checks")))
         if not chosen:
             raise NbSubagentsError("rescore() needs a scorer: a function (run) -> number | bool | dict or "
                                    "check('command')")
+        limit = check_timeout(timeout if timeout is not None else self.plan.get("scorerTimeout") or SCORER_TIMEOUT)
         for run in self.runs():
             if run.done:
-                score(run, chosen)
+                score(run, chosen, timeout=limit)
         return self
 
     # -- views (pandas and friends only in sweeps.views) ------------------------------------
@@ -211,7 +239,8 @@ class Experiment:
         directory as artifacts) under an MLflow experiment of this name; returns its MLflow experiment id.
 
         ``tracking_uri`` as MLflow takes it (``sqlite:///mlflow.db``; None: MLflow's default); runs exported
-        before are skipped. Needs ``pip install 'nbsubagents[mlflow]'``."""
+        before are skipped; one whose export failed half-way is exported again (its unfinished MLflow run
+        deleted). Needs ``pip install 'nbsubagents[mlflow]'``."""
         return views.to_mlflow(self, tracking_uri, artifact_location)
 
     def counts(self) -> dict[str, int]:
@@ -238,8 +267,8 @@ class Experiment:
 class _Scoring:
     """A renderer that scores each run as it ends, before its panel shows the end (with the scores)."""
 
-    def __init__(self, inner: Any, scorers: Sequence[Any]) -> None:
-        self.inner, self.scorers = inner, scorers
+    def __init__(self, inner: Any, scorers: Sequence[Any], timeout: float = SCORER_TIMEOUT) -> None:
+        self.inner, self.scorers, self.timeout = inner, scorers, timeout
 
     def start(self, runs: list[Run]) -> None:
         self.inner.start(runs)
@@ -249,7 +278,7 @@ class _Scoring:
 
     def end(self, run: Run) -> None:
         if self.scorers:
-            score(run, self.scorers)
+            score(run, self.scorers, timeout=self.timeout)
         self.inner.end(run)
 
     def close(self) -> None:
@@ -268,8 +297,8 @@ def _concurrency(value: Any) -> int:
 
 def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1,
                concurrency: int | None = None, scorers: Iterable[Any] = (), background: bool = False,
-               show: bool = True, executor: str | None = None, dask_client: Any = None,
-               **run_options: Any) -> Experiment:
+               show: bool = True, executor: str | None = None, dask_client: Any = None, replace: bool = False,
+               scorer_timeout: float = SCORER_TIMEOUT, **run_options: Any) -> Experiment:
     """Run the sweep tasks × presets × models × repeats as one experiment and return it.
 
     ``tasks`` are strings, dicts (``task``, optional ``id``, ``preset``, ``model``, ``cwd``, ``timeout``,
@@ -279,12 +308,22 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     ``run_options`` (listed below: ``cwd``, ``timeout``, ``files``, ``tags``, ``keep_worktree``, the budgets
     ``max_turns``, ``max_tool_calls``, ``max_tokens``, ``max_cost``, ``output_schema``, ...) apply to every run.
     Foreground by default (one live panel; no limit on the number of runs, at most ``concurrency`` at once);
-    ``background=True`` hands the sweep to a detached process (``.wait()``). A name used before resumes:
-    ended runs are kept, the rest start. ``executor="dask"`` (with ``dask_client=``, or the settings) runs the
-    sweep on a Dask cluster; its workers' resources bound it, and ``concurrency``, when given, caps it.
+    ``background=True`` hands the sweep to a detached process (``.wait()``). A name used before with the same
+    definition resumes: ended runs are kept, the rest start. A name used before with another definition (tasks,
+    presets, models, repeats, run options, tags or scorers) is refused, naming what changed: use a new name, or
+    ``replace=True`` to start this experiment afresh (its earlier runs stay on disk and in
+    ``nbsubagents.runs()``, no longer part of it). One process at a time runs an experiment: while another runs
+    it, this call is refused, naming that process. A Python scorer that takes more than ``scorer_timeout``
+    seconds (60) or raises (``SystemExit`` too) records an error for that run under ``scores.json``'s
+    ``errors``; the sweep goes on (a ``check()`` has its own ``timeout``). ``executor="dask"`` (with
+    ``dask_client=``, or the settings) runs the sweep on a Dask cluster; its workers' resources bound it, and
+    ``concurrency``, when given, caps it.
     """
     exp = Experiment(check_name(name), project_root(Path(run_options["cwd"])) if run_options.get("cwd") else None)
-    chosen = [as_scorer(s) for s in scorers]
+    chosen = unique_names([as_scorer(s) for s in scorers])
+    timeout = check_timeout(scorer_timeout)
+    if not isinstance(replace, bool):
+        raise NbSubagentsError(f"replace must be True or False, got {replace!r}")
     cells = expand(tasks, presets, models, repeats, run_options)
     chosen_executor = settings.executor if executor is None else executor
     on_dask: dict[str, Any] = {}
@@ -295,8 +334,25 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     elif chosen_executor != "local" or dask_client is not None:
         launch.executor_client(chosen_executor, dask_client)  # the error that names what is wrong
     limit = _concurrency(concurrency if concurrency is not None or not on_dask else min(64, max(1, len(cells))))
-    save_plan(exp.root, exp.name, cells, chosen, limit, on_dask)
-    return exp.resume(scorers=chosen, concurrency=limit, show=show, background=background, dask_client=dask_client)
+    with locked(exp.root, exp.name):
+        plan = exp.plan
+        replacing = None
+        if plan.get("cells") and replace:
+            replacing = [r["run_id"] for r in exp.rows()]
+        elif plan.get("cells") and plan.get("fingerprint") != fingerprint(cells, chosen):
+            changed = differences(plan, cells, chosen)
+            if changed or plan.get("fingerprint"):  # a plan of an earlier version has no fingerprint: its cells
+                what = f"other {' and '.join(changed)}" if changed else "another definition"
+                rescore = (f"; to score its ended runs with other scorers: nbsubagents.get_experiment({exp.name!r})"
+                           ".rescore(...)" if changed == ["scorers"] else "")
+                raise NbSubagentsError(
+                    f"Experiment {exp.name!r} was defined with {what} (its plan: {exp.plan_path}); its runs "
+                    f"would mix with this one's. Use a new name, or experiment({exp.name!r}, ..., replace=True) to "
+                    "start it afresh (its earlier runs stay on disk and in nbsubagents.runs(), no longer part of "
+                    f"it){rescore}")
+        save_plan(exp.root, exp.name, cells, chosen, limit, on_dask, scorer_timeout=timeout, replacing=replacing)
+        return exp._resume(scorers=chosen, concurrency=limit, show=show, background=background,
+                           dask_client=dask_client, scorer_timeout=timeout)
 
 
 declare_options(experiment, "sweep")
@@ -327,7 +383,10 @@ def _main(argv: list[str]) -> int:
     """The detached driver of a background sweep (``sweeps.driver.start``): resume it here, showing nothing."""
     root, name, concurrency = argv[0], argv[1], int(argv[2])
     os.chdir(root)
-    Experiment(name, root).resume(concurrency=concurrency, show=False)
+    exp = Experiment(name, root)
+    with locked(exp.root, name, wait=60.0):  # its starter holds the lock until it has started this process
+        exp._resume(scorers=None, concurrency=concurrency, show=False, background=False, dask_client=None,
+                    scorer_timeout=None)
     return 0
 
 

@@ -21,7 +21,7 @@ __all__ = ["expand", "cell_key", "sweep_options"]
 
 _RESERVED = {"preset", "model", "repeat", "task_id"}  # params that name the grid, not a task's own columns
 _GRID = ("tasks", "presets", "models", "repeats", "concurrency", "scorers", "background", "show", "executor",
-         "dask_client")  # experiment()'s own arguments, named when an option is unknown
+         "dask_client", "replace", "scorer_timeout")  # experiment()'s own arguments, named when an option is unknown
 
 
 def sweep_options() -> list[str]:

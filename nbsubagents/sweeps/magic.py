@@ -15,7 +15,8 @@ from ..magic_args import parse, usage_errors, yaml_error
 from .experiment import experiment
 
 # The experiment's own keys; every run option TaskSpec gives a whole sweep follows (keys()).
-OWN_KEYS = ("tasks", "presets", "models", "repeats", "concurrency", "scorers", "background", "executor")
+OWN_KEYS = ("tasks", "presets", "models", "repeats", "concurrency", "scorers", "background", "executor", "replace",
+            "scorer_timeout")
 EXAMPLE = ("tasks:\n  - read README.md\n  - ls src\npresets: [scout, scribe]\nmodels: [demo/scripted]\nrepeats: 3\n"
            "scorers:\n  - test -f README.md\n  - {check: 'grep -q Demo README.md', name: has_title}")
 

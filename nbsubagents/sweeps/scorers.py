@@ -4,8 +4,14 @@ A scorer is a callable ``(run) -> number | bool | dict`` or a ``check(...)``: a 
 run's folder after the run (for an isolated run, on that run's own changes: its kept worktree, else a
 scratch workspace with its patch applied, removed after the check; ``run_folder``), scoring pass/fail by
 its exit status, with its output kept as an artifact (``checks/<name>.log``). ``score(run, scorers)`` merges
-what the scorers said into ``scores.json`` (written atomically) and updates the run's registry row;
-a scorer that raises records no score for itself and its error under ``errors``.
+what the scorers said into ``scores.json`` (written atomically) and updates the run's registry row: a
+scorer's keys replace the ones it gave before (``keys`` records which are whose). A Python scorer runs
+under a time limit (``timeout``, 60 s; by ``SIGALRM`` in the main thread, where notebook cells and sweeps
+run; without a limit in another thread); one that raises, ``SystemExit`` included, or takes too long records
+no score for itself and its error under ``errors``. ``KeyboardInterrupt`` still stops the sweep.
+
+Score names are unique in a scorer list: a check's default name holds every word of its command
+(``pytest -q tests/a`` → ``check_pytest_q_tests_a``), and a list naming one score twice is refused.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import os
 import re
 import shlex
 import signal
+import hashlib
 import subprocess
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,9 +38,11 @@ from ..config import NbSubagentsError
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
 
-__all__ = ["check", "Check", "score", "scorer_name", "SCORES_FILE"]
+__all__ = ["check", "Check", "score", "scorer_name", "unique_names", "check_timeout", "SCORES_FILE",
+           "SCORER_TIMEOUT"]
 
 SCORES_FILE = "scores.json"
+SCORER_TIMEOUT = 60.0  # seconds a Python scorer may take for one run
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
 
@@ -56,7 +66,7 @@ class Check:
             raise NbSubagentsError(f"check timeout must be a positive number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
         self.shell = shell
-        self.name = _check_name(name if name is not None else _default_name(self.argv, shell, command))
+        self.name = _check_name(name if name is not None else _default_name(self.argv, shell, self.command))
 
     def __repr__(self) -> str:
         return f"check({self.command!r}, name={self.name!r})"
@@ -133,8 +143,31 @@ def check(command: str | Sequence[str], *, name: str | None = None, timeout: flo
 
 
 def _default_name(argv: list[str], shell: bool, command: str) -> str:
-    words = re.findall(r"[A-Za-z0-9_]+", command if shell else " ".join(argv[:2]))
-    return "check_" + "_".join(words[:3]) if words else "check"
+    """``check_`` and every word of the command (two checks of one program differ by their arguments); a
+    name too long for a score ends in a hash of the whole command instead."""
+    words = re.findall(r"[A-Za-z0-9_]+", command if shell else " ".join(argv))
+    name = "check_" + "_".join(words) if words else "check"
+    if len(name) > 64 or (not words and command.strip()):
+        name = f"{name[:55]}_{hashlib.sha256(command.encode()).hexdigest()[:8]}"
+    return name
+
+
+def unique_names(scorers: list[Any]) -> list[Any]:
+    """``scorers`` when each scores under its own name (its score and its log are its own), else an error."""
+    seen: dict[str, Any] = {}
+    for scorer in scorers:
+        name = scorer_name(scorer)
+        if name in seen:
+            raise NbSubagentsError(f"Two scorers score under the name {name!r} ({seen[name]!r} and {scorer!r}); "
+                                   "give one another name: check('...', name='...') or a function of another name")
+        seen[name] = scorer
+    return scorers
+
+
+def check_timeout(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise NbSubagentsError(f"scorer_timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def checked_name(name: Any, pattern: re.Pattern[str], rule: str) -> str:
@@ -194,28 +227,79 @@ def _normalize(scorer: Any, value: Any) -> dict[str, Any]:
     return {_check_name(name): _value(value, f"Scorer {name}'s result")}
 
 
-def score(run: Run, scorers: Iterable[Any]) -> dict[str, Any]:
-    """Apply ``scorers`` to an ended run; merge into its ``scores.json`` and registry row; returns all its scores."""
-    scorers = [as_scorer(s) for s in scorers]
+class ScorerTimeout(BaseException):
+    """A Python scorer ran past its time limit (a BaseException, so its own ``except Exception`` cannot keep it)."""
+
+
+@contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise ``ScorerTimeout`` in the block after ``seconds`` (``SIGALRM``; the main thread only, where cells
+    and sweeps run: elsewhere the block runs unbounded). The process's own alarm handler and timer come back."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    armed, outer_due = [True], [False]
+
+    def expire(signum: int, frame: Any) -> None:
+        if not armed[0]:
+            return
+        spent = time.monotonic() - started
+        if earlier and not outer_due[0] and spent >= earlier - 0.01:  # the process's own alarm is due first
+            outer_due[0] = True
+            if callable(previous):
+                previous(signum, frame)  # it may raise (pytest-timeout does): then the block ends with it
+            if spent < seconds - 0.01:
+                signal.setitimer(signal.ITIMER_REAL, seconds - spent)
+                return
+        raise ScorerTimeout(f"did not return within {seconds:g}s (scorer_timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    started = time.monotonic()
+    earlier, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    if earlier and earlier < seconds:
+        signal.setitimer(signal.ITIMER_REAL, earlier)
+    try:
+        yield
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if earlier and not outer_due[0]:  # the process's own alarm: what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(0.001, earlier - (time.monotonic() - started)), interval)
+        elif earlier and interval:
+            signal.setitimer(signal.ITIMER_REAL, interval, interval)
+
+
+def score(run: Run, scorers: Iterable[Any], *, timeout: float | None = SCORER_TIMEOUT) -> dict[str, Any]:
+    """Apply ``scorers`` to an ended run; merge into its ``scores.json`` and registry row; returns all its scores.
+
+    What a scorer returns replaces what it returned before (its keys are recorded under ``keys``); a Python
+    scorer may take ``timeout`` seconds (None: no limit; a check has its own)."""
+    scorers = unique_names([as_scorer(s) for s in scorers])
     if not scorers:
         return run.scores
     path = run.dir / SCORES_FILE
     stored = read_json(path) or {}
     scores: dict[str, Any] = dict(stored.get("scores") or {})
     errors: dict[str, str] = dict(stored.get("errors") or {})
+    keys: dict[str, list[str]] = dict(stored.get("keys") or {})
     for scorer in scorers:
         name = scorer_name(scorer)
+        for key in keys.pop(name, [name]):  # what it said before goes; what it says now comes
+            scores.pop(key, None)
         try:
-            got = _normalize(scorer, scorer(run))
+            with _time_limit(None if isinstance(scorer, Check) else timeout):
+                got = _normalize(scorer, scorer(run))
         except KeyboardInterrupt:
             raise
-        except Exception as exc:  # one scorer's bug is recorded, not fatal to the sweep
+        except (Exception, SystemExit, ScorerTimeout) as exc:  # recorded for this run; the sweep goes on
             errors[name] = f"{type(exc).__name__}: {exc}"
-            scores.pop(name, None)
             continue
         errors.pop(name, None)
+        keys[name] = list(got)
         scores.update(got)
-    atomic_write_json(path, {"scores": scores, "errors": errors or None, "scoredAt": now_iso()})
+    atomic_write_json(path, {"scores": scores, "errors": errors or None, "keys": keys, "scoredAt": now_iso()})
     registry.note(run)
     return scores
 

@@ -183,7 +183,8 @@ def _mlflow_status(status: str | None) -> str:
 
 def to_mlflow(exp: Experiment, tracking_uri: str | None = None, artifact_location: str | None = None) -> str:
     """Each ended run becomes an MLflow run (params, metrics, scores as metrics, tags, the run directory as
-    artifacts) under the MLflow experiment of the same name; runs exported before are skipped."""
+    artifacts) under the MLflow experiment of the same name; runs exported before are skipped, and a run
+    whose export failed half-way (its MLflow run never terminated) is deleted and exported again."""
     try:
         from mlflow.entities import Metric, Param
         from mlflow.tracking import MlflowClient
@@ -206,8 +207,12 @@ def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric:
     found = client.get_experiment_by_name(exp.name)
     experiment_id = (found.experiment_id if found is not None
                      else client.create_experiment(exp.name, artifact_location=artifact_location))
-    done = {r.data.tags.get("nbsubagents.run_id") for r in
-            client.search_runs([experiment_id], max_results=50000)}
+    done: set[str] = set()
+    for found_run in client.search_runs([experiment_id], max_results=50000):
+        if found_run.info.status != "RUNNING":  # set_terminated is an export's last step
+            done.add(found_run.data.tags.get("nbsubagents.run_id"))
+        elif found_run.data.tags.get("nbsubagents.run_id"):  # an export that failed half-way: done again
+            client.delete_run(found_run.info.run_id)
     masks = masker()  # an MLflow store is shared: params, tags and artifacts are masked before they go
     for row in exp.current_rows():
         if row["run_id"] in done or row.get("status") not in TERMINAL:

@@ -54,9 +54,9 @@ def test_cross_product_records_params_tags_scores_in_run_dirs_and_registry(proje
     meta = json.loads((one.dir / "meta.json").read_text())
     assert meta["experiment"] == "grid" and meta["tags"] == {"owner": "tests"}
     scores = json.loads((one.dir / "scores.json").read_text())["scores"]
-    assert scores["check_test_f"] is True and scores["words"] == words(one) > 0
-    assert "exit code 0" in (one.dir / "checks" / "check_test_f.log").read_text()
-    assert "scores check_test_f=True" in nbsubagents.child.summary.summary_line(one)  # what the panel's end shows
+    assert scores["check_test_f_README_md"] is True and scores["words"] == words(one) > 0
+    assert "exit code 0" in (one.dir / "checks" / "check_test_f_README_md.log").read_text()
+    assert "scores check_test_f_README_md=True" in nbsubagents.child.summary.summary_line(one)  # the panel's end
     before = {r["run_id"]: (r["params"], r["tags"], r["scores"]) for r in exp.rows()}
     registry.db_path().unlink()
     assert registry.rebuild() == 16

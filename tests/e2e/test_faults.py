@@ -561,3 +561,143 @@ def test_queued_dask_runs_of_a_dead_kernels_local_cluster_settle_and_cancel(proj
     assert rows[ids[0]]["status"] in ("failed", "aborted")
     assert record("dask: scheduler gone", proj, ids,
                   f"{', '.join(rows[i]['status'] for i in ids)} within {took:.0f}s") == []
+
+
+# -- experiments that cannot mix or double (issue 22, item 5) -----------------------------------------
+def test_a_changed_plan_under_an_old_name_is_refused_and_replace_starts_it_afresh(proj):
+    from nbsubagents.config import NbSubagentsError
+
+    exp = nbsubagents.experiment("mix", tasks=[{"id": "a", "task": "say: alpha"}], presets="scout", show=False)
+    first = [r.id for r in exp.runs()]
+    assert len(first) == 1
+    for changed, what in ((dict(tasks=[{"id": "a", "task": "say: beta"}]), "tasks"),
+                          (dict(tasks=[{"id": "b", "task": "say: alpha"}]), "tasks"),
+                          (dict(tasks=[{"id": "a", "task": "say: alpha"}], timeout=77), "run options"),
+                          (dict(tasks=[{"id": "a", "task": "say: alpha"}], scorers=[nbsubagents.check("true")]),
+                           "scorers")):
+        with pytest.raises(NbSubagentsError, match=f"defined with other {what} .*new name.*replace=True"):
+            nbsubagents.experiment("mix", presets="scout", show=False, **changed)
+    assert [r.id for r in nbsubagents.get_experiment("mix").runs()] == first  # nothing ran, nothing mixed
+    same = nbsubagents.experiment("mix", tasks=[{"id": "a", "task": "say: alpha"}], presets="scout", show=False)
+    assert [r.id for r in same.runs()] == first  # the same definition resumes: nothing to run
+    again = nbsubagents.experiment("mix", tasks=[{"id": "b", "task": "say: beta"}], presets="scout", show=False,
+                                   replace=True)
+    frame = again.frame()
+    assert list(frame["params.task_id"]) == ["b"] and first[0] not in frame.index
+    assert "beta" in again.runs()[0].output
+    assert list(again.compare(by="task_id").table.index) == ["b"]  # the old cell does not mix in
+    assert len(again.frame(all_runs=True)) == 1
+    assert nbsubagents.experiments().set_index("name").loc["mix", "runs"] == 1
+    assert (proj / ".pi" / "subagents" / "runs" / first[0] / "result.json").is_file()  # kept on disk
+    assert record("changed plan, old name", proj, again.runs(), "refused (tasks, ids, options, scorers); "
+                  "replace=True: 1 run of the new plan") == []
+
+
+def test_one_experiment_runs_in_one_process_at_a_time(proj):
+    from nbsubagents.config import NbSubagentsError
+
+    tasks = ["sleep: 1.5\nsay: one", "sleep: 1.5\nsay: two"]
+    code = (f"import nbsubagents\nnbsubagents.experiment('twice', tasks={tasks!r}, presets='scout', concurrency=1, "
+            "show=False)\n")
+    other = subprocess.Popen([sys.executable, "-c", code], cwd=proj, stdin=subprocess.DEVNULL)
+    try:
+        runs = proj / ".pi" / "subagents" / "runs"
+        wait_for(lambda: runs.is_dir() and any(runs.iterdir()), 60, "the other process's first run")
+        started = time.monotonic()
+        with pytest.raises(NbSubagentsError, match=f"being run by process {other.pid} .*one process at a time"):
+            nbsubagents.experiment("twice", tasks=tasks, presets="scout", concurrency=1, show=False)
+        assert time.monotonic() - started < 5  # refused at once, not after running anything
+        with pytest.raises(NbSubagentsError, match=f"process {other.pid}"):
+            nbsubagents.get_experiment("twice").resume(show=False)
+        assert other.wait(60) == 0
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()
+    exp = nbsubagents.get_experiment("twice")
+    assert len(list(runs.iterdir())) == 2 and len(exp.frame()) == 2 and set(exp.frame()["status"]) == {"completed"}
+    again = nbsubagents.experiment("twice", tasks=tasks, presets="scout", concurrency=1, show=False)  # free again
+    assert len(list(runs.iterdir())) == 2 and len(again.frame()) == 2
+    assert record("same experiment, two processes", proj, exp.runs(), "the second refused, naming the first; "
+                  "2 runs, not 4") == []
+
+
+def test_scorers_that_hang_or_exit_are_recorded_per_run_and_the_sweep_goes_on(proj):
+    def stubborn(run):  # never returns, and swallows what it can
+        while True:
+            try:
+                time.sleep(0.05)
+            except Exception:
+                pass
+
+    def exits(run):
+        raise SystemExit(3)
+
+    def chars(run):
+        return len(run.output)
+
+    handler = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    exp = nbsubagents.experiment("scorers", tasks=["say: one", "say: two"], presets="scout", concurrency=2,
+                                 scorers=[stubborn, exits, chars], scorer_timeout=0.5, show=False)
+    took = time.monotonic() - started
+    runs = exp.runs()
+    assert [r.status for r in runs] == ["completed", "completed"] and took < 30
+    for run in runs:
+        stored = json.loads((run.dir / "scores.json").read_text())
+        assert stored["scores"] == {"chars": len(run.output)}
+        assert stored["errors"]["stubborn"].startswith("ScorerTimeout: did not return within 0.5s")
+        assert stored["errors"]["exits"] == "SystemExit: 3"
+    assert signal.getsignal(signal.SIGALRM) == handler  # the process's own alarm handler is back
+    exp.rescore(chars, timeout=0.5)  # rescore keeps the others' errors and runs under its limit too
+    assert all(r.scores == {"chars": len(r.output)} for r in exp.runs())
+    assert record("scorer hangs / SystemExit", proj, runs, f"both runs scored in {took:.1f}s; errors recorded "
+                  "per run") == []
+
+
+def test_score_names_are_unique_and_rescore_replaces_a_scorers_keys(proj):
+    from nbsubagents.config import NbSubagentsError
+
+    assert nbsubagents.check("pytest -q tests/a").name != nbsubagents.check("pytest -q tests/b").name
+    present, absent = nbsubagents.check("test -f README.md"), nbsubagents.check("test -f missing.md")
+    exp = nbsubagents.experiment("names", tasks=["say: one"], presets="scout", scorers=[present, absent], show=False)
+    run = exp.runs()[0]
+    assert run.scores == {present.name: True, absent.name: False}
+    assert "README.md" in (run.dir / "checks" / f"{present.name}.log").read_text()
+    assert "missing.md" in (run.dir / "checks" / f"{absent.name}.log").read_text()
+    with pytest.raises(NbSubagentsError, match="Two scorers score under the name 'same'"):
+        exp.rescore(nbsubagents.check("true", name="same"), nbsubagents.check("false", name="same"))
+
+    def parts(run):
+        return {"x": 1, "y": 2}
+
+    exp.rescore(parts)
+    assert run.scores == {present.name: True, absent.name: False, "x": 1, "y": 2}
+
+    def parts(run):  # noqa: F811 (the same scorer, changed: it no longer says y)
+        return {"x": 3}
+
+    exp.rescore(parts)
+    assert run.scores == {present.name: True, absent.name: False, "x": 3}
+    assert exp.frame().loc[run.id].get("scores.y") is None
+    assert record("score names, rescore", proj, [run], "distinct checks and logs; a dropped key is gone") == []
+
+
+def test_a_failed_mlflow_export_is_done_again(proj, tmp_path):
+    mlflow = pytest.importorskip("mlflow")
+    exp = nbsubagents.experiment("export", tasks=["say: one"], presets="scout", show=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    blocker = tmp_path / "mlartifacts"
+    blocker.write_text("a file where the artifact folder goes: the first export fails half-way\n")
+    with pytest.raises(Exception):
+        exp.to_mlflow(uri, artifact_location=blocker.as_uri())
+    blocker.unlink()
+    experiment_id = exp.to_mlflow(uri)
+    assert exp.to_mlflow(uri) == experiment_id  # and a third adds nothing
+    client = mlflow.MlflowClient(uri)
+    found = client.search_runs([experiment_id])
+    assert sorted(r.data.tags["nbsubagents.run_id"] for r in found) == sorted(r.id for r in exp.runs())
+    for found_run in found:
+        assert found_run.info.status == "FINISHED"
+        assert {"meta.json", "result.json"} <= {a.path for a in client.list_artifacts(found_run.info.run_id)}
+    assert record("failed MLflow export", proj, exp.runs(), "exported again: a finished MLflow run, none empty") == []
