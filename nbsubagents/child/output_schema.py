@@ -5,14 +5,18 @@ installed) into a JSON Schema dict for meta.json; ``instruction`` is the text ap
 ``extract`` finds the JSON object at the end of the child's final reply and ``validate`` checks it.
 Validation uses the ``jsonschema`` package when it is installed (every keyword of the schema's draft)
 and otherwise a small built-in subset (type, properties, required, additionalProperties, items, enum,
-const, minimum/maximum, minLength/maxLength, minItems/maxItems). The supervisor imports this module only
-for a run that has a schema.
+const, minimum/maximum, minLength/maxLength, minItems/maxItems). A schema whose ``$ref`` cannot be resolved
+from the schema itself (or a standard meta-schema) is refused by ``normalize``, before any run. The supervisor
+never checks a reply itself: ``reply_check`` does, in a process of its own that the run's timeout and cancel
+can end (a reply nested thousands deep, or a ``pattern`` that backtracks catastrophically, must not take the
+supervisor with it), and a JSON value nested deeper than ``MAX_DEPTH`` is refused.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from urllib.parse import unquote, urldefrag, urljoin
 
 from .errors import NbSubagentsError
 
@@ -20,13 +24,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+MAX_DEPTH = 100  # levels of nesting a reply's JSON value (or a schema) may have
+
 
 def normalize(schema: Any) -> dict[str, Any]:
     """A JSON Schema dict from a dict or a pydantic model class; NbSubagentsError on anything else."""
 
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        return schema.model_json_schema()  # pydantic v2 model class
+        schema = schema.model_json_schema()  # pydantic v2 model class
+        problem = ref_problem(schema)
+        if problem:
+            raise NbSubagentsError(f"output_schema is not a usable JSON Schema: {problem}")
+        return schema
     if isinstance(schema, dict):
+        if depth(schema) > MAX_DEPTH:
+            raise NbSubagentsError(f"output_schema is nested more than {MAX_DEPTH} levels deep: "
+                                   "flatten it with $defs and $ref")
         try:
             json.dumps(schema)
         except (TypeError, ValueError) as exc:
@@ -34,6 +47,9 @@ def normalize(schema: Any) -> dict[str, Any]:
         problem = schema_problem(schema)
         if problem:
             raise NbSubagentsError(f"output_schema is not a valid JSON Schema: {problem}")
+        problem = ref_problem(schema)
+        if problem:
+            raise NbSubagentsError(f"output_schema is not a usable JSON Schema: {problem}")
         return schema
     raise NbSubagentsError("output_schema must be a JSON Schema dict such as {'type': 'object', 'properties': "
                            f"{{...}}}} or a pydantic model class, got {type(schema).__name__}")
@@ -55,6 +71,92 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
     return None
 
 
+def depth(value: Any) -> int:
+    """How many levels of arrays and objects ``value`` nests (0 for a scalar), counted without recursion and
+    only up to ``MAX_DEPTH + 1`` (a structure that contains itself has no depth)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+_DATA_KEYWORDS = ("enum", "const", "examples", "default")  # their values are data: a "$ref" there is no ref
+_META_SCHEMAS = ("http://json-schema.org/", "https://json-schema.org/")
+
+
+def ref_problem(schema: dict[str, Any]) -> str | None:
+    """Why a ``$ref`` (or ``$dynamicRef``) of ``schema`` cannot be resolved (None when all can): each must point
+    into the schema itself (``#``, ``#/$defs/Name``, an ``$anchor``, a subschema's ``$id``) or to a standard
+    meta-schema. Validation would otherwise fail on the first reply that reaches it, after the whole run."""
+    ids: dict[str, Any] = {"": schema}
+    anchors: set[str] = set()
+    refs: list[tuple[str, str, str, str]] = []  # (keyword, ref, resolved, where)
+    stack: list[tuple[Any, str, str]] = [(schema, "", "$")]
+    while stack:
+        node, base, where = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, base, f"{where}[{i}]") for i, item in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        if isinstance(node.get("$id"), str):
+            full = urljoin(base, node["$id"])
+            document, fragment = urldefrag(full)
+            if fragment:  # draft 6/7: "$id": "#name" names a location
+                anchors.add(fragment)
+            else:
+                base = full
+                ids[document] = node
+        for key in ("$anchor", "$dynamicAnchor"):
+            if isinstance(node.get(key), str):
+                anchors.add(node[key])
+        for key in ("$ref", "$dynamicRef"):
+            if isinstance(node.get(key), str):
+                ref = node[key]  # a fragment alone stays in the current document (urljoin drops a urn: base)
+                refs.append((key, ref, base + ref if ref.startswith("#") else urljoin(base, ref), where))
+        stack.extend((value, base, f"{where}.{key}") for key, value in node.items() if key not in _DATA_KEYWORDS)
+    for keyword, ref, resolved, where in refs:
+        document, fragment = urldefrag(resolved)
+        if document not in ids:
+            if document.startswith(_META_SCHEMAS):
+                continue
+            return (f"the {keyword} {ref!r} at {where} cannot be resolved: it names no part of this schema. "
+                    "Put the schema it refers to under $defs and use '#/$defs/<Name>'")
+        if not fragment or (not fragment.startswith("/") and fragment in anchors):
+            continue
+        if not fragment.startswith("/") or _pointer(ids[document], fragment) is _MISSING:
+            return (f"the {keyword} {ref!r} at {where} cannot be resolved: " +
+                    (f"this schema has nothing at '#{fragment}'" if fragment.startswith("/")
+                     else f"this schema has no $anchor {fragment!r}") +
+                    ". Refer to a part of the schema, such as '#/$defs/<Name>' or '#/properties/<name>'")
+    return None
+
+
+_MISSING = object()
+
+
+def _pointer(document: Any, pointer: str) -> Any:
+    """The part of ``document`` a JSON Pointer (``/a/0/b``, percent-encoded as in a URI fragment) names."""
+    node = document
+    for token in unquote(pointer).split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return _MISSING
+    return node
+
+
 def instruction(schema: dict[str, Any]) -> str:
     """What the child is told: end the reply with one JSON object matching the schema."""
     return ("\n\nWhen you are done, end your final reply with a single JSON value that matches this JSON Schema, "
@@ -74,6 +176,8 @@ def extract(text: str) -> tuple[bool, Any]:
             return True, json.loads(block)
         except ValueError:
             continue
+        except RecursionError:
+            return False, _TOO_DEEP
     stripped = (text or "").rstrip()
     decoder = json.JSONDecoder()
     for i in range(len(stripped) - 1, -1, -1):
@@ -82,9 +186,14 @@ def extract(text: str) -> tuple[bool, Any]:
                 value, end = decoder.raw_decode(stripped, i)
             except ValueError:
                 continue
+            except RecursionError:
+                return False, _TOO_DEEP
             if not stripped[end:].strip():
                 return True, value
     return False, "the reply has no JSON value (a ```json block or a JSON object at its end)"
+
+
+_TOO_DEEP = f"the reply's JSON value is nested too deeply to be read (at most {MAX_DEPTH} levels are allowed)"
 
 
 def validate(value: Any, schema: dict[str, Any]) -> str | None:
@@ -168,7 +277,13 @@ def check_reply(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
     ok, value = extract(text)
     if not ok:
         return None, f"The reply does not match output_schema: {value}"
-    error = validate(value, schema)
+    if depth(value) > MAX_DEPTH:
+        return None, (f"The reply does not match output_schema: its JSON value is nested more than {MAX_DEPTH} "
+                      "levels deep")
+    try:
+        error = validate(value, schema)
+    except RecursionError:
+        error = "the schema refers to itself more deeply than can be checked"
     if error:
         return None, f"The reply does not match output_schema: {error}"
     return value, None

@@ -10,7 +10,10 @@ atomically. It touches ``heartbeat`` every ``HEARTBEAT`` seconds: the liveness o
 machine (a Dask worker's) is read from that file, not from a pid. Started by a Dask task
 (``NBSUBAGENTS_WORKER_PID`` names the worker), it ends its run as ``failed: interrupted (worker lost)``
 when that worker dies, so no run goes on outside the cluster's accounting. Artifact writes are best-effort: a
-full disk costs lines, never the result.
+full disk costs lines, never the result. A step of its own that breaks (or a reply that would break it)
+ends the run ``failed`` with the reason (stopReason ``supervisor_error``) and keeps what the child produced;
+a reply is checked against ``output_schema`` in a process of its own (``reply_check``) that the run's timeout
+and cancel end.
 Imports are kept to the standard library and the small core modules: start-up time is run time.
 """
 
@@ -29,6 +32,7 @@ from .artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .procs import MARKER, become_subreaper, end_run_processes, process_start_ticks
+from .text import clip
 
 TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
 if TYPE_CHECKING:
@@ -47,6 +51,8 @@ HEARTBEAT_FILE = "heartbeat"
 CANCEL_FILE = "cancel.json"      # a cancel request (lifecycle.settle.request_cancel writes it)
 WORKER_PID = "NBSUBAGENTS_WORKER_PID"  # set by the Dask task that started this supervisor
 WORKER_LOST = "interrupted (worker lost)"
+REPLY_CHECK = "nbsubagents.child.reply_check"  # the module that checks a reply against output_schema
+REPLY_CHECK_SECONDS = 30.0       # the most a reply's check may take, within the run's own timeout
 
 
 class _Sink:
@@ -112,6 +118,7 @@ class Supervisor:
         self.transcript = _Sink(paths.transcript)
         self.stdout = _Sink(paths.stdout)
         self.heartbeat_at = 0.0
+        self.broken: str | None = None  # the first failure of a step of our own (the run's error when set)
         worker = os.environ.get(WORKER_PID, "")
         self.worker_pid: int | None = int(worker) if worker.isdigit() else None
 
@@ -119,11 +126,17 @@ class Supervisor:
     def emit(self, event: Event) -> None:
         self.seq += 1
         event = {"seq": self.seq, "ts": round(time.time(), 3), **event}
+        data = json.dumps(event, ensure_ascii=False)
+        try:
+            encoded = data.encode()
+        except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800"): not text, replaced everywhere
+            event = _clean(event)
+            encoded = json.dumps(event, ensure_ascii=False).encode()
         self.tally.add(event)
-        self.events.write(json.dumps(event, ensure_ascii=False).encode() + b"\n")
+        self.events.write(encoded + b"\n")
         line = self.formatter.format(event)
         if line is not None:
-            self.transcript.write(transcript_line(event, line).encode() + b"\n")
+            self.transcript.write(transcript_line(event, line).encode(errors="backslashreplace") + b"\n")
         if event["type"] == "tool_call":
             self._check_loop(event)
         if self.budget and self.stop_reason is None and event["type"] in ("turn_start", "tool_call", "usage"):
@@ -212,36 +225,48 @@ class Supervisor:
         self._beat(time.monotonic())
         self._requests()  # a cancel asked while the run was queued
         _best_effort(_reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
-        header = transcript_header({**self.meta, "startedAt": started_at})
-        self.transcript.write(header.encode() + b"\n")
-        self.emit({"type": "run_start", "runId": self.meta.get("runId"), "preset": self.meta.get("preset"),
-                   "model": self.meta.get("resolvedModel"), "cwd": self.meta.get("cwd"),
-                   "task": self.meta.get("task")})
         exit_code: int | None = None
         spawn_error = None
-        if self.isolation is not None and self.stop_reason is None:
-            spawn_error = self._setup_isolation()
-        if self.stop_reason is None and spawn_error is None:  # a cancel can arrive before the child exists
-            try:
-                exit_code = self._spawn_and_pump()
-            except OSError as exc:
-                spawn_error = _spawn_message(self.meta.get("argv", ["pi"])[0], exc)
-            finally:
-                self._end_leftovers()  # after any end: nothing of the run may remain
-        status, error = self._verdict(exit_code, spawn_error)
+        try:
+            header = transcript_header({**self.meta, "startedAt": started_at})
+            self.transcript.write(header.encode(errors="backslashreplace") + b"\n")
+            self.emit({"type": "run_start", "runId": self.meta.get("runId"), "preset": self.meta.get("preset"),
+                       "model": self.meta.get("resolvedModel"), "cwd": self.meta.get("cwd"),
+                       "task": self.meta.get("task")})
+            if self.isolation is not None and self.stop_reason is None:
+                spawn_error = self._setup_isolation()
+            if self.stop_reason is None and spawn_error is None:  # a cancel can arrive before the child exists
+                try:
+                    exit_code = self._spawn_and_pump()
+                except OSError as exc:
+                    spawn_error = _spawn_message(self.meta.get("argv", ["pi"])[0], exc)
+                finally:
+                    self._end_leftovers()  # after any end: nothing of the run may remain
+        except Exception as exc:  # noqa: BLE001 (a step of ours broke: the run fails saying so, never silently)
+            self._broke("running pi", exc)
+        self.child = None  # pi is gone and reaped: no later stop may signal its (reusable) group id
+        # Every step after the child is guarded: whatever breaks, the run ends failed with the reason,
+        # and what the child produced (its text, transcript, events) is kept.
+        status, error = ("failed", None) if self.broken is not None else self._safely(
+            "judging how pi ended", self._verdict, exit_code, spawn_error, default=("failed", None))
         if self.isolation is not None and self.isolation.get("base"):
-            self._capture_changes()
-        if status == "completed" and self.meta.get("outputSchema") is not None:
-            status, error = self._check_output()
-        reason = self._reason(status, spawn_error)
-        self.emit({"type": "run_end", "status": status, "exitCode": exit_code,
-                   "stopReason": reason, "errorMessage": error})
+            self._safely("capturing the run's changes", self._capture_changes)
+        if status == "completed" and self.meta.get("outputSchema") is not None and self.broken is None:
+            status, error = self._safely("checking the reply against output_schema", self._check_output,
+                                         default=("failed", None))
+        usage = self._safely("counting the usage", self.tally.usage)
+        reason = self._safely("naming why the run ended", self._reason, status, spawn_error)
+        status, error, reason = self._if_broken(status, error, reason)
+        self._safely("writing the run's end event", self.emit,
+                     {"type": "run_end", "status": status, "exitCode": exit_code,
+                      "stopReason": reason, "errorMessage": error})
+        status, error, reason = self._if_broken(status, error, reason)
         for sink in (self.events, self.transcript, self.stdout):
             sink.close()
         ended_at = now_iso()
         result = result_record(
             self.meta.get("runId"), status, error=error, exit_code=exit_code, stop_reason=reason,
-            final_text=self.tally.final_text, model=self.tally.model, usage=self.tally.usage(),
+            final_text=self.tally.final_text, model=self.tally.model, usage=usage,
             turns=self.tally.turns, tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
             duration=round(time.monotonic() - self.started, 3))
         if self.ended_after_conversation:
@@ -251,9 +276,29 @@ class Supervisor:
         if not os.path.exists(self.paths.meta):  # its folder was deleted: no half folder is left for it
             _remove_half_folder(self.paths.dir)
             return result
-        atomic_write_json(self.paths.result, result)
         _write_result(self.paths, result)
         return result
+
+    def _if_broken(self, status: str, error: str | None, reason: str | None) -> tuple[str, str | None, str | None]:
+        """The run's end once a step of ours broke: failed, with that failure (and the end it replaced)."""
+        if self.broken is None or error == self.broken:
+            return status, error, reason
+        if status != "completed" and error:
+            self.broken += f" (the run had already ended {status}: {error})"
+        self.stop_word = "supervisor_error"
+        return "failed", self.broken, "supervisor_error"
+
+    def _broke(self, step: str, exc: BaseException) -> None:
+        """Our own step ``step`` raised: the first such failure becomes the run's error."""
+        if self.broken is None:
+            self.broken = f"The supervisor failed while {step}: {type(exc).__name__}: {clip(str(exc), 300)}"
+
+    def _safely(self, step: str, fn: Any, *args: Any, default: Any = None) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 (see run: recorded as the run's failure)
+            self._broke(step, exc)
+            return default
 
     def _spawn_and_pump(self) -> int:
         env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1",
@@ -364,13 +409,93 @@ class Supervisor:
             remove(self.isolation)
 
     def _check_output(self) -> tuple[str, str | None]:
-        from .output_schema import check_reply  # noqa: PLC0415 (start-up: only runs that use it load it)
-        data, error = check_reply(self.tally.final_text, self.meta["outputSchema"])
+        """The reply checked against output_schema by ``reply_check`` in a process of its own, under the run's
+        timeout and cancel and REPLY_CHECK_SECONDS: a reply nested thousands deep, or a pattern that backtracks
+        catastrophically (Python's re cannot be interrupted), ends that process, never the supervisor."""
+        request = json.dumps({"text": self.tally.final_text, "schema": self.meta["outputSchema"]}).encode()
+        env = {**os.environ, MARKER: str(self.meta.get("runId") or "")}
+        checker = subprocess.Popen([sys.executable, "-m", REPLY_CHECK], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                   start_new_session=True)
+        out, over = b"", False
+        try:
+            out, over = self._converse(checker, request)
+        finally:
+            try:  # once its answer is read it is exiting: a moment for that, none when it was stopped
+                checker.wait(0 if over or self.stop_reason is not None else 2)
+            except subprocess.TimeoutExpired:
+                _killpg(checker.pid, signal.SIGKILL)  # its own session: the group is the checker's alone
+                checker.wait()
+            for pipe in (checker.stdin, checker.stdout):
+                if pipe is not None and not pipe.closed:
+                    _best_effort(pipe.close)
+        if self.stop_reason is not None:  # cancelled, timed out, signalled or orphaned while checking
+            status, message = self.stop_reason
+            if self.stop_word == "timeout":
+                message += " The time ran out while the reply was checked against output_schema."
+            return status, message
+        if over:
+            self.stop_word = "schema"
+            return "failed", (f"The reply could not be checked against output_schema within "
+                              f"{REPLY_CHECK_SECONDS:g}s: a `pattern` of the schema that backtracks "
+                              "catastrophically on this reply (such as '^(a+)+$'), or a very large reply. "
+                              "Simplify the pattern or the schema.")
+        lines = out.decode(errors="replace").strip().splitlines()
+        try:
+            answer = json.loads(lines[-1])
+            data, error = answer["data"], answer["error"]
+        except (IndexError, ValueError, KeyError, TypeError):
+            tail = lines[-1] if lines else f"it exited with code {checker.returncode} and printed nothing"
+            self.stop_word = "schema"
+            return "failed", f"The reply could not be checked against output_schema: {clip(tail, 300)}"
         if error is not None:
             self.stop_word = "schema"
-            return "failed", error
+            return "failed", str(error)
         self.extra["data"] = data
         return "completed", None
+
+    def _converse(self, proc: subprocess.Popen[bytes], request: bytes) -> tuple[bytes, bool]:
+        """``request`` to ``proc``'s stdin and its whole stdout back, while the guards go on (heartbeat,
+        cancel, signals, the run's timeout). ``(output, True)`` when REPLY_CHECK_SECONDS ran out first; it
+        returns early, with what came so far, once a guard stopped the run."""
+        assert proc.stdin is not None and proc.stdout is not None
+        deadline = time.monotonic() + REPLY_CHECK_SECONDS
+        selector = selectors.DefaultSelector()
+        out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
+        os.set_blocking(out_fd, False)
+        os.set_blocking(in_fd, False)
+        selector.register(out_fd, selectors.EVENT_READ)
+        selector.register(in_fd, selectors.EVENT_WRITE)
+        chunks: list[bytes] = []
+        pending = memoryview(request)
+        try:
+            while True:
+                for key, _ in selector.select(TICK):
+                    if key.fd == in_fd:
+                        try:
+                            pending = pending[os.write(in_fd, pending[:1 << 16]):]
+                        except BlockingIOError:
+                            continue
+                        except OSError:  # it stopped reading (and will say why on stdout)
+                            pending = pending[:0]
+                        if not pending:
+                            selector.unregister(in_fd)
+                            proc.stdin.close()
+                    else:
+                        try:
+                            chunk = os.read(out_fd, 1 << 16)
+                        except BlockingIOError:
+                            continue
+                        if not chunk:
+                            return b"".join(chunks), False
+                        chunks.append(chunk)
+                self._guards()
+                if self.stop_reason is not None:
+                    return b"".join(chunks), False
+                if time.monotonic() >= deadline:
+                    return b"".join(chunks), True
+        finally:
+            selector.close()
 
     def _reason(self, status: str, spawn_error: str | None) -> str | None:
         """Why the run ended, in one word: the guard's, else what pi said (``error`` is ``provider_error``)."""
@@ -434,11 +559,30 @@ def _write_result(paths: RunPaths, result: dict[str, Any]) -> None:
         pass
     try:
         atomic_write_json(paths.result, result)
+        return
+    except ValueError:  # not JSON (a lone surrogate, a value that cannot be written): written cleaned
+        result = _clean(result)
+    try:
+        atomic_write_json(paths.result, result)
     except OSError:
         text = result.get("finalText") or ""
         keep = RESERVE_BYTES // 8
         short = text[:keep] + ("… [shortened: the disk was full]" if len(text) > keep else "")
         atomic_write_json(paths.result, {**result, "finalText": short})
+
+
+def _clean(value: Any) -> Any:
+    """``value`` with every string made writable as UTF-8 (a lone surrogate becomes U+FFFD) and every value
+    JSON cannot hold written as its text."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_clean(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return _clean(repr(value))
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -483,8 +627,35 @@ def main(argv: list[str] | None = None) -> int:
     if meta is None:
         print(f"no readable meta.json in {paths.dir}", file=sys.stderr)
         return 2
-    Supervisor(paths, meta).run()
+    supervisor = None
+    try:
+        supervisor = Supervisor(paths, meta)
+        supervisor.run()
+    except Exception as exc:  # noqa: BLE001 (the last resort: a run never ends without result.json)
+        _last_resort(paths, meta, supervisor, exc)
+        return 1
     return 0
+
+
+def _last_resort(paths: RunPaths, meta: dict[str, Any], supervisor: Supervisor | None, exc: Exception) -> None:
+    """A failure outside the guarded steps: the run's processes end and, unless result.json was written, a
+    failed result says why and keeps the reply read so far."""
+    run_id = str(meta.get("runId") or "") if isinstance(meta, dict) else ""
+    try:
+        end_run_processes(run_id, subtree_of=os.getpid())
+    except Exception:  # noqa: BLE001,S110 (ending them is best effort here; the result matters more)
+        pass
+    if paths.result.exists():
+        return
+    tally = supervisor.tally if supervisor is not None else None
+    ended_at = now_iso()
+    result = result_record(run_id or None, "failed", stop_reason="supervisor_error",
+                           error=f"The supervisor failed: {type(exc).__name__}: {clip(str(exc), 300)}",
+                           final_text=tally.final_text if tally is not None else "",
+                           turns=tally.turns if tally is not None else 0,
+                           tool_calls=tally.tool_calls if tally is not None else 0,
+                           started_at=ended_at, ended_at=ended_at)
+    _write_result(paths, result)
 
 
 if __name__ == "__main__":

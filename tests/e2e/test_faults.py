@@ -29,6 +29,8 @@ from nbsubagents import config, registry
 from nbsubagents.child import procs
 from nbsubagents.lifecycle import dask_launcher, watcher
 from nbsubagents.lifecycle import reconcile
+from nbsubagents.lifecycle.prepare import prepare
+from nbsubagents.lifecycle.spec import TaskSpec
 from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
 
 pytestmark = pytest.mark.faults
@@ -701,3 +703,161 @@ def test_a_failed_mlflow_export_is_done_again(proj, tmp_path):
         assert found_run.info.status == "FINISHED"
         assert {"meta.json", "result.json"} <= {a.path for a in client.list_artifacts(found_run.info.run_id)}
     assert record("failed MLflow export", proj, exp.runs(), "exported again: a finished MLflow run, none empty") == []
+
+
+# -- replies that could break the supervisor (issue 22, item 2) -------------------------------------
+def replying(text: str):
+    """A model that answers every request with ``text`` (the run's whole reply)."""
+    return lambda body, index: {"text": text}
+
+
+CATASTROPHIC = {"type": "object", "properties": {"word": {"type": "string", "pattern": "^(a+)+$"}},
+                "required": ["word"]}
+CATASTROPHIC_REPLY = 'The word:\n```json\n{"word": "' + "a" * 34 + '!"}\n```'
+
+
+def reply_checkers(run_id: str) -> list[int]:
+    """The run's processes checking its reply (``python -m nbsubagents.child.reply_check``)."""
+    found = []
+    for pid in procs.run_processes(run_id):
+        try:
+            if b"reply_check" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "bare"])
+def test_a_reply_nested_thousands_deep(proj, model, fenced):
+    """json.loads of 5000 nested '[' raised RecursionError in the supervisor: no result, no output. Now the check
+    refuses it by name and the reply is kept."""
+    value = "[" * 5000 + "]" * 5000
+    reply = f"The list:\n```json\n{value}\n```" if fenced else f"The list: {value}"
+    model.script = replying(reply)
+    run = nbsubagents.run("scout", "give the list", show=False, output_schema={"type": "array"})
+    assert run.status == "failed", run.error
+    assert run.result["stopReason"] == "schema" and "nested too deeply" in run.error, run.error
+    assert run.output == reply and run.data is None
+    assert any(e["type"] == "run_end" for e in run.events()) and "give the list" in run.transcript
+    assert record(f"reply nested 5000 deep ({'fenced' if fenced else 'bare'})", proj, [run]) == []
+
+
+def test_an_unresolvable_ref_is_refused_before_the_run(proj):
+    """It raised at validation, after the whole run: now the run is refused before it starts, naming the ref."""
+    schema = {"type": "object", "properties": {"item": {"$ref": "#/$defs/Missing"}}, "$defs": {"Item": {}}}
+    with pytest.raises(nbsubagents.NbSubagentsError, match=r"the \$ref '#/\$defs/Missing' at \$\.properties\.item "
+                                                          r"cannot be resolved") as err:
+        nbsubagents.run("scout", "say: x", show=False, output_schema=schema)
+    runs = proj / ".pi" / "subagents" / "runs"
+    assert not runs.exists() or list(runs.iterdir()) == []
+    REPORT.append(("unresolvable $ref", f"refused: {str(err.value)[:60]}…", left_behind(proj, [])))
+
+
+def test_a_catastrophic_pattern_is_ended_by_the_runs_timeout(proj, model):
+    """'^(a+)+$' against 34 a's and a '!' backtracks for hours: the supervisor spun at 90% CPU past its timeout.
+    Now the check runs in a process of its own that the run's timeout ends."""
+    model.script = replying(CATASTROPHIC_REPLY)
+    started = time.monotonic()
+    run = nbsubagents.run("scout", "say the word", show=False, output_schema=CATASTROPHIC, timeout=10)
+    took = time.monotonic() - started
+    assert run.status == "failed" and run.result["stopReason"] == "timeout", run.error
+    assert "while the reply was checked against output_schema" in run.error, run.error
+    assert run.output == CATASTROPHIC_REPLY
+    assert took < 30, took
+    assert record("catastrophic pattern: timeout", proj, [run], f"failed after {took:.0f}s: {run.error[:50]!r}") == []
+
+
+@pytest.mark.parametrize("how", ["cancel", "SIGTERM"])
+def test_a_catastrophic_pattern_is_ended_by_cancel_and_sigterm(proj, model, how):
+    """cancel() answered True and changed nothing; SIGTERM did not end the supervisor. Both end the check now."""
+    model.script = replying(CATASTROPHIC_REPLY)
+    run = nbsubagents.start("scout", "say the word", show=False, output_schema=CATASTROPHIC)
+    wait_for(lambda: reply_checkers(run.id), 60, "the reply's check")
+    asked = time.monotonic()
+    if how == "cancel":
+        assert run.cancel() is True
+    else:
+        os.kill(json.loads((run.dir / "supervisor.json").read_text())["pid"], signal.SIGTERM)
+    run.wait(60)
+    took = time.monotonic() - asked
+    assert run.status == "aborted" and run.error == "cancelled" and run.result["stopReason"] == "cancelled"
+    assert run.output == CATASTROPHIC_REPLY
+    assert took < 10, took
+    assert record(f"catastrophic pattern: {how}", proj, [run], f"aborted {took:.1f}s after {how}") == []
+
+
+def test_a_reply_with_a_lone_surrogate(proj, model):
+    """JSON may carry a lone surrogate ("\\ud800"), which is no text: writing it raised in the supervisor, which
+    died without a result. Now it is replaced (U+FFFD) and the run completes with the rest of its reply."""
+    model.script = replying("half a pair: \ud800 and the rest of the reply")
+    run = nbsubagents.run("scout", "say: x", show=False)
+    assert run.status == "completed", run.error
+    assert run.output == "half a pair: \ufffd and the rest of the reply"
+    assert record("reply with a lone surrogate", proj, [run]) == []
+
+
+def supervise(run, inject: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The real supervisor module on ``run`` (prepared, not launched), after the Python code ``inject`` ran with the
+    module as ``s``: a fault injected into one of its steps."""
+    code = f"import sys\nfrom nbsubagents.child import supervisor as s\n{inject}\nsys.exit(s.main([sys.argv[1]]))\n"
+    with open(run.dir / "supervisor.log", "ab") as log:
+        return subprocess.run([sys.executable, "-c", code, str(run.dir)], stdout=log, stderr=log,
+                              stdin=subprocess.DEVNULL, cwd=run.meta["cwd"], timeout=timeout)
+
+
+def test_a_catastrophic_pattern_is_ended_by_the_checks_own_limit(proj, model):
+    """A run with a long timeout: the check's own limit (30 s, shortened here to 2 s) ends it."""
+    model.script = replying(CATASTROPHIC_REPLY)
+    run = prepare(TaskSpec(preset="scout", task="say the word", output_schema=CATASTROPHIC, timeout=3600),
+                  mode="background")
+    started = time.monotonic()
+    try:
+        supervise(run, "s.REPLY_CHECK_SECONDS = 2", timeout=60)
+    finally:
+        for pid in procs.run_processes(run.id):  # before the fix: the check spun on inside the supervisor
+            os.kill(pid, signal.SIGKILL)
+    took = time.monotonic() - started
+    result = result_of(proj, run.id)
+    assert result["status"] == "failed" and result["stopReason"] == "schema", result
+    assert result["errorMessage"].startswith("The reply could not be checked against output_schema within 2s: a "
+                                             "`pattern` of the schema that backtracks catastrophically")
+    assert result["finalText"] == CATASTROPHIC_REPLY
+    assert record("catastrophic pattern: own limit", proj, [run.id],
+                  f"failed after {took:.0f}s: {result['errorMessage'][:40]!r}") == []
+
+
+SUPERVISOR_FAULTS = {
+    # a guarded step after the child: the run fails with the step's name, keeping what the child said
+    "a step after the child": ("Supervisor._reason", "The supervisor failed while naming why the run ended: "
+                                                     "ZeroDivisionError"),
+    # outside every guarded step: the last resort still writes a failed result with the reply
+    "the supervisor's end": ("result_record", "The supervisor failed: ZeroDivisionError"),
+}
+
+
+@pytest.mark.parametrize("case", list(SUPERVISOR_FAULTS))
+def test_a_supervisor_step_that_raises(proj, model, case):
+    """A step of the supervisor's own raising (injected: the real supervisor module with one function replaced)
+    left no result.json: 'interrupted: supervisor exited without a result' and run.output empty."""
+    target, expected = SUPERVISOR_FAULTS[case]
+    model.script = replying("the child's whole reply")
+    run = prepare(TaskSpec(preset="scout", task="say: x"), mode="background")
+    owner, _, name = target.rpartition(".")
+    where = f"s.{owner}" if owner else "s"
+    if owner:
+        inject = f"{where}.{name} = lambda *a, **k: 1 / 0"
+    else:  # a module-level function the end uses once: the first call raises, the last resort's succeeds
+        inject = (f"real = s.{name}\ncalls = []\n"
+                  f"def broken(*a, **k):\n    calls.append(1)\n    return real(*a, **k) if len(calls) > 1 else 1 / 0\n"
+                  f"s.{name} = broken")
+    proc = supervise(run, inject)
+    result = result_of(proj, run.id)
+    assert result["status"] == "failed" and result["stopReason"] == "supervisor_error", result
+    assert result["errorMessage"].startswith(expected), result["errorMessage"]
+    assert result["finalText"] == "the child's whole reply"
+    assert "the child's whole reply" in (run.dir / "stdout.log").read_text()
+    assert '"assistant_text"' in (run.dir / "events.jsonl").read_text()
+    assert proc.returncode == (1 if not owner else 0)
+    assert record(f"supervisor step raises ({case})", proj, [run.id],
+                  f"failed: {result['errorMessage'][:50]!r}") == []
