@@ -10,6 +10,26 @@ capture and removal for a run whose supervisor died (the settle step calls it), 
 ended run's changes out in a scratch workspace for a shell check. The original folder is never written
 before ``apply``. Standard library only, imported by the supervisor only for an
 isolated run; every git call is an argv list with hooks and prompts off.
+
+What keeps the original folder out of the run's reach:
+
+- symbolic links: a link that points inside the project but would lead out of the workspace (an absolute
+  link, or a relative one that climbs out of the project and back) is rewritten *in the workspace* as the
+  relative link to the same place in the workspace (before the starting state is recorded, so it is not
+  part of the patch); a link pointing outside the project is refused before the run (``plan``) and again
+  when the workspace is made (``setup``), naming the link and its target, since a run could change the
+  files there through it. Only a link to an existing file that this user cannot write (such as
+  ``.venv/bin/python -> /usr/bin/python3``) is left as it is;
+- hard links and ``..``: the workspace holds copies (a checkout, never links to the original's files), and
+  with no link leading out, ``..`` from the workspace stays outside the original folder;
+- the environment: pi gets ``PWD`` as the workspace, no ``OLDPWD``, and a variable naming the original
+  folder names the workspace (``workspace_env``).
+
+A process can still write to the original folder by its absolute path: isolation is a separate copy, not a
+sandbox. The snapshots of a git workspace write their objects into a temporary object store beside the
+workspace (``<runId>.objects``; the repository's store is only read), removed with the workspace, so
+untracked or ignored bulk never enters the user's ``.git``: only the starting state's trees and its files
+up to SHARE_LIMIT are copied there (so a later check can restore that state exactly).
 """
 
 from __future__ import annotations
@@ -23,12 +43,14 @@ from pathlib import Path
 
 from .artifacts import atomic_write_json, now_iso, read_json
 from .errors import NbSubagentsError
+from .procs import alive, process_start_ticks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 MODES = ("worktree", "none")
+SHARE_LIMIT = 256 * 1024  # a starting state's file up to this size may enter the repository's store (``_share_base``)
 DEFAULT_MAX_COPY_MB = 200.0
 PATCH = "changes.patch"
 CHANGES = "changes.json"
@@ -43,13 +65,20 @@ class IsolationError(NbSubagentsError):
 
 
 def _git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None = None,
-         check: bool = True, git_dir: str | None = None) -> subprocess.CompletedProcess[bytes]:
-    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off"]
+         check: bool = True, git_dir: str | None = None,
+         objects: dict[str, Any] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """A git command; ``objects`` (a workspace's state) sends the objects it writes to that workspace's own
+    temporary store, reading the repository's store as an alternate."""
+    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off", "-c", "gc.auto=0"]
     if git_dir:
         argv += ["--git-dir", git_dir, "--work-tree", str(cwd)]
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES"):
         env.pop(key, None)
+    if objects and objects.get("objects"):
+        env["GIT_OBJECT_DIRECTORY"] = objects["objects"]
+        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects["sharedObjects"]
     try:
         proc = subprocess.run(argv + args, cwd=cwd, input=input, capture_output=True, env=env,
                               stdin=None if input is not None else subprocess.DEVNULL)
@@ -86,9 +115,12 @@ def plan(cwd: Path, *, keep: bool = False, max_copy_mb: float = DEFAULT_MAX_COPY
         if _git(["rev-parse", "--verify", "-q", "HEAD"], repo, check=False).returncode != 0:
             raise IsolationError(f"isolation='worktree': the git repository {repo} has no commit yet; "
                                  "commit once (a worktree starts at HEAD) or run without isolation")
+        listed = _listed(_git(["ls-files", "-c", "-o", "--exclude-standard", "-z", *_SKIP_OWN], repo).stdout)
+        _refuse_escaping_links(repo, _links_in(repo, listed))
         return {"mode": "worktree", "kind": "git", "source": str(cwd), "applyRoot": str(repo),
                 "subdir": os.path.relpath(cwd, repo), "keep": keep, "basePatch": base_patch}
     files, size = _copy_listing(cwd)
+    _refuse_escaping_links(cwd, _links_in(cwd, files))
     limit = max_copy_mb * 1024 * 1024
     if size > limit:
         raise IsolationError(
@@ -115,6 +147,101 @@ def _copy_listing(source: Path) -> tuple[list[str], int]:
     return files, size
 
 
+# -- symbolic links: rewritten to stay in the workspace, or refused ----------------------------------
+def _links_in(root: Path, rels: list[str]) -> list[tuple[str, str]]:
+    """(path, target) of the symbolic links among ``rels`` (paths relative to ``root``)."""
+    found = []
+    for rel in dict.fromkeys(rels):
+        try:
+            found.append((rel, os.readlink(root / rel)))
+        except OSError:  # not a link (or gone)
+            pass
+    return found
+
+
+def _judge_link(real_root: str, rel: str, text: str) -> tuple[str | None, bool]:
+    """(the link text to use in the workspace instead, or None to keep it; whether it must be refused) for a
+    link at ``rel`` pointing at ``text``, judged where it points from the original folder ``real_root``."""
+    parent = os.path.dirname(rel)
+    real = os.path.realpath(os.path.join(real_root, parent, text))  # an absolute ``text`` replaces the rest
+    if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+        lexical = os.path.normpath(os.path.join(parent, text))
+        if os.path.isabs(text) or lexical == ".." or lexical.startswith(".." + os.sep):
+            return os.path.relpath(real, os.path.join(real_root, parent)), False
+        return None, False  # relative and inside: it points inside the workspace too
+    if os.path.exists(real) and not os.path.isdir(real) and not os.access(real, os.W_OK):
+        return None, False  # a file this user cannot write (a virtualenv's python): nothing to protect
+    return None, True
+
+
+def _refuse_escaping_links(root: Path, links: list[tuple[str, str]]) -> dict[str, str]:
+    """The rewrites ``links`` need in a workspace of ``root``; IsolationError naming every link that points
+    outside ``root``."""
+    real_root = os.path.realpath(root)
+    rewrites, refused = {}, []
+    for rel, text in links:
+        new, refuse = _judge_link(real_root, rel, text)
+        if refuse:
+            refused.append(f"{rel} -> {text}")
+        elif new is not None:
+            rewrites[rel] = new
+    if refused:
+        shown = "; ".join(refused[:10]) + (f"; and {len(refused) - 10} more" if len(refused) > 10 else "")
+        raise IsolationError(
+            f"isolation='worktree' cannot isolate {root}: {len(refused)} symbolic link(s) point outside it, and a run "
+            f"could change the files there through them: {shown}. Make each point inside the project, remove it "
+            "(or, if it is untracked, list it in .gitignore: ignored files are not part of the workspace), or run "
+            "without isolation")
+    return rewrites
+
+
+def _hold_links(root: Path, workspace: Path) -> None:
+    """Rewrite the workspace's links that would lead back into the original folder ``root`` (absolute ones and
+    relative ones that climb out), as relative links inside the workspace; IsolationError for any link that
+    points outside the project (the project may have changed since ``plan``)."""
+    links = []
+    for folder, dirs, files in os.walk(workspace):
+        if folder == str(workspace):
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in dirs + files:
+            full = os.path.join(folder, name)
+            if os.path.islink(full):
+                links.append((os.path.relpath(full, workspace), os.readlink(full)))
+    for rel, new in _refuse_escaping_links(root, links).items():
+        os.unlink(workspace / rel)
+        os.symlink(new, workspace / rel)
+
+
+# Where pi and its tools find their own settings: never moved into the workspace, even when the project is there.
+_ENV_KEPT = ("HOME", "PWD", "OLDPWD")
+_ENV_KEPT_PREFIXES = ("PI_", "NBSUBAGENTS_", "XDG_", "GIT_")
+
+
+def workspace_env(iso: dict[str, Any], env: dict[str, str], workdir: str) -> dict[str, str]:
+    """``env`` for pi in an isolated run: ``PWD`` is the workspace, no ``OLDPWD`` (``cd -`` would lead back),
+    and a variable naming the original folder (or a folder in it) names the same place in the workspace."""
+    out = dict(env)
+    out.pop("OLDPWD", None)
+    roots = []
+    for key in ("applyRoot", "source"):
+        for spelling in {iso.get(key) or "", os.path.realpath(iso.get(key) or "/")}:
+            if spelling and spelling != "/":
+                roots.append(spelling.rstrip(os.sep))
+    workspace = Path(iso.get("path") or workdir)
+    apply_root = Path(iso["applyRoot"]).resolve() if iso.get("applyRoot") else None
+    for key, value in env.items():
+        if key in _ENV_KEPT or key.startswith(_ENV_KEPT_PREFIXES):
+            continue
+        for root in roots if os.pathsep not in value else ():  # one path, not a list such as PATH
+            if value == root or value.startswith(root + os.sep):
+                inside = os.path.relpath(os.path.realpath(value), apply_root) if apply_root else "."
+                if not inside.startswith("..") and os.path.lexists(workspace / inside):  # not an ignored .venv
+                    out[key] = str(workspace / inside)
+                break
+    out["PWD"] = workdir
+    return out
+
+
 # -- the supervisor's side ------------------------------------------------------------------------
 def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
     """Make the run's workspace; returns the folder pi runs in. Records ``path``/``base`` in ``iso``."""
@@ -124,17 +251,26 @@ def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
     source = Path(iso["source"])
     if iso["kind"] == "git":
         iso["branch"] = f"nbsubagents/{run_id}"
+        repo = Path(iso["applyRoot"])
+        common = _git(["rev-parse", "--git-common-dir"], repo).stdout.decode().strip()
+        iso["sharedObjects"] = str((repo / common / "objects").resolve())
+        iso["objects"] = str(path.parent / f"{run_id}.objects")  # the snapshots' own store (never the user's)
     # Recorded before anything is made: whoever settles a supervisor killed from here on finds it (``salvage``).
     _write_state(run_dir, iso)
     if iso["kind"] == "git":
-        repo = Path(iso["applyRoot"])
+        Path(iso["objects"], "info").mkdir(parents=True, exist_ok=True)
+        Path(iso["objects"], "pack").mkdir(exist_ok=True)
         _git(["worktree", "add", "-q", "-b", iso["branch"], str(path), "HEAD"], repo)
         _add_parent_state(repo, path)
         workdir = path / iso.get("subdir", ".")
+        _hold_links(repo, path)
     else:
         _copy_folder(source, path)
         workdir = path
-    iso["base"] = _snapshot(path)  # the state the run starts from: what changes.patch is measured against
+        _hold_links(source, path)
+    iso["base"] = _snapshot(path, iso)  # the state the run starts from: what changes.patch is measured against
+    if iso.get("objects"):
+        _share_base(iso, path)
     if iso.get("basePatch"):
         _apply_base(Path(iso["basePatch"]), path)
     _write_state(run_dir, iso)
@@ -174,10 +310,44 @@ def _copy_files(source: Path, dest: Path, files: list[str]) -> None:
             shutil.copy2(src, dst)
 
 
-def _snapshot(path: Path) -> str:
-    """A git tree of the workspace as it is now (the index of the workspace only; no commit is made)."""
-    _git(["add", "-A", "."], path)
-    return _git(["write-tree"], path).stdout.decode().strip()
+def _snapshot(path: Path, iso: dict[str, Any] | None = None) -> str:
+    """A git tree of the workspace as it is now (the index of the workspace only; no commit is made), its
+    objects in the workspace's own store when it has one."""
+    _git(["add", "-A", "."], path, objects=iso)
+    return _git(["write-tree"], path, objects=iso).stdout.decode().strip()
+
+
+def _share_base(iso: dict[str, Any], path: Path) -> None:
+    """The starting state's trees and its files up to SHARE_LIMIT bytes, copied from the workspace's store into
+    the repository's, so that a check can restore that state exactly after the workspace is gone (until git
+    prunes them); a bigger file stays in the workspace's store and goes with it (the check then uses the folder
+    as it is now)."""
+    listing = _git(["ls-tree", "-r", "-t", "-l", "-z", iso["base"]], path, objects=iso).stdout
+    wanted = {iso["base"]}
+    for entry in listing.split(b"\0"):
+        fields = entry.split(b"\t", 1)[0].split()
+        if len(fields) == 4 and (fields[1] == b"tree" or (fields[1] == b"blob" and int(fields[3]) <= SHARE_LIMIT)):
+            wanted.add(fields[2].decode())
+    store, shared = Path(iso["objects"]), Path(iso["sharedObjects"])
+    for sha in wanted:
+        src, dst = store / sha[:2] / sha[2:], shared / sha[:2] / sha[2:]
+        if src.is_file() and not dst.exists():
+            dst.parent.mkdir(exist_ok=True)
+            tmp = dst.with_name(f"{dst.name}.{os.getpid()}.tmp")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+
+
+def _has_all(base: str, cwd: Path) -> bool:
+    """True when the repository holds tree ``base`` and every file in it."""
+    if _git(["cat-file", "-e", f"{base}^{{tree}}"], cwd, check=False).returncode != 0:
+        return False
+    listing = _git(["ls-tree", "-r", "-z", base], cwd).stdout
+    blobs = [e.split(b"\t", 1)[0].split()[2] for e in listing.split(b"\0") if b" blob " in e.split(b"\t", 1)[0]]
+    if not blobs:
+        return True
+    found = _git(["cat-file", "--batch-check"], cwd, input=b"\n".join(blobs) + b"\n").stdout
+    return b" missing" not in found
 
 
 def _apply_base(patch: Path, path: Path) -> None:
@@ -217,11 +387,13 @@ def point_session(session: Path, cwd: Path) -> None:
 def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """Write ``changes.patch`` and ``changes.json``; returns the summary (files, added, removed)."""
     path = Path(iso["path"])
-    after = _snapshot(path)
+    if iso.get("objects") and not Path(iso["objects"]).is_dir():
+        raise IsolationError(f"the workspace's object store {iso['objects']} is gone")
+    after = _snapshot(path, iso)
     base = iso["base"]
-    patch = _git(["diff", "--binary", "--no-renames", "--full-index", base, after], path).stdout
-    numstat = _git(["diff", "--numstat", "--no-renames", "-z", base, after], path).stdout
-    status = _git(["diff", "--name-status", "--no-renames", "-z", base, after], path).stdout
+    patch = _git(["diff", "--binary", "--no-renames", "--full-index", base, after], path, objects=iso).stdout
+    numstat = _git(["diff", "--numstat", "--no-renames", "-z", base, after], path, objects=iso).stdout
+    status = _git(["diff", "--name-status", "--no-renames", "-z", base, after], path, objects=iso).stdout
     kinds = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
     parts = status.decode("utf-8", errors="surrogateescape").split("\0")
     change_of = {parts[i + 1]: kinds.get(parts[i][:1], "modified") for i in range(0, len(parts) - 1, 2) if parts[i]}
@@ -238,6 +410,10 @@ def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     (run_dir / PATCH).write_bytes(patch)
     atomic_write_json(run_dir / CHANGES, {**summary, "applyRoot": iso["applyRoot"], "kind": iso["kind"],
                                           "fileChanges": files})
+    if iso.get("keep") and iso.get("objects"):
+        # A kept worktree outlives its temporary store: its index goes back to HEAD (objects the repository has).
+        _git(["reset", "-q"], path, objects=iso, check=False)
+        shutil.rmtree(iso["objects"], ignore_errors=True)
     return summary
 
 
@@ -252,6 +428,8 @@ def remove(iso: dict[str, Any]) -> None:
         if iso.get("branch"):
             _git(["branch", "-D", iso["branch"]], repo, check=False)
     shutil.rmtree(path, ignore_errors=True)
+    if iso.get("objects"):
+        shutil.rmtree(iso["objects"], ignore_errors=True)
     if iso.get("kind") == "git":
         _git(["worktree", "prune"], Path(iso["applyRoot"]), check=False)
 
@@ -294,20 +472,23 @@ def checkout(run_dir: Path, dest: Path) -> tuple[Path, str]:
     with its ``changes.patch`` applied (for shell checks after its own worktree is gone).
 
     Returns the folder matching the run's cwd inside it and a note on how it was made. In a git
-    repository the run's starting tree is restored exactly while git still has it; otherwise (and for a
-    copied folder, whose snapshot went with its workspace) the source's current state is used, and a
-    patch the source already holds is not applied twice. Remove it with ``remove_checkout(dest)``.
-    IsolationError when the patch does not apply; the workspace is then removed.
+    repository the run's starting tree is restored exactly while the repository has it and every file in it
+    (``_share_base``: files over SHARE_LIMIT never enter the repository's store); otherwise (and for a copied
+    folder) the source's current state is used, and a patch the source already holds is not applied twice.
+    Remove it with ``remove_checkout(dest)``. IsolationError when the patch does not apply;
+    the workspace is then removed.
     """
     iso = _read(run_dir / "isolation.json") or (_read(run_dir / "meta.json") or {}).get("isolation")
     if not iso:
         raise IsolationError(f"run {run_dir.name} did not run with isolation='worktree': it has no workspace")
     state = {"kind": iso["kind"], "source": iso["source"], "applyRoot": iso["applyRoot"],
-             "subdir": iso.get("subdir", "."), "path": str(dest)}
+             "subdir": iso.get("subdir", "."), "path": str(dest),
+             "owner": {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid())}}
     dest.parent.mkdir(parents=True, exist_ok=True)
     _write_state(dest.parent, state, name=f"{dest.name}.json")  # what remove_checkout() removes
     try:
         note = _restore(iso, state, dest)
+        _hold_links(Path(state["applyRoot"]), dest)  # a check is held in its workspace too
         patch = run_dir / PATCH
         if patch.is_file() and patch.stat().st_size:
             if _git(["apply", "--check", "--binary", str(patch)], dest, check=False).returncode == 0:
@@ -329,13 +510,28 @@ def _restore(iso: dict[str, Any], state: dict[str, Any], dest: Path) -> str:
     if iso["kind"] == "git":
         _git(["worktree", "add", "-q", "--detach", str(dest), "HEAD"], source)
         base = iso.get("base")
-        if base and _git(["cat-file", "-e", f"{base}^{{tree}}"], dest, check=False).returncode == 0:
+        if base and _has_all(base, dest):
             _git(["read-tree", "-u", "--reset", base], dest)
             return "the run's starting state with its changes.patch applied"
         _add_parent_state(source, dest)
     else:
         _copy_folder(source, dest)
     return "the source folder as it is now with the run's changes.patch applied (its starting state is gone)"
+
+
+def sweep_checkouts(folder: Path | None = None) -> list[str]:
+    """Remove the scratch workspaces of checks (``check-*``) whose process is gone (killed mid-check: its
+    ``finally`` never ran), with their git worktree entries; returns their paths."""
+    folder = folder or worktrees_dir()
+    swept = []
+    for record in sorted(folder.glob("check-*.json")) if folder.is_dir() else []:
+        owner = (_read(record) or {}).get("owner") or {}
+        if alive(owner.get("pid"), owner.get("startTicks")):
+            continue
+        dest = folder / record.name[:-len(".json")]
+        remove_checkout(dest)
+        swept.append(str(dest))
+    return swept
 
 
 def remove_checkout(dest: Path) -> None:

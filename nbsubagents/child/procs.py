@@ -21,6 +21,8 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
+import sys
 import time
 
 TYPE_CHECKING = False
@@ -28,11 +30,12 @@ if TYPE_CHECKING:
     from typing import Any, Iterable
 
 __all__ = ["process_start_ticks", "alive", "run_processes", "kill_run_processes", "descendants",
-           "end_run_processes", "become_subreaper", "MARKER"]
+           "end_run_processes", "become_subreaper", "contained_argv", "MARKER"]
 
 MARKER = "PI_SUBAGENTS_RUN_ID"
 _HAVE_PROC = os.path.isdir("/proc/self")
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 
 
 def _stat(pid: int) -> tuple[str, int, int, int] | None:
@@ -179,3 +182,56 @@ def become_subreaper() -> bool:
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError, ImportError):
         return False
+
+
+# -- a command whose whole process tree ends with it (shell checks) -------------------------------------------
+def contained_argv(argv: list[str]) -> list[str]:
+    """``argv`` run by a keeper process (``keep_main``): the keeper is the subreaper of the command's tree, so
+    when the command exits, or the keeper gets SIGTERM/SIGINT/SIGHUP, or the process that started the keeper
+    dies, every process the command left (backgrounded with ``&``, ``nohup``, ``setsid``, daemonized) is
+    killed; the keeper exits with the command's status (127 when it cannot start). The keeper imports this
+    package from where this process has it, whatever folder the command runs in."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from nbsubagents.child.procs import keep_main; "
+            "sys.exit(keep_main(sys.argv[2:]))")
+    return [sys.executable, "-c", code, package_parent, str(os.getpid()), "--", *argv]
+
+
+def keep_main(args: list[str]) -> int:
+    """The keeper's entry point: ``PARENT_PID -- COMMAND [ARG...]`` (see ``contained_argv``)."""
+    if len(args) < 3 or args[1] != "--" or not args[0].isdigit():
+        sys.stderr.write("usage: keep_main PARENT_PID -- COMMAND [ARG...]\n")
+        return 2
+    return _keep(int(args[0]), args[2:])
+
+
+def _set_parent_death_signal(sig: int) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _keep(parent: int, argv: list[str]) -> int:
+    """The keeper's body (see ``contained_argv``)."""
+    me = os.getpid()
+
+    def end(signum: int, _frame: object) -> None:
+        end_run_processes(None, subtree_of=me)
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, end)
+    become_subreaper()
+    _set_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != parent:  # the starter died before the death signal was set
+        return 128 + signal.SIGTERM
+    try:
+        child = subprocess.Popen(argv)  # in the keeper's process group: a kill of the group reaches it too
+    except OSError as exc:
+        sys.stderr.write(f"could not start: {exc}\n")
+        return 127
+    code = child.wait()
+    end_run_processes(None, subtree_of=me)
+    return code if code >= 0 else 128 - code
+

@@ -303,6 +303,9 @@ class Supervisor:
     def _spawn_and_pump(self) -> int:
         env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1",
                MARKER: str(self.meta.get("runId") or "")}  # finds leftovers if we die
+        if self.isolation is not None and self.isolation.get("path") and self.workdir:
+            from .isolation import workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)
+            env = workspace_env(self.isolation, env, self.workdir)  # no variable leads back to the original
         prompt = self.meta.get("promptPath")
         # pi reads a non-TTY stdin to EOF as its prompt: a file, never an open pipe.
         with open(self.paths.stderr, "ab") as stderr, \

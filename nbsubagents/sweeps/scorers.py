@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .. import registry
-from ..child import isolation
+from ..child import isolation, procs
 from ..child.artifacts import atomic_write_json, now_iso, read_json
 from ..config import NbSubagentsError
 
@@ -84,27 +84,42 @@ class Check:
             return self._run(folder, out)
 
     def _run(self, folder: Path, out: Any) -> dict[str, Any]:
+        """The command under a keeper (``procs.contained_argv``): every process it starts, backgrounded or in a
+        session of its own, ends with it, on a timeout, an interrupt, or this process's death."""
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(self.argv, cwd=folder, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(procs.contained_argv(self.argv), cwd=folder, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             out.write(f"could not start: {exc}\n".encode())
             return {self.name: False}
         try:
             code = proc.wait(self.timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the check's whole process group ends with it
-            proc.wait()
+            _end(proc)
             code = None
         except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _end(proc)
             raise
         took = time.monotonic() - started
         out.write((f"\nexit code {code} after {took:.1f}s\n" if code is not None
                    else f"\ntimed out after {self.timeout:g}s\n").encode())
         return {self.name: code == 0}
+
+
+def _end(keeper: subprocess.Popen[bytes]) -> None:
+    """End a check: its keeper ends the command's whole tree on SIGTERM; SIGKILL to the group if it does not."""
+    try:
+        keeper.send_signal(signal.SIGTERM)
+        keeper.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        try:
+            os.killpg(keeper.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        keeper.wait()
 
 
 @contextmanager
@@ -121,6 +136,7 @@ def run_folder(run: Run) -> Iterator[tuple[Path, str]]:
         subdir = (run.meta.get("isolation") or {}).get("subdir", ".")
         yield (Path(kept["path"]) / subdir).resolve(), "the run's kept worktree"
         return
+    isolation.sweep_checkouts()  # what checks killed mid-way left (their ``finally`` never ran)
     dest = isolation.worktrees_dir() / f"check-{run.id}-{os.urandom(3).hex()}"
     try:
         folder, note = isolation.checkout(run.dir, dest)

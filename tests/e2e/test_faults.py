@@ -861,3 +861,202 @@ def test_a_supervisor_step_that_raises(proj, model, case):
     assert proc.returncode == (1 if not owner else 0)
     assert record(f"supervisor step raises ({case})", proj, [run.id],
                   f"failed: {result['errorMessage'][:50]!r}") == []
+
+
+# -- isolation and checks (issue 22: isolation that holds, no leaks) ----------------------------------------------
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (links not followed), but git's and the runs' own."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if rel.parts[0] == ".git" or "runs" in rel.parts or "registry" in rel.name:
+            continue
+        out[str(rel)] = os.readlink(path).encode() if path.is_symlink() else (
+            path.read_bytes() if path.is_file() else b"<dir>")
+    return out
+
+
+def worktrees_left(project: Path, worktrees: Path) -> list[str]:
+    left = [p.name for p in worktrees.iterdir()] if worktrees.exists() else []
+    if (project / ".git").exists():
+        left += [line for line in git(project, "worktree", "list", "--porcelain").splitlines()
+                 if line.startswith("worktree ") and Path(line[9:]).resolve() != project.resolve()]
+    return left
+
+
+@pytest.fixture
+def worktrees(tmp_path, monkeypatch):
+    folder = tmp_path / "worktrees"
+    monkeypatch.setenv("NBSUBAGENTS_WORKTREES", str(folder))
+    return folder
+
+
+ESCAPES = [  # each writes through a way out of the workspace that isolation must close
+    "run: echo new > abs_link/new.txt",  # an absolute link to a folder of the project
+    "run: echo changed > abs_link/app.py",
+    "run: echo up > abs_link/../escaped.txt",  # `..` of that link's folder
+    "run: echo rel > rel_link/rel.txt",  # a relative link to a folder of the project (inside the workspace)
+    "run: echo climbs > climb_link/climbed.txt",  # relative, climbing out of the project and back in
+    "run: sh -c 'cd -P abs_link/.. && echo away > cd-away.txt'",  # a child process that cd's away
+    "run: cd \"$OLDPWD\" && echo old > via-oldpwd.txt",  # the kernel's OLDPWD (the project) would lead back
+    "run: echo env > \"$PROJECT_DIR/via-env.txt\"",  # a variable naming the project
+    "run: echo more >> hard.txt",  # a hard link to a file outside the project
+]
+ESCAPED = ["cd-away.txt", "escaped.txt", "hard.txt", "src/app.py", "src/climbed.txt", "src/new.txt", "src/rel.txt",
+           "via-env.txt", "via-oldpwd.txt"]
+
+
+@pytest.mark.parametrize("kind", ["git", "copy"])
+def test_an_isolated_run_reaches_the_original_folder_through_no_link(proj, worktrees, tmp_path, monkeypatch, kind):
+    """Symbolic links (absolute, relative, climbing), `..`, a child that cd's away, the environment, hard links:
+    nothing reaches the original folder before apply(), and the patch holds every change."""
+    (proj / "src").mkdir()
+    (proj / "src" / "app.py").write_text("print('hi')\n")
+    os.symlink(proj / "src", proj / "abs_link")
+    os.symlink("src", proj / "rel_link")
+    os.symlink(f"../{proj.name}/src", proj / "climb_link")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "shared.txt").write_text("shared\n")
+    os.link(outside / "shared.txt", proj / "hard.txt")
+    if kind == "git":
+        (proj / ".gitignore").write_text(".pi/subagents/runs/\n")
+        git(proj, "init", "-q")
+        git(proj, "add", ".")
+        git(proj, "commit", "-qm", "start")
+    monkeypatch.setenv("OLDPWD", str(proj))
+    monkeypatch.setenv("PROJECT_DIR", str(proj))
+    before = files_of(proj)
+
+    run = nbsubagents.run("scout", "\n".join(ESCAPES), isolation="worktree", show=False)
+
+    assert run.status == "completed", run.error
+    assert run.meta["isolation"]["kind"] == kind
+    assert files_of(proj) == before  # nothing reached the original folder
+    assert (outside / "shared.txt").read_text() == "shared\n"
+    assert sorted(run.files_changed) == ESCAPED
+    assert "abs_link" not in run.diff and "climb_link" not in run.diff  # the links' rewrite is not a change
+    left = worktrees_left(proj, worktrees)
+    assert sorted(run.apply()) == ESCAPED
+    assert (proj / "src" / "app.py").read_text() == "changed\n" and (proj / "escaped.txt").read_text() == "up\n"
+    assert os.readlink(proj / "abs_link") == str(proj / "src")  # the project's own links are as they were
+    assert record(f"isolation: links ({kind})", proj, [run], f"{run.status}; {len(ESCAPED)} escapes held; "
+                  f"worktrees left: {left or 'none'}") == [] and left == []
+
+
+@pytest.mark.parametrize("kind", ["git", "copy"])
+def test_a_link_out_of_the_project_is_refused_before_the_run_by_name(proj, worktrees, tmp_path, kind):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data.txt").write_text("precious\n")
+    if kind == "git":
+        git(proj, "init", "-q")
+        git(proj, "add", "README.md")
+        git(proj, "commit", "-qm", "start")
+    refused = []
+    for name, target in [("abs_out", str(outside)), ("rel_out", "../outside"), ("file_out", "../outside/data.txt")]:
+        os.symlink(target, proj / name)
+        with pytest.raises(nbsubagents.NbSubagentsError) as err:
+            nbsubagents.run("scout", f"run: echo lost > {name}/x.txt; echo lost > file_out", isolation="worktree",
+                            show=False)
+        assert f"{name} -> {target}" in str(err.value) and "point outside" in str(err.value), str(err.value)
+        refused.append(name)
+        os.unlink(proj / name)
+    assert sorted(p.name for p in outside.iterdir()) == ["data.txt"]
+    assert (outside / "data.txt").read_text() == "precious\n"
+    runs = proj / ".pi" / "subagents" / "runs"
+    assert not any((d / "events.jsonl").exists() for d in runs.iterdir()) if runs.exists() else True  # never ran
+    left = worktrees_left(proj, worktrees)
+    REPORT.append((f"isolation: link out ({kind})", f"refused before the run: {', '.join(refused)}; "
+                   f"worktrees left: {left or 'none'}", left_behind(proj, [])))
+    assert left == []
+
+
+def test_isolation_keeps_untracked_bulk_out_of_the_users_git(proj, worktrees):
+    """A 30 MB untracked file is part of the workspace, but never of the user's .git."""
+    (proj / ".gitignore").write_text(".pi/subagents/runs/\n")
+    git(proj, "init", "-q")
+    git(proj, "add", ".gitignore", "README.md")
+    git(proj, "commit", "-qm", "start")
+    (proj / "bulk.bin").write_bytes(os.urandom(30 * 1024 * 1024))
+
+    def size_of_git() -> int:
+        return sum(p.stat().st_size for p in (proj / ".git").rglob("*") if p.is_file())
+
+    before = size_of_git()
+    run = nbsubagents.run("scout", "run: wc -c bulk.bin && echo made > made.txt", isolation="worktree", show=False)
+    assert run.status == "completed", run.error
+    assert "31457280 bulk.bin" in "".join(str(e.get("text", "")) for e in run.events())  # the run saw it
+    grew = size_of_git() - before
+    assert run.files_changed == ["made.txt"]
+    left = worktrees_left(proj, worktrees)
+    assert record("isolation: 30 MB untracked", proj, [run], f"{run.status}; .git grew {grew} bytes; "
+                  f"worktrees left: {left or 'none'}") == []
+    assert grew < 1024 * 1024 and left == []
+    from nbsubagents.sweeps.scorers import check, score
+
+    assert score(run, [check("test -f made.txt", name="made")]) == {"made": True}  # without the big file's blob
+    assert "its starting state is gone" in (run.dir / "checks" / "made.log").read_text()
+    assert worktrees_left(proj, worktrees) == []
+
+
+def kill_all(found: list[str]) -> None:
+    for line in found:
+        try:
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_check_that_backgrounds_processes_leaves_none(proj):
+    """`&`, nohup and setsid in a check, on a normal end and on a timeout: the check's whole tree ends with it."""
+    from nbsubagents.sweeps.scorers import check, score
+
+    run = nbsubagents.run("scout", "say: done", show=False)
+    background = check("sleep 300 & nohup sleep 301 >/dev/null 2>&1 & setsid sleep 302 & echo started",
+                       shell=True, name="background")
+    slow = check("setsid sleep 303 & sleep 60", shell=True, name="slow", timeout=2)
+    try:
+        started = time.monotonic()
+        assert score(run, [background, slow]) == {"background": True, "slow": False}
+        assert time.monotonic() - started < 30
+        assert "timed out after 2s" in (run.dir / "checks" / "slow.log").read_text()
+        left = left_behind(proj, [], settle=2.0)
+    finally:
+        kill_all(processes_inside(proj.parent))
+    REPORT.append(("check: & nohup setsid timeout", "scored; its processes ended", left))
+    assert left == []
+
+
+def test_a_check_killed_mid_way_leaves_no_worktree_and_no_process(proj, worktrees):
+    """The process scoring an isolated run is SIGKILLed during its check: the check's processes end with it, and
+    the next check sweeps the scratch worktree it left (registered with git, and its folder)."""
+    from nbsubagents.sweeps.scorers import check, score
+
+    git(proj, "init", "-q")
+    git(proj, "add", "README.md")
+    git(proj, "commit", "-qm", "start")
+    run = nbsubagents.run("scout", "run: echo made > made.txt", isolation="worktree", show=False)
+    assert run.status == "completed", run.error
+    code = ("import sys, nbsubagents\nfrom nbsubagents.sweeps.scorers import check, score\n"
+            "score(nbsubagents.get_run(sys.argv[1]), [check('setsid sleep 313 & sleep 314', shell=True)])\n")
+    scorer = subprocess.Popen([sys.executable, "-c", code, run.id], cwd=proj, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: any("sleep 314" in p for p in processes_inside(worktrees)), 60, "the check's sleep")
+        assert len(list(worktrees.glob("check-*.json"))) == 1
+    finally:
+        scorer.kill()
+        scorer.wait(30)
+    left = left_behind(proj, [], settle=5.0) + processes_inside(worktrees)
+    kill_all(processes_inside(worktrees))
+    stale = worktrees_left(proj, worktrees)  # the killed scorer's finally never ran: its worktree is still there
+    assert score(run, [check("test -f made.txt", name="made")]) == {"made": True}  # the next check sweeps it
+    after = worktrees_left(proj, worktrees)
+    REPORT.append(("check: scorer killed mid-check", f"left {len(stale)} stale entries, swept by the next check; "
+                   f"worktrees left: {after or 'none'}", left))
+    assert stale and left == [] and after == []
