@@ -34,17 +34,23 @@ CHANGE_METRICS = {"files_changed": "files_changed", "lines_added": "lines_added"
 
 
 def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
-    """One row per run; every column holds scalars (so ``to_parquet`` and ``to_csv`` work as they are)."""
+    """One row per run; every column holds scalars (so ``to_parquet`` and ``to_csv`` work as they are). The
+    frame is what an experiment's numbers travel in, so its text (errors, params, tags) is masked."""
     import pandas as pd
+
+    mask = masker()
+
+    def masked(value: Any) -> Any:
+        return mask.text(value) if isinstance(value, str) else value
 
     records = []
     for row in rows:
         rec: dict[str, Any] = {"run_id": row["run_id"], "experiment": row.get("experiment"),
                                "status": row.get("status"), "stop_reason": row.get("stop_reason"),
-                               "error": row.get("error_message"), "model_resolved": row.get("model"),
+                               "error": masked(row.get("error_message")), "model_resolved": row.get("model"),
                                "created_at": row.get("created_at"), "run_dir": row.get("run_dir")}
         for key, value in json.loads(row.get("params") or "{}").items():
-            rec[f"params.{key}"] = value
+            rec[f"params.{key}"] = masked(value)
         for name, column in METRICS.items():
             rec[f"metrics.{name}"] = row.get(column)
         for name, column in CHANGE_METRICS.items():
@@ -53,7 +59,7 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
         for key, value in json.loads(row.get("scores") or "{}").items():
             rec[f"scores.{key}"] = value
         for key, value in json.loads(row.get("tags") or "{}").items():
-            rec[f"tags.{key}"] = value
+            rec[f"tags.{key}"] = masked(value)
         records.append(rec)
     out = pd.DataFrame.from_records(records)
     if out.empty:

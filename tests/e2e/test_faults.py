@@ -330,7 +330,7 @@ def test_a_key_is_masked_in_reports_static_records_and_browse_also_cut_short(pro
 
 def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypatch):
     """A real SQLite-backed MLflow store: no param, tag or artifact (events, stdout, session, meta,
-    transcript, result, ...) holds the key."""
+    transcript, result, ...) holds the key; nor does the experiment's frame (what ``to_parquet`` writes)."""
     mlflow = pytest.importorskip("mlflow")
     monkeypatch.setenv("ACME_API_KEY", LONG_KEY)
     exp = nbsubagents.experiment(
@@ -338,6 +338,8 @@ def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypa
         tags={"note": f"uses {LONG_KEY}"}, scorers=[lambda run: len(run.output)], show=False)
     (run,) = exp.runs()
     assert LONG_KEY in (run.dir / "stdout.log").read_text() and LONG_KEY in run.meta["task"]
+    table = exp.frame()  # what to_parquet/to_csv export travels in
+    assert "SUPERSECRET" not in table.to_csv() and table["params.hint"].iloc[0] == "key ••••••"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     experiment_id = exp.to_mlflow(uri, artifact_location=(tmp_path / "mlartifacts").as_uri())
     (found,) = mlflow.MlflowClient(uri).search_runs([experiment_id])
