@@ -263,7 +263,10 @@ class Run:
             info = self._await_supervisor()  # launched by another process and still starting
         if info and _same_process(info.get("pid"), info.get("startTicks")):
             settle.request_cancel(self.paths)
-            os.kill(int(info["pid"]), signal.SIGTERM)
+            try:
+                os.kill(int(info["pid"]), signal.SIGTERM)
+            except ProcessLookupError:  # it ended between the look and the signal: by another cancel, or its own end
+                return self.refresh().status not in ("completed", "failed")
             return True
         if self.status == "queued":
             settle.cancelled_before_start(self.paths, self.meta)
