@@ -118,12 +118,18 @@ def descendants(root: int, table: dict[int, int] | None = None) -> list[int]:
     return found
 
 
+def send(pid: int, sig: int) -> bool:
+    """Signal ``pid``; False when it is gone (also when it ended after whoever chose it last looked)."""
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def _signal_all(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        send(pid, sig)
 
 
 def _reap() -> None:

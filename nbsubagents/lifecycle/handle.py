@@ -9,7 +9,6 @@ is the summary line of ``child.summary``; how it shows in a notebook is register
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -20,7 +19,7 @@ from .. import registry
 from ..child import artifacts, isolation
 from ..child.artifacts import TERMINAL, RunPaths, read_json
 from ..child.formatter import ProgressFormatter
-from ..child.procs import alive
+from ..child.procs import alive, send
 from ..child.summary import summary_line
 from ..config import NbSubagentsError, settings
 from ..views import reports
@@ -261,13 +260,11 @@ class Run:
         info = read_json(self.paths.supervisor)
         if info is None and (self.paths.dir / "supervisor.log").exists():
             info = self._await_supervisor()  # launched by another process and still starting
-        if info and _same_process(info.get("pid"), info.get("startTicks")):
+        if info and alive(info.get("pid"), info.get("startTicks")):  # the same process: pids are reused
             settle.request_cancel(self.paths)
-            try:
-                os.kill(int(info["pid"]), signal.SIGTERM)
-            except ProcessLookupError:  # it ended between the look and the signal: by another cancel, or its own end
-                return self.refresh().status not in ("completed", "failed")
-            return True
+            if send(int(info["pid"]), signal.SIGTERM):
+                return True
+            # it ended between the look and the signal: judged below, as any supervisor that is gone
         if self.status == "queued":
             settle.cancelled_before_start(self.paths, self.meta)
             registry.note(self)
@@ -325,6 +322,3 @@ def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:
     row = registry.resolve(id_or_prefix, root)
     return _follower.get(row["run_id"]) or Run(row["run_dir"])
 
-
-def _same_process(pid: Any, start_ticks: Any) -> bool:
-    return alive(pid, start_ticks)  # the same process (pids are reused) and not a zombie

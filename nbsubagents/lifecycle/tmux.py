@@ -100,10 +100,7 @@ class TmuxProcess:
                 self._pending = sig  # not up yet: delivered once supervisor.json names it
             return
         self._pending = None
-        try:
-            os.kill(supervisor[0], sig)
-        except ProcessLookupError:
-            pass
+        procs.send(supervisor[0], sig)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)

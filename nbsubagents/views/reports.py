@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..child import VERSION
 from ..child.formatter import ProgressFormatter
-from ..child.secrets import MASK, Masker, strip_controls
-from ..child.secrets import secret_values as _secret_values
-from ..config import NbSubagentsError, agent_dir, project_root
+from ..child.secrets import strip_controls
+from ..config import NbSubagentsError, project_root
 from ..style import color as status_color
 from ..style import duration, glyph
 from .masking import MaskedRun, masker
@@ -34,21 +33,10 @@ from .panel_state import PanelState
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
 
-__all__ = ["report", "secret_values", "mask", "MASK"]
+__all__ = ["report"]
 
 TRANSCRIPT_LINES = 5_000
 FORMATS = ("html", "md")
-
-
-# -- secrets ------------------------------------------------------------------------------------------
-def secret_values(env: dict[str, str] | None = None, agent: Path | None = None) -> list[str]:
-    """The values to mask: secret-named environment variables and the keys in pi's config files."""
-    return _secret_values(env, agent if agent is not None else agent_dir())
-
-
-def mask(text: str, secrets: list[str]) -> str:
-    """``text`` with every secret (also HTML- and JSON-escaped forms of it, and the key shapes) masked."""
-    return Masker(secrets).text(text)
 
 
 # -- the runs -------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from IPython.core.error import UsageError
 from IPython.testing import globalipapp
 
 import nbsubagents
-from nbsubagents.views.reports import MASK, secret_values
+from nbsubagents.child.secrets import MASK, secret_values
+from nbsubagents.config import agent_dir
 
 SECRET = "sk-planted-0123456789abcdef"
 PI_KEY = "pi-config-key-9f8e7d6c5b4a"
@@ -31,7 +32,7 @@ def secrets(project, monkeypatch):
 
 
 def test_secret_values_come_from_env_names_and_pi_config(secrets):
-    found = secret_values()
+    found = secret_values(agent=agent_dir())
     assert SECRET in found and PI_KEY in found
     assert "demo/scripted" not in found
 
