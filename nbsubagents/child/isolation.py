@@ -23,13 +23,15 @@ What keeps the original folder out of the run's reach:
 - hard links and ``..``: the workspace holds copies (a checkout, never links to the original's files), and
   with no link leading out, ``..`` from the workspace stays outside the original folder;
 - the environment: pi gets ``PWD`` as the workspace, no ``OLDPWD``, and a variable naming the original
-  folder names the workspace (``workspace_env``).
+  folder names the workspace (``workspace_env``);
+- absolute paths: on Linux the supervisor starts pi where the original folder is read-only (``sandbox``;
+  ``readonly_view`` names the places that stay writable), so a process that reaches it by its absolute path
+  can read it, and a write fails.
 
-A process can still write to the original folder by its absolute path: isolation is a separate copy, not a
-sandbox. The snapshots of a git workspace write their objects into a temporary object store beside the
-workspace (``<runId>.objects``; the repository's store is only read), removed with the workspace, so
-untracked or ignored bulk never enters the user's ``.git``: only the starting state's trees and its files
-up to SHARE_LIMIT are copied there (so a later check can restore that state exactly).
+The snapshots of a git workspace write their objects into a temporary object store beside the workspace
+(``<runId>.objects``; the repository's store is only read), removed with the workspace, so untracked or
+ignored bulk never enters the user's ``.git``: only the starting state's trees and its files up to
+SHARE_LIMIT are copied there (so a later check can restore that state exactly).
 """
 
 from __future__ import annotations
@@ -240,6 +242,29 @@ def workspace_env(iso: dict[str, Any], env: dict[str, str], workdir: str) -> dic
                 break
     out["PWD"] = workdir
     return out
+
+
+def readonly_view(iso: dict[str, Any], run_dir: Path, env: dict[str, str]) -> tuple[str, list[str]] | str:
+    """What pi's mount namespace makes read-only (``sandbox.enter``): the original folder, and the places in it
+    the run must still write (its run folder, its workspace and object store, git's objects, refs, logs and this
+    worktree's own state, pi's settings, the temporary folder); or why the folder cannot be made read-only."""
+    root = os.path.realpath(iso["applyRoot"])
+    home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
+    if root == os.sep or home == root or home.startswith(root + os.sep):
+        return f"the original folder {root} holds the home folder {home}"
+    wanted = [run_dir, iso.get("path"), iso.get("objects"), env.get("TMPDIR") or tempfile.gettempdir(),
+              env.get("PI_CODING_AGENT_DIR")]
+    if iso.get("kind") == "git":
+        workspace = Path(iso["path"])
+        admin = _git(["rev-parse", "--absolute-git-dir"], workspace).stdout.decode().strip()
+        common = Path(iso["sharedObjects"]).parent
+        wanted += [admin, *(common / name for name in ("objects", "refs", "logs"))]
+    holes = []
+    for place in wanted:
+        real = os.path.realpath(place) if place else ""
+        if real and real.startswith(root + os.sep) and os.path.isdir(real) and real not in holes:
+            holes.append(real)
+    return root, holes
 
 
 # -- the supervisor's side ------------------------------------------------------------------------

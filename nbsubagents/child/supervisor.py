@@ -303,16 +303,18 @@ class Supervisor:
     def _spawn_and_pump(self) -> int:
         env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1",
                MARKER: str(self.meta.get("runId") or "")}  # finds leftovers if we die
+        contain = None
         if self.isolation is not None and self.isolation.get("path") and self.workdir:
             from .isolation import workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)
             env = workspace_env(self.isolation, env, self.workdir)  # no variable leads back to the original
+            contain = self._readonly_original(env)
         prompt = self.meta.get("promptPath")
         # pi reads a non-TTY stdin to EOF as its prompt: a file, never an open pipe.
         with open(self.paths.stderr, "ab") as stderr, \
                 (open(prompt, "rb") if prompt else open(os.devnull, "rb")) as stdin:
             self.child = subprocess.Popen(
                 self.meta["argv"], cwd=self.workdir, env=env, stdin=stdin,
-                stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+                stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=contain)
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
         # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
         become_subreaper()
@@ -400,6 +402,21 @@ class Supervisor:
         self.extra["worktree"] = {"path": self.isolation["path"], "branch": self.isolation.get("branch"),
                                   "kept": bool(self.isolation.get("keep"))}
         return None
+
+    def _readonly_original(self, env: dict[str, str]) -> Any:
+        """What makes the original folder read-only for pi (run between fork and exec), or None where that
+        cannot be done here; the run's result says which (``worktree.contained``, and why not)."""
+        from .isolation import readonly_view  # noqa: PLC0415 (start-up: only runs that use it load it)
+        from .sandbox import enter, probe  # noqa: PLC0415 (start-up: only runs that use it load it)
+        assert self.isolation is not None
+        view = readonly_view(self.isolation, self.paths.dir, env)
+        why = view if isinstance(view, str) else probe(*view)
+        self.extra["worktree"]["contained"] = why is None
+        if why is not None or isinstance(view, str):
+            self.extra["worktree"]["uncontainedBecause"] = why
+            return None
+        root, holes = view
+        return lambda: enter(root, holes)
 
     def _capture_changes(self) -> None:
         from .isolation import IsolationError, capture, remove  # noqa: PLC0415 (start-up: only runs that use it load it)

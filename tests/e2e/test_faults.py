@@ -934,12 +934,22 @@ def test_an_isolated_run_reaches_the_original_folder_through_no_link(proj, workt
     monkeypatch.setenv("OLDPWD", str(proj))
     monkeypatch.setenv("PROJECT_DIR", str(proj))
     before = files_of(proj)
+    by_path = [f"run: echo abs > {proj}/via-abs.txt",  # the original folder by its absolute path
+               f"run: cd {proj}/src && echo there > cd-abs.txt",
+               f"run: sh -c 'cd {proj} && rm -rf src'"]
+    git_works = ["run: git add -A && git commit -qm 'work in progress' && echo commits: $(git rev-list --count HEAD)"
+                 ] * (kind == "git")
 
-    run = nbsubagents.run("scout", "\n".join(ESCAPES), isolation="worktree", show=False)
+    run = nbsubagents.run("scout", "\n".join(ESCAPES + by_path + git_works), isolation="worktree", show=False)
 
     assert run.status == "completed", run.error
     assert run.meta["isolation"]["kind"] == kind
+    assert run.result["worktree"]["contained"] is True, run.result["worktree"]
     assert files_of(proj) == before  # nothing reached the original folder
+    said = "".join(str(e.get("text", "")) for e in run.events())
+    assert said.count("Read-only file system") >= 3, said  # what the child was told, each time
+    if kind == "git":
+        assert "commits: 2" in said, said  # git works in the workspace (its state is writable)
     assert (outside / "shared.txt").read_text() == "shared\n"
     assert sorted(run.files_changed) == ESCAPED
     assert "abs_link" not in run.diff and "climb_link" not in run.diff  # the links' rewrite is not a change
@@ -947,7 +957,22 @@ def test_an_isolated_run_reaches_the_original_folder_through_no_link(proj, workt
     assert sorted(run.apply()) == ESCAPED
     assert (proj / "src" / "app.py").read_text() == "changed\n" and (proj / "escaped.txt").read_text() == "up\n"
     assert os.readlink(proj / "abs_link") == str(proj / "src")  # the project's own links are as they were
-    assert record(f"isolation: links ({kind})", proj, [run], f"{run.status}; {len(ESCAPED)} escapes held; "
+    assert record(f"isolation: links ({kind})", proj, [run], f"{run.status}; {len(ESCAPES) + len(by_path)} ways out held; "
+                  f"worktrees left: {left or 'none'}") == [] and left == []
+
+
+def test_an_isolated_run_that_cannot_be_contained_says_so(proj, worktrees, monkeypatch):
+    """A project that holds the home folder cannot be made read-only (pi's own settings live there): the run goes
+    on in its copy, and its result says it was not contained, and why."""
+    monkeypatch.setenv("HOME", str(proj / "home"))
+    run = nbsubagents.run("scout", "run: echo made > made.txt", isolation="worktree", show=False)
+    assert run.status == "completed", run.error
+    assert run.result["worktree"]["contained"] is False
+    assert run.result["worktree"]["uncontainedBecause"] == (
+        f"the original folder {proj.resolve()} holds the home folder {(proj / 'home').resolve()}")
+    assert run.files_changed == ["made.txt"] and not (proj / "made.txt").exists()
+    left = worktrees_left(proj, worktrees)
+    assert record("isolation: uncontained", proj, [run], f"{run.status}; contained: false, said why; "
                   f"worktrees left: {left or 'none'}") == [] and left == []
 
 

@@ -1,0 +1,90 @@
+"""The read-only view of an isolated run's original folder (child/sandbox), as root and as a user who is not."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from nbsubagents.child import sandbox
+from nbsubagents.child.isolation import readonly_view
+
+NOBODY = 65534
+PR_SET_DUMPABLE = 4
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="mount namespaces are Linux only")
+
+
+def _tree(tmp_path: Path, owner: int | None = None) -> tuple[Path, Path]:
+    root = tmp_path / "project"
+    hole = root / ".pi" / "runs" / "r1"
+    hole.mkdir(parents=True)
+    (root / "kept.txt").write_text("original\n")
+    if owner is not None:
+        os.chmod(tmp_path, 0o755)
+        for path in (root, root / ".pi", root / ".pi" / "runs", hole, root / "kept.txt"):
+            os.chown(path, owner, owner)
+    return root, hole
+
+
+def _try_writes(root: Path, hole: Path, **as_user: object) -> subprocess.CompletedProcess[str]:
+    script = (f"echo changed > {root}/kept.txt; touch {root}/new.txt; rm -f {root}/kept.txt; "
+              f"mkdir {root}/made; echo ok > {hole}/out.txt; cat {root}/kept.txt; id -u")
+
+    def enter() -> None:
+        if as_user:  # a process that changed its uid is not dumpable (its /proc files are root's) until told so,
+            ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # as a process the user started is
+        sandbox.enter(str(root), [str(hole)])
+
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, preexec_fn=enter,
+                          **as_user)
+
+
+@pytest.mark.parametrize("who", ["this user", "a user who is not root"])
+def test_the_original_folder_is_read_only_and_the_holes_are_not(tmp_path, request, who):
+    if who == "a user who is not root" and os.geteuid() != 0:
+        who_kwargs: dict[str, object] = {}  # this user is already not root
+        root, hole = _tree(tmp_path)
+    elif who == "a user who is not root":
+        who_kwargs = {"user": NOBODY, "group": NOBODY, "extra_groups": []}  # the user-namespace path
+        shared = Path(tempfile.mkdtemp(prefix="nbsubagents-sandbox-"))  # pytest's own folder is root's alone
+        request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+        root, hole = _tree(shared, owner=NOBODY)
+    else:
+        who_kwargs = {}
+        root, hole = _tree(tmp_path)
+    assert sandbox.probe(str(root), [str(hole)]) is None
+
+    proc = _try_writes(root, hole, **who_kwargs)
+
+    assert proc.stderr.count("Read-only file system") == 4, proc.stderr
+    assert proc.stdout.splitlines() == ["original", str(NOBODY if who_kwargs else os.geteuid())]
+    assert sorted(p.name for p in root.iterdir()) == [".pi", "kept.txt"]  # nothing reached the folder
+    assert (root / "kept.txt").read_text() == "original\n"
+    assert (hole / "out.txt").read_text() == "ok\n"  # the hole was written
+    if who_kwargs:
+        assert (hole / "out.txt").stat().st_uid == NOBODY  # files keep their owner (uid maps to itself)
+
+
+def test_probe_names_the_step_that_cannot_be_done(tmp_path):
+    missing = tmp_path / "gone"
+    assert sandbox.probe(str(missing), []) == f"a view of {missing}: No such file or directory"
+    root, hole = _tree(tmp_path)
+    assert sandbox.probe(str(root), [str(root / "nowhere")]).startswith(f"keeping {root}/nowhere writable: ")
+    assert not (root / "nowhere").exists() and sorted(os.listdir(root)) == [".pi", "kept.txt"]
+
+
+def test_a_project_holding_the_home_folder_is_not_made_read_only(tmp_path):
+    root, hole = _tree(tmp_path)
+    iso = {"applyRoot": str(root), "kind": "copy", "path": str(tmp_path / "ws")}
+    assert readonly_view(iso, hole, {"HOME": str(root / "home")}) == (
+        f"the original folder {root} holds the home folder {root / 'home'}")
+    assert readonly_view(iso, hole, {"HOME": str(root)}).startswith("the original folder")
+    assert readonly_view({**iso, "applyRoot": "/"}, hole, {"HOME": "/root"}).startswith("the original folder / holds")
+    view = readonly_view(iso, hole, {"HOME": str(tmp_path / "elsewhere"), "TMPDIR": str(tmp_path)})
+    assert view == (str(root), [str(hole)])  # holes are the places inside the folder, and only those
