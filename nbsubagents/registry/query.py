@@ -27,6 +27,7 @@ _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 8640
 _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_at, ended_at, duration, "
            "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
            "stop_reason, files_changed, lines_added, lines_removed, data")
+SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
 
 
 def to_utc_iso(value: Any, *, name: str) -> str:
@@ -116,7 +117,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     store.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
     with store.connect(db) as conn:
         rows = conn.execute(sql, args).fetchall()
-    frame = pd.DataFrame.from_records([tuple(r) for r in rows], columns=[c.strip() for c in _SELECT.split(",")])
+    frame = pd.DataFrame.from_records([tuple(r) for r in rows], columns=SELECTED)
     started = frame["started_at"].where(frame["started_at"].notna(), frame["created_at"])
     out = pd.DataFrame({
         "run_id": frame["run_id"].astype("string"),

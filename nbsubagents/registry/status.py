@@ -83,6 +83,7 @@ class Status:
     rows: list[dict[str, Any]] = field(default_factory=list)
     run_id: str | None = None
     include_completed: bool = False
+    max_rows: int = MAX_TABLE_ROWS  # the table shows the last this many rows
 
     @property
     def running(self) -> int:
@@ -111,7 +112,7 @@ class Status:
                 "result": _outcome(row)}
 
     def _shown(self) -> list[dict[str, Any]]:
-        return self.rows[-MAX_TABLE_ROWS:]
+        return self.rows[-self.max_rows:]
 
     def _details(self, row: dict[str, Any]) -> list[tuple[str, str]]:
         items = [("status", row.get("status") or ""), ("name", row.get("name") or ""),

@@ -218,6 +218,7 @@ BANDS = [  # lowest first
     ("ui", ("nbsubagents.ui",)),
     ("sweeps", ("nbsubagents.sweeps",)),
     ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.magic_args", "nbsubagents.cli",
+               "nbsubagents.doctor", "nbsubagents.__main__",
                "nbsubagents.demo", "nbsubagents.sweeps.magic")),
 ]
 
