@@ -275,7 +275,7 @@ def add_report(sub: Any) -> None:
 
 def write_report(args: argparse.Namespace) -> int:
     reconcile.reconcile(reattach=False)
-    _print(api.report(args.runs, args.out, format=args.format))
+    _print(api.report(args.runs, args.out, format=args.format).resolve())
     return 0
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+from helpers import PI
+
+from nbsubagents import cli
+from nbsubagents.pi.locate import TESTED_PI
 
 
 def nbsubagents_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
@@ -32,7 +37,10 @@ def test_doctor_says_how_to_install_a_missing_pi(project, tmp_path):
     env = {**os.environ, "NBSUBAGENTS_PI": str(tmp_path / "missing-pi")}
     proc = nbsubagents_cli("doctor", env=env)
     assert proc.returncode == 1
-    assert "✗ pi" in proc.stdout and "pi not found at" in proc.stdout
+    lines = proc.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("✗ pi"))
+    assert "pi not found at" in lines[at]
+    assert lines[at + 1] == f"{'':<17}fix: npm install -g {TESTED_PI[0][0]}@{TESTED_PI[0][1]}"
 
 
 def test_doctor_names_a_broken_preset_file(project):
@@ -43,16 +51,66 @@ def test_doctor_names_a_broken_preset_file(project):
     assert "✗ preset         Preset file " in proc.stdout and "broken.md: malformed YAML" in proc.stdout
 
 
-def test_doctor_without_a_configured_provider_says_how_to_configure_one_and_fails(project, tmp_path):
-    empty = tmp_path / "empty-agent"
-    empty.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
-    proc = nbsubagents_cli("doctor", env={**env, "PI_CODING_AGENT_DIR": str(empty)})
-    assert proc.returncode == 1
-    line = next(ln for ln in proc.stdout.splitlines() if "models" in ln and ln.startswith("✗"))
-    assert "No/models" not in proc.stdout
-    assert "pi has no model whose provider is configured" in line
-    assert "export ANTHROPIC_API_KEY=" in line and "/login" in line and "use_scripted_model()" in line
+@pytest.fixture
+def fresh_machine(tmp_path, monkeypatch):
+    """pi installed, nothing else: no agent dir, no provider key, an empty folder without presets."""
+    from nbsubagents import config
+    from nbsubagents.preset_files import locations
+
+    for name in [k for k in os.environ if k.endswith(("_API_KEY", "_TOKEN"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "home" / ".pi" / "agent"))
+    monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
+    monkeypatch.setattr(locations, "claude_user_dir", lambda: tmp_path / "home" / ".claude" / "agents")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    config.reset()
+    yield tmp_path / "empty"
+    config.reset()
+
+
+def test_doctor_on_a_fresh_machine_says_what_is_not_made_yet_and_passes_with_the_offline_model(fresh_machine,
+                                                                                              capsys):
+    code = cli.main(["doctor"])
+    out = capsys.readouterr().out
+    assert code == 0, out  # the offline demo model needs nothing but pi
+    lines = out.splitlines()
+    assert not [ln for ln in lines if ln.startswith("✗")], out
+    agent = next(ln for ln in lines if ln.startswith("! agent dir"))
+    assert agent.endswith(".pi/agent not made yet: pi makes it on its first run (nothing to do)"), agent
+    at = lines.index("! presets        none yet: nbsubagents init makes three starter presets")
+    assert lines[at + 1] == f"{'':<17}fix: nbsubagents init"
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("! models"))
+    assert "pi has no model whose provider is configured; runs can use the offline scripted model" in lines[at]
+    assert "export ANTHROPIC_API_KEY=" in lines[at] and "/login" in lines[at]
+    assert lines[at + 1] == f"{'':<17}fix: nbsubagents init --offline"
+    assert "use_scripted_model" not in out and "configure(" not in out  # no Python call for a shell user
+
+
+def test_doctor_json_lists_each_check_with_its_verdict_detail_and_fix(fresh_machine, capsys):
+    assert cli.main(["doctor", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert all(set(c) == {"check", "ok", "detail", "fix"} for c in found)
+    by_name = {c["check"]: c for c in found}
+    assert by_name["pi"]["ok"] is True and by_name["agent dir"]["ok"] is None
+    assert by_name["presets"] == {"check": "presets", "ok": None, "fix": "nbsubagents init",
+                                  "detail": "none yet: nbsubagents init makes three starter presets"}
+    assert by_name["models"]["fix"] == "nbsubagents init --offline"
+
+
+def test_cancel_from_a_terminal_ends_a_running_run(project):
+    import nbsubagents
+
+    run = nbsubagents.start("scout", "run: sleep 30", show=False)
+    proc = nbsubagents_cli("cancel", run.id[-6:])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{run.id}: cancelled (aborted)\n"
+    assert run.wait(30).status == "aborted"
+    again = nbsubagents_cli("cancel", run.id)
+    assert again.returncode == 1
+    assert again.stderr == f"{run.id}: not cancelled: run {run.id} had already ended (aborted)\n"
 
 
 def test_doctor_explains_a_pi_whose_node_is_too_old(project):
