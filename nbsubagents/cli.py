@@ -52,6 +52,12 @@ def _print(*values: object, file: Any = None) -> None:
     print(*(terminal_safe(str(v)) for v in values), file=file)
 
 
+def _print_json(value: object) -> None:
+    """``value`` as JSON that is safe in a terminal and valid for a program: every non-ASCII character and DEL
+    written as a ``\\u`` escape, so no control character reaches the terminal and none is escaped twice."""
+    print(json.dumps(value, indent=2, ensure_ascii=True).replace("\x7f", "\\u007f"))
+
+
 def for_shell(message: str) -> str:
     """``message`` with each Python call it suggests replaced by its shell form (``SHELL_FORMS``)."""
     for python, shell in SHELL_FORMS.items():
@@ -87,7 +93,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.dask is not None:
         found += doctor.dask_checks(args.dask or None)
     if args.json:
-        _print(json.dumps([c.as_dict() for c in found], indent=2, ensure_ascii=False))
+        _print_json([c.as_dict() for c in found])
     else:
         for check in found:
             _print(check.text())
@@ -171,7 +177,7 @@ def list_runs(args: argparse.Namespace) -> int:
     more = limit is not None and len(rows) > limit
     rows = rows[:limit]
     if args.json:
-        _print(json.dumps(rows, indent=2, ensure_ascii=False))
+        _print_json(rows)
     elif args.csv:
         _write_csv(rows)
     elif not rows:
@@ -243,7 +249,7 @@ def show_run(args: argparse.Namespace) -> int:
              "error": run.error, "run_dir": str(paths.dir), "transcript": str(paths.transcript),
              "events": str(paths.events)}
     if args.json:
-        _print(json.dumps(facts, indent=2, ensure_ascii=False))
+        _print_json(facts)
         return 0
     _print(facts["summary"])
     for key in ("status", "preset", "model", "task", "output", "error", "run_dir", "transcript", "events"):

@@ -139,15 +139,16 @@ def test_runs_refuses_an_unknown_status_or_time_naming_what_is_known(root, capsy
 
 def test_runs_json_and_csv_are_masked_like_the_table(root, capsys, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_API_KEY", SECRET)
-    make_run(root, "20260101-100000-aaaaa1", output=f"the key is {SECRET}\x1b[2J")
+    make_run(root, "20260101-100000-aaaaa1", output=f"the key is {SECRET}\x1b[2J \x9b\x7f é")
     code, out, _ = cli_main(capsys, "runs", "--json")
-    rows = json.loads(out)
-    assert rows[0]["final_text"] == f"the key is {MASK}\x1b[2J" and rows[0]["status"] == "completed"
+    rows = json.loads(out)  # valid JSON: the control characters are JSON's escapes, not the terminal's
+    assert rows[0]["final_text"] == f"the key is {MASK}\x1b[2J \x9b\x7f é" and rows[0]["status"] == "completed"
     assert rows[0]["run_dir"] == str(root / ".pi" / "subagents" / "runs" / "20260101-100000-aaaaa1")
-    assert "\x1b" not in out  # JSON escapes the control character itself
+    assert not [c for c in out if ord(c) < 0x20 and c != "\n" or ord(c) >= 0x7f]
     code, out, _ = cli_main(capsys, "runs", "--csv")
     got = list(csv.DictReader(io.StringIO(out)))
-    assert got[0]["run_id"] == "20260101-100000-aaaaa1" and got[0]["final_text"] == f"the key is {MASK}\\x1b[2J"
+    assert got[0]["run_id"] == "20260101-100000-aaaaa1"
+    assert got[0]["final_text"] == f"the key is {MASK}\\x1b[2J \\x9b\\x7f é"  # escaped, as the table shows it
     code, out, _ = cli_main(capsys, "runs")
     assert SECRET not in out and MASK in out
 
