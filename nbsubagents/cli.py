@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -68,7 +69,7 @@ def for_shell(message: str) -> str:
 def _command(sub: Any, name: str, summary: str, examples: str, description: str | None = None
              ) -> argparse.ArgumentParser:
     """A subcommand's parser whose ``--help`` ends with its examples and the exit codes."""
-    return sub.add_parser(name, help=summary, description=description or summary,
+    return sub.add_parser(name, help=summary, description=textwrap.fill(description or summary, 79),
                           epilog=f"examples:\n{examples.rstrip()}\n\n{EXIT_CODES}",
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
