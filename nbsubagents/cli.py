@@ -34,11 +34,13 @@ exit codes:
   0    ok
   1    a problem: doctor found one, a run could not be cancelled, no such run
   2    a usage error: an unknown command, option, status or time
+  130  interrupted (Ctrl-C)
   141  the reader of a pipe went away (`nbsubagents runs | head -3`), as git does"""
 
 TABLE_LIMIT = 50      # the runs table shows the newest 50 unless --limit says otherwise
 CANCEL_WAIT = 15.0    # seconds `cancel` waits for a run to record its end
 BROKEN_PIPE = 141     # 128 + SIGPIPE: what a shell reports for git or cat in the same pipe
+INTERRUPTED = 130     # 128 + SIGINT
 
 # Python calls that some messages of the package suggest, in the form a person in the shell types instead.
 SHELL_FORMS = {
@@ -387,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE
+    except KeyboardInterrupt:  # Ctrl-C: the shell's usual 128 + SIGINT, without a traceback
+        return INTERRUPTED
     except NbSubagentsError as exc:
         _print(f"nbsubagents {args.command}: {for_shell(str(exc))}", file=sys.stderr)
         return 1

@@ -136,7 +136,7 @@ def _presets() -> list[Check]:
                      "nbsubagents init")]
     for preset in found.presets.values():
         out += [Check("preset", None, f"{preset.name} ({preset.path}): {note}") for note in preset.notes]
-    out += [Check("preset", False, problem.message, f"edit {problem.path}") for problem in found.problems]
+    out += [Check("preset", False, problem.message, f"${{EDITOR:-vi}} {problem.path}") for problem in found.problems]
     return out
 
 

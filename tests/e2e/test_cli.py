@@ -49,6 +49,7 @@ def test_doctor_names_a_broken_preset_file(project):
     assert proc.returncode == 1
     assert "✓ presets        nomodel (project), scout (project), scribe (project)" in proc.stdout
     assert "✗ preset         Preset file " in proc.stdout and "broken.md: malformed YAML" in proc.stdout
+    assert f"fix: ${{EDITOR:-vi}} {project / '.pi' / 'subagents' / 'broken.md'}" in proc.stdout
 
 
 @pytest.fixture
