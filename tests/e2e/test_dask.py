@@ -388,8 +388,8 @@ def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project)
     missing = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask"], capture_output=True,
                              text=True, timeout=120, stdin=subprocess.DEVNULL,
                              env={k: v for k, v in os.environ.items() if not k.startswith("DASK_")})
-    assert missing.returncode == 1 and "✗ dask           no scheduler to check: nbsubagents doctor --dask" \
-        in missing.stdout
+    assert missing.returncode == 1 and "✗ dask           no scheduler to check (give one, or set the " \
+        "dask_scheduler setting)\n                 fix: nbsubagents doctor --dask tcp://HOST:8786" in missing.stdout
 
 
 def test_an_experiment_runs_its_cells_on_the_cluster(dask_project):
