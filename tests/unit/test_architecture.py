@@ -272,7 +272,7 @@ def test_every_module_belongs_to_a_band():
 
 # -- one clock: only the watcher starts threads ----------------------------------------------------------
 CLOCK = "nbsubagents.lifecycle.watcher"
-THREAD_OWNERS = {CLOCK, "nbsubagents.demo.scripted"}  # the demo's model server is a program of its own
+THREAD_OWNERS = {CLOCK, "nbsubagents.pi.scripted"}  # the scripted model's server: a program of its own
 
 
 def thread_starts(source: str) -> list[int]:
