@@ -21,6 +21,7 @@ from .pi import find_pi
 from .pi.locate import TESTED_PI, pi_command, pi_package
 from .pi.models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
 from .preset_files import scan
+from .project_init import init
 from .views.masking import masker
 
 
@@ -150,7 +151,13 @@ def main(argv: list[str] | None = None) -> int:
                                              "with --notebook, where the executed notebook goes: .demo)")
     demo.add_argument("--notebook", action="store_true",
                       help="execute the quickstart notebook headless instead (needs nbsubagents[demo])")
+    init_cmd = sub.add_parser("init", help="make a project: starter presets, commented settings, .gitignore lines")
+    init_cmd.add_argument("dir", nargs="?", default=".", help="the project folder (default: this one)")
+    init_cmd.add_argument("--offline", action="store_true",
+                          help="every run of the project uses the scripted model demo/scripted (no key, no network)")
     args = parser.parse_args(argv)
+    if args.command == "init":
+        return run_init(args.dir, offline=args.offline)
     if args.command == "demo":
         return run_demo(args.dir, notebook=args.notebook)
     if args.command == "doctor":
@@ -194,6 +201,17 @@ def show_status(run_id: str | None, *, include_completed: bool) -> int:
     except NbSubagentsError as exc:
         _print(f"nbsubagents: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def run_init(directory: str, *, offline: bool) -> int:
+    """``nbsubagents init``: what ``nbsubagents.init()`` made and skipped; a folder that cannot be one exits 2."""
+    try:
+        result = init(directory, offline=offline)
+    except (NbSubagentsError, OSError) as exc:
+        _print(f"nbsubagents init: {exc}", file=sys.stderr)
+        return 2
+    _print(repr(result))
     return 0
 
 

@@ -54,8 +54,8 @@ class ModelError(NbSubagentsError):
 class ModelChoice:
     """The model of one run: what was asked for (and where), and what pi will use."""
 
-    requested: str          # as written: the call's model= or the preset's model:
-    source: str             # "call" or "preset"
+    requested: str | None   # as written: the call's model= or the preset's model: (None: neither, offline)
+    source: str | None      # "call" or "preset"
     resolved: str           # canonical provider/id
     thinking: str | None    # a :thinking suffix of the request, passed on to pi
 

@@ -27,10 +27,11 @@ from typing import Any
 
 from ..child.artifacts import atomic_write_json, read_json
 from ..child.procs import alive, process_start_ticks
-from .models import ModelError
+from .models import ModelChoice, ModelError
 from .scripted import ScriptedModel, write_agent_dir
 
-__all__ = ["OFFLINE_MODEL", "IDLE_EXIT", "ScriptedServer", "scripted_server", "stop_scripted_model", "child_env"]
+__all__ = ["OFFLINE_MODEL", "IDLE_EXIT", "ScriptedServer", "scripted_server", "stop_scripted_model", "choice",
+           "child_env"]
 
 OFFLINE_MODEL = "demo/scripted"
 IDLE_EXIT = 600.0  # seconds without a request after which the detached server exits
@@ -131,6 +132,13 @@ def stop_scripted_model() -> bool:
         os.kill(pid, signal.SIGKILL)
     state.unlink(missing_ok=True)
     return True
+
+
+def choice(requested: str | None, preset_model: str | None) -> ModelChoice:
+    """The model of a run under the ``offline`` setting: the scripted model, with what the call or the preset
+    asked for kept as asked (meta.json's ``requestedModel``)."""
+    source = "call" if requested else "preset" if preset_model else None
+    return ModelChoice(requested=requested or preset_model, source=source, resolved=OFFLINE_MODEL, thinking=None)
 
 
 def child_env() -> dict[str, str]:

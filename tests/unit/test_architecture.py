@@ -218,7 +218,7 @@ BANDS = [  # lowest first
     ("ui", ("nbsubagents.ui",)),
     ("sweeps", ("nbsubagents.sweeps",)),
     ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.magic_args", "nbsubagents.cli",
-               "nbsubagents.demo", "nbsubagents.sweeps.magic")),
+               "nbsubagents.demo", "nbsubagents.sweeps.magic", "nbsubagents.project_init")),
 ]
 
 
