@@ -277,6 +277,13 @@ def test_demo_summary_quotes_first_line_of_each_tool_result(scripted):
     assert out["finish"] == "stop"
 
 
+def test_demo_summary_of_a_listing_quotes_every_entry(scripted):
+    model = scripted()
+    messages = [user("ls ."), assistant_call("c1", "ls", {"path": "."}), tool("c1", ".pi/\nREADME.md\nnotes.txt\n")]
+    out = collect(post(model.url, chat(*messages))[1])
+    assert out["text"].splitlines() == ["Done. 1 step:", "- ls .: .pi/, README.md, notes.txt"]
+
+
 def test_demo_without_directives_echoes_the_task(scripted):
     model = scripted()
     parts = {"role": "user", "content": [{"type": "text", "text": "just chat\nplease"}]}
