@@ -146,6 +146,9 @@ def init(path: str | Path = ".", *, offline: bool = False) -> InitResult:
     if root.exists() and not root.is_dir():
         raise NbSubagentsError(f"Cannot init {root}: it is a file. Name a folder (it is made when missing), "
                                "for example `nbsubagents init .`")
+    if root == Path.home().resolve():
+        raise NbSubagentsError(f"Cannot init the home folder {root}: its .pi/ is pi's own (the agent dir), never a "
+                               "project's. Init a project's folder, for example `nbsubagents init ~/myproject`.")
     presets_dir = root / ".pi" / "subagents"
     for folder in (root, root / ".pi", presets_dir):
         if folder.exists() and not folder.is_dir():

@@ -42,7 +42,8 @@ MAX_SUGGESTIONS = 10
 NO_PROVIDER_HINT = (
     "pi has no model whose provider is configured. Configure one: set a provider key in the environment "
     "(e.g. export ANTHROPIC_API_KEY=...), or run `pi` once and log in with /login, or add a provider to "
-    "{models_json}; for the offline demo model call nbsubagents.demo.use_scripted_model()."
+    "{models_json}; or try it offline on the scripted model: the project's \"offline\": true setting "
+    "(`nbsubagents init --offline`), or nbsubagents.demo.use_scripted_model() for this process."
 )
 
 

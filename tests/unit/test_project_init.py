@@ -130,6 +130,13 @@ def test_a_file_is_no_project_folder(tmp_path, capsys):
     assert afile.read_text() == "x"
 
 
+def test_the_home_folder_is_no_project_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # ~/.pi is pi's agent dir: a project there would never be found
+    with pytest.raises(NbSubagentsError, match=r"Cannot init the home folder .*nbsubagents init ~/myproject"):
+        init(tmp_path)
+    assert not (tmp_path / ".pi").exists()
+
+
 def test_the_cli_prints_what_init_made(tmp_path, capsys):
     assert cli.main(["init", str(tmp_path), "--offline"]) == 0
     out = capsys.readouterr().out
