@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from nbsubagents.demo import copy_example_project
-from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
+from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir
 
 CHILD = """
 import time

@@ -118,7 +118,7 @@ def _project() -> tuple[Path, subprocess.Popen]:
     base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-panels-"))
     project = copy_example_project(base / "project")
     agent = base / "agent"
-    model = subprocess.Popen([sys.executable, "-m", "nbsubagents.demo.server", "--agent-dir", str(agent)],
+    model = subprocess.Popen([sys.executable, "-m", "nbsubagents.pi.offline", "--agent-dir", str(agent)],
                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     assert model.stdout is not None and "listening" in model.stdout.readline()
     os.environ.update({"PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1"})

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",
            "start", "status", "cancel", "get_run", "Status", "runs", "status_bar", "browse", "runs_timeline",
            "StatusBar", "Browser", "report",
-           "experiment", "experiments", "get_experiment", "Experiment", "check"]
+           "experiment", "experiments", "get_experiment", "Experiment", "check", "init"]
 
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
@@ -27,7 +27,7 @@ _LAZY = {
     "runs": "api", "status_bar": "api", "browse": "api", "runs_timeline": "api",
     "StatusBar": "ui.statusbar", "Browser": "ui.browser", "report": "api",
     "experiment": "sweeps.experiment", "experiments": "sweeps.experiment", "get_experiment": "sweeps.experiment",
-    "Experiment": "sweeps.experiment", "check": "sweeps.scorers",
+    "Experiment": "sweeps.experiment", "check": "sweeps.scorers", "init": "project_init",
 }
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     )
     from .config import NbSubagentsError, configure
     from .lifecycle.handle import Run
+    from .project_init import init
     from .registry.status import Status
     from .sweeps.experiment import Experiment, experiment, experiments, get_experiment
     from .sweeps.scorers import check

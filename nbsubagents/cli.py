@@ -25,6 +25,7 @@ from .config import NbSubagentsError, project_root
 from .lifecycle import reconcile
 from .lifecycle.handle import get_run
 from .pi import find_pi
+from .project_init import init
 from .registry.query import SELECTED, build_query, to_utc_iso
 from .views.masking import MaskedRun, masker
 from .views.reports import FORMATS
@@ -357,8 +358,33 @@ def run_demo(args: argparse.Namespace) -> int:
 # -- the parser -----------------------------------------------------------------------------------------
 # The subcommands in the order --help lists them. A new one: a function add_NAME(sub) that makes its parser with
 # _command(...) and sets handler=, appended here.
-COMMANDS: list[Callable[[Any], None]] = [add_runs, add_status, add_show, add_report, add_cancel, add_doctor,
-                                         add_demo]
+# -- init -----------------------------------------------------------------------------------------------
+def add_init(sub: Any) -> None:
+    cmd = _command(sub, "init", "make a project: starter presets, commented settings, .gitignore lines", """\
+  nbsubagents init                        # this folder: .pi/subagents/ with scout, editor, reviewer
+  nbsubagents init --offline my-project   # runs there use the scripted model (no key, no network)""",
+                   "Make DIR a project: .pi/subagents/ with three starter presets (scout, editor, reviewer), a "
+                   "commented subagents section in .pi/settings.json, and the lines that keep runs, the registry "
+                   "and reports out of git in .gitignore. Never overwrites a file; says what it made and skipped.")
+    cmd.add_argument("dir", nargs="?", default=".", help="the project folder (default: this one)")
+    cmd.add_argument("--offline", action="store_true",
+                     help="every run of the project uses the scripted model demo/scripted (no key, no network)")
+    cmd.set_defaults(handler=run_init)
+
+
+def run_init(args: argparse.Namespace) -> int:
+    """What ``nbsubagents.init()`` made and skipped; a folder that cannot be a project exits 2."""
+    try:
+        result = init(args.dir, offline=args.offline)
+    except (NbSubagentsError, OSError) as exc:
+        _print(f"nbsubagents init: {exc}", file=sys.stderr)
+        return 2
+    _print(repr(result))
+    return 0
+
+
+COMMANDS: list[Callable[[Any], None]] = [add_init, add_runs, add_status, add_show, add_report, add_cancel,
+                                         add_doctor, add_demo]
 
 
 def parser() -> argparse.ArgumentParser:

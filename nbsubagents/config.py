@@ -43,6 +43,7 @@ class Settings:
     executor: str = "local"        # "local" (this machine) or "dask" (a Dask cluster: lifecycle/dask_launcher.py)
     dask_scheduler: str | None = None  # the scheduler executor="dask" uses, else distributed.get_client()
     secret_patterns: tuple[str, ...] = ()  # regular expressions masked beside the built-in ones (child/secrets.py)
+    offline: bool = False          # every run uses the scripted model demo/scripted (pi/offline.py), whatever its model
 
 
 # What each numeric setting may hold: (whole numbers only, lowest, highest or None, what a right value looks like).
@@ -81,7 +82,7 @@ _CAMEL = {"maxTasks": "max_tasks", "extendTimeoutDebounce": "extend_timeout_debo
           "isolationMaxCopyMb": "isolation_max_copy_mb", "maxTurns": "max_turns", "maxToolCalls": "max_tool_calls",
           "maxTokens": "max_tokens", "maxCost": "max_cost", "daskScheduler": "dask_scheduler",
           "secretPatterns": "secret_patterns"}
-_BOOL_KEYS = frozenset({"claude_agents"})
+_BOOL_KEYS = frozenset({"claude_agents", "offline"})
 
 _overrides: dict[str, object] = {}
 _file_cache: dict[Path, tuple[tuple[int, int], dict[str, object]]] = {}

@@ -16,7 +16,7 @@ import pytest
 from helpers import NOMODEL, PI, REPO, SCOUT, SCRIBE, interrupt_when_running, processes_inside, wait_for  # noqa: F401
 
 from nbsubagents import config
-from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
+from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir
 
 
 @pytest.fixture(autouse=True, scope="session")

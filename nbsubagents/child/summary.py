@@ -52,9 +52,10 @@ def summary_line(run: Any) -> str:
 
 
 def extra_parts(run: Any, spent: dict[str, Any]) -> list[str]:
-    """Spend against the run's budget (``budget tools 3/20``) and an isolated run's ``+N −M``: the words
-    every surface (summary line, panel header) shows for them."""
-    parts = []
+    """``offline model`` (the project's offline setting sent the run to the scripted model), spend against the
+    run's budget (``budget tools 3/20``) and an isolated run's ``+N −M``: the words every surface (summary line,
+    panel header) shows for them."""
+    parts = ["offline model"] if run.meta.get("offline") else []
     budget = run.meta.get("budget")
     if budget:
         parts.append("budget " + describe(budget, spent))

@@ -10,27 +10,19 @@ run did; ``python -m nbsubagents.demo --notebook [NOTEBOOK]`` (the README's ``ma
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import html
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from .. import api
-from ..child.artifacts import read_json
-from ..child.procs import alive
-from .scripted import write_agent_dir
-
-DEMO_MODEL = "demo/scripted"
+from ..pi.offline import OFFLINE_MODEL as DEMO_MODEL
+from ..pi.offline import ScriptedServer, scripted_server, stop_scripted_model
+from ..pi.scripted import write_agent_dir
 
 
 def data_path(name: str) -> Path:
@@ -46,115 +38,9 @@ def data_path(name: str) -> Path:
 EXAMPLE_PROJECT = data_path("demo-project")
 QUICKSTART = data_path("notebooks") / "quickstart.ipynb"
 
-IDLE_EXIT = 600.0  # seconds without a request after which the detached demo model server exits
-
-
-class ScriptedServer:
-    """The detached scripted-model server this process uses: ``url``, ``port``, ``pid``, ``stop()``."""
-
-    def __init__(self, info: dict[str, Any], state: Path) -> None:
-        self.url: str = info["url"]
-        self.port: int = info["port"]
-        self.pid: int = info["pid"]
-        self.start_ticks = info.get("startTicks")
-        self.state = state
-
-    @property
-    def alive(self) -> bool:
-        return alive(self.pid, self.start_ticks)
-
-    def stop(self) -> bool:
-        return stop_scripted_model()
-
-    def __repr__(self) -> str:
-        return f"<scripted model {DEMO_MODEL} at {self.url} (pid {self.pid}; not an AI)>"
-
-
-def _state_dir() -> Path:
-    """Where the detached server's state file lives: ``NBSUBAGENTS_SCRIPTED_DIR``, else the user's cache."""
-    explicit = os.environ.get("NBSUBAGENTS_SCRIPTED_DIR")
-    if explicit:
-        return Path(explicit)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "nbsubagents"
-
-
-def _state_file() -> Path:
-    """One server per checkout of this package: another version's server is never reused."""
-
-    key = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:10]
-    return _state_dir() / f"scripted-model-{key}.json"
-
-
-def _answers(url: str) -> bool:
-
-    try:
-        with urllib.request.urlopen(url + "/models", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def _running(state: Path) -> ScriptedServer | None:
-
-    info = read_json(state)
-    if not info or not isinstance(info.get("pid"), int) or not isinstance(info.get("url"), str):
-        return None
-    server = ScriptedServer(info, state)
-    return server if server.alive and _answers(server.url) else None
-
-
-def scripted_server() -> ScriptedServer:
-    """The detached demo model server, started if none is running: later kernels reuse it, and it
-    outlives a killed kernel (so its background runs go on). It exits after ``IDLE_EXIT`` seconds
-    without a request (``NBSUBAGENTS_SCRIPTED_IDLE``) or with ``stop_scripted_model()``."""
-
-    state = _state_file()
-    state.parent.mkdir(parents=True, exist_ok=True)
-    with open(state.parent / ".scripted-model.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two kernels starting at once get one server
-        server = _running(state)
-        if server is not None:
-            return server
-        idle = os.environ.get("NBSUBAGENTS_SCRIPTED_IDLE") or str(IDLE_EXIT)
-        with open(state.parent / "scripted-model.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "nbsubagents.demo.server", "--state", str(state),
-                                     "--idle-exit", idle], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    start_new_session=True, cwd="/")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            server = _running(state)
-            if server is not None and server.pid == proc.pid:
-                return server
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        proc.kill()
-        raise RuntimeError(f"the scripted demo model server did not start: see {state.parent / 'scripted-model.log'}")
-
-
-def stop_scripted_model() -> bool:
-    """Stop the detached demo model server (its runs in flight fail); False when none was running."""
-
-
-    state = _state_file()
-    info = read_json(state) or {}
-    pid, ticks = info.get("pid"), info.get("startTicks")
-    if not alive(pid, ticks):
-        state.unlink(missing_ok=True)
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while alive(pid, ticks) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if alive(pid, ticks):
-        os.kill(pid, signal.SIGKILL)
-    state.unlink(missing_ok=True)
-    return True
-
 
 def use_scripted_model(agent_dir: str | Path | None = None) -> ScriptedServer:
-    """Point pi at the scripted demo model (a detached server, see ``scripted_server``) through
+    """Point pi at the scripted demo model (a detached server, see ``nbsubagents.pi.offline``) through
     PI_CODING_AGENT_DIR.
 
     Runs started afterwards from this process inherit the setting. Real models need none of this:

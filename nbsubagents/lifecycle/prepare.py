@@ -17,7 +17,7 @@ from ..child import artifacts, budgets, output_schema
 from ..child import isolation as isolating
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso
 from ..config import NbSubagentsError, project_root
-from ..pi import build_argv, choose_model, find_pi, pi_command
+from ..pi import build_argv, choose_model, find_pi, offline, pi_command
 from . import settle
 from .context import compose_prompt
 from .handle import Run, get_run
@@ -73,7 +73,10 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     preset = preset_mod.get(spec.preset, cwd)
     timeout = check_timeout(spec.timeout if spec.timeout is not None else preset.timeout, current.timeout)
     pi = find_pi(cwd)
-    choice = choose_model(spec.model, preset.name, preset.model, pi)
+    if current.offline:  # the project's offline setting: the scripted model, whatever the call or preset asks
+        choice, env = offline.choice(spec.model, preset.model), offline.child_env()
+    else:
+        choice, env = choose_model(spec.model, preset.name, preset.model, pi), {}
     root = project_root(cwd)
     earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
@@ -98,7 +101,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
             "presetScope": preset.scope, "task": task, "cwd": str(cwd), "root": str(root),
             "requestedModel": choice.requested, "requestedModelSource": choice.source,
-            "resolvedModel": choice.resolved, "modelThinking": choice.thinking,
+            "resolvedModel": choice.resolved, "modelThinking": choice.thinking, "offline": current.offline or None,
             "tools": list(preset.tools) if preset.tools is not None else None, "ignoredTools": ignored_tools or None,
             "disallowedTools": list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
             "permissionMode": preset.permission_mode, "presetNotes": list(preset.notes) or None,
@@ -106,7 +109,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             "systemPromptPath": str(paths.system_prompt) if preset.prompt else None,
             "promptPath": str(paths.prompt), "files": [str(f) if isinstance(f, Path) else f for f in spec.files or []],
             "resumedFrom": earlier.id if earlier is not None else None,
-            "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1"},
+            "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1", **env},
             "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
             "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
             "budget": budget, "isolation": isolation, "outputSchema": schema,

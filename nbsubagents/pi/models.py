@@ -42,7 +42,8 @@ MAX_SUGGESTIONS = 10
 NO_PROVIDER_HINT = (
     "pi has no model whose provider is configured. Configure one: set a provider key in the environment "
     "(e.g. export ANTHROPIC_API_KEY=...), or run `pi` once and log in with /login, or add a provider to "
-    "{models_json}; for the offline demo model call nbsubagents.demo.use_scripted_model()."
+    "{models_json}; or try it offline on the scripted model: the project's \"offline\": true setting "
+    "(`nbsubagents init --offline`), or nbsubagents.demo.use_scripted_model() for this process."
 )
 
 
@@ -54,8 +55,8 @@ class ModelError(NbSubagentsError):
 class ModelChoice:
     """The model of one run: what was asked for (and where), and what pi will use."""
 
-    requested: str          # as written: the call's model= or the preset's model:
-    source: str             # "call" or "preset"
+    requested: str | None   # as written: the call's model= or the preset's model: (None: neither, offline)
+    source: str | None      # "call" or "preset"
     resolved: str           # canonical provider/id
     thinking: str | None    # a :thinking suffix of the request, passed on to pi
 

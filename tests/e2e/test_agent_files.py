@@ -20,7 +20,7 @@ from nbsubagents import preset_files as presets
 from nbsubagents.preset_files import parse as preset_parse
 from nbsubagents.pi.args import build_argv
 from nbsubagents.preset_files import PresetError, PresetWarning
-from nbsubagents.demo.scripted import write_agent_dir
+from nbsubagents.pi.scripted import write_agent_dir
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "agent-corpus"
 GOOD = ["architect", "code-reviewer", "doc-writer", "explorer", "generalist", "gh-triage", "git-historian",

@@ -22,7 +22,7 @@ from test_background import row_of, started_by_a_killed_launcher  # noqa: E402
 import nbsubagents  # noqa: E402
 from nbsubagents import config  # noqa: E402
 from nbsubagents.child import procs  # noqa: E402
-from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir  # noqa: E402
+from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir  # noqa: E402
 from nbsubagents.lifecycle import dask_launcher, watcher  # noqa: E402
 
 pytestmark = pytest.mark.dask  # one module-scoped LocalCluster: one xdist worker runs them all (conftest.py)

@@ -31,7 +31,7 @@ from nbsubagents.lifecycle import dask_launcher, watcher
 from nbsubagents.lifecycle import reconcile
 from nbsubagents.lifecycle.prepare import prepare
 from nbsubagents.lifecycle.spec import TaskSpec
-from nbsubagents.demo.scripted import ScriptedModel, write_agent_dir
+from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir
 
 pytestmark = pytest.mark.faults
 

@@ -296,7 +296,7 @@ def test_a_supervisor_killed_while_setting_up_the_worktree_leaves_nothing_and_sa
 
 
 def test_isolated_typed_and_budgeted_background_runs_outlive_their_killed_launcher(project, worktrees, scripted):
-    from nbsubagents.demo.scripted import _after_last_user
+    from nbsubagents.pi.scripted import _after_last_user
 
     make_repo(project)
 

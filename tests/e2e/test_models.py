@@ -69,6 +69,7 @@ def test_unknown_model_without_any_provider_says_how_to_configure_one(tmp_path, 
     assert "No/models" not in message and "Available models" not in message
     assert "pi has no model whose provider is configured" in message
     assert "ANTHROPIC_API_KEY" in message and "/login" in message and "use_scripted_model()" in message
+    assert "`nbsubagents init --offline`" in message
     assert str(tmp_path / "agent" / "models.json") in message
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from nbsubagents.pi import pi_command
-from nbsubagents.demo.scripted import ScriptedModel, demo_plan, step_index, write_agent_dir
+from nbsubagents.pi.scripted import ScriptedModel, demo_plan, step_index, write_agent_dir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -275,6 +275,13 @@ def test_demo_summary_quotes_first_line_of_each_tool_result(scripted):
     assert lines[:2] == ["Done. 2 steps:", "- read README.md: # Title line"]
     assert lines[2].startswith("- run: echo hi: yyy") and len(lines[2]) < 110
     assert out["finish"] == "stop"
+
+
+def test_demo_summary_of_a_listing_quotes_every_entry(scripted):
+    model = scripted()
+    messages = [user("ls ."), assistant_call("c1", "ls", {"path": "."}), tool("c1", ".pi/\nREADME.md\nnotes.txt\n")]
+    out = collect(post(model.url, chat(*messages))[1])
+    assert out["text"].splitlines() == ["Done. 1 step:", "- ls .: .pi/, README.md, notes.txt"]
 
 
 def test_demo_without_directives_echoes_the_task(scripted):

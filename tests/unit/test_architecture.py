@@ -218,7 +218,7 @@ BANDS = [  # lowest first
     ("ui", ("nbsubagents.ui",)),
     ("sweeps", ("nbsubagents.sweeps",)),
     ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.magic_args", "nbsubagents.cli",
-               "nbsubagents.doctor", "nbsubagents.__main__",
+               "nbsubagents.doctor", "nbsubagents.__main__", "nbsubagents.project_init",
                "nbsubagents.demo", "nbsubagents.sweeps.magic")),
 ]
 
@@ -273,7 +273,7 @@ def test_every_module_belongs_to_a_band():
 
 # -- one clock: only the watcher starts threads ----------------------------------------------------------
 CLOCK = "nbsubagents.lifecycle.watcher"
-THREAD_OWNERS = {CLOCK, "nbsubagents.demo.scripted"}  # the demo's model server is a program of its own
+THREAD_OWNERS = {CLOCK, "nbsubagents.pi.scripted"}  # the scripted model's server: a program of its own
 
 
 def thread_starts(source: str) -> list[int]:

@@ -8,7 +8,7 @@ Demo-mode lines, one step each: ``read PATH``, ``ls PATH``, ``run: CMD``,
 ``write PATH: CONTENT`` (``\\n`` for newlines), ``edit PATH: OLD -> NEW``,
 ``grep PATTERN``, ``fail: STATUS MESSAGE``; ``say: TEXT`` and ``sleep: SECONDS``
 attach to the next step. Other lines are prose. The last answer summarises the
-first line of every tool result.
+first line of every tool result (every entry of a listing).
 
 The step to answer is chosen statelessly: it is the number of assistant
 messages after the last user message in the request, so one server can serve
@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from ..child.artifacts import atomic_write_json
 from ..child.text import clip, plural
 
 if TYPE_CHECKING:
@@ -135,8 +136,9 @@ def demo_step(body: dict, index: int) -> Step:
     if tools:
         lines = [f"Done. {plural(len(tools), 'step')}:"]
         for s, result in zip(tools, results + [""] * len(tools)):
-            first = next((ln.strip() for ln in result.splitlines() if ln.strip()), "(no output)")
-            lines.append(f"- {s['label']}: {clip(first, 80)}")
+            found = [ln.strip() for ln in result.splitlines() if ln.strip()] or ["(no output)"]
+            quote = ", ".join(found) if s["tool_calls"][0]["name"] == "ls" else found[0]  # a listing: each entry
+            lines.append(f"- {s['label']}: {clip(quote, 80)}")
         says.append("\n".join(lines))
     elif not says:
         first = next((ln.strip() for ln in task.splitlines() if ln.strip()), "")
@@ -431,12 +433,12 @@ def write_agent_dir(
             for m in models
         ],
     }
-    (path / "models.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    atomic_write_json(path / "models.json", cfg)  # a pi starting now reads the old file or the new one
     settings = load("settings.json")
     settings["quietStartup"] = True
     if not retry:
         old = settings.get("retry") if isinstance(settings.get("retry"), dict) else {}
         prov = old.get("provider") if isinstance(old.get("provider"), dict) else {}
         settings["retry"] = {**old, "enabled": False, "provider": {**prov, "maxRetries": 0}}
-    (path / "settings.json").write_text(json.dumps(settings, indent=2) + "\n")
+    atomic_write_json(path / "settings.json", settings)
     return path
