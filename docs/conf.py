@@ -23,6 +23,7 @@ for name in ("NBSUBAGENTS_DISPLAY", "NBSUBAGENTS_ROOT", "NBSUBAGENTS_PI"):  # th
     os.environ.pop(name, None)
 
 import nbsubagents  # noqa: E402
+from nbsubagents import demo  # noqa: E402
 
 project = "nbsubagents"
 author = "nbsubagents developers"
@@ -59,15 +60,27 @@ napoleon_numpy_docstring = False
 html_theme = "pydata_sphinx_theme"
 html_title = "nbsubagents"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
-html_static_path = ["_static"]
+
+
+def _public_names(app, docname: str, source: list[str]) -> None:
+    """The API page's autosummary and autodoc entries, one per name of ``nbsubagents.__all__``."""
+    if docname != "api":
+        return
+    names = list(nbsubagents.__all__)
+    lines = [".. autosummary::", "", *(f"   {name}" for name in names), ""]
+    for name in names:
+        value = getattr(nbsubagents, name)
+        kind = ("exception" if isinstance(value, type) and issubclass(value, BaseException)
+                else "class" if isinstance(value, type) else "function")
+        lines.append(f".. auto{kind}:: {name}")
+    source[0] = source[0].replace("PUBLIC-NAMES", "\n".join(lines))
 
 
 def _clean_up(app, exception) -> None:
-    from nbsubagents import demo
-
     demo.stop_scripted_model()
     shutil.rmtree(BUILD_TMP, ignore_errors=True)
 
 
 def setup(app):
+    app.connect("source-read", _public_names)
     app.connect("build-finished", _clean_up)
