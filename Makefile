@@ -1,9 +1,9 @@
-# The two entry points of the README: `make demo` and `make test`. Each does its own set-up.
+# The two entry points of the README: `make demo` and `make test`. Each does its own set-up; so does `make docs`.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test setup setup-test bench clean
+.PHONY: demo test docs setup setup-test setup-docs bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -13,8 +13,13 @@ $(VENV)/.installed: $(PY) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[demo]'
 	touch $@
 
+# docs too: a browser test builds a docs page and opens it
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[test,timeline,mlflow,dask]'
+	$(PY) -m pip install --quiet -e '.[test,timeline,mlflow,dask,docs]'
+	touch $@
+
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[docs]'
 	touch $@
 
 node_modules/.bin/pi: package.json package-lock.json
@@ -36,6 +41,9 @@ setup-test: $(VENV)/.installed-test node_modules/.bin/pi pi1/node_modules/.bin/p
 	@$(PY) -m compileall -q nbsubagents
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
+setup-docs: $(VENV)/.installed-docs node_modules/.bin/pi
+	@$(PY) -m compileall -q nbsubagents
+
 demo: setup
 	$(PY) -m nbsubagents.demo --notebook notebooks/quickstart.ipynb
 
@@ -49,8 +57,12 @@ test: setup-test
 	$(PY) -m pytest -q $(PYTEST_PARALLEL)
 	NBSUBAGENTS_TEST_PI=$(CURDIR)/pi1/node_modules/.bin/pi $(PY) -m pytest -q $(PYTEST_PARALLEL) -m pi_matrix tests/e2e
 
+# The docs site, its notebook pages executed on the scripted model; a warning fails the build.
+docs: setup-docs
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
+
 bench: setup-test
 	for b in overhead formatter panels registry query first_start supervisor experiments isolation dask; do $(PY) benchmarks/bench_$$b.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) node_modules pi1/node_modules .demo
+	rm -rf $(VENV) node_modules pi1/node_modules .demo docs/_build

@@ -91,10 +91,10 @@ def test_the_lock_pins_the_pi_that_package_json_names():
     assert lock["packages"]["node_modules/@mariozechner/pi-coding-agent"]["version"] == wanted
 
 
-def test_readme_binder_link_opens_a_notebook_that_exists():
-    readme = (REPO / "README.md").read_text()
+def test_the_install_page_binder_link_opens_a_notebook_that_exists():
+    readme = (REPO / "docs" / "user" / "install.md").read_text()
     links = re.findall(r"https://mybinder\.org/v2/gh/[^\s)>`]+", readme)
-    assert links, "the README has no Binder link"
+    assert links, "docs/user/install.md has no Binder link"
     for link in links:
         match = re.search(r"[?&]labpath=([^&\s)`]+)", link)
         assert match, link
