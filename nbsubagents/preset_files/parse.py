@@ -323,7 +323,7 @@ def parse_preset(path: Path, scope: str, *, warn: bool = True) -> Preset:
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     data, body = read_frontmatter(path)
-    data, spelled = _one_spelling(data, where)
+    data, spelled = one_spelling(data, where)
     try:
         preset = _parse(path, scope, data, body, where)
     except PresetError as exc:
@@ -334,7 +334,7 @@ def parse_preset(path: Path, scope: str, *, warn: bool = True) -> Preset:
     return preset
 
 
-def _one_spelling(data: dict[Any, Any], where: str) -> tuple[dict[Any, Any], dict[str, str]]:
+def one_spelling(data: dict[Any, Any], where: str) -> tuple[dict[Any, Any], dict[str, str]]:
     """The frontmatter with every field under its camelCase key (``SNAKE_CASE``), and the snake_case spellings
     the file used (camel -> snake) so an error names the field as written; both spellings of one is an error."""
     out: dict[Any, Any] = {}
