@@ -5,11 +5,14 @@ whether a Dask cluster's workers can);
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import shutil
 import subprocess
 import sys
 import warnings
+from pathlib import Path
+from typing import Any
 
 from . import demo
 from .child.artifacts import runs_dir
@@ -20,7 +23,8 @@ from .lifecycle.reconcile import status
 from .pi import find_pi
 from .pi.locate import TESTED_PI, pi_command, pi_package
 from .pi.models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
-from .preset_files import scan
+from .child.text import clip
+from .preset_files import PresetError, PresetWarning, scan, split_tool_list, write
 from .views.masking import masker
 
 
@@ -150,7 +154,10 @@ def main(argv: list[str] | None = None) -> int:
                                              "with --notebook, where the executed notebook goes: .demo)")
     demo.add_argument("--notebook", action="store_true",
                       help="execute the quickstart notebook headless instead (needs nbsubagents[demo])")
+    add_presets_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "presets":
+        return presets_command(args)
     if args.command == "demo":
         return run_demo(args.dir, notebook=args.notebook)
     if args.command == "doctor":
@@ -194,6 +201,110 @@ def show_status(run_id: str | None, *, include_completed: bool) -> int:
     except NbSubagentsError as exc:
         _print(f"nbsubagents: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+# -- nbsubagents presets: list, show, new, set, copy, delete ------------------------------------------------------
+def add_presets_parser(sub: Any) -> None:
+    """``nbsubagents presets [list|show|new|set|copy|delete]``: presets made and changed from the shell."""
+    cmd = sub.add_parser("presets", help="list, show, make, change, copy and delete presets",
+                         description="The presets a run can name here; without an action, the list.")
+    cmd.add_argument("--json", action="store_true", help="the list as JSON")
+    actions = cmd.add_subparsers(dest="action", metavar="ACTION")
+    listing = actions.add_parser("list", help="name, scope, model, description and file of every preset")
+    listing.add_argument("--json", action="store_true", help="as JSON")
+    actions.add_parser("show", help="a preset's file: its fields and prompt").add_argument("name", metavar="NAME")
+    new = actions.add_parser("new", help="write a new preset (refused if one of that name exists in the scope)")
+    new.add_argument("name", metavar="NAME")
+    new.add_argument("--description", required=True, metavar="D", help="when to pick this preset")
+    new.add_argument("--model", metavar="M", help="its default model, e.g. anthropic/claude-sonnet-4-5")
+    new.add_argument("--tools", metavar="a,b", help="the tools the child may use, e.g. read,grep,find")
+    prompt = new.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", metavar="TEXT", default="", help="the system prompt (the file's body)")
+    prompt.add_argument("--prompt-file", metavar="F", help="read the system prompt from file F")
+    change = actions.add_parser("set", help="change fields: FIELD=VALUE (VALUE read as YAML); FIELD= removes it")
+    change.add_argument("name", metavar="NAME")
+    change.add_argument("fields", nargs="+", metavar="FIELD=VALUE")
+    copy = actions.add_parser("copy", help="copy a preset (a Claude Code agent too) into a new pi preset")
+    copy.add_argument("name", metavar="NAME")
+    copy.add_argument("new_name", metavar="NEW")
+    delete = actions.add_parser("delete", help="delete a preset's file")
+    delete.add_argument("name", metavar="NAME")
+    for action in (new, copy, delete):
+        action.add_argument("--global", dest="global_scope", action="store_true",
+                            help="in pi's agent dir (subagents/) instead of the project's .pi/subagents/")
+
+
+def presets_command(args: argparse.Namespace) -> int:
+    """Run one ``presets`` action; a refused one says why on stderr (exit 1, or 2 for a malformed FIELD=VALUE)."""
+    scope = "global" if getattr(args, "global_scope", False) else "project"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PresetWarning)
+        try:
+            code = _presets_action(args, scope)
+        except PresetError as exc:
+            _print(f"nbsubagents presets: {exc}", file=sys.stderr)
+            code = 2 if isinstance(exc, write.AssignmentError) else 1
+        except OSError as exc:
+            _print(f"nbsubagents presets: {exc}", file=sys.stderr)
+            code = 1
+    for warning in caught:
+        if issubclass(warning.category, PresetWarning):
+            _print(f"! {warning.message}", file=sys.stderr)
+    return code
+
+
+def _presets_action(args: argparse.Namespace, scope: str) -> int:
+    if args.action in (None, "list"):
+        return _list_presets(as_json=args.json)
+    if args.action == "show":
+        return _show_preset(args.name)
+    if args.action == "new":
+        text = Path(args.prompt_file).read_text(encoding="utf-8") if args.prompt_file else args.prompt
+        tools = [t.strip() for t in split_tool_list(args.tools)] if args.tools is not None else None
+        made = write.new_preset(args.name, description=args.description, model=args.model, tools=tools,
+                                prompt=text, scope=scope)
+        _print(f"Wrote {made.scope} preset {made.name}: {made.path}", file=sys.stderr)
+    elif args.action == "set":
+        changed = write.edit_preset(args.name, **write.parse_assignments(args.fields))
+        _print(f"Changed {changed.scope} preset {changed.name}: {changed.path}", file=sys.stderr)
+    elif args.action == "copy":
+        made = write.copy_preset(args.name, args.new_name, scope=scope)
+        _print(f"Copied {args.name} to {made.scope} preset {made.name}: {made.path}", file=sys.stderr)
+    elif args.action == "delete":
+        _print(f"Deleted {scope} preset {args.name}: {write.delete_preset(args.name, scope=scope)}", file=sys.stderr)
+    return 0
+
+
+def _list_presets(*, as_json: bool) -> int:
+    found = scan()
+    rows = [{"name": p.name, "scope": p.scope, "model": p.model, "description": p.description, "path": str(p.path)}
+            for p in found.presets.values()]
+    if as_json:
+        _print(json.dumps(rows, indent=2))
+    elif rows:
+        widths = {key: max(len(key), *(len(clip(str(row[key] or "-"), 60)) for row in rows))
+                  for key in ("name", "scope", "model", "description")}
+        _print("  ".join(key.upper().ljust(widths[key]) for key in widths) + "  PATH")
+        for row in rows:
+            _print("  ".join(clip(str(row[key] or "-"), 60).ljust(widths[key]) for key in widths) + "  " + row["path"])
+    else:
+        _print("No presets yet: nbsubagents presets new NAME --description '...' (or nbsubagents init)",
+               file=sys.stderr)
+    for problem in found.problems:
+        _print(f"✗ {problem.message}", file=sys.stderr)
+    return 0
+
+
+def _show_preset(name: str) -> int:
+    found = scan()
+    preset = found.presets.get(name) or found.broken.get(name)
+    if preset is None:
+        raise PresetError(f"Unknown preset: '{name}'. Available presets: {', '.join(found.presets) or 'none'}")
+    _print(f"# {preset.scope} preset {name}: {preset.path}", file=sys.stderr)
+    if name in found.broken:
+        _print(f"✗ {found.broken[name].message}", file=sys.stderr)
+    sys.stdout.write(terminal_safe(preset.path.read_text(encoding="utf-8-sig")))
     return 0
 
 

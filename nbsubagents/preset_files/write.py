@@ -42,6 +42,10 @@ _LISTS = ("tools", "excludeTools", "disallowedTools", "skills")  # written as "a
 _TEXT = ("description", "model", "prompt")  # FIELD=VALUE keeps these as typed (description=yes is not True)
 
 
+class AssignmentError(PresetError):
+    """A ``FIELD=VALUE`` word that is not one (a usage error on the command line)."""
+
+
 def check_name(name: Any) -> str:
     """A preset name: it is also the file's name and a word on the command line."""
     if not isinstance(name, str) or not _NAME.match(name) or name.endswith(".md"):
@@ -134,7 +138,9 @@ def _refuse_existing(name: str, scope: str, directory: Path) -> None:
     existing = file_of(name, directory)
     if existing is not None:
         raise PresetError(f"A {scope} preset named '{name}' exists: {existing}. Change it with edit_preset('{name}', "
-                          f"field=value, ...), or delete it first: delete_preset('{name}'{_scope_flag(scope)})")
+                          f"field=value, ...) (shell: nbsubagents presets set {name} FIELD=VALUE), or delete it "
+                          f"first: delete_preset('{name}'{_scope_flag(scope)}) (shell: nbsubagents presets delete "
+                          f"{name}{' --global' if scope == 'global' else ''})")
 
 
 def new_preset(name: str, *, description: str, model: str | None = None, tools: Any = None, prompt: str = "",
@@ -246,7 +252,8 @@ def delete_preset(name: str, *, scope: str = "project", project: str | Path | No
         elsewhere = visible.presets.get(name) or visible.broken.get(name)
         if elsewhere is not None and elsewhere.scope in WRITABLE_SCOPES:
             hint = (f" '{name}' is a {elsewhere.scope} preset ({elsewhere.path}): "
-                    f"delete_preset('{name}'{_scope_flag(elsewhere.scope)})")
+                    f"delete_preset('{name}'{_scope_flag(elsewhere.scope)})"
+                    + (" (shell: --global)" if elsewhere.scope == "global" else ""))
         raise PresetError(f"No {scope} preset named '{name}' in {directory} ({scope} presets: "
                           f"{', '.join(sorted(here)) or 'none'}).{hint}")
     path.unlink()
@@ -262,7 +269,7 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key:
-            raise PresetError(f"'{item}' is not FIELD=VALUE: e.g. maxToolCalls=5, tools=read,grep, or model= "
+            raise AssignmentError(f"'{item}' is not FIELD=VALUE: e.g. maxToolCalls=5, tools=read,grep, or model= "
                               "(empty) to remove the model")
         fields[key.strip()] = _value(key.strip(), text)
     return fields
