@@ -297,14 +297,9 @@ def _list_presets(*, as_json: bool) -> int:
 
 
 def _show_preset(name: str) -> int:
-    found = scan()
-    preset = found.presets.get(name) or found.broken.get(name)
-    if preset is None:
-        raise PresetError(f"Unknown preset: '{name}'. Available presets: {', '.join(found.presets) or 'none'}")
-    _print(f"# {preset.scope} preset {name}: {preset.path}", file=sys.stderr)
-    if name in found.broken:
-        _print(f"✗ {found.broken[name].message}", file=sys.stderr)
-    sys.stdout.write(terminal_safe(preset.path.read_text(encoding="utf-8-sig")))
+    path, scope = write.visible_file(name)
+    _print(f"# {scope} preset {name}: {path}", file=sys.stderr)
+    sys.stdout.write(terminal_safe(path.read_text(encoding="utf-8-sig")))
     return 0
 
 

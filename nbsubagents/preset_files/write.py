@@ -172,7 +172,7 @@ def write_text(name: str, text: str, *, scope: str = "project", project: str | P
                    name=name, overwrite=True)
 
 
-def _visible(name: str, project: str | Path | None) -> tuple[Path, str]:
+def visible_file(name: str, project: str | Path | None = None) -> tuple[Path, str]:
     """The file and scope of preset ``name`` as a run from ``project`` would pick it (a broken one too)."""
     found = scan(project)
     if name in found.presets:
@@ -191,7 +191,7 @@ def edit_preset(name: str, *, project: str | Path | None = None, **fields: Any) 
     if "name" in fields:
         raise PresetError(f"A preset is renamed by copying it: copy_preset('{name}', NEW_NAME), then "
                           f"delete_preset('{name}')")
-    path, scope = _visible(name, project)
+    path, scope = visible_file(name, project)
     if scope not in WRITABLE_SCOPES:
         raise PresetError(f"'{name}' is a Claude Code agent file ({path}); nbsubagents does not change those. Copy it "
                           f"into a pi preset first: copy_preset('{name}', '{name}'), then edit that")
