@@ -183,7 +183,7 @@ def visible_file(name: str, project: str | Path | None = None) -> tuple[Path, st
     raise PresetError(f"Unknown preset: '{name}'. Available presets: {available}")
 
 
-def edit_preset(name: str, *, project: str | Path | None = None, **fields: Any) -> Preset:
+def edit_preset(name: str, /, *, project: str | Path | None = None, **fields: Any) -> Preset:
     """Change fields of the preset a run would pick; a field set to None is removed, ``prompt=`` replaces the body."""
     if not fields:
         raise PresetError(f"edit_preset('{name}') needs a field to change, e.g. model='demo/scripted', "
