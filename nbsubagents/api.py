@@ -224,7 +224,7 @@ def new_preset(name: str, *, description: str, model: str | None = None, tools: 
                             project=project, **fields)
 
 
-def edit_preset(name: str, /, *, project: str | Path | None = None, **fields: Any) -> Preset:
+def edit_preset(name: str, *, project: str | Path | None = None, **fields: Any) -> Preset:
     """Change fields of the preset a run from ``project`` would pick (project or global); return it.
 
     A field set to None is removed (``model=None``); ``prompt=`` replaces the body; either spelling of a field

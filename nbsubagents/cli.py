@@ -266,7 +266,7 @@ def _presets_action(args: argparse.Namespace, scope: str) -> int:
                                 prompt=text, scope=scope)
         _print(f"Wrote {made.scope} preset {made.name}: {made.path}", file=sys.stderr)
     elif args.action == "set":
-        changed = write.edit_preset(args.name, **write.parse_assignments(args.fields))
+        changed = write.edit_fields(args.name, write.parse_assignments(args.fields))
         _print(f"Changed {changed.scope} preset {changed.name}: {changed.path}", file=sys.stderr)
     elif args.action == "copy":
         made = write.copy_preset(args.name, args.new_name, scope=scope)

@@ -344,7 +344,7 @@ class SubagentMagics(Magics):
             path, where = preset_write.visible_file(rest[0])
             print(f"# {where} preset {rest[0]}: {path}\n{path.read_text(encoding='utf-8-sig')}", end="")
         elif action == "set":
-            changed = api.edit_preset(rest[0], **preset_write.parse_assignments(rest[1:]))
+            changed = preset_write.edit_fields(rest[0], preset_write.parse_assignments(rest[1:]))
             print(f"Changed {changed.scope} preset {changed.name}: {changed.path}")
         elif action == "copy":
             made = api.copy_preset(rest[0], rest[1], scope=scope)

@@ -183,8 +183,14 @@ def visible_file(name: str, project: str | Path | None = None) -> tuple[Path, st
     raise PresetError(f"Unknown preset: '{name}'. Available presets: {available}")
 
 
-def edit_preset(name: str, /, *, project: str | Path | None = None, **fields: Any) -> Preset:
+def edit_preset(name: str, *, project: str | Path | None = None, **fields: Any) -> Preset:
     """Change fields of the preset a run would pick; a field set to None is removed, ``prompt=`` replaces the body."""
+    return edit_fields(name, fields, project=project)
+
+
+def edit_fields(name: str, fields: dict[str, Any], *, project: str | Path | None = None) -> Preset:
+    """``edit_preset`` with the fields as a dict (``FIELD=VALUE`` words, where ``name=`` can be one)."""
+    fields = dict(fields)
     if not fields:
         raise PresetError(f"edit_preset('{name}') needs a field to change, e.g. model='demo/scripted', "
                           "max_tool_calls=10, or tools=None to remove one")

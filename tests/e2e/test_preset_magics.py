@@ -3,6 +3,8 @@ and the line's list, show, set, copy and delete (no runs: tests/e2e/test_preset_
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from IPython.core.error import UsageError
 from IPython.testing import globalipapp
@@ -87,8 +89,9 @@ def test_the_line_magic_shows_sets_copies_and_deletes(shell, project, tmp_path, 
     ("set scout oops", "'oops' is not FIELD=VALUE"),
     ("set scout max_turns=0", "'max_turns' must be a whole number"),
     ("delete nope", "No project preset named 'nope'"),
+    ("set scout name=other", "renamed by copying it: copy_preset('scout', NEW_NAME)"),
     ('set scout "description=unclosed', "No closing quotation"),
 ])
 def test_a_wrong_line_is_a_usage_error_naming_what_is_wrong(shell, line, message):
-    with pytest.raises(UsageError, match=message.replace("|", r"\|")):
+    with pytest.raises(UsageError, match=re.escape(message)):
         shell.run_line_magic("subagent_preset", line)
