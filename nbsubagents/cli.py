@@ -17,13 +17,13 @@ from typing import Any
 from . import demo
 from .child.artifacts import runs_dir
 from .child.secrets import terminal_safe
+from .child.text import clip
 from .config import NbSubagentsError, agent_dir, configure, project_root, settings
 from .lifecycle.dask_launcher import check_cluster, client_for, versions
 from .lifecycle.reconcile import status
 from .pi import find_pi
 from .pi.locate import TESTED_PI, pi_command, pi_package
 from .pi.models import NO_PROVIDER_HINT, ModelError, available_models, failure_line
-from .child.text import clip
 from .preset_files import PresetError, PresetWarning, scan, split_tool_list, write
 from .views.masking import masker
 
