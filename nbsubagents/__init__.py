@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsError",
            "start", "status", "cancel", "get_run", "Status", "runs", "status_bar", "browse", "runs_timeline",
            "StatusBar", "Browser", "report",
-           "experiment", "experiments", "get_experiment", "Experiment", "check", "init"]
+           "experiment", "experiments", "get_experiment", "Experiment", "check", "init",
+           "new_preset", "edit_preset", "copy_preset", "delete_preset"]
 
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
@@ -28,13 +29,18 @@ _LAZY = {
     "StatusBar": "ui.statusbar", "Browser": "ui.browser", "report": "api",
     "experiment": "sweeps.experiment", "experiments": "sweeps.experiment", "get_experiment": "sweeps.experiment",
     "Experiment": "sweeps.experiment", "check": "sweeps.scorers", "init": "project_init",
+    "new_preset": "api", "edit_preset": "api", "copy_preset": "api", "delete_preset": "api",
 }
 
 if TYPE_CHECKING:
     from .api import (
         browse,
         cancel,
+        copy_preset,
+        delete_preset,
+        edit_preset,
         get_run,
+        new_preset,
         presets,
         report,
         run,

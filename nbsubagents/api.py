@@ -11,6 +11,7 @@ from .lifecycle import batch, handle, launch, reconcile, watcher
 from .lifecycle.drive import drive
 from .lifecycle.handle import Run
 from .lifecycle.spec import declare_options, spec_from_call
+from .preset_files import Preset, write
 from .registry import query
 from .ui import browser, statusbar, timeline
 from .ui.attach import attach
@@ -204,3 +205,43 @@ def _as_runs(runs_or_frame: Any) -> list[Run]:
         else:
             raise NbSubagentsError(f"report() got {item!r} among the runs: give Runs or run ids")
     return runs
+
+
+# -- presets made and changed from code (preset_files.write) ------------------------------------------------------
+def new_preset(name: str, *, description: str, model: str | None = None, tools: Any = None, prompt: str = "",
+               scope: str = "project", project: str | Path | None = None, **fields: Any) -> Preset:
+    """Write a new preset and return it; an existing preset of that name in ``scope`` is refused (change it with
+    ``edit_preset``, or ``delete_preset`` it first).
+
+    ``tools`` is a list or ``"read, grep"``; ``prompt`` is the body (the system prompt the child gets). ``fields``
+    are any other preset fields in either spelling: ``max_tool_calls=20`` or ``maxToolCalls=20``, ``thinking="low"``,
+    ``exclude_tools=["bash"]``... ``scope`` is ``"project"`` (``.pi/subagents/`` of the project around ``project``,
+    default the current folder; made if missing) or ``"global"`` (pi's agent dir's ``subagents/``). The file is
+    checked by the parser that reads presets before it is moved into place: a bad field is an error naming it, and
+    nothing is written.
+    """
+    return write.new_preset(name, description=description, model=model, tools=tools, prompt=prompt, scope=scope,
+                            project=project, **fields)
+
+
+def edit_preset(name: str, *, project: str | Path | None = None, **fields: Any) -> Preset:
+    """Change fields of the preset a run from ``project`` would pick (project or global); return it.
+
+    A field set to None is removed (``model=None``); ``prompt=`` replaces the body; either spelling of a field
+    works. The file's other fields stay as they are. Checked before it is written, as ``new_preset``.
+    """
+    return write.edit_preset(name, project=project, **fields)
+
+
+def copy_preset(name: str, new_name: str, *, scope: str = "project", project: str | Path | None = None) -> Preset:
+    """Copy a visible preset into a new pi preset ``new_name`` in ``scope``; return the copy.
+
+    The source may be a Claude Code agent file (``.claude/agents/``): the copy is a pi preset with its tools in
+    pi's names (``Read, Glob`` -> ``read, find``) and every field in pi's spelling.
+    """
+    return write.copy_preset(name, new_name, scope=scope, project=project)
+
+
+def delete_preset(name: str, *, scope: str = "project", project: str | Path | None = None) -> Path:
+    """Delete preset ``name``'s file in ``scope`` (``"project"`` or ``"global"``) and return its path."""
+    return write.delete_preset(name, scope=scope, project=project)

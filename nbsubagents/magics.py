@@ -16,6 +16,7 @@ This module imports IPython; ``import nbsubagents`` does not import it (the exte
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any, Callable
 
 import yaml
@@ -27,6 +28,7 @@ from IPython.utils.text import DollarFormatter
 
 from nbsubagents import api
 from nbsubagents.lifecycle.spec import check_shape
+from nbsubagents.preset_files import write as preset_write
 from nbsubagents.magic_args import (
     check_var,
     parse,
@@ -51,8 +53,9 @@ _OWN_VALUE_FLAGS = ("-o", "--out", "--concurrency", "--executor")
 _OWN_RUN_FLAGS = ("--bg", "--expand", "-o", "--executor")
 _GROUP_FLAGS = ("--concurrency", "--expand", "-o", "--executor")
 _EXECUTOR_HELP = "where the runs go: local, or dask (the default Dask client, else settings' dask_scheduler)"
-_MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report"),
-                "cell": ("subagent", "subagents", "subagent_experiment")}
+_MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report",
+                         "subagent_preset"),
+                "cell": ("subagent", "subagents", "subagent_experiment", "subagent_preset")}
 # A word of a magic line: runs of plain characters and quoted strings (quotes may hold spaces).
 _WORD = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
 
@@ -159,7 +162,7 @@ def _forget_shown(*_: Any) -> None:
 @magics_class
 class SubagentMagics(Magics):
     """``%subagent``, ``%%subagent``, ``%%subagents``, ``%subagent_status``, ``%subagent_presets``,
-    ``%subagent_cancel``, ``%subagent_report``."""
+    ``%subagent_cancel``, ``%subagent_report``, ``%subagent_preset``/``%%subagent_preset``."""
 
     def _expand(self, text: str) -> str:
         """``--expand``: ``$name`` and ``{expression}`` from the notebook's variables (IPython's rules)."""
@@ -294,6 +297,61 @@ class SubagentMagics(Magics):
         path = api.report(target, args.out, format="md" if args.md else None)
         count = len(target)
         print(f"Report of {count} run{'' if count == 1 else 's'}: {path}")
+
+    @no_var_expand
+    @magic_arguments()
+    @argument("words", nargs="*", metavar="ARGS",
+              help="the line: list | show NAME | set NAME FIELD=VALUE... | copy NAME NEW | delete NAME; "
+                   "the cell: NAME")
+    @argument("--global", dest="global_scope", action="store_true",
+              help="in pi's agent dir (subagents/) instead of the project's .pi/subagents/")
+    @argument("--replace", action="store_true", help="%%%%subagent_preset: replace a preset of that name")
+    @usage_errors
+    @line_cell_magic
+    def subagent_preset(self, line: str, cell: str | None = None) -> Any:
+        """Make and change presets from a cell.
+
+        ``%%subagent_preset NAME [--global] [--replace]``: the cell is the whole preset file (YAML frontmatter
+        between ``---`` lines, then the prompt), checked by the parser that reads presets, then written.
+
+        ``%subagent_preset list``, ``show NAME``, ``set NAME FIELD=VALUE...`` (``FIELD=`` removes a field;
+        ``prompt=...`` replaces the body), ``copy NAME NEW [--global]``, ``delete NAME [--global]``: as
+        ``nbsubagents presets`` in a shell.
+        """
+        try:  # shell-style words: set NAME "description=Reads and reports" keeps its words together
+            args = self.subagent_preset.parser.parse_args(shlex.split(line))
+        except (UsageError, ValueError) as exc:  # ValueError: an unclosed quote
+            raise UsageError(f"{exc}\nUsage: {usage(self.subagent_preset)}") from None
+        scope = "global" if args.global_scope else "project"
+        words = args.words
+        if cell is not None:
+            if len(words) != 1:
+                raise UsageError(f"%%subagent_preset takes one NAME on its line, got {' '.join(words) or 'none'}"
+                                 f"\nUsage: {usage(self.subagent_preset)}")
+            made = preset_write.write_text(words[0], cell, scope=scope, replace=args.replace)
+            print(f"Wrote {made.scope} preset {made.name}: {made.path}")
+            return None
+        action, rest = (words[0], words[1:]) if words else ("list", [])
+        count = {"list": 0, "show": 1, "copy": 2, "delete": 1, "set": None}.get(action, -1)  # set: NAME and fields
+        fits = len(rest) >= 2 if count is None else len(rest) == count
+        if args.replace or not fits:
+            raise UsageError("%subagent_preset list | show NAME | set NAME FIELD=VALUE... | copy NAME NEW "
+                             "[--global] | delete NAME [--global]; a new preset: %%subagent_preset NAME with the "
+                             f"file in the cell (got: {line.strip() or 'nothing'})")
+        if action == "list":
+            return api.presets()
+        if action == "show":
+            path, where = preset_write.visible_file(rest[0])
+            print(f"# {where} preset {rest[0]}: {path}\n{path.read_text(encoding='utf-8-sig')}", end="")
+        elif action == "set":
+            changed = preset_write.edit_fields(rest[0], preset_write.parse_assignments(rest[1:]))
+            print(f"Changed {changed.scope} preset {changed.name}: {changed.path}")
+        elif action == "copy":
+            made = api.copy_preset(rest[0], rest[1], scope=scope)
+            print(f"Copied {rest[0]} to {made.scope} preset {made.name}: {made.path}")
+        else:
+            print(f"Deleted {scope} preset {rest[0]}: {api.delete_preset(rest[0], scope=scope)}")
+        return None
 
 
 # -- tab completion -------------------------------------------------------------------------------

@@ -32,10 +32,33 @@ _CALL_FORM = re.compile(r"^([A-Za-z0-9_.-]+)\((.*)\)$")
 COPILOT_EXTENSION = Path(__file__).resolve().parent.parent / "pi_extensions" / "copilot_agent_initiator.js"
 
 
+def extension_selector(name: str) -> tuple[str, str | None] | None:
+    """tintinweb's pi-subagents' extension tools: ``ext:NAME`` -> (name, None), ``ext:NAME/TOOL`` -> (name, tool);
+    None for any other entry. The name matches case-insensitively (lowercased here), the tool as written."""
+    if not name.startswith("ext:"):
+        return None
+    extension, _, tool = name[len("ext:"):].partition("/")
+    return extension.strip().lower(), tool.strip() or None
+
+
+def extension_name(path: Path) -> str:
+    """The name an extension file answers to in ``ext:NAME``: its file name without ``.ts``/``.js`` (lowercased), or
+    its folder's name for ``index.ts``/``index.js`` (as tintinweb's pi-subagents names them)."""
+    if path.name in ("index.ts", "index.js"):
+        return path.parent.name.lower()
+    return re.sub(r"\.(ts|js)$", "", path.name).lower()
+
+
 def classify_tool(name: str) -> tuple[str | None, str | None]:
-    """One tool entry -> (pi tool name, None), ("*", None) for all tools, or (None, why a pi child cannot have it)."""
-    if name == "*":
+    """One tool entry -> (pi tool name, None), ("*", None) for all tools, or (None, why a pi child cannot have it).
+
+    An extension's tool (``ext:NAME/TOOL``) is (TOOL, None); a whole extension (``ext:NAME``) cannot be named to
+    pi's ``--tools``. ``all`` is ``*`` (tintinweb's spelling)."""
+    if name == "*" or name.lower() == "all":
         return "*", None
+    selector = extension_selector(name)
+    if selector is not None:
+        return (selector[1], None) if selector[1] else (None, "whole extensions (name each tool: ext:NAME/TOOL)")
     call = _CALL_FORM.match(name)
     if call:
         base = call[1].lower()
@@ -59,17 +82,28 @@ def pi_tool_names(names: Sequence[str]) -> tuple[list[str] | None, list[str]]:
     """Split tool entries into pi's built-in tools (None: all of them, for ``*``) and the names pi has no tool for."""
     kept: list[str] = []
     ignored: list[str] = []
-    everything = False
+    extension_tools: list[str] = []  # ext:NAME/TOOL entries (what was done with each: extension_notes)
+    everything = whole_extension = False
     for name in names:
+        selector = extension_selector(name)
+        if selector is not None:
+            whole_extension |= selector[1] is None
+            if selector[1] is not None and selector[1] not in extension_tools:
+                extension_tools.append(selector[1])
+            continue
         pi_name, _why = classify_tool(name)
         if pi_name == "*":
             everything = True
         elif pi_name is not None:
             if pi_name not in kept:
                 kept.append(pi_name)
-        else:
+        elif name.lower() != "none":  # tintinweb's "no built-in tools"
             ignored.append(name)
-    return (None if everything else kept), ignored
+    if everything:
+        if whole_extension or not extension_tools:
+            return None, ignored  # every tool (a whole extension's tools cannot be listed to --tools)
+        kept = list(PI_TOOLS)
+    return kept + [t for t in extension_tools if t not in kept], ignored
 
 
 def effective_tools(preset: Preset) -> tuple[list[str] | None, list[str]]:
@@ -86,6 +120,7 @@ def effective_tools(preset: Preset) -> tuple[list[str] | None, list[str]]:
     if preset.disallowed_tools:
         denied, _ = pi_tool_names(preset.disallowed_tools)
         excluded.update(PI_TOOLS if denied is None else denied)  # disallowedTools: "*" denies everything
+        excluded.update(preset.disallowed_tools)  # an extension's tool, by the name it registers
     read_only = preset.permission_mode == "plan"
     if tools is None and (excluded or read_only):
         tools = list(PI_TOOLS)
@@ -94,9 +129,36 @@ def effective_tools(preset: Preset) -> tuple[list[str] | None, list[str]]:
     return tools, ignored
 
 
+def extension_notes(preset: Preset) -> list[str]:
+    """What was done with each ``ext:`` entry of a preset's tools: the tool allowed or not, the extension's file."""
+    files = {extension_name(path): path for path in preset.extension_files}
+    tools, _ = effective_tools(preset)
+    notes = []
+    for name in preset.tools or ():
+        selector = extension_selector(name)
+        if selector is None:
+            continue
+        extension, tool = selector
+        if tool is None:
+            what = ("every tool of every loaded extension is allowed (pi's --tools cannot name a whole extension)"
+                    if tools is None else "left out: pi's --tools cannot name a whole extension; list its tools "
+                    f"as ext:{extension}/TOOL")
+        else:
+            what = f"tool {tool} " + ("allowed" if tools is None or tool in tools else "left out by the preset's "
+                                       "other fields")
+        if extension in files:
+            where = f"loaded from {files[extension]} (--extension)"
+        elif preset.no_extensions:
+            where = "not loaded: no file for it in 'extensions:', and noExtensions turns pi's discovery off"
+        else:
+            where = "expected from pi's own extension discovery (.pi/extensions/ or pi's settings)"
+        notes.append(f"{name}: {what}; extension {extension} {where}")
+    return notes
+
+
 def tool_notes(preset: Preset) -> list[str]:
     """What a person should be told about a preset's tools: entries left out, and a child left with none."""
-    notes = []
+    notes = extension_notes(preset)
     tools, ignored = effective_tools(preset)
     if ignored:
         by_reason: dict[str, list[str]] = {}
@@ -138,6 +200,8 @@ def build_argv(pi: str | Sequence[str], preset: Preset, model: str, *, session: 
         argv.append("--no-context-files")
     if preset.no_extensions:
         argv.append("--no-extensions")
+    for path in preset.extension_files:  # explicit -e paths load even with --no-extensions
+        argv += ["--extension", str(path)]
     if model.split("/", 1)[0] == "github-copilot":
         argv += ["--extension", str(COPILOT_EXTENSION)]  # explicit -e paths load even with --no-extensions
     argv += list(preset.extra_args)

@@ -23,8 +23,9 @@ raises that file's error. Nothing is cached: the files are tiny, and a notebook 
 preset expects the next call to see it.
 
 The package: ``locations`` (the scopes' directories), ``parse`` (one file -> a ``Preset``), ``discover`` (every
-scope merged, problems collected). The list a notebook shows (``nbsubagents.presets()``) is drawn by
-``views.presets``.
+scope merged, problems collected), ``write`` (presets made and changed from code: new, edit, copy, delete, each
+file read back by ``parse`` before it is moved into place). The list a notebook shows (``nbsubagents.presets()``) is
+drawn by ``views.presets``.
 """
 
 from __future__ import annotations

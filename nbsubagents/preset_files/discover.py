@@ -10,14 +10,14 @@ from .locations import global_presets_dir, resolve_cwd, scope_dirs
 from .parse import Preset, PresetError, Problem, is_disabled, parse_preset, read_frontmatter, warn_once
 
 
-def _preset_files(directory: Path) -> list[Path]:
+def preset_files(directory: Path) -> list[Path]:
     """``*.md`` files, sorted; dotfiles (editor and macOS ``._`` droppings) are not presets."""
     return sorted(
         p for p in directory.glob("*.md") if p.is_file() and not p.name.startswith(".")
     )
 
 
-def _claimed_name(path: Path) -> str:
+def claimed_name(path: Path) -> str:
     """The name a broken file claims: its ``name:`` if the frontmatter reads, else its stem."""
     try:
         data, _ = read_frontmatter(path)
@@ -31,14 +31,14 @@ def _load_scope(directory: Path, scope: str) -> tuple[dict[str, Preset], dict[st
     """The good presets of one directory by name, and the broken names (a broken file, or a name two files claim)."""
     found: dict[str, list[Preset]] = {}
     broken: dict[str, Problem] = {}
-    for path in _preset_files(directory):
+    for path in preset_files(directory):
         try:
             data, _ = read_frontmatter(path)
             if is_disabled(data):
                 continue
             preset = parse_preset(path, scope)
         except PresetError as exc:
-            name = _claimed_name(path)
+            name = claimed_name(path)
             if name not in broken:
                 broken[name] = Problem(name, scope, path, str(exc))
             continue

@@ -18,7 +18,7 @@ import yaml
 from ..child import budgets
 from ..child.text import clip
 from ..config import NbSubagentsError
-from ..pi.args import tool_notes
+from ..pi.args import extension_name, extension_selector, tool_notes
 from .locations import SCOPES
 
 # pi's --thinking values (pi-coding-agent cli/args VALID_THINKING_LEVELS).
@@ -26,7 +26,16 @@ THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "
 KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking", "noTools", "excludeTools",
                         "noSkills", "noContextFiles", "noExtensions", "skills", "extraArgs", "timeout",
                         "disallowedTools", "permissionMode", "disabled", "enabled", "isolation", "maxTurns",
-                        "maxToolCalls", "maxTokens", "maxCost", "max_turns"})
+                        "maxToolCalls", "maxTokens", "maxCost"})
+# The one table of the fields with two spellings: a file's camelCase (pi's, written by ``write``) and the
+# snake_case that ``run()`` and other agent files (pi-subagents' ``max_turns``, ``disallowed_tools``) use.
+# Either is read; both spellings of one field in one file is an error naming both.
+SNAKE_CASE: dict[str, str] = {
+    "no_tools": "noTools", "exclude_tools": "excludeTools", "no_skills": "noSkills",
+    "no_context_files": "noContextFiles", "no_extensions": "noExtensions", "extra_args": "extraArgs",
+    "disallowed_tools": "disallowedTools", "permission_mode": "permissionMode",
+    **{snake: camel for snake, (camel, _, _) in budgets.FIELDS.items()},
+}
 # Keys other agent-file formats use that have no meaning for a pi child: accepted without a warning and
 # kept in ``Preset.extra`` (the README's preset table lists them).
 IGNORED_KEYS = frozenset({
@@ -43,8 +52,10 @@ _TOOL_FLAGS = ("--tools", "-t", "--no-tools", "-nt")
 _SHELL_META = set(";&|`$<>(){}*?!~\\\n\r'\"")
 
 # A tool entry: a plain name, ``*``, ``Name(args)`` (Claude's Task/Agent/Bash(...) forms), an MCP tool
-# (``mcp__server__tool``, ``mcp__server__*``) or ``server:tool``.
-_TOOL_NAME = re.compile(r"^(\*|[A-Za-z0-9_.-]+(\*|\([^()]*\)|:[A-Za-z0-9_.*-]+)?)$")
+# (``mcp__server__tool``, ``mcp__server__*``), ``server:tool``, or an extension's tools (``ext:NAME``,
+# ``ext:NAME/TOOL``: tintinweb's pi-subagents' selectors).
+_TOOL_NAME = re.compile(r"^(\*|[A-Za-z0-9_.-]+(\*|\([^()]*\)|:[A-Za-z0-9_.*-]+)?"
+                        r"|ext:[A-Za-z0-9_.@-]+(/[A-Za-z0-9_.-]+)?)$")
 _SKILL_NAME = re.compile(r"^[A-Za-z0-9_./~-]+$")
 _FENCE = "---"
 
@@ -104,6 +115,7 @@ class Preset:
     permission_mode: str | None = None                # Claude Code's; "plan" keeps only read-only tools
     isolation: str | None = None                      # "worktree" or "none" (Claude Code's isolation: worktree)
     budget: dict[str, Any] | None = field(default=None, compare=False, hash=False)  # max_turns, ... (budgets.py)
+    extension_files: tuple[Path, ...] = ()           # loaded with --extension: what tools' ext:NAME entries name
     notes: tuple[str, ...] = field(default=(), compare=False, hash=False)  # the warnings given for this file
 
     @property
@@ -311,6 +323,40 @@ def parse_preset(path: Path, scope: str, *, warn: bool = True) -> Preset:
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     data, body = read_frontmatter(path)
+    data, spelled = one_spelling(data, where)
+    try:
+        preset = _parse(path, scope, data, body, where)
+    except PresetError as exc:
+        raise PresetError([respell(message, spelled) for message in exc.problems]) from None
+    if warn:
+        for note in preset.notes:
+            warn_once(path, f"{where}: {note}")
+    return preset
+
+
+def one_spelling(data: dict[Any, Any], where: str) -> tuple[dict[Any, Any], dict[str, str]]:
+    """The frontmatter with every field under its camelCase key (``SNAKE_CASE``), and the snake_case spellings
+    the file used (camel -> snake) so an error names the field as written; both spellings of one is an error."""
+    out: dict[Any, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, value in data.items():
+        camel = SNAKE_CASE.get(key, key) if isinstance(key, str) else key
+        if camel != key:
+            if camel in data:
+                raise PresetError(f"{where}: '{key}' and '{camel}' are two spellings of one field; keep one")
+            spelled[camel] = key
+        out[camel] = value
+    return out, spelled
+
+
+def respell(message: str, spelled: dict[str, str]) -> str:
+    """``message`` with each quoted field name (``'maxToolCalls'``) in the spelling the writer used."""
+    for camel, written in spelled.items():
+        message = message.replace(f"'{camel}'", f"'{written}'")
+    return message
+
+
+def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) -> Preset:
     notes: list[str] = []
     name = _text_field(data, "name", where)
     if name is None:
@@ -351,14 +397,11 @@ def parse_preset(path: Path, scope: str, *, warn: bool = True) -> Preset:
         permission_mode=_parse_permission_mode(data.get("permissionMode"), where),
         isolation=_parse_isolation(data.get("isolation"), where),
         budget=_parse_budget(data, where),
+        extension_files=_extension_files(data, path, scope, notes),
     )
     _check_combinations(preset, where)
     notes += tool_notes(preset)
-    preset = _with_notes(preset, notes)
-    if warn:
-        for note in notes:
-            warn_once(path, f"{where}: {note}")
-    return preset
+    return _with_notes(preset, notes)
 
 
 def _with_notes(preset: Preset, notes: list[str]) -> Preset:
@@ -390,10 +433,40 @@ def _parse_isolation(value: Any, where: str) -> str | None:
 
 
 def _parse_budget(data: dict[Any, Any], where: str) -> dict[str, Any] | None:
-    """maxTurns, maxToolCalls, maxTokens, maxCost (and pi-subagents' max_turns) as budget fields."""
-    values = {key: data.get(camel, data.get(key) if key == "max_turns" else None)
-              for key, (camel, _, _) in budgets.FIELDS.items()}
+    """maxTurns, maxToolCalls, maxTokens, maxCost (or their snake_case spellings) as budget fields."""
+    values = {key: data.get(camel) for key, (camel, _, _) in budgets.FIELDS.items()}
     return budgets.check(values, f"{where}: ", camel=True, error=PresetError) or None
+
+
+def _extension_files(data: dict[Any, Any], path: Path, scope: str, notes: list[str]) -> tuple[Path, ...]:
+    """The extension files the ``ext:NAME`` entries of ``tools`` name, from the paths in ``extensions:`` (tintinweb's
+    pi-subagents: a path entry answers to its file name without ``.ts``/``.js``, or its folder's for ``index.ts``).
+
+    A relative path is taken from the project root (the folder holding ``.pi``/``.claude``) for project presets, from
+    the preset's folder for the others. A name no path matches is left to pi's own extension discovery."""
+    tools = data.get("tools")
+    names = split_tool_list(tools) if isinstance(tools, str) else tools if isinstance(tools, list) else []
+    wanted = {found[0] for name in names if isinstance(name, str) and (found := extension_selector(name.strip()))}
+    if not wanted:
+        return ()
+    entries = data.get("extensions")
+    if isinstance(entries, str):
+        entries = entries.split(",")
+    base = path.parent.parent.parent if scope in ("project", "claude-project") else path.parent
+    found: list[Path] = []
+    for entry in entries if isinstance(entries, list) else ():
+        entry = str(entry).strip()
+        if not any(sep in entry for sep in ("/", "\\")) and not entry.startswith("~"):
+            continue  # a name: an extension pi discovers itself
+        file = Path(entry).expanduser()
+        file = (file if file.is_absolute() else base / file).resolve()
+        if extension_name(file) not in wanted:
+            continue
+        if file.is_file():
+            found.append(file)
+        else:
+            notes.append(f"extension file {file} (extensions: {entry}) not found: the child runs without it")
+    return tuple(found)
 
 
 def _parse_extra_args(value: Any, where: str) -> tuple[str, ...]:
