@@ -100,7 +100,7 @@ def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None
     renderer = renderer_for(show) if show else None
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
-    the_run.launch()
+    the_run._launch()
     watcher.watch(the_run, renderer=renderer, on_done=on_done, quiet=not show)
     the_run.counts = registry.counts(the_run.dir.parents[3])
     return the_run

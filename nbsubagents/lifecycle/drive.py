@@ -59,7 +59,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
                     registry.note(run, announced=True)
                     renderer.end(run)
                     continue
-                run.launch()
+                run._launch()
                 active.append(run)
             active = _poll_active(active, renderer, interval)
     except KeyboardInterrupt:
@@ -82,10 +82,10 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
 def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list[Run]:
     still = []
     for run in active:
-        run.pump(renderer)
+        run._pump(renderer)
         proc = run.process
         if proc is not None and proc.poll() is not None:
-            run.pump(renderer)
+            run._pump(renderer)
             if run.result is None:
                 settle.lost(run.paths, run.meta, exit_code=proc.returncode)
             registry.note(run, announced=True)  # seen in its cell: no notice later

@@ -1,7 +1,7 @@
 """The ``Run`` handle: one run, backed by its run directory; ``get_run`` finds one.
 
 The kernel's side of a run is thin on purpose: it writes ``meta.json`` (``lifecycle.prepare``), starts the
-supervisor (``Run.launch``) and then only reads the run directory. So a run started here and one found later
+supervisor (``Run._launch``) and then only reads the run directory. So a run started here and one found later
 on disk (another kernel, after a restart) are the same kind of object. A ``Run`` is a plain object: its text
 is the summary line of ``child.summary``; how it shows in a notebook is registered from above by
 ``nbsubagents.ui.attach`` (IPython's display formatters), and its report is a ``views.reports`` page.
@@ -75,8 +75,14 @@ class Run:
 
     # -- identity -----------------------------------------------------------------------------
     @property
-    def id(self) -> str:
+    def run_id(self) -> str:
+        """The run's id: its run directory's name (``get_run`` also takes a unique prefix of it)."""
         return self.meta.get("runId") or self.paths.dir.name
+
+    @property
+    def id(self) -> str:
+        """``run_id``, by its older name."""
+        return self.run_id
 
     @property
     def dir(self) -> Path:
@@ -84,7 +90,7 @@ class Run:
 
     @property
     def name(self) -> str:
-        return self.meta.get("name") or self.meta.get("preset") or self.id
+        return self.meta.get("name") or self.meta.get("preset") or self.run_id
 
     @property
     def preset(self) -> str | None:
@@ -193,13 +199,13 @@ class Run:
         NbSubagentsError naming the file. A patch is applied once; ``discard()`` drops it instead.
         """
         if not self.done:
-            raise NbSubagentsError(f"Run {self.id} is still running: wait for it before applying its changes")
+            raise NbSubagentsError(f"Run {self.run_id} is still running: wait for it before applying its changes")
         return isolation.apply(self.paths.dir, check=check)
 
     def discard(self) -> None:
         """Drop this isolated run's changes: a kept worktree is removed and ``apply()`` refuses afterwards."""
         if not self.done:
-            raise NbSubagentsError(f"Run {self.id} is still running: cancel or wait for it before discarding")
+            raise NbSubagentsError(f"Run {self.run_id} is still running: cancel or wait for it before discarding")
         isolation.discard(self.paths.dir)
 
     # -- control ------------------------------------------------------------------------------
@@ -225,16 +231,16 @@ class Run:
                     settle.lost(self.paths, self.meta, exit_code=self.process.returncode)
             else:
                 time.sleep(interval)
-                if time.monotonic() >= next_check and _follower.get(self.id) is None:
+                if time.monotonic() >= next_check and _follower.get(self.run_id) is None:
                     # nobody here follows it: its supervisor (or its Dask scheduler) may be gone; settled if so
                     next_check = time.monotonic() + CHECK_EVERY
                     liveness.check(self.dir)
-                    self.refresh()
+                    self._refresh()
         if self.done:
             left = SETTLE_TIMEOUT
             if deadline is not None:
                 left = max(0.0, min(left, deadline - time.monotonic()))
-            _follower.settle(self.id, left)
+            _follower.settle(self.run_id, left)
         return self
 
     def cancel(self) -> bool:
@@ -269,12 +275,12 @@ class Run:
             settle.cancelled_before_start(self.paths, self.meta)
             registry.note(self)
             return True
-        if info and info.get("host", registry.HOST) == registry.HOST and not self.refresh().done:
+        if info and info.get("host", registry.HOST) == registry.HOST and not self._refresh().done:
             # its supervisor (on this machine) is gone without a result: settled as cancelled
             settle.request_cancel(self.paths)
             settle.lost(self.paths, self.meta)
             registry.note(self)
-            return self.refresh().done
+            return self._refresh().done
         return False
 
     # -- internals ----------------------------------------------------------------------------
@@ -287,17 +293,17 @@ class Run:
             time.sleep(0.05)
         return None
 
-    def launch(self) -> None:
+    def _launch(self) -> None:
         """Start the run's supervisor through its launcher (``meta["runner"]``: process or tmux)."""
         registry.note(self, status="running")  # before the start: an interrupt right after it finds the handle set
         self.process = launcher_for(self.meta.get("runner")).start(self)
 
-    def refresh(self) -> Run:
+    def _refresh(self) -> Run:
         """Read ``result.json`` again on the next look (it may have appeared since)."""
         self._result = None
         return self
 
-    def pump(self, renderer: Renderer) -> None:
+    def _pump(self, renderer: Renderer) -> None:
         """Feed the run's new events, with the formatter's words for each, to ``renderer``."""
         for event in self._tail.read_new():
             renderer.event(self, event, self._formatter.format(event))
@@ -305,7 +311,7 @@ class Run:
     # -- representations ----------------------------------------------------------------------
     def __repr__(self) -> str:
         if not self.done:
-            return f"<Run {self.id} {self.name} {self.status}>"
+            return f"<Run {self.run_id} {self.name} {self.status}>"
         text = summary_line(self)
         out = self.output.strip()
         if out:

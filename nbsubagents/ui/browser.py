@@ -380,7 +380,7 @@ class Browser:
     def _render_details(self, run_id: str) -> None:
         row = registry.resolve(run_id, self.root)
         run = watcher.get(row["run_id"]) or Run(row["run_dir"])
-        run.refresh()  # read result.json again: it may have appeared since
+        run._refresh()  # read result.json again: it may have appeared since
         status = run.status if run.done else (row.get("status") or run.status)
         events = run.events()
         tally = Tally()

@@ -138,7 +138,7 @@ def test_a_run_queued_behind_full_workers_is_cancelled_without_starting(dask_pro
 
         assert orphan.status == "queued" and orphan.process is None
         assert orphan.cancel() is True  # no future here: its task is cancelled on the scheduler by key
-        assert orphan.refresh().status == "aborted" and orphan.error == "cancelled before it started"
+        assert orphan._refresh().status == "aborted" and orphan.error == "cancelled before it started"
     finally:
         for b in blockers:
             b.cancel()
