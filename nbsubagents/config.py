@@ -15,6 +15,7 @@ import difflib
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +25,7 @@ from .child.errors import NbSubagentsError
 from .child.secrets import compile_patterns
 
 __all__ = ["NbSubagentsError", "Settings", "configure", "current", "sources", "settings", "reset", "agent_dir",
-           "project_root", "find_project", "file_key", "SPECS"]
+           "project_root", "find_project", "project_arg", "file_key", "SPECS"]
 
 
 @dataclass(frozen=True)
@@ -321,6 +322,20 @@ def find_project(project: str | Path | None = None) -> Path:
         raise NbSubagentsError(f"project={str(project)!r} is not a folder: give a folder inside the project "
                                "(or leave it out for the current folder's project)")
     return _nearest_project(folder.resolve())
+
+
+def project_arg(project: str | Path | None, where: str, **older: str | Path | None) -> Path:
+    """``find_project(project)`` for a public function's ``project=``; ``older`` holds the older names of that
+    argument (``cwd=``, ``root=``), still taken, with a DeprecationWarning."""
+    for name, value in older.items():
+        if value is None:
+            continue
+        if project is not None:
+            raise NbSubagentsError(f"{where}: give project=... alone ({name}= is its older name)")
+        warnings.warn(f"{where}({name}=...) is deprecated: use project=... (a folder inside the project)",
+                      DeprecationWarning, stacklevel=3)
+        project = value
+    return find_project(project)
 
 
 def _nearest_project(start: Path) -> Path:

@@ -27,6 +27,9 @@ from . import inspection, liveness, settle
 from .launch import launcher_for
 
 if TYPE_CHECKING:
+    import pandas
+
+    from ..views.tables import Artifacts
     from .drive import Renderer
     from .launch import Process
 
@@ -145,12 +148,12 @@ class Run:
         except OSError:
             return ""
 
-    def events_frame(self) -> Any:
+    def events_frame(self) -> pandas.DataFrame:
         """One row per normalized event with the formatter's words for it (a pandas DataFrame)."""
         return inspection.events_frame(self.events(), self.meta.get("cwd"))
 
     @property
-    def artifacts(self) -> Any:
+    def artifacts(self) -> Artifacts:
         """The run directory's files with their sizes."""
         return inspection.artifacts(self.paths.dir)
 

@@ -15,6 +15,7 @@ to a temporary file and moved into place: a failed write leaves no temporary fil
 from __future__ import annotations
 
 import html
+import itertools
 import os
 import re
 from datetime import datetime
@@ -271,11 +272,13 @@ def _anchor(run_id: str) -> str:
 
 # -- the entry point ----------------------------------------------------------------------------------------
 def report(runs: list[Run], path: str | Path | None = None, *, format: str | None = None,
-           title: str | None = None) -> Path:
+           title: str | None = None, root: Path | None = None) -> Path:
     """Write a report of these runs and return its path.
 
     ``runs``: the runs (``nbsubagents.report`` also takes run ids or a ``runs()`` DataFrame). ``path``: where
-    to write; by default ``<root>/.pi/subagents/reports/report-<time>.html``. ``format``: ``"html"``
+    to write; by default a new ``<root>/.pi/subagents/reports/report-<time>.html`` (``-2``, ``-3``... when
+    another report has that name: none is overwritten). ``root``: the project (default: the current one).
+    ``format``: ``"html"``
     (self-contained, no script, no network) or ``"md"`` (Markdown for an issue); by default from the
     path's suffix (``.md``/``.markdown`` is Markdown), else HTML. Secrets are masked.
     """
@@ -287,21 +290,45 @@ def report(runs: list[Run], path: str | Path | None = None, *, format: str | Non
     format = {"markdown": "md", "htm": "html"}.get(format, format)
     if format not in FORMATS:
         raise NbSubagentsError(f'report format must be "html" or "md", got {format!r}')
-    if path is None:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = project_root() / ".pi" / "subagents" / "reports" / f"report-{stamp}.{format}"
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise NbSubagentsError(f"report path {target} is a directory: give a file name such as "
-                               f"{target / 'report.html'}")
+    if path is not None and Path(path).expanduser().is_dir():
+        raise NbSubagentsError(f"report path {path} is a directory: give a file name such as "
+                               f"{Path(path) / 'report.html'}")
     masks = masker()
     runs = [MaskedRun(run, masks) for run in runs]  # masked before any line or header is cut short
     title = title or (f"Sub-agent run {runs[0].name} ({runs[0].run_id})" if len(runs) == 1 else
                       f"Sub-agent runs ({len(runs)})")
     text = _document_md(runs, title) if format == "md" else _document_html(runs, title)
     text = strip_controls(masks.text(text))
-    _write(target, text)
+    if path is not None:
+        target = Path(path).expanduser()
+        _write(target, text)
+        return target
+    target = _new_name((root or project_root()) / ".pi" / "subagents" / "reports", format)
+    try:
+        _write(target, text)
+    except BaseException:
+        target.unlink(missing_ok=True)  # the name it took
+        raise
     return target
+
+
+def _new_name(folder: Path, format: str) -> Path:
+    """A report name no other report has: ``report-<time>.<format>``, else ``report-<time>-2.<format>``, ... It is
+    taken by creating the (empty) file, which fails for a name that exists: two reports written in the same
+    second, by one process or two, each get their own."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    names = (f"report-{stamp}.{format}" if n == 1 else f"report-{stamp}-{n}.{format}" for n in itertools.count(1))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            try:
+                os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                return folder / name
+            except FileExistsError:
+                pass
+    except OSError as exc:
+        raise NbSubagentsError(f"Cannot write a report into {folder}: {exc.strerror or exc}") from None
+    raise AssertionError("itertools.count() ended")
 
 
 def _write(target: Path, text: str) -> None:
