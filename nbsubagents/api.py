@@ -106,7 +106,7 @@ def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None
     renderer = renderer_for(show) if show else None
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
-    the_run._launch()
+    handle.launch(the_run)
     watcher.watch(the_run, renderer=renderer, on_done=on_done, quiet=not show)
     the_run.counts = registry.counts(the_run.dir.parents[3])
     return the_run

@@ -36,6 +36,7 @@ class Kind:
     right: str
     ok: Callable[[object], bool]
     clean: Callable[[object, str], object] | None = None
+    path: bool = False  # a path: a relative one in a settings file is taken from the project folder
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,14 @@ def _patterns(value: object, where: str) -> tuple[str, ...]:
     return tuple(patterns)
 
 
-def _is_path(value: object) -> bool:
-    return isinstance(value, (str, os.PathLike)) and bool(os.fspath(value).strip())
+def _path(example: str) -> Kind:
+    def ok(value: object) -> bool:
+        return isinstance(value, (str, os.PathLike)) and bool(os.fspath(value).strip())
+
+    return Kind(f'a path such as "{example}"', ok, lambda value, where: os.fspath(value), path=True)
 
 
 BOOL = Kind("true or false", lambda value: isinstance(value, bool))
-PATH = Kind('a path such as "/usr/local/bin/pi"', _is_path, lambda value, where: os.fspath(value))
 PATTERNS = Kind('a list of regular expressions such as ["corp-[0-9a-f]{32}"]', lambda value: True, _patterns)
 SCHEDULER = Kind('a scheduler address such as "tcp://host:8786"',
                  lambda value: isinstance(value, str) and bool(value.strip()))
@@ -110,12 +113,12 @@ _ROOT_NOT_IN_FILE = ("the project's settings file is found from the root, so the
 class Settings:
     """The settings in force; ``sources()`` says where each value comes from."""
 
-    pi: str | None = setting(None, PATH, "the pi binary (None: the project's node_modules/.bin/pi, then PATH); a "
-                             "relative path in a settings file is taken from the project folder",
-                             env="NBSUBAGENTS_PI")
-    root: str | None = setting(None, PATH, "the project root holding .pi/subagents/ (None: the nearest folder with "
-                               "a .pi/ folder above the current one)", not_in_file=_ROOT_NOT_IN_FILE,
-                               env="NBSUBAGENTS_ROOT")
+    pi: str | None = setting(None, _path("/usr/local/bin/pi"), "the pi binary (None: the project's "
+                             "node_modules/.bin/pi, then PATH); a relative path in a settings file is taken from the "
+                             "project folder", env="NBSUBAGENTS_PI")
+    root: str | None = setting(None, _path("/home/me/project"), "the project root holding .pi/subagents/ (None: "
+                               "the nearest folder with a .pi/ folder above the current one)",
+                               not_in_file=_ROOT_NOT_IN_FILE, env="NBSUBAGENTS_ROOT")
     concurrency: int = setting(4, _whole(1, 64), "parallel children at once")
     max_tasks: int = setting(16, _whole(1, 1000), "tasks per parallel call")
     timeout: float = setting(600.0, _number("a number of seconds > 0", 0, above=True),
@@ -216,7 +219,7 @@ def _read_subagents_settings(path: Path) -> dict[str, object]:
             raise NbSubagentsError(f'{where} is "{spelt[name]}" again: give it once')
         spelt[name] = key
         values[name] = _checked(name, value, where)
-        if SPECS[name].kind is PATH and isinstance(values[name], str):
+        if SPECS[name].kind.path and isinstance(values[name], str):
             values[name] = str(_file_folder(path) / Path(values[name]).expanduser())  # type: ignore[arg-type]
     _file_cache[path] = (stamp, values)
     return values

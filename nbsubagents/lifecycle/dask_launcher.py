@@ -288,7 +288,7 @@ def cancel(run: Run) -> bool:
         _cancel_queued_elsewhere(run)
     elif liveness(run.paths) == "gone":
         settle.lost(run.paths, run.meta)  # a cancel was asked: it ends aborted
-    if run._refresh().done:
+    if run.done:  # read afresh: it was not done above, so nothing of it was kept
         registry.note(run)
     return True
 

@@ -1,7 +1,7 @@
 """The ``Run`` handle: one run, backed by its run directory; ``get_run`` finds one.
 
 The kernel's side of a run is thin on purpose: it writes ``meta.json`` (``lifecycle.prepare``), starts the
-supervisor (``Run._launch``) and then only reads the run directory. So a run started here and one found later
+supervisor (``launch(run)``) and then only reads the run directory. So a run started here and one found later
 on disk (another kernel, after a restart) are the same kind of object. A ``Run`` is a plain object: its text
 is the summary line of ``child.summary``; how it shows in a notebook is registered from above by
 ``nbsubagents.ui.attach`` (IPython's display formatters), and its report is a ``views.reports`` page.
@@ -238,7 +238,7 @@ class Run:
                     # nobody here follows it: its supervisor (or its Dask scheduler) may be gone; settled if so
                     next_check = time.monotonic() + CHECK_EVERY
                     liveness.check(self.dir)
-                    self._refresh()
+                    reread(self)
         if self.done:
             left = SETTLE_TIMEOUT
             if deadline is not None:
@@ -278,12 +278,12 @@ class Run:
             settle.cancelled_before_start(self.paths, self.meta)
             registry.note(self)
             return True
-        if info and info.get("host", registry.HOST) == registry.HOST and not self._refresh().done:
+        if info and info.get("host", registry.HOST) == registry.HOST and not reread(self).done:
             # its supervisor (on this machine) is gone without a result: settled as cancelled
             settle.request_cancel(self.paths)
             settle.lost(self.paths, self.meta)
             registry.note(self)
-            return self._refresh().done
+            return reread(self).done
         return False
 
     # -- internals ----------------------------------------------------------------------------
@@ -295,21 +295,6 @@ class Run:
                 return info
             time.sleep(0.05)
         return None
-
-    def _launch(self) -> None:
-        """Start the run's supervisor through its launcher (``meta["runner"]``: process or tmux)."""
-        registry.note(self, status="running")  # before the start: an interrupt right after it finds the handle set
-        self.process = launcher_for(self.meta.get("runner")).start(self)
-
-    def _refresh(self) -> Run:
-        """Read ``result.json`` again on the next look (it may have appeared since)."""
-        self._result = None
-        return self
-
-    def _pump(self, renderer: Renderer) -> None:
-        """Feed the run's new events, with the formatter's words for each, to ``renderer``."""
-        for event in self._tail.read_new():
-            renderer.event(self, event, self._formatter.format(event))
 
     # -- representations ----------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -324,6 +309,25 @@ class Run:
     def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
         """Write this run's report (self-contained HTML, or Markdown for ``.md``); see ``nbsubagents.report``."""
         return reports.report([self], path, format=format)
+
+
+# -- what the lifecycle does with a run (functions, not methods: a Run's public face is what a user may call) ----
+def launch(run: Run) -> None:
+    """Start the run's supervisor through its launcher (``meta["runner"]``: process, tmux or dask)."""
+    registry.note(run, status="running")  # before the start: an interrupt right after it finds the handle set
+    run.process = launcher_for(run.meta.get("runner")).start(run)
+
+
+def reread(run: Run) -> Run:
+    """``run``, whose ``result.json`` is read again on the next look (it may have appeared since)."""
+    run._result = None
+    return run
+
+
+def pump(run: Run, renderer: Renderer) -> None:
+    """Feed the run's new events, with the formatter's words for each, to ``renderer``."""
+    for event in run._tail.read_new():
+        renderer.event(run, event, run._formatter.format(event))
 
 
 def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:

@@ -37,7 +37,7 @@ from .. import registry
 from ..config import NbSubagentsError
 from ..style import glyph, shorten
 from . import settle as settling  # `settle()` below is the watcher's own
-from .handle import SETTLE_TIMEOUT, set_follower
+from .handle import SETTLE_TIMEOUT, pump, reread, set_follower
 from .liveness import check
 
 if TYPE_CHECKING:
@@ -365,7 +365,7 @@ class Watcher:
             self._finish(entry)
             return True
         if entry.renderer is not None:
-            run._pump(entry.renderer)
+            pump(run, entry.renderer)
         if run.paths.result.exists():
             self._finish(entry)
             return True
@@ -390,7 +390,7 @@ class Watcher:
 
     def _finish(self, entry: _Entry) -> None:
         run = entry.run
-        run._refresh()
+        reread(run)
         if run.process is not None:
             try:
                 run.process.wait(5)  # reap it: it exits right after writing result.json
@@ -398,7 +398,7 @@ class Watcher:
                 pass
         renderer = entry.renderer
         if renderer is not None:
-            _safely(run._pump, renderer)
+            _safely(pump, run, renderer)
         row = None
         won = False
         try:
