@@ -297,11 +297,6 @@ def reset() -> None:
     _overrides.clear()
 
 
-def overridden(key: str) -> object | None:
-    """The value ``configure()`` set for ``key`` in this process (None: not set), files aside."""
-    return _overrides.get(key)
-
-
 def agent_dir() -> Path:
     """pi's agent dir: models, auth, settings and the global presets live here."""
     return Path(os.environ.get("PI_CODING_AGENT_DIR") or Path.home() / ".pi" / "agent").expanduser()
