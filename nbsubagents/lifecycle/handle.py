@@ -307,8 +307,9 @@ class Run:
         return text
 
     def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
-        """Write this run's report (self-contained HTML, or Markdown for ``.md``); see ``nbsubagents.report``."""
-        return reports.report([self], path, format=format)
+        """Write this run's report (self-contained HTML, or Markdown for ``.md``; by default into its project's
+        ``.pi/subagents/reports/``); see ``nbsubagents.report``."""
+        return reports.report([self], path, format=format, root=self.dir.parents[3])  # <root>/.pi/subagents/runs/<id>
 
 
 # -- what the lifecycle does with a run (functions, not methods: a Run's public face is what a user may call) ----

@@ -67,6 +67,7 @@ def test_every_function_that_reads_a_project_takes_project_and_reads_that_one(pr
         nbsubagents.get_experiment("sweep", project=inside)
     page = nbsubagents.report(["run-there"], project=inside)
     assert page.parent == there / ".pi" / "subagents" / "reports" and "run-there" in page.read_text()
+    assert nbsubagents.get_run("run-there", project=inside).report().parent == page.parent  # a run's own project
     figure = nbsubagents.runs_timeline(project=inside)
     assert "run-there" in {artist.get_gid() for artist in figure.axes[0].patches}
     assert "1 total" in repr(nbsubagents.status_bar(project=inside))
