@@ -1,10 +1,30 @@
 """nbsubagents: delegate tasks to pi coding sub-agents from notebook cells.
 
-``import nbsubagents`` stays light (no IPython, ipywidgets or pandas): the public functions are
-loaded on first use (``nbsubagents.api``, which attaches the notebook edge, ``nbsubagents.ui.attach``, as it
-loads). So the import opens no widget and waits for nothing, in a kernel too.
-"""
+Usage::
 
+    import nbsubagents
+
+    run = nbsubagents.run("scout", "Find where sessions are created")  # one run, in the foreground
+    run.output, run.status, run.run_id
+    runs = nbsubagents.run_parallel([{"preset": "scout", "task": "ls src"},
+                                     {"preset": "reviewer", "task": "review src/app.py"}])
+    job = nbsubagents.start("scout", "map the tests")  # in the background: returns at once
+    job.wait()
+    nbsubagents.runs()        # every run of the project: a pandas DataFrame, one row per run_id
+    nbsubagents.status()      # what is running now
+    nbsubagents.presets()     # the presets a run can name
+
+In a notebook, ``%load_ext nbsubagents`` adds the magics::
+
+    %subagent scout Find where sessions are created
+    %%subagent scout --bg          (the cell body is the task; --bg starts it in the background)
+    %subagent_status
+    %subagent_cancel RUN_ID
+
+Settings: ``nbsubagents.configure(...)`` or the ``subagents`` section of ``.pi/settings.json``. The command
+``nbsubagents doctor`` says what was found. ``import nbsubagents`` stays light (no IPython, ipywidgets or
+pandas): the public functions are loaded on their first use.
+"""
 from __future__ import annotations
 
 from importlib import import_module

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import registry
-from .config import NbSubagentsError, settings
+from .config import NbSubagentsError, find_project, project_arg, settings
 from .lifecycle import batch, handle, launch, reconcile, watcher
 from .lifecycle.drive import drive
 from .lifecycle.handle import Run
@@ -17,10 +17,13 @@ from .ui import browser, statusbar, timeline
 from .ui.attach import attach
 from .ui.display import renderer_for
 from .views import reports
-from .views.presets import list_presets
+from .views.presets import PresetList, list_presets
 from .views.tables import RunsFrame
 
 if TYPE_CHECKING:
+    import pandas
+    from matplotlib.figure import Figure
+
     from .registry import Status
 
 attach()  # the notebook edge: Run's display in IPython, the watcher's notice stream and cell context
@@ -77,10 +80,13 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
     return drive(built, concurrency=limit, renderer=renderer_for(show))
 
 
-def presets(cwd: str | Path | None = None) -> Any:
-    """The presets a run can name here (project over global over Claude Code's folders, by name), shown as a
-    table; ``.problems`` lists the files that could not be loaded, each with its error."""
-    return list_presets(cwd)
+def presets(project: str | Path | None = None, *, cwd: str | Path | None = None) -> PresetList:
+    """The presets a run can name in ``project`` (a folder inside it; default: the current folder): project over
+    global over Claude Code's folders, by name, shown as a table; ``.problems`` lists the files that could not be
+    loaded, each with its error. (``cwd=`` is the older name of ``project=``.)"""
+    if project is None and cwd is None:
+        return list_presets(None)  # from the current folder, as a run finds its preset
+    return list_presets(project_arg(project, "presets", cwd=cwd))
 
 
 def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None, show: bool = True,
@@ -101,7 +107,7 @@ def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None
     renderer = renderer_for(show) if show else None
     if renderer is not None:
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
-    the_run.launch()
+    handle.launch(the_run)
     watcher.watch(the_run, renderer=renderer, on_done=on_done, quiet=not show)
     the_run.counts = registry.counts(the_run.dir.parents[3])
     return the_run
@@ -111,78 +117,93 @@ declare_options(run, "call", first=True)
 declare_options(start, "call", first=True)
 
 
-def status(run_id: str | None = None, *, include_completed: bool = False) -> Status:
-    """Counts (running, completed, failed, aborted, total) and rows of this project's runs.
+def status(run_id: str | None = None, *, include_completed: bool = False, project: str | Path | None = None
+           ) -> Status:
+    """Counts (running, completed, failed, aborted, total) and rows of the project's runs.
 
-    Active runs by default, every run with ``include_completed=True``, or one run (its id or a
+    Active runs by default, every run with ``include_completed=True``, or one run (its run id or a
     unique prefix) with its final result fields. Settles runs whose supervisor is gone and
-    announces runs that finished while no kernel watched.
+    announces runs that finished while no kernel watched. ``project``: a folder inside the project
+    (default: the current folder).
     """
-    return reconcile.status(run_id, include_completed=include_completed)
+    return reconcile.status(run_id, include_completed=include_completed, root=find_project(project))
 
 
-def get_run(run_id: str) -> Run:
-    """The ``Run`` of an id or unique id prefix (any kernel's, any mode's)."""
-    return handle.get_run(run_id)
+def get_run(run_id: str, *, project: str | Path | None = None) -> Run:
+    """The ``Run`` of a run id or a unique prefix of one (any kernel's, any mode's) in ``project`` (a folder inside
+    the project; default: the current folder)."""
+    return handle.get_run(run_id, find_project(project))
 
 
-def cancel(run_id: str) -> bool:
-    """Cancel a run by id or prefix from any kernel; False when it had already ended."""
-    return get_run(run_id).cancel()
+def cancel(run_id: str, *, project: str | Path | None = None) -> bool:
+    """Cancel a run by its run id or a prefix from any kernel; False when it had already ended."""
+    return get_run(run_id, project=project).cancel()
 
 
 def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
-         text: str | None = None, limit: int | None = None, expand_data: bool = False) -> Any:
-    """Every run of this project as a pandas DataFrame, newest first, filtered in the registry.
+         text: str | None = None, limit: int | None = None, expand_data: bool = False,
+         project: str | Path | None = None) -> pandas.DataFrame:
+    """Every run of the project as a pandas DataFrame (one row per ``run_id``), newest first, filtered in the
+    registry. ``project``: a folder inside the project (default: the current folder).
 
     ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO
     time or an age such as ``"30m"``, ``"2h"``, ``"7d"``; ``text`` searches tasks and outputs.
     ``stop_reason`` says why a run ended, ``changes`` is ``+N −M`` for an isolated run, and
     ``expand_data=True`` adds typed results as ``data.*`` columns.
     """
-    reconcile.first_use()  # once per process and project: what it finds on disk and what finished while away
+    root = find_project(project)
+    reconcile.first_use(root)  # once per process and project: what it finds on disk and what finished while away
     return RunsFrame(query.runs(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                                limit=limit, expand_data=expand_data))
+                                limit=limit, root=root, expand_data=expand_data))
 
 
-def status_bar(*, root: str | Path | None = None) -> Any:
-    """A compact live line of this project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, ``· 1 aborted``,
-    then the last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current."""
-    return statusbar.status_bar(root)
+def status_bar(*, project: str | Path | None = None, root: str | Path | None = None) -> statusbar.StatusBar:
+    """A compact live line of the project's runs, ``runs: 2 running / 5 total`` (``· 1 failed``, ``· 1 aborted``,
+    then the last completion notice): a widget in a notebook, text elsewhere; every bar shown stays current.
+    ``project``: a folder inside the project (default: the current folder; ``root=`` is its older name)."""
+    return statusbar.status_bar(project_arg(project, "status_bar", root=root))
 
 
 def browse(*, status: Any = None, preset: str | None = None, model: str | None = None, since: Any = None,
-           text: str | None = None, limit: int = 500, live: bool = True) -> Any:
-    """An ipywidgets explorer of this project's runs: filters (status, preset, model, time range, text),
+           text: str | None = None, limit: int = 500, live: bool = True, project: str | Path | None = None
+           ) -> browser.Browser:
+    """An ipywidgets explorer of the project's runs: filters (status, preset, model, time range, text),
     the runs, and the selected run's header, output, transcript, events and files. It refreshes while
-    runs are active. Returns a ``Browser`` (``set_filters``, ``select``, ``refresh``, ``close``)."""
-    return browser.browse(status=status, preset=preset, model=model, since=since, text=text, limit=limit, live=live)
+    runs are active. Returns a ``Browser`` (``set_filters``, ``select``, ``refresh``, ``close``).
+    ``project``: a folder inside the project (default: the current folder)."""
+    return browser.browse(status=status, preset=preset, model=model, since=since, text=text, limit=limit, live=live,
+                          root=find_project(project))
 
 
 def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
-                  until: Any = None, text: str | None = None, limit: int | None = 200, theme: str = "auto") -> Any:
+                  until: Any = None, text: str | None = None, limit: int | None = 200, theme: str = "auto",
+                  project: str | Path | None = None) -> Figure:
     """A matplotlib Figure of runs over time: one bar per run from start to end, coloured by status.
 
     Filters as ``runs()``; the newest ``limit`` runs are drawn. ``theme`` is ``"auto"`` (JupyterLab's chosen
-    theme), ``"light"`` or ``"dark"``. Needs matplotlib (``pip install 'nbsubagents[timeline]'``).
+    theme), ``"light"`` or ``"dark"``. ``project``: a folder inside the project (default: the current folder).
+    Needs matplotlib (``pip install 'nbsubagents[timeline]'``).
     """
     return timeline.runs_timeline(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                                  limit=limit, theme=theme)
+                                  limit=limit, theme=theme, root=find_project(project))
 
 
 def report(runs_or_frame: Any, path: str | Path | None = None, *, format: str | None = None,
-           title: str | None = None) -> Path:
+           title: str | None = None, project: str | Path | None = None) -> Path:
     """Write a report of these runs and return its path.
 
     ``runs_or_frame``: a ``Run``, a list of runs (or run ids), or a ``runs()`` DataFrame. ``path``: where
-    to write; by default ``<root>/.pi/subagents/reports/report-<time>.html``. ``format``: ``"html"``
+    to write; by default a new ``report-<time>.html`` in the project's ``.pi/subagents/reports/`` (``-2``,
+    ``-3``... when that name is taken: no report is overwritten). ``format``: ``"html"``
     (self-contained, no script, no network) or ``"md"`` (Markdown for an issue); by default from the
-    path's suffix (``.md``/``.markdown`` is Markdown), else HTML. Secrets are masked.
+    path's suffix (``.md``/``.markdown`` is Markdown), else HTML. Secrets are masked. ``project``: a folder
+    inside the project whose run ids are given and where the report goes (default: the current folder).
     """
-    return reports.report(_as_runs(runs_or_frame), path, format=format, title=title)
+    root = find_project(project)
+    return reports.report(_as_runs(runs_or_frame, root), path, format=format, title=title, root=root)
 
 
-def _as_runs(runs_or_frame: Any) -> list[Run]:
+def _as_runs(runs_or_frame: Any, root: Path) -> list[Run]:
     if isinstance(runs_or_frame, Run):
         return [runs_or_frame]
     if hasattr(runs_or_frame, "columns") and hasattr(runs_or_frame, "iterrows"):  # a runs() DataFrame
@@ -190,7 +211,7 @@ def _as_runs(runs_or_frame: Any) -> list[Run]:
         if "run_dir" in frame.columns:
             return [Run(str(d)) for d in frame["run_dir"]]
         if "run_id" in frame.columns:
-            return [get_run(str(i)) for i in frame["run_id"]]
+            return [handle.get_run(str(i), root) for i in frame["run_id"]]
         raise NbSubagentsError("report() needs runs: a Run, a list of Runs, or a runs() DataFrame with a "
                                "run_id or run_dir column")
     if isinstance(runs_or_frame, (str, bytes)) or not isinstance(runs_or_frame, Iterable):
@@ -201,7 +222,7 @@ def _as_runs(runs_or_frame: Any) -> list[Run]:
         if isinstance(item, Run):
             runs.append(item)
         elif isinstance(item, str):
-            runs.append(get_run(item))
+            runs.append(handle.get_run(item, root))
         else:
             raise NbSubagentsError(f"report() got {item!r} among the runs: give Runs or run ids")
     return runs

@@ -8,6 +8,7 @@ scripted model, which needs nothing but pi, is used), 1 when a check failed.
 
 from __future__ import annotations
 
+import json
 import platform
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .child.artifacts import runs_dir
-from .config import NbSubagentsError, agent_dir, configure, project_root, settings
+from .config import NbSubagentsError, agent_dir, configure, file_key, project_root, settings, sources
 from .lifecycle.dask_launcher import check_cluster, client_for, versions
 from .pi import find_pi
 from .pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, pi_command, pi_package
@@ -71,13 +72,23 @@ def checks() -> list[Check]:
     else:
         found.append(Check("agent dir", None, f"{adir} not made yet: pi makes it on its first run (nothing to do)"))
     found += _presets()
-    if getattr(settings, "offline", False):
+    found += _settings()
+    if settings.offline:
         found.append(Check("offline", None, f"on: every run of this project uses the scripted model {OFFLINE_MODEL}, "
                                             "whatever its preset names"))
     found.append(Check("runs root", True, str(runs_dir(project_root()))))
     if pi:
         found.append(_models(pi, adir))
     return found
+
+
+def _settings() -> list[Check]:
+    """Each setting that is not its default, with where it came from (a settings file, a variable)."""
+    changed = [f"{file_key(name)} = {json.dumps(value, default=str)} ({source})"
+               for name, (value, source) in sources().items() if source != "default"]
+    if not changed:
+        return [Check("settings", True, "all defaults (nbsubagents init writes a commented .pi/settings.json)")]
+    return [Check("settings", True, line) for line in changed]
 
 
 def _pi(node: str | None) -> tuple[str | None, list[Check]]:

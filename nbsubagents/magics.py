@@ -7,7 +7,7 @@ user would call: ``run``, ``run_parallel``, ``start``, ``status``, ``presets``, 
 Task text reaches the child as written: the task magics are ``@no_var_expand``, so ``{``, ``}`` and
 ``$`` are not interpolated; ``--expand`` opts in to IPython's ``$name`` / ``{expression}`` expansion
 with the notebook's variables. ``%subagent_status`` and ``%subagent_cancel`` take a run id and keep
-IPython's usual expansion, so ``%subagent_cancel {job.id}`` works.
+IPython's usual expansion, so ``%subagent_cancel {job.run_id}`` works.
 
 This module imports IPython; ``import nbsubagents`` does not import it (the extension hooks in
 ``nbsubagents/__init__.py`` load it on ``%load_ext``).

@@ -44,7 +44,7 @@ def summary_line(run: Any) -> str:
                                            for k, v in scores.items()))
     parts += extra_parts(run, {"max_turns": result.get("turns") or 0, "max_tool_calls": calls,
                                "max_tokens": usage.get("totalTokens") or 0, "max_cost": usage.get("cost") or 0})
-    parts.append(run.id)
+    parts.append(run.run_id)
     text = " · ".join(parts)
     if result.get("errorMessage"):
         text += f"\n  {result['errorMessage']}"

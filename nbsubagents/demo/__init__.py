@@ -152,7 +152,7 @@ def _tour(project: Path) -> int:
 
     print("== One run: the scout reads the project ==")
     scout = api.run("scout", "Look around.\nread README.md\nls src\nrun: python3 -c 'print(6*7)'")
-    print(f"\nOutput of {scout.id}:\n{scout.output}\n")
+    print(f"\nOutput of {scout.run_id}:\n{scout.output}\n")
 
     print("== Three runs in parallel, two at a time ==")
     runs = api.run_parallel([

@@ -288,7 +288,7 @@ def cancel(run: Run) -> bool:
         _cancel_queued_elsewhere(run)
     elif liveness(run.paths) == "gone":
         settle.lost(run.paths, run.meta)  # a cancel was asked: it ends aborted
-    if run.refresh().done:
+    if run.done:  # read afresh: it was not done above, so nothing of it was kept
         registry.note(run)
     return True
 
@@ -325,7 +325,7 @@ def bind(runs: Iterable[Run], client: Any) -> None:
     """The client a call named (``dask_client=``) launches its runs."""
     with _lock:
         for run in runs:
-            _bound[run.id] = client
+            _bound[run.run_id] = client
 
 
 def client_for(run_id: str | None = None, client: Any = None) -> Any:
@@ -484,7 +484,7 @@ class DaskLauncher:
 
     def start(self, run: Run) -> DaskProcess:
         distributed = _distributed()
-        client = client_for(run.id)
+        client = client_for(run.run_id)
         try:
             require_cluster(client, Path(run.meta.get("root") or run.dir.parents[3]), programs_of(run.meta.get("argv")))
         except NbSubagentsError as exc:
@@ -492,7 +492,7 @@ class DaskLauncher:
             return _Settled(run)
         workers = _workers(client)
         takes = any((w.get("resources") or {}).get(RESOURCE) for w in workers.values())
-        key = f"nbsubagents-run-{run.id}"
+        key = f"nbsubagents-run-{run.run_id}"
         atomic_write_json(run.dir / SUBMITTED, {"scheduler": client.scheduler.address, "key": key,
                                                 "submittedAt": now_iso()})
         future = client.submit(run_supervisor, str(run.dir), key=key, pure=False,
@@ -500,7 +500,7 @@ class DaskLauncher:
         distributed.fire_and_forget(future)  # queued runs still run, running ones finish, when this kernel dies
         _confirm(client, key)
         with _lock:
-            _bound.pop(run.id, None)
+            _bound.pop(run.run_id, None)
         return DaskProcess(future, run.paths, run.meta)
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import registry
 from ..config import settings
 from . import settle
+from .handle import launch, pump
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
@@ -59,7 +60,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
                     registry.note(run, announced=True)
                     renderer.end(run)
                     continue
-                run.launch()
+                launch(run)
                 active.append(run)
             active = _poll_active(active, renderer, interval)
     except KeyboardInterrupt:
@@ -82,10 +83,10 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
 def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list[Run]:
     still = []
     for run in active:
-        run.pump(renderer)
+        pump(run, renderer)
         proc = run.process
         if proc is not None and proc.poll() is not None:
-            run.pump(renderer)
+            pump(run, renderer)
             if run.result is None:
                 settle.lost(run.paths, run.meta, exit_code=proc.returncode)
             registry.note(run, announced=True)  # seen in its cell: no notice later

@@ -1,7 +1,7 @@
 """The ``Run`` handle: one run, backed by its run directory; ``get_run`` finds one.
 
 The kernel's side of a run is thin on purpose: it writes ``meta.json`` (``lifecycle.prepare``), starts the
-supervisor (``Run.launch``) and then only reads the run directory. So a run started here and one found later
+supervisor (``launch(run)``) and then only reads the run directory. So a run started here and one found later
 on disk (another kernel, after a restart) are the same kind of object. A ``Run`` is a plain object: its text
 is the summary line of ``child.summary``; how it shows in a notebook is registered from above by
 ``nbsubagents.ui.attach`` (IPython's display formatters), and its report is a ``views.reports`` page.
@@ -27,6 +27,9 @@ from . import inspection, liveness, settle
 from .launch import launcher_for
 
 if TYPE_CHECKING:
+    import pandas
+
+    from ..views.tables import Artifacts
     from .drive import Renderer
     from .launch import Process
 
@@ -75,8 +78,14 @@ class Run:
 
     # -- identity -----------------------------------------------------------------------------
     @property
-    def id(self) -> str:
+    def run_id(self) -> str:
+        """The run's id: its run directory's name (``get_run`` also takes a unique prefix of it)."""
         return self.meta.get("runId") or self.paths.dir.name
+
+    @property
+    def id(self) -> str:
+        """``run_id``, by its older name."""
+        return self.run_id
 
     @property
     def dir(self) -> Path:
@@ -84,7 +93,7 @@ class Run:
 
     @property
     def name(self) -> str:
-        return self.meta.get("name") or self.meta.get("preset") or self.id
+        return self.meta.get("name") or self.meta.get("preset") or self.run_id
 
     @property
     def preset(self) -> str | None:
@@ -139,12 +148,12 @@ class Run:
         except OSError:
             return ""
 
-    def events_frame(self) -> Any:
+    def events_frame(self) -> pandas.DataFrame:
         """One row per normalized event with the formatter's words for it (a pandas DataFrame)."""
         return inspection.events_frame(self.events(), self.meta.get("cwd"))
 
     @property
-    def artifacts(self) -> Any:
+    def artifacts(self) -> Artifacts:
         """The run directory's files with their sizes."""
         return inspection.artifacts(self.paths.dir)
 
@@ -193,13 +202,13 @@ class Run:
         NbSubagentsError naming the file. A patch is applied once; ``discard()`` drops it instead.
         """
         if not self.done:
-            raise NbSubagentsError(f"Run {self.id} is still running: wait for it before applying its changes")
+            raise NbSubagentsError(f"Run {self.run_id} is still running: wait for it before applying its changes")
         return isolation.apply(self.paths.dir, check=check)
 
     def discard(self) -> None:
         """Drop this isolated run's changes: a kept worktree is removed and ``apply()`` refuses afterwards."""
         if not self.done:
-            raise NbSubagentsError(f"Run {self.id} is still running: cancel or wait for it before discarding")
+            raise NbSubagentsError(f"Run {self.run_id} is still running: cancel or wait for it before discarding")
         isolation.discard(self.paths.dir)
 
     # -- control ------------------------------------------------------------------------------
@@ -225,16 +234,16 @@ class Run:
                     settle.lost(self.paths, self.meta, exit_code=self.process.returncode)
             else:
                 time.sleep(interval)
-                if time.monotonic() >= next_check and _follower.get(self.id) is None:
+                if time.monotonic() >= next_check and _follower.get(self.run_id) is None:
                     # nobody here follows it: its supervisor (or its Dask scheduler) may be gone; settled if so
                     next_check = time.monotonic() + CHECK_EVERY
                     liveness.check(self.dir)
-                    self.refresh()
+                    reread(self)
         if self.done:
             left = SETTLE_TIMEOUT
             if deadline is not None:
                 left = max(0.0, min(left, deadline - time.monotonic()))
-            _follower.settle(self.id, left)
+            _follower.settle(self.run_id, left)
         return self
 
     def cancel(self) -> bool:
@@ -269,12 +278,12 @@ class Run:
             settle.cancelled_before_start(self.paths, self.meta)
             registry.note(self)
             return True
-        if info and info.get("host", registry.HOST) == registry.HOST and not self.refresh().done:
+        if info and info.get("host", registry.HOST) == registry.HOST and not reread(self).done:
             # its supervisor (on this machine) is gone without a result: settled as cancelled
             settle.request_cancel(self.paths)
             settle.lost(self.paths, self.meta)
             registry.note(self)
-            return self.refresh().done
+            return reread(self).done
         return False
 
     # -- internals ----------------------------------------------------------------------------
@@ -287,25 +296,10 @@ class Run:
             time.sleep(0.05)
         return None
 
-    def launch(self) -> None:
-        """Start the run's supervisor through its launcher (``meta["runner"]``: process or tmux)."""
-        registry.note(self, status="running")  # before the start: an interrupt right after it finds the handle set
-        self.process = launcher_for(self.meta.get("runner")).start(self)
-
-    def refresh(self) -> Run:
-        """Read ``result.json`` again on the next look (it may have appeared since)."""
-        self._result = None
-        return self
-
-    def pump(self, renderer: Renderer) -> None:
-        """Feed the run's new events, with the formatter's words for each, to ``renderer``."""
-        for event in self._tail.read_new():
-            renderer.event(self, event, self._formatter.format(event))
-
     # -- representations ----------------------------------------------------------------------
     def __repr__(self) -> str:
         if not self.done:
-            return f"<Run {self.id} {self.name} {self.status}>"
+            return f"<Run {self.run_id} {self.name} {self.status}>"
         text = summary_line(self)
         out = self.output.strip()
         if out:
@@ -313,8 +307,28 @@ class Run:
         return text
 
     def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
-        """Write this run's report (self-contained HTML, or Markdown for ``.md``); see ``nbsubagents.report``."""
-        return reports.report([self], path, format=format)
+        """Write this run's report (self-contained HTML, or Markdown for ``.md``; by default into its project's
+        ``.pi/subagents/reports/``); see ``nbsubagents.report``."""
+        return reports.report([self], path, format=format, root=self.dir.parents[3])  # <root>/.pi/subagents/runs/<id>
+
+
+# -- what the lifecycle does with a run (functions, not methods: a Run's public face is what a user may call) ----
+def launch(run: Run) -> None:
+    """Start the run's supervisor through its launcher (``meta["runner"]``: process, tmux or dask)."""
+    registry.note(run, status="running")  # before the start: an interrupt right after it finds the handle set
+    run.process = launcher_for(run.meta.get("runner")).start(run)
+
+
+def reread(run: Run) -> Run:
+    """``run``, whose ``result.json`` is read again on the next look (it may have appeared since)."""
+    run._result = None
+    return run
+
+
+def pump(run: Run, renderer: Renderer) -> None:
+    """Feed the run's new events, with the formatter's words for each, to ``renderer``."""
+    for event in run._tail.read_new():
+        renderer.event(run, event, run._formatter.format(event))
 
 
 def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:

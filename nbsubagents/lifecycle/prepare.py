@@ -34,7 +34,7 @@ def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
     """The earlier run, and its transcript when it left no session file to continue."""
     earlier = get_run(run_id, root)
     if not earlier.done:
-        raise NbSubagentsError(f"Run {earlier.id} is still running: wait for it (or cancel it) before resuming it")
+        raise NbSubagentsError(f"Run {earlier.run_id} is still running: wait for it (or cancel it) before resuming it")
     session = earlier.paths.session
     if session.is_file() and session.stat().st_size > 0:
         return earlier, None
@@ -108,7 +108,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             "thinking": preset.thinking,
             "systemPromptPath": str(paths.system_prompt) if preset.prompt else None,
             "promptPath": str(paths.prompt), "files": [str(f) if isinstance(f, Path) else f for f in spec.files or []],
-            "resumedFrom": earlier.id if earlier is not None else None,
+            "resumedFrom": earlier.run_id if earlier is not None else None,
             "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1", **env},
             "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
             "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),

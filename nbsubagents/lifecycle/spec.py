@@ -229,6 +229,10 @@ def as_spec(item: Any, index: int) -> TaskSpec:
     """A ``TaskSpec`` from a TaskSpec, a mapping or an object with the same attributes."""
     if isinstance(item, TaskSpec):
         return item
+    if not isinstance(item, Mapping) and not hasattr(item, "preset"):  # a bare task string, say
+        example = {"preset": "scout", "task": item if isinstance(item, str) and item.strip() else "ls src"}
+        raise NbSubagentsError(f"Task {index}: each task is a dict with preset and task, such as {example!r}; "
+                               f"got {item!r}")
     if isinstance(item, Mapping):
         check_shape(item, f"Task {index}")
         get = item.get

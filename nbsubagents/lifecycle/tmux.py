@@ -131,7 +131,7 @@ def launch(run: Run) -> TmuxProcess:
     tmux = require_tmux()
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     cwd = run.meta.get("cwd") or str(run.dir)
-    argv = [tmux, "-L", socket_name(run.id), "-f", "/dev/null", "new-session", "-d", "-s", run.id,
+    argv = [tmux, "-L", socket_name(run.run_id), "-f", "/dev/null", "new-session", "-d", "-s", run.run_id,
             "-x", "200", "-y", "50", "-c", cwd, "-P", "-F", "#{pane_pid} #{socket_path}", "--",
             sys.executable, "-m", "nbsubagents.child.tmux_pane", str(run.dir)]
     try:
@@ -141,7 +141,7 @@ def launch(run: Run) -> TmuxProcess:
         pane, _, socket = proc.stdout.decode(errors="replace").strip().partition(" ")
     except (OSError, subprocess.SubprocessError) as exc:
         error, pane, socket = str(exc), "", ""
-    handle = TmuxProcess(tmux, run.id, run.paths, int(pane) if pane.isdigit() else None, socket or None)
+    handle = TmuxProcess(tmux, run.run_id, run.paths, int(pane) if pane.isdigit() else None, socket or None)
     if error is not None:
         settle.never_ran(run.paths, run.meta, "failed", f"tmux could not start the run's session: {error}")
         handle._finish(1)

@@ -37,7 +37,7 @@ from .. import registry
 from ..config import NbSubagentsError
 from ..style import glyph, shorten
 from . import settle as settling  # `settle()` below is the watcher's own
-from .handle import SETTLE_TIMEOUT, set_follower
+from .handle import SETTLE_TIMEOUT, pump, reread, set_follower
 from .liveness import check
 
 if TYPE_CHECKING:
@@ -253,9 +253,9 @@ class Watcher:
     def watch(self, run: Run, *, renderer: Renderer | None = None,
               on_done: Callable[[Run], Any] | None = None, quiet: bool = False) -> None:
         with self._lock:
-            entry = self._entries.get(run.id)
+            entry = self._entries.get(run.run_id)
             if entry is None:
-                self._entries[run.id] = _Entry(run, renderer, on_done, quiet)
+                self._entries[run.run_id] = _Entry(run, renderer, on_done, quiet)
             else:
                 entry.renderer = entry.renderer or renderer
                 entry.on_done = entry.on_done or on_done
@@ -329,10 +329,10 @@ class Watcher:
                 if self._stop.is_set():
                     break
                 finished = _guarded(entry, lambda: self._step_in_cell(entry), False,
-                                    f"nbsubagents watcher: following run {entry.run.id} failed (will retry)")
+                                    f"nbsubagents watcher: following run {entry.run.run_id} failed (will retry)")
                 if finished:
                     with self._lock:
-                        self._entries.pop(entry.run.id, None)
+                        self._entries.pop(entry.run.run_id, None)
                     entry.settled.set()
             for sub in subs:
                 if self._stop.is_set():
@@ -365,7 +365,7 @@ class Watcher:
             self._finish(entry)
             return True
         if entry.renderer is not None:
-            run.pump(entry.renderer)
+            pump(run, entry.renderer)
         if run.paths.result.exists():
             self._finish(entry)
             return True
@@ -390,7 +390,7 @@ class Watcher:
 
     def _finish(self, entry: _Entry) -> None:
         run = entry.run
-        run.refresh()
+        reread(run)
         if run.process is not None:
             try:
                 run.process.wait(5)  # reap it: it exits right after writing result.json
@@ -398,17 +398,17 @@ class Watcher:
                 pass
         renderer = entry.renderer
         if renderer is not None:
-            _safely(run.pump, renderer)
+            _safely(pump, run, renderer)
         row = None
         won = False
         try:
             row = registry.record(run)
-            won = row is not None and registry.claim(run.id, registry.db_of(run.dir))
+            won = row is not None and registry.claim(run.run_id, registry.db_of(run.dir))
         except (sqlite3.Error, OSError, NbSubagentsError) as exc:  # the registry's trouble, not a bug: one line
-            _say(f"nbsubagents: the registry could not record the end of run {run.id} ({exc}); "
+            _say(f"nbsubagents: the registry could not record the end of run {run.run_id} ({exc}); "
                  "nbsubagents.registry.rebuild() recreates it from the run directories")
         except Exception:
-            _report(f"nbsubagents: the registry could not record the end of run {run.id}")
+            _report(f"nbsubagents: the registry could not record the end of run {run.run_id}")
         if renderer is not None:
             _safely(renderer.end, run)
             _safely(renderer.close)
@@ -419,7 +419,7 @@ class Watcher:
             try:
                 entry.on_done(run)
             except Exception:
-                _report(f"nbsubagents: on_done of run {run.id} raised")
+                _report(f"nbsubagents: on_done of run {run.run_id} raised")
 
 
 def _safely(fn: Callable[..., Any], *args: Any) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..child.errors import NbSubagentsError
-from ..config import overridden
+from ..config import sources
 
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
 PI_VERSION = "0.73.1"
@@ -25,13 +25,16 @@ class PiNotFoundError(NbSubagentsError):
 
 
 def find_pi(cwd: Path | None = None) -> str:
-    """The pi binary: setting or NBSUBAGENTS_PI, the project's node_modules, then PATH."""
-    explicit = overridden("pi") or os.environ.get("NBSUBAGENTS_PI")
+    """The pi binary: the ``pi`` setting (``configure(pi=...)``, ``NBSUBAGENTS_PI`` or a settings file's ``pi``),
+    else the project's node_modules, then PATH."""
+    explicit, source = sources(cwd)["pi"]
     if explicit:
-        if not Path(explicit).is_file():
-            raise PiNotFoundError(f"pi not found at {explicit} (from the pi setting or NBSUBAGENTS_PI). "
-                                  f"Point it at an existing pi binary, or unset it to search the project and PATH.")
-        return explicit
+        if not Path(str(explicit)).is_file():
+            where = {"configure()": "configure(pi=...)", "NBSUBAGENTS_PI": "NBSUBAGENTS_PI"}.get(
+                source, f'"pi" in the settings file {source}')
+            raise PiNotFoundError(f"pi not found at {explicit} (from {where}). Point it at an existing pi binary, "
+                                  "or unset it to search the project and PATH.")
+        return str(explicit)
     start = Path(cwd or Path.cwd()).resolve()
     for base in (start, *start.parents, PACKAGE_ROOT):
         candidate = base / "node_modules" / ".bin" / "pi"
@@ -41,7 +44,7 @@ def find_pi(cwd: Path | None = None) -> str:
     if on_path:
         return on_path
     raise PiNotFoundError(
-        "pi (the coding agent that runs each sub-agent) was not found: looked at NBSUBAGENTS_PI, "
+        "pi (the coding agent that runs each sub-agent) was not found: looked at the pi setting, "
         "node_modules/.bin/pi of the project and PATH. Install it with "
         f"`npm install {PI_PACKAGE}@{PI_VERSION}` in the project (or globally with -g), "
         "or set NBSUBAGENTS_PI to its path."

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .. import registry
 from ..child.artifacts import STATUSES, TERMINAL
-from ..config import NbSubagentsError, configure, project_root, settings
+from ..config import NbSubagentsError, configure, project_arg, project_root, settings
 from ..lifecycle import batch, launch, reconcile
 from ..lifecycle.drive import drive
 from ..lifecycle.handle import Run
@@ -45,6 +45,9 @@ from .scorers import SCORER_TIMEOUT, Check, as_scorer, check_timeout, load_score
 
 if TYPE_CHECKING:
     import subprocess
+
+    import pandas
+    from matplotlib.figure import Figure
 
     from .views import Comparison
 
@@ -220,7 +223,7 @@ class Experiment:
         return self
 
     # -- views (pandas and friends only in sweeps.views) ------------------------------------
-    def frame(self, *, all_runs: bool = False) -> Any:
+    def frame(self, *, all_runs: bool = False) -> pandas.DataFrame:
         """One row per run: ``params.*``, ``metrics.*``, ``scores.*``, ``tags.*``, status, stop reason."""
         return views.frame(self.current_rows(all_runs=all_runs))
 
@@ -230,7 +233,8 @@ class Experiment:
         """Per cell: n, success rate, mean/std/n of every metric and score, and the difference to ``baseline``."""
         return views.compare(self.frame(), by=by, baseline=baseline, title=self.name)
 
-    def plot(self, *, x: str = "cost_usd", y: str | None = None, by: str | Sequence[str] = ("preset", "model")) -> Any:
+    def plot(self, *, x: str = "cost_usd", y: str | None = None, by: str | Sequence[str] = ("preset", "model")
+             ) -> Figure:
         """A matplotlib Figure: one point per run (``x`` a metric, ``y`` a score), coloured by cell."""
         return views.plot(self.frame(), x=x, y=y, by=by, title=self.name)
 
@@ -358,9 +362,10 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
 declare_options(experiment, "sweep")
 
 
-def get_experiment(name: str, root: str | Path | None = None) -> Experiment:
-    """The experiment of this name in this project (its plan or runs must exist)."""
-    exp = Experiment(name, root)
+def get_experiment(name: str, project: str | Path | None = None, *, root: str | Path | None = None) -> Experiment:
+    """The experiment of this name in ``project`` (a folder inside it; default: the current folder); its plan or
+    runs must exist. (``root=`` is the older name of ``project=``.)"""
+    exp = Experiment(name, project_arg(project, "get_experiment", root=root))
     if not exp.plan_path.exists() and not exp.rows():
         known = [e["name"] for e in listing(exp.root)]
         raise NbSubagentsError(f"No experiment {name!r} in {exp.root}: "
@@ -368,10 +373,11 @@ def get_experiment(name: str, root: str | Path | None = None) -> Experiment:
     return exp
 
 
-def experiments(root: str | Path | None = None) -> Any:
-    """This project's experiments as a DataFrame: name, planned cells, runs and their statuses."""
+def experiments(project: str | Path | None = None, *, root: str | Path | None = None) -> pandas.DataFrame:
+    """The experiments of ``project`` (a folder inside it; default: the current folder) as a DataFrame: name,
+    planned cells, runs and their statuses. (``root=`` is the older name of ``project=``.)"""
     import pandas as pd
-    base = Path(root).resolve() if root is not None else project_root()
+    base = project_arg(project, "experiments", root=root)
     columns = ["name", "planned", "runs", "completed", "failed", "aborted", "running", "queued", "created_at"]
     frame = pd.DataFrame(listing(base), columns=columns)
     for col in columns[2:8]:

@@ -137,11 +137,11 @@ def run_folder(run: Run) -> Iterator[tuple[Path, str]]:
         yield (Path(kept["path"]) / subdir).resolve(), "the run's kept worktree"
         return
     isolation.sweep_checkouts()  # what checks killed mid-way left (their ``finally`` never ran)
-    dest = isolation.worktrees_dir() / f"check-{run.id}-{os.urandom(3).hex()}"
+    dest = isolation.worktrees_dir() / f"check-{run.run_id}-{os.urandom(3).hex()}"
     try:
         folder, note = isolation.checkout(run.dir, dest)
     except isolation.IsolationError as exc:
-        raise NbSubagentsError(f"run {run.id}'s changes could not be laid out for the check: {exc}") from None
+        raise NbSubagentsError(f"run {run.run_id}'s changes could not be laid out for the check: {exc}") from None
     try:
         yield folder, f"a scratch workspace of {note}, removed after the check"
     finally:

@@ -22,7 +22,7 @@ from ..child.artifacts import ACTIVE, STATUSES
 from ..child.events import Tally
 from ..config import NbSubagentsError
 from ..lifecycle import watcher
-from ..lifecycle.handle import Run
+from ..lifecycle.handle import Run, reread
 from ..registry import query
 from ..style import (
     DARK_SCOPE,
@@ -380,7 +380,7 @@ class Browser:
     def _render_details(self, run_id: str) -> None:
         row = registry.resolve(run_id, self.root)
         run = watcher.get(row["run_id"]) or Run(row["run_dir"])
-        run.refresh()  # read result.json again: it may have appeared since
+        reread(run)  # read result.json again: it may have appeared since
         status = run.status if run.done else (row.get("status") or run.status)
         events = run.events()
         tally = Tally()

@@ -144,7 +144,7 @@ _live: weakref.WeakValueDictionary[str, RunPanel] = weakref.WeakValueDictionary(
 
 def live_panel(run: Run) -> RunPanel | None:
     """The live panel this process draws for ``run`` (a later display of it reuses it), else None."""
-    return _live.get(run.id)
+    return _live.get(run.run_id)
 
 
 class RunPanel(PanelState, _StaticRecord):
@@ -158,7 +158,7 @@ class RunPanel(PanelState, _StaticRecord):
                  lock: threading.RLock | None = None) -> None:
         w = load_ipywidgets()
         PanelState.__init__(self, run, lines=lines, history=history, lock=lock)
-        self.display_id = f"nbsubagents-run-{run.id}"
+        self.display_id = f"nbsubagents-run-{run.run_id}"
         self.renders = 0
         self.last_render = 0.0       # time.monotonic() of the last render
         self.dirty = True
@@ -179,8 +179,8 @@ class RunPanel(PanelState, _StaticRecord):
                       layout=w.Layout(align_items="center", justify_content="space-between"))
         self.widget = w.VBox([top, self.window_html, self.history_box, self.final_html])
         self.widget.add_class("nbsubagents-panel")
-        self.widget.add_class(f"nbsubagents-run-{run.id}")
-        _live[run.id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
+        self.widget.add_class(f"nbsubagents-run-{run.run_id}")
+        _live[run.run_id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
         subshell = click_subshell()
         route_clicks(self.cancel_button, subshell)
         route_clicks(self.history_box, subshell)
@@ -286,7 +286,7 @@ class RunPanel(PanelState, _StaticRecord):
             parts.append(f'<div {attrs("failed", "nbsubagents-error", MONO_STYLE)}>'
                          f'{html.escape(error, quote=False)}</div>')
         parts.append(f'<div class="nbsubagents-runid" style="{MUTED_STYLE};font-size:11px">'
-                     f'{html.escape(self.run.id, quote=False)}</div>')
+                     f'{html.escape(self.run.run_id, quote=False)}</div>')
         return "".join(parts)
 
     # -- controls -----------------------------------------------------------------------------------
@@ -356,7 +356,7 @@ class GroupPanel(_StaticRecord):
         with self._lock:
             self.header.value = group_header_html(self.panels)
             if self.done:
-                ids = ", ".join(f"<code>{html.escape(p.run.id, quote=False)}</code>" for p in self.panels)
+                ids = ", ".join(f"<code>{html.escape(p.run.run_id, quote=False)}</code>" for p in self.panels)
                 self.ids_html.value = f'<div style="{MUTED_STYLE}">Run ids: {ids}</div>'
             self.renders += 1
             self.last_render = time.monotonic()
@@ -400,10 +400,10 @@ class WidgetRenderer:
         with self._lock:
             if len(runs) == 1:
                 self.view = RunPanel(runs[0], lines=self.lines, lock=self._lock)
-                self.panels = {runs[0].id: self.view}
+                self.panels = {runs[0].run_id: self.view}
             else:
                 self.view = GroupPanel(runs, lines=self.lines, lock=self._lock)
-                self.panels = {p.run.id: p for p in self.view.panels}
+                self.panels = {p.run.run_id: p for p in self.view.panels}
         self._show(self.view)
         self._start_ticker()
 
@@ -411,13 +411,13 @@ class WidgetRenderer:
         """Keep a panel that is already on screen current (a running run displayed again)."""
         with self._lock:
             self.view = panel
-            self.panels = {panel.run.id: panel}
+            self.panels = {panel.run.run_id: panel}
             self._lock = panel._lock
         self._start_ticker()
 
     def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None:
         with self._lock:
-            panel = self.panels.get(run.id) or self._adopt(run)
+            panel = self.panels.get(run.run_id) or self._adopt(run)
             seq = event.get("seq")
             if isinstance(seq, int) and seq <= panel.last_seq:
                 return  # already in the panel (it was built from the run's events so far)
@@ -430,7 +430,7 @@ class WidgetRenderer:
 
     def end(self, run: Run) -> None:
         with self._lock:
-            panel = self.panels.get(run.id) or self._adopt(run)
+            panel = self.panels.get(run.run_id) or self._adopt(run)
             panel.finish()
             self._group_dirty = True
             self._render_group(time.monotonic(), force=True)
@@ -467,7 +467,7 @@ class WidgetRenderer:
     def _adopt(self, run: Run) -> RunPanel:
         """A run this renderer was not started with (a late background run): its own panel."""
         panel = RunPanel(run, lines=self.lines, lock=self._lock)
-        self.panels[run.id] = panel
+        self.panels[run.run_id] = panel
         self._show(panel)
         return panel
 

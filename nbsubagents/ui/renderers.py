@@ -66,7 +66,7 @@ class TextRenderer:
         return allowed
 
     def _say_folded(self, run: Run) -> None:
-        folded = self._folded.pop(run.id, 0)
+        folded = self._folded.pop(run.run_id, 0)
         if folded:
             self._print(f"{self._prefix(run)}… {folded} line{'' if folded == 1 else 's'} folded "
                         f"(run.transcript has every line)")
@@ -75,8 +75,8 @@ class TextRenderer:
         if line is None or event.get("type") == "run_end" or self.closed:
             return
         important = line.kind in ("assistant", "failed", "error")
-        if not self._allow(run.id) and not important:
-            self._folded[run.id] = self._folded.get(run.id, 0) + 1
+        if not self._allow(run.run_id) and not important:
+            self._folded[run.run_id] = self._folded.get(run.run_id, 0) + 1
             return
         text = line.text if line.kind != "assistant" else (line.text.strip().splitlines() or [""])[0][:200]
         self._say_folded(run)

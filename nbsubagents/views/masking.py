@@ -54,8 +54,8 @@ class MaskedRun:
         return getattr(self._run, name)
 
     @property
-    def id(self) -> str:
-        return self._run.id
+    def run_id(self) -> str:
+        return self._run.run_id
 
     @property
     def name(self) -> str:

@@ -336,14 +336,14 @@ class PanelState:
                 error = self.shown_error()
                 if error:
                     final_parts.append(f'<div {attrs("failed", "nbsubagents-error", _MONO)}>{_esc(error)}</div>')
-                final_parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.id)}'
+                final_parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.run_id)}'
                                    f'</div>')
                 parts.append(f'<div class="nbsubagents-final">{"".join(final_parts)}</div>')
             else:
-                parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.id)}</div>')
-            run_id = html.escape(run.id)
+                parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.run_id)}</div>')
+            run_id = html.escape(run.run_id)
             return (f'{STATUS_CSS}<div class="nbsubagents-static nbsubagents-panel nbsubagents-run-{run_id} '
-                    f'nbsubagents-status-{status}" data-run-id="{html.escape(run.id)}" '
+                    f'nbsubagents-status-{status}" data-run-id="{html.escape(run.run_id)}" '
                     f'style="border:1px solid var(--jp-border-color2,#ddd);border-left:4px solid {color};'
                     f'border-radius:3px;padding:6px 10px;margin:3px 0;font-family:var(--jp-ui-font-family,'
                     f'-apple-system,Segoe UI,Helvetica,Arial,sans-serif);font-size:13px;line-height:1.45">'
@@ -377,7 +377,7 @@ class PanelState:
                 error = self.shown_error()
                 if error:
                     lines.append(f"Error: {error}")
-            lines.append(f"Run id: {self.run.id}")
+            lines.append(f"Run id: {self.run.run_id}")
             return "\n".join(lines)
 
 
@@ -413,7 +413,7 @@ def group_static_html(states: list[PanelState]) -> str:
     ids = ""
     if done:
         ids = (f'<div class="nbsubagents-run-ids" style="{_MUTED};font-size:12px">Run ids: '
-               + ", ".join(f"<code>{html.escape(s.run.id)}</code>" for s in states) + "</div>")
+               + ", ".join(f"<code>{html.escape(s.run.run_id)}</code>" for s in states) + "</div>")
     return (f'<div class="nbsubagents-static-group nbsubagents-group"><div class="nbsubagents-group-header" '
             f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:13px">'
             f'{group_header_html(states)}</div>{"".join(s.static_html() for s in states)}{ids}</div>')
@@ -422,5 +422,5 @@ def group_static_html(states: list[PanelState]) -> str:
 def group_static_text(states: list[PanelState]) -> str:
     parts = [group_header_text(states), *(s.static_text() for s in states)]
     if all(s.status in TERMINAL for s in states):
-        parts.append("Run ids: " + ", ".join(s.run.id for s in states))
+        parts.append("Run ids: " + ", ".join(s.run.run_id for s in states))
     return "\n\n".join(parts)

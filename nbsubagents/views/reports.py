@@ -15,6 +15,7 @@ to a temporary file and moved into place: a failed write leaves no temporary fil
 from __future__ import annotations
 
 import html
+import itertools
 import os
 import re
 from datetime import datetime
@@ -126,13 +127,13 @@ def _run_html(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> str:
             ("Run folder", f"<code>{esc(str(run.dir))}</code>")]
     group = facts["group"]
     if group:
-        others = [r for r in groups.get(group, []) if r.id != run.id]
-        links = [f'<a href="#run-{esc(r.id)}">{esc(r.name)}</a> <span class="muted small">{esc(r.id)}</span>'
-                 for r in others if r.id in listed]
+        others = [r for r in groups.get(group, []) if r.run_id != run.run_id]
+        links = [f'<a href="#run-{esc(r.run_id)}">{esc(r.name)}</a> <span class="muted small">{esc(r.run_id)}</span>'
+                 for r in others if r.run_id in listed]
         rows.append(("Same call as", ", ".join(links) if links else '<span class="muted">no other run of its '
                                                                      'call is in this report</span>'))
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    parts = [f'<h2 id="run-{esc(run.id)}">{esc(header)}</h2>', f'<div class="muted small">{esc(run.id)}</div>',
+    parts = [f'<h2 id="run-{esc(run.run_id)}">{esc(header)}</h2>', f'<div class="muted small">{esc(run.run_id)}</div>',
              f"<table>{table}</table>", "<h3>Task</h3>", f"<pre>{esc(run.task)}</pre>"]
     if run.output.strip():
         parts += ["<h3>Final output</h3>", f'<pre class="output">{esc(run.output.strip())}</pre>']
@@ -155,16 +156,16 @@ def _run_html(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> str:
 def _document_html(runs: list[Run], title: str) -> str:
     esc = html.escape
     groups = _groups(runs)
-    listed = {r.id for r in runs}
+    listed = {r.run_id for r in runs}
     summary_rows = []
     for run in runs:
         facts = _facts(run)
         summary_rows.append(
-            f'<tr><td><a href="#run-{esc(run.id)}">{esc(run.name)}</a></td><td>{_status_html(facts["status"])}</td>'
+            f'<tr><td><a href="#run-{esc(run.run_id)}">{esc(run.name)}</a></td><td>{_status_html(facts["status"])}</td>'
             f'<td>{esc(facts["model"])}</td><td>{facts["toolCalls"]}</td><td>{facts["tokens"]:,}</td>'
             f'<td>${facts["cost"]:.4f}</td><td>'
             f'{duration(facts["duration"]) if isinstance(facts["duration"], (int, float)) else "—"}</td>'
-            f'<td class="muted small">{esc(run.id)}</td></tr>')
+            f'<td class="muted small">{esc(run.run_id)}</td></tr>')
     total_tokens = sum(_facts(r)["tokens"] for r in runs)
     total_cost = sum(_facts(r)["cost"] for r in runs)
     return (
@@ -218,7 +219,7 @@ def _code(text: Any) -> str:
 
 def _document_md(runs: list[Run], title: str) -> str:
     groups = _groups(runs)
-    listed = {r.id for r in runs}
+    listed = {r.run_id for r in runs}
     out = [f"# {_md(title)}", ""]
     total_tokens = sum(_facts(r)["tokens"] for r in runs)
     total_cost = sum(_facts(r)["cost"] for r in runs)
@@ -227,26 +228,26 @@ def _document_md(runs: list[Run], title: str) -> str:
             "|---|---|---|---|---|---|---|---|"]
     for run in runs:
         f = _facts(run)
-        anchor = _anchor(run.id)
+        anchor = _anchor(run.run_id)
         took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
         out.append(f"| [{_cell(run.name)}](#{anchor}) | {glyph(f['status'])} {_cell(f['status'])} | "
                    f"{_cell(f['model'])} | {f['toolCalls']} | {f['tokens']:,} | ${f['cost']:.4f} | {took} | "
-                   f"{_code(run.id)} |")
+                   f"{_code(run.run_id)} |")
     for run in runs:
         f = _facts(run)
-        anchor = _anchor(run.id)
+        anchor = _anchor(run.run_id)
         header = PanelState.of_run(run).static_text().splitlines()[0]
         took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
         out += ["", f'<a id="{anchor}"></a>', "", f"## {_md(header)}", "",
-                f"- **Run id:** {_code(run.id)}", f"- **Status:** {glyph(f['status'])} {_md(f['status'])}",
+                f"- **Run id:** {_code(run.run_id)}", f"- **Status:** {glyph(f['status'])} {_md(f['status'])}",
                 f"- **Model:** {_md(f['model'])} (preset {_md(f['preset']) or '—'}, {_md(f['mode']) or '—'})",
                 f"- **Tokens:** {f['tokens']:,} (input {f['input']:,}, output {f['output']:,}, cache read "
                 f"{f['cacheRead']:,}, cache write {f['cacheWrite']:,}) · **Cost:** ${f['cost']:.4f} · "
                 f"**Tool calls:** {f['toolCalls']}",
                 f"- **Started:** {_md(_when(f['started']))} · **Ended:** {_md(_when(f['ended']))} · **Took:** {took}"]
         if f["group"]:
-            others = [r for r in groups.get(f["group"], []) if r.id != run.id and r.id in listed]
-            out.append("- **Same call as:** " + (", ".join(f"[{_md(r.name)}](#{_anchor(r.id)})" for r in others) or
+            others = [r for r in groups.get(f["group"], []) if r.run_id != run.run_id and r.run_id in listed]
+            out.append("- **Same call as:** " + (", ".join(f"[{_md(r.name)}](#{_anchor(r.run_id)})" for r in others) or
                                                   "no other run of its call is in this report"))
         changed = run.files_changed
         out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
@@ -271,11 +272,13 @@ def _anchor(run_id: str) -> str:
 
 # -- the entry point ----------------------------------------------------------------------------------------
 def report(runs: list[Run], path: str | Path | None = None, *, format: str | None = None,
-           title: str | None = None) -> Path:
+           title: str | None = None, root: Path | None = None) -> Path:
     """Write a report of these runs and return its path.
 
     ``runs``: the runs (``nbsubagents.report`` also takes run ids or a ``runs()`` DataFrame). ``path``: where
-    to write; by default ``<root>/.pi/subagents/reports/report-<time>.html``. ``format``: ``"html"``
+    to write; by default a new ``<root>/.pi/subagents/reports/report-<time>.html`` (``-2``, ``-3``... when
+    another report has that name: none is overwritten). ``root``: the project (default: the current one).
+    ``format``: ``"html"``
     (self-contained, no script, no network) or ``"md"`` (Markdown for an issue); by default from the
     path's suffix (``.md``/``.markdown`` is Markdown), else HTML. Secrets are masked.
     """
@@ -287,21 +290,45 @@ def report(runs: list[Run], path: str | Path | None = None, *, format: str | Non
     format = {"markdown": "md", "htm": "html"}.get(format, format)
     if format not in FORMATS:
         raise NbSubagentsError(f'report format must be "html" or "md", got {format!r}')
-    if path is None:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = project_root() / ".pi" / "subagents" / "reports" / f"report-{stamp}.{format}"
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise NbSubagentsError(f"report path {target} is a directory: give a file name such as "
-                               f"{target / 'report.html'}")
+    if path is not None and Path(path).expanduser().is_dir():
+        raise NbSubagentsError(f"report path {path} is a directory: give a file name such as "
+                               f"{Path(path) / 'report.html'}")
     masks = masker()
     runs = [MaskedRun(run, masks) for run in runs]  # masked before any line or header is cut short
-    title = title or (f"Sub-agent run {runs[0].name} ({runs[0].id})" if len(runs) == 1 else
+    title = title or (f"Sub-agent run {runs[0].name} ({runs[0].run_id})" if len(runs) == 1 else
                       f"Sub-agent runs ({len(runs)})")
     text = _document_md(runs, title) if format == "md" else _document_html(runs, title)
     text = strip_controls(masks.text(text))
-    _write(target, text)
+    if path is not None:
+        target = Path(path).expanduser()
+        _write(target, text)
+        return target
+    target = _new_name((root or project_root()) / ".pi" / "subagents" / "reports", format)
+    try:
+        _write(target, text)
+    except BaseException:
+        target.unlink(missing_ok=True)  # the name it took
+        raise
     return target
+
+
+def _new_name(folder: Path, format: str) -> Path:
+    """A report name no other report has: ``report-<time>.<format>``, else ``report-<time>-2.<format>``, ... It is
+    taken by creating the (empty) file, which fails for a name that exists: two reports written in the same
+    second, by one process or two, each get their own."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    names = (f"report-{stamp}.{format}" if n == 1 else f"report-{stamp}-{n}.{format}" for n in itertools.count(1))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            try:
+                os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                return folder / name
+            except FileExistsError:
+                pass
+    except OSError as exc:
+        raise NbSubagentsError(f"Cannot write a report into {folder}: {exc.strerror or exc}") from None
+    raise AssertionError("itertools.count() ended")
 
 
 def _write(target: Path, text: str) -> None:

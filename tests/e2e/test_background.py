@@ -312,7 +312,7 @@ def test_a_run_belongs_to_the_project_of_its_cwd(warm, tmp_path):
     (other / ".pi" / "subagents" / "helper.md").write_text(
         "---\nname: helper\ndescription: Only in the other project.\nmodel: demo/scripted\n---\nHelp.\n")
     (other / ".pi" / "settings.json").write_text('{"subagents": {"timeout": 77}}')
-    assert "helper" in [p.name for p in nbsubagents.presets(cwd=other)]
+    assert "helper" in [p.name for p in nbsubagents.presets(project=other)]
     run = nbsubagents.run("helper", "say: there", cwd=other, show=False)
     assert run.status == "completed" and run.meta["timeout"] == 77
     assert run.dir.parent == other / ".pi" / "subagents" / "runs"

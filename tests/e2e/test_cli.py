@@ -101,6 +101,16 @@ def test_doctor_json_lists_each_check_with_its_verdict_detail_and_fix(fresh_mach
     assert by_name["models"]["fix"] == "nbsubagents init --offline"
 
 
+def test_doctor_shows_where_each_setting_in_force_came_from(fresh_machine, capsys):
+    (fresh_machine / ".pi").mkdir()
+    (fresh_machine / ".pi" / "settings.json").write_text('{"subagents": {"timeout": 300, "//": "a comment"}}')
+    assert cli.main(["doctor", "--json"]) == 0
+    settings = [c["detail"] for c in json.loads(capsys.readouterr().out) if c["check"] == "settings"]
+    assert f"timeout = 300 ({fresh_machine / '.pi' / 'settings.json'})" in settings
+    assert f"pi = \"{PI}\" (NBSUBAGENTS_PI)" in settings  # a variable is a source too
+    assert not any(line.startswith(("concurrency", "//")) for line in settings)  # defaults and comments are not
+
+
 def test_cancel_from_a_terminal_ends_a_running_run(project):
     import nbsubagents
 

@@ -24,6 +24,7 @@ from nbsubagents import config  # noqa: E402
 from nbsubagents.child import procs  # noqa: E402
 from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir  # noqa: E402
 from nbsubagents.lifecycle import dask_launcher, watcher  # noqa: E402
+from nbsubagents.lifecycle.handle import reread  # noqa: E402
 
 pytestmark = pytest.mark.dask  # one module-scoped LocalCluster: one xdist worker runs them all (conftest.py)
 
@@ -138,7 +139,7 @@ def test_a_run_queued_behind_full_workers_is_cancelled_without_starting(dask_pro
 
         assert orphan.status == "queued" and orphan.process is None
         assert orphan.cancel() is True  # no future here: its task is cancelled on the scheduler by key
-        assert orphan.refresh().status == "aborted" and orphan.error == "cancelled before it started"
+        assert reread(orphan).status == "aborted" and orphan.error == "cancelled before it started"
     finally:
         for b in blockers:
             b.cancel()

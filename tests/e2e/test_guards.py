@@ -13,6 +13,7 @@ from helpers import interrupt_when_running
 
 import nbsubagents
 from nbsubagents import config
+from nbsubagents.lifecycle.handle import launch
 from nbsubagents.lifecycle.prepare import prepare
 from nbsubagents.lifecycle.spec import TaskSpec
 
@@ -125,7 +126,7 @@ def test_resume_without_a_session_file_prepends_the_transcript(project, scripted
 
 def test_resuming_a_running_run_is_an_error(project):
     running = prepare(TaskSpec("scout", "run: sleep 30"), mode="single")
-    running.launch()
+    launch(running)
     try:
         with pytest.raises(nbsubagents.NbSubagentsError, match="is still running"):
             nbsubagents.run("scout", "say: x", resume=running.id, show=False)

@@ -276,14 +276,14 @@ def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kerne
 
     slow = cell(nb, 'slow = nbsubagents.start("scout", "run: sleep 120"')
     assert text(slow).strip() == "running"
-    assert re.fullmatch(r"Cancelling run \S+\n", text(cell(nb, "%subagent_cancel {slow.id}")))
+    assert re.fullmatch(r"Cancelling run \S+\n", text(cell(nb, "%subagent_cancel {slow.run_id}")))
     ended = text(cell(nb, "slow.wait()"))
     assert re.search(r"^slowpoke aborted - .*cancel", ended, re.M) and "notes completed" in ended
     assert panels(nb, slow)[0].startswith("■ slowpoke aborted")
 
     every = text(cell(nb, "%subagent_status --all"))
     assert every.startswith("0 running · 2 completed · 0 failed · 1 aborted · 3 total")
-    details = text(cell(nb, "%subagent_status {slow.id[:-2]}"))
+    details = text(cell(nb, "%subagent_status {slow.run_id[:-2]}"))
     assert re.search(r"^  status\s+aborted$", details, re.M) and re.search(r"^  mode\s+background$", details, re.M)
     assert re.match(r"True completed \.pi/subagents/runs/\S+", text(cell(nb, "again = nbsubagents.get_run(")))
 
@@ -323,7 +323,7 @@ def test_exploring_runs_notebook_reads_back_output_transcript_events_and_files(k
 
     one = text(cell(nb, "ids = dict("))
     assert re.match(r"\S+ completed\nDone\. 3 steps:\n- read README\.md: # Inventory service", one)
-    assert re.search(r"^  name\s+survey$", text(cell(nb, "%subagent_status {run.id}")), re.M)
+    assert re.search(r"^  name\s+survey$", text(cell(nb, "%subagent_status {run.run_id}")), re.M)
     transcript = text(cell(nb, "print(run.transcript)"))
     for line in ("Preset:  scout", "Model:   demo/scripted", "Reading README.md", "Finished reading README.md",
                  "Listing src", "wc -l src/inventory.py"):
