@@ -37,7 +37,7 @@ from ..lifecycle.drive import drive
 from ..lifecycle.handle import Run
 from ..lifecycle.settle import LOST, NOT_STARTED
 from ..lifecycle.spec import declare_options
-from ..ui.display import renderer_for
+from ..ui.sweep_panel import sweep_renderer
 from . import driver, views
 from .grid import cell_key, expand
 from .plan import check_name, differences, fingerprint, listing, locked, plan_path, read_plan, replaced_runs, save_plan
@@ -146,7 +146,8 @@ class Experiment:
         for run in kept:
             if scorers and not (run.dir / "scores.json").exists():
                 score(run, scorers, timeout=scorer_timeout)
-        drive(built, concurrency=concurrency, renderer=_Scoring(renderer_for(show), scorers, scorer_timeout))
+        drive(built, concurrency=concurrency, renderer=_Scoring(
+            sweep_renderer(show, title=f"Experiment {self.name}", concurrency=concurrency), scorers, scorer_timeout))
         for run in live:  # runs of a launcher that died (or of another process): wait, record, score
             run.wait()
             registry.note(run)  # its launcher may be gone: the registry learns the end here
