@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from ..child.artifacts import TERMINAL
 from ..child.secrets import terminal_safe
 from ..child.tmux_pane import attach_command
-from ..style import html_table, shorten
+from ..style import STATUS_CSS, attrs, glyph, html_table, shorten
 from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, ensure_loaded, fetch, resolve
 
 if TYPE_CHECKING:
@@ -68,6 +68,15 @@ def _took(row: dict[str, Any]) -> str:
 def _outcome(row: dict[str, Any], limit: int = 50) -> str:
     """The answer (or the error) on one line: every line of it, whitespace folded, cut at ``limit``."""
     return shorten(row.get("final_text") if row.get("status") == "completed" else row.get("error_message"), limit)
+
+
+def _html_cell(key: str, value: str, style: str) -> tuple[str, str]:
+    """A cell of the HTML table: the status with its glyph in its colour; ids, status and times on one line."""
+    if key == "status":
+        return (attrs(value, "", f"{style};white-space:nowrap;font-weight:600"),
+                f"{glyph(value)} {html.escape(value)}")
+    nowrap = ";white-space:nowrap" if key in ("run_id", "started", "took") else ""
+    return (f"style='{style}{nowrap}'", html.escape(value))
 
 
 _TABLE = [("RUN ID", "run_id"), ("NAME", "name"), ("STATUS", "status"), ("MODEL", "model"),
@@ -170,11 +179,11 @@ class Status:
         shown = self._shown()
         if not shown:
             return head + f"<div><i>{'no active runs' if not self.include_completed else 'no runs yet'}</i></div>"
-        rows = [[(f"style='{style}'", esc(c[k])) for _, k in _TABLE] for c in (self._cells(r) for r in shown)]
+        rows = [[_html_cell(k, c[k], style) for _, k in _TABLE] for c in (self._cells(r) for r in shown)]
         table = html_table([t for t, _ in _TABLE], rows, th_attrs=f"style='{style}'")
         more = (f"<div><i>{len(self.rows) - len(shown)} earlier runs not shown</i></div>"
                 if len(self.rows) > len(shown) else "")
-        return f"<div>{head}{table}{more}</div>"
+        return f"<div>{STATUS_CSS}{head}{table}{more}</div>"
 
     def to_frame(self) -> pandas.DataFrame:
         """The rows as a pandas DataFrame indexed by run id (pandas is imported here only)."""

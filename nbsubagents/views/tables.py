@@ -44,6 +44,9 @@ def RunsFrame(frame: pandas.DataFrame) -> pandas.DataFrame:  # noqa: N802 - read
     return _cls(frame)
 
 
+_NOWRAP = 'style="white-space:nowrap"'  # a run id or a time wraps at its hyphens otherwise
+
+
 def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
     """An HTML table with status colours; every value escaped. Long frames show head and tail."""
     import pandas as pd
@@ -54,7 +57,7 @@ def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
     header = ([str(shown.index.name or "")] if labelled else []) + [str(c) for c in shown.columns]
     body = []
     for label, row in shown.iterrows():
-        cells: list[str | tuple[str, str]] = [html.escape(str(label))] if labelled else []
+        cells: list[str | tuple[str, str]] = [(_NOWRAP, html.escape(str(label)))] if labelled else []
         for column, value in row.items():
             if column == "status" and isinstance(value, str):
                 cells.append((f'class="nbsubagents-status-{html.escape(value)} nbsubagents-c-{html.escape(value)}" '
@@ -63,7 +66,9 @@ def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
                 cells.append("")
             elif isinstance(value, pd.Timestamp):
                 local = value.to_pydatetime().astimezone()  # shown in the reader's local time
-                cells.append(local.strftime("%Y-%m-%d %H:%M:%S"))
+                cells.append((_NOWRAP, local.strftime("%Y-%m-%d %H:%M:%S")))
+            elif column == "run_id":
+                cells.append((_NOWRAP, html.escape(str(value))))
             elif column == "cost" and isinstance(value, float):
                 cells.append(f"${value:.4f}")
             else:
