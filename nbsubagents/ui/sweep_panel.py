@@ -550,7 +550,10 @@ class SweepTextRenderer:
         if state is None:
             return
         self._print(state.header_text())
-        for r in state.failures()[:FAILURE_CAP]:
+        failed = state.failures()
+        if failed:
+            self._print(f"failures ({len(failed)}):")
+        for r in failed[:FAILURE_CAP]:
             self._print(masker().text(failure_text(r)))
 
 

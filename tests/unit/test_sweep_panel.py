@@ -188,4 +188,5 @@ def test_outside_a_notebook_each_end_is_one_line_and_the_close_lists_the_failure
     assert re.fullmatch(r"✓ scout · demo/scripted · task-0\s+3\.0s\s+\$0\.0020\s+words=7", lines[1])
     assert lines[2].startswith("✗ scout · demo/scripted · task-1") and lines[2].endswith("provider said no")
     assert lines[4] == "Experiment demo · 3/3 · 2 done, 1 failed"
-    assert lines[5] == f"  ✗ scout · demo/scripted · task-1 ({runs[1].run_id}): provider said no"
+    assert lines[5] == "failures (1):"
+    assert lines[6] == f"  ✗ scout · demo/scripted · task-1 ({runs[1].run_id}): provider said no"
