@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # typing is not imported at run time: it would slow the s
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["GLYPHS", "glyph", "summary_line", "extra_parts"]
+__all__ = ["GLYPHS", "glyph", "summary_line", "extra_parts", "change_words"]
 
 GLYPHS = {"queued": "○", "running": "↻", "completed": "✓", "failed": "✗", "aborted": "■"}
 
@@ -51,6 +51,12 @@ def summary_line(run: Any) -> str:
     return text
 
 
+def change_words(changes: dict[str, Any]) -> str:
+    """An isolated run's changes as words: ``1 file +2 −0``."""
+    return (f"{changes.get('files', 0)} file{'' if changes.get('files') == 1 else 's'} "
+            f"+{changes.get('added', 0)} \u2212{changes.get('removed', 0)}")
+
+
 def extra_parts(run: Any, spent: dict[str, Any]) -> list[str]:
     """``offline model`` (the project's offline setting sent the run to the scripted model), spend against the
     run's budget (``budget tools 3/20``) and an isolated run's ``+N −M``: the words every surface (summary line,
@@ -61,8 +67,7 @@ def extra_parts(run: Any, spent: dict[str, Any]) -> list[str]:
         parts.append("budget " + describe(budget, spent))
     changes = (run.result or {}).get("changes")
     if changes:
-        parts.append(f"{changes.get('files', 0)} file{'' if changes.get('files') == 1 else 's'} "
-                     f"+{changes.get('added', 0)} \u2212{changes.get('removed', 0)}")
+        parts.append(change_words(changes))
     elif run.meta.get("isolation") and not run.done:
         parts.append("isolated")
     return parts

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
 
 from ..child.artifacts import TERMINAL
 from ..child.secrets import strip_controls, terminal_safe
+from ..child.summary import change_words
 from ..lifecycle import watcher
 from ..lifecycle.drive import NullRenderer, Renderer
 from ..style import MUTED_STYLE, STATUS_CSS, attrs, color, duration, glyph, html_table, plural, shorten
@@ -69,6 +70,7 @@ class SweepLine:
     cost: float = 0.0
     took: float | None = None      # seconds, once ended
     scores: dict[str, Any] = field(default_factory=dict)
+    changes: str = ""              # an isolated run's changes: ``1 file +2 −0``
     reason: str = ""               # why it did not complete
 
     def clock(self, now: float) -> float | None:
@@ -79,6 +81,10 @@ class SweepLine:
 
     def scores_text(self) -> str:
         return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.scores.items())
+
+    def outcome(self) -> str:
+        """What an ended run leaves: its changes (isolated) and its scores."""
+        return " · ".join(p for p in (self.changes, self.scores_text()) if p)
 
 
 def cell_label(run: Any, *, repeats: bool = True) -> str:
@@ -154,6 +160,7 @@ class SweepState:
         if isinstance(cost, (int, float)):
             row.cost = float(cost)
         row.scores = dict(getattr(run, "scores", None) or {})
+        row.changes = change_words(result["changes"]) if result.get("changes") else ""
         row.reason = "" if row.status == "completed" else failure_reason(run)
         row.activity = ""
         if not row.ended:
@@ -277,12 +284,12 @@ def _line_cells(row: SweepLine, now: float, *, live: bool) -> list[str | tuple[s
         last = (f'<span style="{MUTED_STYLE}">{_esc(shorten(row.activity or "starting pi…", 70))}</span>'
                 if live else "")
     elif row.reason:
-        scores = f'{_esc(shorten(row.scores_text(), 60))} · ' if row.scores else ""
+        scores = f'{_esc(shorten(row.outcome(), 60))} · ' if row.outcome() else ""
         last = (f'{scores}<span {attrs("failed", "nbsubagents-sweep-reason")} title="{html.escape(row.reason)}">'
                 f'{_esc(shorten(row.reason, 70))}</span>')
     else:
-        last = (f'<span class="nbsubagents-sweep-scores" title="{html.escape(row.scores_text())}">'
-                f'{_esc(shorten(row.scores_text(), 90))}</span>')
+        last = (f'<span class="nbsubagents-sweep-scores" title="{html.escape(row.outcome())}">'
+                f'{_esc(shorten(row.outcome(), 90))}</span>')
     return [(f'{attrs(status, "nbsubagents-sweep-status", _CELL)}', f"{glyph(status)} {status}"),
             (f'class="nbsubagents-sweep-cell" style="{_CELL}" title="{html.escape(row.run.run_id)}"',
              _esc(row.cell)),
@@ -333,7 +340,7 @@ def line_text(row: SweepLine, now: float, width: int) -> str:
     """One run as a line of the text table."""
     clock = row.clock(now)
     last = row.activity if row.status == "running" else " · ".join(
-        p for p in (row.scores_text(), row.reason.partition("\n")[0]) if p)
+        p for p in (row.outcome(), row.reason.partition("\n")[0]) if p)
     cost = f"${row.cost:.4f}" if row.cost else ""
     return (f"{glyph(row.status)} {row.cell:<{width}}  {duration(clock) if clock is not None else '':>7}  "
             f"{cost:>8}  {shorten(last, 80)}").rstrip()

@@ -316,10 +316,11 @@ def test_an_isolated_sweep_gives_each_run_its_worktree_and_checks_score_each_run
     exp = nbsubagents.experiment(
         "iso", tasks=ANSWERS, presets="scribe", repeats=2, concurrency=4, isolation="worktree", max_turns=5,
         scorers=[nbsubagents.check("grep -qx alpha answer.txt", name="says_alpha"), diff_says_alpha])
-    shown = capsys.readouterr().err  # outside a notebook the group panel's lines go to stderr
-    for cell in ("alpha · scribe · default · #1", "alpha · scribe · default · #2", "beta · scribe · default · #2"):
-        line = next(ln for ln in shown.splitlines() if cell in ln and "completed in" in ln)
-        assert "scores says_alpha=" in line and "1 file +1" in line  # each cell's end shows its scores and change
+    shown = capsys.readouterr().err  # outside a notebook the sweep's lines go to stderr
+    for cell in ("scribe · demo/scripted · alpha · #1", "scribe · demo/scripted · alpha · #2",
+                 "scribe · demo/scripted · beta · #2"):
+        line = next(ln for ln in shown.splitlines() if ln.startswith(f"✓ {cell} "))
+        assert "says_alpha=" in line and "1 file +1" in line  # each cell's end shows its scores and change
     runs = exp.runs()
     assert len(runs) == 4 and {r.status for r in runs} == {"completed"}, [r.error for r in runs]
     spans = [started_and_ended(r) for r in runs]
