@@ -110,7 +110,7 @@ def _status_html(status: str) -> str:
     return f'<span style="color:{status_color(status)};font-weight:600">{glyph(status)} {html.escape(status)}</span>'
 
 
-def _run_html(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> str:
+def _run_html(run: Run, groups: dict[str, list[Run]], listed: set[str], *, folded: bool = False) -> str:
     esc = html.escape
     facts = _facts(run)
     header = PanelState.of_run(run).static_text().splitlines()[0]
@@ -148,7 +148,7 @@ def _run_html(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> str:
     body = "".join(f'<div class="k-{esc(kind)}">{esc(text)}</div>' for kind, text in shown)
     more = (f'<div class="muted">… {len(lines) - len(shown):,} more lines in {esc(str(run.paths.transcript))}</div>'
             if len(lines) > len(shown) else "")
-    parts.append(f'<details open><summary>Transcript ({len(lines):,} lines)</summary>'
+    parts.append(f'<details{"" if folded else " open"}><summary>Transcript ({len(lines):,} lines)</summary>'
                  f'<div class="lines"><pre>{body}{more}</pre></div></details>')
     return "\n".join(parts)
 
@@ -234,35 +234,42 @@ def _document_md(runs: list[Run], title: str) -> str:
                    f"{_cell(f['model'])} | {f['toolCalls']} | {f['tokens']:,} | ${f['cost']:.4f} | {took} | "
                    f"{_code(run.run_id)} |")
     for run in runs:
-        f = _facts(run)
-        anchor = _anchor(run.run_id)
-        header = PanelState.of_run(run).static_text().splitlines()[0]
-        took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
-        out += ["", f'<a id="{anchor}"></a>', "", f"## {_md(header)}", "",
-                f"- **Run id:** {_code(run.run_id)}", f"- **Status:** {glyph(f['status'])} {_md(f['status'])}",
-                f"- **Model:** {_md(f['model'])} (preset {_md(f['preset']) or '—'}, {_md(f['mode']) or '—'})",
-                f"- **Tokens:** {f['tokens']:,} (input {f['input']:,}, output {f['output']:,}, cache read "
-                f"{f['cacheRead']:,}, cache write {f['cacheWrite']:,}) · **Cost:** ${f['cost']:.4f} · "
-                f"**Tool calls:** {f['toolCalls']}",
-                f"- **Started:** {_md(_when(f['started']))} · **Ended:** {_md(_when(f['ended']))} · **Took:** {took}"]
-        if f["group"]:
-            others = [r for r in groups.get(f["group"], []) if r.run_id != run.run_id and r.run_id in listed]
-            out.append("- **Same call as:** " + (", ".join(f"[{_md(r.name)}](#{_anchor(r.run_id)})" for r in others) or
-                                                  "no other run of its call is in this report"))
-        changed = run.files_changed
-        out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
-        out += ["", "**Task**", "", _block(run.task)]
-        if run.output.strip():
-            out += ["", "**Final output**", "", _block(run.output.strip())]
-        if run.error:
-            out += ["", "**Error**", "", _block(run.error)]
-        lines = _lines(run)
-        shown = "\n".join(text for _, text in lines[:TRANSCRIPT_LINES])
-        if len(lines) > TRANSCRIPT_LINES:
-            shown += f"\n… {len(lines) - TRANSCRIPT_LINES:,} more lines in {run.paths.transcript}"
-        out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", _block(shown), "",
-                "</details>"]
+        out += _run_md(run, groups, listed)
     return "\n".join(out) + "\n"
+
+
+def _run_md(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> list[str]:
+    """The Markdown lines of one run: its facts, task, output, error and its transcript folded."""
+    out: list[str] = []
+    f = _facts(run)
+    anchor = _anchor(run.run_id)
+    header = PanelState.of_run(run).static_text().splitlines()[0]
+    took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
+    out += ["", f'<a id="{anchor}"></a>', "", f"## {_md(header)}", "",
+            f"- **Run id:** {_code(run.run_id)}", f"- **Status:** {glyph(f['status'])} {_md(f['status'])}",
+            f"- **Model:** {_md(f['model'])} (preset {_md(f['preset']) or '—'}, {_md(f['mode']) or '—'})",
+            f"- **Tokens:** {f['tokens']:,} (input {f['input']:,}, output {f['output']:,}, cache read "
+            f"{f['cacheRead']:,}, cache write {f['cacheWrite']:,}) · **Cost:** ${f['cost']:.4f} · "
+            f"**Tool calls:** {f['toolCalls']}",
+            f"- **Started:** {_md(_when(f['started']))} · **Ended:** {_md(_when(f['ended']))} · **Took:** {took}"]
+    if f["group"]:
+        others = [r for r in groups.get(f["group"], []) if r.run_id != run.run_id and r.run_id in listed]
+        out.append("- **Same call as:** " + (", ".join(f"[{_md(r.name)}](#{_anchor(r.run_id)})" for r in others) or
+                                              "no other run of its call is in this report"))
+    changed = run.files_changed
+    out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
+    out += ["", "**Task**", "", _block(run.task)]
+    if run.output.strip():
+        out += ["", "**Final output**", "", _block(run.output.strip())]
+    if run.error:
+        out += ["", "**Error**", "", _block(run.error)]
+    lines = _lines(run)
+    shown = "\n".join(text for _, text in lines[:TRANSCRIPT_LINES])
+    if len(lines) > TRANSCRIPT_LINES:
+        shown += f"\n… {len(lines) - TRANSCRIPT_LINES:,} more lines in {run.paths.transcript}"
+    out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", _block(shown), "",
+            "</details>"]
+    return out
 
 
 def _anchor(run_id: str) -> str:
