@@ -158,12 +158,12 @@ def to_mlflow(exp: Experiment, client: Any, experiment_id: str) -> int:
     become feedback. Returns how many traces were logged."""
     import mlflow
     from mlflow.entities import AssessmentSource
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
-    before = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(client.tracking_uri)  # traces and feedback go through MLflow's fluent tracing client
-    try:
-        done = {t.info.tags.get("nbsubagents.run_id")
-                for t in mlflow.search_traces(locations=[experiment_id], return_type="list", include_spans=False)}
+    # traces and feedback go through MLflow's global tracing client: pointed at the client's store, then back to
+    # whatever was set before (or nothing)
+    with _use_tracking_uri(client.tracking_uri):
+        done = {t.info.tags.get("nbsubagents.run_id") for t in _traces(mlflow, experiment_id)}
         linked = {r.data.tags.get("nbsubagents.run_id"): r.info.run_id
                   for r in client.search_runs([experiment_id], max_results=50000)}
         masks = masker()
@@ -180,8 +180,13 @@ def to_mlflow(exp: Experiment, client: Any, experiment_id: str) -> int:
                     mlflow.log_feedback(trace_id=trace_id, name=name, value=value, source=source)
             logged += 1
         return logged
-    finally:
-        mlflow.set_tracking_uri(before)
+
+
+def _traces(mlflow: Any, experiment_id: str) -> list[Any]:
+    try:
+        return mlflow.search_traces(locations=[experiment_id], return_type="list", include_spans=False)
+    except TypeError:  # an older MLflow 3 names them experiment_ids
+        return mlflow.search_traces(experiment_ids=[experiment_id], return_type="list", include_spans=False)
 
 
 def _ns(seconds: float) -> int:
