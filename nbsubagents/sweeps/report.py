@@ -131,10 +131,10 @@ def _table_md(comparison: Any) -> list[str]:
     table = comparison.table
     names = [_label(n) for n in (table.index.names or [])] or [""]
     head = names + [_label(c) for c in table.columns]
-    out = ["| " + " | ".join(reports._cell(h) for h in head) + " |", "|" + "---|" * len(head)]
+    out = ["| " + " | ".join(reports.md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
     for index, row in table.iterrows():
         keys = list(index) if isinstance(index, tuple) else [index]
-        out.append("| " + " | ".join(reports._cell(v) for v in [*map(str, keys), *map(_number, row.tolist())]) + " |")
+        out.append("| " + " | ".join(reports.md_cell(v) for v in [*map(str, keys), *map(_number, row.tolist())]) + " |")
     return out
 
 
@@ -144,29 +144,29 @@ def _document_html(exp: Experiment, runs: list[Any], comparison: Any, summary: s
     pairs = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _definition(exp))
     versions = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _versions(rows))
     table = comparison._repr_html_() if comparison is not None else '<p class="muted">no ended run to compare</p>'
-    groups, listed = reports._groups(runs), {r.run_id for r in runs}
+    groups, listed = reports.call_groups(runs), {r.run_id for r in runs}
     index = "".join(f'<li><a href="#run-{esc(r.run_id)}">{esc(r.name)}</a> <span class="muted small">'
                     f'{esc(r.status)} · {esc(r.run_id)}</span></li>' for r in runs)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>Experiment {esc(exp.name)}</title><style>{reports._CSS}</style></head><body>\n"
+            f"<title>Experiment {esc(exp.name)}</title><style>{reports.CSS}</style></head><body>\n"
             f"<h1>Experiment {esc(exp.name)}</h1>\n<p class=\"muted\">{esc(summary)} · secrets masked</p>\n"
             f"<h2>The sweep</h2><table>{pairs}</table>\n<h2>Comparison</h2>{table}\n{_PLOT}\n"
             f"<h2>Versions</h2><table>{versions}</table>\n<h2>Runs</h2><ul>{index}</ul>\n"
-            + "\n".join(reports._run_html(r, groups, listed, folded=True) for r in runs) + "\n</body></html>\n")
+            + "\n".join(reports.run_html(r, groups, listed, folded=True) for r in runs) + "\n</body></html>\n")
 
 
 def _document_md(exp: Experiment, runs: list[Any], comparison: Any, summary: str,
                  rows: list[dict[str, Any]]) -> str:
-    out = [f"# Experiment {reports._md(exp.name)}", "", f"{reports._md(summary)} · secrets masked", "",
+    out = [f"# Experiment {reports.md_line(exp.name)}", "", f"{reports.md_line(summary)} · secrets masked", "",
            "## The sweep", ""]
-    out += [f"- **{k}:** {reports._md(v)}" for k, v in _definition(exp)]
+    out += [f"- **{k}:** {reports.md_line(v)}" for k, v in _definition(exp)]
     out += ["", "## Comparison", ""]
     out += _table_md(comparison) if comparison is not None else ["no ended run to compare"]
-    out += ["", "## Versions", ""] + [f"- **{k}:** {reports._md(v)}" for k, v in _versions(rows)]
+    out += ["", "## Versions", ""] + [f"- **{k}:** {reports.md_line(v)}" for k, v in _versions(rows)]
     out += ["", "## Runs"]
-    groups, listed = reports._groups(runs), {r.run_id for r in runs}
+    groups, listed = reports.call_groups(runs), {r.run_id for r in runs}
     for run in runs:
-        out += reports._run_md(run, groups, listed)
+        out += reports.run_md(run, groups, listed)
     return "\n".join(out) + "\n"
 
 
@@ -190,7 +190,7 @@ def report(exp: Experiment, path: str | Path | None = None, *, format: str = "ht
                                    f'src="data:image/png;base64,{png}">' if png else "")
     target = (Path(path).expanduser() if path is not None
               else exp.root / ".pi" / "subagents" / "reports" / f"experiment-{exp.name}.{format}")
-    reports._write(target, text)
+    reports.write_atomic(target, text)
     table = comparison._repr_html_() if comparison is not None else ""
     return ExperimentReport(target, format, exp.name, summary, strip_controls(masks.text(table)))
 

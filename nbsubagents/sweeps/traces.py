@@ -21,7 +21,7 @@ from ..child.secrets import Masker
 from ..child.text import clip
 from ..config import NbSubagentsError
 from ..views.masking import masker
-from ..views.reports import _write
+from ..views.reports import write_atomic
 from .grid import cell_key
 
 if TYPE_CHECKING:
@@ -290,5 +290,5 @@ def to_otel_json(exp: Experiment, path: str | Path) -> Path:
         "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "nbsubagents"}}]},
         "scopeSpans": [{"scope": {"name": "nbsubagents.sweeps.traces"}, "spans": found}]}]}
     target = Path(path).expanduser()
-    _write(target, json.dumps(document, indent=1) + "\n")
+    write_atomic(target, json.dumps(document, indent=1) + "\n")
     return target
