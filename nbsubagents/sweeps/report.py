@@ -150,7 +150,8 @@ def _document_html(exp: Experiment, runs: list[Any], comparison: Any, summary: s
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>Experiment {esc(exp.name)}</title><style>{reports.CSS}</style></head><body>\n"
             f"<h1>Experiment {esc(exp.name)}</h1>\n<p class=\"muted\">{esc(summary)} · secrets masked</p>\n"
-            f"<h2>The sweep</h2><table>{pairs}</table>\n<h2>Comparison</h2>{table}\n{_PLOT}\n"
+            f"<h2>The sweep</h2><table>{pairs}</table>\n"
+            f"<h2>Comparison</h2><div style=\"overflow-x:auto\">{table}</div>\n{_PLOT}\n"
             f"<h2>Versions</h2><table>{versions}</table>\n<h2>Runs</h2><ul>{index}</ul>\n"
             + "\n".join(reports.run_html(r, groups, listed, folded=True) for r in runs) + "\n</body></html>\n")
 
