@@ -173,7 +173,8 @@ def to_mlflow(exp: Experiment, client: Any, experiment_id: str) -> int:
             root = None if row["run_id"] in done else spans(row["run_dir"], masks)
             if root is None:
                 continue
-            trace_id = _log_trace(client, root, experiment_id, _tags(exp, row, masks), linked.get(row["run_id"]))
+            trace_id = _log_trace(client, root, masks.text(row.get("name") or root.name), experiment_id,
+                                  _tags(exp, row, masks), linked.get(row["run_id"]))
             mlflow.flush_trace_async_logging()  # the trace is stored before feedback refers to it
             for name, value in json.loads(row.get("scores") or "{}").items():
                 if isinstance(value, (bool, int, float, str)):
@@ -203,8 +204,10 @@ def _mlflow_attributes(span: Span) -> dict[str, Any]:
     return attributes
 
 
-def _log_trace(client: Any, root: Span, experiment_id: str, tags: dict[str, str], run_id: str | None) -> str:
-    started = client.start_trace(root.name, span_type=root.kind, inputs=root.inputs, tags=tags,
+def _log_trace(client: Any, root: Span, name: str, experiment_id: str, tags: dict[str, str],
+               run_id: str | None) -> str:
+    """One trace named ``name`` (the run's name), its spans timed as the run's events were."""
+    started = client.start_trace(name, span_type=root.kind, inputs=root.inputs, tags=tags,
                                  attributes=_mlflow_attributes(root), experiment_id=experiment_id,
                                  start_time_ns=_ns(root.start), run_id=run_id)
     trace_id = started.trace_id

@@ -39,6 +39,7 @@ def test_each_run_becomes_one_mlflow_trace_with_its_turns_tool_calls_and_scores(
             by_type.setdefault(span.span_type, []).append(span)
         (root,) = by_type["AGENT"]
         assert root.inputs == {"task": row["task"]} and root.attributes["preset"] == row["preset"]
+        assert root.name == trace.info.tags["mlflow.traceName"] == row["name"]
         assert root.outputs["result"] == row["final_text"]
         assert len(by_type["TOOL"]) == row["tool_calls"] > 0
         assert len(by_type["CHAT_MODEL"]) == row["turns"]
