@@ -115,9 +115,9 @@ def _plot_png(exp: Experiment) -> str | None:
 
 
 def _label(value: Any) -> str:
-    if isinstance(value, tuple):
-        return " ".join(str(v) for v in value if str(v))
-    return str(value)
+    """A column or index name: a tuple's parts joined ("metrics.tokens mean"), None as nothing."""
+    parts = value if isinstance(value, tuple) else (value,)
+    return " ".join(str(v) for v in parts if v is not None and str(v))
 
 
 def _number(value: Any) -> str:
@@ -127,8 +127,11 @@ def _number(value: Any) -> str:
 
 
 def _table_md(comparison: Any) -> list[str]:
-    """Any comparison table as a Markdown table: its index columns, then each column, cells escaped."""
-    table = comparison.table
+    """Any comparison table as a Markdown table: its index columns, then each column, cells escaped (a comparison
+    without a ``table`` DataFrame: its text, as it is)."""
+    table = getattr(comparison, "table", None)
+    if not hasattr(table, "iterrows"):
+        return [reports.block(repr(comparison))]
     names = [_label(n) for n in (table.index.names or [])] or [""]
     head = names + [_label(c) for c in table.columns]
     out = ["| " + " | ".join(reports.md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]

@@ -188,24 +188,30 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _block(text: str) -> str:
+def block(text: str) -> str:
     fence = _fence(text)
     return f"{fence}text\n{text}\n{fence}"
 
 
 _MD_INLINE = re.compile(r"([\\`*_\[\]<>#|~&])")
-_MD_LINE_START = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
-
-
-def md_line(text: Any) -> str:
-    """Text on one Markdown line, shown as it is: emphasis, links, HTML, headings, tables and entities escaped."""
-    text = " ".join(strip_controls(str(text)).split())
-    text = _MD_INLINE.sub(r"\\\1", text)
-    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
+_MD_LINE_START = re.compile(r"^(\s*)([-+=]|\d+)([.)]?)")
 
 
 def md_cell(text: Any) -> str:
-    return md_line(text)
+    """Text in a Markdown table cell, shown as it is: emphasis, links, HTML, pipes and entities escaped."""
+    return _MD_INLINE.sub(r"\\\1", " ".join(strip_controls(str(text)).split()))
+
+
+def md_line(text: Any) -> str:
+    """Text on one Markdown line, shown as it is: a cell's escapes, and no list item or heading underline at its
+    start (``- x`` becomes ``\\- x``, ``1. x`` becomes ``1\\. x``)."""
+    def escape(m: re.Match[str]) -> str:
+        lead, mark, dot = m.groups()
+        if mark.isdigit():
+            return lead + mark + ("\\" + dot if dot else "")
+        return lead + "\\" + mark + dot
+
+    return _MD_LINE_START.sub(escape, md_cell(text))
 
 
 def _code(text: Any) -> str:
@@ -259,16 +265,16 @@ def run_md(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> list[str
                                               "no other run of its call is in this report"))
     changed = run.files_changed
     out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
-    out += ["", "**Task**", "", _block(run.task)]
+    out += ["", "**Task**", "", block(run.task)]
     if run.output.strip():
-        out += ["", "**Final output**", "", _block(run.output.strip())]
+        out += ["", "**Final output**", "", block(run.output.strip())]
     if run.error:
-        out += ["", "**Error**", "", _block(run.error)]
+        out += ["", "**Error**", "", block(run.error)]
     lines = _lines(run)
     shown = "\n".join(text for _, text in lines[:TRANSCRIPT_LINES])
     if len(lines) > TRANSCRIPT_LINES:
         shown += f"\n… {len(lines) - TRANSCRIPT_LINES:,} more lines in {run.paths.transcript}"
-    out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", _block(shown), "",
+    out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", block(shown), "",
             "</details>"]
     return out
 
