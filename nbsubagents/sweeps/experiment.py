@@ -41,6 +41,7 @@ from ..ui.sweep_panel import sweep_renderer
 from . import driver, views
 from .grid import cell_key, expand
 from .plan import check_name, differences, fingerprint, listing, locked, plan_path, read_plan, replaced_runs, save_plan
+from .report import ExperimentReport, report
 from .scorers import SCORER_TIMEOUT, Check, as_scorer, check_timeout, load_scorers, score, unique_names
 
 if TYPE_CHECKING:
@@ -247,6 +248,11 @@ class Experiment:
         before are skipped; one whose export failed half-way is exported again (its unfinished MLflow run
         deleted). Needs ``pip install 'nbsubagents[mlflow]'``."""
         return views.to_mlflow(self, tracking_uri, artifact_location)
+
+    def report(self, path: str | Path | None = None, *, format: str = "html") -> ExperimentReport:
+        """Write one file to send (``"html"``: self-contained; ``"md"``: Markdown): the sweep, the comparison,
+        the plot, every run with its transcript folded, the versions; secrets masked. See ``sweeps.report``."""
+        return report(self, path, format=format)
 
     def counts(self) -> dict[str, int]:
         rows = self.current_rows()

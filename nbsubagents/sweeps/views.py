@@ -20,6 +20,7 @@ from ..child.artifacts import TERMINAL, parse_iso
 from ..config import NbSubagentsError
 from ..ui.timeline import new_figure  # shown once in a notebook, drawable elsewhere
 from ..views.masking import masker
+from . import traces
 
 if TYPE_CHECKING:
     import pandas
@@ -244,6 +245,7 @@ def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric:
         with tempfile.TemporaryDirectory(prefix="nbsubagents-mlflow-") as copy:
             client.log_artifacts(run.info.run_id, _masked_copy(Path(row["run_dir"]), Path(copy) / "run", masks))
         client.set_terminated(run.info.run_id, status=_mlflow_status(row.get("status")), end_time=end)
+    traces.to_mlflow(exp, client, experiment_id)  # each run also as a trace (spans), linked to its MLflow run
     return experiment_id
 
 

@@ -69,7 +69,7 @@ def _lines(run: Run) -> list[tuple[str, str]]:
     return lines
 
 
-def _groups(runs: list[Run]) -> dict[str, list[Run]]:
+def call_groups(runs: list[Run]) -> dict[str, list[Run]]:
     """Runs of one parallel call, by their group id (from meta.json), among the runs of the report."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
@@ -89,7 +89,7 @@ def _when(iso: str | None) -> str:
 
 
 # -- HTML -------------------------------------------------------------------------------------------------
-_CSS = """
+CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;font-size:14px;line-height:1.5;color:#1f2328;
 margin:24px auto;max-width:1100px;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;padding-top:8px;border-top:1px solid #d0d7de}
@@ -110,7 +110,7 @@ def _status_html(status: str) -> str:
     return f'<span style="color:{status_color(status)};font-weight:600">{glyph(status)} {html.escape(status)}</span>'
 
 
-def _run_html(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> str:
+def run_html(run: Run, groups: dict[str, list[Run]], listed: set[str], *, folded: bool = False) -> str:
     esc = html.escape
     facts = _facts(run)
     header = PanelState.of_run(run).static_text().splitlines()[0]
@@ -148,14 +148,14 @@ def _run_html(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> str:
     body = "".join(f'<div class="k-{esc(kind)}">{esc(text)}</div>' for kind, text in shown)
     more = (f'<div class="muted">… {len(lines) - len(shown):,} more lines in {esc(str(run.paths.transcript))}</div>'
             if len(lines) > len(shown) else "")
-    parts.append(f'<details open><summary>Transcript ({len(lines):,} lines)</summary>'
+    parts.append(f'<details{"" if folded else " open"}><summary>Transcript ({len(lines):,} lines)</summary>'
                  f'<div class="lines"><pre>{body}{more}</pre></div></details>')
     return "\n".join(parts)
 
 
 def _document_html(runs: list[Run], title: str) -> str:
     esc = html.escape
-    groups = _groups(runs)
+    groups = call_groups(runs)
     listed = {r.run_id for r in runs}
     summary_rows = []
     for run in runs:
@@ -171,14 +171,14 @@ def _document_html(runs: list[Run], title: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n"
         f"<h1>{esc(title)}</h1>\n"
         f'<p class="muted">{len(runs)} run{"" if len(runs) == 1 else "s"} · {total_tokens:,} tokens · '
         f'${total_cost:.4f} · written {esc(datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"))} by '
         f'nbsubagents {esc(VERSION)} · secrets masked</p>\n'
         '<table><tr><th>Run</th><th>Status</th><th>Model</th><th>Tool calls</th><th>Tokens</th><th>Cost</th>'
         f'<th>Took</th><th>Id</th></tr>{"".join(summary_rows)}</table>\n'
-        + "\n".join(_run_html(run, groups, listed) for run in runs)
+        + "\n".join(run_html(run, groups, listed) for run in runs)
         + "\n</body></html>\n")
 
 
@@ -188,24 +188,30 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _block(text: str) -> str:
+def block(text: str) -> str:
     fence = _fence(text)
     return f"{fence}text\n{text}\n{fence}"
 
 
 _MD_INLINE = re.compile(r"([\\`*_\[\]<>#|~&])")
-_MD_LINE_START = re.compile(r"^(\s*)([-+=]|\d+(?=[.)]))")
+_MD_LINE_START = re.compile(r"^(\s*)([-+=]|\d+)([.)]?)")
 
 
-def _md(text: Any) -> str:
-    """Text on one Markdown line, shown as it is: emphasis, links, HTML, headings, tables and entities escaped."""
-    text = " ".join(strip_controls(str(text)).split())
-    text = _MD_INLINE.sub(r"\\\1", text)
-    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
+def md_cell(text: Any) -> str:
+    """Text in a Markdown table cell, shown as it is: emphasis, links, HTML, pipes and entities escaped."""
+    return _MD_INLINE.sub(r"\\\1", " ".join(strip_controls(str(text)).split()))
 
 
-def _cell(text: Any) -> str:
-    return _md(text)
+def md_line(text: Any) -> str:
+    """Text on one Markdown line, shown as it is: a cell's escapes, and no list item or heading underline at its
+    start (``- x`` becomes ``\\- x``, ``1. x`` becomes ``1\\. x``)."""
+    def escape(m: re.Match[str]) -> str:
+        lead, mark, dot = m.groups()
+        if mark.isdigit():
+            return lead + mark + ("\\" + dot if dot else "")
+        return lead + "\\" + mark + dot
+
+    return _MD_LINE_START.sub(escape, md_cell(text))
 
 
 def _code(text: Any) -> str:
@@ -218,9 +224,9 @@ def _code(text: Any) -> str:
 
 
 def _document_md(runs: list[Run], title: str) -> str:
-    groups = _groups(runs)
+    groups = call_groups(runs)
     listed = {r.run_id for r in runs}
-    out = [f"# {_md(title)}", ""]
+    out = [f"# {md_line(title)}", ""]
     total_tokens = sum(_facts(r)["tokens"] for r in runs)
     total_cost = sum(_facts(r)["cost"] for r in runs)
     out += [f"{len(runs)} run{'' if len(runs) == 1 else 's'} · {total_tokens:,} tokens · ${total_cost:.4f} · "
@@ -230,39 +236,47 @@ def _document_md(runs: list[Run], title: str) -> str:
         f = _facts(run)
         anchor = _anchor(run.run_id)
         took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
-        out.append(f"| [{_cell(run.name)}](#{anchor}) | {glyph(f['status'])} {_cell(f['status'])} | "
-                   f"{_cell(f['model'])} | {f['toolCalls']} | {f['tokens']:,} | ${f['cost']:.4f} | {took} | "
+        out.append(f"| [{md_cell(run.name)}](#{anchor}) | {glyph(f['status'])} {md_cell(f['status'])} | "
+                   f"{md_cell(f['model'])} | {f['toolCalls']} | {f['tokens']:,} | ${f['cost']:.4f} | {took} | "
                    f"{_code(run.run_id)} |")
     for run in runs:
-        f = _facts(run)
-        anchor = _anchor(run.run_id)
-        header = PanelState.of_run(run).static_text().splitlines()[0]
-        took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
-        out += ["", f'<a id="{anchor}"></a>', "", f"## {_md(header)}", "",
-                f"- **Run id:** {_code(run.run_id)}", f"- **Status:** {glyph(f['status'])} {_md(f['status'])}",
-                f"- **Model:** {_md(f['model'])} (preset {_md(f['preset']) or '—'}, {_md(f['mode']) or '—'})",
-                f"- **Tokens:** {f['tokens']:,} (input {f['input']:,}, output {f['output']:,}, cache read "
-                f"{f['cacheRead']:,}, cache write {f['cacheWrite']:,}) · **Cost:** ${f['cost']:.4f} · "
-                f"**Tool calls:** {f['toolCalls']}",
-                f"- **Started:** {_md(_when(f['started']))} · **Ended:** {_md(_when(f['ended']))} · **Took:** {took}"]
-        if f["group"]:
-            others = [r for r in groups.get(f["group"], []) if r.run_id != run.run_id and r.run_id in listed]
-            out.append("- **Same call as:** " + (", ".join(f"[{_md(r.name)}](#{_anchor(r.run_id)})" for r in others) or
-                                                  "no other run of its call is in this report"))
-        changed = run.files_changed
-        out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
-        out += ["", "**Task**", "", _block(run.task)]
-        if run.output.strip():
-            out += ["", "**Final output**", "", _block(run.output.strip())]
-        if run.error:
-            out += ["", "**Error**", "", _block(run.error)]
-        lines = _lines(run)
-        shown = "\n".join(text for _, text in lines[:TRANSCRIPT_LINES])
-        if len(lines) > TRANSCRIPT_LINES:
-            shown += f"\n… {len(lines) - TRANSCRIPT_LINES:,} more lines in {run.paths.transcript}"
-        out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", _block(shown), "",
-                "</details>"]
+        out += run_md(run, groups, listed)
     return "\n".join(out) + "\n"
+
+
+def run_md(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> list[str]:
+    """The Markdown lines of one run: its facts, task, output, error and its transcript folded."""
+    out: list[str] = []
+    f = _facts(run)
+    anchor = _anchor(run.run_id)
+    header = PanelState.of_run(run).static_text().splitlines()[0]
+    took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
+    out += ["", f'<a id="{anchor}"></a>', "", f"## {md_line(header)}", "",
+            f"- **Run id:** {_code(run.run_id)}", f"- **Status:** {glyph(f['status'])} {md_line(f['status'])}",
+            f"- **Model:** {md_line(f['model'])} (preset {md_line(f['preset']) or '—'}, {md_line(f['mode']) or '—'})",
+            f"- **Tokens:** {f['tokens']:,} (input {f['input']:,}, output {f['output']:,}, cache read "
+            f"{f['cacheRead']:,}, cache write {f['cacheWrite']:,}) · **Cost:** ${f['cost']:.4f} · "
+            f"**Tool calls:** {f['toolCalls']}",
+            f"- **Started:** {md_line(_when(f['started']))} · **Ended:** {md_line(_when(f['ended']))} · "
+            f"**Took:** {took}"]
+    if f["group"]:
+        others = [r for r in groups.get(f["group"], []) if r.run_id != run.run_id and r.run_id in listed]
+        out.append("- **Same call as:** " + (", ".join(f"[{md_line(r.name)}](#{_anchor(r.run_id)})" for r in others) or
+                                              "no other run of its call is in this report"))
+    changed = run.files_changed
+    out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
+    out += ["", "**Task**", "", block(run.task)]
+    if run.output.strip():
+        out += ["", "**Final output**", "", block(run.output.strip())]
+    if run.error:
+        out += ["", "**Error**", "", block(run.error)]
+    lines = _lines(run)
+    shown = "\n".join(text for _, text in lines[:TRANSCRIPT_LINES])
+    if len(lines) > TRANSCRIPT_LINES:
+        shown += f"\n… {len(lines) - TRANSCRIPT_LINES:,} more lines in {run.paths.transcript}"
+    out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", block(shown), "",
+            "</details>"]
+    return out
 
 
 def _anchor(run_id: str) -> str:
@@ -301,11 +315,11 @@ def report(runs: list[Run], path: str | Path | None = None, *, format: str | Non
     text = strip_controls(masks.text(text))
     if path is not None:
         target = Path(path).expanduser()
-        _write(target, text)
+        write_atomic(target, text)
         return target
     target = _new_name((root or project_root()) / ".pi" / "subagents" / "reports", format)
     try:
-        _write(target, text)
+        write_atomic(target, text)
     except BaseException:
         target.unlink(missing_ok=True)  # the name it took
         raise
@@ -331,7 +345,7 @@ def _new_name(folder: Path, format: str) -> Path:
     raise AssertionError("itertools.count() ended")
 
 
-def _write(target: Path, text: str) -> None:
+def write_atomic(target: Path, text: str) -> None:
     """``text`` into ``target`` through a temporary file beside it: on any failure the temporary file is removed
     and what ``target`` held is untouched."""
     tmp: str | None = None

@@ -254,6 +254,11 @@ def test_the_experiments_notebook_runs_a_sweep_scores_compares_plots_and_exports
     assert base64.b64decode(value(cell(nb, "exp.plot("), "image/png")).startswith(b"\x89PNG")
     assert "scores.mentions_readme" in html(cell(nb, "def mentions_readme(run):"))
     assert "24 MLflow runs" in text(cell(nb, "import mlflow"))
+    spans = text(cell(nb, "experiment_id = mlflow.get_experiment_by_name("))
+    assert "24 traces" in spans and "AGENT" in spans and "TOOL" in spans and "'answer_words'" in spans
+    assert (project / "traces.json").is_file()
+    assert "Report of experiment readme-vs-listing" in html(cell(nb, "exp.report()"))
+    assert (project / ".pi/subagents/reports/experiment-readme-vs-listing.html").is_file()
     assert "4 planned · 4 completed" in value(cell(nb, "%%subagent_experiment quick-check"))
     listing = text(cell(nb, "nbsubagents.experiments()"))
     assert "readme-vs-listing" in listing and "quick-check" in listing

@@ -352,6 +352,12 @@ def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypa
     leaked = [p.name for p in files if b"SUPERSECRET" in p.read_bytes()]
     assert leaked == []
     assert json.loads(next(p for p in files if p.name == "meta.json").read_text())["task"].startswith("run: echo ")
+    mlflow.set_tracking_uri(uri)
+    (trace,) = mlflow.search_traces(locations=[experiment_id], return_type="list")  # its spans: task, tool calls
+    spans = trace.to_json()
+    assert "SUPERSECRET" not in spans
+    assert "run: echo ••••••" in json.loads(spans)["data"]["spans"][0]["attributes"]["mlflow.spanInputs"]
+    assert b"SUPERSECRET" not in (tmp_path / "mlflow.db").read_bytes()  # nowhere in the store
     REPORT.append(("to_mlflow of a leaky run", f"{len(files)} artifacts, params and tags masked",
                    left_behind(proj, [run.id])))
 

@@ -11,7 +11,7 @@ import pytest
 from nbsubagents import NbSubagentsError, config
 from nbsubagents.child.secrets import MASK, Masker, secret_values, strip_controls, terminal_safe
 from nbsubagents.views import masking
-from nbsubagents.views.reports import _code, _md
+from nbsubagents.views.reports import _code, md_line
 
 KEY = "sk-test-SUPERSECRETVALUE0123456789abcdef"
 
@@ -130,10 +130,10 @@ def test_markdown_names_and_file_names_cannot_break_out():
     mistune = pytest.importorskip("mistune")
     md = mistune.create_markdown(escape=False, plugins=["table"])
     name = "evil`](http://x) <img src=x onerror=alert(1)> | # **b** _i_ ~~s~~ &amp; [l](u)\n# not a heading"
-    heading = md("## " + _md(name))
+    heading = md("## " + md_line(name))
     assert "<img" not in heading and "<strong>" not in heading and "<a " not in heading and "<del>" not in heading
     assert heading.count("<h") == 1 and heading.count("<h1") == 0
-    table = md("| a | b |\n|---|---|\n| " + _md(name) + " | x |")
+    table = md("| a | b |\n|---|---|\n| " + md_line(name) + " | x |")
     assert table.count("<td>") == 2 and "<img" not in table
     for file in ("a``b.py", "`x`", "x` <img src=x> `z", "n\n# h.py", "ends with `"):
         rendered = md("- files: " + _code(file) + " done")
