@@ -177,20 +177,23 @@ class Comparison:
                      "✱ when its interval excludes 0")
         return text
 
-    def _rows(self) -> tuple[list[str], list[list[tuple[str, str, str]]]]:
-        header = [b.removeprefix("params.") for b in self.by] + ["runs", "had a failed step"]
+    def _rows(self) -> tuple[list[str], list[list[list[tuple[str, str]]]]]:
+        """The display's header and its cells, each a list of lines (text, css class: "", muted, better,
+        worse): what both renderers place."""
         shown = self._shown()
-        header += [c.removeprefix("scores.").removeprefix("metrics.") for c in shown]
+        scales = {col: _scale(self.table[(col, "mean")]) for col in shown if (col, "mean") in self.table}
+        header = [b.removeprefix("params.") for b in self.by] + ["runs", "had a failed step"]
+        header += [c.removeprefix("scores.").removeprefix("metrics.")
+                   + (f" (×10{_superscript(scales[c])})" if scales.get(c) else "") for c in shown]
         rows = []
         for key, row in self.table.iterrows():
-            cells = [(_label(v), "", "") for v in (key if isinstance(key, tuple) else (key,))]
+            cells = [[(_label(v), "")] for v in (key if isinstance(key, tuple) else (key,))]
             runs = row["runs"]
-            ran, planned = int(runs["ran"]), int(runs["planned"])
-            cells.append((f"{ran} of {planned} ran", runs["why"] or "", "muted"))
-            steps = runs["failed_steps"]
-            cells.append(("–" if ran == 0 or _missing(steps) else f"{int(steps)} of {ran}", "", ""))
+            ran, planned, steps = int(runs["ran"]), int(runs["planned"]), runs["failed_steps"]
+            cells.append([(f"{ran} of {planned} ran", "")] + ([(runs["why"], "muted")] if runs["why"] else []))
+            cells.append([("–" if ran == 0 or _missing(steps) else f"{int(steps)} of {ran}", "")])
             for col in shown:
-                cells.append(self._value_cell(col, row[col], ran, is_baseline=key == self._baseline_key()))
+                cells.append(self._value_cell(col, row[col], ran, scales.get(col, 0), key == self._baseline_key()))
             rows.append(cells)
         return header, rows
 
@@ -200,48 +203,46 @@ class Comparison:
         key = tuple(self.baseline) if isinstance(self.baseline, (list, tuple)) else (self.baseline,)
         return key if len(self.by) > 1 else key[0]
 
-    def _value_cell(self, col: str, values: Any, ran: int, *, is_baseline: bool = False) -> tuple[str, str, str]:
+    def _value_cell(self, col: str, values: Any, ran: int, scale: int, is_baseline: bool) -> list[tuple[str, str]]:
         rate = col == "success" or col in self.boolean
+        lines: list[tuple[str, str]] = []
         if rate:
             head = f"{_pct(values['rate'])} [{_pct(values['lo'], '')}, {_pct(values['hi'], '')}]"
-            extra = [f"pass@{k} {_pct(values[f'pass@{k}'])}\npass^{k} {_pct(values[f'pass^{k}'])}"
-                     for k in self.ks if f"pass@{k}" in values and not _missing(values[f"pass@{k}"])]
         else:
-            digits = _decimals(values["mean"], values["lo"], values["hi"])
-            head = (f"{_num(values['mean'], digits)} [{_num(values['lo'], digits)}, {_num(values['hi'], digits)}]"
-                    if not _missing(values["lo"]) and values["lo"] != values["hi"] else _num(values["mean"], digits))
-            extra = []
+            mean, lo, hi = (values[s] / 10 ** scale for s in ("mean", "lo", "hi"))
+            digits = _decimals(mean, lo, hi)
+            head = (f"{_num(mean, digits)} [{_num(lo, digits)}, {_num(hi, digits)}]"
+                    if not _missing(lo) and lo != hi else _num(mean, digits))
         if col != "success" and not _missing(values["n"]) and int(values["n"]) != ran:
             head += f" (n={int(values['n'])})"
-        css = ""
+        lines.append((head, ""))
         if self.baseline is not None and "Δ" in values:
-            d, lo, hi = values["Δ"], values["Δ lo"], values["Δ hi"]
-            if rate:
-                delta = f"Δ {_signed(d * 100, 0)} pp [{_signed(lo * 100, 0)}, {_signed(hi * 100, 0)}]"
-            else:
-                digits = _decimals(d, lo, hi)
-                delta = (f"Δ {_signed(d, digits)} [{_signed(lo, digits)}, {_signed(hi, digits)}]" if lo != hi
-                         else f"Δ {_signed(d, digits)}")
-            if is_baseline:
-                delta, css = "baseline", "muted"
-            elif _missing(d):
-                delta = ""
-            elif _missing(lo) or lo <= 0 <= hi:
-                css = "muted"
-            else:
-                better = (d < 0) if col in LOWER_IS_BETTER else (d > 0)
-                css = "better" if better else "worse"
-                delta += " ✱"
-            extra.insert(0, delta)
-        return head, "\n".join(e for e in extra if e), css
+            lines.append(("baseline", "muted") if is_baseline else self._delta(col, values, rate, scale))
+        if rate:
+            lines += [(f"pass{sign}{k} {_pct(values[f'pass{sign}{k}'])}", "muted") for k in self.ks for sign in "@^"
+                      if not _missing(values.get(f"pass@{k}"))]
+        return [line for line in lines if line[0]]
+
+    def _delta(self, col: str, values: Any, rate: bool, scale: int) -> tuple[str, str]:
+        """Δ to the baseline with its interval: ✱ and the better/worse colour when the interval excludes 0."""
+        d, lo, hi = (values[s] * (100 if rate else 10 ** -scale) for s in ("Δ", "Δ lo", "Δ hi"))
+        if _missing(d):
+            return "", ""
+        digits = 0 if rate else _decimals(d, lo, hi)
+        text = f"Δ {_signed(d, digits)}{' pp' if rate else ''}"
+        if not _missing(lo) and lo != hi:
+            text += f" [{_signed(lo, digits)}, {_signed(hi, digits)}]"
+        if _missing(lo) or lo <= 0 <= hi:
+            return text, "muted"
+        better = (d < 0) if col in LOWER_IS_BETTER else (d > 0)
+        return text + " ✱", "better" if better else "worse"
 
     def __repr__(self) -> str:
         header, rows = self._rows()
-        lines = [self._caption()]
-        table = [header] + [[f"{a} · {b}".replace("\n", " · ") if b else a for a, b, _ in row] for row in rows]
+        table = [header] + [[" · ".join(text for text, _ in cell) for cell in row] for row in rows]
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        for row in table:
-            lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        lines = [self._caption()] + ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+                                     for row in table]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -250,11 +251,12 @@ class Comparison:
         body = []
         for row in rows:
             tds = []
-            for i, (text, second, css) in enumerate(row):
-                below = "".join(f"<div class='nbsub-cmp-{css or 'muted'}'>{html.escape(line)}</div>"
-                                for line in second.split("\n") if line)
+            for i, cell in enumerate(row):
+                (text, _), below = cell[0], cell[1:]
+                more = "".join(f"<div class='nbsub-cmp-{css or 'muted'}'>{html.escape(line)}</div>"
+                               for line, css in below)
                 tag = "th" if i < len(self.by) else "td"
-                tds.append(f"<{tag}>{html.escape(text)}{below}</{tag}>")
+                tds.append(f"<{tag}>{html.escape(text)}{more}</{tag}>")
             body.append(f"<tr>{''.join(tds)}</tr>")
         return (f"<div class='nbsub-cmp'>{_CSS}<div class='nbsub-cmp-caption'>{html.escape(self._caption())}</div>"
                 f"<div style='overflow-x:auto'><table><thead><tr>{head}</tr></thead>"
@@ -292,14 +294,27 @@ def _decimals(*values: Any, digits: int = 3) -> int:
 
 
 def _num(value: Any, decimals: int) -> str:
-    return "–" if _missing(value) else f"{value:,.{decimals}f}".replace("-", "−")
+    return "–" if _missing(value) else f"{value:.{decimals}f}".replace("-", "−")
 
 
 def _signed(value: Any, decimals: int) -> str:
     if _missing(value):
         return "–"
-    text = f"{abs(value):,.{decimals}f}"
+    text = f"{abs(value):.{decimals}f}"
     return ("+" if value > 0 else "−" if value < 0 and text.strip("0.,") else "±") + text
+
+
+def _scale(means: Any) -> int:
+    """The power of ten (a multiple of 3) a column's numbers are shown in: 0 unless they are all below 0.01 or
+    reach a million, so a cost reads 19.4 (×10⁻⁶) rather than 0.0000194."""
+    largest = max((abs(float(v)) for v in means if not _missing(v)), default=0.0)
+    if largest == 0 or 0.01 <= largest < 1e6:
+        return 0
+    return 3 * math.floor(math.log10(largest) / 3)
+
+
+def _superscript(power: int) -> str:
+    return str(power).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
 
 
 def _pct(value: Any, sign: str = "%") -> str:
@@ -460,9 +475,14 @@ def plot(data: pandas.DataFrame, *, x: str = "cost_usd", y: str | None = None,
     shake = random.Random(0)  # the same picture every time
 
     def spread(values: pandas.Series) -> Any:
+        """Each value moved by up to ±2% of the column's span (of its value when all are equal; ±0.06 for a
+        pass/fail score), so equal values sit side by side instead of on top of each other."""
         finite = values.dropna()
-        span = float(finite.max() - finite.min()) if len(finite) else 0.0
-        width = 0.015 * (span or max(abs(float(finite.max())) if len(finite) else 0.0, 1.0))
+        if finite.isin([0.0, 1.0]).all():
+            width = 0.06
+        else:
+            span = float(finite.max() - finite.min()) if len(finite) else 0.0
+            width = 0.02 * (span or abs(float(finite.max()) if len(finite) else 0.0) or 1.0)
         return values + [shake.uniform(-width, width) for _ in range(len(values))]
 
     xs, ys = spread(xs), spread(ys)

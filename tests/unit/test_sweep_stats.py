@@ -98,7 +98,7 @@ def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_exclud
     assert "<div class='nbsub-cmp-better'>Δ +9.0 [+2.2, +15.8] ✱</div>" in shown  # a score: more is better
     assert "<div class='nbsub-cmp-muted'>Δ +33 pp [−29, +79]</div>" in shown  # one success more: no finding
     assert "pass@3 100%" in shown and "pass^3 0%" in shown  # k: the fewest runs a cell ran
-    assert "0.00100" in shown and "e-0" not in shown  # fixed significant digits, never 1e-03
+    assert "cost_usd (×10⁻³)" in header and ">1.00<" in shown and "e-0" not in shown  # 3 digits, one scale
     assert "@media (prefers-color-scheme: dark)" in shown and '[data-jp-theme-light="false"]' in shown
     assert "3 of 4 ran" in repr(comparison)
     with pytest.raises(NbSubagentsError, match="ci=.*between 0 and 1"):
@@ -116,7 +116,7 @@ def test_a_plot_shows_every_run_that_ran_with_counts_and_a_marker_per_model():
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["a (n=3)", "b (n=3)"] and "1 excluded run not shown" in ax.get_title(loc="left")
     ys = sorted(y for c in ax.collections for _, y in c.get_offsets())
-    assert len(set(ys)) == 6 and all(abs(y - round(y)) < 0.05 for y in ys)  # equal values spread, a little
+    assert len(set(ys)) == 6 and all(abs(y - round(y)) <= 0.06 for y in ys)  # equal values spread, a little
     assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # outside the axes
     assert fig.patch.get_alpha() == 0.0 and ax.xaxis.label.get_color() == "#e5e7eb"
 
