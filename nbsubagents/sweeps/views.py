@@ -131,7 +131,7 @@ def _values(data: pandas.DataFrame) -> list[str]:
 
 def _is_boolean(series: pandas.Series) -> bool:
     present = [v for v in series if not _missing(v)]
-    return bool(present) and all(isinstance(v, bool) or type(v).__name__ == "bool_" for v in present)
+    return bool(present) and all(isinstance(v, bool) or type(v).__name__ in ("bool", "bool_") for v in present)
 
 
 def _missing(value: Any) -> bool:
@@ -182,15 +182,16 @@ class Comparison:
         worse): what both renderers place."""
         shown = self._shown()
         scales = {col: _scale(self.table[(col, "mean")]) for col in shown if (col, "mean") in self.table}
-        header = [b.removeprefix("params.") for b in self.by] + ["runs", "had a failed step"]
+        header = [b.removeprefix("params.") for b in self.by] + ["runs", "failed a step"]
         header += [c.removeprefix("scores.").removeprefix("metrics.")
                    + (f" (×10{_superscript(scales[c])})" if scales.get(c) else "") for c in shown]
         rows = []
         for key, row in self.table.iterrows():
-            cells = [[(_label(v), "")] for v in (key if isinstance(key, tuple) else (key,))]
+            cells = [[(_label(v), "")] for v in (key if isinstance(key, tuple) else (key,))]  # a line: (text, css)
             runs = row["runs"]
             ran, planned, steps = int(runs["ran"]), int(runs["planned"]), runs["failed_steps"]
-            cells.append([(f"{ran} of {planned} ran", "")] + ([(runs["why"], "muted")] if runs["why"] else []))
+            outcome = f"{int(runs['succeeded'])} succeeded · {int(runs['failed'])} failed" if ran else ""
+            cells.append([(f"{ran} of {planned} ran", ""), (outcome, "muted"), (runs["why"], "muted")])
             cells.append([("–" if ran == 0 or _missing(steps) else f"{int(steps)} of {ran}", "")])
             for col in shown:
                 cells.append(self._value_cell(col, row[col], ran, scales.get(col, 0), key == self._baseline_key()))
@@ -239,7 +240,7 @@ class Comparison:
 
     def __repr__(self) -> str:
         header, rows = self._rows()
-        table = [header] + [[" · ".join(text for text, _ in cell) for cell in row] for row in rows]
+        table = [header] + [[" · ".join(text for text, _ in cell if text) for cell in row] for row in rows]
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
         lines = [self._caption()] + ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
                                      for row in table]
@@ -254,7 +255,7 @@ class Comparison:
             for i, cell in enumerate(row):
                 (text, _), below = cell[0], cell[1:]
                 more = "".join(f"<div class='nbsub-cmp-{css or 'muted'}'>{html.escape(line)}</div>"
-                               for line, css in below)
+                               for line, css in below if line)
                 tag = "th" if i < len(self.by) else "td"
                 tds.append(f"<{tag}>{html.escape(text)}{more}</{tag}>")
             body.append(f"<tr>{''.join(tds)}</tr>")

@@ -11,7 +11,7 @@ import nbsubagents
 
 def test_a_bad_models_cell_shows_as_not_run_and_a_shell_check_tests_what_it_says(project):
     shell_check = nbsubagents.check("echo start && test -f no-such-file", name="has_file")
-    exp = nbsubagents.experiment("bad-model", tasks=["read README.md"], presets="scout",
+    exp = nbsubagents.experiment("bad-model", tasks=["read README.md\nread no-such-file.md"], presets="scout",
                                  models=["demo/scripted", "demo/nope"], repeats=2, concurrency=4,
                                  scorers=[shell_check, nbsubagents.check("test -f README.md", name="readme")],
                                  show=False)
@@ -34,6 +34,9 @@ def test_a_bad_models_cell_shows_as_not_run_and_a_shell_check_tests_what_it_says
     assert (nope["runs", "planned"], nope["runs", "ran"], nope["runs", "excluded"], nope["runs", "why"]) == \
         (2, 0, 2, "2 never started")
     assert math.isnan(nope["scores.readme", "rate"]) and math.isnan(nope["metrics.duration_s", "mean"])
-    assert table.loc["demo/scripted", ("scores.readme", "rate")] == 1.0
+    scripted = table.loc["demo/scripted"]
+    assert scripted["scores.readme", "rate"] == 1.0 and scripted["success", "rate"] == 1.0
+    assert (good["failed_steps"] == 1).all() and scripted["runs", "failed_steps"] == 2  # completed, a step failed
     shown = exp.compare(by="model")._repr_html_()
     assert "0 of 2 ran" in shown and "2 never started" in shown and "2 of 2 ran" in shown
+    assert "<th>failed a step</th>" in shown and "<td>2 of 2</td>" in shown

@@ -93,6 +93,7 @@ def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_exclud
     header = shown[shown.index("<thead>"):shown.index("</thead>")]
     assert header.index("ok") < header.index("words") < header.index("duration_s")  # scores before metrics
     assert header.count(">n<") == 0 and "3 of 4 ran" in shown and "1 never started" in shown
+    assert "3 succeeded · 0 failed" in shown
     # duration: b took longer, its interval excludes 0: marked, in the "worse" colour (less time is better)
     assert "<div class='nbsub-cmp-worse'>Δ +3.00 [+0.73, +5.27] ✱</div>" in shown
     assert "<div class='nbsub-cmp-better'>Δ +9.0 [+2.2, +15.8] ✱</div>" in shown  # a score: more is better
