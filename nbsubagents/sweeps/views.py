@@ -11,6 +11,7 @@ with the intervals of ``sweeps.stats``.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import logging
@@ -95,9 +96,20 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
 
 
 def _failed_steps(run_dir: str | None) -> int | None:
-    """The tool results marked as errors in a run's events.jsonl (None when it has none to read)."""
+    """The tool results marked as errors in a run's events.jsonl (None when it has none to read); an events file
+    read before and unchanged since is not read again."""
+    path = os.path.join(run_dir or "", "events.jsonl")
     try:
-        with open(Path(run_dir or "") / "events.jsonl", "rb") as events:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return _count_failed_steps(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=65536)
+def _count_failed_steps(path: str, mtime_ns: int, size: int) -> int | None:
+    try:
+        with open(path, "rb") as events:
             lines = [line for line in events if b"isError" in line]
     except OSError:
         return None
