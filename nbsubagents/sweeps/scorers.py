@@ -69,7 +69,11 @@ class Check:
                     "give the arguments as a list: check(['pytest', '-q'])")
             shell = bool(syntax) if shell is None else shell
             self.command = command
-            self.argv = ["bash", "-c", command] if shell else shlex.split(command)
+            try:
+                self.argv = ["bash", "-c", command] if shell else shlex.split(command)
+            except ValueError as exc:  # an unclosed quote
+                raise NbSubagentsError(f"check({command!r}): {exc}; close the quote, or give the arguments as a "
+                                       "list: check(['grep', '-q', 'text', 'file'])") from None
         elif isinstance(command, (list, tuple)) and command and all(isinstance(a, str) for a in command):
             self.command = shlex.join(command)
             self.argv = list(command)

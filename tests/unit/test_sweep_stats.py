@@ -134,3 +134,5 @@ def test_a_check_with_shell_syntax_runs_in_a_shell_or_is_refused():
     for command in ("pytest -q", "grep -q 'a && b' README.md", "grep '$HOME' f", r"echo a\;b", "test -f x.py"):
         assert shell_syntax(command) is None and check(command).argv[0] != "bash", command
     assert check(["echo", "a && b"]).argv == ["echo", "a && b"]  # a list is run as it is
+    with pytest.raises(NbSubagentsError, match="No closing quotation; close the quote"):
+        check("grep -q 'unclosed README.md")
