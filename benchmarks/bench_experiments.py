@@ -82,7 +82,7 @@ def compare_10k(n: int = 10_000) -> None:
         t0 = time.perf_counter()
         table = exp.compare(by=("preset", "model")).table
         times.append(time.perf_counter() - t0)
-    assert int(table[("runs", "n")].sum()) == n
+    assert int(table[("runs", "ran")].sum()) == n
     print(f"compare() over {n:,} stored runs: median {statistics.median(times) * 1000:.0f} ms (target < 2000 ms)")
 
 

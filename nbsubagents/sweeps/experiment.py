@@ -231,14 +231,19 @@ class Experiment:
 
     to_frame = frame
 
-    def compare(self, by: str | Sequence[str] = ("preset", "model"), baseline: Any = None) -> Comparison:
-        """Per cell: n, success rate, mean/std/n of every metric and score, and the difference to ``baseline``."""
-        return views.compare(self.frame(), by=by, baseline=baseline, title=self.name)
+    def compare(self, by: str | Sequence[str] = ("preset", "model"), baseline: Any = None, *, ci: float = 0.95,
+                k: int | Sequence[int] | None = None) -> Comparison:
+        """Per cell: runs planned, ran, succeeded, failed, excluded (and why); the success rate, every score and
+        metric over the runs that ran, with ``ci`` intervals and pass@``k``/pass^``k``; the difference to
+        ``baseline`` with its interval (``sweeps.views.compare``)."""
+        planned = [cell.get("params") or {} for cell in self.plan.get("cells") or []]
+        return views.compare(self.frame(), by=by, baseline=baseline, title=self.name, ci=ci, k=k, planned=planned)
 
-    def plot(self, *, x: str = "cost_usd", y: str | None = None, by: str | Sequence[str] = ("preset", "model")
-             ) -> Figure:
-        """A matplotlib Figure: one point per run (``x`` a metric, ``y`` a score), coloured by cell."""
-        return views.plot(self.frame(), x=x, y=y, by=by, title=self.name)
+    def plot(self, *, x: str = "cost_usd", y: str | None = None, by: str | Sequence[str] = ("preset", "model"),
+             theme: str = "auto") -> Figure:
+        """A matplotlib Figure: one point per run that ran (``x`` a metric, ``y`` a score), a colour per cell,
+        a marker per model."""
+        return views.plot(self.frame(), x=x, y=y, by=by, title=self.name, theme=theme)
 
     def to_mlflow(self, tracking_uri: str | None = None, *, artifact_location: str | None = None) -> str:
         """Log each ended run as an MLflow run (params, metrics, scores as ``score.*`` metrics, tags, the run

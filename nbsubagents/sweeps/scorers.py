@@ -8,7 +8,9 @@ what the scorers said into ``scores.json`` (written atomically) and updates the 
 scorer's keys replace the ones it gave before (``keys`` records which are whose). A Python scorer runs
 under a time limit (``timeout``, 60 s; by ``SIGALRM`` in the main thread, where notebook cells and sweeps
 run; without a limit in another thread); one that raises, ``SystemExit`` included, or takes too long records
-no score for itself and its error under ``errors``. ``KeyboardInterrupt`` still stops the sweep.
+no score for itself and its error under ``errors``. ``KeyboardInterrupt`` still stops the sweep. A run the
+infrastructure ended (``outcomes.excluded_reason``: it never started, the provider failed, ...) is not scored:
+no scorer runs for it, its ``scores.json`` holds no score and says why (``excluded``).
 
 Score names are unique in a scorer list: a check's default name holds every word of its command
 (``pytest -q tests/a`` → ``check_pytest_q_tests_a``), and a list naming one score twice is refused.
@@ -34,11 +36,12 @@ from .. import registry
 from ..child import isolation, procs
 from ..child.artifacts import atomic_write_json, now_iso, read_json
 from ..config import NbSubagentsError
+from .outcomes import excluded_reason
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
 
-__all__ = ["check", "Check", "score", "scorer_name", "unique_names", "check_timeout", "SCORES_FILE",
+__all__ = ["check", "Check", "shell_syntax", "score", "scorer_name", "unique_names", "check_timeout", "SCORES_FILE",
            "SCORER_TIMEOUT"]
 
 SCORES_FILE = "scores.json"
@@ -50,12 +53,27 @@ class Check:
     """A shell check: ``argv`` run in the run's folder; the score ``name`` is True when it exits 0."""
 
     def __init__(self, command: str | Sequence[str], *, name: str | None = None, timeout: float = 300.0,
-                 shell: bool = False) -> None:
+                 shell: bool | None = None) -> None:
+        if shell not in (None, True, False):
+            raise NbSubagentsError(f"check(shell=...) must be True, False or None (a shell when the command has "
+                                   f"shell syntax), got {shell!r}")
         if isinstance(command, str):
             if not command.strip():
                 raise NbSubagentsError("check() needs a command, such as check('pytest -q'); got an empty string")
+            syntax = shell_syntax(command)
+            if shell is False and syntax:
+                raise NbSubagentsError(
+                    f"check({command!r}, shell=False): {syntax!r} is shell syntax, which only a shell understands; "
+                    f"without one it would reach {command.split()[0]!r} as an argument and the check would not "
+                    "test what it says. Leave out shell=False (a command with shell syntax runs with bash -c), or "
+                    "give the arguments as a list: check(['pytest', '-q'])")
+            shell = bool(syntax) if shell is None else shell
             self.command = command
-            self.argv = ["bash", "-c", command] if shell else shlex.split(command)
+            try:
+                self.argv = ["bash", "-c", command] if shell else shlex.split(command)
+            except ValueError as exc:  # an unclosed quote
+                raise NbSubagentsError(f"check({command!r}): {exc}; close the quote, or give the arguments as a "
+                                       "list: check(['grep', '-q', 'text', 'file'])") from None
         elif isinstance(command, (list, tuple)) and command and all(isinstance(a, str) for a in command):
             self.command = shlex.join(command)
             self.argv = list(command)
@@ -65,7 +83,7 @@ class Check:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise NbSubagentsError(f"check timeout must be a positive number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
-        self.shell = shell
+        self.shell = bool(shell)
         self.name = _check_name(name if name is not None else _default_name(self.argv, shell, self.command))
 
     def __repr__(self) -> str:
@@ -149,13 +167,52 @@ def run_folder(run: Run) -> Iterator[tuple[Path, str]]:
 
 
 def check(command: str | Sequence[str], *, name: str | None = None, timeout: float = 300.0,
-          shell: bool = False) -> Check:
+          shell: bool | None = None) -> Check:
     """A shell check scorer: ``check("pytest -q")`` scores True when the command exits 0 in the run's folder.
 
-    The command is split like a shell would (``shlex``) and run without a shell; ``shell=True`` runs it
-    with ``bash -c`` (pipes, ``&&``). Its output is kept as ``checks/<name>.log`` in the run directory.
+    A command with shell syntax (``&&``, ``||``, ``;``, pipes, redirections, ``$VAR``, ``$(...)``, backticks,
+    globs, ``~``, ``VAR=value cmd``: ``shell_syntax``) runs with ``bash -c``; any other is split like a shell
+    would (``shlex``) and run without one. ``shell=True`` always uses bash; ``shell=False`` never does, and
+    refuses a command with shell syntax (its operators would reach the first program as arguments). A list
+    is run as it is. Its output is kept as ``checks/<name>.log`` in the run directory.
     """
     return Check(command, name=name, timeout=timeout, shell=shell)
+
+
+_TWO = ("&&", "||", ";;", ">>", "<<", "$(", "${", "&>", ">&", "<(", ">(")
+
+
+def shell_syntax(command: str) -> str | None:
+    """The first piece of ``command`` that only a shell understands (outside quotes: operators, redirections,
+    substitutions, variables, globs, a leading ``~`` or ``#``, an assignment before the command), or None.
+    bash is the reference: running a command that has none of them with bash or without changes nothing."""
+    if re.match(r"\s*[A-Za-z_][A-Za-z0-9_]*=", command):
+        return command.split("=", 1)[0].strip() + "="
+    quote, word_start, i = "", True, 0
+    while i < len(command):
+        ch = command[i]
+        special = ""
+        if quote == "'":
+            quote = "" if ch == "'" else quote
+        elif quote == '"':
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quote = ""
+            elif ch in "$`":
+                special = ch
+        elif ch == "\\":
+            i += 1
+        elif ch in "'\"":
+            quote = ch
+        elif ch in ";&|<>()`$*?[]{}\n" or (word_start and ch in "~#"):
+            special = ch
+        if special:
+            two = command[i:i + 2]
+            return two if two in _TWO else ("newline" if special == "\n" else special)
+        word_start = not quote and ch in " \t"
+        i += 1
+    return None
 
 
 def _default_name(argv: list[str], shell: bool, command: str) -> str:
@@ -296,6 +353,12 @@ def score(run: Run, scorers: Iterable[Any], *, timeout: float | None = SCORER_TI
     if not scorers:
         return run.scores
     path = run.dir / SCORES_FILE
+    excluded = excluded_reason({"status": run.status, "stop_reason": (run.result or {}).get("stopReason")})
+    if excluded:  # the infrastructure ended it: nothing of the agent's to score (and no score it had stays)
+        atomic_write_json(path, {"scores": {}, "errors": None, "keys": {}, "excluded": excluded,
+                                 "scoredAt": now_iso()})
+        registry.note(run)
+        return {}
     stored = read_json(path) or {}
     scores: dict[str, Any] = dict(stored.get("scores") or {})
     errors: dict[str, str] = dict(stored.get("errors") or {})

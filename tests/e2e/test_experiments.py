@@ -137,8 +137,8 @@ def test_compare_matches_a_hand_computation(project, two_models):
     for (preset, model), row in table.iterrows():
         part = frame[(frame["params.preset"] == preset) & (frame["params.model"] == model)]
         base = frame[(frame["params.preset"] == "scout") & (frame["params.model"] == "demo/scripted")]
-        assert row[("runs", "n")] == len(part) == 4
-        assert row[("success_rate", "mean")] == sum(part["status"] == "completed") / 4
+        assert row[("runs", "ran")] == row[("runs", "planned")] == len(part) == 4
+        assert row[("success", "rate")] == sum(part["status"] == "completed") / 4
         for col in ("metrics.tokens", "metrics.duration_s", "scores.words"):
             values = [float(v) for v in part[col]]
             assert row[(col, "mean")] == pytest.approx(statistics.mean(values))
@@ -146,7 +146,7 @@ def test_compare_matches_a_hand_computation(project, two_models):
             assert row[(col, "n")] == 4
             assert row[(col, "Δ")] == pytest.approx(statistics.mean(values) - statistics.mean(map(float, base[col])))
     html = exp.compare(by="preset")._repr_html_()
-    assert "<table" in html and "scores.words" in html and "cmp: per cell (preset)" in html
+    assert "<table" in html and ">words<" in html and "cmp: per cell (preset)" in html
     with pytest.raises(NbSubagentsError, match="not a cell"):
         exp.compare(by="preset", baseline="nobody")
     with pytest.raises(NbSubagentsError, match="no column 'colour'"):
@@ -250,9 +250,9 @@ def test_the_experiments_notebook_runs_a_sweep_scores_compares_plots_and_exports
     assert "24 planned · 24 completed · 0 failed" in value(sweep)
     assert "24 runs; {'completed': 24}" in text(cell(nb, "frame = exp.frame()"))
     table = html(cell(nb, "exp.compare(by=(\"preset\", \"model\")"))
-    assert "Δ = mean − baseline" in table and "scores.answer_words" in table and table.count("<tr>") >= 6
+    assert "Δ = cell − baseline" in table and ">answer_words<" in table and table.count("<tr>") >= 5
     assert base64.b64decode(value(cell(nb, "exp.plot("), "image/png")).startswith(b"\x89PNG")
-    assert "scores.mentions_readme" in html(cell(nb, "def mentions_readme(run):"))
+    assert ">mentions_readme<" in html(cell(nb, "def mentions_readme(run):"))
     assert "24 MLflow runs" in text(cell(nb, "import mlflow"))
     spans = text(cell(nb, "experiment_id = mlflow.get_experiment_by_name("))
     assert "24 traces" in spans and "AGENT" in spans and "TOOL" in spans and "'answer_words'" in spans

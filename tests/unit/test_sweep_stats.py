@@ -1,0 +1,138 @@
+"""compare()'s statistics against hand-computed numbers on a fixed frame, and checks that mean what they say.
+
+The expected numbers are worked out by hand in the comments (z = 1.959964 for 95%, t from a t table)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from nbsubagents.config import NbSubagentsError
+from nbsubagents.sweeps import stats, views
+from nbsubagents.sweeps.scorers import check, shell_syntax
+
+
+def test_t_quantiles_match_the_t_table():
+    # two-sided 95%: df 1 → 12.7062, 2 → 4.3027, 4 → 2.7764, 10 → 2.2281, 30 → 2.0423; 90%, df 3 → 2.3534
+    for df, t in ((1, 12.706205), (2, 4.302653), (4, 2.776445), (10, 2.228139), (30, 2.042272)):
+        assert stats.t_quantile(0.95, df) == pytest.approx(t, abs=1e-6)
+    assert stats.t_quantile(0.90, 3) == pytest.approx(2.353363, abs=1e-6)
+    assert stats.t_quantile(0.99, 5) == pytest.approx(4.032143, abs=1e-6)
+
+
+def test_wilson_newcombe_t_welch_and_pass_at_k_by_hand():
+    # Wilson 2/3: centre (2/3 + z²/6)/(1 + z²/3) = 1.306910/2.280486 = 0.573084;
+    # half z/(1 + z²/3)·√(p(1−p)/3 + z²/36) = 0.859452·0.425183 = 0.365425 → (0.207659, 0.938508)
+    assert stats.wilson(2, 3) == pytest.approx((0.207659, 0.938508), abs=1e-6)
+    # 3/3: centre = half = 1/(1 + z²/3)·(1 + z²/6)/2 ... → (0.438503, 1)
+    assert stats.wilson(3, 3) == pytest.approx((0.438503, 1.0), abs=1e-6)
+    assert stats.wilson(0, 3) == pytest.approx((0.0, 0.561497), abs=1e-6)
+    # Newcombe 3/3 − 2/3: d = 1/3; L = d − √((1 − 0.438503)² + (0.938508 − 2/3)²) = 1/3 − 0.623840 = −0.290507;
+    # U = d + √(0² + (2/3 − 0.207659)²) = 1/3 + 0.459008 = 0.792341
+    assert stats.newcombe(3, 3, 2, 3) == pytest.approx((1 / 3, -0.290507, 0.792341), abs=1e-6)
+    # [1, 2, 3]: mean 2, s 1, t(0.975, 2) = 4.302653: 2 ± 4.302653/√3 = 2 ± 2.484138
+    assert stats.mean_interval([1, 2, 3]) == pytest.approx((2.0, -0.484138, 4.484138), abs=1e-6)
+    # Welch [4, 5, 6] − [1, 2, 3]: d 3, se √(1/3 + 1/3) = 0.816497, df (2/3)²/(2·(1/3)²/2) = 4,
+    # t(0.975, 4) = 2.776445: 3 ± 2.266958
+    assert stats.welch([4, 5, 6], [1, 2, 3]) == pytest.approx((3.0, 0.733042, 5.266958), abs=1e-6)
+    # n 5, c 2, k 2: pass@2 = 1 − C(3,2)/C(5,2) = 1 − 3/10 = 0.7; pass^2 = C(2,2)/C(5,2) = 0.1
+    assert stats.pass_at_k(5, 2, 2) == pytest.approx(0.7) and stats.pass_hat_k(5, 2, 2) == pytest.approx(0.1)
+    assert stats.pass_at_k(3, 2, 1) == pytest.approx(2 / 3) == stats.pass_hat_k(3, 2, 1)  # k = 1: the rate
+    assert math.isnan(stats.pass_at_k(2, 1, 3)) and math.isnan(stats.mean_interval([4.0])[1])
+
+
+def row(i: int, preset: str, ok: bool, seconds: float, *, stop: str = "end", status: str = "completed") -> dict:
+    return {"run_id": f"r{i}", "status": status, "stop_reason": stop, "run_dir": "/nowhere", "duration": seconds,
+            "cost": 0.001, "total_tokens": 100, "params": json.dumps({"preset": preset, "model": "demo/scripted"}),
+            "scores": json.dumps({"ok": ok, "words": seconds * 3})}
+
+
+FIXED = [row(1, "a", True, 1), row(2, "a", True, 2), row(3, "a", False, 3),
+         row(4, "b", True, 4), row(5, "b", True, 5), row(6, "b", True, 6),
+         row(7, "b", True, 0, stop="not_started", status="aborted")]  # never started: scored True, 0 s before
+
+
+def test_an_excluded_run_keeps_its_row_and_reason_but_no_numbers():
+    frame = views.frame(FIXED)
+    assert frame.loc["r7", "excluded"] == "never started" and frame["excluded"].isna().sum() == 6
+    assert math.isnan(frame.loc["r7", "metrics.duration_s"]) and math.isnan(frame.loc["r7", "metrics.cost_usd"])
+    assert frame.loc["r7", "scores.ok"] is None and frame.loc["r6", "scores.ok"] is True
+
+
+def test_compare_matches_hand_computed_intervals_and_pass_at_k_on_a_fixed_frame():
+    comparison = views.compare(views.frame(FIXED), by="preset", baseline="a", k=2)
+    table = comparison.table
+    a, b = table.loc["a"], table.loc["b"]
+    assert (b["runs", "planned"], b["runs", "ran"], b["runs", "succeeded"], b["runs", "failed"],
+            b["runs", "excluded"], b["runs", "why"]) == (4, 3, 3, 0, 1, "1 never started")
+    assert b["success", "rate"] == 1.0  # over the 3 that ran
+    assert (a["scores.ok", "rate"], a["scores.ok", "lo"], a["scores.ok", "hi"]) == pytest.approx(
+        (2 / 3, 0.207659, 0.938508), abs=1e-6)
+    assert b["scores.ok", "rate"] == 1.0 and b["scores.ok", "lo"] == pytest.approx(0.438503, abs=1e-6)
+    # a: n 3, c 2 → pass@2 = 1 − C(1,2)/C(3,2) = 1, pass^2 = C(2,2)/C(3,2) = 1/3; b: 3 of 3 → 1 and 1
+    assert (a["scores.ok", "pass@2"], a["scores.ok", "pass^2"]) == pytest.approx((1.0, 1 / 3))
+    assert (b["scores.ok", "pass@2"], b["scores.ok", "pass^2"]) == (1.0, 1.0)
+    assert (b["scores.ok", "Δ"], b["scores.ok", "Δ lo"], b["scores.ok", "Δ hi"]) == pytest.approx(
+        (1 / 3, -0.290507, 0.792341), abs=1e-6)
+    assert (a["metrics.duration_s", "mean"], a["metrics.duration_s", "lo"], a["metrics.duration_s", "hi"]) == \
+        pytest.approx((2.0, -0.484138, 4.484138), abs=1e-6)
+    assert b["metrics.duration_s", "n"] == 3  # the never-started run's 0 s is not a duration
+    assert (b["metrics.duration_s", "Δ"], b["metrics.duration_s", "Δ lo"], b["metrics.duration_s", "Δ hi"]) == \
+        pytest.approx((3.0, 0.733042, 5.266958), abs=1e-6)
+    # 90% intervals: t(0.95, 2) = 2.919986 → 2 ± 2.919986/√3 = 2 ± 1.685854
+    narrower = views.compare(views.frame(FIXED), by="preset", ci=0.90).table.loc["a"]
+    assert narrower["metrics.duration_s", "lo"] == pytest.approx(0.314146, abs=1e-6)
+
+
+def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_excludes_zero():
+    comparison = views.compare(views.frame(FIXED), by="preset", baseline="a")
+    shown = comparison._repr_html_()
+    header = shown[shown.index("<thead>"):shown.index("</thead>")]
+    assert header.index("ok") < header.index("words") < header.index("duration_s")  # scores before metrics
+    assert header.count(">n<") == 0 and "3 of 4 ran" in shown and "1 never started" in shown
+    assert "3 succeeded · 0 failed" in shown
+    # duration: b took longer, its interval excludes 0: marked, in the "worse" colour (less time is better)
+    assert "<div class='nbsub-cmp-worse'>Δ +3.00 [+0.73, +5.27] ✱</div>" in shown
+    assert "<div class='nbsub-cmp-better'>Δ +9.0 [+2.2, +15.8] ✱</div>" in shown  # a score: more is better
+    assert "<div class='nbsub-cmp-muted'>Δ +33 pp [−29, +79]</div>" in shown  # one success more: no finding
+    assert "pass@3 100%" in shown and "pass^3 0%" in shown  # k: the fewest runs a cell ran
+    assert "cost_usd (×10⁻³)" in header and ">1.00<" in shown and "e-0" not in shown  # 3 digits, one scale
+    assert "@media (prefers-color-scheme: dark)" in shown and '[data-jp-theme-light="false"]' in shown
+    assert "3 of 4 ran" in repr(comparison)
+    with pytest.raises(NbSubagentsError, match="ci=.*between 0 and 1"):
+        views.compare(views.frame(FIXED), by="preset", ci=95)
+    with pytest.raises(NbSubagentsError, match="k=.*whole number"):
+        views.compare(views.frame(FIXED), by="preset", k=0)
+
+
+def test_a_plot_shows_every_run_that_ran_with_counts_and_a_marker_per_model():
+    pytest.importorskip("matplotlib")
+    fig = views.plot(views.frame(FIXED), x="duration_s", y="ok", by="preset", theme="dark")
+    ax = fig.axes[0]
+    assert sorted(c.get_gid() for c in ax.collections) == ["a", "b"]
+    assert sum(len(c.get_offsets()) for c in ax.collections) == 6  # the never-started run is not a point
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["a (n=3)", "b (n=3)"] and "1 excluded run not shown" in ax.get_title(loc="left")
+    ys = sorted(y for c in ax.collections for _, y in c.get_offsets())
+    assert len(set(ys)) == 6 and all(abs(y - round(y)) <= 0.06 for y in ys)  # equal values spread, a little
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # outside the axes
+    assert fig.patch.get_alpha() == 0.0 and ax.xaxis.label.get_color() == "#e5e7eb"
+
+
+def test_a_check_with_shell_syntax_runs_in_a_shell_or_is_refused():
+    for command, syntax in (("echo start && test -f no-such-file", "&&"), ("false || true", "||"),
+                            ("true; false", ";"), ("ls | grep x", "|"), ("echo $(pwd)", "$("), ("echo `pwd`", "`"),
+                            ("ls > out", ">"), ("ls *.py", "*"), ("FOO=1 pytest", "FOO="), ("cat ~/x", "~"),
+                            ('grep "$HOME" f', "$")):
+        assert shell_syntax(command) == syntax, command
+        assert check(command).argv == ["bash", "-c", command]
+        with pytest.raises(NbSubagentsError, match=f"shell=False.*{re.escape(syntax)}.*shell syntax.*Leave out"):
+            check(command, shell=False)
+    for command in ("pytest -q", "grep -q 'a && b' README.md", "grep '$HOME' f", r"echo a\;b", "test -f x.py"):
+        assert shell_syntax(command) is None and check(command).argv[0] != "bash", command
+    assert check(["echo", "a && b"]).argv == ["echo", "a && b"]  # a list is run as it is
+    with pytest.raises(NbSubagentsError, match="No closing quotation; close the quote"):
+        check("grep -q 'unclosed README.md")
