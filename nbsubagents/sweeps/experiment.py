@@ -141,13 +141,14 @@ class Experiment:
         live: list[Run] = []
         todo: list[str] = []
         tries: dict[str, int] = {}  # the retries each cell had in this call
+        retrying: dict[str, tuple[str, str]] = {}  # cell -> the run a retry supersedes, and why
         for key in cells:
             row = by_key.get(key)
             ended = row is not None and row.get("status") in TERMINAL
             if row is None or (ended and (_interrupted(row) or stopped_reason(row))):
                 todo.append(key)
             elif ended and limits.retries and retry_reason(row):
-                record_attempt(self.root, self.name, key, row["run_id"], str(retry_reason(row)))
+                retrying[key] = (row["run_id"], str(retry_reason(row)))
                 tries[key] = 1
                 todo.append(key)
             elif ended:
@@ -167,6 +168,9 @@ class Experiment:
         while first or todo:
             if guard.check():  # reached before this round: a cell that has a run keeps it (it says why)
                 todo = [k for k in todo if k not in by_key]
+            for key in todo:
+                if key in retrying:
+                    record_attempt(self.root, self.name, key, *retrying.pop(key))
             built = self._build(todo, cells, dask_client) if todo else []
             guard.inner = _Scoring(renderer_for(show), scorers, scorer_timeout)
             drive(built, concurrency=concurrency, renderer=guard)
@@ -182,7 +186,7 @@ class Experiment:
                 why = retry_reason({"status": run.status, "stop_reason": (run.result or {}).get("stopReason")})
                 key = cell_key(run.meta.get("params") or {})
                 if why and tries.get(key, 0) < limits.retries:
-                    record_attempt(self.root, self.name, key, run.run_id, why)
+                    retrying[key] = (run.run_id, why)
                     tries[key] = tries.get(key, 0) + 1
                     todo.append(key)
         return self.runs()
