@@ -80,6 +80,9 @@ def test_max_total_cost_stops_new_runs_and_a_higher_cap_runs_the_rest_after_an_e
     assert frame.loc["task-2", "error"] == f"max_total_cost reached (${cost:.4g} of $1e-09)"
     assert "of max_total_cost $1e-09 spent" in repr(exp)
     assert json.loads(exp.plan_path.read_text())["maxTotalCost"] == 1e-9
+    same = nbsubagents.experiment("capped", tasks=SAYS, presets="scout", concurrency=1, max_total_cost=1e-9,
+                                  show=False)
+    assert by_task(same.frame())["run_id"].tolist() == frame["run_id"].tolist()  # the cap still holds: nothing new
     capsys.readouterr()
     more = nbsubagents.experiment("capped", tasks=SAYS, presets="scout", concurrency=1, max_total_cost=1.0)
     err = capsys.readouterr().err
