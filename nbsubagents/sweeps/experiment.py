@@ -46,7 +46,7 @@ from .outcomes import retry_reason
 from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
                    replaced_runs, save_plan)
 from .scorers import SCORER_TIMEOUT, Check, as_scorer, check_timeout, load_scorers, score, unique_names
-from .spend import Guard, Limits, estimate, show_line, stopped_reason
+from .spend import Guard, Limits, estimate, show_line, stopped_reason, usd
 
 if TYPE_CHECKING:
     import subprocess
@@ -321,8 +321,8 @@ class Experiment:
     def __repr__(self) -> str:
         c = self.counts()
         cap = self.plan.get("maxTotalCost")
-        spend = (f" · ${sum(float(r.get('cost') or 0) for r in self.rows()):.4g} of max_total_cost ${cap:.4g} spent"
-                 if cap is not None else "")
+        spent = sum(float(r.get("cost") or 0) for r in self.rows()) if cap is not None else 0.0
+        spend = f" · {usd(spent)} of max_total_cost {usd(cap)} spent" if cap is not None else ""
         return (f"<Experiment {self.name}: {c['planned']} planned · {c['completed']} completed · {c['failed']} "
                 f"failed · {c['aborted']} aborted · {c['running'] + c['queued']} active{spend}>")
 

@@ -28,7 +28,7 @@ from ..ui.display import silenced
 from ..ui.kernel import in_kernel
 from .outcomes import excluded_reason
 
-__all__ = ["Limits", "Guard", "CostEstimate", "estimate", "show_line", "stopped_reason", "STOPS"]
+__all__ = ["Limits", "Guard", "CostEstimate", "estimate", "show_line", "stopped_reason", "usd", "STOPS"]
 
 # The words a run a sweep stopped before it started says (its error message begins with one): resume starts it.
 STOPS = ("max_failures reached", "max_total_cost reached")
@@ -40,7 +40,7 @@ def stopped_reason(row: Mapping[str, Any]) -> str | None:
     return message if row.get("stop_reason") == "not_started" and message.startswith(STOPS) else None
 
 
-def _usd(value: float) -> str:
+def usd(value: float) -> str:
     return f"${value:.4g}" if value < 1 else f"${value:.2f}"
 
 
@@ -115,7 +115,7 @@ class Guard:
                 self.stopped = (f"max_failures reached ({self.failures} of {self.allowed} allowed runs failed in "
                                 "this call)")
             elif self.limits.max_total_cost is not None and self.spent >= self.limits.max_total_cost:
-                self.stopped = f"max_total_cost reached ({_usd(self.spent)} of {_usd(self.limits.max_total_cost)})"
+                self.stopped = f"max_total_cost reached ({usd(self.spent)} of {usd(self.limits.max_total_cost)})"
         if self.stopped is not None:
             for run in self.waiting:
                 if run.process is None and not run.done:  # the drive loop has not launched it: it never will
@@ -164,12 +164,12 @@ class CostEstimate:
             unknown = self.runs - self.known
             some = f" for the {self.known} with history" if unknown else ""
             rest = f"; {unknown} without history" if unknown else ""
-            what = (f"estimated cost of {plural(self.runs, 'run')}: ~{_usd(self.total)}{some} (from "
+            what = (f"estimated cost of {plural(self.runs, 'run')}: ~{usd(self.total)}{some} (from "
                     f"{plural(self.samples, 'earlier run')} of the same preset, model and task{rest})")
         else:
             what = f"{plural(self.runs, 'run')} to start, no cost history yet"
         if self.cap is not None:
-            what += f" · max_total_cost {_usd(self.cap)}, {_usd(self.spent)} spent so far"
+            what += f" · max_total_cost {usd(self.cap)}, {usd(self.spent)} spent so far"
         return "Sweep: " + what
 
     def __repr__(self) -> str:

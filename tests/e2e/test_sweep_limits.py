@@ -7,6 +7,8 @@ import json
 
 import nbsubagents
 
+from test_magics import shell  # noqa: F401 (a fixture)
+
 def by_task(frame):
     """The frame by task id (its run ids a column), in task order."""
     return frame.reset_index().set_index("params.task_id").sort_index()
@@ -37,13 +39,14 @@ def test_retries_start_again_only_the_runs_the_provider_cut_short_and_record_eac
     assert plan["retries"] == 1
 
 
-def test_a_failed_run_is_retried_by_a_later_call_with_retries_and_the_others_are_kept(project):
+def test_a_failed_run_is_retried_by_a_later_resume_with_retries_and_the_others_are_kept(project):
     tasks = FLAKY[:2]
     exp = nbsubagents.experiment("later", tasks=tasks, presets="scout", concurrency=1, show=False)
     before = by_task(exp.frame())
     assert before.loc["task-1", "stop_reason"] == "provider_error"  # no retries: the failure is the cell's end
-    again = nbsubagents.experiment("later", tasks=tasks, presets="scout", concurrency=1, retries=1, show=False)
-    after = by_task(again.frame())  # other limits: the same experiment, resumed
+    again = nbsubagents.get_experiment("later").resume(retries=1, show=False)
+    assert json.loads(again.plan_path.read_text())["retries"] == 1  # kept for the next resume (and a driver)
+    after = by_task(again.frame())
     assert set(after["status"]) == {"completed"}
     assert after.loc["task-2", "run_id"] == before.loc["task-2", "run_id"]  # kept, not run again
     assert after.loc["task-1", "attempt"] == 2
@@ -92,3 +95,22 @@ def test_max_total_cost_stops_new_runs_and_a_higher_cap_runs_the_rest_after_an_e
     after = by_task(more.frame())
     assert set(after["status"]) == {"completed"}
     assert after.loc["task-1", "run_id"] == frame.loc["task-1", "run_id"]
+
+
+MAGIC_BODY = r"""
+tasks: ["fail once: 503 busy\nsay: hi", "say: two"]
+presets: scout
+concurrency: 1
+retries: 1
+max_failures: 0.9
+max_total_cost: 1.0
+"""
+
+
+def test_the_magic_gives_a_sweep_its_stop_rules(shell, project):
+    exp = shell.run_cell_magic("subagent_experiment", "magic-limits", MAGIC_BODY)
+    frame = by_task(exp.frame())
+    assert set(frame["status"]) == {"completed"} and list(frame["attempt"]) == [2, 1]  # task-1 was retried
+    plan = json.loads(exp.plan_path.read_text())
+    assert (plan["retries"], plan["maxFailures"], plan["maxTotalCost"]) == (1, 0.9, 1.0)
+    assert "of max_total_cost $1.00 spent" in repr(exp)
