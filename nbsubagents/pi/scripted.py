@@ -7,7 +7,10 @@ offline demos can drive the real ``pi`` CLI without network access or keys.
 Demo-mode lines, one step each: ``read PATH``, ``ls PATH``, ``run: CMD``,
 ``write PATH: CONTENT`` (``\\n`` for newlines), ``edit PATH: OLD -> NEW``,
 ``grep PATTERN``, ``fail: STATUS MESSAGE``; ``say: TEXT`` and ``sleep: SECONDS``
-attach to the next step. Other lines are prose. The last answer summarises the
+attach to the next step; ``fail once: STATUS MESSAGE`` makes the server answer the first request of the first
+conversation with this task (the same system prompt, model and task text) with that HTTP error, and every
+later one as if the line were not there: a run that is tried again succeeds (an infrastructure failure, as a
+provider's 5xx is). Other lines are prose. The last answer summarises the
 first line of every tool result (every entry of a listing).
 
 The step to answer is chosen statelessly: it is the number of assistant
@@ -18,6 +21,7 @@ many concurrent agents.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import pathlib
@@ -93,10 +97,13 @@ def demo_plan(task: str) -> list[Step]:
     plan: list[Step] = []
     says: list[str] = []
     hang = 0.0
+    once: dict[str, Any] | None = None
     for raw in task.splitlines():
         line = raw.strip()
         step: Step | None = None
-        if m := re.fullmatch(r"say:\s*(.*)", line):
+        if m := re.fullmatch(r"fail once:\s*(\d{3})\s*(.*)", line):
+            once = {"status": int(m[1]), "message": m[2] or "scripted failure (once)"}
+        elif m := re.fullmatch(r"say:\s*(.*)", line):
             says.append(m[1])
         elif m := re.fullmatch(r"sleep:\s*(\d+(?:\.\d+)?)", line):
             hang += float(m[1])
@@ -120,6 +127,8 @@ def demo_plan(task: str) -> list[Step]:
     if hang:
         final["hang"] = hang
     plan.append(final)
+    if once:
+        plan[0]["fail_once"] = once  # the first request only (the step number is stateless)
     return plan
 
 
@@ -234,6 +243,7 @@ class ScriptedModel:
         self._thread: threading.Thread | None = None
         self._in_flight = 0
         self._last_activity = time.monotonic()
+        self._failed_once: set[str] = set()  # the conversations a ``fail once:`` line has failed
 
     @contextlib.contextmanager
     def _activity(self) -> Iterator[None]:
@@ -309,12 +319,23 @@ class ScriptedModel:
             return self.script(body, index)
         return self.script[index] if index < len(self.script) else {"text": "done"}
 
+    def _first_failure(self, body: dict) -> bool:
+        """True the first time this conversation asks (a ``fail once:`` line), False ever after."""
+        key = _conversation(body)
+        with self._lock:
+            first = key not in self._failed_once
+            self._failed_once.add(key)
+        return first
+
     def _answer(self, h: _Handler, body: dict) -> None:
         with self._lock:
             self._requests.append(body)
             self._headers.append({k.lower(): v for k, v in h.headers.items()})
         messages, index = body.get("messages") or [], step_index(body)
         step = self.step_for(body, index)
+        once = step.get("fail_once")
+        if once and self._first_failure(body):
+            step = {"error": once}
         if "error" in step:
             self._stopping.wait(float(step.get("hang", 0)))
             err = step["error"]
@@ -380,6 +401,14 @@ class ScriptedModel:
         send(None, usage=usage)
         h.wfile.write(b"data: [DONE]\n\n")
         h.wfile.flush()
+
+
+def _conversation(body: dict) -> str:
+    """What identifies a conversation across runs of the same task: the model, system prompt and task text."""
+    messages = body.get("messages") or []
+    system = [_text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer")]
+    task = _after_last_user(messages)[0]
+    return hashlib.sha256(json.dumps([body.get("model"), system, task]).encode()).hexdigest()
 
 
 def _pieces(text: str) -> list[str]:

@@ -13,7 +13,9 @@ started, or cut short when the launching process died: ``reconcile`` settles tho
 definition (tasks, presets, models, repeats, run options, tags, scorers: ``sweeps.plan.fingerprint``) under
 an old name is refused, naming what changed; ``replace=True`` starts the experiment afresh, its earlier runs
 kept on disk but out of it. One process at a time runs an experiment (``sweeps.plan.locked``): a second
-caller is refused, naming the process that runs it. ``background=True`` hands the sweep
+caller is refused, naming the process that runs it. ``retries``, ``max_failures`` and ``max_total_cost`` (the
+stop rules, ``sweeps.spend``) try again a run the infrastructure cut short and stop a broken or costly sweep; a
+cell's latest run is its row, ``attempt`` says which try it is. ``background=True`` hands the sweep
 to a detached driver (``sweeps.driver``; this module is its program). The comparison side
 (``frame``/``compare``/``plot``/``to_mlflow``) lives in ``nbsubagents.sweeps.views``; pandas, matplotlib
 and mlflow are imported only there.
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .. import registry
-from ..child.artifacts import STATUSES, TERMINAL
+from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, read_json
 from ..config import NbSubagentsError, configure, project_arg, project_root, settings
 from ..lifecycle import batch, launch, reconcile
 from ..lifecycle.drive import drive
@@ -40,9 +42,12 @@ from ..lifecycle.spec import declare_options
 from ..ui.sweep_panel import sweep_renderer
 from . import driver, views
 from .grid import cell_key, expand
-from .plan import check_name, differences, fingerprint, listing, locked, plan_path, read_plan, replaced_runs, save_plan
+from .outcomes import retry_reason
+from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
+                   replaced_runs, save_plan)
 from .report import ExperimentReport, report
 from .scorers import SCORER_TIMEOUT, Check, as_scorer, check_timeout, load_scorers, score, unique_names
+from .spend import Guard, Limits, estimate, show_line, stopped_reason, usd
 
 if TYPE_CHECKING:
     import subprocess
@@ -92,17 +97,23 @@ class Experiment:
         return [r for r in rows if r["run_id"] not in gone] if gone else rows
 
     def current_rows(self, *, all_runs: bool = False) -> list[dict[str, Any]]:
-        """One row per cell of the plan: its latest run (``all_runs=True``: every run, superseded ones too)."""
+        """One row per cell of the plan: its latest run (``all_runs=True``: every run, superseded ones too).
+        Each row also says which try of its cell it is: ``attempt`` (1, 2, ...), ``attempts`` (its cell's runs so
+        far) and ``retried`` (why it was tried again, for a run a retry superseded; else None)."""
         rows = self.rows()
+        plan = self.plan
+        retried = {a["runId"]: a["retried"] for cell in plan.get("cells") or [] for a in cell.get("attempts") or []}
+        by_cell: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_cell.setdefault(cell_key(json.loads(row.get("params") or "{}")), []).append(row)
+        for tries in by_cell.values():
+            for number, row in enumerate(tries, 1):
+                row.update(attempt=number, attempts=len(tries), retried=retried.get(row["run_id"]))
         if all_runs:
             return rows
-        planned = {cell["key"] for cell in self.plan.get("cells") or []}
-        latest: dict[str, dict[str, Any]] = {}
-        for row in rows:
-            key = cell_key(json.loads(row.get("params") or "{}"))
-            if key in planned or not planned:
-                latest[key] = row
-        return sorted(latest.values(), key=lambda r: (r.get("created_at") or "", r["run_id"]))
+        planned = {cell["key"] for cell in plan.get("cells") or []}
+        latest = [tries[-1] for key, tries in by_cell.items() if key in planned or not planned]
+        return sorted(latest, key=lambda r: (r.get("created_at") or "", r["run_id"]))
 
     def runs(self) -> list[Run]:
         return [Run(r["run_dir"]) for r in self.current_rows()]
@@ -122,50 +133,94 @@ class Experiment:
         return by_key
 
     def _execute(self, scorers: Sequence[Any], concurrency: int, show: bool, dask_client: Any = None,
-                 scorer_timeout: float = SCORER_TIMEOUT) -> list[Run]:
+                 scorer_timeout: float = SCORER_TIMEOUT, limits: Limits = Limits()) -> list[Run]:
+        """Start the cells to run, then (``limits.retries``) start again, round after round, the cells whose run
+        the infrastructure cut short; ``limits``' guard stops new starts once a limit is reached."""
         by_key = self._settled_rows()
+        cells = {cell["key"]: cell for cell in self.plan.get("cells") or []}
         kept: list[Run] = []
         live: list[Run] = []
-        todo: list[dict[str, Any]] = []
-        for cell in self.plan.get("cells") or []:
-            row = by_key.get(cell["key"])
-            if row is None or (row.get("status") in TERMINAL and _interrupted(row)):
-                todo.append({**cell["spec"], "experiment": self.name, "params": cell["params"],
-                             "tags": cell.get("tags")})
-            elif row.get("status") in TERMINAL:
+        todo: list[str] = []
+        tries: dict[str, int] = {}  # the retries each cell had in this call
+        retrying: dict[str, tuple[str, str]] = {}  # cell -> the run a retry supersedes, and why
+        for key in cells:
+            row = by_key.get(key)
+            ended = row is not None and row.get("status") in TERMINAL
+            if row is None or (ended and (_interrupted(row) or stopped_reason(row))):
+                todo.append(key)
+            elif ended and limits.retries and retry_reason(row):
+                retrying[key] = (row["run_id"], str(retry_reason(row)))
+                tries[key] = 1
+                todo.append(key)
+            elif ended:
                 kept.append(Run(row["run_dir"]))
             else:
                 live.append(Run(row["run_dir"]))
         launch.check_runner()
-        built: list[Run] = []
-        if todo:
-            executor = self.plan.get("executor")
-            if executor == "dask" and dask_client is None and self.plan.get("daskScheduler") \
-                    and not settings.dask_scheduler:  # the detached driver of a background sweep
-                configure(dask_scheduler=self.plan["daskScheduler"])
-            built = batch.build(todo, mode="parallel", executor=executor, dask_client=dask_client, cwd=self.root)
         for run in kept:
             if scorers and not (run.dir / "scores.json").exists():
                 score(run, scorers, timeout=scorer_timeout)
-        drive(built, concurrency=concurrency, renderer=_Scoring(
-            sweep_renderer(show, title=f"Experiment {self.name}", concurrency=concurrency), scorers, scorer_timeout))
-        for run in live:  # runs of a launcher that died (or of another process): wait, record, score
-            run.wait()
-            registry.note(run)  # its launcher may be gone: the registry learns the end here
-            if scorers:
-                score(run, scorers, timeout=scorer_timeout)
+        guard = Guard(None, limits, len(cells), self.rows())
+        if show and todo:
+            guess = estimate(self.root, [cells[k]["spec"] for k in todo], limits, guard.spent)
+            if guess.known or limits.max_total_cost is not None:
+                show_line(guess)
+        first = True
+        while first or todo:
+            if guard.check():  # reached before this round: a cell that has a run keeps it (it says why)
+                todo = [k for k in todo if k not in by_key]
+            for key in todo:
+                if key in retrying:
+                    record_attempt(self.root, self.name, key, *retrying.pop(key))
+            built = self._build(todo, cells, dask_client) if todo else []
+            guard.inner = _Scoring(sweep_renderer(show, title=f"Experiment {self.name}", concurrency=concurrency),
+                                   scorers, scorer_timeout)
+            drive(built, concurrency=concurrency, renderer=guard)
+            if first:
+                for run in live:  # runs of a launcher that died (or of another process): wait, record, score
+                    run.wait()
+                    registry.note(run)  # its launcher may be gone: the registry learns the end here
+                    if scorers:
+                        score(run, scorers, timeout=scorer_timeout)
+                first = False
+            todo = []
+            for run in built if guard.stopped is None else []:
+                why = retry_reason({"status": run.status, "stop_reason": (run.result or {}).get("stopReason")})
+                key = cell_key(run.meta.get("params") or {})
+                if why and tries.get(key, 0) < limits.retries:
+                    retrying[key] = (run.run_id, why)
+                    tries[key] = tries.get(key, 0) + 1
+                    todo.append(key)
         return self.runs()
+
+    def _build(self, keys: list[str], cells: dict[str, dict[str, Any]], dask_client: Any) -> list[Run]:
+        """The queued runs of these cells."""
+        executor = self.plan.get("executor")
+        if executor == "dask" and dask_client is None and self.plan.get("daskScheduler") \
+                and not settings.dask_scheduler:  # the detached driver of a background sweep
+            configure(dask_scheduler=self.plan["daskScheduler"])
+        specs = [{**cells[k]["spec"], "experiment": self.name, "params": cells[k]["params"],
+                  "tags": cells[k].get("tags")} for k in keys]
+        return batch.build(specs, mode="parallel", executor=executor, dask_client=dask_client, cwd=self.root)
 
     def resume(self, *, scorers: Iterable[Any] | None = None, concurrency: int | None = None,
                show: bool = True, background: bool = False, dask_client: Any = None,
-               scorer_timeout: float | None = None) -> Experiment:
-        """Start the cells whose run has not ended (or never started); ended runs are kept.
+               scorer_timeout: float | None = None, retries: int | None = None,
+               max_failures: float | None = None, max_total_cost: float | None = None) -> Experiment:
+        """Start the cells whose run has not ended (or never started, or was stopped by a limit); ended runs
+        are kept.
 
         The plan's shell checks score the new runs; Python scorers must be given again (``scorers=``), and
-        each may take ``scorer_timeout`` seconds (the plan's, else 60). Another process running this
-        experiment makes this refuse, naming it.
+        each may take ``scorer_timeout`` seconds (the plan's, else 60). ``retries``, ``max_failures`` and
+        ``max_total_cost`` replace the plan's (and are kept in it). Another process running this experiment
+        makes this refuse, naming it.
         """
         with locked(self.root, self.name):
+            given = {"retries": retries, "max_failures": max_failures, "max_total_cost": max_total_cost}
+            if any(v is not None for v in given.values()):
+                stored = Limits.from_plan(self.plan)
+                limits = Limits.checked(**{k: getattr(stored, k) if v is None else v for k, v in given.items()})
+                _store_limits(self.plan_path, limits)
             return self._resume(scorers=scorers, concurrency=concurrency, show=show, background=background,
                                 dask_client=dask_client, scorer_timeout=scorer_timeout)
 
@@ -183,7 +238,7 @@ class Experiment:
                                 else plan.get("scorerTimeout") or SCORER_TIMEOUT)
         if background:
             return self._background(chosen, limit)
-        self._execute(chosen, limit, show, dask_client, timeout)
+        self._execute(chosen, limit, show, dask_client, timeout, Limits.from_plan(plan))
         return self
 
     def _background(self, scorers: Sequence[Any], concurrency: int) -> Experiment:
@@ -226,8 +281,16 @@ class Experiment:
 
     # -- views (pandas and friends only in sweeps.views) ------------------------------------
     def frame(self, *, all_runs: bool = False) -> pandas.DataFrame:
-        """One row per run: ``params.*``, ``metrics.*``, ``scores.*``, ``tags.*``, status, stop reason."""
-        return views.frame(self.current_rows(all_runs=all_runs))
+        """One row per run: ``params.*``, ``metrics.*``, ``scores.*``, ``tags.*``, status, stop reason, and
+        which try of its cell the run is (``attempt``, ``attempts``; ``retried``: why a superseded one was tried
+        again, with ``all_runs=True``)."""
+        rows = self.current_rows(all_runs=all_runs)
+        out = views.frame(rows)
+        for column in ("attempt", "attempts", "retried"):
+            if column not in out.columns:
+                values = {r["run_id"]: r.get(column) for r in rows}
+                out[column] = [values.get(rid) for rid in out.index]
+        return out
 
     to_frame = frame
 
@@ -269,8 +332,11 @@ class Experiment:
 
     def __repr__(self) -> str:
         c = self.counts()
+        cap = self.plan.get("maxTotalCost")
+        spent = sum(float(r.get("cost") or 0) for r in self.rows()) if cap is not None else 0.0
+        spend = f" · {usd(spent)} of max_total_cost {usd(cap)} spent" if cap is not None else ""
         return (f"<Experiment {self.name}: {c['planned']} planned · {c['completed']} completed · {c['failed']} "
-                f"failed · {c['aborted']} aborted · {c['running'] + c['queued']} active>")
+                f"failed · {c['aborted']} aborted · {c['running'] + c['queued']} active{spend}>")
 
     def _repr_html_(self) -> str:
         try:
@@ -311,10 +377,16 @@ def _concurrency(value: Any) -> int:
     return limit
 
 
+def _store_limits(path: Path, limits: Limits) -> None:
+    plan = read_json(path) or {}
+    atomic_write_json(path, {**plan, **limits.record()})
+
+
 def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1,
                concurrency: int | None = None, scorers: Iterable[Any] = (), background: bool = False,
                show: bool = True, executor: str | None = None, dask_client: Any = None, replace: bool = False,
-               scorer_timeout: float = SCORER_TIMEOUT, **run_options: Any) -> Experiment:
+               scorer_timeout: float = SCORER_TIMEOUT, retries: int = 0, max_failures: float | None = None,
+               max_total_cost: float | None = None, **run_options: Any) -> Experiment:
     """Run the sweep tasks × presets × models × repeats as one experiment and return it.
 
     ``tasks`` are strings, dicts (``task``, optional ``id``, ``preset``, ``model``, ``cwd``, ``timeout``,
@@ -334,6 +406,17 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     ``errors``; the sweep goes on (a ``check()`` has its own ``timeout``). ``executor="dask"`` (with
     ``dask_client=``, or the settings) runs the sweep on a Dask cluster; its workers' resources bound it, and
     ``concurrency``, when given, caps it.
+
+    ``retries=N`` starts a cell again, up to N times in this call, when its run ended for a reason outside the
+    agent that another attempt may cure (``sweeps.outcomes.retry_reason``: a provider error, a dropped
+    connection, a lost supervisor or Dask worker, ...); each superseded run stays on disk, listed in the cell's
+    ``attempts`` in the plan. ``max_failures`` (a count, or a fraction of the planned runs when between 0 and 1)
+    stops the sweep once that many of the runs this call started failed (any failed run, retried or not): the
+    runs not started yet end ``not_started`` with the reason. ``max_total_cost`` (USD) caps the whole sweep
+    (``max_cost`` stays each run's budget): once its runs' cost (every attempt, ended runs and the cost so far
+    of running ones) reaches it, no new run starts. Calling again resumes: runs a limit stopped are started
+    then. The three are how the sweep runs, not what it is: other values resume the same experiment. Before
+    the launch, a line estimates the sweep's cost from earlier runs of the same preset, model and task.
     """
     exp = Experiment(check_name(name), project_root(Path(run_options["cwd"])) if run_options.get("cwd") else None)
     chosen = unique_names([as_scorer(s) for s in scorers])
@@ -341,6 +424,7 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     if not isinstance(replace, bool):
         raise NbSubagentsError(f"replace must be True or False, got {replace!r}")
     cells = expand(tasks, presets, models, repeats, run_options)
+    limits = Limits.checked(retries, max_failures, max_total_cost)
     chosen_executor = settings.executor if executor is None else executor
     on_dask: dict[str, Any] = {}
     if chosen_executor == "dask":
@@ -366,7 +450,8 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
                     f"would mix with this one's. Use a new name, or experiment({exp.name!r}, ..., replace=True) to "
                     "start it afresh (its earlier runs stay on disk and in nbsubagents.runs(), no longer part of "
                     f"it){rescore}")
-        save_plan(exp.root, exp.name, cells, chosen, limit, on_dask, scorer_timeout=timeout, replacing=replacing)
+        save_plan(exp.root, exp.name, cells, chosen, limit, on_dask, scorer_timeout=timeout, replacing=replacing,
+                  limits=limits.record())
         return exp._resume(scorers=chosen, concurrency=limit, show=show, background=background,
                            dask_client=dask_client, scorer_timeout=timeout)
 

@@ -20,8 +20,9 @@ from ..lifecycle.spec import check_cwd, check_isolation, options, unknown_names
 __all__ = ["expand", "cell_key", "sweep_options"]
 
 _RESERVED = {"preset", "model", "repeat", "task_id"}  # params that name the grid, not a task's own columns
+# experiment()'s own arguments, named when an option is unknown
 _GRID = ("tasks", "presets", "models", "repeats", "concurrency", "scorers", "background", "show", "executor",
-         "dask_client", "replace", "scorer_timeout")  # experiment()'s own arguments, named when an option is unknown
+         "dask_client", "replace", "scorer_timeout", "retries", "max_failures", "max_total_cost")
 
 
 def sweep_options() -> list[str]:

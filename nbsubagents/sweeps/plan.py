@@ -7,7 +7,9 @@ tags, and the scorers (a check's command, name, timeout; a Python scorer's modul
 SHA-256 is the plan's ``fingerprint``; ``experiment()`` refuses a plan whose fingerprint differs from the
 stored one (``differences`` names what changed) unless told ``replace=True``, which keeps the earlier runs on
 disk and in the registry but takes them out of the experiment (the plan's ``replaced`` list). Concurrency,
-the executor and the scorer timeout are how a plan runs, not what it is: they may change between calls.
+the executor, the scorer timeout and the stop rules (``retries``, ``max_failures``, ``max_total_cost``) are how
+a plan runs, not what it is: they may change between calls, and a call with other ones resumes the experiment.
+A cell's ``attempts`` list the runs a retry superseded (``record_attempt``); they are kept from call to call.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ..config import NbSubagentsError
 from .scorers import Check, checked_name, scorer_name, scorers_spec
 
 __all__ = ["check_name", "plans_dir", "plan_path", "read_plan", "save_plan", "listing", "fingerprint",
-           "differences", "locked", "replaced_runs"]
+           "differences", "locked", "replaced_runs", "record_attempt"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
@@ -114,11 +116,15 @@ def replaced_runs(plan: dict[str, Any]) -> set[str]:
 
 def save_plan(root: Path, name: str, cells: list[dict[str, Any]], scorers: Sequence[Any], concurrency: int,
               executor: dict[str, Any] | None = None, *, scorer_timeout: float | None = None,
-              replacing: list[str] | None = None) -> None:
-    """Write the plan (its first ``createdAt`` kept when the experiment is run again). ``replacing``: the run
-    ids of the earlier plan, which leave the experiment (kept on disk, listed under ``replaced``)."""
+              replacing: list[str] | None = None, limits: dict[str, Any] | None = None) -> None:
+    """Write the plan (its first ``createdAt`` and its cells' ``attempts`` kept when the experiment is run
+    again). ``replacing``: the run ids of the earlier plan, which leave the experiment (kept on disk, listed
+    under ``replaced``). ``limits``: the stop rules in force (``Limits.record()``)."""
     path = plan_path(root, name)
     earlier = read_json(path) or {}
+    if replacing is None:
+        tried = {c["key"]: c["attempts"] for c in earlier.get("cells") or [] if c.get("attempts")}
+        cells = [{**c, "attempts": tried[c["key"]]} if c["key"] in tried else c for c in cells]
     path.parent.mkdir(parents=True, exist_ok=True)
     replaced = list(earlier.get("replaced") or [])
     if replacing is not None:
@@ -128,7 +134,17 @@ def save_plan(root: Path, name: str, cells: list[dict[str, Any]], scorers: Seque
         "name": name, "createdAt": earlier.get("createdAt") or now_iso(), "updatedAt": now_iso(),
         "fingerprint": fingerprint(cells, scorers), "concurrency": concurrency, "checks": scorers_spec(scorers),
         "scorers": [_scorer_identity(s) for s in scorers], "scorerTimeout": scorer_timeout, "cells": cells,
-        **({"replaced": replaced} if replaced else {}), **(executor or {})})
+        **(limits or {}), **({"replaced": replaced} if replaced else {}), **(executor or {})})
+
+
+def record_attempt(root: Path, name: str, key: str, run_id: str, why: str) -> None:
+    """Note in the plan that cell ``key``'s run ``run_id`` is tried again, and why."""
+    path = plan_path(root, name)
+    plan = read_json(path) or {}
+    for cell in plan.get("cells") or []:
+        if cell["key"] == key:
+            cell.setdefault("attempts", []).append({"runId": run_id, "retried": why, "at": now_iso()})
+    atomic_write_json(path, plan)
 
 
 def lock_path(root: Path, name: str) -> Path:

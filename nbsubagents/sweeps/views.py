@@ -391,7 +391,9 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
                 row.update({(col, "mean"): mean, (col, "std"): _std(got), (col, "n"): len(got), (col, "lo"): lo,
                             (col, "hi"): hi})
         numbers[key], samples[key] = row, sample
-    table = pd.DataFrame.from_dict(numbers, orient="index")
+    keys = list(numbers)  # in the groups' order; a cell key may hold NaN (no model axis), so rows go by position
+    index = pd.MultiIndex.from_tuples(keys) if len(cols) > 1 else pd.Index(keys)
+    table = pd.DataFrame([numbers[k] for k in keys], index=index) if keys else pd.DataFrame()
     if table.empty:
         table = pd.DataFrame(columns=pd.MultiIndex.from_tuples([("runs", "planned"), ("runs", "ran")]))
     table.columns = pd.MultiIndex.from_tuples(table.columns)
@@ -402,11 +404,11 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
         if len(key) != len(cols):
             raise NbSubagentsError(f"baseline must name one cell: {len(cols)} value(s) for {', '.join(cols)}, "
                                    f"got {baseline!r}")
-        index_key = key if len(cols) > 1 else key[0]
-        if index_key not in samples:
+        found = [k for k in keys if _norm(k if len(cols) > 1 else (k,)) == _norm(key)]  # None and NaN alike
+        if not found:
             cells = ", ".join(repr(i) for i in table.index)
             raise NbSubagentsError(f"baseline {baseline!r} is not a cell of this comparison; the cells are {cells}")
-        base = samples[index_key]
+        base = samples[found[0]]
         for col in ["success", *values]:
             diffs = {}
             for cell, sample in samples.items():
@@ -417,7 +419,7 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
                     d, lo, hi = stats.welch(a, b, ci)
                 diffs[cell] = (d, lo, hi)
             for i, stat in enumerate(("Δ", "Δ lo", "Δ hi")):
-                table[(col, stat)] = [diffs[c][i] for c in table.index]
+                table[(col, stat)] = [diffs[c][i] for c in keys]
     order = ["runs", "success", *[c for c in values if c.startswith("scores.")],
              *[c for c in values if c.startswith("metrics.")]]
     table = table[sorted(table.columns, key=lambda c: order.index(c[0]))]

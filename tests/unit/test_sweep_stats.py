@@ -87,6 +87,17 @@ def test_compare_matches_hand_computed_intervals_and_pass_at_k_on_a_fixed_frame(
     assert narrower["metrics.duration_s", "lo"] == pytest.approx(0.314146, abs=1e-6)
 
 
+def test_a_cell_without_a_model_axis_keeps_its_numbers():
+    """A sweep whose presets pick their own models has no model in its params: the cell (a, NaN) is still a row
+    of numbers, and a baseline with a missing value still finds its cell."""
+    rows = [{**r, "params": json.dumps({"preset": json.loads(r["params"])["preset"], "model": None})} for r in FIXED]
+    table = views.compare(views.frame(rows), by=("preset", "model"), baseline=("a", None)).table
+    assert list(table["runs", "ran"]) == [3, 3] and list(table["runs", "planned"]) == [3, 4]
+    assert table["scores.ok", "rate"].tolist() == pytest.approx([2 / 3, 1.0])
+    assert table["scores.ok", "Δ"].tolist() == pytest.approx([0.0, 1 / 3])
+    assert "3 of 4 ran" in repr(views.compare(views.frame(rows), by=("preset", "model")))
+
+
 def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_excludes_zero():
     comparison = views.compare(views.frame(FIXED), by="preset", baseline="a")
     shown = comparison._repr_html_()
