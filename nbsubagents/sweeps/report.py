@@ -129,6 +129,10 @@ def _number(value: Any) -> str:
 def _table_md(comparison: Any) -> list[str]:
     """Any comparison table as a Markdown table: its index columns, then each column, cells escaped (a comparison
     without a ``table`` DataFrame: its text, as it is)."""
+    if hasattr(comparison, "display_rows"):  # a sweep's comparison: the columns its display shows
+        head, rows = comparison.display_rows()
+        return ["| " + " | ".join(reports.md_cell(h) for h in head) + " |", "|" + "---|" * len(head),
+                *("| " + " | ".join(reports.md_cell(v) for v in row) + " |" for row in rows)]
     table = getattr(comparison, "table", None)
     if not hasattr(table, "iterrows"):
         return [reports.block(repr(comparison))]

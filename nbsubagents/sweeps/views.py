@@ -250,9 +250,15 @@ class Comparison:
         better = (d < 0) if col in LOWER_IS_BETTER else (d > 0)
         return text + " ✱", "better" if better else "worse"
 
-    def __repr__(self) -> str:
+    def display_rows(self) -> tuple[list[str], list[list[str]]]:
+        """The display's header and rows as plain text (a cell's lines joined by " · "): what the text repr and
+        a Markdown report show."""
         header, rows = self._rows()
-        table = [header] + [[" · ".join(text for text, _ in cell if text) for cell in row] for row in rows]
+        return header, [[" · ".join(text for text, _ in cell if text) for cell in row] for row in rows]
+
+    def __repr__(self) -> str:
+        header, rows = self.display_rows()
+        table = [header] + rows
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
         lines = [self._caption()] + ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
                                      for row in table]

@@ -65,15 +65,15 @@ def test_the_report_is_one_self_contained_file_with_the_sweep_table_runs_and_ver
     assert made.path == project / ".pi/subagents/reports/experiment-reported.html"
     page = made.path.read_text()
     assert "s3cr3t-0123456789-abcdef" not in page and "s3cr3t" not in page
-    assert "<h2>Comparison</h2>" in page and "scores.words" in page
+    assert "<h2>Comparison</h2>" in page and "<th>words</th>" in page  # the scorer's column, as compare() shows it
     assert not re.search(r"""(src|href)=["'](https?:|//)""", page) and "<script" not in page.lower()
     assert page.count("<details><summary>Transcript") == 2  # each run's transcript, folded
     assert f"nbsubagents</th><td>{nbsubagents.__version__}" in page and "demo/scripted (2 runs)" in page
     assert 'src="data:image/png;base64,' in page  # the plot, inline
-    assert "Report of experiment reported" in made._repr_html_() and "scores.words" in made._repr_html_()
+    assert "Report of experiment reported" in made._repr_html_() and "<th>words</th>" in made._repr_html_()
 
     md = exp.report(project / "report.md", format="md").path.read_text()
     assert md.startswith("# Experiment reported") and "s3cr3t" not in md
     table = [line for line in md.splitlines() if line.startswith("|")]
-    assert "scores.words" in table[0] and len(table) >= 3 and table[1].startswith("|---|")
+    assert "| words |" in table[0] and "2 of 2 ran" in table[2] and table[1].startswith("|---|")
     assert md.count("<details><summary>Transcript") == 2
