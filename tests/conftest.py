@@ -48,6 +48,17 @@ def scripted():
 
 
 @pytest.fixture
+def root(tmp_path, monkeypatch):
+    """An empty project (its runs folder made, no runs, no presets); cwd is set to it, pi's agent dir is the test's."""
+    base = tmp_path / "proj"
+    (base / ".pi" / "subagents" / "runs").mkdir(parents=True)
+    monkeypatch.chdir(base)
+    monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    return base
+
+
+@pytest.fixture
 def project(tmp_path, monkeypatch, scripted):
     """A project with two presets, a few files, an agent dir for the scripted model; cwd is set to it."""
     root = tmp_path / "project"

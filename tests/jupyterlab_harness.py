@@ -134,6 +134,28 @@ def launch_chromium(playwright: Any) -> Any:
                                       env={**os.environ, "TMPDIR": "/tmp"})
 
 
+def open_offline(browser: Any, page_file: Path, *, allow: Any = None) -> tuple[Any, list[str], list[str]]:
+    """``page_file`` opened in a new 1200x1400 context with no network: a request ``allow(url)`` refuses (default:
+    anything but a file) is aborted and listed. Returns the page, the blocked URLs and the page errors."""
+    context = browser.new_context(viewport={"width": 1200, "height": 1400})
+    blocked: list[str] = []
+    allowed = allow or (lambda url: url.startswith("file://"))
+
+    def offline(route: Any) -> None:
+        if allowed(route.request.url):
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", offline)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_file.as_uri())
+    return page, blocked, errors
+
+
 KERNEL_IDLE = ("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
                " && window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel?.status === 'idle'")
 

@@ -4,7 +4,7 @@ inline plot and each run with its transcript folded are there. The screenshot go
 from __future__ import annotations
 
 import pytest
-from jupyterlab_harness import ARTIFACTS, launch_chromium
+from jupyterlab_harness import ARTIFACTS, launch_chromium, open_offline
 
 import nbsubagents
 
@@ -25,26 +25,14 @@ def test_the_experiment_report_shows_its_table_plot_and_folded_runs_without_a_ke
     with sync_playwright() as p:
         browser = launch_chromium(p)
         try:
-            context = browser.new_context(viewport={"width": 1200, "height": 1400})
-            blocked: list[str] = []
-
-            def offline(route):  # the file must need nothing but itself
-                if route.request.url == page_file.as_uri() or route.request.url.startswith("data:"):
-                    route.continue_()
-                else:
-                    blocked.append(route.request.url)
-                    route.abort()
-
-            context.route("**/*", offline)
-            page = context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(page_file.as_uri())
+            page, blocked, errors = open_offline(browser, page_file,
+                                                 allow=lambda url: url == page_file.as_uri() or url.startswith("data:"))
 
             expect(page.locator("h1")).to_have_text("Experiment sent")
-            table = page.locator("table.nbsub-compare")
+            table = page.locator(".nbsub-cmp table")  # compare()'s own display
             expect(table).to_be_visible()
-            expect(table).to_contain_text("scores.words")
+            expect(table.locator("th", has_text="words")).to_be_visible()
+            expect(table).to_contain_text("2 of 2 ran")
             expect(table).to_contain_text("scout")
             plot = page.locator('img[src^="data:image/png;base64,"]')
             expect(plot).to_be_visible()

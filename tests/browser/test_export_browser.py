@@ -9,7 +9,7 @@ import re
 
 import pytest
 from e2e.test_notebooks import execute, export, kernel_env  # noqa: F401  (kernel_env is a fixture)
-from jupyterlab_harness import ARTIFACTS, launch_chromium
+from jupyterlab_harness import ARTIFACTS, launch_chromium, open_offline
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
@@ -27,21 +27,7 @@ def test_exported_html_shows_each_final_panel_readably_without_a_kernel(kernel_e
     with sync_playwright() as p:
         browser = launch_chromium(p)
         try:
-            context = browser.new_context(viewport={"width": 1200, "height": 1400})
-            blocked: list[str] = []
-
-            def offline(route):  # no network here: the page must not need it
-                if route.request.url.startswith("file://"):
-                    route.continue_()
-                else:
-                    blocked.append(route.request.url)
-                    route.abort()
-
-            context.route("**/*", offline)
-            page = context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(page_file.as_uri())
+            page, blocked, errors = open_offline(browser, page_file)
 
             panels = page.locator(".nbsubagents-static")
             expect(panels.first).to_be_visible()

@@ -21,16 +21,6 @@ from nbsubagents.child.secrets import MASK
 SECRET = "sk-cli-test-0123456789abcdef"
 
 
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    base = tmp_path / "proj"
-    (base / ".pi" / "subagents" / "runs").mkdir(parents=True)
-    monkeypatch.chdir(base)
-    monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
-    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
-    return base
-
-
 def make_run(root: Path, run_id: str, status: str = "completed", *, preset: str = "scout",
              model: str = "demo/scripted", created: str = "2026-01-01T10:00:00.000Z", output: str = "All done.",
              error: str | None = None) -> Path:

@@ -24,15 +24,6 @@ RESULT = {"status": "completed", "exitCode": 0, "stopReason": "stop", "errorMess
           "endedAt": "2026-01-01T10:00:03.000Z", "durationSeconds": 3.0}
 
 
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    base = tmp_path / "proj"
-    (base / ".pi" / "subagents" / "runs").mkdir(parents=True)
-    monkeypatch.chdir(base)
-    monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
-    return base
-
-
 def dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
