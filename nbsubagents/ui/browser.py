@@ -478,7 +478,8 @@ class Browser:
     def static_html(self) -> str:
         """The list as it reads now, without widgets: what a saved notebook keeps once the browser closed."""
         stamp = datetime.now().strftime("%H:%M:%S")
-        return (f'<div class="nbsubagents-browse-static">{self.count_html.value}{self.table_html.value}'
+        listing = html.escape(repr(self), quote=False)  # the page's own text colour: it reads on any page
+        return (f'<div class="nbsubagents-browse-static"><pre style="{MONO_STYLE};margin:0">{listing}</pre>'
                 f'<div style="opacity:.78;font-size:12px">browse() as of {stamp}: '
                 f'<code>nbsubagents.browse()</code> opens it again</div></div>')
 

@@ -180,7 +180,8 @@ class StatusBar:
     @property
     def running_text(self) -> str:
         """``↻ scout 12s · ○ writer queued``: the running runs by name with their clocks."""
-        words = [f"{glyph(status)} {name} " + ("queued" if status == "queued" or age is None else duration(age))
+        words = [f"{glyph(status)} {name} " + ("queued" if status == "queued" else
+                                                 "starting" if age is None else duration(age))
                  for name, status, age in self.running]
         more = self.counts["running"] - len(self.running)
         return " · ".join(words + ([f"+ {more} more"] if more > 0 else []))

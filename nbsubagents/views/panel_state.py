@@ -310,8 +310,9 @@ class PanelState:
         return f"waiting for the model · {duration(max(0.0, time.time() - self._last_at))}"
 
     def hidden_lines(self) -> int:
-        """Lines of the history the window does not show (what "earlier lines" offers)."""
-        return max(0, self.line_count - len(self.window()))
+        """Lines above the window (what "earlier lines" offers; the lines the output box shows at the end are
+        not hidden)."""
+        return self.earlier_lines(self.window())
 
     def final_output(self) -> str:
         output = self.run.output.strip()
