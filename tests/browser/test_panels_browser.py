@@ -133,7 +133,7 @@ def test_status_colours_read_well_and_no_emoji_shows_in_either_theme(project, tm
 
 
 @pytest.mark.browser
-def test_after_a_restart_an_old_panel_has_no_live_cancel_and_says_so(project, tmp_path, monkeypatch):
+def test_after_a_restart_an_old_panel_is_inert_and_says_its_end_is_unknown(project, tmp_path, monkeypatch):
     from playwright.sync_api import expect
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
@@ -147,9 +147,12 @@ def test_after_a_restart_an_old_panel_has_no_live_cancel_and_says_so(project, tm
         expect(bg.locator(".nbsubagents-cancel")).to_be_visible()
         expect(bg.locator(".nbsubagents-gone")).to_be_hidden()
         page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+        # the old kernel's panel is inert and says so: no Cancel, no "running", the end unknown and how to ask
         expect(bg.locator(".nbsubagents-cancel")).to_be_hidden(timeout=60_000)
         expect(bg.locator(".nbsubagents-gone")).to_be_visible()
-        expect(bg.locator(".nbsubagents-header")).to_contain_text("kernel gone: the last state it showed")
+        expect(bg.locator(".nbsubagents-gone")).to_contain_text("unknown: ")
+        expect(bg.locator(".nbsubagents-gone")).to_contain_text('nbsubagents.get_run("')
+        expect(bg.locator(".nbsubagents-header")).not_to_contain_text("running", use_inner_text=True)
         bg.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "panel-after-restart.png"))
     assert session.errors == []

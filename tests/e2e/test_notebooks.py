@@ -361,8 +361,9 @@ def test_exploring_runs_notebook_reads_back_output_transcript_events_and_files(k
 
     # browse(): a widget (text elsewhere) listing the four runs, open on the notes run
     browser = cell(nb, "browser = nbsubagents.browse()")
-    assert value(browser, VIEW)
-    listing = value(browser)
+    (shown,) = [o.data for o in browser.outputs if "data" in o]  # its record, with the widget while it is open
+    assert shown[VIEW] and "nbsubagents-browse-static" in shown["text/html"]
+    listing = shown["text/plain"]
     assert listing.startswith("browse(): 4 runs\n✓ completed  notes ") and "✗ failed     broken " in listing, listing
     page = panels(nb, browser)[0]
     for line in ("✓ notes completed · preset scribe · demo/scripted · 2 tool calls", "files changed: NOTES.md",
@@ -390,7 +391,7 @@ def test_make_demo_executes_the_quickstart_and_prints_what_it_did(kernel_env):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     for line in ("✓ scout completed", "Reading README.md", "Sub-agents: 3 done", "Writing NOTES.md (+2 lines)",
-                 "1 running · 5 completed", "runs: 1 running / 6 total",
+                 "1 running · 5 completed", "runs: 0 running / 6 total",  # the bar's last reading
                  "0 running · 6 completed · 0 failed · 0 aborted · 6 total"):
         assert line in out, line
     executed = kernel_env / ".demo" / "quickstart.ipynb"
