@@ -98,6 +98,7 @@ def _on_notice(notice: Notice) -> None:
         bars = [bar for bar in _bars if db is None or bar.db == db]
     for bar in bars:
         bar.notice = notice
+        bar.as_of = time.time()
         bar.refresh()
 
 
@@ -235,9 +236,11 @@ class StatusBar:
 
     def _show(self, counts: dict[str, int], running: list[tuple[str, str, float | None]] | None = None) -> None:
         with self._bar_lock:
+            said = (self.text, self.running_text)
             self.counts = dict(counts)
             self.running = list(running or [])
-            self.as_of = time.time()
+            if self.running or said != (self.text, self.running_text):
+                self.as_of = time.time()  # a reading that says something new (or moves a clock) is sent again
             if self._widget is not None:
                 value = self.html
                 if self._widget.value != value:

@@ -135,7 +135,7 @@ EXPLORER_CELLS = [
 BAR_RECORDER = """() => {
   window.__barStates = [];
   const snap = () => {
-    document.querySelectorAll('.nbsubagents-statusbar').forEach((bar) => {
+    document.querySelectorAll('.nbsubagents-statusbar .nbsubagents-statusbar-now').forEach((bar) => {
       const text = bar.innerText.trim();
       if (text && window.__barStates[window.__barStates.length - 1] !== text) window.__barStates.push(text);
     });
@@ -159,7 +159,7 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
         session.run_all_cells()
 
         # The status bar: counts, then the background run's notice once it ended.
-        bar = page.locator(".nbsubagents-statusbar")
+        bar = page.locator(".nbsubagents-statusbar .nbsubagents-statusbar-now")  # its line of counts
         expect(bar).to_have_count(1, timeout=180_000)
         expect(bar).to_have_text(re.compile(r"^runs: \d+ running / \d+ total"))
         expect(bar).to_have_text(re.compile(r"^runs: [01] running / 3 total · ✓ later completed$"), timeout=120_000)

@@ -45,10 +45,13 @@ def test_the_kernel_reads_busy_throughout_a_first_run(project, tmp_path, monkeyp
     during = [s for s in states if s["panels"] and s["running"] and "running" in s["header"]]
     assert len(during) > 20, json.dumps(states[:40])
     assert {s["status"] for s in during} == {"busy"}, json.dumps([s for s in during if s["status"] != "busy"][:10])
-    # Before the first event's line the panel says pi is starting, and its clock already ticks.
-    starting = [s for s in during if s["lines"].strip() == "starting pi…"]
+    # Before the first line the panel says pi is starting, then that pi waits for the model (the scripted model
+    # takes its 3 s), with a clock of its own; the header's clock already ticks.
+    starting = [s for s in during if s["lines"].strip().startswith(("starting pi…", "waiting for the model · "))]
     clocks = {re.search(r"(\d+(\.\d)?s)\b", s["header"].split("tool call")[1]).group(1) for s in starting}
     assert len(clocks) >= 2, json.dumps(starting[:10])
+    waits = {s["lines"].strip() for s in during if s["lines"].strip().startswith("waiting for the model · ")}
+    assert len(waits) >= 2, json.dumps(during[:20])  # its own clock moves while the model thinks
 
 
 THEME_CELLS = [
