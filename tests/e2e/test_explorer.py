@@ -286,9 +286,18 @@ def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatc
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "text")
     bundle = browser._repr_mimebundle_()
     assert VIEW_MIME not in bundle and bundle["text/plain"].startswith("browse(): 3 runs")
-    assert "job2" in bundle["text/plain"] and "<table" in bundle["text/html"]
+    assert "job2" in bundle["text/plain"] and "job2" in bundle["text/html"]
+    assert "<style" not in bundle["text/html"] and "color:" not in bundle["text/html"]  # the page's ink: any page
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
     assert browser._repr_mimebundle_()[VIEW_MIME]["model_id"] == browser.widget.model_id
+    # shown in a notebook, closing it leaves its record alone (the list as it was), never a widget view
+    sent = []
+    browser._record._publish = lambda bundle, display_id, update: sent.append((bundle, update))
+    browser._ipython_display_()
+    browser.close()
+    (shown, first), (closed, update) = sent
+    assert VIEW_MIME in shown and not first
+    assert update and VIEW_MIME not in closed and "job2" in closed["text/html"]
 
 
 # -- one clock -------------------------------------------------------------------------------------------
