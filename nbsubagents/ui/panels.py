@@ -272,16 +272,16 @@ class RunPanel(PanelState, _StaticRecord):
         for field, text in self.header_fields(status):
             text = html.escape(text, quote=False)
             if field == "failed":
-                pieces.append(f'<span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{text}</span>')
+                pieces.append(f'· <span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{text}</span>')
             else:
-                pieces.append(f'<span class="nbsubagents-{field}">{text}</span>')
+                pieces.append(f'<span class="nbsubagents-{field}">· {text}</span>')  # hidden with its dot
         name = html.escape(self.run.name)
         hint = html.escape(f'nbsubagents.get_run("{self.run.run_id}")')
         return (f'{STATUS_CSS}{_PANEL_CSS}<div class="nbsubagents-status-{status}">'
                 f'<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
                 f'<b class="nbsubagents-name" title="{name}">{name}</b> '
                 f'<span {attrs(status, "nbsubagents-status", "font-weight:600")}>{status}</span> '
-                f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">· {" · ".join(pieces)}</span>'
+                f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">{" ".join(pieces)}</span>'
                 f'<span class="nbsubagents-gone">unknown: kernel restarted · this is the last state it showed; '
                 f'<code>{hint}</code> in a cell says how the run ended</span></div>')
 

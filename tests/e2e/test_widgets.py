@@ -284,7 +284,7 @@ def test_header_counts_come_from_every_event_even_without_a_line(tmp_path):
     assert page_text(panel.header.value) == "↻ r1 running · demo/scripted · 1 tool call · 2,468 tokens · $0.0250 · " \
         + page_text(panel.header.value).split(" · ")[-2] + " · timeout 10m"
     for field in ("calls", "tokens", "cost", "elapsed"):  # as wide as their words: no gap after a short figure
-        assert f'<span class="nbsubagents-{field}">' in panel.header.value, field
+        assert f'<span class="nbsubagents-{field}">· ' in panel.header.value, field  # hidden with its dot
 
 
 def test_elapsed_time_ticks_without_events_and_freezes_at_the_end(tmp_path):
