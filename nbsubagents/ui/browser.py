@@ -43,8 +43,8 @@ from ..style import (
 )
 from ..views.masking import MaskedRun, masker
 from ..views.tables import styled_html
-from .display import widget_bundle
-from .kernel import click_subshell, load_ipywidgets, route_clicks
+from .display import widget_bundle, widgets_available
+from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_clicks
 
 if TYPE_CHECKING:
     import pandas
@@ -184,6 +184,9 @@ class Browser:
                               self.table_box, self.select_hint, self.details])
         self.widget.add_class("nbsubagents-browse")
         self.widget._nbsubagents_browser = self  # an open widget keeps its browser alive
+        # its output in a notebook: the widget while it is open, then (closed, or the kernel gone) its record
+        self._record = NotebookRecord(f"nbsubagents-browse-{id(self):x}", lambda: (repr(self), self.static_html()),
+                                      widget=self.widget)
         self._all = [self.status_filter, self.preset_filter, self.model_filter, self.since_filter, self.text_filter,
                      self.refresh_button, self.count_html, self.table, self.table_html, self.table_box,
                      self.header_html, self.output_html, self.transcript_html, self.events_html,
@@ -446,7 +449,12 @@ class Browser:
             pass  # shown in the count line
 
     def close(self) -> None:
-        """Stop refreshing and close the widgets."""
+        """Stop refreshing and close the widgets; a notebook keeps the list as it was (its static record)."""
+        if self._record.shown and not self._record.ended:
+            try:
+                self._record.end()
+            except Exception:  # the notebook is gone: nothing to keep
+                pass
         self._closed.set()
         clock = self._clock
         if clock is not None:
@@ -467,8 +475,25 @@ class Browser:
             lines.append(f"… {len(self._options) - 20} more (browser.frame has all)")
         return "\n".join(lines)
 
+    def static_html(self) -> str:
+        """The list as it reads now, without widgets: what a saved notebook keeps once the browser closed."""
+        stamp = datetime.now().strftime("%H:%M:%S")
+        listing = html.escape(repr(self), quote=False)  # the page's own text colour: it reads on any page
+        return (f'<div class="nbsubagents-browse-static"><pre style="{MONO_STYLE};margin:0">{listing}</pre>'
+                f'<div style="opacity:.78;font-size:12px">browse() as of {stamp}: '
+                f'<code>nbsubagents.browse()</code> opens it again</div></div>')
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return widget_bundle(lambda: self.widget, repr(self), self.count_html.value + self.table_html.value)
+        return widget_bundle(lambda: self.widget, repr(self), self.static_html())
+
+    def _ipython_display_(self) -> None:
+        """In a notebook with widgets: the explorer, as an output that becomes its static record when the browser
+        closes or the kernel shuts down (``kernel.NotebookRecord``)."""
+        from IPython.display import display
+        if widgets_available():
+            self._record.show()
+        else:
+            display(self._repr_mimebundle_(), raw=True)
 
 
 def _labels(frame: pandas.DataFrame) -> list[tuple[str, str]]:

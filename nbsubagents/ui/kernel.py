@@ -10,7 +10,9 @@
   widget comm's private reply routing) and ``keep_widget_channel()`` (JupyterLab's widget subshell opened
   before a run's cell);
 - ``load_ipywidgets()``: the import of ipywidgets, with the install hint when it is missing; in a widget kernel
-  the first call readies the frontend (``keep_widget_channel``), so nothing of it happens at import.
+  the first call readies the frontend (``keep_widget_channel``), so nothing of it happens at import;
+- ``NotebookRecord``: an output that the saved notebook keeps true (a display id whose bundle is the view's
+  static record, updated in place; the widget view rides along only while the view is interactive).
 
 When ipykernel or ipywidgets change these internals, this is the one module to change; every function
 degrades to "not available" (clicks then wait for the main shell) rather than raise.
@@ -18,15 +20,18 @@ degrades to "not available" (clicks then wait for the main shell) rather than ra
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import sys
 import threading
 import time
+import weakref
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-__all__ = ["kernel_shell", "in_kernel", "in_widget_kernel", "in_ipython", "text_stream", "cell_parent", "in_cell",
-           "click_subshell", "route_clicks", "keep_widget_channel", "load_ipywidgets"]
+__all__ = ["NotebookRecord", "end_live_records", "kernel_shell", "in_kernel", "in_widget_kernel", "in_ipython",
+           "text_stream", "cell_parent", "in_cell", "click_subshell", "route_clicks", "keep_widget_channel",
+           "load_ipywidgets"]
 
 
 def kernel_shell() -> Any:
@@ -211,3 +216,115 @@ def route_clicks(widget: Any, subshell_id: str | None) -> None:
     comm = getattr(widget, "comm", None)
     if subshell_id and comm is not None and hasattr(comm, "_reply_subshell_for"):
         comm._reply_subshell_for = lambda data, default: subshell_id
+
+
+VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+Publish = Callable[[dict[str, Any], str, bool], Any]
+
+
+def _ipython_publish(bundle: dict[str, Any], display_id: str, update: bool) -> None:
+    """Show or replace every output with ``display_id`` (in any cell of the notebook)."""
+    from IPython.display import display, update_display
+    if update:
+        update_display(bundle, raw=True, display_id=display_id)
+    else:
+        display(bundle, raw=True, display_id=display_id)
+
+
+class NotebookRecord:
+    """An output kept true in the saved notebook: how any view (panel, group, bar, browser) shows.
+
+    A saved output holds what the kernel last sent for it, and JupyterLab (like VS Code) prefers a widget
+    view over every other mimetype of the output: reopened without the widget's model (a new kernel, no
+    saved widget state) it shows "Error displaying widget: model not found", never the static copy beside
+    it. So the output is a display id whose bundle is the view's *static record* (``text/plain`` and
+    self-contained ``text/html``), re-sent with ``update_display`` as its subject changes (``update``; the
+    frontend renders it after the cell ended too), and the widget view is part of the bundle only while
+    the view is interactive (``widget`` given and not ended). ``end()`` sends the record alone: from then
+    on the notebook, saved by any frontend at any time, reads the same in JupyterLab, Notebook 7,
+    VS Code, nbviewer and GitHub. A view with nothing to click (``widget=None``) never has a widget view
+    at all, so it is true whenever the notebook is saved.
+
+    A record still carrying its widget view when the kernel shuts down (a restart or a shutdown from the
+    page) is ended then (``end_live_records``, at exit), after ``on_kernel_exit()`` lets the view say so: the
+    page that stays open replaces the widget by that record, and saves no widget view.
+
+    ``record()`` returns ``(text, html)``; ``publish(bundle, display_id, update)`` replaces IPython's
+    display and update_display (tests). Sending is skipped when the bundle did not change.
+    """
+
+    def __init__(self, display_id: str, record: Callable[[], tuple[str, str]], *, widget: Any = None,
+                 publish: Publish | None = None, on_kernel_exit: Callable[[], Any] | None = None) -> None:
+        self.display_id = display_id
+        self.record = record
+        self.widget = widget
+        self.on_kernel_exit = on_kernel_exit  # called before the last record when the kernel shuts down
+        self.ended = False
+        self.shown = False
+        self._publish = publish or _ipython_publish
+        self._last: dict[str, Any] | None = None
+        self._lock = threading.RLock()
+
+    def bundle(self) -> dict[str, Any]:
+        """What the output carries now: the record, and the widget view while the view is interactive."""
+        text, html_text = self.record()
+        bundle: dict[str, Any] = {"text/plain": text, "text/html": html_text}
+        if self.widget is not None and not self.ended:
+            view = self.widget._repr_mimebundle_().get(VIEW_MIME)
+            if view is not None:
+                bundle[VIEW_MIME] = view
+        return bundle
+
+    def show(self) -> None:
+        """A new output of this record (every output of it is updated together from then on)."""
+        with self._lock:
+            self._last = self.bundle()
+            self._publish(self._last, self.display_id, False)
+            self.shown = True
+        if VIEW_MIME in self._last:
+            _live_records.add(self)
+            _end_at_exit()
+
+    def update(self) -> bool:
+        """Send the record again if it changed since the last send; True when something was sent."""
+        with self._lock:
+            if not self.shown:
+                return False
+            bundle = self.bundle()
+            if bundle == self._last:
+                return False
+            self._last = bundle
+            self._publish(bundle, self.display_id, True)
+            return True
+
+    def end(self) -> None:
+        """The view is over: its outputs become the static record alone, for good."""
+        with self._lock:
+            self.ended = True
+            self.update()
+        _live_records.discard(self)
+
+
+_live_records: weakref.WeakSet[NotebookRecord] = weakref.WeakSet()  # records that still carry a widget view
+_exit_hooked = False
+
+
+def _end_at_exit() -> None:
+    """When the kernel shuts down (a restart, a shutdown from the page), every record still carrying a
+    widget view is sent once more without it, so the notebook the page saves next holds no widget view of
+    this kernel. Registered once, after ipykernel's own exit hooks, so it runs before they close the channels."""
+    global _exit_hooked
+    if not _exit_hooked:
+        _exit_hooked = True
+        atexit.register(end_live_records)
+
+
+def end_live_records() -> None:
+    """Turn every record that still carries a widget view into its static record alone (see ``_end_at_exit``)."""
+    for record in list(_live_records):
+        try:
+            if record.on_kernel_exit is not None:
+                record.on_kernel_exit()
+            record.end()
+        except Exception:  # the channels may already be closed: nothing more can be sent
+            pass

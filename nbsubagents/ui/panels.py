@@ -38,7 +38,7 @@ from ..views.panel_state import (
     group_static_html,
     group_static_text,
 )
-from .kernel import click_subshell, load_ipywidgets, route_clicks
+from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_clicks
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -65,76 +65,98 @@ _LINE_CSS = (
     ".nbsubagents-lines .nbsubagents-thinking{" + MUTED_STYLE + ";font-style:italic}"
     ".nbsubagents-lines .nbsubagents-done,.nbsubagents-lines .nbsubagents-info,"
     ".nbsubagents-lines .nbsubagents-placeholder{" + MUTED_STYLE + "}"
+    ".nbsubagents-lines .nbsubagents-waiting{" + MUTED_STYLE + ";font-style:italic}"
     "</style>"
 )
 
 
-# Widths that keep the header still while its figures grow (ch: digits of the monospace-ish UI font).
-_FIXED_WIDTH = {"calls": "8ch", "tokens": "10ch", "cost": "5.5ch", "elapsed": "4ch"}
-# Once the kernel is gone (restart, shutdown), JupyterLab marks every widget view of the old kernel
-# ``jupyter-widgets-disconnected``: the panel then drops its live controls and says it shows its last state.
+# One card for queued, running and ended (the static record draws the same card inline). Once the kernel is gone
+# (restart, shutdown), JupyterLab marks every widget view of the old kernel ``jupyter-widgets-disconnected``: the
+# panel then greys out, drops its live controls and its status, and says what is known: nothing, until a kernel
+# looks at the run again (``nbsubagents.get_run(ID)``).
 _PANEL_CSS = (
     "<style>"
+    ".nbsubagents-panel.nbsubagents-live{border:1px solid rgba(127,127,127,.5);border-left:4px solid "
+    + status_color("queued") + ";border-radius:3px;padding:6px 10px;margin:3px 0}"
+    + "".join(f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-status-{s}){{border-left-color:{status_color(s)}}}"
+              for s in ("running", "completed", "failed", "aborted"))
+    + ".nbsubagents-header .nbsubagents-name{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;"
+    "max-width:60ch;display:inline-block;vertical-align:bottom}"
     ".nbsubagents-header .nbsubagents-gone{display:none}"
-    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-gone{display:inline}"
+    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-gone{display:block;font-weight:600}"
+    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-status,"
+    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-icon,"
+    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-elapsed{display:none}"
+    ".nbsubagents-panel.nbsubagents-live:has(.jupyter-widgets-disconnected){filter:grayscale(1);opacity:.7;"
+    "border-left-color:rgba(127,127,127,.6)}"
+    ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-waiting{display:none}"
     ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}"
-    ".nbsubagents-history-toggle.jupyter-widgets-disconnected{opacity:.85}"
     "</style>"
 )
 
 
 # -- one run ------------------------------------------------------------------------------------------
-def _default_publish(bundle: dict[str, Any], display_id: str, update: bool) -> None:
-    """Show or replace the output with ``display_id`` (every output of it, in any cell)."""
-    from IPython.display import display, update_display
-    if update:
-        update_display(bundle, raw=True, display_id=display_id)
-    else:
-        display(bundle, raw=True, display_id=display_id)
-
-
 class _StaticRecord:
-    """The static record of a panel kept beside its widget view in the notebook (``display_id``).
+    """A panel's output as a ``kernel.NotebookRecord`` (the one mechanism of every view): its static record
+    with the widget view while the run goes, the record alone once it ended.
 
-    While the run goes the output carries the widget view and, at most every ``STATIC_INTERVAL``
-    seconds, fresh ``text/plain`` and ``text/html`` renderings (each update re-creates the view in
-    JupyterLab, so they stay rare); at the end the output is replaced by the static renderings alone,
-    which every viewer shows without a kernel or widget JavaScript.
+    While the run goes the record is re-sent at most every ``STATIC_INTERVAL`` seconds (each update re-creates
+    the widget view in JupyterLab, so they stay rare; the record says "as of" when it was taken); at the end
+    the output is replaced by the final record alone, which every viewer shows without a kernel or widget
+    JavaScript.
     """
 
     display_id: str
     widget: Any
-    _publish: Callable[[dict[str, Any], str, bool], Any] | None = None
+    _record: NotebookRecord | None = None
     _last_static = 0.0
-    _static_final = False
+
+    def notebook_record(self, publish: Callable[[dict[str, Any], str, bool], Any] | None = None) -> NotebookRecord:
+        """This panel's record in the notebook (``publish`` replaces IPython's display, for tests)."""
+        if self._record is None:
+            self._record = NotebookRecord(self.display_id, lambda: (self.static_text(), self.static_html()),
+                                          widget=self.widget, publish=publish, on_kernel_exit=self.kernel_gone)
+        elif publish is not None:
+            self._record._publish = publish
+        return self._record
 
     def static_bundle(self, *, final: bool) -> dict[str, Any]:
-        bundle: dict[str, Any] = {"text/plain": self.static_text(), "text/html": self.static_html()}
-        if not final:
-            view = self.widget._repr_mimebundle_().get(VIEW_MIME)
-            if view is not None:
-                bundle[VIEW_MIME] = view
-        return bundle
+        record = self.notebook_record()
+        if final:
+            record.ended = True
+        return record.bundle()
 
     def show(self, publish: Callable[[dict[str, Any], str, bool], Any] | None = None, *,
              update: bool = False) -> None:
         """Display the panel (view and static record) under its display id; later records follow it."""
-        self._publish = publish or self._publish or _default_publish
-        final = self._ended_for_good()
-        self._publish(self.static_bundle(final=final), self.display_id, update)
+        record = self.notebook_record(publish)
+        if self._ended_for_good():
+            record.ended = True
+        if update and record.shown:
+            record.update()
+        else:
+            record.show()
         self._last_static = time.monotonic()
-        self._static_final = final
+
+    def kernel_gone(self) -> None:
+        """The kernel shuts down: the record of a run not yet ended says its end is unknown from here."""
+        for panel in getattr(self, "panels", [self]):
+            panel.mark_kernel_gone()
 
     def _static_step(self) -> None:
         """After a render: send the final record once, or a fresh one when the last is old."""
-        if self._publish is None or self._static_final:
+        record = self._record
+        if record is None or not record.shown or record.ended:
             return
-        if self._ended_for_good() or time.monotonic() - self._last_static >= STATIC_INTERVAL:
-            try:
-                self.show(update=True)
-            except Exception as exc:  # the record is a bonus: a failing display never stops the panel
-                self._static_final = True
-                print(f"nbsubagents: could not update the saved record of a panel: {exc!r}", file=sys.stderr)
+        try:
+            if self._ended_for_good():
+                record.end()
+            elif time.monotonic() - self._last_static >= STATIC_INTERVAL:
+                self._last_static = time.monotonic()
+                record.update()
+        except Exception as exc:  # the record is a bonus: a failing display never stops the panel
+            record.ended = True
+            print(f"nbsubagents: could not update the saved record of a panel: {exc!r}", file=sys.stderr)
 
 
 # The live panel of each run this process draws, by run id: UI state stays here, never on the ``Run``. Weak:
@@ -177,8 +199,9 @@ class RunPanel(PanelState, _StaticRecord):
         self.final_html = w.HTML().add_class("nbsubagents-final")
         top = w.HBox([self.header, self.cancel_button],
                       layout=w.Layout(align_items="center", justify_content="space-between"))
-        self.widget = w.VBox([top, self.window_html, self.history_box, self.final_html])
+        self.widget = w.VBox([top, self.history_box, self.window_html, self.final_html])
         self.widget.add_class("nbsubagents-panel")
+        self.widget.add_class("nbsubagents-live")
         self.widget.add_class(f"nbsubagents-run-{run.run_id}")
         _live[run.run_id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
         subshell = click_subshell()
@@ -224,10 +247,14 @@ class RunPanel(PanelState, _StaticRecord):
             if final:
                 self.drop_repeated_output()
             self.window_html.value = self._window_html(status)
-            title = f"Full history ({plural(self.line_count, 'line')}"
-            title += f", latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else ")"
+            hidden = self.hidden_lines()  # offered only when the window hides some
+            title = plural(hidden, "earlier line")
+            title += f" (latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else ""
             if self.history_box.titles != (title,):
                 self.history_box.titles = (title,)
+            display = None if hidden else "none"
+            if self.history_box.layout.display != display:
+                self.history_box.layout.display = display
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
             if final:
@@ -245,34 +272,39 @@ class RunPanel(PanelState, _StaticRecord):
         for field, text in self.header_fields(status):
             text = html.escape(text, quote=False)
             if field == "failed":
-                pieces.append(f'<span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{text}</span>')
-            elif field in _FIXED_WIDTH:  # figures that change keep their width: the header does not shift
-                pieces.append(f'<span class="nbsubagents-{field}" style="display:inline-block;'
-                              f'min-width:{_FIXED_WIDTH[field]};font-variant-numeric:tabular-nums">{text}</span>')
+                pieces.append(f'· <span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{text}</span>')
             else:
-                pieces.append(f'<span class="nbsubagents-{field}">{text}</span>')
+                pieces.append(f'<span class="nbsubagents-{field}">· {text}</span>')  # hidden with its dot
+        name = html.escape(self.run.name)
+        hint = html.escape(f'nbsubagents.get_run("{self.run.run_id}")')
         return (f'{STATUS_CSS}{_PANEL_CSS}<div class="nbsubagents-status-{status}">'
                 f'<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
-                f'<b class="nbsubagents-name">{html.escape(self.run.name, quote=False)}</b> '
-                f'<span {attrs(status, "nbsubagents-status")}>{status}</span> '
-                f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">· {" · ".join(pieces)}</span>'
-                f'<span class="nbsubagents-gone" style="{MUTED_STYLE};font-style:italic"> · kernel gone: '
-                f'the last state it showed</span></div>')
+                f'<b class="nbsubagents-name" title="{name}">{name}</b> '
+                f'<span {attrs(status, "nbsubagents-status", "font-weight:600")}>{status}</span> '
+                f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">{" ".join(pieces)}</span>'
+                f'<span class="nbsubagents-gone">unknown: kernel restarted · this is the last state it showed; '
+                f'<code>{hint}</code> in a cell says how the run ended</span></div>')
 
     def _window_html(self, status: str) -> str:
         window = self.window()
         if window:
             body = "".join(piece for _, _, piece in window)
         else:
-            body = f'<div class="nbsubagents-line nbsubagents-placeholder">{self.placeholder(status)}</div>'
+            placeholder = self.placeholder(status)
+            body = f'<div class="nbsubagents-line nbsubagents-placeholder">{placeholder}</div>' if placeholder else ""
+        waiting = self.waiting(status)
+        if waiting:
+            body += f'<div class="nbsubagents-line nbsubagents-waiting">{waiting}</div>'
         return f'{_LINE_CSS}<div class="nbsubagents-lines">{body}</div>'
 
     def _history_html(self) -> str:
+        """The lines above the window (each line shows once: here or in the window)."""
         dropped = self.line_count - len(self.history)
+        earlier = list(self.history)[:max(0, self.earlier_lines(self.window()) - dropped)]
         note = (f'<div class="nbsubagents-line nbsubagents-placeholder">({plural(dropped, "earlier line")} '
                 f'not kept here: see {html.escape(str(self.run.paths.transcript), quote=False)})</div>'
                 if dropped > 0 else "")
-        return f'{_LINE_CSS}<div class="nbsubagents-lines">{note}{"".join(piece for _, _, piece in self.history)}</div>'
+        return f'{_LINE_CSS}<div class="nbsubagents-lines">{note}{"".join(piece for _, _, piece in earlier)}</div>'
 
     def _final_html(self, status: str) -> str:
         parts = []

@@ -1,7 +1,11 @@
 """The status bar: one line over every run of the project, foreground or background.
 
 ``runs: 2 running / 5 total`` (``· 1 failed`` and ``· 1 aborted`` when there are such runs, then the
-last completion notice, ``· ✓ scout completed``), as a widget in a notebook and as text elsewhere.
+last completion notice, ``· ✓ scout completed``), and below it the running runs by name with their clocks
+(``↻ scout 12s``). In a notebook the bar is an output kept true (``kernel.NotebookRecord``, no widget: there
+is nothing to click): its HTML is sent again under the bar's display id whenever it changes, so the saved
+notebook holds what the bar last said, stamped with the time it said it, and no frontend ever shows a widget
+error for it. Elsewhere the bar is its text.
 
 Updates: bars are kept in a weak set and follow the watcher's change and notice handlers (registered
 once per process; a notice reaches every bar of its project), and one subscription to the process's
@@ -24,9 +28,9 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import registry
 from ..lifecycle import reconcile, watcher
-from ..style import STATUS_CSS, attrs, glyph
-from .display import widget_bundle
-from .kernel import load_ipywidgets
+from ..style import duration, glyph
+from ..views.panel_state import MUTED_INK, badge
+from .kernel import NotebookRecord, in_kernel, load_ipywidgets
 
 if TYPE_CHECKING:
     from ..lifecycle.watcher import Notice, Subscription
@@ -36,6 +40,7 @@ __all__ = ["StatusBar", "status_bar", "BAR_ACTIVE_POLL", "BAR_IDLE_POLL", "RECON
 BAR_ACTIVE_POLL = 1.0    # seconds between looks at the counts while something runs
 BAR_IDLE_POLL = 5.0      # ... and while nothing runs (runs of other kernels still show up)
 RECONCILE_EVERY = 5.0    # the bars' clock settles runs whose supervisor is gone at most this often
+RUNNING_SHOWN = 8        # running runs named on the bar (then "+ N more")
 
 _lock = threading.RLock()                  # guards the weak set, the hook and the clock below
 _reading = threading.RLock()               # a read of the counts and its showing go together, so a read made
@@ -65,12 +70,24 @@ def _on_change() -> None:
 
 
 def _show_counts(db: Path, bars: Iterable[StatusBar]) -> dict[str, int]:
-    """Read the counts of ``db`` and show them on ``bars``, as one step."""
+    """Read the counts of ``db`` and its running runs, and show them on ``bars``, as one step."""
     with _reading:
         counts = registry.counts(db=db)
+        running = _running(db) if counts["running"] else []
         for bar in bars:
-            bar._show(counts)
+            bar._show(counts, running)
     return counts
+
+
+def _running(db: Path) -> list[tuple[str, str, float | None]]:
+    """``(name, status, seconds since it started)`` of the project's active runs, oldest first."""
+    rows = registry.fetch(db, "SELECT name, status, started_at, created_at FROM runs "
+                              "WHERE status IN ('queued', 'running') ORDER BY created_at LIMIT ?", (RUNNING_SHOWN,))
+    out = []
+    for row in rows:
+        age = registry.age(row.get("started_at"))
+        out.append((str(row.get("name") or "?"), str(row.get("status")), None if age == float("inf") else age))
+    return out
 
 
 def _on_notice(notice: Notice) -> None:
@@ -81,6 +98,7 @@ def _on_notice(notice: Notice) -> None:
         bars = [bar for bar in _bars if db is None or bar.db == db]
     for bar in bars:
         bar.notice = notice
+        bar.as_of = time.time()
         bar.refresh()
 
 
@@ -127,16 +145,20 @@ def _tick() -> bool:
 class StatusBar:
     """``runs: 2 running / 5 total · 1 failed · ✓ scout completed``: the project's counts and last notice.
 
-    ``text`` is the line; ``widget`` an ``ipywidgets.HTML`` whose value is kept current from any thread;
-    in a notebook the bar shows as that widget, elsewhere as its text.
+    ``text`` is the line (``running_text`` names the running runs); ``html`` the bar a notebook shows,
+    ``widget`` an ``ipywidgets.HTML`` of it kept current from any thread (built only when asked for). In a
+    notebook each display of the bar is a ``NotebookRecord`` kept current; elsewhere the bar is its text.
     """
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.db = registry.db_path(root)
         self.root = self.db.parent.parent.parent  # <root>/.pi/subagents/registry.sqlite
         self.counts: dict[str, int] = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
+        self.running: list[tuple[str, str, float | None]] = []
         self.notice: Notice | None = None
+        self.as_of = time.time()
         self._widget: Any = None
+        self._record = NotebookRecord(f"nbsubagents-statusbar-{id(self):x}", lambda: (self.text, self.html))
         self._bar_lock = threading.RLock()
         with _lock:
             _bars.add(self)
@@ -157,21 +179,38 @@ class StatusBar:
         return text
 
     @property
+    def running_text(self) -> str:
+        """``↻ scout 12s · ○ writer queued``: the running runs by name with their clocks."""
+        words = [f"{glyph(status)} {name} " + ("queued" if status == "queued" else
+                                                 "starting" if age is None else duration(age))
+                 for name, status, age in self.running]
+        more = self.counts["running"] - len(self.running)
+        return " · ".join(words + ([f"+ {more} more"] if more > 0 else []))
+
+    @property
     def html(self) -> str:
         c = self.counts
         esc = html.escape
         running = f"{c['running']} running"
         if c["running"]:
-            running = f'<b {attrs("running")}>{running}</b>'
+            running = badge("running", running)
         parts = [f'<span class="nbsubagents-statusbar-counts">runs: {running} / {c["total"]} total</span>']
         for status in ("failed", "aborted"):
             if c.get(status):
-                parts.append(f'<span {attrs(status, f"nbsubagents-statusbar-{status}")}> · {c[status]} {status}</span>')
+                parts.append(f'<span class="nbsubagents-statusbar-{status}"> · '
+                             f'{badge(status, f"{c[status]} {status}")}</span>')
         if self.notice is not None:
-            parts.append(f'<span {attrs(self.notice.status, "nbsubagents-statusbar-notice")} '
-                         f'title="{esc(self.notice.text)}"> · {esc(_notice_words(self.notice))}</span>')
-        return (f'{STATUS_CSS}<div class="nbsubagents-statusbar-line" '
-                f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:12px">{"".join(parts)}</div>')
+            parts.append(f'<span class="nbsubagents-statusbar-notice" title="{esc(self.notice.text)}"> · '
+                         f'{esc(_notice_words(self.notice))}</span>')
+        line = f'<div class="nbsubagents-statusbar-now">{"".join(parts)}</div>'
+        if self.running:
+            line += f'<div class="nbsubagents-statusbar-running">{esc(self.running_text)}</div>'
+        stamp = time.strftime("%H:%M:%S", time.localtime(self.as_of))
+        line += (f'<div class="nbsubagents-statusbar-asof" style="{MUTED_INK};font-size:12px" title="what the bar '
+                 f'read then: a saved notebook keeps its last reading">as of {stamp}</div>')
+        return (f'<div class="nbsubagents-statusbar" style="font-family:var(--jp-ui-font-family,sans-serif);'
+                f'font-size:14px;line-height:1.5;padding:4px 8px;border:1px solid rgba(127,127,127,.5);'
+                f'border-radius:4px">{line}</div>')
 
     @property
     def value(self) -> str:
@@ -181,11 +220,12 @@ class StatusBar:
     # -- the widget ---------------------------------------------------------------------------------
     @property
     def widget(self) -> Any:
-        """The ``ipywidgets.HTML`` of this bar (built on first use; needs ipywidgets)."""
+        """An ``ipywidgets.HTML`` of this bar kept current (built on first use; needs ipywidgets). The bar's
+        own display in a notebook is not this widget but its record (``_ipython_display_``)."""
         with self._bar_lock:
             if self._widget is None:
                 w = load_ipywidgets()
-                self._widget = w.HTML(value=self.html).add_class("nbsubagents-statusbar")
+                self._widget = w.HTML(value=self.html).add_class("nbsubagents-statusbar-widget")
                 self._widget._nbsubagents_bar = self  # an open widget keeps its bar, and its updates, alive
             return self._widget
 
@@ -194,16 +234,24 @@ class StatusBar:
         _show_counts(self.db, [self])
         return self
 
-    def _show(self, counts: dict[str, int]) -> None:
+    def _show(self, counts: dict[str, int], running: list[tuple[str, str, float | None]] | None = None) -> None:
         with self._bar_lock:
+            said = (self.text, self.running_text)
             self.counts = dict(counts)
+            self.running = list(running or [])
+            if self.running or said != (self.text, self.running_text):
+                self.as_of = time.time()  # a reading that says something new (or moves a clock) is sent again
             if self._widget is not None:
                 value = self.html
                 if self._widget.value != value:
                     self._widget.value = value
+        try:
+            self._record.update()
+        except Exception:  # the notebook is gone (the kernel outlived its frontend): the bar's text stays true
+            pass
 
     def close(self) -> None:
-        """Stop updating this bar and close its widget."""
+        """Stop updating this bar (its outputs keep their last reading) and close its widget."""
         with _lock:
             _bars.discard(self)
         with self._bar_lock:
@@ -212,10 +260,18 @@ class StatusBar:
             widget.close()
 
     def __repr__(self) -> str:
-        return self.text
+        return self.text + (f"\n{self.running_text}" if self.running else "")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return widget_bundle(lambda: self.widget, self.text, self.html)
+        return {"text/plain": repr(self), "text/html": self.html}
+
+    def _ipython_display_(self) -> None:
+        """In a notebook: a new output of the bar's record, kept current with every other one."""
+        if in_kernel():
+            self._record.show()
+            return
+        from IPython.display import display
+        display(self._repr_mimebundle_(), raw=True)
 
 
 def _notice_words(notice: Notice) -> str:

@@ -28,7 +28,7 @@ from ..child.formatter import ProgressFormatter
 from ..child.secrets import strip_controls, terminal_safe
 from ..child.summary import extra_parts
 from ..config import NbSubagentsError, settings
-from ..style import ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, duration, glyph, plural
+from ..style import MONO_STYLE, duration, glyph, plural
 from ..style import color as status_color
 from .masking import masker
 
@@ -43,16 +43,34 @@ FINAL_TEXT_LIMIT = 20_000
 GROUP_WORDS = {"running": "running", "queued": "queued", "completed": "done", "failed": "failed",
                "aborted": "aborted"}
 
-_RED, _MUTED, _MONO = ERROR_STYLE, MUTED_STYLE, MONO_STYLE
-# How each kind of formatter line looks, inline (a static record carries no stylesheet).
+_MONO = MONO_STYLE
+# Muted words: the page's own text colour, lighter. Whatever the page (JupyterLab light or dark, GitHub dark,
+# nbviewer, an export without JupyterLab's variables), muted text keeps over 4.5:1 where the page's text has
+# about 10:1 or more; a fixed grey cannot (it fails on one of light and dark pages).
+MUTED_INK = "opacity:.78"
+_MUTED = MUTED_INK
+# How each kind of formatter line looks, inline (a static record carries no stylesheet). Text keeps the page's
+# colour; a kind is told by a coloured rule at its left (a colour that reads on any background) and words.
 LINE_STYLES = {
-    "failed": _RED, "error": _RED,
-    "assistant": "color:var(--jp-brand-color1,#1976d2);border-left:2px solid var(--jp-brand-color1,#1976d2);"
-                 "padding-left:6px",
+    "failed": f"border-left:3px solid {status_color('failed')};padding-left:6px;font-weight:600",
+    "error": f"border-left:3px solid {status_color('failed')};padding-left:6px;font-weight:600",
+    "assistant": f"border-left:2px solid {status_color('running')};padding-left:6px",
     "thinking": _MUTED + ";font-style:italic",
-    "done": _MUTED, "info": _MUTED, "placeholder": _MUTED,
+    "done": _MUTED, "info": _MUTED, "placeholder": _MUTED, "waiting": _MUTED + ";font-style:italic",
 }
+# After these events pi waits on the model's next reply (no event comes until it answers).
+WAITING_AFTER = frozenset({"run_start", "session", "turn_start", "tool_result", "retry"})
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def badge(status: str, text: str, extra_class: str = "", icon: str = "") -> str:
+    """A status word that reads on any page: white on the status's strong colour (6.5:1 or more), never a
+    coloured word on an unknown background; ``icon`` (a glyph) before the word."""
+    classes = f"nbsubagents-badge nbsubagents-badge-{status}" + (f" {extra_class}" if extra_class else "")
+    icon = f'<span class="nbsubagents-icon">{icon}</span> ' if icon else ""
+    return (f'<span class="{classes}" style="background:{status_color(status)};color:#fff;border-radius:3px;'
+            f'padding:0 5px;font-weight:600;white-space:nowrap">{icon}<span class="nbsubagents-status-word">'
+            f'{html.escape(text, quote=False)}</span></span>')
 
 
 def _esc(text: str) -> str:
@@ -86,6 +104,9 @@ class PanelState:
         self._status: str | None = None     # terminal status, once known
         self._saw_run_end = False
         self._finished = False              # finish() was called: the run's end is settled
+        self.kernel_gone_at: float | None = None  # the kernel that drew this panel shut down then (wall clock)
+        self._last_kind: str | None = None  # the type of the last event, and when it came (wall clock)
+        self._last_at: float | None = None
 
     @classmethod
     def of_run(cls, run: Run, **kwargs: Any) -> PanelState:
@@ -112,6 +133,9 @@ class PanelState:
             if kind == "tool_result" and event.get("isError"):
                 self.failed_steps += 1
             ts = event.get("ts")
+            if kind not in ("usage", "pi_event", "stdout_text"):  # what the run did last, not bookkeeping
+                self._last_kind = kind
+                self._last_at = ts if isinstance(ts, (int, float)) else time.time()
             if kind == "run_start" or self._started is None:
                 self._started = ts if isinstance(ts, (int, float)) else time.time()
             if kind == "run_end":
@@ -139,6 +163,17 @@ class PanelState:
             piece = (line.kind, row, opening + html.escape(row, quote=False) + "</div>")
             self.history.append(piece)
             self.line_count += 1
+
+    def mark_kernel_gone(self) -> None:
+        """The kernel drawing this panel shuts down: from here the run's end is unknown (``kernel_gone_at``)."""
+        with self._lock:
+            self.kernel_gone_at = time.time()
+
+    def gone_words(self) -> str:
+        """``unknown: kernel shut down at 14:02:11 · nbsubagents.get_run("ID") says how it ended``."""
+        stamp = time.strftime("%H:%M:%S", time.localtime(self.kernel_gone_at or time.time()))
+        return (f'unknown: the kernel shut down or restarted at {stamp} · '
+                f'nbsubagents.get_run("{self.run.run_id}") says how it ended')
 
     def settle(self) -> None:
         """The run is terminal and every event is in: its end is settled (``finish`` of a panel)."""
@@ -262,7 +297,22 @@ class PanelState:
         return index + self.line_count - len(self.history)
 
     def placeholder(self, status: str) -> str:
-        return {"queued": "(waiting to start)", "running": "starting pi…"}.get(status, "(no output)")
+        """What an empty window says: waiting to start, pi starting (no event from it yet), or nothing."""
+        if status == "running":
+            return "starting pi…" if self._last_kind is None else ""
+        return {"queued": "(waiting to start)"}.get(status, "(no output)")
+
+    def waiting(self, status: str) -> str:
+        """``waiting for the model · 12s`` while pi waits on the model's reply (its latency said, not hidden
+        behind "starting pi…"), else ""."""
+        if status != "running" or self._last_kind not in WAITING_AFTER or self._last_at is None:
+            return ""
+        return f"waiting for the model · {duration(max(0.0, time.time() - self._last_at))}"
+
+    def hidden_lines(self) -> int:
+        """Lines above the window (what "earlier lines" offers; the lines the output box shows at the end are
+        not hidden)."""
+        return self.earlier_lines(self.window())
 
     def final_output(self) -> str:
         output = self.run.output.strip()
@@ -297,60 +347,63 @@ class PanelState:
     def _static_html(self) -> str:
         with self._lock:
             status, final = self.static_parts()
-            color = status_color(status)
+            gone = self.kernel_gone_at is not None and not final
+            if gone:
+                status = "unknown"
             run = self.run
-            head = (f'<div class="nbsubagents-header"><span {attrs(status, "nbsubagents-icon", "font-weight:bold")}>'
-                    f'{glyph(status)}</span> <b class="nbsubagents-name">{_esc(run.name)}'
-                    f'</b> <span {attrs(status, "nbsubagents-status", "font-weight:600")}>{status}</span> '
-                    f'<span class="nbsubagents-meta" style="{_MUTED}">· {self._static_meta(status)}'
-                    f'</span></div>')
+            name = _esc(run.name)
+            head = (f'<div class="nbsubagents-header" style="display:flex;flex-wrap:wrap;gap:2px 6px;'
+                    f'align-items:baseline"><span class="nbsubagents-icon" style="font-weight:bold">{glyph(status)}'
+                    f'</span> <b class="nbsubagents-name" title="{name}" style="overflow:hidden;text-overflow:ellipsis;'
+                    f'white-space:nowrap;max-width:100%">{name}</b> {badge(status, status, "nbsubagents-status")} '
+                    f'<span class="nbsubagents-meta" style="{_MUTED}">{self._static_meta(status)}</span></div>')
             window = self.window()
-            earlier = self.earlier_lines(window)
-            body = ""
-            if earlier > 0 and not final:
-                body += (f'<div style="{_MUTED}">({plural(earlier, "earlier line")} above: '
-                         f'run.transcript has every line)</div>')
-            body += "".join(_line_html(kind, text) for kind, text, _ in window)
+            lines = "".join(_line_html(kind, text) for kind, text, _ in window)
             if not window and not (final and self.final_output()):
-                body = _line_html("placeholder", self.placeholder(status))
+                lines = _line_html("placeholder", self.placeholder(status))
+            if not final:
+                lines += _line_html("waiting", self.waiting(status))
             parts = [head]
-            if body:
-                parts.append(f'<div class="nbsubagents-window" style="{_MONO};margin:4px 0">{body}</div>')
+            if gone:
+                parts.append(f'<div class="nbsubagents-gone" style="font-weight:600">{_esc(self.gone_words())}</div>')
+            earlier = self.earlier_lines(window)
+            if earlier > 0:  # the lines the window does not show, once: behind a toggle
+                dropped = self.line_count - len(self.history)
+                hidden = list(self.history)[:earlier - dropped]
+                note = (f'<div style="{_MUTED}">({plural(dropped, "earlier line")} not kept here: '
+                        f'run.transcript has them)</div>' if dropped > 0 else "")
+                parts.append(f'<details class="nbsubagents-history-toggle" style="margin:2px 0"><summary '
+                             f'style="{_MUTED};cursor:pointer">{plural(earlier, "earlier line")}</summary>'
+                             f'<div class="nbsubagents-history" style="{_MONO}">{note}'
+                             f'{"".join(_line_html(kind, text) for kind, text, _ in hidden)}</div></details>')
+            if lines:
+                parts.append(f'<div class="nbsubagents-window" style="{_MONO};margin:4px 0">{lines}</div>')
+            foot = []
             if final:
-                if self.line_count:
-                    history = "".join(_line_html(kind, text) for kind, text, _ in self.history)
-                    dropped = self.line_count - len(self.history)
-                    note = (f'<div style="{_MUTED}">({plural(dropped, "earlier line")} not kept here: '
-                            f'run.transcript has them)</div>' if dropped > 0 else "")
-                    parts.append(f'<details class="nbsubagents-history-toggle" style="margin:2px 0"><summary '
-                                 f'style="{_MUTED};cursor:pointer">Full history ({plural(self.line_count, "line")})'
-                                 f'</summary><div class="nbsubagents-history" style="{_MONO}">{note}{history}</div>'
-                                 f'</details>')
-                final_parts = []
                 output = self.final_output()
                 if output:
-                    final_parts.append(f'<div class="nbsubagents-output" style="{_MONO};border:1px solid '
-                                       f'var(--jp-border-color2,#ddd);border-left:3px solid '
-                                       f'var(--jp-success-color1,#388e3c);background:var(--jp-layout-color2,#f7f7f7);'
-                                       f'padding:6px 8px;margin:4px 0">{_esc(output)}</div>')
+                    foot.append(f'<div class="nbsubagents-output" style="{_MONO};border:1px solid '
+                                f'rgba(127,127,127,.5);border-left:3px solid {status_color("completed")};'
+                                f'padding:6px 8px;margin:4px 0">{_esc(output)}</div>')
                 error = self.shown_error()
                 if error:
-                    final_parts.append(f'<div {attrs("failed", "nbsubagents-error", _MONO)}>{_esc(error)}</div>')
-                final_parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.run_id)}'
-                                   f'</div>')
-                parts.append(f'<div class="nbsubagents-final">{"".join(final_parts)}</div>')
-            else:
-                parts.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:11px">{_esc(run.run_id)}</div>')
+                    foot.append(f'<div class="nbsubagents-error" style="{_MONO};{LINE_STYLES["error"]}">'
+                                f'{_esc(error)}</div>')
+            stamp = "" if final or gone else f' · as of {time.strftime("%H:%M:%S")}'
+            foot.append(f'<div class="nbsubagents-runid" style="{_MUTED};font-size:12px">{_esc(run.run_id)}{stamp}'
+                        f'</div>')
+            parts.append(f'<div class="nbsubagents-final">{"".join(foot)}</div>' if final else "".join(foot))
             run_id = html.escape(run.run_id)
-            return (f'{STATUS_CSS}<div class="nbsubagents-static nbsubagents-panel nbsubagents-run-{run_id} '
-                    f'nbsubagents-status-{status}" data-run-id="{html.escape(run.run_id)}" '
-                    f'style="border:1px solid var(--jp-border-color2,#ddd);border-left:4px solid {color};'
+            dim = "opacity:.75;" if gone else ""
+            return (f'<div class="nbsubagents-static nbsubagents-panel nbsubagents-run-{run_id} '
+                    f'nbsubagents-status-{status}" data-run-id="{run_id}" '
+                    f'style="{dim}border:1px solid rgba(127,127,127,.5);border-left:4px solid {status_color(status)};'
                     f'border-radius:3px;padding:6px 10px;margin:3px 0;font-family:var(--jp-ui-font-family,'
                     f'-apple-system,Segoe UI,Helvetica,Arial,sans-serif);font-size:13px;line-height:1.45">'
                     f'{"".join(parts)}</div>')
 
     def _static_meta(self, status: str) -> str:
-        return " · ".join(f'<span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{_esc(text)}</span>'
+        return " · ".join(f'<span class="nbsubagents-failed-steps" style="font-weight:600">{_esc(text)}</span>'
                           if field == "failed" else _esc(text) for field, text in self.header_fields(status))
 
     def static_text(self) -> str:
@@ -362,13 +415,17 @@ class PanelState:
         with self._lock:
             status, final = self.static_parts()
             lines = [f"{glyph(status)} {self.run.name} {status} · {' · '.join(self.header_meta(status))}"]
+            if self.kernel_gone_at is not None and not final:
+                lines = [f"? {self.run.name} unknown · {' · '.join(self.header_meta(status))}", self.gone_words()]
             window = self.window()
             earlier = self.earlier_lines(window)
             if earlier > 0:
                 lines.append(f"  ({plural(earlier, 'earlier line')}: run.transcript has every line)")
             lines += [f"  {text}" for _, text, _ in window]
-            if not window and not (final and self.final_output()):
+            if not window and not (final and self.final_output()) and self.placeholder(status):
                 lines.append(f"  {self.placeholder(status)}")
+            if not final and self.waiting(status):
+                lines.append(f"  {self.waiting(status)}")
             if final:
                 output = self.final_output()
                 if output:
@@ -377,15 +434,16 @@ class PanelState:
                 error = self.shown_error()
                 if error:
                     lines.append(f"Error: {error}")
-            lines.append(f"Run id: {self.run.run_id}")
+            lines.append(f"Run id: {self.run.run_id}" + ("" if final else f" · as of {time.strftime('%H:%M:%S')}"))
             return "\n".join(lines)
 
 
 def _line_html(kind: str, text: str) -> str:
+    if not text:
+        return ""
     style = LINE_STYLES.get(kind)
-    if kind in ("failed", "error"):
-        return f'<div class="nbsubagents-c-failed" style="{style}">{_esc(text)}</div>'
-    return f'<div style="{style}">{_esc(text)}</div>' if style else f"<div>{_esc(text)}</div>"
+    cls = f' class="nbsubagents-{kind}"' if kind in ("failed", "error", "waiting") else ""
+    return f'<div{cls} style="{style}">{_esc(text)}</div>' if style else f"<div{cls}>{_esc(text)}</div>"
 
 
 def group_header_text(states: Iterable[PanelState]) -> str:
@@ -403,9 +461,9 @@ def group_header_html(states: Iterable[PanelState]) -> str:
         n = statuses.count(status)
         if n:
             text = f"{n} {word}"
-            parts.append(f'<span {attrs(status, f"nbsubagents-group-{status}")}>{text}</span>'
-                         if status in ("failed", "aborted") else text)
-    return f"{STATUS_CSS}<b>Sub-agents: {', '.join(parts)}</b>"
+            parts.append(badge(status, text, f"nbsubagents-group-{status}") if status in ("failed", "aborted")
+                         else text)
+    return f"<b>Sub-agents: {', '.join(parts)}</b>"
 
 
 def group_static_html(states: list[PanelState]) -> str:

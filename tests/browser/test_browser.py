@@ -75,9 +75,9 @@ def test_live_panels_in_jupyterlab_show_progress_final_state_and_cancel(project,
         assert any("Finished reading README.md" in s["lines"] and "Listing src" not in s["lines"]
                    for s in live), "no intermediate state between two tool calls was shown"
 
-        # The full history opens on demand, also while later cells keep the kernel busy.
-        first.get_by_text("Full history (11 lines)").click()
-        expect(first.locator(".nbsubagents-history")).to_contain_text("Finished reading README.md")
+        # Its 11 lines fit the window: no history is offered, each line is there once.
+        expect(first.locator(".nbsubagents-history-toggle")).to_have_count(0)
+        assert first.inner_text().count("Finished reading README.md") == 1
 
         # The run as a cell's value is its panel too (the second panel naming "first").
         expect(panel(page, "first")).to_have_count(2)
@@ -135,7 +135,7 @@ EXPLORER_CELLS = [
 BAR_RECORDER = """() => {
   window.__barStates = [];
   const snap = () => {
-    document.querySelectorAll('.nbsubagents-statusbar').forEach((bar) => {
+    document.querySelectorAll('.nbsubagents-statusbar .nbsubagents-statusbar-now').forEach((bar) => {
       const text = bar.innerText.trim();
       if (text && window.__barStates[window.__barStates.length - 1] !== text) window.__barStates.push(text);
     });
@@ -159,7 +159,7 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
         session.run_all_cells()
 
         # The status bar: counts, then the background run's notice once it ended.
-        bar = page.locator(".nbsubagents-statusbar")
+        bar = page.locator(".nbsubagents-statusbar .nbsubagents-statusbar-now")  # its line of counts
         expect(bar).to_have_count(1, timeout=180_000)
         expect(bar).to_have_text(re.compile(r"^runs: \d+ running / \d+ total"))
         expect(bar).to_have_text(re.compile(r"^runs: [01] running / 3 total · ✓ later completed$"), timeout=120_000)

@@ -77,7 +77,7 @@ def test_quickstart_runs_every_cell_in_jupyterlab_with_live_panels(tmp_path, mon
             expect(page.locator("td.nbsubagents-status-completed")).to_have_count(6 + 2)
             expect(page.get_by_text("0 running · 6 completed · 0 failed · 0 aborted · 6 total")).to_have_count(1)
             # The status bar, shown while the background run went, follows it to its end by itself.
-            bar = page.locator(".nbsubagents-statusbar")
+            bar = page.locator(".nbsubagents-statusbar .nbsubagents-statusbar-now")  # its line of counts
             expect(bar).to_have_count(1)
             expect(bar).to_have_text("runs: 0 running / 6 total · ✓ scout completed", timeout=60_000)
             finished = panel(page, "scout").locator(".nbsubagents-header")

@@ -35,6 +35,12 @@ def plain(value: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<style>.*?</style>", "", value, flags=re.S)))
 
 
+def bar_line(value: str) -> str:
+    """What a page shows of a bar's first line (its counts and notice; below it come the running runs and the
+    time of the reading)."""
+    return plain(re.search(r'<div class="nbsubagents-statusbar-now">(.*?)</div>', value).group(1))
+
+
 @pytest.fixture
 def explore(project):
     """A project whose bars and browsers are closed (and watcher stopped) at the end of the test."""
@@ -58,19 +64,23 @@ def test_status_bar_follows_a_background_run_from_start_to_end_and_shows_its_not
     bar = nbsubagents.status_bar()
     assert bar.text == "runs: 0 running / 0 total" and repr(bar) == bar.text
     widget = bar.widget
-    assert "nbsubagents-statusbar" in widget._dom_classes
-    assert plain(widget.value) == "runs: 0 running / 0 total" and bar.value == widget.value
+    assert "nbsubagents-statusbar-widget" in widget._dom_classes
+    assert bar_line(widget.value) == "runs: 0 running / 0 total" and bar.value == widget.value
+    assert re.search(r">as of \d\d:\d\d:\d\d</div>", widget.value)  # when it read what it says
 
     run = nbsubagents.start("scout", "sleep: 2\nread README.md", name="scouter", show=False)
     # start() tells the watcher, whose change handler updated the bar before start() returned
     assert bar.text == "runs: 1 running / 1 total"
-    assert plain(widget.value) == "runs: 1 running / 1 total"
-    assert f'color:{status_color("running")}' in widget.value
+    assert bar_line(widget.value) == "runs: 1 running / 1 total"
+    assert f'background:{status_color("running")};color:#fff' in widget.value
+    # the running run by name, with its clock (or queued while its supervisor starts)
+    assert re.fullmatch(r"(↻ scouter ([\d.]+s|starting)|○ scouter queued)", bar.running_text), bar.running_text
+    assert bar.running_text in plain(widget.value) and repr(bar) == f"{bar.text}\n{bar.running_text}"
 
     wait_for(lambda: "✓" in bar.text, what="the completion notice on the bar")
     assert run.status == "completed"
     assert bar.text == "runs: 0 running / 1 total · ✓ scouter completed"
-    assert plain(widget.value) == bar.text
+    assert bar_line(widget.value) == bar.text and bar.running_text == ""
     assert f"background run scouter {run.id} completed" in widget.value  # the full notice as a tooltip
 
 
@@ -82,8 +92,8 @@ def test_every_bar_stays_current_and_failures_are_counted(warm):
     wait_for(lambda: "broken failed" in first.text and "broken failed" in second.text, what="both bars")
     for bar in (first, second):
         assert bar.text == "runs: 0 running / 1 total · 1 failed · ✗ broken failed"
-    assert plain(first.widget.value) == first.text
-    assert f'nbsubagents-statusbar-failed" style="color:{status_color("failed")}"' in first.widget.value
+    assert bar_line(first.widget.value) == first.text
+    assert f'style="background:{status_color("failed")};color:#fff' in first.widget.value
 
     first.close()
     assert first not in statusbar._bars and second in statusbar._bars
@@ -130,17 +140,25 @@ def test_status_bar_sees_runs_its_watcher_does_not(warm, monkeypatch):
     wait_for(lambda: bar.text == "runs: 0 running / 1 total", timeout=30, what="the poll")
 
 
-def test_status_bar_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatch):
+def test_status_bar_is_a_record_kept_current_never_a_widget_view(explore, monkeypatch):
+    """A bar has nothing to click: in a notebook it is an output its display id keeps current (what the saved
+    notebook holds is its last reading), never a widget view a reopened notebook could not draw."""
     bar = nbsubagents.status_bar()
-    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "text")
-    bundle = bar._repr_mimebundle_()
-    assert VIEW_MIME not in bundle and bar._widget is None
-    assert bundle["text/plain"] == "runs: 0 running / 0 total"
-    assert plain(bundle["text/html"]) == "runs: 0 running / 0 total"
-    monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
-    bundle = bar._repr_mimebundle_()
-    assert bundle[VIEW_MIME]["model_id"] == bar.widget.model_id
-    assert bundle["text/plain"] == "runs: 0 running / 0 total"
+    for mode in ("text", "widgets"):
+        monkeypatch.setenv("NBSUBAGENTS_DISPLAY", mode)
+        bundle = bar._repr_mimebundle_()
+        assert set(bundle) == {"text/plain", "text/html"} and bar._widget is None
+        assert bundle["text/plain"] == "runs: 0 running / 0 total"
+        assert bar_line(bundle["text/html"]) == "runs: 0 running / 0 total"
+    sent = []
+    bar._record._publish = lambda bundle, display_id, update: sent.append((bundle, display_id, update))
+    bar._record.show()
+    nbsubagents.run("scout", "read README.md", name="fg", show=False)
+    bar.refresh()
+    assert [update for _, _, update in sent][:2] == [False, True]
+    assert {display_id for _, display_id, _ in sent} == {bar._record.display_id}
+    assert sent[-1][0]["text/plain"] == "runs: 0 running / 1 total"
+    assert all(VIEW_MIME not in bundle for bundle, _, _ in sent)
 
 
 # -- the browser ------------------------------------------------------------------------------------------
@@ -268,9 +286,18 @@ def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatc
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "text")
     bundle = browser._repr_mimebundle_()
     assert VIEW_MIME not in bundle and bundle["text/plain"].startswith("browse(): 3 runs")
-    assert "job2" in bundle["text/plain"] and "<table" in bundle["text/html"]
+    assert "job2" in bundle["text/plain"] and "job2" in bundle["text/html"]
+    assert "<style" not in bundle["text/html"] and "color:" not in bundle["text/html"]  # the page's ink: any page
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
     assert browser._repr_mimebundle_()[VIEW_MIME]["model_id"] == browser.widget.model_id
+    # shown in a notebook, closing it leaves its record alone (the list as it was), never a widget view
+    sent = []
+    browser._record._publish = lambda bundle, display_id, update: sent.append((bundle, update))
+    browser._ipython_display_()
+    browser.close()
+    (shown, first), (closed, update) = sent
+    assert VIEW_MIME in shown and not first
+    assert update and VIEW_MIME not in closed and "job2" in closed["text/html"]
 
 
 # -- one clock -------------------------------------------------------------------------------------------
@@ -400,8 +427,8 @@ def test_timeline_without_matplotlib_says_how_to_install_it(explore, monkeypatch
 
 @pytest.mark.notebook
 def test_in_a_notebook_the_bar_browser_and_timeline_each_show_once(explore, monkeypatch):
-    """A real kernel (nbclient): the bar and the browser are widgets with a text fallback; the timeline
-    is one picture (the cell's value, not a second copy from pyplot)."""
+    """A real kernel (nbclient): the bar is a record, the browser a widget until it closes, then its record; the
+    timeline is one picture (the cell's value, not a second copy from pyplot)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -417,12 +444,12 @@ def test_in_a_notebook_the_bar_browser_and_timeline_each_show_once(explore, monk
     NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
                    resources={"metadata": {"path": str(explore)}}).execute()
     (bar,) = nb.cells[0].outputs
-    assert VIEW_MIME in bar["data"] and bar["data"]["text/plain"] == "runs: 0 running / 4 total · 1 failed · 1 aborted"
+    assert VIEW_MIME not in bar["data"]  # a record kept current, not a widget
+    assert bar["data"]["text/plain"] == "runs: 0 running / 4 total · 1 failed · 1 aborted"
     (browser,) = nb.cells[1].outputs
-    assert VIEW_MIME in browser["data"] and browser["data"]["text/plain"].startswith("browse(): 4 runs")
-    state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
-    values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
-    assert any("job2" in v and "aborted" in v and "nbsubagents-browse-run" in v for v in values)
+    # browser.close() turned the explorer into its static record: the saved notebook holds no widget view
+    assert VIEW_MIME not in browser["data"] and browser["data"]["text/plain"].startswith("browse(): 4 runs")
+    assert "nbsubagents-browse-static" in browser["data"]["text/html"] and "job2" in browser["data"]["text/html"]
     images = [o for o in nb.cells[2].outputs if "image/png" in o.get("data", {})]
     assert len(images) == 1 and images[0]["output_type"] == "execute_result"
 

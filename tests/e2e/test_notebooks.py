@@ -111,6 +111,11 @@ def column(table: str, n: int) -> list[str]:
     return [re.findall(r"<td[^>]*>(.*?)</td>", row)[n] for row in re.findall(r"<tr>(.*?)</tr>", body)]
 
 
+def bars(c) -> list[dict]:
+    """The data of every status bar a cell shows (a record its display id keeps current)."""
+    return [o.data for o in c.outputs if "data" in o and "nbsubagents-statusbar" in o.data.get("text/html", "")]
+
+
 def panels(nb, c) -> list[str]:
     """The text of every panel a cell displayed, as the saved notebook holds it: a run or group panel's
     static record (which replaced its widget at the end), a status bar's widget as its model last was.
@@ -227,10 +232,10 @@ def test_quickstart_runs_presets_one_parallel_and_background_runs_and_shows_the_
     assert re.search(r"1 running · 5 completed · 0 failed · 0 aborted · 6 total\n.*\n\S+\s+scout\s+running",
                      text(cell(nb, "%subagent_status")))
     bar = cell(nb, "nbsubagents.status_bar()")
-    assert value(bar) == "runs: 1 running / 6 total"  # what it said when shown: the background run going
-    assert "nbsubagents-statusbar-counts" in value(bar, "text/html")
-    (shown,) = panels(nb, bar)  # a widget kept current from the watcher's thread, saved as job.wait() left it
-    assert shown == "runs: 0 running / 6 total · ✓ scout completed", shown
+    # a record kept current from the watcher's thread (no widget), saved as job.wait() left it: true when saved
+    (shown,) = bars(bar)
+    assert VIEW not in shown and "nbsubagents-statusbar-counts" in shown["text/html"]
+    assert shown["text/plain"] == "runs: 0 running / 6 total · ✓ scout completed", shown
     assert text(cell(nb, "job.wait()")).startswith("completed - - read src/inventory.py")
 
     registry = text(cell(nb, "nbsubagents.status(include_completed=True)"))
@@ -255,7 +260,8 @@ def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kerne
     check_exports(kernel_env, "background-runs.ipynb")
 
     bar = cell(nb, "bar = nbsubagents.status_bar()")
-    assert value(bar) == "runs: 0 running / 0 total" and value(bar, VIEW)
+    (shown,) = bars(bar)
+    assert VIEW not in shown  # a record, never a widget view a reopened notebook could not draw
     assert re.search(r"^started \S+ - (queued|running)$", text(cell(nb, "import time")), re.M)
     assert value(cell(nb, "bar.text")) == "'runs: 1 running / 1 total'"  # moved when the run started
     assert re.search(r"1 running · 0 completed .* 1 total\n.*\n\S+\s+explorer\s+running",
@@ -268,9 +274,9 @@ def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kerne
     # is done), never into the cell that runs when it ends; the bar shows it
     assert not NOTICE.search(raw(wait)), raw(wait)
     assert "status bar: runs: 0 running / 1 total · ✓ explorer completed\n" in waited
-    # the widget itself followed to the end: the runs started later and the last notice (which of the last
+    # the record itself followed to the end: the runs started later and the last notice (which of the last
     # two runs ends last varies)
-    (line,) = panels(nb, bar)
+    line = shown["text/plain"]
     assert re.fullmatch(r"runs: 0 running / 3 total · 1 aborted · (✓ notes completed|■ slowpoke aborted)", line), line
     assert panels(nb, cell(nb, "import time"))[0].startswith("✓ explorer completed")  # resent by job.wait()
 
@@ -355,8 +361,9 @@ def test_exploring_runs_notebook_reads_back_output_transcript_events_and_files(k
 
     # browse(): a widget (text elsewhere) listing the four runs, open on the notes run
     browser = cell(nb, "browser = nbsubagents.browse()")
-    assert value(browser, VIEW)
-    listing = value(browser)
+    (shown,) = [o.data for o in browser.outputs if "data" in o]  # its record, with the widget while it is open
+    assert shown[VIEW] and "nbsubagents-browse-static" in shown["text/html"]
+    listing = shown["text/plain"]
     assert listing.startswith("browse(): 4 runs\n✓ completed  notes ") and "✗ failed     broken " in listing, listing
     page = panels(nb, browser)[0]
     for line in ("✓ notes completed · preset scribe · demo/scripted · 2 tool calls", "files changed: NOTES.md",
@@ -384,7 +391,7 @@ def test_make_demo_executes_the_quickstart_and_prints_what_it_did(kernel_env):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     for line in ("✓ scout completed", "Reading README.md", "Sub-agents: 3 done", "Writing NOTES.md (+2 lines)",
-                 "1 running · 5 completed", "runs: 1 running / 6 total",
+                 "1 running · 5 completed", "runs: 0 running / 6 total",  # the bar's last reading
                  "0 running · 6 completed · 0 failed · 0 aborted · 6 total"):
         assert line in out, line
     executed = kernel_env / ".demo" / "quickstart.ipynb"

@@ -93,10 +93,11 @@ def test_aborted_has_one_colour_on_every_surface(project):
     light, dark = style.PALETTE["aborted"]
     bar = nbsubagents.status_bar()
     assert bar.text == "runs: 0 running / 1 total · 1 aborted"
-    assert f'class="nbsubagents-c-aborted nbsubagents-statusbar-aborted" style="color:{light}"' in bar.html
+    assert f'nbsubagents-statusbar-aborted"> · <span class="nbsubagents-badge nbsubagents-badge-aborted" ' \
+        f'style="background:{light};color:#fff' in bar.html
     assert f'nbsubagents-c-aborted" style="color:{light};font-weight:600">aborted' in styled_html(nbsubagents.runs())
     record = run_mimebundle(nbsubagents.get_run(run.id))["text/html"]  # the run's static record, as IPython shows it
-    assert f'nbsubagents-c-aborted nbsubagents-status" style="color:{light};font-weight:600">aborted' in record
+    assert f'nbsubagents-badge-aborted nbsubagents-status" style="background:{light};color:#fff' in record
     figure = nbsubagents.runs_timeline(theme="light")
     assert to_hex([p for p in figure.axes[0].patches if p.get_gid()][0].get_facecolor()) == light
     assert f"{DARK} .nbsubagents-c-aborted{{color:{dark} !important}}" in style.STATUS_CSS

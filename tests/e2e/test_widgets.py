@@ -88,7 +88,7 @@ def test_panel_of_a_finished_run_shows_icon_counts_tokens_cost_and_final_text(pr
     usage = run.result["usage"]
     assert f'<span class="nbsubagents-c-completed nbsubagents-icon" style="color:{style.color("completed")}">✓</span>' \
         in header
-    assert "<b class=\"nbsubagents-name\">scout</b>" in header and "completed" in header
+    assert '<b class="nbsubagents-name" title="scout">scout</b>' in header and "completed" in header
     assert "demo/scripted" in header and "3 tool calls" in header
     assert f"{usage['totalTokens']:,} tokens" in header and f"${usage['cost']:.4f}" in header
     assert panel.tally.tool_calls == run.result["toolCalls"] == 3
@@ -103,8 +103,7 @@ def test_panel_of_a_finished_run_shows_icon_counts_tokens_cost_and_final_text(pr
     # The final message is in the output box; the window ends with what led to it, not a second copy.
     assert "Done. 3 steps:" in panel.final_html.value
     assert texts[-2:] == ["Command finished — hello", "Completed"]
-    panel.history_box.selected_index = 0
-    assert ("assistant", "Done. 3 steps:") in lines_of(panel.history_html.value)
+    assert panel.history_box.layout.display == "none"  # the window shows every line: no history to offer
     assert panel.cancel_button.disabled
 
     assert panel.elapsed() == pytest.approx(run.result["durationSeconds"])  # frozen at the end
@@ -119,7 +118,7 @@ def test_provider_failure_is_red_with_pi_message(project):
     assert "✗" in panel.header.value and "nbsubagents-status-failed" in panel.header.value
     failed = style.color("failed")
     assert f'nbsubagents-icon" style="color:{failed}">✗' in panel.header.value  # the icon and the word are red
-    assert f'nbsubagents-status" style="color:{failed}">failed' in panel.header.value
+    assert f'nbsubagents-status" style="color:{failed};font-weight:600">failed' in panel.header.value
     red = [text for kind, text in lines_of(panel.window_html.value) if kind in ("error", "failed")]
     assert red == ["Error: 500 upstream exploded", "Failed"]  # said once, then how the run ended
     css = panel.window_html.value.split("</style>")[0]
@@ -159,7 +158,7 @@ def test_cancel_button_aborts_its_run_alone(project):
     assert "■" in group.panels[0].header.value and "aborted" in group.panels[0].header.value
     assert "✓" in group.panels[1].header.value
     assert page_text(group.header.value) == "Sub-agents: 1 done, 1 aborted"
-    assert f'nbsubagents-group-aborted" style="color:{style.color("aborted")}">1 aborted' in group.header.value
+    assert f'nbsubagents-group-aborted" style="background:{style.color("aborted")};color:#fff' in group.header.value
     assert slow.id in group.ids_html.value and quick.id in group.ids_html.value
 
 
@@ -194,12 +193,14 @@ def test_rolling_window_keeps_the_latest_lines_and_history_is_bounded(tmp_path):
     panel.render()
     assert lines_of(panel.window_html.value) == [("tool", f"Reading f{i}.txt") for i in range(595, 600)]
     assert panel.line_count == 600 and len(panel.history) == HISTORY_LIMIT == 500
-    assert panel.history_box.titles == ("Full history (600 lines, latest 500 kept)",)
+    assert panel.history_box.titles == ("595 earlier lines (latest 500 kept)",)  # what the window does not show
+    assert panel.history_box.layout.display is None
     assert panel.history_html.value == ""  # built only when expanded
     panel.history_box.selected_index = 0
     history = lines_of(panel.history_html.value)
-    assert history[0] == ("tool", "Reading f100.txt") and history[-1] == ("tool", "Reading f599.txt")
-    assert len(history) == 500 and "(100 earlier lines not kept here: see" in panel.history_html.value
+    # the lines above the window, once (the window has the latest five)
+    assert history[0] == ("tool", "Reading f100.txt") and history[-1] == ("tool", "Reading f594.txt")
+    assert len(history) == 495 and "(100 earlier lines not kept here: see" in panel.history_html.value
 
 
 def test_window_size_follows_the_panel_lines_setting(tmp_path):
@@ -282,9 +283,8 @@ def test_header_counts_come_from_every_event_even_without_a_line(tmp_path):
     panel.render()
     assert page_text(panel.header.value) == "↻ r1 running · demo/scripted · 1 tool call · 2,468 tokens · $0.0250 · " \
         + page_text(panel.header.value).split(" · ")[-2] + " · timeout 10m"
-    for field in ("calls", "tokens", "cost", "elapsed"):  # figures keep their width: the header does not shift
-        assert re.search(rf'class="nbsubagents-{field}" style="display:inline-block;min-width:[\d.]+ch;'
-                         r'font-variant-numeric:tabular-nums"', panel.header.value), field
+    for field in ("calls", "tokens", "cost", "elapsed"):  # as wide as their words: no gap after a short figure
+        assert f'<span class="nbsubagents-{field}">· ' in panel.header.value, field  # hidden with its dot
 
 
 def test_elapsed_time_ticks_without_events_and_freezes_at_the_end(tmp_path):
@@ -352,8 +352,8 @@ def test_group_header_counts_each_status_and_lists_ids_only_when_all_are_done(tm
         finish(run.dir, "completed")
     group.render()
     assert page_text(group.header.value) == "Sub-agents: 4 done, 1 failed, 1 aborted"
-    for status in ("failed", "aborted"):  # coloured counts, in the one palette
-        assert f'nbsubagents-group-{status}" style="color:{style.color(status)}">1 {status}' in group.header.value
+    for status in ("failed", "aborted"):  # white on the palette's colour: readable on any page
+        assert f'nbsubagents-group-{status}" style="background:{style.color(status)};color:#fff' in group.header.value
     assert "nbsubagents-group-completed" not in group.header.value
     assert all(f"<code>{name}</code>" in group.ids_html.value for name in "abcdef")
 
@@ -399,7 +399,8 @@ def test_a_finished_run_shows_its_static_record_and_a_running_one_its_live_panel
     assert set(bundle) == {"text/plain", "text/html"}
     assert bundle["text/plain"].startswith("✓ r1 completed · demo/scripted · 0 tool calls · 0 tokens · $0.0000 · 1.0s\n")
     assert "Output:\n  the answer <42>\nRun id: r1" in bundle["text/plain"]
-    assert "the answer &lt;42&gt;" in bundle["text/html"] and '<b class="nbsubagents-name">r1</b>' in bundle["text/html"]
+    assert "the answer &lt;42&gt;" in bundle["text/html"] and '<b class="nbsubagents-name" title="r1"' in bundle["text/html"]
+    assert "<style" not in bundle["text/html"]  # inline styles only: a group or a notebook adds no style block
     assert "\n" not in bundle["text/html"] and "<script" not in bundle["text/html"]
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
     assert set(run_mimebundle(run)) == {"text/plain", "text/html"}  # finished: no widget needed
@@ -540,8 +541,11 @@ def test_a_dead_kernels_panel_hides_its_controls_and_says_it_shows_the_last_stat
     css = panel.header.value
     # JupyterLab marks every view of a gone kernel's widgets jupyter-widgets-disconnected
     assert ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}" in css
-    assert ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-gone{display:inline}" in css
-    assert "kernel gone: the last state it showed" in panel.header.value
+    assert ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-gone{display:block;font-weight:600}" in css
+    assert ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-status," in css  # "running" is not said
+    assert ".nbsubagents-panel.nbsubagents-live:has(.jupyter-widgets-disconnected){filter:grayscale(1)" in css
+    assert 'unknown: kernel restarted' in panel.header.value
+    assert 'nbsubagents.get_run(&quot;r1&quot;)' in panel.header.value
     assert "nbsubagents-cancel" in panel.cancel_button._dom_classes
     assert "nbsubagents-header" in panel.header._dom_classes
 
@@ -618,3 +622,67 @@ def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replac
     count = len(sent)
     time.sleep(0.8)
     assert len(sent) == count  # nothing after the end
+
+
+# -- records a saved notebook keeps true (issue 25) ---------------------------------------------------------
+def test_a_record_carries_the_widget_view_only_while_its_view_lives_and_the_kernels_exit_ends_it(tmp_path):
+    from nbsubagents.ui import kernel
+
+    sent: list = []
+    panel = RunPanel(fake_run(tmp_path, "r1", "running"))
+    record = panel.notebook_record(lambda bundle, display_id, update: sent.append((bundle, display_id, update)))
+    assert record is panel.notebook_record()  # one record per panel: every display of it updates together
+    record.show()
+    assert sent[-1][1] == "nbsubagents-run-r1" and not sent[-1][2] and VIEW_MIME in sent[-1][0]
+    assert not record.update() or "as of" in sent[-1][0]["text/plain"]  # nothing new: nothing sent (or a new second)
+    count = len(sent)
+    assert not record.update() or len(sent) == count + 1
+    # the kernel shuts down while the run goes: the output becomes its record alone, which says what is known
+    kernel.end_live_records()
+    final, display_id, update = sent[-1]
+    assert update and display_id == "nbsubagents-run-r1" and VIEW_MIME not in final
+    assert final["text/plain"].startswith("? r1 unknown")
+    assert 'nbsubagents.get_run("r1") says how it ended' in final["text/plain"]
+    assert "nbsubagents-status-unknown" in final["text/html"] and "running" not in page_text(final["text/html"])
+    count = len(sent)
+    kernel.end_live_records()
+    record.update()
+    assert len(sent) == count  # ended for good
+
+
+def test_between_steps_the_panel_says_it_waits_for_the_model_with_a_clock(tmp_path):
+    panel = RunPanel(fake_run(tmp_path, "r1", "running"))
+    assert "starting pi…" in panel.window_html.value  # nothing from pi yet
+    now = time.time()
+    panel.add({"type": "session", "ts": now - 12}, None)
+    panel.render()
+    assert "starting pi…" not in panel.window_html.value
+    assert re.search(r'nbsubagents-waiting">waiting for the model · 1\d(\.\d)?s<', panel.window_html.value)
+    panel.add({"type": "tool_call", "id": "a", "name": "ls", "args": {}, "ts": now}, ProgressLine("tool", "Listing"))
+    panel.render()
+    assert "waiting for the model" not in panel.window_html.value  # a tool runs: pi is not waiting on the model
+    panel.add({"type": "tool_result", "id": "a", "name": "ls", "text": "x", "ts": now}, None)
+    panel.render()
+    assert "waiting for the model · " in panel.window_html.value
+    assert "waiting for the model · " in panel.static_text() and "waiting for the model · " in panel.static_html()
+
+
+def test_a_static_record_says_each_line_once_with_one_toggle_for_hidden_lines_and_no_style_block(tmp_path):
+    run = fake_run(tmp_path, "r1", "running")
+    panel = RunPanel(run, lines=3)
+    for i in range(8):
+        panel.add({"type": "tool_call", "id": f"c{i}", "name": "read", "ts": time.time()},
+                  ProgressLine("tool", f"Reading f{i}.txt"))
+    running = panel.static_html()
+    assert "as of " in running and "as of " in panel.static_text()  # a reading that may be stale says when
+    finish(run.dir, "completed", text="all read")
+    panel.finish()
+    record = panel.static_html()
+    assert all(record.count(f"Reading f{i}.txt") == 1 for i in range(8)), record
+    assert record.count("<details") == 1 and ">5 earlier lines</summary>" in record
+    assert "<style" not in record and "as of" not in record
+    assert panel.history_box.titles == ("5 earlier lines",)
+    small = RunPanel(fake_run(tmp_path, "r2", "running"), lines=15)  # nothing hidden: no toggle, live or static
+    small.add({"type": "tool_call", "id": "a", "name": "ls", "ts": time.time()}, ProgressLine("tool", "Listing"))
+    small.render()
+    assert small.history_box.layout.display == "none" and "<details" not in small.static_html()

@@ -1,0 +1,227 @@
+"""Saved notebooks reopen clean (issue 25): each example notebook runs in JupyterLab, is saved with the page's own
+save (Ctrl+S), closed, its kernel gone, and reopened: no widget error, and every record at its final state.
+
+One JupyterLab server and one Chromium serve every notebook (the suite stays fast). What the saved file holds is
+read from the disk (what any other viewer gets): while the kernel lives only an open ``browse()`` keeps
+its widget view (a run's panel turned into its record at the run's end, a status bar is never a widget); once
+the kernel is shut down from the page, the page replaces that last view by its record too
+(``ui.kernel.NotebookRecord``). Then the notebooks exported with nbconvert are measured on a dark and a light
+page without JupyterLab's theme variables: every text of every record has a contrast of at least 4.5:1 (WCAG
+AA), computed from the browser's computed styles.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import processes_inside, wait_for
+from jupyterlab_harness import ARTIFACTS, KERNEL_IDLE, JupyterLab, launch_chromium
+
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb", "experiments.ipynb"]
+VIEW = "application/vnd.jupyter.widget-view+json"
+RECORDS = (".nbsubagents-static, .nbsubagents-statusbar, .nbsubagents-browse-static, .nbsubagents-static-group, "
+           ".nbsubagents-summary")
+
+# Every code cell of the open notebook ran and the kernel is idle again.
+ALL_RAN = """() => {
+  const widget = window.jupyterapp.shell.currentWidget;
+  const cells = widget.content.model.cells;
+  for (let i = 0; i < cells.length; i++) {
+    const cell = cells.get(i);
+    if (cell.type === 'code' && !cell.executionCount) return false;
+  }
+  return widget.sessionContext.session?.kernel?.status === 'idle';
+}"""
+
+# The outputs of the open notebook as the page would save them.
+OUTPUTS = """() => {
+  const cells = window.jupyterapp.shell.currentWidget.content.model.cells;
+  const out = [];
+  for (let i = 0; i < cells.length; i++) {
+    const cell = cells.get(i);
+    if (cell.type === 'code') out.push(...cell.toJSON().outputs);
+  }
+  return out;
+}"""
+
+# Contrast of every text node under the records of the page: its colour (with every ancestor's opacity) over
+# the first background behind it, WCAG's relative luminance.
+CONTRASTS = """(selector) => {
+  const parse = (s) => {
+    const m = s.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const lum = (rgb) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]);
+  };
+  const mix = (top, under, a) => [0, 1, 2].map((i) => top[i] * a + under[i] * (1 - a));
+  const page = parse(getComputedStyle(document.body).backgroundColor);
+  const opacity = (el, stop) => {
+    let o = 1;
+    for (let e = el; e && e !== stop; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity);
+    return o;
+  };
+  const background = (el) => {
+    for (let e = el; e && e !== document.body; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c[3] > 0) return mix(c, page, c[3] * opacity(e, document.body));
+    }
+    return page;
+  };
+  const seen = [];
+  for (const root of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      const el = node.parentElement;
+      if (!node.textContent.trim() || !el.getClientRects().length) continue;
+      const style = getComputedStyle(el);
+      if (style.visibility === 'hidden' || el.closest('style')) continue;
+      const fg = parse(style.color), bg = background(el);
+      const shown = mix(fg, bg, fg[3] * opacity(el, null));
+      const [a, b] = [lum(shown), lum(bg)];
+      const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+      seen.push({text: node.textContent.trim().slice(0, 50), ratio: Math.round(ratio * 100) / 100,
+                 color: style.color, cls: el.className});
+    }
+  }
+  return seen;
+}"""
+
+PAGES = {  # pages without JupyterLab's variables: GitHub's dark and light
+    "dark": "body{background:#0d1117;color:#e6edf3;font-family:sans-serif}",
+    "light": "body{background:#ffffff;color:#1f2328;font-family:sans-serif}",
+}
+
+
+def saved(lab: JupyterLab, name: str) -> list[dict]:
+    """The outputs of the notebook file the page saved (what any other viewer gets)."""
+    try:
+        nb = json.loads((lab.root / name).read_text())
+    except ValueError:  # being written
+        return []
+    outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    for o in outputs:  # a file keeps long texts as lists of lines
+        o["data"] = {k: "".join(v) if isinstance(v, list) else v for k, v in o.get("data", {}).items()}
+    return outputs
+
+
+def views(outputs: list[dict]) -> list[dict]:
+    return [o for o in outputs if VIEW in o.get("data", {})]
+
+
+def save(page, lab: JupyterLab, name: str) -> None:
+    """Ctrl+S in the page, then wait until the page says its document is clean and the server has it."""
+    page.locator(".jp-NotebookPanel-notebook").first.click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
+    wait_for(lambda: len(saved(lab, name)) == len(page.evaluate(OUTPUTS)), timeout=30, what="the saved file")
+
+
+def run_save_close_reopen(browser, lab: JupyterLab, name: str) -> None:
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.set_default_timeout(300_000)
+    try:
+        page.goto(lab.url(f"lab/tree/{name}?reset"))
+        page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        page.wait_for_function(ALL_RAN, timeout=600_000, polling=500)
+        # every run's panel reaches its end by itself: only an open browse() still shows a widget
+        page.wait_for_function(
+            f"() => ({OUTPUTS})().every((o) => !(o.data && o.data['{VIEW}']) || "
+            "(o.data['text/html'] || '').includes('nbsubagents-browse-static'))", timeout=300_000, polling=500)
+        save(page, lab, name)
+        outputs = saved(lab, name)
+        live = [o["data"] for o in views(outputs) if "nbsubagents-browse-static" not in o["data"].get("text/html", "")]
+        assert live == [], (name, live)
+        bars = [o for o in outputs if "nbsubagents-statusbar" in o.get("data", {}).get("text/html", "")]
+        assert all(o["data"]["text/plain"].startswith("runs: 0 running") for o in bars), (name, bars)
+
+        # the kernel shuts down from the page: its last views become their records; the page saves them
+        page.evaluate("() => window.jupyterapp.commands.execute('kernelmenu:shutdown')")
+        page.wait_for_function(f"() => !({OUTPUTS})().some((o) => o.data && o.data['{VIEW}'])", timeout=60_000)
+        save(page, lab, name)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / f"saved-{name.removesuffix('.ipynb')}-failed.png"))
+        raise
+    finally:
+        page.close()  # the notebook closes with its page
+    assert errors == [], (name, errors)
+    for kernel in lab.api("GET", "api/kernels") or []:  # none left: the reopened notebook gets a new one
+        lab.api("DELETE", f"api/kernels/{kernel['id']}")
+
+    outputs = saved(lab, name)
+    assert views(outputs) == [], name
+    text = json.dumps(outputs)
+    for word in ("nbsubagents-status-running", "nbsubagents-status-queued", "nbsubagents-status-unknown"):
+        assert word not in text, (name, word)  # every record at its final state
+
+    # reopened with a new kernel: every record shows, no widget error
+    page = browser.new_page()
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        page.goto(lab.url(f"lab/tree/{name}"))
+        page.wait_for_function(KERNEL_IDLE, timeout=180_000)
+        page.locator(RECORDS).first.wait_for()
+        assert page.locator(RECORDS).count() >= 1
+        assert page.get_by_text("Error displaying widget").count() == 0, name
+        assert "model not found" not in page.content(), name
+        page.screenshot(path=str(ARTIFACTS / f"reopened-{name.removesuffix('.ipynb')}.png"))
+    finally:
+        page.close()
+    assert errors == [], (name, errors)
+
+
+def contrast_failures(browser, root: Path, name: str) -> list[tuple[str, str, dict]]:
+    """Texts of the records below 4.5:1 on each page of ``PAGES``, in the nbconvert export of ``name``."""
+    body = subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--template", "basic", "--stdout",
+                           str(root / name)], capture_output=True, text=True, check=True).stdout
+    failures = []
+    for theme, css in PAGES.items():
+        page = browser.new_page(color_scheme=theme)
+        try:
+            page.set_content(f"<!doctype html><html><head><style>{css}</style></head><body>{body}</body></html>")
+            seen = page.evaluate(CONTRASTS, RECORDS)
+            assert seen, f"no record in the export of {name}"
+            failures += [(name, theme, s) for s in seen if s["ratio"] < 4.5]
+            page.screenshot(path=str(ARTIFACTS / f"export-{theme}-{name.removesuffix('.ipynb')}.png"), full_page=True)
+        finally:
+            page.close()
+    return failures
+
+
+def test_every_example_notebook_saved_and_reopened_shows_its_records_and_reads_on_dark_pages(tmp_path, monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    root = tmp_path / "lab"
+    root.mkdir()
+    for name in NOTEBOOKS:
+        shutil.copy(REPO / "notebooks" / name, root / name)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernels' temp projects land in tmp_path
+    for var in ("NBSUBAGENTS_DISPLAY", "NBSUBAGENTS_ROOT", "PI_CODING_AGENT_DIR", "NBSUBAGENTS_PI"):
+        monkeypatch.delenv(var, raising=False)
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with JupyterLab(root, tmp_path / "jupyter") as lab, sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            for name in NOTEBOOKS:
+                run_save_close_reopen(browser, lab, name)
+            failures = [f for name in NOTEBOOKS for f in contrast_failures(browser, root, name)]
+        finally:
+            browser.close()
+    assert failures == [], failures[:20]
+    assert processes_inside(tmp_path) == []
