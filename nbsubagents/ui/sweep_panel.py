@@ -34,7 +34,8 @@ from ..style import MUTED_STYLE, STATUS_CSS, attrs, color, duration, glyph, html
 from ..views.masking import masker
 from ..views.panel_state import GROUP_WORDS
 from .display import silenced, widgets_available
-from .kernel import load_ipywidgets, text_stream
+from .kernel import NotebookRecord, Publish, load_ipywidgets, text_stream
+from .panels import STATIC_INTERVAL
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
@@ -48,7 +49,6 @@ LINE_CAP = 40            # run lines shown at most; the rest is "and N more"
 FAILURE_CAP = 100        # failures listed with their reasons at most
 RENDER_INTERVAL = 0.5    # the live panel re-renders at most twice a second, however many runs there are
 TEXT_INTERVAL = 10.0     # outside a notebook, a progress line at most every this many seconds
-VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 _ACTIVE_KINDS = ("tool", "assistant", "thinking", "done", "failed", "error")
 _CELL = "padding:1px 10px 1px 0;text-align:left;white-space:nowrap;vertical-align:top;border:none"
 _FONT = ("font-family:var(--jp-ui-font-family,-apple-system,Segoe UI,Helvetica,Arial,sans-serif);"
@@ -371,25 +371,21 @@ def state_text(state: SweepState, *, final: bool = False) -> str:
 
 
 # -- the notebook panel ---------------------------------------------------------------------------------------
-def _default_publish(bundle: dict[str, Any], display_id: str, update: bool) -> None:
-    from IPython.display import display, update_display
-    if update:
-        update_display(bundle, raw=True, display_id=display_id)
-    else:
-        display(bundle, raw=True, display_id=display_id)
-
-
 class SweepPanel:
     """The live panel of a sweep: a header widget and a lines widget drawn from one ``SweepState``, and a
     failures widget re-drawn only when a failure comes (so an opened list stays open)."""
 
-    def __init__(self, state: SweepState) -> None:
+    def __init__(self, state: SweepState, publish: Publish | None = None) -> None:
         self.state = state
         self.display_id = f"nbsubagents-sweep-{uuid.uuid4().hex[:16]}"
         self.renders = 0
         self.last_render = 0.0
+        self.last_record = 0.0
         self._failures_shown = -1
         self.widget = self._build_widget()
+        # The output in the notebook: the static record, with the widget view only while the sweep goes.
+        self.record = NotebookRecord(self.display_id, lambda: (self.static_text(), self.static_html()),
+                                     widget=self.widget, publish=publish)
         self.render()
 
     def _build_widget(self) -> Any:
@@ -424,14 +420,6 @@ class SweepPanel:
     def static_text(self) -> str:
         return terminal_safe(masker().text(state_text(self.state, final=self.state.done)))
 
-    def static_bundle(self, *, final: bool) -> dict[str, Any]:
-        bundle: dict[str, Any] = {"text/plain": self.static_text(), "text/html": self.static_html()}
-        if not final:
-            view = self.widget._repr_mimebundle_().get(VIEW_MIME)
-            if view is not None:
-                bundle[VIEW_MIME] = view
-        return bundle
-
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         return self.widget._repr_mimebundle_(**kwargs)
 
@@ -449,7 +437,7 @@ class SweepRenderer:
                  publish: Callable[[dict[str, Any], str, bool], Any] | None = None, ticker: bool = True) -> None:
         load_ipywidgets()
         self.title, self.concurrency, self.cap, self.interval = title, concurrency, cap, interval
-        self._display, self._publish, self._use_ticker = display, publish or _default_publish, ticker
+        self._display, self._publish, self._use_ticker = display, publish, ticker
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._ticker: Subscription | None = None
@@ -457,11 +445,13 @@ class SweepRenderer:
 
     def start(self, runs: list[Run]) -> None:
         with self._lock:
-            self.panel = SweepPanel(SweepState(runs, title=self.title, concurrency=self.concurrency, cap=self.cap))
+            self.panel = SweepPanel(SweepState(runs, title=self.title, concurrency=self.concurrency, cap=self.cap),
+                                    self._publish)
         if self._display is not None:
             self._display(self.panel.widget)
         else:
-            self._publish(self.panel.static_bundle(final=False), self.panel.display_id, False)
+            self.panel.record.show()
+            self.panel.last_record = time.monotonic()
         if self._use_ticker:
             self._ticker = watcher.subscribe(self._tick, self.interval, name="sweep panel clock")
 
@@ -485,6 +475,9 @@ class SweepRenderer:
             age = time.monotonic() - panel.last_render
             if panel.state.changed or (not panel.state.done and age >= 1.0):
                 panel.render()
+            if self._display is None and time.monotonic() - panel.last_record >= STATIC_INTERVAL:
+                panel.record.update()  # the saved notebook's copy, true to within STATIC_INTERVAL
+                panel.last_record = time.monotonic()
 
     def _tick(self) -> bool:
         if self._stop.is_set():
@@ -504,7 +497,7 @@ class SweepRenderer:
             panel.state.refresh()
             panel.render()
         if self._display is None:
-            self._publish(panel.static_bundle(final=True), panel.display_id, True)
+            panel.record.end()
 
 
 # -- outside a notebook --------------------------------------------------------------------------------------

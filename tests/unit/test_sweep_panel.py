@@ -19,6 +19,7 @@ from nbsubagents.ui.sweep_panel import (
 )
 
 NOW = 1_000_000.0
+VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 class FakeRun:
@@ -171,6 +172,24 @@ def test_the_widget_renders_on_the_clock_and_keeps_an_open_failures_list_until_a
     renderer.end(runs[3].finish())
     renderer.close()
     assert "2/4" not in panel.header.value and "4/4" in panel.header.value
+
+
+def test_the_saved_output_is_the_sweeps_record_with_its_widget_only_while_it_goes():
+    """The notebook's output (kernel.NotebookRecord): while the sweep goes, the record and the widget view; at
+    the end the record alone, so a saved notebook reopens without "model not found"."""
+    sent = []
+    renderer = SweepRenderer(title="Experiment demo", concurrency=2, ticker=False,
+                             publish=lambda bundle, display_id, update: sent.append((bundle, display_id, update)))
+    runs = [FakeRun(i) for i in range(3)]
+    renderer.start(runs)
+    first, display_id, update = sent[0]
+    assert not update and VIEW in first and "0/3" in first["text/html"]
+    for run in runs:
+        renderer.end(run.finish())
+    renderer.close()
+    last, same_id, update = sent[-1]
+    assert update and same_id == display_id and VIEW not in last
+    assert "3/3" in last["text/html"] and last["text/html"].count("<tr") >= 3
 
 
 def test_outside_a_notebook_each_end_is_one_line_and_the_close_lists_the_failures():
