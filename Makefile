@@ -54,7 +54,7 @@ TEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 test: setup-test
 	$(PY) -m ruff check nbsubagents tests benchmarks
-	$(PY) -m pytest -q $(PYTEST_PARALLEL)
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) --durations=15
 	NBSUBAGENTS_TEST_PI=$(CURDIR)/pi1/node_modules/.bin/pi $(PY) -m pytest -q $(PYTEST_PARALLEL) -m pi_matrix tests/e2e
 
 # The docs site, its notebook pages executed on the scripted model; a warning fails the build.
