@@ -33,12 +33,17 @@ MUTED = ("#4b5563", "#a3a9b4")
 
 DARK_SCOPE = '[data-jp-theme-light="false"]'
 
+# A dark page that is not JupyterLab (a dark nbviewer, an exported notebook read with a dark preference) says so
+# only through the reader's colour scheme: there, and only where no JupyterLab theme is set, the dark values.
+NO_JP_THEME = "body:not([data-jp-theme-light])"
+_COLOURED = {**PALETTE, "muted": MUTED}
 STATUS_CSS = "<style>" + "".join(
     f".nbsubagents-c-{status}{{color:{light}}}"
     f"{DARK_SCOPE} .nbsubagents-c-{status}{{color:{dark} !important}}"
-    for status, (light, dark) in PALETTE.items()
-) + (f".nbsubagents-c-muted{{color:{MUTED[0]}}}{DARK_SCOPE} .nbsubagents-c-muted{{color:{MUTED[1]} !important}}"
-     "</style>")
+    for status, (light, dark) in _COLOURED.items()
+) + "@media (prefers-color-scheme: dark){" + "".join(
+    f"{NO_JP_THEME} .nbsubagents-c-{status}{{color:{dark} !important}}" for status, (_, dark) in _COLOURED.items()
+) + "}</style>"
 
 
 def color(status: str, *, dark: bool = False) -> str:

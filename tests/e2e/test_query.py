@@ -90,7 +90,7 @@ def test_runs_table_is_styled_in_a_notebook_and_plain_as_text(project):
     assert "job0" in text and "<td" not in text
     assert type(frame[frame["status"] == "failed"]).__name__ == type(frame).__name__
     indexed = frame.set_index("name")._repr_html_()
-    assert "<th>name</th>" in indexed and "<th>job0</th>" in indexed
+    assert "<th>name</th>" in indexed and '<th style="white-space:nowrap">job0</th>' in indexed  # ids never wrap
     assert "<th>0</th>" not in html  # the default 0..n-1 index is not shown
 
 
