@@ -30,9 +30,9 @@ from ..child.secrets import strip_controls, terminal_safe
 from ..child.summary import change_words
 from ..lifecycle import watcher
 from ..lifecycle.drive import NullRenderer, Renderer
-from ..style import MUTED_STYLE, STATUS_CSS, attrs, color, duration, glyph, html_table, plural, shorten
+from ..style import STATUS_CSS, attrs, color, duration, glyph, html_table, plural, shorten
 from ..views.masking import masker
-from ..views.panel_state import GROUP_WORDS
+from ..views.panel_state import GROUP_WORDS, MUTED_INK
 from .display import silenced, widgets_available
 from .kernel import NotebookRecord, Publish, load_ipywidgets, text_stream
 from .panels import STATIC_INTERVAL
@@ -273,7 +273,7 @@ def header_html(state: SweepState) -> str:
     left = state.time_left_text()
     return (f'<div class="nbsubagents-sweep-header" style="{_FONT};font-size:13px"><b>{_esc(state.title)}</b> · '
             f'<span class="nbsubagents-sweep-progress">{state.ended}/{state.total}</span> · {counts}'
-            + (f' <span class="nbsubagents-sweep-left" style="{MUTED_STYLE}">· {_esc(left)}</span>' if left else "")
+            + (f' <span class="nbsubagents-sweep-left" style="{MUTED_INK}">· {_esc(left)}</span>' if left else "")
             + f'</div>{_progress_html(state)}')
 
 
@@ -281,7 +281,7 @@ def _line_cells(row: SweepLine, now: float, *, live: bool) -> list[str | tuple[s
     status = row.status
     clock = row.clock(now)
     if status == "running":
-        last = (f'<span style="{MUTED_STYLE}">{_esc(shorten(row.activity or "starting pi…", 70))}</span>'
+        last = (f'<span style="{MUTED_INK}">{_esc(shorten(row.activity or "starting pi…", 70))}</span>'
                 if live else "")
     elif row.reason:
         scores = f'{_esc(shorten(row.outcome(), 60))} · ' if row.outcome() else ""
@@ -294,7 +294,7 @@ def _line_cells(row: SweepLine, now: float, *, live: bool) -> list[str | tuple[s
             (f'class="nbsubagents-sweep-cell" style="{_CELL}" title="{html.escape(row.run.run_id)}"',
              _esc(row.cell)),
             (f'style="{_CELL};text-align:right"', duration(clock) if clock is not None else ""),
-            (f'style="{_CELL};text-align:right;{MUTED_STYLE}"', f"${row.cost:.4f}" if row.cost else ""),
+            (f'style="{_CELL};text-align:right;{MUTED_INK}"', f"${row.cost:.4f}" if row.cost else ""),
             (f'style="{_CELL};white-space:normal"', last)]
 
 
@@ -305,7 +305,7 @@ def lines_html(state: SweepState, *, final: bool = False, live: bool = True) -> 
     body = [_line_cells(row, now, live=live) for row in rows]
     row_attrs = [f'class="nbsubagents-sweep-line nbsubagents-status-{r.status}" '
                  f'data-run-id="{html.escape(r.run.run_id)}"' for r in rows]
-    span = f'colspan="5" style="{_CELL};{MUTED_STYLE}"'
+    span = f'colspan="5" style="{_CELL};{MUTED_INK}"'
     if more:
         body.append([(span, f"… and {more} more (experiment.frame() has every run)")])
         row_attrs.append('class="nbsubagents-sweep-more"')
@@ -327,10 +327,10 @@ def failures_html(state: SweepState) -> str:
     items = "".join(
         f'<div class="nbsubagents-sweep-failure" data-run-id="{html.escape(r.run.run_id)}" style="margin:2px 0">'
         f'<span {attrs(r.status)}>{glyph(r.status)}</span> <b>{_esc(r.cell)}</b> '
-        f'<span style="{MUTED_STYLE}">{_esc(r.run.run_id)}</span><div {attrs("failed", "", _REASON)}>'
+        f'<span style="{MUTED_INK}">{_esc(r.run.run_id)}</span><div {attrs("failed", "", _REASON)}>'
         f'{_esc(shorten(r.reason, 600))}</div></div>' for r in failed[:FAILURE_CAP])
     if len(failed) > FAILURE_CAP:
-        items += f'<div style="{MUTED_STYLE}">… and {len(failed) - FAILURE_CAP} more</div>'
+        items += f'<div style="{MUTED_INK}">… and {len(failed) - FAILURE_CAP} more</div>'
     return (f'<details class="nbsubagents-sweep-failures" style="{_FONT};margin:3px 0"><summary '
             f'{attrs("failed", "", "cursor:pointer;font-weight:600")}>failures ({len(failed)})</summary>{items}'
             f'</details>')

@@ -1,4 +1,5 @@
-"""Saved notebooks reopen clean (issue 25): each example notebook runs in JupyterLab, is saved with the page's own
+"""Saved notebooks reopen clean (issue 25): each example notebook runs in JupyterLab (the quickstart's live panels,
+group, tables and status bar checked on the page: ``quickstart_live``), is saved with the page's own
 save (Ctrl+S), closed, its kernel gone, and reopened: no widget error, and every record at its final state.
 
 One JupyterLab server and one Chromium serve every notebook (the suite stays fast). What the saved file holds is
@@ -17,10 +18,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from helpers import processes_inside, wait_for
-from jupyterlab_harness import ARTIFACTS, KERNEL_IDLE, JupyterLab, launch_chromium
+from jupyterlab_harness import ARTIFACTS, KERNEL_IDLE, JupyterLab, launch_chromium, panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
@@ -117,6 +119,63 @@ def saved(lab: JupyterLab, name: str) -> list[dict]:
     return outputs
 
 
+def quickstart_live(page) -> None:
+    """What only a page shows of the quickstart once every cell ran: the %subagent panel's humanized lines and
+    final state, %%subagents as one group panel, the registry tables, the status bar and the background run's
+    panel at their end by themselves, no stderr output and no widget error."""
+    from playwright.sync_api import expect
+
+    # One run from %%subagent: humanized lines and the final state in its panel.
+    first = panel(page, "scout").first
+    expect(first.locator(".nbsubagents-header")).to_contain_text("✓", timeout=180_000)
+    expect(first.locator(".nbsubagents-header")).to_contain_text("completed")
+    window = first.locator(".nbsubagents-window")
+    for line in ("Reading README.md", "Finished reading README.md", "Listing src", 'python3 -c "print(6 * 7)"'):
+        expect(window).to_contain_text(line)
+    expect(first.locator(".nbsubagents-final")).to_contain_text('- run: python3 -c "print(6 * 7)": 42')
+
+    # %%subagents: one group panel with the three runs, done.
+    group = page.locator(".nbsubagents-group")
+    expect(group).to_have_count(1, timeout=180_000)
+    expect(group.locator(".nbsubagents-group-header")).to_have_text("Sub-agents: 3 done", timeout=180_000)
+    expect(group.locator(".nbsubagents-run-ids")).to_contain_text("Run ids:")
+    for name, line in (("inventory", "Reading src/inventory.py"), ("writer", "Writing NOTES.md (+2 lines)"),
+                       ("editor", "Editing README.md")):
+        runs = group.locator(".nbsubagents-panel").filter(
+            has=page.locator(".nbsubagents-name", has_text=name))
+        expect(runs.locator(".nbsubagents-header")).to_contain_text("✓ ")
+        expect(runs.locator(".nbsubagents-window")).to_contain_text(line)
+
+    # Every cell ran; the background run's live panel reached its end; the registry is a table.
+    page.wait_for_function(ALL_RAN, timeout=240_000)
+    expect(page.locator("table.dataframe")).to_have_count(2)  # runs() and the filtered runs()
+    expect(page.locator("td.nbsubagents-status-completed")).to_have_count(6 + 2)
+    expect(page.get_by_text("0 running · 6 completed · 0 failed · 0 aborted · 6 total")).to_have_count(1)
+    # The status bar, shown while the background run went, follows it to its end by itself.
+    bar = page.locator(".nbsubagents-statusbar .nbsubagents-statusbar-now")  # its line of counts
+    expect(bar).to_have_count(1)
+    expect(bar).to_have_text("runs: 0 running / 6 total · ✓ scout completed", timeout=60_000)
+    finished = panel(page, "scout").locator(".nbsubagents-header")
+    for i in range(finished.count()):
+        expect(finished.nth(i)).not_to_contain_text("running", timeout=60_000)
+    background = [i for i in range(panel(page, "scout").count())
+                  if "Reading src/inventory.py" in panel(page, "scout").nth(i).inner_text()]
+    assert background, "no panel of the background run"
+    expect(panel(page, "scout").nth(background[0]).locator(".nbsubagents-header")).to_contain_text("✓")
+
+    expect(page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")) \
+        .to_have_count(0)
+    assert page.get_by_text("Error displaying widget").count() == 0
+    assert "Error displaying widget" not in page.content() and "Traceback" not in page.content()
+    first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "quickstart-one-run.png"))
+    group.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "quickstart-group.png"))
+
+
+LIVE_CHECKS = {"quickstart.ipynb": quickstart_live}
+
+
 def views(outputs: list[dict]) -> list[dict]:
     return [o for o in outputs if VIEW in o.get("data", {})]
 
@@ -130,9 +189,11 @@ def save(page, lab: JupyterLab, name: str) -> None:
 
 
 def run_save_close_reopen(browser, lab: JupyterLab, name: str) -> None:
-    page = browser.new_page()
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
     errors: list[str] = []
+    requests: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda request: requests.append(request.url))
     page.set_default_timeout(300_000)
     try:
         page.goto(lab.url(f"lab/tree/{name}?reset"))
@@ -143,6 +204,8 @@ def run_save_close_reopen(browser, lab: JupyterLab, name: str) -> None:
         page.wait_for_function(
             f"() => ({OUTPUTS})().every((o) => !(o.data && o.data['{VIEW}']) || "
             "(o.data['text/html'] || '').includes('nbsubagents-browse-static'))", timeout=300_000, polling=500)
+        if name in LIVE_CHECKS:
+            LIVE_CHECKS[name](page)
         save(page, lab, name)
         outputs = saved(lab, name)
         live = [o["data"] for o in views(outputs) if "nbsubagents-browse-static" not in o["data"].get("text/html", "")]
@@ -160,6 +223,8 @@ def run_save_close_reopen(browser, lab: JupyterLab, name: str) -> None:
     finally:
         page.close()  # the notebook closes with its page
     assert errors == [], (name, errors)
+    offsite = sorted({u for u in requests if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).hostname != "127.0.0.1"})
+    assert offsite == [], (name, offsite)  # nothing leaves 127.0.0.1
     for kernel in lab.api("GET", "api/kernels") or []:  # none left: the reopened notebook gets a new one
         lab.api("DELETE", f"api/kernels/{kernel['id']}")
 
@@ -203,6 +268,7 @@ def contrast_failures(browser, root: Path, name: str) -> list[tuple[str, str, di
     return failures
 
 
+@pytest.mark.timeout(900)  # four notebooks run, saved, reopened and exported in one JupyterLab (2-4 min here)
 def test_every_example_notebook_saved_and_reopened_shows_its_records_and_reads_on_dark_pages(tmp_path, monkeypatch):
     from playwright.sync_api import sync_playwright
 
