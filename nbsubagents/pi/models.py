@@ -10,7 +10,9 @@ Asking pi costs a pi start-up (~0.6 s and more), so the answer is cached in memo
 (``$XDG_CACHE_HOME/nbsubagents/models.json``), keyed by files only: pi's package.json (path, mtime,
 size), the agent dir's models.json, auth.json and settings.json (mtime, size), and the *names* of
 the provider key variables that are set (never their values). A fresh kernel whose pi and
-providers did not change resolves a model without starting pi.
+providers did not change resolves a model without starting pi. Without a cached answer, the list is
+read from the files pi reads (``catalogue.read_available``) when that gives pi's answer exactly (a pi
+version whose rules it reproduces, no extension, no OAuth login); pi is asked only otherwise.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import NbSubagentsError, agent_dir
+from .catalogue import read_available
 from .locate import pi_command, pi_package
 
 _cache: dict[str, tuple[str, ...]] = {}
@@ -189,6 +192,8 @@ def available_models(pi: str) -> tuple[str, ...]:
         if key in _cache:
             return _cache[key]
     models = _disk_get(key)
+    if models is None:
+        models = read_available(pi_package(pi), adir)
     if models is None:
         models = _ask_pi(pi)
         _disk_put(key, models)
