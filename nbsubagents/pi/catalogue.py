@@ -58,7 +58,9 @@ _COMPAT_CHOICES = {"maxTokensField": {"max_completion_tokens", "max_tokens"},
                    "cacheControlFormat": {"anthropic"}}
 _LEVELS = {"off", "minimal", "low", "medium", "high", "xhigh"}
 
-_GENERATED = re.compile(r'^ {12}(id|provider): ("(?:[^"\\]|\\.)*"),$', re.M)
+# A model's fields in models.generated.js; a value with an escape does not match, so its model's pair is
+# incomplete and the catalogue is left to pi.
+_GENERATED = re.compile(r'\n {12}(id|provider): "([^"\\]*)",(?=\n)')
 
 
 def builtin_models(package: PiPackage) -> list[tuple[str, str]] | None:
@@ -70,11 +72,10 @@ def builtin_models(package: PiPackage) -> list[tuple[str, str]] | None:
         fields = _GENERATED.findall(ai.read_text(encoding="utf-8"))
     except OSError:
         return None
-    ids = [json.loads(v) for k, v in fields if k == "id"]
-    providers = [json.loads(v) for k, v in fields if k == "provider"]
-    if not ids or len(ids) != len(providers) or [k for k, _ in fields] != ["id", "provider"] * len(ids):
+    pairs = list(zip(fields[::2], fields[1::2]))
+    if not pairs or len(fields) % 2 or any(i[0] != "id" or p[0] != "provider" for i, p in pairs):
         return None
-    return list(zip(providers, ids))
+    return [(p[1], i[1]) for i, p in pairs]
 
 
 def _strip_json_comments(text: str) -> str:
@@ -205,7 +206,7 @@ def read_available(package: PiPackage | None, adir: Path, cwd: Path | None = Non
         return None
     extra, keyed = custom
     merged = dict.fromkeys(builtin + extra)
-    configured = {p for p, _ in merged if auth.get(p) or p in keyed or _env_configured(p)}
+    configured = {p for p in {p for p, _ in merged} if auth.get(p) or p in keyed or _env_configured(p)}
     available = [m for m in merged if m[0] in configured]
     available.sort(key=lambda m: (_collation_key(m[0]), _collation_key(m[1])))
     return tuple(f"{p}/{i}" for p, i in available)

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -170,18 +171,26 @@ def failure_line(text: str) -> str:
 
 
 def _ask_pi(pi: str) -> tuple[str, ...]:
-    try:
-        proc = subprocess.run([*pi_command(pi), "--list-models"], stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=60, env={**os.environ, "PI_OFFLINE": "1"})
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ModelError(f"Could not ask pi ({pi}) which models it has: {exc}. "
-                         "Check the pi installation with `nbsubagents doctor`.") from None
-    out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+    """pi's table, written to files: pi exits right after writing it, and into a pipe a long table is then cut
+    short at random (seen with every provider configured: 575 of 959 models)."""
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        try:
+            proc = subprocess.run([*pi_command(pi), "--list-models"], stdin=subprocess.DEVNULL, stdout=stdout,
+                                  stderr=stderr, timeout=60, env={**os.environ, "PI_OFFLINE": "1"})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ModelError(f"Could not ask pi ({pi}) which models it has: {exc}. "
+                             "Check the pi installation with `nbsubagents doctor`.") from None
+        out, err = _read_all(stdout), _read_all(stderr)
     if proc.returncode != 0:
         raise ModelError(f"pi ({pi}) failed to list its models (exit code {proc.returncode}): "
                          f"{failure_line(err) or failure_line(out)}. "
                          "Check the pi installation with `nbsubagents doctor`.")
     return parse_model_table(out + "\n" + err)
+
+
+def _read_all(file) -> str:
+    file.seek(0)
+    return file.read().decode(errors="replace")
 
 
 def available_models(pi: str) -> tuple[str, ...]:
