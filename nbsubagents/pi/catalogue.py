@@ -115,7 +115,7 @@ def _valid(value: Any, kind: Any) -> bool:
 def _custom_models(path: Path, builtin: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], set[str]] | None:
     """The models a valid models.json adds, and the providers it gives an apiKey; None when pi may judge otherwise."""
     try:
-        config = json.loads(_strip_json_comments(path.read_text(encoding="utf-8")))
+        config = json.loads(_strip_json_comments(path.read_text(encoding="utf-8")), parse_constant=_no_constant)
     except FileNotFoundError:
         return [], set()
     except (OSError, ValueError):
@@ -161,9 +161,18 @@ def _env_configured(provider: str) -> bool:
     return False
 
 
+def _truthy(value: Any) -> bool:
+    """JavaScript's truthiness: an empty object or list counts."""
+    return value is not None and value is not False and value != 0 and value != ""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json reads NaN and Infinity, JavaScript's does not
+
+
 def _json_object(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):
@@ -206,7 +215,7 @@ def read_available(package: PiPackage | None, adir: Path, cwd: Path | None = Non
         return None
     extra, keyed = custom
     merged = dict.fromkeys(builtin + extra)
-    configured = {p for p in {p for p, _ in merged} if auth.get(p) or p in keyed or _env_configured(p)}
+    configured = {p for p in {p for p, _ in merged} if _truthy(auth.get(p)) or p in keyed or _env_configured(p)}
     available = [m for m in merged if m[0] in configured]
     available.sort(key=lambda m: (_collation_key(m[0]), _collation_key(m[1])))
     return tuple(f"{p}/{i}" for p, i in available)

@@ -68,11 +68,13 @@ def test_every_provider_configured_lists_the_whole_catalogue_in_pis_order(agent,
 
 def test_auth_json_keys_comments_and_custom_models_of_built_in_providers_as_pi_says(agent, monkeypatch):
     (agent / "models.json").write_text(MODELS_JSON_WITH_COMMENTS)
-    (agent / "auth.json").write_text(json.dumps({"anthropic": {"type": "api_key", "key": "sk-x"}}))
+    (agent / "auth.json").write_text(json.dumps({"anthropic": {"type": "api_key", "key": "sk-x"}, "xai": {},
+                                                 "groq": ""}))  # pi counts an empty object, not an empty string
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")       # half of a key pair configures nothing
     ours, pis = _both(agent)
     assert "anthropic/my-claude" in pis and "demo/scripted" in pis and any(m.startswith("openai/") for m in pis)
-    assert not any(m.startswith("amazon-bedrock/") for m in pis)
+    assert any(m.startswith("xai/") for m in pis)
+    assert not any(m.startswith(("amazon-bedrock/", "groq/")) for m in pis)
     assert ours == pis
 
 
@@ -83,7 +85,7 @@ def test_a_models_json_pi_rejects_is_left_to_pi(agent):
 
 
 @pytest.mark.parametrize("setup", ["extension", "project", "package", "oauth", "migration", "modelOverrides",
-                                   "broken auth"])
+                                   "NaN", "broken auth"])
 def test_what_the_files_cannot_tell_is_left_to_pi(agent, tmp_path, setup):
     (agent / "models.json").write_text(json.dumps({"providers": {"demo": DEMO}}))
     assert read_available(pi_package(PINNED), agent) == ("demo/scripted",)
@@ -99,6 +101,9 @@ def test_what_the_files_cannot_tell_is_left_to_pi(agent, tmp_path, setup):
         (agent / "oauth.json").write_text("{}")
     elif setup == "modelOverrides":
         (agent / "models.json").write_text(json.dumps({"providers": {"demo": {**DEMO, "modelOverrides": {}}}}))
+    elif setup == "NaN":  # Python's json reads it, pi's JSON.parse does not
+        (agent / "models.json").write_text(json.dumps({"providers": {"demo": {**DEMO, "models": [
+            {"id": "scripted", "contextWindow": float("nan")}]}}}))
     else:
         (agent / "auth.json").write_text("{not json")
     assert read_available(pi_package(PINNED), agent) is None
