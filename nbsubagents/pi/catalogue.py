@@ -180,9 +180,23 @@ def _json_object(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _may_load_extensions(adir: Path, settings: dict, cwd: Path) -> bool:
-    return ((adir / "extensions").exists() or (cwd / ".pi").exists()
-            or bool(settings.get("packages")) or bool(settings.get("extensions")))
+def _settings(path: Path) -> dict | None:
+    """A settings file as pi reads it: one it cannot parse (a missing one) counts as no setting."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else None
+
+
+def _may_load_extensions(adir: Path, cwd: Path) -> bool:
+    """Whether pi may load an extension (which may register providers): from the agent dir, the project's .pi, or
+    a package or extension named in either one's settings.json."""
+    for base in (adir, cwd / ".pi"):
+        settings = _settings(base / "settings.json")
+        if (base / "extensions").exists() or settings is None or settings.get("packages") or settings.get("extensions"):
+            return True
+    return False
 
 
 # ICU's root collation (what JavaScript's localeCompare sorts pi's list by) puts punctuation in this order, then
@@ -202,10 +216,11 @@ def read_available(package: PiPackage | None, adir: Path, cwd: Path | None = Non
     """What ``pi --list-models`` run in ``cwd`` would list, as ``provider/id`` in its order; None: ask pi."""
     if package is None or (package.name, package.version) not in VERIFIED:
         return None
-    settings, auth = _json_object(adir / "settings.json"), _json_object(adir / "auth.json")
-    if settings is None or auth is None or _may_load_extensions(adir, settings, Path(cwd or Path.cwd())):
+    auth = _json_object(adir / "auth.json")
+    if auth is None or _may_load_extensions(adir, Path(cwd or Path.cwd())):
         return None
-    if not (adir / "auth.json").exists() and ((adir / "oauth.json").exists() or settings.get("apiKeys")):
+    if not (adir / "auth.json").exists() and ((adir / "oauth.json").exists()
+                                              or (_settings(adir / "settings.json") or {}).get("apiKeys")):
         return None  # pi would first migrate these into auth.json
     if any(isinstance(c, dict) and c.get("type") == "oauth" for c in auth.values()):
         return None

@@ -51,8 +51,10 @@ def test_no_provider_means_no_model_as_pi_says(agent):
     assert ours == pis == ()
 
 
-def test_a_custom_provider_in_models_json_as_pi_says(agent):
+def test_a_custom_provider_in_models_json_as_pi_says(agent, tmp_path):
     (agent / "models.json").write_text(json.dumps({"providers": {"demo": DEMO}}))
+    (tmp_path / ".pi" / "subagents").mkdir(parents=True)  # a project as nbsubagents init leaves it
+    (tmp_path / ".pi" / "settings.json").write_text('{\n  // the project\'s settings\n  "offline": false\n}\n')
     ours, pis = _both(agent)
     assert ours == pis == ("demo/scripted",)
 
@@ -84,15 +86,19 @@ def test_a_models_json_pi_rejects_is_left_to_pi(agent):
     assert models._ask_pi(PINNED) == ()                # pi keeps only its built-ins, and none is configured
 
 
-@pytest.mark.parametrize("setup", ["extension", "project", "package", "oauth", "migration", "modelOverrides",
-                                   "NaN", "broken auth"])
+@pytest.mark.parametrize("setup", ["extension", "project extension", "project package", "package", "oauth",
+                                   "migration", "modelOverrides", "NaN", "broken auth"])
 def test_what_the_files_cannot_tell_is_left_to_pi(agent, tmp_path, setup):
     (agent / "models.json").write_text(json.dumps({"providers": {"demo": DEMO}}))
+    (tmp_path / ".pi" / "agents").mkdir(parents=True)  # a project's presets and commented settings tell nothing
+    (tmp_path / ".pi" / "settings.json").write_text('{\n  // "packages": ["npm:x"]\n  "offline": true\n}\n')
     assert read_available(pi_package(PINNED), agent) == ("demo/scripted",)
     if setup == "extension":
         (agent / "extensions").mkdir()
-    elif setup == "project":
-        (tmp_path / ".pi").mkdir()
+    elif setup == "project extension":
+        (tmp_path / ".pi" / "extensions").mkdir()
+    elif setup == "project package":
+        (tmp_path / ".pi" / "settings.json").write_text(json.dumps({"packages": ["npm:pi-some-provider"]}))
     elif setup == "package":
         (agent / "settings.json").write_text(json.dumps({"packages": ["npm:pi-some-provider"]}))
     elif setup == "oauth":
