@@ -203,6 +203,8 @@ def available_models(pi: str) -> tuple[str, ...]:
     models = _disk_get(key)
     if models is None:
         models = read_available(pi_package(pi), adir)
+        if models is not None:
+            _disk_put(key, models)  # the same answer pi would give, so the next kernel reads one small file
     if models is None:
         models = _ask_pi(pi)
         _disk_put(key, models)
