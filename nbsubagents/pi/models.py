@@ -23,7 +23,6 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -173,6 +172,8 @@ def failure_line(text: str) -> str:
 def _ask_pi(pi: str) -> tuple[str, ...]:
     """pi's table, written to files: pi exits right after writing it, and into a pipe a long table is then cut
     short at random (seen with every provider configured: 575 of 959 models)."""
+    import tempfile  # noqa: PLC0415 (start-up: only a list pi must give loads it)
+
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         try:
             proc = subprocess.run([*pi_command(pi), "--list-models"], stdin=subprocess.DEVNULL, stdout=stdout,
