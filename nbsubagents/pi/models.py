@@ -10,7 +10,9 @@ Asking pi costs a pi start-up (~0.6 s and more), so the answer is cached in memo
 (``$XDG_CACHE_HOME/nbsubagents/models.json``), keyed by files only: pi's package.json (path, mtime,
 size), the agent dir's models.json, auth.json and settings.json (mtime, size), and the *names* of
 the provider key variables that are set (never their values). A fresh kernel whose pi and
-providers did not change resolves a model without starting pi.
+providers did not change resolves a model without starting pi. Without a cached answer, the list is
+read from the files pi reads (``catalogue.read_available``) when that gives pi's answer exactly (a pi
+version whose rules it reproduces, no extension, no OAuth login); pi is asked only otherwise.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import NbSubagentsError, agent_dir
+from .catalogue import read_available
 from .locate import pi_command, pi_package
 
 _cache: dict[str, tuple[str, ...]] = {}
@@ -167,18 +170,28 @@ def failure_line(text: str) -> str:
 
 
 def _ask_pi(pi: str) -> tuple[str, ...]:
-    try:
-        proc = subprocess.run([*pi_command(pi), "--list-models"], stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=60, env={**os.environ, "PI_OFFLINE": "1"})
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ModelError(f"Could not ask pi ({pi}) which models it has: {exc}. "
-                         "Check the pi installation with `nbsubagents doctor`.") from None
-    out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+    """pi's table, written to files: pi exits right after writing it, and into a pipe a long table is then cut
+    short at random (seen with every provider configured: 575 of 959 models)."""
+    import tempfile  # noqa: PLC0415 (start-up: only a list pi must give loads it)
+
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        try:
+            proc = subprocess.run([*pi_command(pi), "--list-models"], stdin=subprocess.DEVNULL, stdout=stdout,
+                                  stderr=stderr, timeout=60, env={**os.environ, "PI_OFFLINE": "1"})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ModelError(f"Could not ask pi ({pi}) which models it has: {exc}. "
+                             "Check the pi installation with `nbsubagents doctor`.") from None
+        out, err = _read_all(stdout), _read_all(stderr)
     if proc.returncode != 0:
         raise ModelError(f"pi ({pi}) failed to list its models (exit code {proc.returncode}): "
                          f"{failure_line(err) or failure_line(out)}. "
                          "Check the pi installation with `nbsubagents doctor`.")
     return parse_model_table(out + "\n" + err)
+
+
+def _read_all(file) -> str:
+    file.seek(0)
+    return file.read().decode(errors="replace")
 
 
 def available_models(pi: str) -> tuple[str, ...]:
@@ -189,6 +202,10 @@ def available_models(pi: str) -> tuple[str, ...]:
         if key in _cache:
             return _cache[key]
     models = _disk_get(key)
+    if models is None:
+        models = read_available(pi_package(pi), adir)
+        if models is not None:
+            _disk_put(key, models)  # the same answer pi would give, so the next kernel reads one small file
     if models is None:
         models = _ask_pi(pi)
         _disk_put(key, models)
