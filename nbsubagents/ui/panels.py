@@ -5,10 +5,10 @@ decides when). Nothing is
 worded here: event lines come from ``formatter.ProgressFormatter``, counters from ``events.Tally``;
 a panel only chooses where each piece goes and how it is styled.
 
-Threads: a panel's state changes on every event, but its widgets are re-rendered at most every
-``RENDER_INTERVAL`` seconds (the latest state wins); the process's one clock (``lifecycle.watcher``)
-ticks each renderer every ``TICK_INTERVAL`` to flush what is pending and keep the elapsed time moving
-while no event comes (no thread of its own). Events may arrive from any thread (background
+Threads: a panel's state changes on every event (cheap), but its widgets are only re-rendered on the
+process's one clock (``lifecycle.watcher``), which ticks each renderer every ``TICK_INTERVAL``: every panel
+that changed since is rendered once (at most every ``RENDER_INTERVAL``; the latest state wins), and the
+elapsed times move while no event comes (no thread of its own). Events may arrive from any thread (background
 runs' watcher); one lock per renderer guards the state, and widgets are only updated by setting their
 values. In ipykernel >= 7.4 the Cancel button and the history toggle are served by a kernel subshell,
 so a click reaches Python while a foreground run keeps the main thread busy.
@@ -403,9 +403,11 @@ class WidgetRenderer:
     """The renderer protocol of ``nbsubagents.lifecycle.drive`` on live panels.
 
     ``start`` displays one ``RunPanel`` (one run) or a ``GroupPanel`` (several) with its static record
-    (see ``_StaticRecord``); ``event`` updates the state and renders when the panel's last render is
-    ``min_interval`` old; its tick on the process's clock renders what is left pending and moves the clocks; ``end`` and
-    ``close`` always render the final state, which replaces the widget view by the static record.
+    (see ``_StaticRecord``); ``event`` only updates the state: its tick on the process's clock renders every
+    panel that changed (at most every ``min_interval``; all of a burst's events in one render) and moves the
+    clocks. Without a ticker (``ticker=False``) ``event`` renders when the panel's last render is
+    ``min_interval`` old. ``end`` and ``close`` always render the final state, which replaces the widget view by
+    the static record.
 
     ``display`` (tests, benchmarks) receives the widget instead and no static record is sent;
     ``publish(bundle, display_id, update)`` replaces IPython's display and update_display.
@@ -455,6 +457,8 @@ class WidgetRenderer:
                 return  # already in the panel (it was built from the run's events so far)
             panel.add(event, line)
             self._group_dirty = True
+            if self._ticker is not None:
+                return  # the clock's next tick renders it, with every other panel that changed meanwhile
             now = time.monotonic()
             if now - panel.last_render >= self.min_interval:
                 panel.render()

@@ -192,6 +192,10 @@ class PanelState:
     def _current_status(self) -> str:
         if self._status is not None:
             return self._status
+        if self._started is not None and not self._finished:
+            # Its events come: it runs until its run_end event or settle() (the feeder's end of it) says how
+            # it ended, so a render reads none of the run's files (the run's own status would read result.json).
+            return "running"
         status = self.run.status
         if status in TERMINAL:
             self._status = status
@@ -211,18 +215,20 @@ class PanelState:
     def elapsed(self) -> float | None:
         """Seconds since the run started: live while it runs, frozen once it ended."""
         with self._lock:
-            status = self._current_status()
-            if status in TERMINAL:
-                result = self.run.result or {}
-                if isinstance(result.get("durationSeconds"), (int, float)):
-                    return float(result["durationSeconds"])
-                if self._started is None:
-                    return None
-                return max(0.0, (self._ended or time.time()) - self._started)
-            start = self._started if self._started is not None else self._launched
-            if start is None:
+            return self._elapsed(self._current_status())
+
+    def _elapsed(self, status: str) -> float | None:
+        if status in TERMINAL:
+            result = self.run.result or {}
+            if isinstance(result.get("durationSeconds"), (int, float)):
+                return float(result["durationSeconds"])
+            if self._started is None:
                 return None
-            return max(0.0, time.time() - start)
+            return max(0.0, (self._ended or time.time()) - self._started)
+        start = self._started if self._started is not None else self._launched
+        if start is None:
+            return None
+        return max(0.0, time.time() - start)
 
     # -- the pieces a panel shows ---------------------------------------------------------------------
     def header_meta(self, status: str) -> list[str]:
@@ -246,7 +252,8 @@ class PanelState:
         turns = tally.turns or ((result or {}).get("turns") or 0)
         fields += [("extra", part) for part in extra_parts(
             run, {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost})]
-        elapsed = self.elapsed()
+        # the status given is the run's (its files are not read again), but "unknown" (a gone kernel's record)
+        elapsed = self.elapsed() if status == "unknown" else self._elapsed(status)
         if elapsed is not None:
             fields.append(("elapsed", duration(elapsed)))
         timeout = run.meta.get("timeout")
