@@ -246,8 +246,9 @@ class RunPanel(PanelState, _StaticRecord):
             final = not self._final_rendered and self.ready_to_end(status)
             if final:
                 self.drop_repeated_output()
-            self.window_html.value = self._window_html(status)
-            hidden = self.hidden_lines()  # offered only when the window hides some
+            window = self.window()
+            self.window_html.value = self._window_html(status, window)
+            hidden = self.earlier_lines(window)  # offered only when the window hides some
             title = plural(hidden, "earlier line")
             title += f" (latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else ""
             if self.history_box.titles != (title,):
@@ -285,8 +286,7 @@ class RunPanel(PanelState, _StaticRecord):
                 f'<span class="nbsubagents-gone">unknown: kernel restarted · this is the last state it showed; '
                 f'<code>{hint}</code> in a cell says how the run ended</span></div>')
 
-    def _window_html(self, status: str) -> str:
-        window = self.window()
+    def _window_html(self, status: str, window: list[tuple[str, str, str]]) -> str:
         if window:
             body = "".join(piece for _, _, piece in window)
         else:

@@ -193,8 +193,8 @@ class PanelState:
         if self._status is not None:
             return self._status
         if self._started is not None and not self._finished:
-            # Its events come: it runs until its run_end event or settle() (the feeder's end of it) says how
-            # it ended, so a render reads none of the run's files (the run's own status would read result.json).
+            # Its events come: it runs until its run_end event or settle() (its feeder's end of it) says how it
+            # ended, so a render need not look for result.json (the run's own status does, on every call).
             return "running"
         status = self.run.status
         if status in TERMINAL:
@@ -299,9 +299,12 @@ class PanelState:
         """How many lines came before the window's first one (those the history holds and those it dropped)."""
         if not window:
             return 0
-        first = window[0]
-        index = next((i for i, piece in enumerate(self.history) if piece is first), 0)
-        return index + self.line_count - len(self.history)
+        first, history = window[0], self.history
+        tail = len(history) - len(window)  # the window is most often the history's tail: no search
+        if tail >= 0 and history[tail] is first:
+            return tail + self.line_count - len(history)
+        index = next((i for i, piece in enumerate(history) if piece is first), 0)
+        return index + self.line_count - len(history)
 
     def placeholder(self, status: str) -> str:
         """What an empty window says: waiting to start, pi starting (no event from it yet), or nothing."""
@@ -315,11 +318,6 @@ class PanelState:
         if status != "running" or self._last_kind not in WAITING_AFTER or self._last_at is None:
             return ""
         return f"waiting for the model · {duration(max(0.0, time.time() - self._last_at))}"
-
-    def hidden_lines(self) -> int:
-        """Lines above the window (what "earlier lines" offers; the lines the output box shows at the end are
-        not hidden)."""
-        return self.earlier_lines(self.window())
 
     def final_output(self) -> str:
         output = self.run.output.strip()
