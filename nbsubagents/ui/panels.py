@@ -50,6 +50,7 @@ __all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "live_panel", "HISTORY_LI
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 RENDER_INTERVAL = 0.1    # at most ~10 renders a second per panel
 TICK_INTERVAL = 0.1      # how often the ticker looks for pending renders
+PANELS_PER_TICK = 4      # panels a tick draws at most: 16 streaming at once move ~2.5 times a second each
 CLOCK_INTERVAL = 1.0     # how often a running panel re-renders only to move its elapsed time
 STATIC_INTERVAL = 15.0   # how often a running panel's static record is refreshed in the notebook
 
@@ -521,11 +522,14 @@ class WidgetRenderer:
             return False
         with self._lock:
             now = time.monotonic()
-            for panel in self.panels.values():
-                age = now - panel.last_render
-                if (panel.dirty and age >= self.min_interval) or (panel.active and age >= CLOCK_INTERVAL):
-                    panel.render()
-                    self._group_dirty = True
+            due = [panel for panel in self.panels.values()
+                   if (panel.dirty and now - panel.last_render >= self.min_interval)
+                   or (panel.active and now - panel.last_render >= CLOCK_INTERVAL)]
+            if len(due) > PANELS_PER_TICK:  # the longest waiting first; the others at the next ticks
+                due = sorted(due, key=lambda panel: panel.last_render)[:PANELS_PER_TICK]
+            for panel in due:
+                panel.render()
+                self._group_dirty = True
             self._render_group(now, force=False)
             ended = bool(self.panels) and not any(p.active or p.dirty for p in self.panels.values()) \
                 and not self._group_dirty

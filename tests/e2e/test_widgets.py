@@ -370,6 +370,31 @@ def test_a_burst_of_events_is_one_render_on_the_next_tick_and_an_unchanged_panel
     assert tick() is False  # a closed renderer leaves the clock
 
 
+def test_a_tick_draws_at_most_a_few_panels_those_waiting_longest_first(tmp_path, monkeypatch):
+    from nbsubagents.lifecycle import watcher
+    from nbsubagents.ui import panels
+
+    ticks = []
+    monkeypatch.setattr(watcher, "subscribe", lambda tick, interval, name="", first=0.0:
+                        ticks.append(tick) or watcher.Subscription(tick, interval, name))
+    runs = [fake_run(tmp_path, f"r{i}", "running") for i in range(panels.PANELS_PER_TICK + 2)]
+    renderer = WidgetRenderer(display=lambda widget: None, min_interval=0)
+    renderer.start(runs)
+    (tick,) = ticks
+    group = renderer.view
+    for run in runs:
+        renderer.event(run, {"type": "tool_call", "seq": 1}, ProgressLine("tool", f"Reading {run.name}.py"))
+    before = [p.renders for p in group.panels]
+    tick()
+    drawn = [i for i, p in enumerate(group.panels) if p.renders > before[i]]
+    assert drawn == list(range(panels.PANELS_PER_TICK))  # those drawn longest ago (the first built) first
+    tick()
+    drawn = [i for i, p in enumerate(group.panels) if p.renders > before[i]]
+    assert drawn == list(range(len(runs)))  # the others at the next tick
+    assert all(("tool", f"Reading {run.name}.py") in lines_of(p.window_html.value) for run, p in zip(runs, group.panels))
+    renderer.close()
+
+
 def test_group_header_counts_each_status_and_lists_ids_only_when_all_are_done(tmp_path):
     runs = [fake_run(tmp_path, "a", "running"), fake_run(tmp_path, "b", "running"), fake_run(tmp_path, "c"),
             fake_run(tmp_path, "d", "completed"), fake_run(tmp_path, "e", "failed"),
