@@ -36,6 +36,7 @@ from ..views.panel_state import (
     group_header_html,
     group_header_text,
     group_static_html,
+    group_static_record,
     group_static_text,
 )
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_clicks
@@ -115,7 +116,7 @@ class _StaticRecord:
     def notebook_record(self, publish: Callable[[dict[str, Any], str, bool], Any] | None = None) -> NotebookRecord:
         """This panel's record in the notebook (``publish`` replaces IPython's display, for tests)."""
         if self._record is None:
-            self._record = NotebookRecord(self.display_id, lambda: (self.static_text(), self.static_html()),
+            self._record = NotebookRecord(self.display_id, self.static_record,
                                           widget=self.widget, publish=publish, on_kernel_exit=self.kernel_gone)
         elif publish is not None:
             self._record._publish = publish
@@ -376,6 +377,10 @@ class GroupPanel(_StaticRecord):
 
     def _ended_for_good(self) -> bool:
         return all(not p.active for p in self.panels)
+
+    def static_record(self) -> tuple[str, str]:
+        with self._lock:
+            return group_static_record(self.panels)  # type: ignore[arg-type]
 
     def static_html(self) -> str:
         with self._lock:

@@ -34,6 +34,7 @@ from .masking import masker
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
+    from ..child.secrets import Masker
     from ..lifecycle.handle import Run
 
 HISTORY_LIMIT = 500      # lines kept for the expanded view (the spec's MAX_MESSAGES_PER_SESSION)
@@ -340,14 +341,21 @@ class PanelState:
                 self.drop_repeated_output()
             return status, final
 
-    def static_html(self) -> str:
+    def static_record(self) -> tuple[str, str]:
+        """``(static_text(), static_html())``, masked by one masker (finding the masker in force costs more than
+        the record)."""
+        mask = masker()
+        return self.static_text(mask), self.static_html(mask)
+
+    def static_html(self, mask: Masker | None = None) -> str:
         """The panel as one line of self-contained HTML: inline styles, no script, readable anywhere.
 
         It keeps the live panel's class names (``nbsubagents-panel``, ``-header``, ``-name``, ``-window``,
         ``-history``, ``-final``), so a page reads the same before and after the widget gave way to it.
-        Secrets are masked (a saved notebook keeps this record) and control bytes left out.
+        Secrets are masked (by ``mask``, the masker in force by default: a saved notebook keeps this record)
+        and control bytes left out.
         """
-        return strip_controls(masker().text(self._static_html()))
+        return strip_controls((mask or masker()).text(self._static_html()))
 
     def _static_html(self) -> str:
         with self._lock:
@@ -411,10 +419,10 @@ class PanelState:
         return " · ".join(f'<span class="nbsubagents-failed-steps" style="font-weight:600">{_esc(text)}</span>'
                           if field == "failed" else _esc(text) for field, text in self.header_fields(status))
 
-    def static_text(self) -> str:
+    def static_text(self, mask: Masker | None = None) -> str:
         """The panel as plain text: header line, the window's lines, the output, the error, the run id; secrets
-        masked and control characters shown escaped."""
-        return terminal_safe(masker().text(self._static_text()))
+        masked (by ``mask``, the masker in force by default) and control characters shown escaped."""
+        return terminal_safe((mask or masker()).text(self._static_text()))
 
     def _static_text(self) -> str:
         with self._lock:
@@ -471,7 +479,14 @@ def group_header_html(states: Iterable[PanelState]) -> str:
     return f"<b>Sub-agents: {', '.join(parts)}</b>"
 
 
-def group_static_html(states: list[PanelState]) -> str:
+def group_static_record(states: list[PanelState]) -> tuple[str, str]:
+    """``(group_static_text(states), group_static_html(states))``, masked by one masker."""
+    mask = masker()
+    return group_static_text(states, mask), group_static_html(states, mask)
+
+
+def group_static_html(states: list[PanelState], mask: Masker | None = None) -> str:
+    mask = mask or masker()
     done = all(s.status in TERMINAL for s in states)
     ids = ""
     if done:
@@ -479,11 +494,12 @@ def group_static_html(states: list[PanelState]) -> str:
                + ", ".join(f"<code>{html.escape(s.run.run_id)}</code>" for s in states) + "</div>")
     return (f'<div class="nbsubagents-static-group nbsubagents-group"><div class="nbsubagents-group-header" '
             f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:13px">'
-            f'{group_header_html(states)}</div>{"".join(s.static_html() for s in states)}{ids}</div>')
+            f'{group_header_html(states)}</div>{"".join(s.static_html(mask) for s in states)}{ids}</div>')
 
 
-def group_static_text(states: list[PanelState]) -> str:
-    parts = [group_header_text(states), *(s.static_text() for s in states)]
+def group_static_text(states: list[PanelState], mask: Masker | None = None) -> str:
+    mask = mask or masker()
+    parts = [group_header_text(states), *(s.static_text(mask) for s in states)]
     if all(s.status in TERMINAL for s in states):
         parts.append("Run ids: " + ", ".join(s.run.run_id for s in states))
     return "\n\n".join(parts)
