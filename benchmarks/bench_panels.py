@@ -12,7 +12,7 @@ and ``kernel`` (the same code in a real ipykernel whose widget messages go out o
 that reads them, as a notebook's would). A third, ``replay``, feeds 16 panels recorded events as
 fast as one thread can (no pi): the renderer's ceiling, and the throttle holding renders near 10 per
 panel per second.
-``profile`` runs the widgets case once in a real kernel under ``cProfile`` (the drive loop on the main thread
+``profile`` runs the widgets case once in a real kernel under ``cProfile`` timing each thread's CPU (the drive loop on the main thread
 and the clock's ticks, each apart) and prints each thread's CPU and the costliest functions.
 Run: ``python benchmarks/bench_panels.py [replay|in-process|kernel|both|profile]``.
 """
@@ -138,7 +138,7 @@ def profiled(kind: str = "widgets", top: int = 30) -> str:
 
     from nbsubagents.lifecycle import watcher
 
-    loop, ticks = cProfile.Profile(), cProfile.Profile()
+    loop, ticks = cProfile.Profile(time.thread_time), cProfile.Profile(time.thread_time)
     tick = watcher.Watcher._tick
 
     def profiled_tick(sub: watcher.Subscription) -> None:
@@ -167,7 +167,8 @@ def profiled(kind: str = "widgets", top: int = 30) -> str:
     for title, profile in (("drive loop (main thread)", loop), ("the clock's ticks", ticks)):
         out.write(f"-- {title}\n")
         if profile.getstats():
-            pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
+            for order in ("tottime", "cumtime"):
+                pstats.Stats(profile, stream=out).sort_stats(order).print_stats(top)
     return out.getvalue()
 
 
