@@ -12,13 +12,18 @@ and ``kernel`` (the same code in a real ipykernel whose widget messages go out o
 that reads them, as a notebook's would). A third, ``replay``, feeds 16 panels recorded events as
 fast as one thread can (no pi): the renderer's ceiling, and the throttle holding renders near 10 per
 panel per second.
-Run: ``python benchmarks/bench_panels.py [replay|in-process|kernel|both]``.
+``profile`` runs the widgets case once in a real kernel under ``cProfile`` timing each thread's CPU (the drive loop on the main thread
+and the clock's ticks, each apart) and prints each thread's CPU and the costliest functions.
+Run: ``python benchmarks/bench_panels.py [replay|in-process|kernel|both|profile]``.
 """
 
 from __future__ import annotations
 
+import cProfile
+import io
 import json
 import os
+import pstats
 import queue
 import shutil
 import subprocess
@@ -113,6 +118,60 @@ def replay(seconds: float = 5.0) -> dict:
     return row
 
 
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process so far, by thread id (Linux's /proc)."""
+    cpu = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        cpu[tid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu
+
+
+def profiled(kind: str = "widgets", top: int = 30) -> str:
+    """``measure(kind)`` under cProfile: the drive loop (this thread) and the clock's ticks, each apart, and
+    each thread's CPU; returned as text (it runs inside the kernel, whose stdout the client reads)."""
+    import threading
+
+    from nbsubagents.lifecycle import watcher
+
+    loop, ticks = cProfile.Profile(time.thread_time), cProfile.Profile(time.thread_time)
+    tick = watcher.Watcher._tick
+
+    def profiled_tick(sub: watcher.Subscription) -> None:
+        ticks.enable()
+        try:
+            tick(sub)
+        finally:
+            ticks.disable()
+
+    watcher.Watcher._tick = staticmethod(profiled_tick)
+    before = _thread_cpu()
+    loop.enable()
+    try:
+        row = measure(kind)
+    finally:
+        loop.disable()
+        watcher.Watcher._tick = staticmethod(tick)
+    names = {str(t.native_id): t.name for t in threading.enumerate()}
+    out = io.StringIO()
+    out.write(f"{kind}: cpu {row['cpu']:.2f}s in {row['wall']:.1f}s ({100 * row['cpu'] / row['wall']:.1f}% of a "
+              f"core), {row['events']} events, {row.get('renders', 0)} renders\n")
+    for tid, cpu in sorted(_thread_cpu().items()):
+        spent = cpu - before.get(tid, 0.0)
+        if spent > 0:
+            out.write(f"  thread {names.get(tid, tid)}: {spent:.2f}s\n")
+    for title, profile in (("drive loop (main thread)", loop), ("the clock's ticks", ticks)):
+        out.write(f"-- {title}\n")
+        if profile.getstats():
+            for order in ("tottime", "cumtime"):
+                pstats.Stats(profile, stream=out).sort_stats(order).print_stats(top)
+    return out.getvalue()
+
+
 def _project() -> tuple[Path, subprocess.Popen]:
     from nbsubagents.demo import copy_example_project
     base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-panels-"))
@@ -142,8 +201,10 @@ def in_process() -> list[dict]:
     return rows
 
 
-def in_kernel(project: Path) -> list[dict]:
-    """The same measurement inside a real ipykernel, its iopub drained by this process."""
+def in_kernel(project: Path, kinds: tuple[str, ...] = ("null", "widgets", "null", "widgets"),
+              call: str = "measure") -> list[dict]:
+    """The same measurement inside a real ipykernel, its iopub drained by this process (``call="profiled"``
+    prints the profile instead)."""
     from jupyter_client import KernelManager
 
     km = KernelManager(kernel_name="python3")
@@ -155,8 +216,8 @@ def in_kernel(project: Path) -> list[dict]:
         kc.wait_for_ready(60)
         setup = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import bench_panels"
         kc.execute_interactive(setup, timeout=60)
-        for kind in ("null", "widgets", "null", "widgets"):
-            msg_id = kc.execute(f"import json; print('RESULT' + json.dumps(bench_panels.measure({kind!r})))")
+        for kind in kinds:
+            msg_id = kc.execute(f"import json; print('RESULT' + json.dumps(bench_panels.{call}({kind!r})))")
             messages = 0
             while True:
                 try:
@@ -165,7 +226,9 @@ def in_kernel(project: Path) -> list[dict]:
                     raise RuntimeError("the kernel went silent") from None
                 messages += 1
                 content = msg["content"]
-                if msg["msg_type"] == "stream" and content["text"].startswith("RESULT"):
+                if msg["msg_type"] == "stream" and content["text"].startswith("RESULT") and call == "profiled":
+                    print(json.loads(content["text"][6:]))
+                elif msg["msg_type"] == "stream" and content["text"].startswith("RESULT"):
                     row = json.loads(content["text"][6:])
                     row["iopub_messages"] = messages
                     rows.append(row)
@@ -174,6 +237,8 @@ def in_kernel(project: Path) -> list[dict]:
                 elif (msg["msg_type"] == "status" and content["execution_state"] == "idle"
                       and msg["parent_header"].get("msg_id") == msg_id):
                     break
+            if call == "profiled":
+                continue
             _print(rows[-1], "kernel")
             print(f"{'':10s} {'':8s} iopub messages read by the client: {rows[-1]['iopub_messages']}")
     finally:
@@ -194,6 +259,8 @@ def main() -> None:
             in_process()
         if where in ("kernel", "both"):
             in_kernel(project)
+        if where == "profile":
+            in_kernel(project, ("widgets",), call="profiled")
     finally:
         model.terminate()
         model.wait(10)

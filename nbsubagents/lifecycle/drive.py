@@ -8,7 +8,7 @@ nothing; the text and widget renderers live in ``nbsubagents.ui`` and are chosen
 
 from __future__ import annotations
 
-import subprocess
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import registry
@@ -94,10 +94,7 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
         else:
             still.append(run)
     if still:
-        first = still[0].process
-        try:
-            if first is not None:
-                first.wait(interval)
-        except subprocess.TimeoutExpired:
-            pass
+        # A plain sleep: Popen.wait(timeout) polls the child in a loop of ever longer sleeps, which costs the
+        # kernel several times more CPU per look for an end that the next look finds all the same.
+        time.sleep(interval)
     return still

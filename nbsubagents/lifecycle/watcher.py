@@ -230,6 +230,8 @@ class _Entry:
     def __init__(self, run: Run, renderer: Renderer | None, on_done: Callable[[Run], Any] | None,
                  quiet: bool = False) -> None:
         self.run = run
+        # the files each step looks at, made once (a RunPaths property makes a new Path on every access)
+        self.meta_file, self.result_file, self.supervisor_file = run.paths.meta, run.paths.result, run.paths.supervisor
         self.parent = hooks.cell_parent()  # the launching cell: its progress lines and notice go there
         self.quiet = quiet
         self.renderer = renderer
@@ -359,24 +361,24 @@ class Watcher:
 
     def _step(self, entry: _Entry) -> bool:
         run = entry.run
-        if not run.paths.meta.exists() and not run.paths.result.exists():
+        if not entry.meta_file.exists() and not entry.result_file.exists():
             # Its folder was deleted under us: it ends failed (its supervisor stops too), in the registry as well.
             settling.lost(run.paths, run.meta)
             self._finish(entry)
             return True
         if entry.renderer is not None:
             pump(run, entry.renderer)
-        if run.paths.result.exists():
+        if entry.result_file.exists():
             self._finish(entry)
             return True
-        if not entry.seen_supervisor and run.paths.supervisor.exists():
+        if not entry.seen_supervisor and entry.supervisor_file.exists():
             entry.seen_supervisor = True
             registry.note(run, status="running")  # its supervisor pid and start time
         proc = run.process
         if proc is not None:
             if proc.poll() is None:
                 return False
-            if not run.paths.result.exists():  # it writes result.json before it exits
+            if not entry.result_file.exists():  # it writes result.json before it exits
                 settling.lost(run.paths, run.meta, exit_code=proc.returncode)
             self._finish(entry)
             return True

@@ -116,8 +116,8 @@ def run_mimebundle(run: Run) -> dict[str, Any]:
     shows it under the panel's display id so it follows the run); elsewhere ``repr(run)``.
     """
     if run.done:
-        state = PanelState.of_run(run)
-        return {"text/plain": state.static_text(), "text/html": state.static_html()}
+        text, html_text = PanelState.of_run(run).static_record()
+        return {"text/plain": text, "text/html": html_text}
     bundle: dict[str, Any] = {"text/plain": repr(run), "text/html": summary_html(run)}
     if widgets_available():
         try:

@@ -5,10 +5,10 @@ decides when). Nothing is
 worded here: event lines come from ``formatter.ProgressFormatter``, counters from ``events.Tally``;
 a panel only chooses where each piece goes and how it is styled.
 
-Threads: a panel's state changes on every event, but its widgets are re-rendered at most every
-``RENDER_INTERVAL`` seconds (the latest state wins); the process's one clock (``lifecycle.watcher``)
-ticks each renderer every ``TICK_INTERVAL`` to flush what is pending and keep the elapsed time moving
-while no event comes (no thread of its own). Events may arrive from any thread (background
+Threads: a panel's state changes on every event (cheap), but its widgets are only re-rendered on the
+process's one clock (``lifecycle.watcher``), which ticks each renderer every ``TICK_INTERVAL``: every panel
+that changed since is rendered once (at most every ``RENDER_INTERVAL``; the latest state wins), and the
+elapsed times move while no event comes (no thread of its own). Events may arrive from any thread (background
 runs' watcher); one lock per renderer guards the state, and widgets are only updated by setting their
 values. In ipykernel >= 7.4 the Cancel button and the history toggle are served by a kernel subshell,
 so a click reaches Python while a foreground run keeps the main thread busy.
@@ -36,6 +36,7 @@ from ..views.panel_state import (
     group_header_html,
     group_header_text,
     group_static_html,
+    group_static_record,
     group_static_text,
 )
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_clicks
@@ -50,6 +51,7 @@ __all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "live_panel", "HISTORY_LI
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 RENDER_INTERVAL = 0.1    # at most ~10 renders a second per panel
 TICK_INTERVAL = 0.1      # how often the ticker looks for pending renders
+PANELS_PER_TICK = 4      # panels a tick draws at most: 16 streaming at once move ~2.5 times a second each
 CLOCK_INTERVAL = 1.0     # how often a running panel re-renders only to move its elapsed time
 STATIC_INTERVAL = 15.0   # how often a running panel's static record is refreshed in the notebook
 
@@ -114,7 +116,7 @@ class _StaticRecord:
     def notebook_record(self, publish: Callable[[dict[str, Any], str, bool], Any] | None = None) -> NotebookRecord:
         """This panel's record in the notebook (``publish`` replaces IPython's display, for tests)."""
         if self._record is None:
-            self._record = NotebookRecord(self.display_id, lambda: (self.static_text(), self.static_html()),
+            self._record = NotebookRecord(self.display_id, self.static_record,
                                           widget=self.widget, publish=publish, on_kernel_exit=self.kernel_gone)
         elif publish is not None:
             self._record._publish = publish
@@ -246,8 +248,9 @@ class RunPanel(PanelState, _StaticRecord):
             final = not self._final_rendered and self.ready_to_end(status)
             if final:
                 self.drop_repeated_output()
-            self.window_html.value = self._window_html(status)
-            hidden = self.hidden_lines()  # offered only when the window hides some
+            window = self.window()
+            self.window_html.value = self._window_html(status, window)
+            hidden = self.earlier_lines(window)  # offered only when the window hides some
             title = plural(hidden, "earlier line")
             title += f" (latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else ""
             if self.history_box.titles != (title,):
@@ -285,8 +288,7 @@ class RunPanel(PanelState, _StaticRecord):
                 f'<span class="nbsubagents-gone">unknown: kernel restarted · this is the last state it showed; '
                 f'<code>{hint}</code> in a cell says how the run ended</span></div>')
 
-    def _window_html(self, status: str) -> str:
-        window = self.window()
+    def _window_html(self, status: str, window: list[tuple[str, str, str]]) -> str:
         if window:
             body = "".join(piece for _, _, piece in window)
         else:
@@ -376,6 +378,10 @@ class GroupPanel(_StaticRecord):
     def _ended_for_good(self) -> bool:
         return all(not p.active for p in self.panels)
 
+    def static_record(self) -> tuple[str, str]:
+        with self._lock:
+            return group_static_record(self.panels)  # type: ignore[arg-type]
+
     def static_html(self) -> str:
         with self._lock:
             return group_static_html(self.panels)  # type: ignore[arg-type]
@@ -403,9 +409,11 @@ class WidgetRenderer:
     """The renderer protocol of ``nbsubagents.lifecycle.drive`` on live panels.
 
     ``start`` displays one ``RunPanel`` (one run) or a ``GroupPanel`` (several) with its static record
-    (see ``_StaticRecord``); ``event`` updates the state and renders when the panel's last render is
-    ``min_interval`` old; its tick on the process's clock renders what is left pending and moves the clocks; ``end`` and
-    ``close`` always render the final state, which replaces the widget view by the static record.
+    (see ``_StaticRecord``); ``event`` only updates the state: its tick on the process's clock renders every
+    panel that changed (at most every ``min_interval``; all of a burst's events in one render) and moves the
+    clocks. Without a ticker (``ticker=False``) ``event`` renders when the panel's last render is
+    ``min_interval`` old. ``end`` and ``close`` always render the final state, which replaces the widget view by
+    the static record.
 
     ``display`` (tests, benchmarks) receives the widget instead and no static record is sent;
     ``publish(bundle, display_id, update)`` replaces IPython's display and update_display.
@@ -455,6 +463,8 @@ class WidgetRenderer:
                 return  # already in the panel (it was built from the run's events so far)
             panel.add(event, line)
             self._group_dirty = True
+            if self._ticker is not None:
+                return  # the clock's next tick renders it, with every other panel that changed meanwhile
             now = time.monotonic()
             if now - panel.last_render >= self.min_interval:
                 panel.render()
@@ -517,11 +527,14 @@ class WidgetRenderer:
             return False
         with self._lock:
             now = time.monotonic()
-            for panel in self.panels.values():
-                age = now - panel.last_render
-                if (panel.dirty and age >= self.min_interval) or (panel.active and age >= CLOCK_INTERVAL):
-                    panel.render()
-                    self._group_dirty = True
+            due = [panel for panel in self.panels.values()
+                   if (panel.dirty and now - panel.last_render >= self.min_interval)
+                   or (panel.active and now - panel.last_render >= CLOCK_INTERVAL)]
+            if len(due) > PANELS_PER_TICK:  # the longest waiting first; the others at the next ticks
+                due = sorted(due, key=lambda panel: panel.last_render)[:PANELS_PER_TICK]
+            for panel in due:
+                panel.render()
+                self._group_dirty = True
             self._render_group(now, force=False)
             ended = bool(self.panels) and not any(p.active or p.dirty for p in self.panels.values()) \
                 and not self._group_dirty

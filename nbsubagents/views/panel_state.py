@@ -34,6 +34,7 @@ from .masking import masker
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
+    from ..child.secrets import Masker
     from ..lifecycle.handle import Run
 
 HISTORY_LIMIT = 500      # lines kept for the expanded view (the spec's MAX_MESSAGES_PER_SESSION)
@@ -192,6 +193,10 @@ class PanelState:
     def _current_status(self) -> str:
         if self._status is not None:
             return self._status
+        if self._started is not None and not self._finished:
+            # Its events come: it runs until its run_end event or settle() (its feeder's end of it) says how it
+            # ended, so a render need not look for result.json (the run's own status does, on every call).
+            return "running"
         status = self.run.status
         if status in TERMINAL:
             self._status = status
@@ -211,18 +216,20 @@ class PanelState:
     def elapsed(self) -> float | None:
         """Seconds since the run started: live while it runs, frozen once it ended."""
         with self._lock:
-            status = self._current_status()
-            if status in TERMINAL:
-                result = self.run.result or {}
-                if isinstance(result.get("durationSeconds"), (int, float)):
-                    return float(result["durationSeconds"])
-                if self._started is None:
-                    return None
-                return max(0.0, (self._ended or time.time()) - self._started)
-            start = self._started if self._started is not None else self._launched
-            if start is None:
+            return self._elapsed(self._current_status())
+
+    def _elapsed(self, status: str) -> float | None:
+        if status in TERMINAL:
+            result = self.run.result or {}
+            if isinstance(result.get("durationSeconds"), (int, float)):
+                return float(result["durationSeconds"])
+            if self._started is None:
                 return None
-            return max(0.0, time.time() - start)
+            return max(0.0, (self._ended or time.time()) - self._started)
+        start = self._started if self._started is not None else self._launched
+        if start is None:
+            return None
+        return max(0.0, time.time() - start)
 
     # -- the pieces a panel shows ---------------------------------------------------------------------
     def header_meta(self, status: str) -> list[str]:
@@ -246,7 +253,8 @@ class PanelState:
         turns = tally.turns or ((result or {}).get("turns") or 0)
         fields += [("extra", part) for part in extra_parts(
             run, {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost})]
-        elapsed = self.elapsed()
+        # the status given is the run's (its files are not read again), but "unknown" (a gone kernel's record)
+        elapsed = self.elapsed() if status == "unknown" else self._elapsed(status)
         if elapsed is not None:
             fields.append(("elapsed", duration(elapsed)))
         timeout = run.meta.get("timeout")
@@ -292,9 +300,12 @@ class PanelState:
         """How many lines came before the window's first one (those the history holds and those it dropped)."""
         if not window:
             return 0
-        first = window[0]
-        index = next((i for i, piece in enumerate(self.history) if piece is first), 0)
-        return index + self.line_count - len(self.history)
+        first, history = window[0], self.history
+        tail = len(history) - len(window)  # the window is most often the history's tail: no search
+        if tail >= 0 and history[tail] is first:
+            return tail + self.line_count - len(history)
+        index = next((i for i, piece in enumerate(history) if piece is first), 0)
+        return index + self.line_count - len(history)
 
     def placeholder(self, status: str) -> str:
         """What an empty window says: waiting to start, pi starting (no event from it yet), or nothing."""
@@ -308,11 +319,6 @@ class PanelState:
         if status != "running" or self._last_kind not in WAITING_AFTER or self._last_at is None:
             return ""
         return f"waiting for the model · {duration(max(0.0, time.time() - self._last_at))}"
-
-    def hidden_lines(self) -> int:
-        """Lines above the window (what "earlier lines" offers; the lines the output box shows at the end are
-        not hidden)."""
-        return self.earlier_lines(self.window())
 
     def final_output(self) -> str:
         output = self.run.output.strip()
@@ -335,14 +341,21 @@ class PanelState:
                 self.drop_repeated_output()
             return status, final
 
-    def static_html(self) -> str:
+    def static_record(self) -> tuple[str, str]:
+        """``(static_text(), static_html())``, masked by one masker (finding the masker in force costs more than
+        the record)."""
+        mask = masker()
+        return self.static_text(mask), self.static_html(mask)
+
+    def static_html(self, mask: Masker | None = None) -> str:
         """The panel as one line of self-contained HTML: inline styles, no script, readable anywhere.
 
         It keeps the live panel's class names (``nbsubagents-panel``, ``-header``, ``-name``, ``-window``,
         ``-history``, ``-final``), so a page reads the same before and after the widget gave way to it.
-        Secrets are masked (a saved notebook keeps this record) and control bytes left out.
+        Secrets are masked (by ``mask``, the masker in force by default: a saved notebook keeps this record)
+        and control bytes left out.
         """
-        return strip_controls(masker().text(self._static_html()))
+        return strip_controls((mask or masker()).text(self._static_html()))
 
     def _static_html(self) -> str:
         with self._lock:
@@ -406,10 +419,10 @@ class PanelState:
         return " · ".join(f'<span class="nbsubagents-failed-steps" style="font-weight:600">{_esc(text)}</span>'
                           if field == "failed" else _esc(text) for field, text in self.header_fields(status))
 
-    def static_text(self) -> str:
+    def static_text(self, mask: Masker | None = None) -> str:
         """The panel as plain text: header line, the window's lines, the output, the error, the run id; secrets
-        masked and control characters shown escaped."""
-        return terminal_safe(masker().text(self._static_text()))
+        masked (by ``mask``, the masker in force by default) and control characters shown escaped."""
+        return terminal_safe((mask or masker()).text(self._static_text()))
 
     def _static_text(self) -> str:
         with self._lock:
@@ -466,7 +479,14 @@ def group_header_html(states: Iterable[PanelState]) -> str:
     return f"<b>Sub-agents: {', '.join(parts)}</b>"
 
 
-def group_static_html(states: list[PanelState]) -> str:
+def group_static_record(states: list[PanelState]) -> tuple[str, str]:
+    """``(group_static_text(states), group_static_html(states))``, masked by one masker."""
+    mask = masker()
+    return group_static_text(states, mask), group_static_html(states, mask)
+
+
+def group_static_html(states: list[PanelState], mask: Masker | None = None) -> str:
+    mask = mask or masker()
     done = all(s.status in TERMINAL for s in states)
     ids = ""
     if done:
@@ -474,11 +494,12 @@ def group_static_html(states: list[PanelState]) -> str:
                + ", ".join(f"<code>{html.escape(s.run.run_id)}</code>" for s in states) + "</div>")
     return (f'<div class="nbsubagents-static-group nbsubagents-group"><div class="nbsubagents-group-header" '
             f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:13px">'
-            f'{group_header_html(states)}</div>{"".join(s.static_html() for s in states)}{ids}</div>')
+            f'{group_header_html(states)}</div>{"".join(s.static_html(mask) for s in states)}{ids}</div>')
 
 
-def group_static_text(states: list[PanelState]) -> str:
-    parts = [group_header_text(states), *(s.static_text() for s in states)]
+def group_static_text(states: list[PanelState], mask: Masker | None = None) -> str:
+    mask = mask or masker()
+    parts = [group_header_text(states), *(s.static_text(mask) for s in states)]
     if all(s.status in TERMINAL for s in states):
         parts.append("Run ids: " + ", ".join(s.run.run_id for s in states))
     return "\n\n".join(parts)

@@ -341,6 +341,60 @@ def test_the_ticker_renders_what_a_burst_left_pending(tmp_path):
     renderer.close()
 
 
+def test_a_burst_of_events_is_one_render_on_the_next_tick_and_an_unchanged_panel_is_not_redrawn(tmp_path,
+                                                                                                 monkeypatch):
+    from nbsubagents.lifecycle import watcher
+    from nbsubagents.ui import panels
+
+    ticks = []  # the process's clock, ticked by hand here
+    monkeypatch.setattr(watcher, "subscribe", lambda tick, interval, name="", first=0.0:
+                        ticks.append(tick) or watcher.Subscription(tick, interval, name))
+    runs = [fake_run(tmp_path, "a", "running"), fake_run(tmp_path, "b", "running")]
+    renderer = WidgetRenderer(display=lambda widget: None, min_interval=0)
+    renderer.start(runs)
+    (tick,) = ticks
+    group, (a, b) = renderer.view, renderer.view.panels
+    before = (a.renders, b.renders, group.renders)
+    for i in range(50):
+        renderer.event(runs[0], {"type": "assistant_text", "seq": i}, ProgressLine("assistant", f"line {i}"))
+    assert (a.renders, b.renders, group.renders) == before  # an event only changes the state
+    assert tick() is True
+    assert (a.renders, b.renders) == (before[0] + 1, before[1])  # the panel that changed, once for the burst
+    assert lines_of(a.window_html.value)[-1] == ("assistant", "line 49")
+    tick()
+    assert a.renders == before[0] + 1  # nothing changed since: nothing drawn
+    monkeypatch.setattr(panels, "CLOCK_INTERVAL", 0)  # the clock moves the elapsed times of running panels
+    tick()
+    assert (a.renders, b.renders) == (before[0] + 2, before[1] + 1)
+    renderer.close()
+    assert tick() is False  # a closed renderer leaves the clock
+
+
+def test_a_tick_draws_at_most_a_few_panels_those_waiting_longest_first(tmp_path, monkeypatch):
+    from nbsubagents.lifecycle import watcher
+    from nbsubagents.ui import panels
+
+    ticks = []
+    monkeypatch.setattr(watcher, "subscribe", lambda tick, interval, name="", first=0.0:
+                        ticks.append(tick) or watcher.Subscription(tick, interval, name))
+    runs = [fake_run(tmp_path, f"r{i}", "running") for i in range(panels.PANELS_PER_TICK + 2)]
+    renderer = WidgetRenderer(display=lambda widget: None, min_interval=0)
+    renderer.start(runs)
+    (tick,) = ticks
+    group = renderer.view
+    for run in runs:
+        renderer.event(run, {"type": "tool_call", "seq": 1}, ProgressLine("tool", f"Reading {run.name}.py"))
+    before = [p.renders for p in group.panels]
+    tick()
+    drawn = [i for i, p in enumerate(group.panels) if p.renders > before[i]]
+    assert drawn == list(range(panels.PANELS_PER_TICK))  # those drawn longest ago (the first built) first
+    tick()
+    drawn = [i for i, p in enumerate(group.panels) if p.renders > before[i]]
+    assert drawn == list(range(len(runs)))  # the others at the next tick
+    assert all(("tool", f"Reading {run.name}.py") in lines_of(p.window_html.value) for run, p in zip(runs, group.panels))
+    renderer.close()
+
+
 def test_group_header_counts_each_status_and_lists_ids_only_when_all_are_done(tmp_path):
     runs = [fake_run(tmp_path, "a", "running"), fake_run(tmp_path, "b", "running"), fake_run(tmp_path, "c"),
             fake_run(tmp_path, "d", "completed"), fake_run(tmp_path, "e", "failed"),
