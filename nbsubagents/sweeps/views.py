@@ -46,6 +46,9 @@ CHANGE_METRICS = {"files_changed": "files_changed", "lines_added": "lines_added"
 SHOWN_METRICS = ("metrics.duration_s", "metrics.cost_usd", "metrics.tokens")
 LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_tokens", "output_tokens", "cost_usd",
                                               "tool_calls", "turns")}
+# the registry columns frame() reads
+READ = ["run_id", "experiment", "status", "stop_reason", "error_message", "run_dir", "model", "created_at", "params",
+        "scores", "tags", *METRICS.values(), *CHANGE_METRICS.values()]
 _BASE = ["run_id", "experiment", "status", "stop_reason", "excluded", "error", "failed_steps", "model_resolved",
          "created_at", "run_dir"]
 
