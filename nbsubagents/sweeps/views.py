@@ -132,24 +132,24 @@ def _objects(texts: list[Any]) -> list[dict[str, Any]]:
     return json.loads("[" + ",".join(text or "{}" for text in texts) + "]")
 
 
-_ENDED_STEPS: dict[str, int | None] = {}  # an ended run's count: its events file is complete
+_ENDED_STEPS: dict[str, int | None] = {}  # an ended run's count by its run directory: its events are complete
 
 
 def _failed_steps(run_dir: str | None, status: str | None = None) -> int | None:
     """The tool results marked as errors in a run's events.jsonl (None when it has none to read); an events file
     read before and unchanged since is not read again, and an ended run's (its events are complete) is not even
     looked at again."""
+    if status in TERMINAL and run_dir in _ENDED_STEPS:
+        return _ENDED_STEPS[run_dir]
     path = os.path.join(run_dir or "", "events.jsonl")
-    if status in TERMINAL and path in _ENDED_STEPS:
-        return _ENDED_STEPS[path]
     try:
         stat = os.stat(path)
     except OSError:
         count = None
     else:
         count = _count_failed_steps(path, stat.st_mtime_ns, stat.st_size)
-    if status in TERMINAL and len(_ENDED_STEPS) < 65536:
-        _ENDED_STEPS[path] = count
+    if status in TERMINAL and run_dir and len(_ENDED_STEPS) < 65536:
+        _ENDED_STEPS[run_dir] = count
     return count
 
 
