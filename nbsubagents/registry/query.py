@@ -28,14 +28,13 @@ _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_
            "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
            "stop_reason, files_changed, lines_added, lines_removed, data")
 SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
-# What runs() selects: its columns, with SQLite doing what needs no Python. ``task`` is NULL where folding and
-# clipping could change it (then ``task_raw`` holds it for ``shorten``): printable ASCII of at most TASK_WIDTH
-# characters without doubled, leading or trailing spaces is shown as it is.
+# What runs() selects: its columns, with SQLite doing what needs no Python. ``plain`` says that ``shorten`` would
+# leave the task as it is (printable ASCII of at most TASK_WIDTH characters without doubled, leading or trailing
+# spaces), so only the other tasks are folded in Python.
 _PLAIN_TASK = (f"length(task) <= {TASK_WIDTH} AND task NOT GLOB '*[^ -~]*' AND task NOT GLOB '*  *' "
                "AND task NOT GLOB ' *' AND task NOT GLOB '* '")
 FRAME_SELECT = ("run_id, name, preset, status, model, "
-                f"CASE WHEN task IS NULL THEN '' WHEN {_PLAIN_TASK} THEN task END AS task, "
-                f"CASE WHEN task IS NOT NULL AND NOT ({_PLAIN_TASK}) THEN task END AS task_raw, "
+                f"task, {_PLAIN_TASK} AS plain, "
                 "cwd, COALESCE(started_at, created_at) AS started, ended_at, duration, tool_calls, total_tokens, cost, "
                 "error_message, run_dir, mode, notebook, kernel, stop_reason, "
                 "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
@@ -143,10 +142,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     def number(name: str, dtype: str) -> Any:
         return pd.to_numeric(pd.Series(got[name], dtype=object), errors="coerce").astype(dtype).array
 
-    tasks = list(got["task"])
-    for i, raw in enumerate(got["task_raw"]):
-        if raw is not None:
-            tasks[i] = shorten(raw, TASK_WIDTH)
+    tasks = [task if plain else shorten(task, TASK_WIDTH) for task, plain in zip(got["task"], got["plain"])]
     out = pd.DataFrame({
         "run_id": text("run_id"), "name": text("name"), "preset": text("preset"),
         "status": pd.Categorical(got["status"], categories=list(STATUSES)),
