@@ -33,20 +33,9 @@ SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry col
 # spaces), so only the other tasks are folded in Python.
 _PLAIN_TASK = (f"length(task) <= {TASK_WIDTH} AND task NOT GLOB '*[^ -~]*' AND task NOT GLOB '*  *' "
                "AND task NOT GLOB ' *' AND task NOT GLOB '* '")
-_ISO = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]Z"
-
-
-def _ms(column: str) -> str:
-    """SQL for a time in the artifacts' format (``child.artifacts.iso``) as Unix milliseconds; NULL for others."""
-    return (f"CASE WHEN {column} GLOB '{_ISO}' THEN CAST(strftime('%s', {column}) AS INTEGER) * 1000 "
-            f"+ CAST(substr({column}, 21, 3) AS INTEGER) END")
-
-
 FRAME_SELECT = ("run_id, name, preset, status, model, "
                 f"task, {_PLAIN_TASK} AS plain, "
-                "cwd, COALESCE(started_at, created_at) AS started, "
-                f"{_ms('COALESCE(started_at, created_at)')} AS started_ms, "
-                f"ended_at, {_ms('ended_at')} AS ended_ms, duration, tool_calls, total_tokens, cost, "
+                "cwd, COALESCE(started_at, created_at) AS started, ended_at, duration, tool_calls, total_tokens, cost, "
                 "error_message, run_dir, mode, notebook, kernel, stop_reason, "
                 "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
                 "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END AS changes, "
@@ -158,7 +147,8 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
         "run_id": text("run_id"), "name": text("name"), "preset": text("preset"),
         "status": pd.Categorical(got["status"], categories=list(STATUSES)),
         "model": text("model"), "task": pd.array(tasks, dtype="string"), "cwd": text("cwd"),
-        "started": _times(got["started"], got["started_ms"]), "ended": _times(got["ended_at"], got["ended_ms"]),
+        "started": pd.to_datetime(pd.Series(got["started"], dtype=object), utc=True, format="ISO8601"),
+        "ended": pd.to_datetime(pd.Series(got["ended_at"], dtype=object), utc=True, format="ISO8601"),
         "duration_s": number("duration", "Float64"), "tool_calls": number("tool_calls", "Int64"),
         "tokens": number("total_tokens", "Int64"), "cost": number("cost", "Float64"),
         "error": text("error_message"), "run_dir": text("run_dir"), "mode": text("mode"),
@@ -168,20 +158,6 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     if expand_data:
         out = _expand_data(out, got["data"])
     return out
-
-
-def _times(texts: tuple[Any, ...], ms: tuple[Any, ...]) -> Any:
-    """ISO times as UTC timestamps: from SQLite's milliseconds when every time is in the artifacts' format (the
-    unit pandas gives such text), else parsed."""
-    import pandas as pd
-
-    def parsed(values: Any) -> Any:
-        return pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601")
-
-    if ms.count(None) != texts.count(None) or texts.count(None) == len(texts):
-        return parsed(texts)
-    unit = parsed([next(text for text in texts if text is not None)]).dtype
-    return pd.Series(pd.to_datetime(pd.array(ms, dtype="Int64"), unit="ms", utc=True)).astype(unit)
 
 
 def _expand_data(out: pandas.DataFrame, data: Any) -> pandas.DataFrame:

@@ -315,7 +315,7 @@ def test_runs_folds_and_clips_each_task_as_shorten_does_and_types_its_columns(ro
     tasks = ["read README.md", "", "x" * 80, "y" * 81, " leading", "trailing ", "two  spaces", "tab\there",
              "new\nline", "no\u00a0break", "em\u2003space", "ünïcode stays", "word " * 30, "~!@#$%^&*()_+{}|:\"<>?"]
     for i, task in enumerate(tasks):
-        created = f"2026-01-01T00:00:{i:02d}" + (".000Z" if i < len(tasks) - 1 else "+00:00")  # the last: parsed
+        created = f"2026-01-01T00:00:{i:02d}" + (".000Z" if i < len(tasks) - 1 else "+00:00")  # any ISO form
         make_run(root, f"20260101-000000-{i:06x}", task=task, created_at=created,
                  result={**RESULT, "changes": {"files": 2, "added": 7, "removed": 3}} if i == 0 else
                  {**RESULT, "usage": {}, "durationSeconds": None} if i == 1 else None)
@@ -329,5 +329,5 @@ def test_runs_folds_and_clips_each_task_as_shorten_does_and_types_its_columns(ro
     assert frame["started"].iloc[0] == pd.Timestamp("2026-01-01T10:00:00Z")  # the run's start...
     assert frame["started"].iloc[2] == pd.Timestamp("2026-01-01T00:00:02Z")  # ...else its creation
     assert frame["started"].iloc[-1] == pd.Timestamp("2026-01-01T00:00:13Z") and frame["ended"].isna().sum() == 12
-    fast = query.runs(root=root, until="2026-01-01T00:00:05Z").iloc[::-1]  # every time as iso() writes it
+    fast = query.runs(root=root, until="2026-01-01T00:00:05Z").iloc[::-1]  # the same times in a smaller frame
     assert fast["started"].dtype == frame["started"].dtype and list(fast["started"]) == list(frame["started"][:6])
