@@ -28,6 +28,18 @@ _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_
            "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
            "stop_reason, files_changed, lines_added, lines_removed, data")
 SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
+# What runs() selects: its columns, with SQLite doing what needs no Python. ``plain`` says that ``shorten`` would
+# leave the task as it is (printable ASCII of at most TASK_WIDTH characters without doubled, leading or trailing
+# spaces), so only the other tasks are folded in Python.
+_PLAIN_TASK = (f"length(task) <= {TASK_WIDTH} AND task NOT GLOB '*[^ -~]*' AND task NOT GLOB '*  *' "
+               "AND task NOT GLOB ' *' AND task NOT GLOB '* '")
+FRAME_SELECT = ("run_id, name, preset, status, model, "
+                f"task, {_PLAIN_TASK} AS plain, "
+                "cwd, COALESCE(started_at, created_at) AS started, ended_at, duration, tool_calls, total_tokens, cost, "
+                "error_message, run_dir, mode, notebook, kernel, stop_reason, "
+                "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
+                "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END AS changes, "
+                "files_changed")
 
 
 def to_utc_iso(value: Any, *, name: str) -> str:
@@ -64,8 +76,10 @@ def _one_or_many(value: str | Iterable[str] | None, name: str) -> list[str] | No
 
 
 def build_query(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
-                until: Any = None, text: str | None = None, limit: int | None = None) -> tuple[str, list[Any]]:
-    """The SQL and its parameters for a ``runs()`` call (also the benchmark's baseline query)."""
+                until: Any = None, text: str | None = None, limit: int | None = None,
+                select: str = _SELECT) -> tuple[str, list[Any]]:
+    """The SQL and its parameters for a runs query: the ``SELECTED`` columns, or ``select`` (``runs()`` gives
+    ``FRAME_SELECT``; the benchmark's baseline runs the same)."""
     where: list[str] = []
     args: list[Any] = []
     statuses = _one_or_many(status, "status")
@@ -88,7 +102,7 @@ def build_query(*, status: Any = None, preset: Any = None, model: Any = None, si
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         where.append("(task LIKE ? ESCAPE '\\' OR final_text LIKE ? ESCAPE '\\')")
         args += [pattern, pattern]
-    sql = f"SELECT {_SELECT} FROM runs"
+    sql = f"SELECT {select} FROM runs"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY created_at DESC, run_id DESC"
@@ -112,47 +126,38 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
     import pandas as pd
 
     sql, args = build_query(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                            limit=limit)
+                            limit=limit, select=FRAME_SELECT + (", data" if expand_data else ""))
     db = store.db_path(root)
     store.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
     with store.connect(db) as conn:
-        rows = conn.execute(sql, args).fetchall()
-    frame = pd.DataFrame.from_records([tuple(r) for r in rows], columns=SELECTED)
-    started = frame["started_at"].where(frame["started_at"].notna(), frame["created_at"])
+        conn.row_factory = None
+        cursor = conn.execute(sql, args)
+        names = [column[0] for column in cursor.description]
+        rows = cursor.fetchall()
+    got = dict(zip(names, zip(*rows))) if rows else {name: () for name in names}  # a tuple per column
+
+    def text(name: str) -> Any:
+        return pd.array(got[name], dtype="string")
+
+    def number(name: str, dtype: str) -> Any:
+        return pd.to_numeric(pd.Series(got[name], dtype=object), errors="coerce").astype(dtype).array
+
+    tasks = [task if plain else shorten(task, TASK_WIDTH) for task, plain in zip(got["task"], got["plain"])]
     out = pd.DataFrame({
-        "run_id": frame["run_id"].astype("string"),
-        "name": frame["name"].astype("string"),
-        "preset": frame["preset"].astype("string"),
-        "status": pd.Categorical(frame["status"], categories=list(STATUSES)),
-        "model": frame["model"].astype("string"),
-        "task": frame["task"].map(lambda task: shorten(task, TASK_WIDTH)).astype("string"),
-        "cwd": frame["cwd"].astype("string"),
-        "started": pd.to_datetime(started, utc=True, format="ISO8601"),
-        "ended": pd.to_datetime(frame["ended_at"], utc=True, format="ISO8601"),
-        "duration_s": pd.to_numeric(frame["duration"], errors="coerce").astype("Float64"),
-        "tool_calls": pd.to_numeric(frame["tool_calls"], errors="coerce").astype("Int64"),
-        "tokens": pd.to_numeric(frame["total_tokens"], errors="coerce").astype("Int64"),
-        "cost": pd.to_numeric(frame["cost"], errors="coerce").astype("Float64"),
-        "error": frame["error_message"].astype("string"),
-        "run_dir": frame["run_dir"].astype("string"),
-        "mode": frame["mode"].astype("string"),
-        "notebook": frame["notebook"].astype("string"),
-        "kernel": frame["kernel"].astype("string"),
-        "stop_reason": frame["stop_reason"].astype("string"),
-        "changes": [_changes(a, r) for a, r in zip(frame["lines_added"], frame["lines_removed"])],
-        "files_changed": pd.to_numeric(frame["files_changed"], errors="coerce").astype("Int64"),
+        "run_id": text("run_id"), "name": text("name"), "preset": text("preset"),
+        "status": pd.Categorical(got["status"], categories=list(STATUSES)),
+        "model": text("model"), "task": pd.array(tasks, dtype="string"), "cwd": text("cwd"),
+        "started": pd.to_datetime(pd.Series(got["started"], dtype=object), utc=True, format="ISO8601"),
+        "ended": pd.to_datetime(pd.Series(got["ended_at"], dtype=object), utc=True, format="ISO8601"),
+        "duration_s": number("duration", "Float64"), "tool_calls": number("tool_calls", "Int64"),
+        "tokens": number("total_tokens", "Int64"), "cost": number("cost", "Float64"),
+        "error": text("error_message"), "run_dir": text("run_dir"), "mode": text("mode"),
+        "notebook": text("notebook"), "kernel": text("kernel"), "stop_reason": text("stop_reason"),
+        "changes": text("changes"), "files_changed": number("files_changed", "Int64"),
     })
-    out["changes"] = out["changes"].astype("string")
     if expand_data:
-        out = _expand_data(out, frame["data"])
+        out = _expand_data(out, got["data"])
     return out
-
-
-def _changes(added: Any, removed: Any) -> str | None:
-    """``+N −M`` for an isolated run (lines added and removed by its patch), None for others."""
-    if added is None or removed is None or added != added:
-        return None
-    return f"+{int(added)} \u2212{int(removed)}"
 
 
 def _expand_data(out: pandas.DataFrame, data: Any) -> pandas.DataFrame:

@@ -60,6 +60,11 @@ if TYPE_CHECKING:
 __all__ = ["experiment", "experiments", "get_experiment", "Experiment"]
 
 
+def _cell(params: dict[str, Any]) -> tuple[Any, ...]:
+    """The plan cell of a run's params, as ``cell_key`` names it (its values, not their JSON text)."""
+    return params.get("task_id"), params.get("preset"), params.get("model"), params.get("repeat")
+
+
 def _interrupted(row: dict[str, Any]) -> bool:
     """A run cut short by its launcher's death, not by itself: resume starts its cell again."""
     message = row.get("error_message") or ""
@@ -84,34 +89,37 @@ class Experiment:
         return read_plan(self.root, self.name)
 
     # -- runs -------------------------------------------------------------------------------
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self, columns: Sequence[str] = ()) -> list[dict[str, Any]]:
         """The registry rows of this experiment's runs, oldest first (synced with the run directories); runs
-        of a plan replaced by ``experiment(..., replace=True)`` are no longer the experiment's."""
+        of a plan replaced by ``experiment(..., replace=True)`` are no longer the experiment's. ``columns``:
+        only these registry columns (and ``run_id``), as ``frame()`` reads; all by default."""
         db = registry.db_path(self.root)
         if not db.exists() and not db.parent.joinpath("runs").is_dir():
             return []
         registry.ensure_loaded(db)
-        rows = registry.fetch(db, "SELECT * FROM runs WHERE experiment = ? ORDER BY created_at, run_id",
+        selected = ", ".join(dict.fromkeys(["run_id", "params", *columns])) if columns else "*"
+        rows = registry.fetch(db, f"SELECT {selected} FROM runs WHERE experiment = ? ORDER BY created_at, run_id",
                               (self.name,))
         gone = replaced_runs(self.plan)
         return [r for r in rows if r["run_id"] not in gone] if gone else rows
 
-    def current_rows(self, *, all_runs: bool = False) -> list[dict[str, Any]]:
+    def current_rows(self, *, all_runs: bool = False, columns: Sequence[str] = ()) -> list[dict[str, Any]]:
         """One row per cell of the plan: its latest run (``all_runs=True``: every run, superseded ones too).
         Each row also says which try of its cell it is: ``attempt`` (1, 2, ...), ``attempts`` (its cell's runs so
         far) and ``retried`` (why it was tried again, for a run a retry superseded; else None)."""
-        rows = self.rows()
+        rows = self.rows(columns)
         plan = self.plan
         retried = {a["runId"]: a["retried"] for cell in plan.get("cells") or [] for a in cell.get("attempts") or []}
-        by_cell: dict[str, list[dict[str, Any]]] = {}
-        for row in rows:
-            by_cell.setdefault(cell_key(json.loads(row.get("params") or "{}")), []).append(row)
+        by_cell: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        params = json.loads("[" + ",".join(row.get("params") or "{}" for row in rows) + "]")  # one parse for all
+        for row, given in zip(rows, params):
+            by_cell.setdefault(_cell(given), []).append(row)
         for tries in by_cell.values():
             for number, row in enumerate(tries, 1):
                 row.update(attempt=number, attempts=len(tries), retried=retried.get(row["run_id"]))
         if all_runs:
             return rows
-        planned = {cell["key"] for cell in plan.get("cells") or []}
+        planned = {tuple(json.loads(cell["key"])) for cell in plan.get("cells") or []}
         latest = [tries[-1] for key, tries in by_cell.items() if key in planned or not planned]
         return sorted(latest, key=lambda r: (r.get("created_at") or "", r["run_id"]))
 
@@ -284,12 +292,11 @@ class Experiment:
         """One row per run: ``params.*``, ``metrics.*``, ``scores.*``, ``tags.*``, status, stop reason, and
         which try of its cell the run is (``attempt``, ``attempts``; ``retried``: why a superseded one was tried
         again, with ``all_runs=True``)."""
-        rows = self.current_rows(all_runs=all_runs)
+        rows = self.current_rows(all_runs=all_runs, columns=views.READ)
         out = views.frame(rows)
         for column in ("attempt", "attempts", "retried"):
             if column not in out.columns:
-                values = {r["run_id"]: r.get(column) for r in rows}
-                out[column] = [values.get(rid) for rid in out.index]
+                out[column] = [r.get(column) for r in rows]  # the frame keeps the rows' order
         return out
 
     to_frame = frame

@@ -16,11 +16,13 @@ fraction, Numerical Recipes §6.4), inverted by bisection; it matches scipy's ``
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
 
-__all__ = ["wilson", "newcombe", "mean_interval", "welch", "pass_at_k", "pass_hat_k", "t_quantile", "z_quantile"]
+__all__ = ["wilson", "newcombe", "mean_interval", "t_interval", "welch", "welch_of", "pass_at_k", "pass_hat_k",
+           "t_quantile", "z_quantile"]
 
 NAN = float("nan")
 
@@ -56,10 +58,14 @@ def mean_interval(values: Sequence[float], ci: float = 0.95) -> tuple[float, flo
     n = len(values)
     if n == 0:
         return NAN, NAN, NAN
-    mean = statistics.fmean(values)
+    return t_interval(statistics.fmean(values), statistics.stdev(values) if n > 1 else NAN, n, ci)
+
+
+def t_interval(mean: float, sd: float, n: int, ci: float = 0.95) -> tuple[float, float, float]:
+    """``mean_interval`` from a sample's summary: its mean, standard deviation and size."""
     if n < 2:
-        return mean, NAN, NAN
-    half = t_quantile(ci, n - 1) * statistics.stdev(values) / math.sqrt(n)
+        return (mean if n else NAN), NAN, NAN
+    half = t_quantile(ci, n - 1) * sd / math.sqrt(n)
     return mean, mean - half, mean + half
 
 
@@ -68,14 +74,23 @@ def welch(a: Sequence[float], b: Sequence[float], ci: float = 0.95) -> tuple[flo
     when both sides are constant)."""
     if not a or not b:
         return NAN, NAN, NAN
-    d = statistics.fmean(a) - statistics.fmean(b)
-    if len(a) < 2 or len(b) < 2:
+    return welch_of(statistics.fmean(a), statistics.variance(a) if len(a) > 1 else NAN, len(a),
+                    statistics.fmean(b), statistics.variance(b) if len(b) > 1 else NAN, len(b), ci)
+
+
+def welch_of(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n_b: int,
+             ci: float = 0.95) -> tuple[float, float, float]:
+    """``welch`` from the two samples' summaries: mean, variance and size of each."""
+    if n_a == 0 or n_b == 0:
+        return NAN, NAN, NAN
+    d = mean_a - mean_b
+    if n_a < 2 or n_b < 2:
         return d, NAN, NAN
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    va, vb = var_a / n_a, var_b / n_b
     se = math.sqrt(va + vb)
     if se == 0:
         return d, d, d
-    df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
+    df = (va + vb) ** 2 / (va * va / (n_a - 1) + vb * vb / (n_b - 1))
     half = t_quantile(ci, df) * se
     return d, d - half, d + half
 
@@ -94,6 +109,7 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
+@functools.lru_cache(maxsize=4096)  # a comparison asks for the same few (ci, n − 1) again and again
 def t_quantile(ci: float, df: float) -> float:
     """The two-sided Student t quantile: the t with P(|T| ≤ t) = ``ci`` for ``df`` degrees of freedom."""
     if not 0 < ci < 1 or not df > 0:

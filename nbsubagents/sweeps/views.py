@@ -19,11 +19,10 @@ import math
 import os
 import random
 import shutil
-import statistics
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from ..child.artifacts import TERMINAL, parse_iso
 from ..config import NbSubagentsError
@@ -47,6 +46,9 @@ CHANGE_METRICS = {"files_changed": "files_changed", "lines_added": "lines_added"
 SHOWN_METRICS = ("metrics.duration_s", "metrics.cost_usd", "metrics.tokens")
 LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_tokens", "output_tokens", "cost_usd",
                                               "tool_calls", "turns")}
+# the registry columns frame() reads
+READ = ["run_id", "experiment", "status", "stop_reason", "error_message", "run_dir", "model", "created_at", "params",
+        "scores", "tags", *METRICS.values(), *CHANGE_METRICS.values()]
 _BASE = ["run_id", "experiment", "status", "stop_reason", "excluded", "error", "failed_steps", "model_resolved",
          "created_at", "run_dir"]
 
@@ -55,55 +57,100 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
     """One row per run; every column holds scalars (so ``to_parquet`` and ``to_csv`` work as they are). The
     frame is what an experiment's numbers travel in, so its text (errors, params, tags) is masked. ``excluded``
     says why a run does not count (None when it does); such a run's metrics and scores are NaN.
-    ``failed_steps`` counts a run's tool calls whose result was an error."""
+    ``failed_steps`` counts a run's tool calls whose result was an error.
+
+    Built a column at a time: the JSON of all rows is parsed in one call, each distinct text is masked once, and
+    pandas types the columns as it would a list of records (a key a run lacks is NaN)."""
     import pandas as pd
 
     mask = masker()
+    masks: dict[str, str] = {}
 
     def masked(value: Any) -> Any:
-        return mask.text(value) if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        got = masks.get(value)
+        if got is None:
+            got = masks[value] = mask.text(value)
+        return got
 
-    records = []
-    for row in rows:
-        excluded = excluded_reason(row)
-        rec: dict[str, Any] = {"run_id": row["run_id"], "experiment": row.get("experiment"),
-                               "status": row.get("status"), "stop_reason": row.get("stop_reason"),
-                               "excluded": excluded, "error": masked(row.get("error_message")),
-                               "failed_steps": None if excluded else _failed_steps(row.get("run_dir")),
-                               "model_resolved": row.get("model"),
-                               "created_at": row.get("created_at"), "run_dir": row.get("run_dir")}
-        for key, value in json.loads(row.get("params") or "{}").items():
-            rec[f"params.{key}"] = masked(value)
-        for name, column in METRICS.items():
-            rec[f"metrics.{name}"] = None if excluded else row.get(column)
-        for name, column in CHANGE_METRICS.items():
-            if row.get(column) is not None:
-                rec[f"metrics.{name}"] = None if excluded else row[column]
-        for key, value in json.loads(row.get("scores") or "{}").items():
-            rec[f"scores.{key}"] = None if excluded else value
-        for key, value in json.loads(row.get("tags") or "{}").items():
-            rec[f"tags.{key}"] = masked(value)
-        records.append(rec)
-    out = pd.DataFrame.from_records(records)
+    def column(key: str) -> list[Any]:
+        return [row.get(key) for row in rows]
+
+    excluded = [excluded_reason(row) for row in rows]
+    params, scores, tags = (_objects(column(key)) for key in ("params", "scores", "tags"))
+    changed = {name: [value is not None for value in column(key)] for name, key in CHANGE_METRICS.items()}
+    columns: dict[str, list[Any]] = {
+        "run_id": [row["run_id"] for row in rows], "experiment": column("experiment"), "status": column("status"),
+        "stop_reason": column("stop_reason"), "excluded": excluded,
+        "error": [masked(value) for value in column("error_message")],
+        "failed_steps": [None if why else _failed_steps(row.get("run_dir"), row.get("status"))
+                         for row, why in zip(rows, excluded)],
+        "model_resolved": column("model"), "created_at": column("created_at"), "run_dir": column("run_dir")}
+    # the columns in the order a list of records gives them: each new key where a run first has it
+    kinds = dict.fromkeys(zip(map(tuple, params), zip(*changed.values()) if changed else [()] * len(rows),
+                              map(tuple, scores), map(tuple, tags)))
+    order = dict.fromkeys(_BASE)
+    for param_keys, has_changes, score_keys, tag_keys in kinds:
+        order.update(dict.fromkeys(f"params.{key}" for key in param_keys))
+        order.update(dict.fromkeys(f"metrics.{name}" for name in METRICS))
+        order.update(dict.fromkeys(f"metrics.{name}" for name, has in zip(CHANGE_METRICS, has_changes) if has))
+        order.update(dict.fromkeys(f"scores.{key}" for key in score_keys))
+        order.update(dict.fromkeys(f"tags.{key}" for key in tag_keys))
+    for name in order:
+        if name in columns:
+            continue
+        kind, _, key = name.partition(".")
+        if kind == "params":
+            columns[name] = [masked(p[key]) if key in p else NAN for p in params]
+        elif kind == "tags":
+            columns[name] = [masked(t[key]) if key in t else NAN for t in tags]
+        elif kind == "scores":
+            columns[name] = [NAN if key not in s else None if why else s[key] for s, why in zip(scores, excluded)]
+        elif key in METRICS:
+            columns[name] = [None if why else value for value, why in zip(column(METRICS[key]), excluded)]
+        else:
+            columns[name] = [(None if why else value) if has else NAN
+                             for value, has, why in zip(column(CHANGE_METRICS[key]), changed[key], excluded)]
+    names = list(order) if rows else []
+    out = pd.DataFrame.from_records(list(zip(*(columns[name] for name in names))), columns=names)
     if out.empty:
         out = pd.DataFrame(columns=_BASE + [f"metrics.{m}" for m in METRICS])
     for name in [*METRICS, *CHANGE_METRICS, "failed_steps"]:
-        column = name if name == "failed_steps" else f"metrics.{name}"
-        if column in out:
-            out[column] = pd.to_numeric(out[column], errors="coerce")
+        column_name = name if name == "failed_steps" else f"metrics.{name}"
+        if column_name in out:
+            out[column_name] = pd.to_numeric(out[column_name], errors="coerce")
     out["created_at"] = pd.to_datetime(out["created_at"], utc=True, errors="coerce")
     return out.set_index("run_id")
 
 
-def _failed_steps(run_dir: str | None) -> int | None:
+NAN = float("nan")  # what a list of records gives a run that lacks a column
+
+
+def _objects(texts: list[Any]) -> list[dict[str, Any]]:
+    """Each JSON object text parsed (``{}`` for none), all in one ``json.loads``."""
+    return json.loads("[" + ",".join(text or "{}" for text in texts) + "]")
+
+
+_ENDED_STEPS: dict[str, int | None] = {}  # an ended run's count by its run directory: its events are complete
+
+
+def _failed_steps(run_dir: str | None, status: str | None = None) -> int | None:
     """The tool results marked as errors in a run's events.jsonl (None when it has none to read); an events file
-    read before and unchanged since is not read again."""
+    read before and unchanged since is not read again, and an ended run's (its events are complete) is not even
+    looked at again."""
+    if status in TERMINAL and run_dir in _ENDED_STEPS:
+        return _ENDED_STEPS[run_dir]
     path = os.path.join(run_dir or "", "events.jsonl")
     try:
         stat = os.stat(path)
     except OSError:
-        return None
-    return _count_failed_steps(path, stat.st_mtime_ns, stat.st_size)
+        count = None
+    else:
+        count = _count_failed_steps(path, stat.st_mtime_ns, stat.st_size)
+    if status in TERMINAL and run_dir and len(_ENDED_STEPS) < 65536:
+        _ENDED_STEPS[run_dir] = count
+    return count
 
 
 @functools.lru_cache(maxsize=65536)
@@ -142,6 +189,8 @@ def _values(data: pandas.DataFrame) -> list[str]:
 
 
 def _is_boolean(series: pandas.Series) -> bool:
+    if series.dtype != object:
+        return series.dtype == bool and len(series) > 0
     present = [v for v in series if not _missing(v)]
     return bool(present) and all(isinstance(v, bool) or type(v).__name__ in ("bool", "bool_") for v in present)
 
@@ -349,6 +398,7 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
     difference with its interval (Newcombe for rates, Welch for means). Rates and means are over the runs that
     ran. ``ci``: the intervals' confidence; ``k``: pass@k's k (default: the fewest runs any cell ran, when 2 or
     more). ``planned``: the params of every planned run (an experiment's plan), for runs not launched yet."""
+    import numpy as np
     import pandas as pd
 
     if isinstance(ci, bool) or not isinstance(ci, (int, float)) or not 0 < ci < 1:
@@ -359,43 +409,48 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
     excluded = _excluded(data)
     work = data[cols].copy()
     work["_excluded"] = excluded
+    work["_at"] = range(len(work))  # each run's position: a cell's numbers are slices of whole columns
     groups = list(work.groupby(cols, dropna=False, sort=True))
     ran_counts = [int(part["_excluded"].isna().sum()) for _, part in groups]
     ks = _ks(k, [n for n in ran_counts if n > 0])
     wanted = Counter(_norm(tuple(p.get(c.removeprefix("params.")) for c in cols)) for p in planned or ()
                      ) if planned is not None and all(c.startswith("params.") for c in cols) else None
+    numeric = {col: _floats(data[col]) for col in values}  # NaN where a run has no value
+    completed = (data["status"] == "completed").to_numpy()
+    steps_all = _floats(data["failed_steps"]) if "failed_steps" in data else None
 
     numbers: dict[Any, dict[tuple[str, str], Any]] = {}
-    samples: dict[Any, dict[str, list[float]]] = {}
+    samples: dict[Any, dict[str, Any]] = {}
     for (cell, part), ran in zip(groups, ran_counts):
         key = cell if len(cols) > 1 else (cell[0] if isinstance(cell, tuple) else cell)
-        counted = data.loc[part.index[part["_excluded"].isna()]]
+        at = part["_at"].to_numpy()[part["_excluded"].isna().to_numpy()]  # the runs that ran
         why = Counter(part["_excluded"].dropna())
         launched = len(part)
         plan_n = max(launched, wanted[_norm(cell if isinstance(cell, tuple) else (cell,))]) if wanted else launched
         reasons = [f"{n} {reason}" for reason, n in why.most_common()]
         if plan_n > launched:
             reasons.append(f"{plan_n - launched} not launched")
-        succeeded = int((counted["status"] == "completed").sum())
-        steps = counted["failed_steps"] if "failed_steps" in counted else pd.Series(dtype=float)
+        succeeded = int(completed[at].sum())
+        steps = steps_all[at] if steps_all is not None else np.array([])
         row: dict[tuple[str, str], Any] = {
             ("runs", "planned"): plan_n, ("runs", "ran"): ran, ("runs", "succeeded"): succeeded,
             ("runs", "failed"): ran - succeeded, ("runs", "excluded"): int(part["_excluded"].notna().sum()),
             ("runs", "why"): ", ".join(reasons),
-            ("runs", "failed_steps"): int((steps > 0).sum()) if steps.notna().any() else float("nan")}
+            ("runs", "failed_steps"): int((steps > 0).sum()) if (~np.isnan(steps)).any() else float("nan")}
         row.update(_rate("success", succeeded, ran, ks, ci))
-        sample: dict[str, list[float]] = {"success": [1.0] * succeeded + [0.0] * (ran - succeeded)}
+        sample: dict[str, Any] = {"success": _Sample.of_rate(succeeded, ran)}
         for col in values:
-            got = [float(v) for v in counted[col] if not _missing(v)]
-            sample[col] = got
+            got = numeric[col][at]
+            got = got[~np.isnan(got)]
+            sample[col] = _Sample.of(got)
             if col in boolean:
-                row.update(_rate(col, int(sum(got)), len(got), ks, ci))
+                row.update(_rate(col, int(got.sum()), len(got), ks, ci))
                 row[(col, "std")] = float("nan")
                 row[(col, "n")] = len(got)
             else:
-                mean, lo, hi = stats.mean_interval(got, ci)
-                row.update({(col, "mean"): mean, (col, "std"): _std(got), (col, "n"): len(got), (col, "lo"): lo,
-                            (col, "hi"): hi})
+                mean, lo, hi = stats.t_interval(sample[col].mean, sample[col].std, len(got), ci)
+                row.update({(col, "mean"): mean, (col, "std"): sample[col].std, (col, "n"): len(got),
+                            (col, "lo"): lo, (col, "hi"): hi})
         numbers[key], samples[key] = row, sample
     keys = list(numbers)  # in the groups' order; a cell key may hold NaN (no model axis), so rows go by position
     index = pd.MultiIndex.from_tuples(keys) if len(cols) > 1 else pd.Index(keys)
@@ -420,9 +475,9 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
             for cell, sample in samples.items():
                 a, b = sample[col], base[col]
                 if col == "success" or col in boolean:
-                    d, lo, hi = stats.newcombe(int(sum(a)), len(a), int(sum(b)), len(b), ci)
+                    d, lo, hi = stats.newcombe(int(a.total), a.n, int(b.total), b.n, ci)
                 else:
-                    d, lo, hi = stats.welch(a, b, ci)
+                    d, lo, hi = stats.welch_of(a.mean, a.var, a.n, b.mean, b.var, b.n, ci)
                 diffs[cell] = (d, lo, hi)
             for i, stat in enumerate(("Δ", "Δ lo", "Δ hi")):
                 table[(col, stat)] = [diffs[c][i] for c in keys]
@@ -441,8 +496,37 @@ def _rate(col: str, passed: int, n: int, ks: list[int], ci: float) -> dict[tuple
     return out
 
 
-def _std(values: list[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 else float("nan")
+class _Sample(NamedTuple):
+    """What a cell's numbers need of one value's sample: its size, its sum (a rate's passes), mean and variance."""
+    n: int
+    total: float
+    mean: float
+    var: float
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.var) if self.n > 1 else float("nan")
+
+    @classmethod
+    def of(cls, values: Any) -> _Sample:
+        """``values``: a float array without NaN. The mean is ``math.fsum``'s (as ``statistics.fmean``)."""
+        n = len(values)
+        mean = math.fsum(values) / n if n else float("nan")
+        var = float(((values - mean) ** 2).sum() / (n - 1)) if n > 1 else float("nan")
+        return cls(n, float(values.sum()), mean, var)
+
+    @classmethod
+    def of_rate(cls, passed: int, n: int) -> _Sample:
+        return cls(n, float(passed), float("nan"), float("nan"))
+
+
+def _floats(series: pandas.Series) -> Any:
+    """A frame column as a float array: each value as ``float()`` gives it, NaN where a run has none."""
+    import numpy as np
+
+    if series.dtype != object:
+        return series.to_numpy(dtype=float, na_value=float("nan"))
+    return np.array([float("nan") if _missing(v) else float(v) for v in series], dtype=float)
 
 
 def _ks(k: int | Sequence[int] | None, ran: list[int]) -> list[int]:

@@ -302,3 +302,32 @@ def test_a_corrupt_registry_is_healed_once_when_processes_find_it_at_once_and_an
     db.write_bytes(b"")  # then it is emptied under it
     assert set(registry.snapshot(include_completed=True, root=root).rows[i]["run_id"] for i in range(2)) == {
         "20260101-000001-aaaaaa", "20260101-000002-bbbbbb"}
+
+
+def test_runs_folds_and_clips_each_task_as_shorten_does_and_types_its_columns(root):
+    """runs() passes a task that needs no folding straight from SQLite and folds the others in Python: both ways
+    give shorten()'s text. Its changes column is +N −M, its numbers nullable, its statuses categorical."""
+    import pandas as pd
+
+    from nbsubagents.registry import query
+    from nbsubagents.style import shorten
+
+    tasks = ["read README.md", "", "x" * 80, "y" * 81, " leading", "trailing ", "two  spaces", "tab\there",
+             "new\nline", "no\u00a0break", "em\u2003space", "ünïcode stays", "word " * 30, "~!@#$%^&*()_+{}|:\"<>?"]
+    for i, task in enumerate(tasks):
+        created = f"2026-01-01T00:00:{i:02d}" + (".000Z" if i < len(tasks) - 1 else "+00:00")  # any ISO form
+        make_run(root, f"20260101-000000-{i:06x}", task=task, created_at=created,
+                 result={**RESULT, "changes": {"files": 2, "added": 7, "removed": 3}} if i == 0 else
+                 {**RESULT, "usage": {}, "durationSeconds": None} if i == 1 else None)
+    frame = query.runs(root=root).iloc[::-1]  # oldest first: the order of tasks
+    assert list(frame["task"]) == [shorten(task, query.TASK_WIDTH) for task in tasks]
+    assert list(frame["changes"].iloc[:2]) == ["+7 \u22123", pd.NA] and frame["files_changed"].iloc[0] == 2
+    assert frame["tokens"].iloc[0] == 15 and frame["tokens"].iloc[1] is pd.NA and frame["tokens"].dtype == "Int64"
+    assert frame["duration_s"].iloc[0] == 3.0 and frame["duration_s"].iloc[1] is pd.NA
+    assert frame["duration_s"].dtype == "Float64" and frame["task"].dtype == "string"
+    assert list(frame["status"].iloc[:3]) == ["completed", "completed", "queued"]
+    assert frame["started"].iloc[0] == pd.Timestamp("2026-01-01T10:00:00Z")  # the run's start...
+    assert frame["started"].iloc[2] == pd.Timestamp("2026-01-01T00:00:02Z")  # ...else its creation
+    assert frame["started"].iloc[-1] == pd.Timestamp("2026-01-01T00:00:13Z") and frame["ended"].isna().sum() == 12
+    fast = query.runs(root=root, until="2026-01-01T00:00:05Z").iloc[::-1]  # the same times in a smaller frame
+    assert fast["started"].dtype == frame["started"].dtype and list(fast["started"]) == list(frame["started"][:6])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 
 import pytest
 
@@ -147,3 +148,46 @@ def test_a_check_with_shell_syntax_runs_in_a_shell_or_is_refused():
     assert check(["echo", "a && b"]).argv == ["echo", "a && b"]  # a list is run as it is
     with pytest.raises(NbSubagentsError, match="No closing quotation; close the quote"):
         check("grep -q 'unclosed README.md")
+
+
+def test_frame_columns_come_in_the_order_runs_first_have_them_and_a_missing_value_is_nan():
+    """frame() builds its columns at once; they are what a list of records gives: a key first seen on a later run
+    comes after the columns before it, a run that lacks it has NaN, a present None stays None."""
+    rows = [row(1, "a", True, 1), {**row(2, "b", False, 2), "files_changed": 3, "lines_added": 4, "lines_removed": 0,
+                                   "params": json.dumps({"preset": "b", "model": "m", "extra": "x"}),
+                                   "scores": json.dumps({"ok": None, "new": 2}), "tags": json.dumps({"who": "me"})}]
+    frame = views.frame(rows)
+    names = list(frame.columns)
+    assert names[:names.index("params.preset")] == views._BASE[1:]  # run_id is the index
+    assert names[names.index("params.preset"):] == [
+        "params.preset", "params.model", *[f"metrics.{m}" for m in views.METRICS], "scores.ok", "scores.words",
+        "params.extra", "metrics.files_changed", "metrics.lines_added", "metrics.lines_removed", "scores.new",
+        "tags.who"]
+    assert math.isnan(frame.loc["r1", "params.extra"]) and frame.loc["r2", "params.extra"] == "x"
+    assert frame.loc["r2", "scores.ok"] is None and math.isnan(frame.loc["r2", "scores.words"])
+    assert math.isnan(frame.loc["r1", "metrics.files_changed"]) and frame.loc["r2", "metrics.lines_added"] == 4
+    assert frame["scores.ok"].dtype == object and frame["metrics.cost_usd"].dtype == float
+
+
+def test_compare_over_many_runs_gives_the_statistics_modules_numbers():
+    """A cell's numbers come from whole columns at once; they are those of ``sweeps.stats`` on the cell's values."""
+    import random
+
+    rng = random.Random(1)
+    rows = [row(i, "ab"[i % 2], rng.random() < 0.6, rng.random() * 9) for i in range(400)]
+    frame = views.frame(rows)
+    table = views.compare(frame, by="preset", baseline="a", k=3).table
+    values = {p: frame.loc[frame["params.preset"] == p, "metrics.duration_s"].tolist() for p in "ab"}
+    oks = {p: [float(v) for v in frame.loc[frame["params.preset"] == p, "scores.ok"]] for p in "ab"}
+    for p in "ab":
+        mean, lo, hi = stats.mean_interval(values[p])
+        got = table.loc[p, "metrics.duration_s"]
+        assert (got["mean"], got["lo"], got["hi"]) == pytest.approx((mean, lo, hi), rel=1e-12)
+        assert got["std"] == pytest.approx(statistics.stdev(values[p]), rel=1e-12) and got["n"] == 200
+        ok = table.loc[p, "scores.ok"]
+        assert (ok["lo"], ok["hi"]) == stats.wilson(int(sum(oks[p])), 200)
+        assert ok["pass^3"] == stats.pass_hat_k(200, int(sum(oks[p])), 3)
+    assert tuple(table.loc["b", "metrics.duration_s"][["Δ", "Δ lo", "Δ hi"]]) == pytest.approx(
+        stats.welch(values["b"], values["a"]), rel=1e-12)
+    assert tuple(table.loc["b", "scores.ok"][["Δ", "Δ lo", "Δ hi"]]) == pytest.approx(
+        stats.newcombe(int(sum(oks["b"])), 200, int(sum(oks["a"])), 200), rel=1e-12)
