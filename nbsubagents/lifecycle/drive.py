@@ -8,13 +8,13 @@ nothing; the text and widget renderers live in ``nbsubagents.ui`` and are chosen
 
 from __future__ import annotations
 
-import subprocess
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import registry
 from ..config import settings
 from . import settle
 from .handle import launch, pump
+from .process import wait_any
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
@@ -93,11 +93,5 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
             renderer.end(run)
         else:
             still.append(run)
-    if still:
-        first = still[0].process
-        try:
-            if first is not None:
-                first.wait(interval)
-        except subprocess.TimeoutExpired:
-            pass
+    wait_any([run.process for run in still if run.process is not None], interval)  # woken by the first exit
     return still
