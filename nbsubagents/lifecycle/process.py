@@ -20,10 +20,11 @@ __all__ = ["ProcessLauncher", "spawn_supervisor", "supervisor_argv", "wait_any"]
 
 # The folder this package is imported from: the supervisor imports it from there, whatever its cwd.
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-# The supervisor needs the standard library and ``nbsubagents.child`` only, so it starts without ``site`` (-S:
-# no site-packages scan, no .pth files: a few ms of every run's start) and finds the package where this process
-# found it. Its own children (pi, a reply check) get the environment unchanged.
-_SUPERVISOR_CODE = ("import sys; sys.path.insert(0, sys.argv[1]); from nbsubagents.child.supervisor import main; "
+# The supervisor needs the standard library and ``nbsubagents.child`` only, so it starts without ``site`` (-S: no
+# site-packages scan, no .pth files: a few ms of every run's start) and finds the package where this process
+# found it, in the place of the run's cwd on its path (a module of the user's project, such as a ``signal.py``,
+# cannot shadow one it imports). Its own children (pi, a reply check) get the environment unchanged.
+_SUPERVISOR_CODE = ("import sys; sys.path[0] = sys.argv[1]; from nbsubagents.child.supervisor import main; "
                     "sys.exit(main(sys.argv[2:]))")
 
 
