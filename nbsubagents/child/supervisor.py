@@ -678,5 +678,16 @@ def _last_resort(paths: RunPaths, meta: dict[str, Any], supervisor: Supervisor |
     _write_result(paths, result)
 
 
+def exit_now(code: int) -> None:
+    """End this process with ``code`` once the run is written (``result.json`` is on disk, every file closed):
+    Python's teardown, freeing every module, would only delay whoever waits for this process to exit."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -24,8 +24,8 @@ _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 # site-packages scan, no .pth files: a few ms of every run's start) and finds the package where this process
 # found it, in the place of the run's cwd on its path (a module of the user's project, such as a ``signal.py``,
 # cannot shadow one it imports). Its own children (pi, a reply check) get the environment unchanged.
-_SUPERVISOR_CODE = ("import sys; sys.path[0] = sys.argv[1]; from nbsubagents.child.supervisor import main; "
-                    "sys.exit(main(sys.argv[2:]))")
+_SUPERVISOR_CODE = ("import sys; sys.path[0] = sys.argv[1]; from nbsubagents.child.supervisor import exit_now, main; "
+                    "exit_now(main(sys.argv[2:]))")
 
 
 def supervisor_argv(run_dir: Path) -> list[str]:
