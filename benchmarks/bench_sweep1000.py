@@ -51,9 +51,11 @@ def rss_mb(pid: int | str = "self", field: str = "VmRSS") -> float | None:
 
 
 class SupervisorPeaks:
-    """Samples every supervisor's peak resident memory (``VmHWM``) from /proc every ``every`` seconds."""
+    """Samples the peak resident memory (``VmHWM``) of every supervisor of the runs under ``runs`` (its argv names
+    its run directory: other jobs' supervisors on the machine are left out) every ``every`` seconds."""
 
-    def __init__(self, every: float = 0.5) -> None:
+    def __init__(self, runs: Path, every: float = 0.5) -> None:
+        self.marker = str(runs).encode()
         self.peaks: dict[int, float] = {}
         self.every = every
         self.stop = threading.Event()
@@ -66,7 +68,8 @@ class SupervisorPeaks:
                     continue
                 try:
                     with open(f"/proc/{name}/cmdline", "rb") as fh:
-                        if b"nbsubagents.child.supervisor" not in fh.read():
+                        argv = fh.read()
+                        if b"nbsubagents.child.supervisor" not in argv or self.marker not in argv:
                             continue
                 except OSError:
                     continue
@@ -123,7 +126,7 @@ def main() -> None:
     with distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=SLOTS, processes=True,
                                   resources={RESOURCE: SLOTS}, local_directory=str(base / "workers"),
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client, \
-            SupervisorPeaks() as peaks:
+            SupervisorPeaks(runs_dir(project)) as peaks:
         warm = {nbsubagents.run("scout", "ls src", show=False).run_id,  # warm caches (the model list, bytecode)
                 nbsubagents.run("scout", "ls src", show=False, executor="dask", dask_client=client).run_id}
         kernel.append(rss_mb())
