@@ -129,11 +129,13 @@ def result_record(run_id: str | None, status: str, *, error: str | None, started
             "startedAt": started_at, "endedAt": ended_at, "durationSeconds": duration}
 
 
-def atomic_write_json(path: Path, data: Any, *, exclusive: bool = False) -> bool:
+def atomic_write_json(path: Path, data: Any, *, exclusive: bool = False, sync: bool = True) -> bool:
     """Readers see the old file or the whole new one, never a half-written one.
 
     With ``exclusive`` an existing file is kept (the first writer wins, atomically) and False is
     returned. The temporary name is unique, so threads and processes writing at once do not collide.
+    ``sync=False`` skips the fsync (a few ms): for a file that only describes a live process, which a crash of
+    the machine ends too.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
@@ -141,7 +143,8 @@ def atomic_write_json(path: Path, data: Any, *, exclusive: bool = False) -> bool
             json.dump(data, fh, indent=2, ensure_ascii=False)
             fh.write("\n")
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         if not exclusive:
             os.replace(tmp, path)
             return True

@@ -221,7 +221,7 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         self.info = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at,
                      "host": os.uname().nodename}
-        _best_effort(atomic_write_json, self.paths.supervisor, self.info)
+        _best_effort(_describe, self.paths.supervisor, self.info)
         self._beat(time.monotonic())
         self._requests()  # a cancel asked while the run was queued
         _best_effort(_reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
@@ -318,7 +318,7 @@ class Supervisor:
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
         # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
         become_subreaper()
-        _best_effort(atomic_write_json, self.paths.supervisor,  # the child's group, for a reconcile after our death
+        _best_effort(_describe, self.paths.supervisor,  # the child's group, for a reconcile after our death
                      {**self.info, "childPid": self.child.pid, "childStartTicks": process_start_ticks(self.child.pid)})
         assert self.child.stdout is not None
         fd = self.child.stdout.fileno()
@@ -560,6 +560,12 @@ def _remove_half_folder(path: Path) -> None:
     _best_effort(os.rmdir, path)
 
 
+def _describe(path: Path, info: dict[str, Any]) -> None:
+    """supervisor.json, atomically but not synced to disk: it describes this process, which a crash of the
+    machine ends too (and the fsync, a few ms, would come before pi's start)."""
+    atomic_write_json(path, info, sync=False)
+
+
 def _touch(path: Path) -> None:
     with open(path, "ab"):
         pass
@@ -678,5 +684,16 @@ def _last_resort(paths: RunPaths, meta: dict[str, Any], supervisor: Supervisor |
     _write_result(paths, result)
 
 
+def exit_now(code: int) -> None:
+    """End this process with ``code`` once the run is written (``result.json`` is on disk, every file closed):
+    Python's teardown, freeing every module, would only delay whoever waits for this process to exit."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

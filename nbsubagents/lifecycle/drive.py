@@ -15,6 +15,7 @@ from .. import registry
 from ..config import settings
 from . import settle
 from .handle import launch, pump
+from .process import wait_any
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
@@ -93,8 +94,9 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
             renderer.end(run)
         else:
             still.append(run)
-    if still:
-        # A plain sleep: Popen.wait(timeout) polls the child in a loop of ever longer sleeps, which costs the
-        # kernel several times more CPU per look for an end that the next look finds all the same.
-        time.sleep(interval)
+    processes = [run.process for run in still if run.process is not None]
+    if processes:
+        wait_any(processes, interval)  # woken by the first exit (a pidfd each, on Linux), else one wait(timeout)
+    elif still:
+        time.sleep(interval)  # runs this process did not start: the next look is the only news
     return still

@@ -3,6 +3,8 @@ kernel interrupt does not reach it). The Dask task on a worker starts the superv
 
 from __future__ import annotations
 
+import os
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -12,17 +14,59 @@ from ..child.artifacts import RunPaths
 
 if TYPE_CHECKING:
     from .handle import Run
+    from .launch import Process
 
-__all__ = ["ProcessLauncher", "spawn_supervisor"]
+__all__ = ["ProcessLauncher", "spawn_supervisor", "supervisor_argv", "wait_any"]
+
+# The folder this package is imported from: the supervisor imports it from there, whatever its cwd.
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+# The supervisor needs the standard library and ``nbsubagents.child`` only, so it starts without ``site`` (-S: no
+# site-packages scan, no .pth files: a few ms of every run's start) and finds the package where this process
+# found it, in the place of the run's cwd on its path (a module of the user's project, such as a ``signal.py``,
+# cannot shadow one it imports). Its own children (pi, a reply check) get the environment unchanged.
+_SUPERVISOR_CODE = ("import sys; sys.path[0] = sys.argv[1]; from nbsubagents.child.supervisor import exit_now, main; "
+                    "exit_now(main(sys.argv[2:]))")
+
+
+def supervisor_argv(run_dir: Path) -> list[str]:
+    """The argv of a run's supervisor: ``main(RUN_DIR)`` of ``nbsubagents.child.supervisor`` in a Python started
+    with ``-S`` (``python -m nbsubagents.child.supervisor RUN_DIR`` does the same, with ``site``)."""
+    return [sys.executable, "-S", "-c", _SUPERVISOR_CODE, _PACKAGE_PARENT, str(run_dir)]
 
 
 def spawn_supervisor(run_dir: Path, cwd: str | None, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """``python -m nbsubagents.child.supervisor RUN_DIR``, detached (its own session), its output in
-    ``supervisor.log``: how the process launcher, and the Dask task on a worker, start a run."""
+    """The run's supervisor, detached (its own session), its output in ``supervisor.log``: how the process
+    launcher, and the Dask task on a worker, start a run."""
     with open(run_dir / "supervisor.log", "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "nbsubagents.child.supervisor", str(run_dir)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                cwd=cwd, env=env)
+        return subprocess.Popen(supervisor_argv(run_dir), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True, cwd=cwd, env=env)
+
+
+def wait_any(processes: list[Process], timeout: float) -> None:
+    """Return as soon as one of ``processes`` has exited, or after ``timeout`` seconds.
+
+    Supervisors this process started are waited for through their pidfds (Linux): the wait ends the moment one
+    exits, not at the next poll. Anything else (a Dask run's handle; no pidfd here) is waited for by the first
+    one's own ``wait(timeout)``."""
+    fds: list[int] = []
+    try:
+        if processes and all(isinstance(p, subprocess.Popen) and p.returncode is None for p in processes):
+            poller = select.poll()
+            for proc in processes:
+                fds.append(os.pidfd_open(proc.pid))  # our unreaped child: its pid cannot have been reused
+                poller.register(fds[-1], select.POLLIN)
+            poller.poll(timeout * 1000)
+            return
+    except (AttributeError, OSError):  # no os.pidfd_open (not Linux, Python < 3.9), a kernel without it
+        pass
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if processes:
+        try:
+            processes[0].wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 class ProcessLauncher:
