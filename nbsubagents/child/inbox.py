@@ -1,0 +1,95 @@
+"""What is said to a running child, through its run directory, and what it is waiting for.
+
+A person's words to a run (a steer, a follow-up, an answer to a question or a decision on an approval) are
+files in the run's ``inbox/`` folder: any process on any machine that sees the run directory can post one, as
+a cancel is asked with ``cancel.json``. The supervisor takes them in the order they were posted and relays
+them to pi. The questions the child is waiting on are in ``waiting.json``, which the supervisor writes while a
+question is open and removes once it is answered.
+
+Standard library only: the supervisor imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from .artifacts import atomic_write_json, now_iso, read_json
+
+TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
+if TYPE_CHECKING:
+    from typing import Any
+
+INBOX = "inbox"
+WAITING = "waiting.json"
+KINDS = ("steer", "follow_up", "answer")
+
+
+def post(run_dir: Path, kind: str, text: str | None = None, *, request_id: str | None = None,
+         value: Any = None) -> dict[str, Any]:
+    """Leave a message for the run in ``run_dir``: a ``steer`` or ``follow_up`` (``text``), or an ``answer`` to
+    question ``request_id`` (``value``: the text, the option chosen, True/False for a confirmation, None for
+    no answer). Written atomically; returns the message as posted."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown message kind {kind!r}: expected one of {', '.join(KINDS)}")
+    message: dict[str, Any] = {"kind": kind, "at": now_iso(), "from": f"{os.uname().nodename}:{os.getpid()}"}
+    if kind == "answer":
+        message.update(requestId=request_id, value=value)
+    else:
+        message["text"] = text or ""
+    folder = run_dir / INBOX
+    folder.mkdir(exist_ok=True)
+    # The name sorts by posting time; pid and random bytes keep posts of the same nanosecond apart.
+    name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(3).hex()}.json"
+    atomic_write_json(folder / name, message)
+    return message
+
+
+def take(run_dir: Path) -> list[dict[str, Any]]:
+    """The messages posted since the last take, oldest first; each is removed from the inbox as it is read (an
+    unreadable one is dropped, never read twice)."""
+    folder = run_dir / INBOX
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        path = folder / name
+        message = read_json(path)
+        try:
+            os.unlink(path)
+        except OSError:
+            continue  # another reader took it
+        if isinstance(message, dict) and message.get("kind") in KINDS:
+            out.append(message)
+    return out
+
+
+def waiting(run_dir: Path) -> list[dict[str, Any]]:
+    """The questions the run is waiting on (the ``question`` events not yet answered), oldest first."""
+    data = read_json(run_dir / WAITING)
+    questions = data.get("questions") if isinstance(data, dict) else None
+    return [q for q in questions if isinstance(q, dict)] if isinstance(questions, list) else []
+
+
+def set_waiting(run_dir: Path, questions: list[dict[str, Any]]) -> None:
+    """Say which questions are open (the supervisor's call): ``waiting.json`` while any is, none after."""
+    path = run_dir / WAITING
+    if questions:
+        atomic_write_json(path, {"questions": questions}, sync=False)
+        return
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def pending(run_dir: Path) -> bool:
+    """Whether anything was posted that the supervisor has not taken yet."""
+    try:
+        return any(n.endswith(".json") and not n.startswith(".") for n in os.listdir(run_dir / INBOX))
+    except OSError:
+        return False
+
