@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import api
 from ..pi.offline import OFFLINE_MODEL as DEMO_MODEL
-from ..pi.offline import ScriptedServer, scripted_server, stop_scripted_model
+from ..pi.offline import OFFLINE_MODELS, ScriptedServer, scripted_server, stop_scripted_model
 from ..pi.scripted import write_agent_dir
 
 
@@ -48,7 +48,7 @@ def use_scripted_model(agent_dir: str | Path | None = None) -> ScriptedServer:
     """
     server = scripted_server()
     target = Path(agent_dir) if agent_dir else Path(tempfile.mkdtemp(prefix="nbsubagents-demo-agent-"))
-    write_agent_dir(target, server.url)
+    write_agent_dir(target, server.url, models=OFFLINE_MODELS)
     os.environ["PI_CODING_AGENT_DIR"] = str(target)
     os.environ["PI_OFFLINE"] = "1"
     return server

@@ -34,6 +34,9 @@ __all__ = ["OFFLINE_MODEL", "IDLE_EXIT", "ScriptedServer", "scripted_server", "s
            "child_env"]
 
 OFFLINE_MODEL = "demo/scripted"
+# The names the scripted model answers to: demo/backup is the same model under a second name, a fallback to go on
+# with when a task says ``fail for demo/scripted: 429 ...``.
+OFFLINE_MODELS = ("scripted", "backup")
 IDLE_EXIT = 600.0  # seconds without a request after which the detached server exits
 
 
@@ -148,7 +151,8 @@ def child_env() -> dict[str, str]:
     folder = server.state.with_name(server.state.stem + "-agent")
     written = read_json(folder / "models.json") or {}
     if (written.get("providers") or {}).get("demo", {}).get("baseUrl") != server.url:
-        write_agent_dir(folder, server.url)  # atomically: a run starting now reads the old file or the new one
+        # atomically: a run starting now reads the old file or the new one
+        write_agent_dir(folder, server.url, models=OFFLINE_MODELS)
     return {"PI_CODING_AGENT_DIR": str(folder), "PI_OFFLINE": "1"}
 
 
@@ -159,7 +163,7 @@ def serve_detached(state: Path, idle_exit: float) -> int:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: done.set())
-    with ScriptedModel() as model:
+    with ScriptedModel(models=OFFLINE_MODELS) as model:
         me = os.getpid()
         atomic_write_json(state, {"pid": me, "startTicks": process_start_ticks(me), "port": model.port,
                                   "url": model.url, "idleExit": idle_exit})
@@ -189,9 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    with ScriptedModel(port=args.port) as model:
+    with ScriptedModel(port=args.port, models=OFFLINE_MODELS) as model:
         if args.agent_dir:
-            write_agent_dir(args.agent_dir, model.url)
+            write_agent_dir(args.agent_dir, model.url, models=OFFLINE_MODELS)
         print(f"scripted model listening on {model.url}", flush=True)
         while not done.wait(0.2):
             pass
