@@ -219,7 +219,8 @@ def conversation_args(argv: Sequence[str], *, ask: bool, approval: bool) -> list
     if ask:
         if "--tools" in out:
             at = out.index("--tools") + 1
-            out[at] = ",".join([*out[at].split(","), "ask"])
+            named = out[at].split(",")
+            out[at] = ",".join(named if "ask" in named else [*named, "ask"])
         elif "--no-tools" in out:
             at = out.index("--no-tools")
             out[at:at + 1] = ["--tools", "ask"]

@@ -187,6 +187,8 @@ def test_no_tools_with_ask_leaves_the_child_only_its_question():
     argv = conversation_args(["pi", "--mode", "rpc", "--no-tools"], ask=True, approval=False)
     assert argv == ["pi", "--mode", "rpc", "--tools", "ask", "--extension", str(ASK_EXTENSION)]
     assert conversation_args(["pi"], ask=False, approval=True) == ["pi", "--extension", str(APPROVE_EXTENSION)]
+    argv = conversation_args(["pi", "--tools", "read,ask"], ask=True, approval=False)  # tools: read, ext:x/ask
+    assert argv[:3] == ["pi", "--tools", "read,ask"]
 
 
 # -- the question_timeout setting ------------------------------------------------------------------------------
