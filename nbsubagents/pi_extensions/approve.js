@@ -18,6 +18,7 @@ import { realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 
 const DENIED = "Denied by the person in the notebook (or, when nobody answered in time, by the run's approval policy)";
+const DENIED_BY_POLICY = "Denied by the run's approval policy (there was no one to ask)";
 const SUMMARY_CHARS = 300;
 
 function readPolicy() {
@@ -102,9 +103,8 @@ export default function (pi) {
   });
   pi.on("tool_call", async (event, ctx) => {
     if (!needsApproval(policy, event, ctx.cwd || process.cwd())) return undefined;
-    const allowed = ctx.hasUI
-      ? await ctx.ui.confirm(`Allow ${event.toolName}?`, summary(event), { signal: ctx.signal })
-      : policy.otherwise === "allow";
+    if (!ctx.hasUI) return policy.otherwise === "allow" ? undefined : { block: true, reason: DENIED_BY_POLICY };
+    const allowed = await ctx.ui.confirm(`Allow ${event.toolName}?`, summary(event), { signal: ctx.signal });
     return allowed ? undefined : { block: true, reason: DENIED };
   });
 }

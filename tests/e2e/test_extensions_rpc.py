@@ -180,3 +180,17 @@ def test_an_approval_policy_that_cannot_be_read_asks_for_every_call(start_pi, sc
     dialogs = pi.converse("read README.md", lambda request: {"confirmed": False})
     assert [d["title"] for d in dialogs] == ["Allow read?"]
     assert tool_results(scripted)[0].startswith("Denied by the person in the notebook")
+
+
+@pytest.mark.parametrize("otherwise", ["allow", "deny"])
+def test_without_dialogs_print_mode_follows_the_policy(workdir, tmp_path, scripted, otherwise):
+    """``pi -p`` has no UI to ask with: the policy's ``otherwise`` decides, and says so."""
+    argv = [*pi_command(str(PI)), "--mode", "json", "-p", "--no-session", "--model", "demo/scripted",
+            "--extension", str(APPROVE_EXTENSION), "run: touch made.txt"]
+    env = {**os.environ, "PI_CODING_AGENT_DIR": str(tmp_path / "agent"), "PI_OFFLINE": "1",
+           **approval(tools=["bash"], otherwise=otherwise)}
+    subprocess.run(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=WAIT,
+                   check=True)
+    assert (workdir / "made.txt").exists() == (otherwise == "allow")
+    if otherwise == "deny":
+        assert tool_results(scripted) == ["Denied by the run's approval policy (there was no one to ask)"]
