@@ -127,6 +127,11 @@ class Settings:
                                              "seconds of activity that extend a timeout that passed")
     looping_tool_count: int = setting(5, _whole(0, 50), "the same tool call this many times in a row ends the run "
                                       "(0: never)")
+    question_timeout: float = setting(300.0, _number("a number of seconds >= 0", 0),
+                                      "seconds a child's question or approval waits for an answer (0: none is "
+                                      "waited for). Left unset, a run prepared outside a notebook a person uses "
+                                      "(a script, papermill or nbconvert, a Dask worker) waits 0: a headless run "
+                                      "never hangs")
     panel_lines: int = setting(15, _whole(1, 500), "lines in a panel's rolling window")
     runner: str = setting("process", _choice("process", "tmux"), "what foreground runs start under")
     poll_interval: float = setting(0.05, _number("a number of seconds > 0 and at most 10", 0, 10, above=True),

@@ -6,10 +6,11 @@ that could not start as a failed run, and ``build_runs`` does both for the tasks
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .. import config, registry
 from .. import preset_files as preset_mod
@@ -18,16 +19,72 @@ from ..child import isolation as isolating
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso
 from ..config import NbSubagentsError, project_root
 from ..pi import build_argv, choose_model, find_pi, offline, pi_command
+from ..pi.args import conversation_args
+from ..pi.models import ModelError, available_models, match_model, unknown_model_message
+from ..preset_files.parse import approval_policy, model_list
 from . import settle
 from .context import compose_prompt
 from .handle import Run, get_run
 from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, check_timeout
 
-__all__ = ["RunDirError", "prepare", "failed_run", "build_runs"]
+__all__ = ["RunDirError", "prepare", "failed_run", "build_runs", "set_person_check", "question_timeout"]
 
 
 class RunDirError(NbSubagentsError):
     """The run directory cannot be created or written: a problem of the call, not of one task."""
+
+
+def _nobody() -> bool:
+    return False
+
+
+_person_check: Callable[[], bool] = _nobody  # a script: nobody can answer (ui.attach sets the notebook's check)
+
+
+def set_person_check(check: Callable[[], bool]) -> None:
+    """How this process tells whether a person can answer a run's questions where the run is prepared (the notebook
+    edge sets ``ui.kernel.person_at_frontend``; nothing below ``ui/`` knows a kernel)."""
+    global _person_check
+    _person_check = check
+
+
+def question_timeout(cwd: Path) -> float:
+    """meta.json's ``questionTimeout``: the ``question_timeout`` setting when it is set anywhere (a settings file,
+    ``configure()``), else its default where a person can answer (a notebook's cell) and 0 elsewhere (a script,
+    papermill or nbconvert, a Dask worker): a headless run never waits for an answer."""
+    value, source = config.sources(cwd)["question_timeout"]
+    return float(value) if source != "default" or _person_check() else 0.0
+
+
+def _conversation(spec: TaskSpec, preset: Any, pi: str, offline_run: bool) -> dict[str, Any]:
+    """meta.json's ``ask``, ``approval`` and ``fallbackModels``: the call's value over the preset's, checked."""
+    if spec.ask is not None and not isinstance(spec.ask, bool):
+        raise NbSubagentsError(f"The call's ask must be True or False, got {spec.ask!r}")
+    ask = spec.ask if spec.ask is not None else preset.ask
+    approval = (approval_policy(spec.approval, "The call's approval") if spec.approval is not None
+                else preset.approval)
+    if spec.fallback_models is not None:
+        names, source = model_list(spec.fallback_models, "The call's fallback_models"), "the call's fallback_models"
+    else:
+        names, source = preset.fallback_models, f'preset "{preset.name}" fallbackModels'
+    fallbacks = [] if offline_run or not names else _resolve_models(names, source, pi)
+    return {"ask": bool(ask), "approval": approval, "fallbackModels": fallbacks}
+
+
+def _resolve_models(names: Iterable[str], source: str, pi: str) -> list[str]:
+    """Each fallback model as ``provider/id``, resolved the way ``model`` is; an unknown one is an error now."""
+    available = available_models(pi)
+    resolved: list[str] = []
+    for name in names:
+        found = match_model(name, available)
+        if found is None:
+            raise ModelError(unknown_model_message(name, source, available))
+        if found[1] is not None:
+            raise ModelError(f'Fallback model "{name}" (from {source}) has a :{found[1]} suffix; a fallback model '
+                             f"is given as provider/id, such as {found[0]} (the run keeps its thinking level)")
+        if found[0] not in resolved:
+            resolved.append(found[0])
+    return resolved
 
 
 def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
@@ -81,6 +138,9 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     budget, isolation, schema = _limits(spec, preset, current, cwd, earlier)
+    conversation = _conversation(spec, preset, pi, bool(current.offline))
+    if conversation["approval"] is not None:
+        env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
     if schema is not None:
         prompt += output_schema.instruction(schema)
     run_dir = _make_run_dir(root)
@@ -89,6 +149,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     try:
         argv, ignored_tools = build_argv(pi_command(pi), preset, choice.argv_model, session=paths.session,
                                          system_prompt=paths.system_prompt if preset.prompt else None)
+        argv = conversation_args(argv, ask=conversation["ask"], approval=conversation["approval"] is not None)
         if preset.prompt:
             paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
         paths.prompt.write_text(prompt, encoding="utf-8")
@@ -113,6 +174,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
             "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
             "budget": budget, "isolation": isolation, "outputSchema": schema,
+            **conversation, "questionTimeout": question_timeout(cwd),
             "launcher": _launcher(),
             "runner": runner or ("process" if mode == "background" else current.runner),
             **_experiment_fields(spec),

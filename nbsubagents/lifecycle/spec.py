@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..config import NbSubagentsError, settings
+from ..preset_files.parse import approval_policy, model_list
 
 __all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
            "UnknownOption", "unknown_names", "declare_options", "check_shape", "check_task", "check_cwd",
@@ -98,6 +99,27 @@ def _paths(value: Any, where: str, key: str) -> None:
         raise NbSubagentsError(f"{where}: '{key}' must be a list of paths, got {value!r}")
 
 
+def _flag(value: Any, where: str, key: str) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise NbSubagentsError(f"{where}: '{key}' must be True or False, got {value!r}")
+
+
+def _approval(value: Any, where: str, key: str) -> None:
+    approval_policy(value, f"{where}: '{key}'")
+
+
+def _models(value: Any, where: str, key: str) -> None:
+    model_list(value, f"{where}: '{key}'")
+
+
+def yes_no(word: str) -> bool:
+    """A magic line's yes/no (also true/false, on/off)."""
+    found = {"yes": True, "true": True, "on": True, "no": False, "false": False, "off": False}.get(word.lower())
+    if found is None:
+        raise ValueError(word)
+    return found
+
+
 _INTERNAL = dict(call=False, magic=False, sweep=False)  # set by experiment(), not by a caller
 
 
@@ -126,6 +148,16 @@ class TaskSpec:
     max_tool_calls: int | None = option("budget: stop after N tool calls", parse=int, metavar="N")
     max_tokens: int | None = option("budget: stop once N tokens are spent", parse=int, metavar="N")
     max_cost: float | None = option("budget: stop once the cost reaches X", parse=float, metavar="X")
+    ask: bool | None = option("the sub-agent may ask the notebook questions (its tool `ask`); default: the "
+                              "preset's ask", check=_flag, parse=yes_no, metavar="yes|no")
+    approval: Any = option("tool calls that need the notebook's approval: tools such as ['bash', 'edit'], or "
+                           "{'tools': [...], 'allow': [bash patterns], 'inside': [folders], 'otherwise': 'deny'}; "
+                           "False: none (default: the preset's approval)", check=_approval, metavar="TOOL",
+                           repeat=True)
+    fallback_models: list[str] | None = option("models to go on with when the model fails for provider reasons "
+                                               "(HTTP 429/5xx, quota, authentication); default: the preset's "
+                                               "fallbackModels", check=_models, metavar="M", flag="--fallback-model",
+                                               repeat=True)
     output_schema: Any = option("a JSON Schema dict or a pydantic model class: a typed result in run.data",
                                 magic=False)
     experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)

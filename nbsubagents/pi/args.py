@@ -29,7 +29,10 @@ READ_ONLY_TOOLS = ("read", "grep", "find", "ls")  # permissionMode: plan
 _ALIASES = {"glob": "find", "multiedit": "edit", "notebookread": "read"}
 _CALL_FORM = re.compile(r"^([A-Za-z0-9_.-]+)\((.*)\)$")
 # A pi extension that marks every request of a github-copilot child as agent-initiated (X-Initiator: agent).
-COPILOT_EXTENSION = Path(__file__).resolve().parent.parent / "pi_extensions" / "copilot_agent_initiator.js"
+EXTENSIONS = Path(__file__).resolve().parent.parent / "pi_extensions"
+COPILOT_EXTENSION = EXTENSIONS / "copilot_agent_initiator.js"
+ASK_EXTENSION = EXTENSIONS / "ask.js"          # the tool `ask`: a question to the person in the notebook
+APPROVE_EXTENSION = EXTENSIONS / "approve.js"  # approvals of tool calls; its policy: NBSUBAGENTS_APPROVAL
 
 
 def extension_selector(name: str) -> tuple[str, str | None] | None:
@@ -206,3 +209,22 @@ def build_argv(pi: str | Sequence[str], preset: Preset, model: str, *, session: 
         argv += ["--extension", str(COPILOT_EXTENSION)]  # explicit -e paths load even with --no-extensions
     argv += list(preset.extra_args)
     return argv, ignored
+
+
+def conversation_args(argv: Sequence[str], *, ask: bool, approval: bool) -> list[str]:
+    """``argv`` with the extensions of a run that talks to the notebook: ``ask.js`` (its tool ``ask`` added to a
+    ``--tools`` allowlist, which names extension tools too; ``--no-tools`` becomes ``--tools ask``) and
+    ``approve.js``. Explicit ``--extension`` paths load even with ``--no-extensions``."""
+    out = list(argv)
+    if ask:
+        if "--tools" in out:
+            at = out.index("--tools") + 1
+            named = out[at].split(",")
+            out[at] = ",".join(named if "ask" in named else [*named, "ask"])
+        elif "--no-tools" in out:
+            at = out.index("--no-tools")
+            out[at:at + 1] = ["--tools", "ask"]
+        out += ["--extension", str(ASK_EXTENSION)]
+    if approval:
+        out += ["--extension", str(APPROVE_EXTENSION)]
+    return out

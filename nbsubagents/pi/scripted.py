@@ -6,7 +6,8 @@ offline demos can drive the real ``pi`` CLI without network access or keys.
 
 Demo-mode lines, one step each: ``read PATH``, ``ls PATH``, ``run: CMD``,
 ``write PATH: CONTENT`` (``\\n`` for newlines), ``edit PATH: OLD -> NEW``,
-``grep PATTERN``, ``fail: STATUS MESSAGE``; ``say: TEXT`` and ``sleep: SECONDS``
+``grep PATTERN``, ``ask: QUESTION`` (a call of the ``ask`` tool of ``pi_extensions/ask.js``; with options:
+``ask: QUESTION [A | B | C]``), ``fail: STATUS MESSAGE``; ``say: TEXT`` and ``sleep: SECONDS``
 attach to the next step; ``fail once: STATUS MESSAGE`` makes the server answer the first request of the first
 conversation with this task (the same system prompt, model and task text) with that HTTP error, and every
 later one as if the line were not there: a run that is tried again succeeds (an infrastructure failure, as a
@@ -78,6 +79,11 @@ def _content(text: str | None) -> str:
     return (text or "").replace("\\n", "\n").rstrip("\n") + "\n"
 
 
+def _choices(text: str) -> list[str]:
+    """``A | B | C`` -> ["A", "B", "C"] (the options of an ``ask:`` line)."""
+    return [choice.strip() for choice in text.split("|") if choice.strip()]
+
+
 _TOOL_LINES: list[tuple[str, Callable[[re.Match[str]], tuple[str, dict]]]] = [
     (r"read\s+(\S+)", lambda m: ("read", {"path": m[1]})),
     (r"ls\s+(\S+)", lambda m: ("ls", {"path": m[1]})),
@@ -85,6 +91,8 @@ _TOOL_LINES: list[tuple[str, Callable[[re.Match[str]], tuple[str, dict]]]] = [
     (r"write\s+(\S+?):(?:\s(.*))?", lambda m: ("write", {"path": m[1], "content": _content(m[2])})),
     (r"edit\s+(\S+?):\s(.*?)\s->\s(.*)", _edit),
     (r"grep\s+(.+)", lambda m: ("grep", {"pattern": m[1]})),
+    (r"ask:\s*(.+?)\s*\[([^\[\]]*)\]", lambda m: ("ask", {"question": m[1], "options": _choices(m[2])})),
+    (r"ask:\s*(.+)", lambda m: ("ask", {"question": m[1]})),
 ]
 
 
@@ -113,7 +121,7 @@ def demo_plan(task: str) -> list[Step]:
             for pattern, build in _TOOL_LINES:
                 if m := re.fullmatch(pattern, line):
                     name, args = build(m)
-                    label = line.split(":")[0] if name in ("write", "edit") else line
+                    label = line.split(":")[0] if name in ("write", "edit", "ask") else line
                     step = {"tool_calls": [{"name": name, "arguments": args}], "label": label}
                     break
         if step is not None:

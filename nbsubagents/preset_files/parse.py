@@ -18,7 +18,7 @@ import yaml
 from ..child import budgets
 from ..child.text import clip
 from ..config import NbSubagentsError
-from ..pi.args import extension_name, extension_selector, tool_notes
+from ..pi.args import PI_TOOLS, classify_tool, extension_name, extension_selector, tool_notes
 from .locations import SCOPES
 
 # pi's --thinking values (pi-coding-agent cli/args VALID_THINKING_LEVELS).
@@ -26,14 +26,14 @@ THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "
 KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking", "noTools", "excludeTools",
                         "noSkills", "noContextFiles", "noExtensions", "skills", "extraArgs", "timeout",
                         "disallowedTools", "permissionMode", "disabled", "enabled", "isolation", "maxTurns",
-                        "maxToolCalls", "maxTokens", "maxCost"})
+                        "maxToolCalls", "maxTokens", "maxCost", "ask", "approval", "fallbackModels"})
 # The one table of the fields with two spellings: a file's camelCase (pi's, written by ``write``) and the
 # snake_case that ``run()`` and other agent files (pi-subagents' ``max_turns``, ``disallowed_tools``) use.
 # Either is read; both spellings of one field in one file is an error naming both.
 SNAKE_CASE: dict[str, str] = {
     "no_tools": "noTools", "exclude_tools": "excludeTools", "no_skills": "noSkills",
     "no_context_files": "noContextFiles", "no_extensions": "noExtensions", "extra_args": "extraArgs",
-    "disallowed_tools": "disallowedTools", "permission_mode": "permissionMode",
+    "disallowed_tools": "disallowedTools", "permission_mode": "permissionMode", "fallback_models": "fallbackModels",
     **{snake: camel for snake, (camel, _, _) in budgets.FIELDS.items()},
 }
 # Keys other agent-file formats use that have no meaning for a pi child: accepted without a warning and
@@ -116,6 +116,9 @@ class Preset:
     isolation: str | None = None                      # "worktree" or "none" (Claude Code's isolation: worktree)
     budget: dict[str, Any] | None = field(default=None, compare=False, hash=False)  # max_turns, ... (budgets.py)
     extension_files: tuple[Path, ...] = ()           # loaded with --extension: what tools' ext:NAME entries name
+    ask: bool = False                                 # the child may ask the notebook (pi_extensions/ask.js)
+    approval: dict[str, Any] | None = field(default=None, compare=False, hash=False)  # approval_policy()'s
+    fallback_models: tuple[str, ...] | None = None    # as written; resolved like ``model`` when a run is prepared
     notes: tuple[str, ...] = field(default=(), compare=False, hash=False)  # the warnings given for this file
 
     @property
@@ -398,6 +401,9 @@ def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) 
         isolation=_parse_isolation(data.get("isolation"), where),
         budget=_parse_budget(data, where),
         extension_files=_extension_files(data, path, scope, notes),
+        ask=_flag(data, "ask", where),
+        approval=approval_policy(data.get("approval"), f"{where}: 'approval'", PresetError),
+        fallback_models=model_list(data.get("fallbackModels"), f"{where}: 'fallbackModels'", PresetError),
     )
     _check_combinations(preset, where)
     notes += tool_notes(preset)
@@ -506,3 +512,87 @@ def _check_combinations(preset: Preset, where: str) -> None:
             if arg.split("=", 1)[0] in _TOOL_FLAGS:
                 raise PresetError(f'{where}: Refusing extraArg "{arg}" which would override profile tool '
                                   "restrictions. Use the dedicated profile fields instead.")
+
+
+# -- the conversation's fields: one check for a preset's frontmatter and a call's option --------------------------
+APPROVAL_KEYS = ("tools", "allow", "inside", "otherwise")
+_APPROVAL_EXAMPLE = ("a list of tools such as [bash, edit], or a mapping such as {tools: [bash, edit], "
+                     "allow: ['git status*'], inside: [src], otherwise: deny}")
+
+
+def approval_policy(value: Any, where: str, error: type[NbSubagentsError] = NbSubagentsError) -> dict[str, Any] | None:
+    """An approval as a preset or a call gives it -> meta.json's ``approval`` (None: no approval; ``false`` too).
+
+    A list of tool names (or a comma-separated string) is ``{tools: [...]}``; a mapping has ``tools`` and optionally
+    ``allow`` (fnmatch patterns of bash commands that need no approval), ``inside`` (folders, relative to the run's
+    cwd, whose edits and writes need none) and ``otherwise`` ("deny", the default, or "allow": the decision when
+    nobody answers). Tool names are taken as authors write them (``Bash``, ``MultiEdit``, ``*``) and stored as pi's.
+    ``where`` names the value in errors ("Preset file x.md: 'approval'")."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, (str, list, tuple)):
+        value = {"tools": value}
+    if not isinstance(value, dict):
+        raise error(f"{where} must be {_APPROVAL_EXAMPLE}; got {value!r}")
+    unknown = [str(key) for key in value if key not in APPROVAL_KEYS]
+    if unknown:
+        raise error(f"{where} has unknown key(s) {', '.join(unknown)}; its keys are {', '.join(APPROVAL_KEYS)}")
+    tools = _approval_tools(value.get("tools"), where, error)
+    allow = _texts(value.get("allow"), f"{where}.allow", "fnmatch patterns of bash commands such as ['git status*']",
+                   error)
+    inside = _texts(value.get("inside"), f"{where}.inside", "folders relative to the run's cwd such as [src, docs]",
+                    error)
+    otherwise = value.get("otherwise", "deny")
+    if otherwise not in ("deny", "allow"):
+        raise error(f"{where}.otherwise must be deny or allow (what is decided when nobody answers), got "
+                    f"{otherwise!r}")
+    if allow and not {"bash", "*"} & set(tools):
+        raise error(f"{where}.allow lists bash commands, but its tools ({', '.join(tools)}) do not name bash: "
+                    "add bash to tools or remove allow")
+    if inside and not {"edit", "write", "*"} & set(tools):
+        raise error(f"{where}.inside lists folders for edits and writes, but its tools ({', '.join(tools)}) name "
+                    "neither edit nor write: add them to tools or remove inside")
+    return {"tools": tools, "allow": allow, "inside": inside, "otherwise": otherwise}
+
+
+def _approval_tools(value: Any, where: str, error: type[NbSubagentsError]) -> list[str]:
+    if isinstance(value, str):
+        value = split_tool_list(value)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(name, str) for name in value):
+        raise error(f"{where}: tools must be a list of tool names such as [bash, edit], got {value!r}")
+    tools: list[str] = []
+    for written in (name.strip() for name in value if name.strip()):
+        pi_name, why = classify_tool(written)
+        if pi_name is None:
+            raise error(f"{where} names {written!r}, which a pi child has no tool for ({why}); name pi's tools "
+                        f"({', '.join(PI_TOOLS)}), Claude Code's names of them (Bash, Edit, ...), an extension's "
+                        "tool as ext:NAME/TOOL, or * for every tool. Bash commands that need no approval go in "
+                        "allow: ['git diff*']")
+        if pi_name not in tools:
+            tools.append(pi_name)
+    if not tools:
+        raise error(f"{where} names no tool; name the tools whose calls need approval, e.g. [bash, edit] (or leave "
+                    "approval out)")
+    return tools
+
+
+def _texts(value: Any, where: str, right: str, error: type[NbSubagentsError]) -> list[str]:
+    """A list of non-empty strings (one string is a list of one); None is []."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) and item.strip() for item in items):
+        raise error(f"{where} must be {right}, got {value!r}")
+    return [item.strip() for item in items]
+
+
+def model_list(value: Any, where: str, error: type[NbSubagentsError] = NbSubagentsError) -> tuple[str, ...] | None:
+    """Fallback models as a preset or a call gives them (a list, or a comma-separated string) -> a tuple of the
+    names as written (resolved when a run is prepared); None when not given."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) and item.strip() for item in items):
+        raise error(f"{where} must be a list of models such as [anthropic/claude-sonnet-4-5, openai/gpt-4.1], "
+                    f"got {value!r}")
+    return tuple(item.strip() for item in items)

@@ -2,7 +2,7 @@
 
 - which kernel we run in: ``kernel_shell()``, ``in_kernel()``, ``in_widget_kernel()``, ``in_ipython()``
   (IPython is never imported: only looked up when already loaded), and so where plain text goes
-  (``text_stream()``);
+  (``text_stream()``); whether a person can answer there (``person_at_frontend()``: a cell run with stdin);
 - whose cell a thread's output belongs to: ``cell_parent()`` and ``in_cell()`` (ipykernel's per-thread
   parent of its output streams), so the clock's prints reach the cell that launched a run;
 - clicks served while a foreground cell keeps the main thread busy: ``click_subshell()`` (a kernel
@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 __all__ = ["NotebookRecord", "end_live_records", "kernel_shell", "in_kernel", "in_widget_kernel", "in_ipython",
-           "text_stream", "cell_parent", "in_cell", "click_subshell", "route_clicks", "keep_widget_channel",
-           "load_ipywidgets"]
+           "person_at_frontend", "text_stream", "cell_parent", "in_cell", "click_subshell", "route_clicks",
+           "keep_widget_channel", "load_ipywidgets"]
 
 
 def kernel_shell() -> Any:
@@ -61,6 +61,22 @@ def in_widget_kernel() -> bool:
 def in_kernel() -> bool:
     """True inside a Jupyter kernel (its stdout is the notebook's output), whatever the widgets."""
     return kernel_shell() is not None
+
+
+def person_at_frontend() -> bool:
+    """True in a kernel whose request now comes from a frontend a person uses: a cell run with stdin allowed
+    (JupyterLab, Notebook, VS Code) or a widget's click. False outside a kernel and for a cell run by nbclient,
+    papermill or nbconvert, which run cells with ``allow_stdin`` false (no one can answer ``input()`` there)."""
+    shell = kernel_shell()
+    if shell is None:
+        return False
+    try:
+        parent = shell.kernel.get_parent("shell") or {}
+    except Exception:
+        return True  # a kernel whose request cannot be read: a notebook, presumably
+    if (parent.get("header") or {}).get("msg_type") != "execute_request":
+        return True
+    return bool((parent.get("content") or {}).get("allow_stdin"))
 
 
 def text_stream() -> Any:

@@ -85,7 +85,7 @@ EXAMPLES = {
     "looping_tool_count": 0, "panel_lines": 9, "runner": "tmux", "poll_interval": 0.5, "claude_agents": False,
     "isolation": "worktree", "isolation_max_copy_mb": 12.5, "max_turns": 4, "max_tool_calls": 5, "max_tokens": 600,
     "max_cost": 0.25, "executor": "dask", "dask_scheduler": "tcp://head:8786", "secret_patterns": ("corp-[0-9]+",),
-    "offline": True,
+    "offline": True, "question_timeout": 60,
 }
 
 
