@@ -273,6 +273,7 @@ def show_run(args: argparse.Namespace) -> int:
         _print_json(facts)
         return 0
     _print(facts["summary"])
+    labels = {"resumed_from": "continues", "questions": "asks"}
     for key in ("status", "preset", "model", "task", "output", "error", "resumed_from", "questions", "run_dir",
                 "transcript", "events"):
         value = facts[key]
@@ -281,9 +282,9 @@ def show_run(args: argparse.Namespace) -> int:
         if not value:
             continue
         first, *rest = str(value).rstrip().split("\n")
-        _print(f"  {key.replace('_', ' '):<12} {first}")
+        _print(f"  {labels.get(key, key.replace('_', ' ')):<11} {first}")
         for line in rest:
-            _print(f"  {'':<12} {line}")
+            _print(f"  {'':<11} {line}")
     return 0
 
 
