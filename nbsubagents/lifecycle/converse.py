@@ -69,8 +69,9 @@ def follow_up(paths: RunPaths, text: str, **start_options: Any) -> Run | None:
 
 def answer(paths: RunPaths, value: Any = None, question: str | None = None) -> dict[str, Any]:
     """Answer an open question of a running run: ``question`` (its id or a unique prefix of it), else the oldest
-    open one. ``value`` must suit the question (see ``_checked``); None is "no answer". Returns the question with
-    the answer posted as ``answer``."""
+    open one. ``value`` must suit the question: text for an input or editor, one of the options (its text, or its
+    number counted from 1) for a select, True/False or allow/yes/deny/no for a confirm; None is "no answer" to
+    any. Returns the question with the answer posted as ``answer``."""
     asked = _question(paths, question, "answer")
     value = _checked(paths, asked, value)
     _post_or_refuse(paths, "answer", request_id=asked["id"], value=value)

@@ -2,9 +2,11 @@
 
 The kernel's side of a run is thin on purpose: it writes ``meta.json`` (``lifecycle.prepare``), starts the
 supervisor (``launch(run)``) and then only reads the run directory. So a run started here and one found later
-on disk (another kernel, after a restart) are the same kind of object. A ``Run`` is a plain object: its text
-is the summary line of ``child.summary``; how it shows in a notebook is registered from above by
-``nbsubagents.ui.attach`` (IPython's display formatters), and its report is a ``views.reports`` page.
+on disk (another kernel, after a restart) are the same kind of object. What a person says to a run (a steer, a
+follow-up, an answer) is posted to its run directory too (``lifecycle.converse``), so any process can say it.
+A ``Run`` is a plain object: its text is the summary line of ``child.summary``; how it shows in a notebook is
+registered from above by ``nbsubagents.ui.attach`` (IPython's display formatters), and its report is a
+``views.reports`` page.
 """
 
 from __future__ import annotations
