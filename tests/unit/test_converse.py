@@ -299,3 +299,11 @@ def test_the_talking_magics_post_the_text_as_typed_and_expand_only_the_run(shell
         shell.run_line_magic("subagent_steer", "")
     with pytest.raises(UsageError, match="invalid choice: 'maybe'"):
         shell.run_line_magic("subagent_approve", f"{asking.run_id} maybe")
+
+
+def test_the_talking_magics_come_and_go_with_the_extension(shell):
+    talking = {"subagent_steer", "subagent_followup", "subagent_answer", "subagent_approve"}
+    assert talking <= set(shell.magics_manager.magics["line"])
+    shell.run_line_magic("unload_ext", "nbsubagents")
+    assert not talking & set(shell.magics_manager.magics["line"])
+    shell.run_line_magic("load_ext", "nbsubagents")  # as the fixture left it
