@@ -203,7 +203,9 @@ def list_runs(args: argparse.Namespace) -> int:
     elif not rows:
         _print(_no_runs(args))
     else:
-        _print(repr(registry.Status(registry.counts(), rows, include_completed=True, max_rows=len(rows))))
+        db = registry.db_path()
+        _print(repr(registry.Status(registry.counts(db=db), rows, include_completed=True, max_rows=len(rows),
+                                    waiting=registry.waiting_count(db))))
         if more:
             _print(f"… older runs not shown: --limit {max(2 * limit, 100)} shows more")
     return 0

@@ -43,6 +43,7 @@ from .store import (
                     take_over,
                     upsert,
                     valid_run_id,
+                    waiting_count,
                     with_waiting,
 )
 
@@ -50,6 +51,6 @@ __all__ = ["Status", "snapshot", "MAX_TABLE_ROWS", "ACTIVE", "ACTIVE_SQL", "TERM
            "FINAL_TEXT_LIMIT", "HOST", "NAMES",
            "RUN_ID_CHARS", "SCHEMA_VERSION", "age", "claim", "connect", "counts", "db_of", "db_path",
            "ensure_loaded", "fetch", "forget_loaded", "gone", "heal", "ingest_ended", "is_waiting", "launcher_identity",
-           "note", "with_waiting",
+           "note", "waiting_count", "with_waiting",
            "rebuild", "record",
            "resolve", "row_from_dir", "take_over", "upsert", "valid_run_id"]

@@ -37,7 +37,7 @@ from ..config import NbSubagentsError, project_root
 
 __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
            "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
-           "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting",
+           "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting", "waiting_count",
            "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 4  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
@@ -457,6 +457,14 @@ def with_waiting(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if row.get("status") == "running" and row.get("run_dir") and is_waiting(row["run_dir"]):
             row["status"] = "waiting"
     return rows
+
+
+def waiting_count(db: Path) -> int:
+    """How many running runs wait on a question (counted among the running ones by ``counts``)."""
+    if not db.exists():
+        return 0
+    rows = fetch(db, "SELECT run_dir FROM runs WHERE status = 'running'")
+    return sum(1 for row in rows if is_waiting(row["run_dir"]))
 
 
 # -- keeping rows truthful ------------------------------------------------------------------------

@@ -317,6 +317,8 @@ def test_runs_and_status_show_a_run_with_an_open_question_as_waiting(root, capsy
     assert ids("--status", "waiting") == {"bbbbb4": "waiting"}
     assert ids("--status", "running") == {"bbbbb5": "running"}
     assert ids("--status", "waiting,completed", "--limit", "1") == {"aaaaa1": "completed"}
+    code, out, _ = cli_main(capsys, "runs", "--status", "completed")
+    assert out.splitlines()[0] == "2 running (1 waiting) · 1 completed · 0 failed · 0 aborted · 3 total"
     code, out, _ = cli_main(capsys, "status")
     assert out.splitlines()[0] == "2 running (1 waiting) · 1 completed · 0 failed · 0 aborted · 3 total"
     assert [ln.split()[2] for ln in out.splitlines()[2:]] == ["waiting", "running"]
