@@ -20,6 +20,7 @@ In a notebook, ``%load_ext nbsubagents`` adds the magics::
     %%subagent scout --bg          (the cell body is the task; --bg starts it in the background)
     %subagent_status
     %subagent_cancel RUN_ID
+    %subagent_steer RUN_ID read OTHER.md instead     (also %subagent_followup, %subagent_answer, %subagent_approve)
 
 Settings: ``nbsubagents.configure(...)`` or the ``subagents`` section of ``.pi/settings.json``. The command
 ``nbsubagents doctor`` says what was found. ``import nbsubagents`` stays light (no IPython, ipywidgets or
@@ -39,7 +40,7 @@ __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsErr
            "start", "status", "cancel", "get_run", "Status", "runs", "status_bar", "browse", "runs_timeline",
            "StatusBar", "Browser", "report",
            "experiment", "experiments", "get_experiment", "Experiment", "check", "init",
-           "new_preset", "edit_preset", "copy_preset", "delete_preset"]
+           "new_preset", "edit_preset", "copy_preset", "delete_preset", "steer", "follow_up", "answer"]
 
 _LAZY = {
     "run": "api", "run_parallel": "api", "presets": "api",
@@ -50,15 +51,18 @@ _LAZY = {
     "experiment": "sweeps.experiment", "experiments": "sweeps.experiment", "get_experiment": "sweeps.experiment",
     "Experiment": "sweeps.experiment", "check": "sweeps.scorers", "init": "project_init",
     "new_preset": "api", "edit_preset": "api", "copy_preset": "api", "delete_preset": "api",
+    "steer": "api", "follow_up": "api", "answer": "api",
 }
 
 if TYPE_CHECKING:
     from .api import (
+        answer,
         browse,
         cancel,
         copy_preset,
         delete_preset,
         edit_preset,
+        follow_up,
         get_run,
         new_preset,
         presets,
@@ -70,6 +74,7 @@ if TYPE_CHECKING:
         start,
         status,
         status_bar,
+        steer,
     )
     from .config import NbSubagentsError, configure
     from .lifecycle.handle import Run

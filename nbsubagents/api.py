@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import registry
 from .config import NbSubagentsError, find_project, project_arg, settings
-from .lifecycle import batch, handle, launch, reconcile, watcher
+from .lifecycle import batch, converse, handle, launch, reconcile, watcher
 from .lifecycle.drive import drive
 from .lifecycle.handle import Run
 from .lifecycle.spec import declare_options, spec_from_call
@@ -115,6 +115,7 @@ def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None
 
 declare_options(run, "call", first=True)
 declare_options(start, "call", first=True)
+converse.set_starter(start)  # a follow-up to a run that has ended starts its continuation as start() does
 
 
 def status(run_id: str | None = None, *, include_completed: bool = False, project: str | Path | None = None
@@ -138,6 +139,27 @@ def get_run(run_id: str, *, project: str | Path | None = None) -> Run:
 def cancel(run_id: str, *, project: str | Path | None = None) -> bool:
     """Cancel a run by its run id or a prefix from any kernel; False when it had already ended."""
     return get_run(run_id, project=project).cancel()
+
+
+def steer(run_id: str, text: str, *, project: str | Path | None = None) -> None:
+    """Tell a running run ``text`` (its id or a unique prefix; any kernel's, any machine's): the child reads it
+    after its current tool call. See ``Run.steer``."""
+    get_run(run_id, project=project).steer(text)
+
+
+def follow_up(run_id: str, text: str, *, project: str | Path | None = None) -> Run:
+    """Give a run ``text`` after its current turn and return it; a run that has ended is continued instead by a
+    new background run that resumes its session (linked: ``resumed_from``), which is returned. See
+    ``Run.follow_up``."""
+    return get_run(run_id, project=project).follow_up(text)
+
+
+def answer(run_id: str, value: Any, *, question: str | None = None, project: str | Path | None = None
+           ) -> dict[str, Any]:
+    """Answer the oldest open question of a run (or ``question``, its id): text, one of its options (or its
+    number from 1), or for a yes/no question True/"allow"/"yes" and False/"deny"/"no"; None is no answer.
+    Returns the question with ``answer``. See ``Run.answer``."""
+    return get_run(run_id, project=project).answer(value, question=question)
 
 
 def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,

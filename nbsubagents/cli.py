@@ -25,19 +25,19 @@ from .child.secrets import terminal_safe
 from .child.summary import summary_line
 from .child.text import clip
 from .config import NbSubagentsError, project_root
-from .lifecycle import reconcile
+from .lifecycle import converse, reconcile
 from .lifecycle.handle import get_run
 from .pi import find_pi
 from .preset_files import PresetError, PresetWarning, scan, split_tool_list, write
 from .project_init import init
-from .registry.query import SELECTED, build_query, to_utc_iso
+from .registry.query import SELECTED, build_query, shown, to_utc_iso
 from .views.masking import MaskedRun, masker
 from .views.reports import FORMATS
 
 EXIT_CODES = """\
 exit codes:
   0    ok
-  1    a problem: doctor found one, a run could not be cancelled, no such run
+  1    a problem: doctor found one, a run could not be cancelled or talked to, no such run
   2    a usage error: an unknown command, option, status or time
   130  interrupted (Ctrl-C)
   141  the reader of a pipe went away (`nbsubagents runs | head -3`), as git does"""
@@ -51,6 +51,18 @@ INTERRUPTED = 130     # 128 + SIGINT
 SHELL_FORMS = {
     "nbsubagents.status(include_completed=True) lists the runs": "`nbsubagents runs` lists them",
     "nbsubagents.demo.use_scripted_model()": "`nbsubagents init --offline`",
+    # lifecycle.converse's words
+    "run.follow_up(text) continues its session": "`nbsubagents followup RUN TEXT` continues its session",
+    "run.questions lists the open ones; run.wait_for_question() waits for the next":
+        "`nbsubagents show RUN` lists the open ones",
+    "with run.answer(...)": "with `nbsubagents answer RUN TEXT`",
+    "answer True, 'allow' or 'yes' to allow, False, 'deny' or 'no' to deny (None: no answer)":
+        "answer allow or yes to allow, deny or no to deny (or `nbsubagents approve RUN allow|deny`)",
+    " (None: no answer)": "",
+    ", or None for no answer": "",
+    "e.g. run.steer('look at the tests first')": "e.g. `nbsubagents steer RUN look at the tests first`",
+    "e.g. run.follow_up('now write the summary to NOTES.md')":
+        "e.g. `nbsubagents followup RUN now write the summary to NOTES.md`",
 }
 
 
@@ -170,7 +182,7 @@ def _rows(args: argparse.Namespace, limit: int | None) -> list[dict[str, Any]]:
         return []
     sql, params = build_query(status=args.status, preset=args.preset, model=args.model, since=args.since,
                               limit=limit)
-    rows = registry.fetch(db, sql, params)
+    rows = shown(registry.fetch(db, sql, params), args.status, limit)  # a run with an open question: waiting
     for row in rows:
         if isinstance(row.get("data"), str):
             row["data"] = json.loads(row["data"])
@@ -191,7 +203,9 @@ def list_runs(args: argparse.Namespace) -> int:
     elif not rows:
         _print(_no_runs(args))
     else:
-        _print(repr(registry.Status(registry.counts(), rows, include_completed=True, max_rows=len(rows))))
+        db = registry.db_path()
+        _print(repr(registry.Status(registry.counts(db=db), rows, include_completed=True, max_rows=len(rows),
+                                    waiting=registry.waiting_count(db))))
         if more:
             _print(f"… older runs not shown: --limit {max(2 * limit, 100)} shows more")
     return 0
@@ -252,23 +266,37 @@ def show_run(args: argparse.Namespace) -> int:
     reconcile.reconcile(reattach=False)  # a run whose supervisor is gone shows how it ended, not "running"
     run = MaskedRun(get_run(args.run))
     paths = run.paths
+    questions = [masker().data(q) for q in run.questions]
     facts = {"run_id": run.id, "name": run.name, "preset": run.preset, "status": run.status, "model": run.model,
              "summary": summary_line(run).partition("\n")[0], "task": run.task, "output": run.output,
-             "error": run.error, "run_dir": str(paths.dir), "transcript": str(paths.transcript),
-             "events": str(paths.events)}
+             "error": run.error, "resumed_from": run.meta.get("resumedFrom"), "questions": questions,
+             "run_dir": str(paths.dir), "transcript": str(paths.transcript), "events": str(paths.events)}
     if args.json:
         _print_json(facts)
         return 0
     _print(facts["summary"])
-    for key in ("status", "preset", "model", "task", "output", "error", "run_dir", "transcript", "events"):
+    labels = {"resumed_from": "continues", "questions": "asks"}
+    for key in ("status", "preset", "model", "task", "output", "error", "resumed_from", "questions", "run_dir",
+                "transcript", "events"):
         value = facts[key]
+        if key == "questions":
+            value = "\n".join(_question_lines(run.id, questions))
         if not value:
             continue
         first, *rest = str(value).rstrip().split("\n")
-        _print(f"  {key.replace('_', ' '):<11} {first}")
+        _print(f"  {labels.get(key, key.replace('_', ' ')):<11} {first}")
         for line in rest:
             _print(f"  {'':<11} {line}")
     return 0
+
+
+def _question_lines(run_id: str, questions: list[dict[str, Any]]) -> list[str]:
+    """Each open question with the command that answers it (and its id when there are several)."""
+    lines = []
+    for q in questions:
+        which = f" --question {q.get('id')}" if len(questions) > 1 else ""
+        lines += [converse.describe(q), f"  answer: {converse.how_to_answer(run_id, q)}{which}"]
+    return lines
 
 
 # -- report, cancel -------------------------------------------------------------------------------------
@@ -330,6 +358,94 @@ def _cancel(given: str) -> str | None:
     else:
         _print(f"{run.id}: cancelled; it is still ending (`nbsubagents status {run.id}` shows when it has)")
     return None
+
+
+# -- steer, followup, answer, approve: talking to a run -----------------------------------------------------
+def _run_and_text(sub: Any, name: str, summary: str, examples: str, text_help: str) -> argparse.ArgumentParser:
+    cmd = _command(sub, name, summary, examples)
+    cmd.add_argument("run", help="a run id or a unique prefix of one")
+    cmd.add_argument("text", nargs="+", metavar="TEXT", help=text_help + " (several words are joined by spaces)")
+    return cmd
+
+
+def _talked_to(given: str) -> Any:
+    """The run a command talks to; a run whose supervisor is gone is settled first, so it is not talked to."""
+    reconcile.reconcile(reattach=False)
+    return get_run(given)
+
+
+def add_steer(sub: Any) -> None:
+    cmd = _run_and_text(sub, "steer", "tell a running run something: the child reads it after its current tool "
+                                      "call", """\
+  nbsubagents steer a1b2c3 read OTHER.md instead
+  nbsubagents steer a1b2c3 stop editing and list what you changed""", "what to tell it")
+    cmd.set_defaults(handler=steer_run)
+
+
+def steer_run(args: argparse.Namespace) -> int:
+    run = _talked_to(args.run)
+    run.steer(" ".join(args.text))
+    _print(f"{run.id}: steered (the child reads it after its current tool call)")
+    return 0
+
+
+def add_followup(sub: Any) -> None:
+    cmd = _run_and_text(sub, "followup", "follow up on a run: after its current turn, or, when it has ended, as "
+                                         "a new run that continues its session", """\
+  nbsubagents followup a1b2c3 now write the summary to NOTES.md
+  nbsubagents followup a1b2c3 "and the tests?"     # an ended run: prints the new run's id""",
+                        "the next message")
+    cmd.set_defaults(handler=follow_up_run)
+
+
+def follow_up_run(args: argparse.Namespace) -> int:
+    run = _talked_to(args.run)
+    new = converse.follow_up(run.paths, " ".join(args.text), show=False)  # no progress: this command returns
+    if new is None:
+        _print(f"{run.id}: followed up (the child reads it after its current turn)")
+    else:
+        _print(f"{run.id} had ended ({run.status}): continued as run {new.id} in the background "
+               f"(`nbsubagents show {new.id}`)")
+    return 0
+
+
+def add_answer(sub: Any) -> None:
+    cmd = _run_and_text(sub, "answer", "answer the question a run waits on (the oldest open one, or --question)",
+                        """\
+  nbsubagents show a1b2c3                 # what it asks
+  nbsubagents answer a1b2c3 use the staging database
+  nbsubagents answer a1b2c3 2             # a choice: the option's text or its number from 1
+  nbsubagents answer a1b2c3 allow --question 7f3e   # a yes/no question: allow, yes, deny or no""",
+                        "the answer: text, one of the options (or its number), or allow/yes/deny/no")
+    cmd.add_argument("--question", metavar="ID", help="the question's id (or a unique prefix): `nbsubagents show "
+                                                      "RUN` lists them; default: the oldest open one")
+    cmd.set_defaults(handler=answer_run)
+
+
+def answer_run(args: argparse.Namespace) -> int:
+    run = _talked_to(args.run)
+    asked = run.answer(" ".join(args.text), question=args.question)
+    _print(f"{run.id}: answered {converse.describe(asked)}: {asked['answer']}")
+    return 0
+
+
+def add_approve(sub: Any) -> None:
+    cmd = _command(sub, "approve", "allow or deny what a run asks approval for (the oldest open approval, or "
+                                   "--question)", """\
+  nbsubagents approve a1b2c3 allow
+  nbsubagents approve a1b2c3 deny --question 7f3e""")
+    cmd.add_argument("run", help="a run id or a unique prefix of one")
+    cmd.add_argument("decision", choices=("allow", "deny"), help="allow or deny")
+    cmd.add_argument("--question", metavar="ID", help="the approval's id (or a unique prefix): `nbsubagents show "
+                                                      "RUN` lists them; default: the oldest open one")
+    cmd.set_defaults(handler=approve_run)
+
+
+def approve_run(args: argparse.Namespace) -> int:
+    run = _talked_to(args.run)
+    asked = run.approve(args.decision == "allow", question=args.question)
+    _print(f"{run.id}: {'allowed' if asked['answer'] else 'denied'}: {converse.describe(asked)}")
+    return 0
 
 
 # -- demo -----------------------------------------------------------------------------------------------
@@ -496,19 +612,21 @@ def run_init(args: argparse.Namespace) -> int:
 
 
 COMMANDS: list[Callable[[Any], None]] = [add_init, add_runs, add_status, add_show, add_report, add_cancel,
+                                         add_steer, add_followup, add_answer, add_approve,
                                          add_presets, add_doctor, add_demo]
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="nbsubagents", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Delegate tasks to pi sub-agents; list, inspect, report and cancel their runs.",
+        description="Delegate tasks to pi sub-agents; list, inspect, report, cancel and talk to their runs.",
         epilog=f"""\
 examples:
   nbsubagents doctor                      # can runs start on this machine?
   nbsubagents runs --status failed --since 1d
   nbsubagents show a1b2c3                 # one run's output, error and files
   nbsubagents cancel a1b2c3
+  nbsubagents answer a1b2c3 use the staging database
   nbsubagents COMMAND --help              # each command's options and examples
 
 {EXIT_CODES}""")

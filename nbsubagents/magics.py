@@ -2,7 +2,8 @@
 
 Each magic parses its line with ``IPython.core.magic_arguments`` (so ``%subagent?`` shows the usage
 and a wrong flag is a ``UsageError``, never ``SystemExit``) and then calls the public function a
-user would call: ``run``, ``run_parallel``, ``start``, ``status``, ``presets``, ``cancel``, ``report``.
+user would call: ``run``, ``run_parallel``, ``start``, ``status``, ``presets``, ``cancel``, ``report``,
+``steer``, ``follow_up``, ``answer``.
 
 Task text reaches the child as written: the task magics are ``@no_var_expand``, so ``{``, ``}`` and
 ``$`` are not interpolated; ``--expand`` opts in to IPython's ``$name`` / ``{expression}`` expansion
@@ -27,6 +28,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import DollarFormatter
 
 from nbsubagents import api
+from nbsubagents.lifecycle import converse
 from nbsubagents.lifecycle.spec import check_shape
 from nbsubagents.preset_files import write as preset_write
 from nbsubagents.magic_args import (
@@ -54,7 +56,8 @@ _OWN_RUN_FLAGS = ("--bg", "--expand", "-o", "--executor")
 _GROUP_FLAGS = ("--concurrency", "--expand", "-o", "--executor")
 _EXECUTOR_HELP = "where the runs go: local, or dask (the default Dask client, else settings' dask_scheduler)"
 _MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report",
-                         "subagent_preset"),
+                         "subagent_preset", "subagent_steer", "subagent_followup", "subagent_answer",
+                         "subagent_approve"),
                 "cell": ("subagent", "subagents", "subagent_experiment", "subagent_preset")}
 # A word of a magic line: runs of plain characters and quoted strings (quotes may hold spaces).
 _WORD = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
@@ -162,7 +165,8 @@ def _forget_shown(*_: Any) -> None:
 @magics_class
 class SubagentMagics(Magics):
     """``%subagent``, ``%%subagent``, ``%%subagents``, ``%subagent_status``, ``%subagent_presets``,
-    ``%subagent_cancel``, ``%subagent_report``, ``%subagent_preset``/``%%subagent_preset``."""
+    ``%subagent_cancel``, ``%subagent_report``, ``%subagent_preset``/``%%subagent_preset``, and the talking ones:
+    ``%subagent_steer``, ``%subagent_followup``, ``%subagent_answer``, ``%subagent_approve``."""
 
     def _expand(self, text: str) -> str:
         """``--expand``: ``$name`` and ``{expression}`` from the notebook's variables (IPython's rules)."""
@@ -272,6 +276,78 @@ class SubagentMagics(Magics):
         cancelled = api.cancel(args.run_id)
         print(f"Cancelling run {args.run_id}" if cancelled else f"Run {args.run_id} had already ended")
 
+
+    def _run_and_text(self, magic: Callable[..., Any], line: str, *, question: bool = False
+                      ) -> tuple[str, str | None, str]:
+        """A talking magic's line: the run (IPython's ``{expression}`` and ``$name`` expanded in it alone, so
+        ``{job.run_id}`` works), with ``question``: an optional ``--question ID``, then the text as typed."""
+        match = _WORD.match(line)
+        if match is None:
+            raise UsageError(f"Name a run first: its id or a unique prefix\nUsage: {usage(magic)}")
+        run_id = self.shell.var_expand(match.group(1).strip("'\""))
+        rest, chosen = line[match.end():], None
+        flag = _WORD.match(rest)
+        if question and flag is not None and flag.group(1) == "--question":
+            value = _WORD.match(rest, flag.end())
+            if value is None:
+                raise UsageError(f"--question needs the question's id\nUsage: {usage(magic)}")
+            chosen, rest = value.group(1), rest[value.end():]
+        return run_id, chosen, rest.strip()
+
+    @no_var_expand
+    @magic_arguments()
+    @argument("run_id", metavar="RUN_ID", help="the run: its id or a unique prefix ({job.run_id} works)")
+    @argument("text", nargs="*", metavar="TEXT", help="what to tell it, as typed (not expanded)")
+    @usage_errors
+    @line_magic
+    def subagent_steer(self, line: str) -> None:
+        """Tell a running run something: the child reads it after its current tool call."""
+        run_id, _, text = self._run_and_text(self.subagent_steer, line)
+        api.steer(run_id, text)
+        print(f"Steered run {run_id}: the child reads it after its current tool call")
+
+    @no_var_expand
+    @magic_arguments()
+    @argument("run_id", metavar="RUN_ID", help="the run: its id or a unique prefix ({job.run_id} works)")
+    @argument("text", nargs="*", metavar="TEXT", help="the next message, as typed (not expanded)")
+    @usage_errors
+    @line_magic
+    def subagent_followup(self, line: str) -> Any:
+        """Follow up on a run after its current turn; a run that has ended is continued by a new run (the
+        cell's value, with its panel) that resumes its session."""
+        run_id, _, text = self._run_and_text(self.subagent_followup, line)
+        run = api.get_run(run_id)
+        continued = run.follow_up(text)
+        if continued is run:
+            print(f"Followed up run {run.run_id}: the child reads it after its current turn")
+            return None
+        return _shown_value(continued)
+
+    @no_var_expand
+    @magic_arguments()
+    @argument("run_id", metavar="RUN_ID", help="the run: its id or a unique prefix ({job.run_id} works)")
+    @argument("--question", metavar="ID", help="which open question (its id or a prefix); default: the oldest")
+    @argument("text", nargs="*", metavar="TEXT",
+              help="the answer, as typed: text, an option (or its number from 1), or allow/yes/deny/no")
+    @usage_errors
+    @line_magic
+    def subagent_answer(self, line: str) -> None:
+        """Answer the question a run waits on (``run.questions`` lists them)."""
+        run_id, chosen, text = self._run_and_text(self.subagent_answer, line, question=True)
+        asked = api.answer(run_id, text, question=chosen)
+        print(f"Answered run {run_id}: {converse.describe(asked)}: {asked['answer']}")
+
+    @magic_arguments()
+    @argument("run_id", metavar="RUN_ID", help="the run: its id or a unique prefix")
+    @argument("decision", choices=("allow", "deny"), help="allow or deny")
+    @argument("--question", metavar="ID", help="which open approval (its id or a prefix); default: the oldest")
+    @usage_errors
+    @line_magic
+    def subagent_approve(self, line: str) -> None:
+        """Allow or deny what a run asks approval for."""
+        args = parse(self.subagent_approve, line)
+        asked = api.get_run(args.run_id).approve(args.decision == "allow", question=args.question)
+        print(f"{'Allowed' if asked['answer'] else 'Denied'} for run {args.run_id}: {converse.describe(asked)}")
 
     @magic_arguments()
     @argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to report (ids or unique prefixes); default: "

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 # The one status vocabulary: every run is in one of these; ACTIVE ones may still change, TERMINAL ones never do.
-STATUSES = ("queued", "running", "completed", "failed", "aborted")
-ACTIVE = ("queued", "running")
+# "waiting" is a running run with a question open (its waiting.json, ``child.inbox``): never written to
+# result.json or the registry, which say "running"; the readers derive it (``registry.store.is_waiting``).
+STATUSES = ("queued", "running", "waiting", "completed", "failed", "aborted")
+ACTIVE = ("queued", "running", "waiting")
 TERMINAL = ("completed", "failed", "aborted")
 # A run whose folder (its meta.json) was deleted while it ran: its supervisor ends it and writes nothing more.
 RUN_DIR_GONE = "its run folder was deleted while it ran"

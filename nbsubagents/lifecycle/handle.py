@@ -2,9 +2,11 @@
 
 The kernel's side of a run is thin on purpose: it writes ``meta.json`` (``lifecycle.prepare``), starts the
 supervisor (``launch(run)``) and then only reads the run directory. So a run started here and one found later
-on disk (another kernel, after a restart) are the same kind of object. A ``Run`` is a plain object: its text
-is the summary line of ``child.summary``; how it shows in a notebook is registered from above by
-``nbsubagents.ui.attach`` (IPython's display formatters), and its report is a ``views.reports`` page.
+on disk (another kernel, after a restart) are the same kind of object. What a person says to a run (a steer, a
+follow-up, an answer) is posted to its run directory too (``lifecycle.converse``), so any process can say it.
+A ``Run`` is a plain object: its text is the summary line of ``child.summary``; how it shows in a notebook is
+registered from above by ``nbsubagents.ui.attach`` (IPython's display formatters), and its report is a
+``views.reports`` page.
 """
 
 from __future__ import annotations
@@ -13,17 +15,17 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .. import registry
-from ..child import artifacts, isolation
+from ..child import artifacts, inbox, isolation
 from ..child.artifacts import TERMINAL, RunPaths, read_json
 from ..child.formatter import ProgressFormatter
 from ..child.procs import alive, send
 from ..child.summary import summary_line
 from ..config import NbSubagentsError, settings
 from ..views import reports
-from . import inspection, liveness, settle
+from . import converse, inspection, liveness, settle
 from .launch import launcher_for
 
 if TYPE_CHECKING:
@@ -123,6 +125,8 @@ class Run:
         remote = launcher_for(self.meta.get("runner")).remote
         if (self.process is None or remote) and not self.paths.supervisor.exists():
             return "queued"  # not started yet (on a Dask cluster: no worker took it yet)
+        if (self.paths.dir / inbox.WAITING).exists():
+            return "waiting"  # a question is open: the supervisor keeps waiting.json while one is
         return "running"
 
     @property
@@ -220,9 +224,21 @@ class Run:
         with the executing cell, into a notebook saved by nbclient or nbconvert.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._wait_until(lambda: False, deadline)
+        if self.done:
+            left = SETTLE_TIMEOUT
+            if deadline is not None:
+                left = max(0.0, min(left, deadline - time.monotonic()))
+            _follower.settle(self.run_id, left)
+        return self
+
+    def _wait_until(self, until: Callable[[], bool], deadline: float | None) -> None:
+        """Wait until the run is terminal, ``until()`` is true or the monotonic ``deadline`` passes: on its
+        supervisor when this process started it, else looking every poll interval (and at its liveness now and
+        then, when nobody here follows it)."""
         interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
         next_check = time.monotonic() + CHECK_EVERY
-        while not self.done:
+        while not self.done and not until():
             if deadline is not None and time.monotonic() >= deadline:
                 break
             if self.process is not None:
@@ -239,12 +255,6 @@ class Run:
                     next_check = time.monotonic() + CHECK_EVERY
                     liveness.check(self.dir)
                     reread(self)
-        if self.done:
-            left = SETTLE_TIMEOUT
-            if deadline is not None:
-                left = max(0.0, min(left, deadline - time.monotonic()))
-            _follower.settle(self.run_id, left)
-        return self
 
     def cancel(self) -> bool:
         """Ask the supervisor to abort the child (SIGTERM, SIGKILL after 5 s); False if already done."""
@@ -286,6 +296,43 @@ class Run:
             return reread(self).done
         return False
 
+    # -- conversation (lifecycle.converse: through the run directory, from any process) -----------
+    def steer(self, text: str) -> None:
+        """Tell the running child ``text``: it reads it after its current tool call (the steer shows in the
+        transcript and the record as what the person said). An ended run raises: ``follow_up`` continues it."""
+        converse.steer(self.paths, text)
+
+    def follow_up(self, text: str) -> Run:
+        """Give the child ``text`` after its current turn; returns self. On a run that has ended, starts a new
+        run in the background that continues its session with ``text`` as its task (linked to this one:
+        ``resumed_from``) and returns that one."""
+        return converse.follow_up(self.paths, text) or self
+
+    def answer(self, value: Any = None, *, question: str | None = None) -> dict[str, Any]:
+        """Answer the oldest open question (or ``question``, its id or a unique prefix): text for a question,
+        one of its options (its text, or its number from 1) for a choice, True/"allow"/"yes" or
+        False/"deny"/"no" for a yes/no question; None is no answer (the child goes on without). Returns the
+        question with ``answer``."""
+        return converse.answer(self.paths, value, question)
+
+    def approve(self, allow: bool = True, *, question: str | None = None) -> dict[str, Any]:
+        """Allow (``allow=False``: deny) what the oldest open approval (or ``question``) asks; returns it."""
+        return converse.approve(self.paths, allow, question)
+
+    @property
+    def questions(self) -> list[dict[str, Any]]:
+        """The questions the child waits on, oldest first (each a dict: ``id``, ``method`` (input, select,
+        confirm, editor), ``title``, ``message``, ``options``, ``timeoutAt``, ``approval``); [] when none."""
+        return converse.questions(self.paths)
+
+    def wait_for_question(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """Block until the child asks (the oldest open question, at once if one is open); None when the run
+        ends first or ``timeout`` seconds pass."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._wait_until(lambda: bool(converse.questions(self.paths)), deadline)
+        asked = converse.questions(self.paths)
+        return asked[0] if asked else None
+
     # -- internals ----------------------------------------------------------------------------
     def _await_supervisor(self, timeout: float = 10.0) -> dict[str, Any] | None:
         deadline = time.monotonic() + timeout
@@ -325,10 +372,12 @@ def reread(run: Run) -> Run:
     return run
 
 
-def pump(run: Run, renderer: Renderer) -> None:
-    """Feed the run's new events, with the formatter's words for each, to ``renderer``."""
-    for event in run._tail.read_new():
+def pump(run: Run, renderer: Renderer) -> list[dict[str, Any]]:
+    """Feed the run's new events, with the formatter's words for each, to ``renderer``; returns them."""
+    events = run._tail.read_new()
+    for event in events:
         renderer.event(run, event, run._formatter.format(event))
+    return events
 
 
 def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:

@@ -33,6 +33,7 @@ from .store import (
                     gone,
                     heal,
                     ingest_ended,
+                    is_waiting,
                     launcher_identity,
                     note,
                     rebuild,
@@ -42,11 +43,14 @@ from .store import (
                     take_over,
                     upsert,
                     valid_run_id,
+                    waiting_count,
+                    with_waiting,
 )
 
 __all__ = ["Status", "snapshot", "MAX_TABLE_ROWS", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "COLUMNS",
            "FINAL_TEXT_LIMIT", "HOST", "NAMES",
            "RUN_ID_CHARS", "SCHEMA_VERSION", "age", "claim", "connect", "counts", "db_of", "db_path",
-           "ensure_loaded", "fetch", "forget_loaded", "gone", "heal", "ingest_ended", "launcher_identity", "note",
+           "ensure_loaded", "fetch", "forget_loaded", "gone", "heal", "ingest_ended", "is_waiting", "launcher_identity",
+           "note", "waiting_count", "with_waiting",
            "rebuild", "record",
            "resolve", "row_from_dir", "take_over", "upsert", "valid_run_id"]

@@ -26,7 +26,7 @@ _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 8640
           "w": 604800, "wk": 604800}
 _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_at, ended_at, duration, "
            "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
-           "stop_reason, files_changed, lines_added, lines_removed, data")
+           "stop_reason, files_changed, lines_added, lines_removed, data, resumed_from")
 SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
 # What runs() selects: its columns, with SQLite doing what needs no Python. ``plain`` says that ``shorten`` would
 # leave the task as it is (printable ASCII of at most TASK_WIDTH characters without doubled, leading or trailing
@@ -39,7 +39,7 @@ FRAME_SELECT = ("run_id, name, preset, status, model, "
                 "error_message, run_dir, mode, notebook, kernel, stop_reason, "
                 "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
                 "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END AS changes, "
-                "files_changed")
+                "files_changed, resumed_from")
 
 
 def to_utc_iso(value: Any, *, name: str) -> str:
@@ -87,6 +87,7 @@ def build_query(*, status: Any = None, preset: Any = None, model: Any = None, si
         unknown = [s for s in statuses if s not in STATUSES]
         if unknown:
             raise NbSubagentsError(f"Unknown status {unknown[0]!r}; statuses are {', '.join(STATUSES)}")
+        statuses = sorted({"running" if s == "waiting" else s for s in statuses})  # a waiting run's row: running
     for column, values in (("status", statuses), ("preset", _one_or_many(preset, "preset")),
                            ("model", _one_or_many(model, "model"))):
         if values:
@@ -109,9 +110,27 @@ def build_query(*, status: Any = None, preset: Any = None, model: Any = None, si
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise NbSubagentsError(f"limit must be a whole number >= 1, got {limit!r}")
-        sql += " LIMIT ?"
-        args.append(limit)
+        if not split_running(status):  # else the limit applies once waiting and running are told apart
+            sql += " LIMIT ?"
+            args.append(limit)
     return sql, args
+
+
+def split_running(status: Any) -> bool:
+    """Whether a status filter tells ``waiting`` from ``running`` (one of them asked, not both), which only the
+    run directories know: the rows of the query are then filtered (``shown``) after it."""
+    statuses = _one_or_many(status, "status") or []
+    return ("waiting" in statuses) != ("running" in statuses)
+
+
+def shown(rows: list[dict[str, Any]], status: Any = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows of a runs query as a reader shows them: ``waiting`` for a running run with an open question, and the
+    status filter and limit applied again where ``split_running``."""
+    rows = store.with_waiting(rows)
+    if split_running(status):
+        wanted = set(_one_or_many(status, "status") or ())
+        rows = [row for row in rows if row["status"] in wanted][:limit]
+    return rows
 
 
 def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
@@ -134,6 +153,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
         cursor = conn.execute(sql, args)
         names = [column[0] for column in cursor.description]
         rows = cursor.fetchall()
+    rows = _with_waiting(rows, names, status, limit)
     got = dict(zip(names, zip(*rows))) if rows else {name: () for name in names}  # a tuple per column
 
     def text(name: str) -> Any:
@@ -154,10 +174,23 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
         "error": text("error_message"), "run_dir": text("run_dir"), "mode": text("mode"),
         "notebook": text("notebook"), "kernel": text("kernel"), "stop_reason": text("stop_reason"),
         "changes": text("changes"), "files_changed": number("files_changed", "Int64"),
+        "resumed_from": text("resumed_from"),
     })
     if expand_data:
         out = _expand_data(out, got["data"])
     return out
+
+
+def _with_waiting(rows: list[tuple[Any, ...]], names: list[str], status: Any, limit: int | None
+                  ) -> list[tuple[Any, ...]]:
+    """``shown`` for the frame's plain tuples: only running rows are looked at (a stat each)."""
+    at, where = names.index("status"), names.index("run_dir")
+    rows = [row[:at] + ("waiting",) + row[at + 1:] if row[at] == "running" and store.is_waiting(row[where]) else row
+            for row in rows]
+    if split_running(status):
+        wanted = set(_one_or_many(status, "status") or ())
+        rows = [row for row in rows if row[at] in wanted][:limit]
+    return rows
 
 
 def _expand_data(out: pandas.DataFrame, data: Any) -> pandas.DataFrame:

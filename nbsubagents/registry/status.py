@@ -12,11 +12,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from ..child import inbox
 from ..child.artifacts import TERMINAL
 from ..child.secrets import terminal_safe
 from ..child.tmux_pane import attach_command
 from ..style import STATUS_CSS, attrs, glyph, html_table, shorten
-from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, ensure_loaded, fetch, resolve
+from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, ensure_loaded, fetch, resolve, with_waiting
 
 if TYPE_CHECKING:
     import pandas
@@ -31,13 +32,14 @@ def snapshot(run_id: str | None = None, *, include_completed: bool = False,
     db = db_path(root)
     if run_id is not None:
         row = resolve(run_id, root)
-        return Status(counts(db=db), [_refresh(db, row)], run_id=row["run_id"])
+        return Status(counts(db=db), with_waiting([_refresh(db, row)]), run_id=row["run_id"])
     if not db.exists():
         return Status(counts(db=db), [])
     ensure_loaded(db)  # the ends of active rows that another process saw (result.json), no settling
     where = "" if include_completed else f"WHERE status IN {ACTIVE_SQL} "
-    rows = fetch(db, f"SELECT * FROM runs {where}ORDER BY created_at, run_id")
-    return Status(counts(db=db), rows, include_completed=include_completed)
+    rows = with_waiting(fetch(db, f"SELECT * FROM runs {where}ORDER BY created_at, run_id"))
+    waiting = sum(1 for row in rows if row["status"] == "waiting")  # every active row is among them
+    return Status(counts(db=db), rows, include_completed=include_completed, waiting=waiting)
 
 
 def _refresh(db: Path, row: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +72,11 @@ def _outcome(row: dict[str, Any], limit: int = 50) -> str:
     return shorten(row.get("final_text") if row.get("status") == "completed" else row.get("error_message"), limit)
 
 
+def _question_words(question: dict[str, Any]) -> str:
+    title, message = question.get("title") or "", question.get("message") or ""
+    return shorten(f"{title}: {message}" if title and message and message != title else title or message, 200)
+
+
 def _html_cell(key: str, value: str, style: str) -> tuple[str, str]:
     """A cell of the HTML table: the status with its glyph in its colour; ids, status and times on one line."""
     if key == "status":
@@ -93,6 +100,7 @@ class Status:
     run_id: str | None = None
     include_completed: bool = False
     max_rows: int = MAX_TABLE_ROWS  # the table shows the last this many rows
+    waiting: int = 0  # of the running runs, how many wait on a question (counted among running)
 
     @property
     def running(self) -> int:
@@ -110,7 +118,8 @@ class Status:
 
     def counts_line(self) -> str:
         c = self.counts
-        return (f"{c['running']} running · {c['completed']} completed · {c['failed']} failed · "
+        waiting = f" ({self.waiting} waiting)" if self.waiting else ""
+        return (f"{c['running']} running{waiting} · {c['completed']} completed · {c['failed']} failed · "
                 f"{c['aborted']} aborted · {c['total']} total")
 
     def _cells(self, row: dict[str, Any]) -> dict[str, str]:
@@ -138,6 +147,10 @@ class Status:
                 items.append(("error", row["error_message"]))
         elif row.get("runner") == "tmux":
             items.append(("attach", attach_command(row["run_id"])))
+        if row.get("status") == "waiting":
+            items += [("asks", _question_words(q)) for q in inbox.waiting(Path(row["run_dir"]))]
+        if row.get("resumed_from"):
+            items.append(("resumed from", row["resumed_from"]))
         items += [("run dir", row.get("run_dir") or ""), ("transcript", str(Path(row.get("run_dir") or "") /
                                                                               "transcript.log"))]
         if row.get("status") in TERMINAL and row.get("final_text"):

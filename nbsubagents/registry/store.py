@@ -30,17 +30,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..child import artifacts, procs
+from ..child import artifacts, inbox, procs
 from ..child.artifacts import ACTIVE, RUN_DIR_GONE, TERMINAL, RunPaths, now_iso, read_json
 from ..child.text import clip
 from ..config import NbSubagentsError, project_root
 
 __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
            "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
-           "launcher_identity", "heal", "ingest_ended", "gone",
+           "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting", "waiting_count",
            "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 3  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data
+SCHEMA_VERSION = 4  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
+# 4: resumed_from
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
 
 # (column, SQL type); the order is the table's.
@@ -62,6 +63,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("experiment", "TEXT"), ("params", "TEXT"), ("tags", "TEXT"), ("scores", "TEXT"),
     # issue 14: an isolated run's changes, a typed run's data (JSON)
     ("files_changed", "INTEGER"), ("lines_added", "INTEGER"), ("lines_removed", "INTEGER"), ("data", "TEXT"),
+    # issue 26: the run this one continues (a resume, or a follow-up to a run that had ended)
+    ("resumed_from", "TEXT"),
 ]
 NAMES = [name for name, _ in COLUMNS]
 _INSERT_ONLY = {"run_id", "owner_pid", "owner_ticks", "owner_host"}  # owner changes only by take_over()
@@ -328,7 +331,7 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
         "run_id": meta.get("runId") or paths.dir.name, "name": meta.get("name"), "preset": meta.get("preset"),
         "mode": meta.get("mode"), "runner": meta.get("runner") or "process", "task": meta.get("task"),
         "cwd": meta.get("cwd"), "requested_model": meta.get("requestedModel"), "model": meta.get("resolvedModel"),
-        "run_dir": str(paths.dir), "created_at": meta.get("createdAt"),
+        "run_dir": str(paths.dir), "created_at": meta.get("createdAt"), "resumed_from": meta.get("resumedFrom"),
         "host": launcher.get("host"), "launcher_pid": launcher.get("pid"),
         "launcher_ticks": launcher.get("startTicks"), "notebook": launcher.get("notebook"),
         "kernel": launcher.get("kernel"),
@@ -439,6 +442,29 @@ def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[st
             out[key] = out.get(key, 0) + n
             out["total"] += n
     return out
+
+
+# -- the status a reader shows --------------------------------------------------------------------
+def is_waiting(run_dir: str | Path) -> bool:
+    """Whether a running run waits on a question: its supervisor keeps ``waiting.json`` while one is open."""
+    return os.path.exists(os.path.join(run_dir, inbox.WAITING))
+
+
+def with_waiting(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with the status ``waiting`` for each running run that waits on a question (a stat per running
+    row; the rows themselves keep ``running``: it is derived where it is shown)."""
+    for row in rows:
+        if row.get("status") == "running" and row.get("run_dir") and is_waiting(row["run_dir"]):
+            row["status"] = "waiting"
+    return rows
+
+
+def waiting_count(db: Path) -> int:
+    """How many running runs wait on a question (counted among the running ones by ``counts``)."""
+    if not db.exists():
+        return 0
+    rows = fetch(db, "SELECT run_dir FROM runs WHERE status = 'running'")
+    return sum(1 for row in rows if is_waiting(row["run_dir"]))
 
 
 # -- keeping rows truthful ------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def test_runs_is_newest_first_with_proper_dtypes(project):
     assert list(frame["name"][:3]) == ["job0", "job1", "job2"]
     assert frame["started"].is_monotonic_decreasing
     assert isinstance(frame["status"].dtype, pd.CategoricalDtype)
-    assert list(frame["status"].cat.categories) == ["queued", "running", "completed", "failed", "aborted"]
+    assert list(frame["status"].cat.categories) == ["queued", "running", "waiting", "completed", "failed", "aborted"]
     assert str(frame["started"].dtype).startswith("datetime64") and frame["started"].dt.tz is not None
     assert frame["tool_calls"].dtype == "Int64" and frame["cost"].dtype == "Float64"
     assert frame["task"].str.len().max() <= query.TASK_WIDTH and frame["task"][0].endswith("…")

@@ -60,6 +60,9 @@ def test_every_function_that_reads_a_project_takes_project_and_reads_that_one(pr
     with pytest.raises(NbSubagentsError):
         nbsubagents.get_run("run-there")  # not in this project
     assert nbsubagents.cancel("run-there", project=inside) is False  # found, and already ended
+    for talk in (nbsubagents.steer, nbsubagents.answer):  # found, and already ended: nothing to say to it
+        with pytest.raises(NbSubagentsError, match=r"Run run-there has ended \(completed\)"):
+            talk("run-there", "hello", project=inside)
     assert [p.name for p in nbsubagents.presets(project=inside)] == ["beta"]
     assert [p.name for p in nbsubagents.presets()] == ["alpha"]
     assert list(nbsubagents.experiments(project=inside)["name"]) == []
@@ -105,6 +108,7 @@ def test_run_exposes_no_launch_pump_or_refresh():
     public = {name for name in dir(Run) if not name.startswith("_")}
     assert not public & {"launch", "pump", "refresh"}
     assert {"run_id", "wait", "cancel", "apply", "discard", "report"} <= public
+    assert {"steer", "follow_up", "answer", "approve", "questions", "wait_for_question"} <= public
 
 
 PUBLIC_FUNCTIONS = [name for name in nbsubagents.__all__ if inspect.isfunction(getattr(nbsubagents, name))]

@@ -15,7 +15,10 @@ import pytest
 
 import nbsubagents
 from nbsubagents import cli, registry
+from nbsubagents.child import inbox, procs
 from nbsubagents.child.artifacts import STATUSES
+from nbsubagents.lifecycle import batch, converse
+from nbsubagents.lifecycle.spec import spec_from_call
 from nbsubagents.child.secrets import MASK
 
 SECRET = "sk-cli-test-0123456789abcdef"
@@ -194,10 +197,140 @@ def test_cancel_says_for_each_run_why_it_was_not_cancelled_and_exits_1(root, cap
     assert 'nope: not cancelled: No run "nope"' in err
 
 
+# -- steer, followup, answer, approve ------------------------------------------------------------------
+ASK = {"id": "q-1111", "method": "input", "title": "Which database?", "timeoutAt": None, "approval": False}
+PICK = {"id": "q-2222", "method": "select", "title": "Which file?", "options": ["README.md", "NOTES.md"]}
+ALLOW = {"id": "q-3333", "method": "confirm", "title": "Allow bash?", "message": "rm -rf build", "approval": True}
+
+
+def make_live_run(root: Path, run_id: str, questions: list | None = None) -> Path:
+    """A running run as its supervisor keeps it: the test process stands for the supervisor (so it is live), and
+    ``questions`` for the waiting.json the supervisor writes while the child waits on them."""
+    run_dir = root / ".pi" / "subagents" / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    me = os.getpid()
+    ident = {"pid": me, "host": registry.HOST, "startTicks": procs.process_start_ticks(me)}
+    (run_dir / "meta.json").write_text(json.dumps({
+        "runId": run_id, "name": "mapper", "preset": "scout", "mode": "background", "task": "map the tests",
+        "cwd": str(root), "resolvedModel": "demo/scripted", "createdAt": "2026-01-01T09:00:00.000Z",
+        "launcher": ident, "runner": "process"}))
+    (run_dir / "supervisor.json").write_text(json.dumps({**ident, "startedAt": "2026-01-01T09:00:00.000Z"}))
+    inbox.set_waiting(run_dir, questions or [])
+    registry.record(run_dir)
+    return run_dir
+
+
+def test_steer_and_followup_post_to_a_running_run_and_say_so(root, capsys):
+    run_dir = make_live_run(root, "20260101-090000-bbbbb1")
+    assert cli_main(capsys, "steer", "bbbbb1", "read", "OTHER.md", "instead") == (
+        0, "20260101-090000-bbbbb1: steered (the child reads it after its current tool call)\n", "")
+    assert cli_main(capsys, "followup", "bbbbb1", "then stop; say why") == (
+        0, "20260101-090000-bbbbb1: followed up (the child reads it after its current turn)\n", "")
+    assert [(m["kind"], m["text"]) for m in inbox.take(run_dir)] == [
+        ("steer", "read OTHER.md instead"), ("follow_up", "then stop; say why")]
+
+
+def test_answer_and_approve_go_to_the_open_questions_and_show_lists_them(root, capsys):
+    run_dir = make_live_run(root, "20260101-090000-bbbbb2", [ASK, PICK, ALLOW])
+    code, out, err = cli_main(capsys, "show", "bbbbb2")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "  status      waiting" in lines
+    rid = "20260101-090000-bbbbb2"
+    assert lines[lines.index("  asks        Which database?"):][:6] == [
+        "  asks        Which database?", f"                answer: nbsubagents answer {rid} TEXT --question q-1111",
+        "              Which file? [1 README.md | 2 NOTES.md]",
+        f"                answer: nbsubagents answer {rid} CHOICE --question q-2222",
+        "              Allow bash?: rm -rf build",
+        f"                answer: nbsubagents approve {rid} allow|deny --question q-3333"]
+    code, out, _ = cli_main(capsys, "show", "bbbbb2", "--json")
+    assert [q["id"] for q in json.loads(out)["questions"]] == ["q-1111", "q-2222", "q-3333"]
+    assert cli_main(capsys, "answer", "bbbbb2", "the", "staging", "one") == (
+        0, f"{rid}: answered Which database?: the staging one\n", "")
+    assert cli_main(capsys, "answer", "bbbbb2", "2", "--question", "q-2") == (
+        0, f"{rid}: answered Which file? [1 README.md | 2 NOTES.md]: NOTES.md\n", "")
+    assert cli_main(capsys, "approve", "bbbbb2", "deny") == (0, f"{rid}: denied: Allow bash?: rm -rf build\n", "")
+    assert [(m["requestId"], m["value"]) for m in inbox.take(run_dir)] == [
+        ("q-1111", "the staging one"), ("q-2222", "NOTES.md"), ("q-3333", False)]
+    assert "argument decision: invalid choice: 'maybe' (choose from 'allow', 'deny')" in usage_error(
+        capsys, "approve", "bbbbb2", "maybe")
+
+
+def test_talking_to_a_run_that_cannot_take_it_exits_1_saying_what_would_be_right(root, capsys):
+    make_run(root, "20260101-100000-aaaaa1")
+    make_live_run(root, "20260101-090000-bbbbb3", [PICK])
+    rid = "20260101-090000-bbbbb3"
+    assert cli_main(capsys, "steer", "aaaaa1", "look again") == (
+        1, "", "nbsubagents steer: Run 20260101-100000-aaaaa1 has ended (completed): a steer reaches only a running "
+               "run; `nbsubagents followup RUN TEXT` continues its session as a new run\n")
+    assert cli_main(capsys, "answer", "bbbbb3", "CHANGES.md") == (
+        1, "", f"nbsubagents answer: Question q-2222 of run {rid} (Which file? [1 README.md | 2 NOTES.md]) takes one "
+               "of its options, by its text or its number from 1; got 'CHANGES.md'\n")
+    assert cli_main(capsys, "approve", "bbbbb3", "allow") == (
+        1, "", f"nbsubagents approve: Run {rid} is not waiting for an approval: it asks Which file? [1 README.md | "
+               "2 NOTES.md] (answer that with `nbsubagents answer RUN TEXT`)\n")
+    assert cli_main(capsys, "answer", "bbbbb3", "1", "--question", "nope") == (
+        1, "", f"nbsubagents answer: Run {rid} has no open question 'nope': its open ones are q-2222 (Which file? "
+               "[1 README.md | 2 NOTES.md])\n")
+    inbox.set_waiting(root / ".pi" / "subagents" / "runs" / rid, [])
+    assert cli_main(capsys, "answer", "bbbbb3", "yes") == (
+        1, "", f"nbsubagents answer: Run {rid} is not waiting for an answer: no question is open (`nbsubagents show "
+               "RUN` lists the open ones)\n")
+    code, _, err = cli_main(capsys, "steer", "nope", "hello")
+    assert code == 1 and 'nbsubagents steer: No run "nope"' in err and "`nbsubagents runs` lists them" in err
+
+
+def test_followup_of_an_ended_run_continues_it_as_a_new_linked_run(project, capsys, monkeypatch):
+    """The starter prepares the new run without launching pi (``api.start`` launches what it prepares)."""
+    make_run(project, "20260101-100000-aaaaa1")
+    shows = []
+
+    def prepare_only(preset, task, show=True, **options):
+        shows.append(show)
+        return batch.prepare_one(spec_from_call(preset, task, options, "start()"), mode="background")
+
+    monkeypatch.setattr(converse, "_starter", prepare_only)
+    code, out, err = cli_main(capsys, "followup", "aaaaa1", "and", "the", "tests?")
+    assert code == 0, err
+    assert shows == [False]  # no progress from a command that returns at once
+    new = out.split("continued as run ")[1].split()[0]
+    assert out == (f"20260101-100000-aaaaa1 had ended (completed): continued as run {new} in the background "
+                   f"(`nbsubagents show {new}`)\n")
+    code, out, _ = cli_main(capsys, "show", new, "--json")
+    assert json.loads(out)["resumed_from"] == "20260101-100000-aaaaa1" and json.loads(out)["task"] == "and the tests?"
+    code, out, _ = cli_main(capsys, "runs", "--json")
+    assert {r["run_id"]: r["resumed_from"] for r in json.loads(out)} == {new: "20260101-100000-aaaaa1",
+                                                                         "20260101-100000-aaaaa1": None}
+
+
+def test_runs_and_status_show_a_run_with_an_open_question_as_waiting(root, capsys):
+    make_run(root, "20260101-100000-aaaaa1")
+    make_live_run(root, "20260101-090000-bbbbb4", [ASK])
+    make_live_run(root, "20260101-090000-bbbbb5")
+
+    def ids(*args: str) -> dict[str, str]:
+        code, out, err = cli_main(capsys, "runs", "--json", *args)
+        assert code == 0, err
+        return {row["run_id"][-6:]: row["status"] for row in json.loads(out)}
+
+    assert ids() == {"aaaaa1": "completed", "bbbbb4": "waiting", "bbbbb5": "running"}
+    assert ids("--status", "waiting") == {"bbbbb4": "waiting"}
+    assert ids("--status", "running") == {"bbbbb5": "running"}
+    assert ids("--status", "waiting,completed", "--limit", "1") == {"aaaaa1": "completed"}
+    code, out, _ = cli_main(capsys, "runs", "--status", "completed")
+    assert out.splitlines()[0] == "2 running (1 waiting) · 1 completed · 0 failed · 0 aborted · 3 total"
+    code, out, _ = cli_main(capsys, "status")
+    assert out.splitlines()[0] == "2 running (1 waiting) · 1 completed · 0 failed · 0 aborted · 3 total"
+    assert [ln.split()[2] for ln in out.splitlines()[2:]] == ["waiting", "running"]
+    code, out, _ = cli_main(capsys, "status", "bbbbb4")
+    assert "  status       waiting" in out.splitlines() and "  asks         Which database?" in out.splitlines()
+
+
 # -- help -----------------------------------------------------------------------------------------------
 def test_help_of_the_parser_and_of_every_command_shows_examples_and_exit_codes(capsys):
     commands = [None, *cli.parser()._subparsers._group_actions[0].choices]
-    assert {"runs", "status", "show", "report", "cancel", "doctor", "demo"} <= set(commands[1:])
+    assert {"runs", "status", "show", "report", "cancel", "steer", "followup", "answer", "approve", "doctor",
+            "demo"} <= set(commands[1:])
     for command in commands:
         with pytest.raises(SystemExit) as exc:
             cli.main([command, "--help"] if command else ["--help"])
