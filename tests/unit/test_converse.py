@@ -5,6 +5,8 @@ posted is read back with ``inbox.take``, as the supervisor reads it."""
 
 from __future__ import annotations
 
+import sys
+
 import json
 import os
 from pathlib import Path
@@ -254,7 +256,8 @@ def test_a_running_run_with_an_open_question_shows_waiting_where_runs_are_listed
     assert asking.status == "running" and list(nbsubagents.runs(status="waiting")["run_id"]) == []
 
 
-def test_a_question_of_a_foreground_run_is_said_on_stderr_outside_a_notebook(root, live, capsys):
+def test_a_question_of_a_foreground_run_is_said_on_stderr_outside_a_notebook(root, live, capsys, monkeypatch):
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)  # an earlier test of this process may have loaded it
     drive._say_questions(live, [{"type": "tool_execution_start"}, {"type": "question", **PICK},
                                 {"type": "question", **ALLOW}])
     assert capsys.readouterr().err.splitlines() == [
