@@ -28,6 +28,7 @@ PALETTE = {
     "completed": ("#166534", "#4ade80"),
     "failed": ("#b91c1c", "#f98b8b"),
     "aborted": ("#92400e", "#fbbf24"),
+    "waiting": ("#7e22ce", "#d8b4fe"),  # a running run whose child waits for a person's answer
 }
 MUTED = ("#4b5563", "#a3a9b4")
 
