@@ -425,8 +425,8 @@ class RunPanel(PanelState, _StaticRecord):
         for control in controls:
             route_clicks(control, self._subshell)
         row = w.VBox([title, w.HBox(controls, layout=w.Layout(flex_flow="row wrap", align_items="center")), note])
-        row.add_class("nbsubagents-question")
-        row.add_class(f"nbsubagents-question-{method}")
+        row.add_class("nbsubagents-open-question")
+        row.add_class(f"nbsubagents-open-question-{method}")
         row._nbsubagents = {"id": qid, "controls": controls, "note": note, "question": question}
         return row
 

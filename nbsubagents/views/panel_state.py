@@ -211,6 +211,8 @@ class PanelState:
             # ended, so a render need not look for result.json (the run's own status does, on every call).
             return "running"
         status = self.run.status
+        if status == "waiting":  # the handle's word for a running run with a question open: the panel derives it
+            status = "running"
         if status in TERMINAL:
             self._status = status
             if self._ended is None:
@@ -459,7 +461,7 @@ class PanelState:
     def _questions_html(self, questions: list[dict[str, Any]]) -> str:
         """The open questions, each with how to answer it: what the record says while the run waits."""
         rows = "".join(
-            f'<div class="nbsubagents-question" data-question-id="{html.escape(str(q.get("id")))}" '
+            f'<div class="nbsubagents-open-question" data-question-id="{html.escape(str(q.get("id")))}" '
             f'style="{LINE_STYLES["question"]}">{glyph("waiting")} waiting for your answer: '
             f'{_esc(question_text(q))}<div style="{_MUTED};font-weight:normal">{_esc(self.question_hint(q))}'
             f'</div></div>' for q in questions)

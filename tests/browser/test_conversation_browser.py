@@ -52,29 +52,29 @@ def test_a_question_is_answered_and_the_run_steered_from_its_panel(project, tmp_
         talk = panel(page, "talk")
         header = talk.locator(".nbsubagents-header")
         expect(header).to_contain_text("waiting", timeout=120_000)  # the question is open: the header says so
-        question = talk.locator(".nbsubagents-question")
+        question = talk.locator(".nbsubagents-open-question")
         expect(question.locator(".nbsubagents-question-title")).to_contain_text("Which file?")
         expect(question.locator(".nbsubagents-option")).to_have_count(2)
         talk.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "conversation-question.png"))
         question.locator(".nbsubagents-option", has_text="b.md").click()
-        expect(talk.locator(".nbsubagents-line.nbsubagents-answer")).to_contain_text("answer (person): b.md",
+        expect(talk.locator(".nbsubagents-line.nbsubagents-answer").first).to_contain_text("answer (person): b.md",
                                                                                      timeout=60_000)
         expect(header).not_to_contain_text("waiting")
-        expect(talk.locator(".nbsubagents-question")).to_have_count(0)
+        expect(talk.locator(".nbsubagents-open-question")).to_have_count(0)
 
         talk.locator(".nbsubagents-steer-text textarea").fill("read src/app.py")
         talk.locator(".nbsubagents-steer").click()
         expect(talk.locator(".nbsubagents-talk-note")).to_contain_text("steer sent at")
-        expect(talk.locator(".nbsubagents-user")).to_contain_text("you (steer, ", timeout=60_000)
-        expect(talk.locator(".nbsubagents-user")).to_contain_text("): read src/app.py")
+        expect(talk.locator(".nbsubagents-user").first).to_contain_text("you (steer, ", timeout=60_000)
+        expect(talk.locator(".nbsubagents-user").first).to_contain_text("): read src/app.py")
         page.screenshot(path=str(ARTIFACTS / "conversation-steered.png"))
 
         expect(header).to_contain_text("completed", timeout=120_000)
         # the end: the record replaces the live panel; its message box is gone, the conversation stays
         expect(talk.locator(".nbsubagents-steer-box")).to_have_count(0)
-        expect(talk.locator(".nbsubagents-user")).to_contain_text("read src/app.py")
-        expect(talk.locator(".nbsubagents-answer")).to_contain_text("answer (person): b.md")
+        expect(talk.locator(".nbsubagents-user").first).to_contain_text("read src/app.py")
+        expect(talk.locator(".nbsubagents-answer").first).to_contain_text("answer (person): b.md")
         page.screenshot(path=str(ARTIFACTS / "conversation-ended.png"))
     assert session.errors == [] and session.offsite() == []
 
