@@ -123,6 +123,7 @@ class _StaticRecord:
     widget: Any
     _record: NotebookRecord | None = None
     _last_static = 0.0
+    _record_due = False  # something a saved notebook should say at once (a run starts or stops waiting)
 
     def notebook_record(self, publish: Callable[[dict[str, Any], str, bool], Any] | None = None) -> NotebookRecord:
         """This panel's record in the notebook (``publish`` replaces IPython's display, for tests)."""
@@ -151,6 +152,11 @@ class _StaticRecord:
             record.show()
         self._last_static = time.monotonic()
 
+    def _typing(self) -> bool:
+        """Whether a person is typing in one of the view's boxes: a refresh of the record then waits, since it
+        re-creates the widget view in JupyterLab (the typed text is kept, the focus would be lost)."""
+        return any(panel._typed() for panel in getattr(self, "panels", [self]))
+
     def kernel_gone(self) -> None:
         """The kernel shuts down: the record of a run not yet ended says its end is unknown from here."""
         for panel in getattr(self, "panels", [self]):
@@ -164,7 +170,8 @@ class _StaticRecord:
         try:
             if self._ended_for_good():
                 record.end()
-            elif time.monotonic() - self._last_static >= STATIC_INTERVAL:
+            elif (self._record_due or time.monotonic() - self._last_static >= STATIC_INTERVAL) and not self._typing():
+                self._record_due = False
                 self._last_static = time.monotonic()
                 record.update()
         except Exception as exc:  # the record is a bonus: a failing display never stops the panel
@@ -201,6 +208,7 @@ class RunPanel(PanelState, _StaticRecord):
         self.last_render = 0.0       # time.monotonic() of the last render
         self.dirty = True
         self._final_rendered = False
+        self._shown = ""             # the status the header showed last (``waiting`` or the run's)
 
         self.header = w.HTML(layout=w.Layout(flex="1 1 auto")).add_class("nbsubagents-header")
         self.cancel_button = w.Button(description="Cancel", icon="stop", tooltip="Abort this run only",
@@ -282,7 +290,11 @@ class RunPanel(PanelState, _StaticRecord):
         with self._lock:
             status = self._current_status()
             questions = self.open_questions(status)
-            self.header.value = self._header_html(self.shown_status(status, questions), status)
+            shown = self.shown_status(status, questions)
+            if (shown == "waiting") != (self._shown == "waiting"):
+                self._record_due = True
+            self._shown = shown
+            self.header.value = self._header_html(shown, status)
             final = not self._final_rendered and self.ready_to_end(status)
             if final:
                 self.drop_repeated_output()
@@ -370,6 +382,12 @@ class RunPanel(PanelState, _StaticRecord):
         return "".join(parts)
 
     # -- the conversation -----------------------------------------------------------------------------
+    def _typed(self) -> bool:
+        """Text typed in the message box or an answer box and not sent yet."""
+        boxes = [self.steer_text] + [c for row in self._question_rows.values() for c in row._nbsubagents["controls"]
+                                     if not c.disabled and isinstance(getattr(c, "value", None), str)]
+        return any(box.value.strip() for box in boxes)
+
     def _show_questions(self, questions: list[dict[str, Any]]) -> None:
         """One row per open question, kept while it stays open (a row answered from here stays, disabled, until
         the run takes the answer)."""

@@ -980,3 +980,22 @@ def test_the_status_bar_names_runs_that_wait_for_an_answer_apart_from_running_on
         bar.close()
         for other in list(statusbar._bars):
             other.close()
+
+
+def test_the_record_says_at_once_that_a_run_waits_but_never_refreshes_while_a_person_types(tmp_path, monkeypatch):
+    from nbsubagents.ui import panels as widgets
+
+    run, panel = conversation_panel(tmp_path)
+    sent: list = []
+    panel.show(lambda bundle, display_id, update: sent.append(bundle))
+    panel.add({"type": "question", "id": "q1", "method": "input", "title": "Which file?", "seq": 1}, None)
+    panel.render()  # long before the periodic refresh: the record says it waits now
+    assert len(sent) == 2 and sent[-1]["text/plain"].startswith(f"{WAIT} r1 waiting")
+    monkeypatch.setattr(widgets, "STATIC_INTERVAL", 0.0)
+    panel.steer_text.value = "half a thought"  # a refresh re-creates the view in JupyterLab: not while typing
+    panel.add({"type": "tool_call", "id": "a", "name": "ls", "args": {}, "seq": 2}, ProgressLine("tool", "Listing"))
+    panel.render()
+    assert len(sent) == 2
+    panel.steer_text.value = ""
+    panel.render()
+    assert len(sent) == 3 and "Listing" in sent[-1]["text/plain"]
