@@ -227,6 +227,7 @@ class RunPanel(PanelState, _StaticRecord):
         self.questions_box = w.VBox([]).add_class("nbsubagents-questions")
         self._question_rows: dict[str, Any] = {}   # open question id -> its row
         self._sent: dict[str, Any] = {}            # question id -> the answer posted from here (until it is taken)
+        self._said_before_note: int | None = None  # messages the run had taken when the note said one was sent
         self.steer_text = w.Textarea(placeholder="A message to the run: Steer (after the current tool call) or "
                                      "Follow up (after this turn)", rows=1,
                                      layout=w.Layout(flex="1 1 auto", width="auto"))
@@ -310,6 +311,9 @@ class RunPanel(PanelState, _StaticRecord):
                 self.history_box.layout.display = display
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
+            if self._said_before_note is not None and len(self.conversation.messages) > self._said_before_note:
+                self._said_before_note = None  # the run took the message: its line says it, the note goes
+                self.talk_note.value = ""
             live = status == "running" and not final and not self._final_rendered
             self._show_questions(questions if live else [])
             display = None if live else "none"
@@ -474,6 +478,7 @@ class RunPanel(PanelState, _StaticRecord):
                 return
             self.steer_text.value = ""
         inbox.post(self.run.dir, kind, text)
+        self._said_before_note = len(self.conversation.messages)
         said = "steer" if kind == "steer" else "follow-up"
         self.talk_note.value = (f'<span style="{MUTED_STYLE}">{said} sent at {at_words(time.time())}: it shows '
                                 f'above once the run takes it</span>')

@@ -38,9 +38,9 @@ def test_a_question_is_answered_and_the_run_steered_from_its_panel(project, tmp_
     from playwright.sync_api import expect
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
-    # The child asks first; the next step is slow (the scripted model takes 8 s) so that the steer lands before
-    # the run goes on to read README.md: the steer's words are then the last user message, which the scripted
-    # model plans from, so the run reads src/app.py instead.
+    # The child asks first; the next step is slow (the scripted model takes 8 s) so that the steer lands while
+    # the model thinks: after that step's tool call the steer's words are the last user message, which the
+    # scripted model plans from, so the run then reads src/app.py.
     write_notebook(project / "talk.ipynb", [
         SETUP,
         'talk = nbsubagents.run("scout", "ask: Which file? [a.md | b.md]\\nsleep: 8\\nread README.md", '
@@ -89,8 +89,12 @@ def test_a_question_is_answered_and_the_run_steered_from_its_panel(project, tmp_
     asked = [e for e in seen if e["type"] == "tool_result" and e.get("name") == "ask"]
     assert asked and "b.md" in asked[0]["text"]  # the answer reached the child as the ask tool's result
     steered = next(i for i, e in enumerate(seen) if e["type"] == "user_message")
-    reads = [e["args"].get("path") for e in seen[steered:] if e["type"] == "tool_call" and e.get("name") == "read"]
-    assert reads == ["src/app.py"], reads  # the steer changed the next tool call
+    reads = [(i, e["args"].get("path")) for i, e in enumerate(seen) if e["type"] == "tool_call"
+             and e.get("name") == "read"]
+    # the steer went to pi while the model was still thinking about README.md: that read ends, then the steer
+    # is the last user message, so the run reads what it said (and read it only after it)
+    assert [path for i, path in reads if i > steered][-1] == "src/app.py", reads
+    assert "src/app.py" not in [path for i, path in reads if i < steered], reads
     assert "src/app.py" in result["finalText"]
 
 

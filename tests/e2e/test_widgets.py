@@ -787,6 +787,7 @@ def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_wh
     panel.add({"type": "user_message", "kind": "steer", "text": "read b.md instead", "at": at, "seq": 1}, None)
     panel.add({"type": "user_message", "kind": "follow_up", "text": "now summarise b.md", "at": at, "seq": 2}, None)
     panel.render()
+    assert panel.talk_note.value == ""  # the lines say it now
     stamp = time.strftime("%H:%M:%S", time.localtime(1767323045))
     assert lines_of(panel.window_html.value) == [("user", f"you (steer, {stamp}): read b.md instead"),
                                                  ("user", f"you (follow-up, {stamp}): now summarise b.md")]
