@@ -25,10 +25,10 @@ __all__ = ["clip", "shorten", "plural", "duration", "html_table"]  # and the pal
 PALETTE = {
     "queued": ("#4b5563", "#a3a9b4"),
     "running": ("#1d4ed8", "#7cb2fb"),
-    "waiting": ("#7e22ce", "#d8b4fe"),
     "completed": ("#166534", "#4ade80"),
     "failed": ("#b91c1c", "#f98b8b"),
     "aborted": ("#92400e", "#fbbf24"),
+    "waiting": ("#7e22ce", "#d8b4fe"),  # a running run whose child waits for a person's answer
 }
 MUTED = ("#4b5563", "#a3a9b4")
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["GLYPHS", "glyph", "summary_line", "extra_parts", "change_words"]
 
-GLYPHS = {"queued": "○", "running": "↻", "waiting": "?", "completed": "✓", "failed": "✗", "aborted": "■"}
+GLYPHS = {"queued": "○", "running": "↻", "waiting": "◷", "completed": "✓", "failed": "✗", "aborted": "■"}
 
 
 def glyph(status: str) -> str:

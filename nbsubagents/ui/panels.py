@@ -24,11 +24,13 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from ..child import inbox
 from ..child.artifacts import TERMINAL
 from ..child.formatter import ProgressLine
 from ..lifecycle import watcher
 from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph, plural
 from ..style import color as status_color
+from ..views.conversation import at_words, question_text
 from ..views.panel_state import (
     GROUP_WORDS,
     HISTORY_LIMIT,
@@ -68,6 +70,13 @@ _LINE_CSS = (
     ".nbsubagents-lines .nbsubagents-done,.nbsubagents-lines .nbsubagents-info,"
     ".nbsubagents-lines .nbsubagents-placeholder{" + MUTED_STYLE + "}"
     ".nbsubagents-lines .nbsubagents-waiting{" + MUTED_STYLE + ";font-style:italic}"
+    ".nbsubagents-lines .nbsubagents-user{font-weight:600;border-left:3px solid " + status_color("queued")
+    + ";padding-left:6px}"
+    ".nbsubagents-lines .nbsubagents-question{font-weight:600;border-left:3px solid " + status_color("waiting")
+    + ";padding-left:6px}"
+    ".nbsubagents-lines .nbsubagents-answer{border-left:3px solid " + status_color("waiting") + ";padding-left:6px}"
+    ".nbsubagents-lines .nbsubagents-fallback{border-left:3px solid " + status_color("aborted") + ";padding-left:6px}"
+    ".nbsubagents-lines .nbsubagents-notice{" + MUTED_STYLE + "}"
     "</style>"
 )
 
@@ -81,7 +90,7 @@ _PANEL_CSS = (
     ".nbsubagents-panel.nbsubagents-live{border:1px solid rgba(127,127,127,.5);border-left:4px solid "
     + status_color("queued") + ";border-radius:3px;padding:6px 10px;margin:3px 0}"
     + "".join(f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-status-{s}){{border-left-color:{status_color(s)}}}"
-              for s in ("running", "completed", "failed", "aborted"))
+              for s in ("running", "waiting", "completed", "failed", "aborted"))
     + ".nbsubagents-header .nbsubagents-name{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;"
     "max-width:60ch;display:inline-block;vertical-align:bottom}"
     ".nbsubagents-header .nbsubagents-gone{display:none}"
@@ -93,6 +102,8 @@ _PANEL_CSS = (
     "border-left-color:rgba(127,127,127,.6)}"
     ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-waiting{display:none}"
     ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}"
+    ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-steer-box,"
+    ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-questions{display:none !important}"
     "</style>"
 )
 
@@ -112,6 +123,7 @@ class _StaticRecord:
     widget: Any
     _record: NotebookRecord | None = None
     _last_static = 0.0
+    _record_due = False  # something a saved notebook should say at once (a run starts or stops waiting)
 
     def notebook_record(self, publish: Callable[[dict[str, Any], str, bool], Any] | None = None) -> NotebookRecord:
         """This panel's record in the notebook (``publish`` replaces IPython's display, for tests)."""
@@ -140,6 +152,11 @@ class _StaticRecord:
             record.show()
         self._last_static = time.monotonic()
 
+    def _typing(self) -> bool:
+        """Whether a person is typing in one of the view's boxes: a refresh of the record then waits, since it
+        re-creates the widget view in JupyterLab (the typed text is kept, the focus would be lost)."""
+        return any(panel._typed() for panel in getattr(self, "panels", [self]))
+
     def kernel_gone(self) -> None:
         """The kernel shuts down: the record of a run not yet ended says its end is unknown from here."""
         for panel in getattr(self, "panels", [self]):
@@ -153,7 +170,8 @@ class _StaticRecord:
         try:
             if self._ended_for_good():
                 record.end()
-            elif time.monotonic() - self._last_static >= STATIC_INTERVAL:
+            elif (self._record_due or time.monotonic() - self._last_static >= STATIC_INTERVAL) and not self._typing():
+                self._record_due = False
                 self._last_static = time.monotonic()
                 record.update()
         except Exception as exc:  # the record is a bonus: a failing display never stops the panel
@@ -172,7 +190,10 @@ def live_panel(run: Run) -> RunPanel | None:
 
 
 class RunPanel(PanelState, _StaticRecord):
-    """One run's panel: header, the latest ``lines`` lines, the full history on demand, Cancel, final text.
+    """One run's panel: header, the latest ``lines`` lines, the full history on demand, Cancel, final text,
+    and while the run goes its conversation: the open questions with their answer controls
+    (``questions_box``) and a message box with Steer and Follow up (``steer_box``). Every control posts to the
+    run directory's inbox (``child.inbox.post``), so it works for any run, whoever started it.
 
     ``add(event, line)`` updates the state (cheap, every event); ``render()`` writes it to the widgets.
     ``widget`` is the ipywidgets box to display; the panel itself also displays in a notebook.
@@ -187,6 +208,7 @@ class RunPanel(PanelState, _StaticRecord):
         self.last_render = 0.0       # time.monotonic() of the last render
         self.dirty = True
         self._final_rendered = False
+        self._shown = ""             # the status the header showed last (``waiting`` or the run's)
 
         self.header = w.HTML(layout=w.Layout(flex="1 1 auto")).add_class("nbsubagents-header")
         self.cancel_button = w.Button(description="Cancel", icon="stop", tooltip="Abort this run only",
@@ -199,16 +221,40 @@ class RunPanel(PanelState, _StaticRecord):
         self.history_box.add_class("nbsubagents-history-toggle")
         self.history_box.observe(self._on_toggle, names="selected_index")
         self.final_html = w.HTML().add_class("nbsubagents-final")
+        self._w = w
+        self._subshell = click_subshell()
+        # the conversation: one row per open question (rebuilt when the open ones change), then the message box
+        self.questions_box = w.VBox([]).add_class("nbsubagents-questions")
+        self._question_rows: dict[str, Any] = {}   # open question id -> its row
+        self._sent: dict[str, Any] = {}            # question id -> the answer posted from here (until it is taken)
+        self._said_before_note: int | None = None  # messages the run had taken when the note said one was sent
+        self.steer_text = w.Textarea(placeholder="A message to the run: Steer (after the current tool call) or "
+                                     "Follow up (after this turn)", rows=1,
+                                     layout=w.Layout(flex="1 1 auto", width="auto"))
+        self.steer_text.add_class("nbsubagents-steer-text")
+        self.steer_button = w.Button(description="Steer", icon="share", tooltip="Deliver the message after the "
+                                     "current tool call", layout=w.Layout(width="auto", flex="0 0 auto"))
+        self.steer_button.add_class("nbsubagents-steer")
+        self.follow_button = w.Button(description="Follow up", icon="reply", tooltip="Deliver the message when "
+                                      "the run's current turn ends", layout=w.Layout(width="auto", flex="0 0 auto"))
+        self.follow_button.add_class("nbsubagents-followup")
+        self.steer_button.on_click(lambda _b: self._on_message("steer"))
+        self.follow_button.on_click(lambda _b: self._on_message("follow_up"))
+        self.talk_note = w.HTML().add_class("nbsubagents-talk-note")
+        self.steer_box = w.VBox([w.HBox([self.steer_text, self.steer_button, self.follow_button],
+                                        layout=w.Layout(align_items="center")), self.talk_note],
+                                layout=w.Layout(display="none"))
+        self.steer_box.add_class("nbsubagents-steer-box")
         top = w.HBox([self.header, self.cancel_button],
                       layout=w.Layout(align_items="center", justify_content="space-between"))
-        self.widget = w.VBox([top, self.history_box, self.window_html, self.final_html])
+        self.widget = w.VBox([top, self.history_box, self.window_html, self.questions_box, self.steer_box,
+                              self.final_html])
         self.widget.add_class("nbsubagents-panel")
         self.widget.add_class("nbsubagents-live")
         self.widget.add_class(f"nbsubagents-run-{run.run_id}")
         _live[run.run_id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
-        subshell = click_subshell()
-        route_clicks(self.cancel_button, subshell)
-        route_clicks(self.history_box, subshell)
+        for control in (self.cancel_button, self.history_box, self.steer_text, self.steer_button, self.follow_button):
+            route_clicks(control, self._subshell)  # a typed message syncs on the subshell too, before its click
         self.render()
 
     @classmethod
@@ -244,7 +290,12 @@ class RunPanel(PanelState, _StaticRecord):
         """Write the current state to the widgets (widgets send only values that changed)."""
         with self._lock:
             status = self._current_status()
-            self.header.value = self._header_html(status)
+            questions = self.open_questions(status)
+            shown = self.shown_status(status, questions)
+            if (shown == "waiting") != (self._shown == "waiting"):
+                self._record_due = True
+            self._shown = shown
+            self.header.value = self._header_html(shown, status)
             final = not self._final_rendered and self.ready_to_end(status)
             if final:
                 self.drop_repeated_output()
@@ -260,19 +311,30 @@ class RunPanel(PanelState, _StaticRecord):
                 self.history_box.layout.display = display
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
+            if self._said_before_note is not None and len(self.conversation.messages) > self._said_before_note:
+                self._said_before_note = None  # the run took the message: its line says it, the note goes
+                self.talk_note.value = ""
+            live = status == "running" and not final and not self._final_rendered
+            self._show_questions(questions if live else [])
+            display = None if live else "none"
+            if self.steer_box.layout.display != display:
+                self.steer_box.layout.display = display
             if final:
                 self.final_html.value = self._final_html(status)
                 self.cancel_button.disabled = True
                 self.cancel_button.layout.display = "none"
+                self.steer_button.disabled = self.follow_button.disabled = self.steer_text.disabled = True
                 self._final_rendered = True
             self.renders += 1
             self.dirty = False
             self.last_render = time.monotonic()
             self._static_step()
 
-    def _header_html(self, status: str) -> str:
+    def _header_html(self, status: str, run_status: str | None = None) -> str:
+        """The header of ``status`` as shown (``waiting`` for a running run with an open question); its numbers
+        are those of ``run_status`` (the run's own status, the same but for ``waiting``)."""
         pieces = []
-        for field, text in self.header_fields(status):
+        for field, text in self.header_fields(run_status or status):
             text = html.escape(text, quote=False)
             if field == "failed":
                 pieces.append(f'· <span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{text}</span>')
@@ -322,6 +384,104 @@ class RunPanel(PanelState, _StaticRecord):
         parts.append(f'<div class="nbsubagents-runid" style="{MUTED_STYLE};font-size:11px">'
                      f'{html.escape(self.run.run_id, quote=False)}</div>')
         return "".join(parts)
+
+    # -- the conversation -----------------------------------------------------------------------------
+    def _typed(self) -> bool:
+        """Text typed in the message box or an answer box and not sent yet."""
+        boxes = [self.steer_text] + [c for row in self._question_rows.values() for c in row._nbsubagents["controls"]
+                                     if not c.disabled and isinstance(getattr(c, "value", None), str)]
+        return any(box.value.strip() for box in boxes)
+
+    def _show_questions(self, questions: list[dict[str, Any]]) -> None:
+        """One row per open question, kept while it stays open (a row answered from here stays, disabled, until
+        the run takes the answer)."""
+        ids = [str(q.get("id")) for q in questions]
+        if ids == list(self._question_rows):
+            return
+        rows = {}
+        for question, qid in zip(questions, ids):
+            rows[qid] = self._question_rows.pop(qid, None) or self._question_row(question)
+        for row in self._question_rows.values():
+            row.close()
+        self._question_rows = rows
+        self.questions_box.children = tuple(rows.values())
+
+    def _question_row(self, question: dict[str, Any]) -> Any:
+        """The controls of one question: a text box and Answer (input, editor), a button per option (select),
+        or Allow / Deny (a confirmation: an approval)."""
+        w = self._w
+        qid = str(question.get("id"))
+        method = str(question.get("method") or "input")
+        approval = bool(question.get("approval")) or method == "confirm"
+        words = "approval" if approval else "asks"
+        title = w.HTML(f'<span {attrs("waiting", "nbsubagents-question-glyph")}>{glyph("waiting")}</span> '
+                       f'<b>{words}:</b> {html.escape(question_text(question), quote=False)}')
+        title.add_class("nbsubagents-question-title")
+        controls: list[Any] = []
+        if approval:
+            for description, value, style_name, cls in (("Allow", True, "success", "nbsubagents-allow"),
+                                                        ("Deny", False, "danger", "nbsubagents-deny")):
+                button = w.Button(description=description, button_style=style_name,
+                                  tooltip=f"{description} this: the run goes on with your decision",
+                                  layout=w.Layout(width="auto"))
+                button.add_class(cls)
+                button.on_click(lambda _b, v=value: self._on_answer(qid, v))
+                controls.append(button)
+        elif method == "select" and isinstance(question.get("options"), list) and question["options"]:
+            for option in question["options"]:
+                button = w.Button(description=str(option), tooltip=f"Answer: {option}", layout=w.Layout(width="auto"))
+                button.add_class("nbsubagents-option")
+                button.on_click(lambda _b, v=str(option): self._on_answer(qid, v))
+                controls.append(button)
+        else:
+            box = (w.Textarea(rows=3) if method == "editor" else w.Text())
+            box.placeholder = str(question.get("placeholder") or "Your answer")
+            box.layout = w.Layout(flex="1 1 auto", width="auto")
+            box.add_class("nbsubagents-answer-text")
+            button = w.Button(description="Answer", button_style="primary", tooltip="Send this answer to the run",
+                              layout=w.Layout(width="auto"))
+            button.add_class("nbsubagents-answer-button")
+            button.on_click(lambda _b: self._on_answer(qid, box.value))
+            controls += [box, button]
+        note = w.HTML().add_class("nbsubagents-answer-note")
+        for control in controls:
+            route_clicks(control, self._subshell)
+        row = w.VBox([title, w.HBox(controls, layout=w.Layout(flex_flow="row wrap", align_items="center")), note])
+        row.add_class("nbsubagents-open-question")
+        row.add_class(f"nbsubagents-open-question-{method}")
+        row._nbsubagents = {"id": qid, "controls": controls, "note": note, "question": question}
+        return row
+
+    def _on_answer(self, qid: str, value: Any) -> None:
+        """Post the answer to question ``qid`` (True/False for Allow/Deny); may run on the click subshell."""
+        with self._lock:
+            row = self._question_rows.get(qid)
+            if row is None or qid in self._sent:
+                return
+            self._sent[qid] = value
+            for control in row._nbsubagents["controls"]:
+                control.disabled = True
+        inbox.post(self.run.dir, "answer", request_id=qid, value=value)
+        words = ("Allow" if value is True else "Deny") if isinstance(value, bool) else str(value)
+        row._nbsubagents["note"].value = (f'<span style="{MUTED_STYLE}">sent at {at_words(time.time())}: '
+                                          f'{html.escape(words, quote=False)} · the run takes it next</span>')
+
+    def _on_message(self, kind: str) -> None:
+        """Post the message box's text as a steer or a follow-up; may run on the click subshell."""
+        with self._lock:
+            text = self.steer_text.value.strip()
+            if self._final_rendered:
+                return
+            if not text:
+                self.talk_note.value = (f'<span style="{MUTED_STYLE}">Type a message first: Steer delivers it after '
+                                        f'the current tool call, Follow up when the current turn ends.</span>')
+                return
+            self.steer_text.value = ""
+        inbox.post(self.run.dir, kind, text)
+        self._said_before_note = len(self.conversation.messages)
+        said = "steer" if kind == "steer" else "follow-up"
+        self.talk_note.value = (f'<span style="{MUTED_STYLE}">{said} sent at {at_words(time.time())}: it shows '
+                                f'above once the run takes it</span>')
 
     # -- controls -----------------------------------------------------------------------------------
     def _on_cancel(self, _button: Any = None) -> None:

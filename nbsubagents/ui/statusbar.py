@@ -1,9 +1,11 @@
 """The status bar: one line over every run of the project, foreground or background.
 
 ``runs: 2 running / 5 total`` (``· 1 failed`` and ``· 1 aborted`` when there are such runs, then the
-last completion notice, ``· ✓ scout completed``), and below it the running runs by name with their clocks
-(``↻ scout 12s``). In a notebook the bar is an output kept true (``kernel.NotebookRecord``, no widget: there
-is nothing to click): its HTML is sent again under the bar's display id whenever it changes, so the saved
+last completion notice, ``· ✓ scout completed``), below it each run that waits for a person's answer
+(``◷ scout waits for your answer``: a running run whose ``waiting.json`` lists a question) and the running
+runs by name with their clocks (``↻ scout 12s``, ``◷ scout 12s`` while it waits). In a notebook the bar is
+an output kept true (``kernel.NotebookRecord``, no widget: there is nothing to click): its HTML is sent again
+under the bar's display id whenever it changes (a run that starts waiting shows there in place), so the saved
 notebook holds what the bar last said, stamped with the time it said it, and no frontend ever shows a widget
 error for it. Elsewhere the bar is its text.
 
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import registry
+from ..child import inbox
 from ..lifecycle import reconcile, watcher
 from ..style import duration, glyph
 from ..views.panel_state import MUTED_INK, badge
@@ -41,6 +44,7 @@ BAR_ACTIVE_POLL = 1.0    # seconds between looks at the counts while something r
 BAR_IDLE_POLL = 5.0      # ... and while nothing runs (runs of other kernels still show up)
 RECONCILE_EVERY = 5.0    # the bars' clock settles runs whose supervisor is gone at most this often
 RUNNING_SHOWN = 8        # running runs named on the bar (then "+ N more")
+WAITING_SHOWN = 3        # waiting runs named on the bar's line (then "+ N more")
 
 _lock = threading.RLock()                  # guards the weak set, the hook and the clock below
 _reading = threading.RLock()               # a read of the counts and its showing go together, so a read made
@@ -73,20 +77,40 @@ def _show_counts(db: Path, bars: Iterable[StatusBar]) -> dict[str, int]:
     """Read the counts of ``db`` and its running runs, and show them on ``bars``, as one step."""
     with _reading:
         counts = registry.counts(db=db)
-        running = _running(db) if counts["running"] else []
+        waiting = _waiting(db) if counts["running"] else []
+        running = _running(db, {run_id for run_id, _, _ in waiting}) if counts["running"] else []
         for bar in bars:
-            bar._show(counts, running)
+            bar._show(counts, running, waiting)
     return counts
 
 
-def _running(db: Path) -> list[tuple[str, str, float | None]]:
-    """``(name, status, seconds since it started)`` of the project's active runs, oldest first."""
-    rows = registry.fetch(db, "SELECT name, status, started_at, created_at FROM runs "
+def _running(db: Path, waiting: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, str, float | None]]:
+    """``(name, status, seconds since it started)`` of the project's active runs, oldest first; the status of
+    a run in ``waiting`` (run ids) is ``waiting``."""
+    rows = registry.fetch(db, "SELECT run_id, name, status, started_at, created_at FROM runs "
                               "WHERE status IN ('queued', 'running') ORDER BY created_at LIMIT ?", (RUNNING_SHOWN,))
     out = []
     for row in rows:
         age = registry.age(row.get("started_at"))
-        out.append((str(row.get("name") or "?"), str(row.get("status")), None if age == float("inf") else age))
+        status = "waiting" if row.get("run_id") in waiting else str(row.get("status"))
+        out.append((str(row.get("name") or "?"), status, None if age == float("inf") else age))
+    return out
+
+
+def _waiting(db: Path) -> list[tuple[str, str, str]]:
+    """``(run id, name, first question)`` of the project's running runs that wait for an answer, oldest first
+    (a run waits while its ``waiting.json`` lists a question: registry rows keep ``running``)."""
+    rows = registry.fetch(db, "SELECT run_id, name, run_dir FROM runs WHERE status = 'running' ORDER BY created_at")
+    out = []
+    for row in rows:
+        run_dir = Path(str(row.get("run_dir") or ""))
+        if not (run_dir / inbox.WAITING).exists():  # one stat per running run; read only when it is there
+            continue
+        questions = inbox.waiting(run_dir)
+        if questions:
+            first = questions[0]
+            out.append((str(row.get("run_id")), str(row.get("name") or "?"),
+                        str(first.get("title") or first.get("message") or "")))
     return out
 
 
@@ -155,6 +179,7 @@ class StatusBar:
         self.root = self.db.parent.parent.parent  # <root>/.pi/subagents/registry.sqlite
         self.counts: dict[str, int] = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
         self.running: list[tuple[str, str, float | None]] = []
+        self.waiting: list[tuple[str, str, str]] = []   # (run id, name, question) of runs waiting for an answer
         self.notice: Notice | None = None
         self.as_of = time.time()
         self._widget: Any = None
@@ -176,7 +201,16 @@ class StatusBar:
                 text += f" · {c[status]} {status}"
         if self.notice is not None:
             text += f" · {_notice_words(self.notice)}"
+        if self.waiting:
+            text += " · " + self.waiting_text
         return text
+
+    @property
+    def waiting_text(self) -> str:
+        """``◷ scout waits for your answer``: each run waiting for a person (the first few), "" when none."""
+        words = [f"{glyph('waiting')} {name} waits for your answer" for _, name, _ in self.waiting[:WAITING_SHOWN]]
+        more = len(self.waiting) - WAITING_SHOWN
+        return " · ".join(words + ([f"+ {more} more waiting"] if more > 0 else []))
 
     @property
     def running_text(self) -> str:
@@ -203,6 +237,14 @@ class StatusBar:
             parts.append(f'<span class="nbsubagents-statusbar-notice" title="{esc(self.notice.text)}"> · '
                          f'{esc(_notice_words(self.notice))}</span>')
         line = f'<div class="nbsubagents-statusbar-now">{"".join(parts)}</div>'
+        if self.waiting:
+            waits = [f'<span class="nbsubagents-statusbar-wait" data-run-id="{esc(run_id)}" title="{esc(question)} · '
+                     f'run {esc(run_id)}: answer in its panel, or nbsubagents.answer(&quot;{esc(run_id)}&quot;, …)">'
+                     + badge("waiting", f"{name} waits for your answer", icon=glyph("waiting")) + "</span>"
+                     for run_id, name, question in self.waiting[:WAITING_SHOWN]]
+            more = len(self.waiting) - WAITING_SHOWN
+            waits += [f"<span>+ {more} more waiting</span>"] if more > 0 else []
+            line += f'<div class="nbsubagents-statusbar-waiting">{" ".join(waits)}</div>'
         if self.running:
             line += f'<div class="nbsubagents-statusbar-running">{esc(self.running_text)}</div>'
         stamp = time.strftime("%H:%M:%S", time.localtime(self.as_of))
@@ -234,11 +276,13 @@ class StatusBar:
         _show_counts(self.db, [self])
         return self
 
-    def _show(self, counts: dict[str, int], running: list[tuple[str, str, float | None]] | None = None) -> None:
+    def _show(self, counts: dict[str, int], running: list[tuple[str, str, float | None]] | None = None,
+              waiting: list[tuple[str, str, str]] | None = None) -> None:
         with self._bar_lock:
             said = (self.text, self.running_text)
             self.counts = dict(counts)
             self.running = list(running or [])
+            self.waiting = list(waiting or [])
             if self.running or said != (self.text, self.running_text):
                 self.as_of = time.time()  # a reading that says something new (or moves a clock) is sent again
             if self._widget is not None:

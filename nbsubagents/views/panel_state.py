@@ -22,6 +22,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..child import inbox
 from ..child.artifacts import TERMINAL
 from ..child.events import Tally
 from ..child.formatter import ProgressFormatter
@@ -30,6 +31,7 @@ from ..child.summary import extra_parts
 from ..config import NbSubagentsError, settings
 from ..style import MONO_STYLE, duration, glyph, plural
 from ..style import color as status_color
+from .conversation import CONVERSATION_EVENTS, CONVERSATION_KINDS, Conversation, question_text
 from .masking import masker
 
 if TYPE_CHECKING:
@@ -58,7 +60,15 @@ LINE_STYLES = {
     "assistant": f"border-left:2px solid {status_color('running')};padding-left:6px",
     "thinking": _MUTED + ";font-style:italic",
     "done": _MUTED, "info": _MUTED, "placeholder": _MUTED, "waiting": _MUTED + ";font-style:italic",
+    # the conversation: the person's words stand out; what the child asked and its answers in the waiting colour
+    "user": f"border-left:3px solid {status_color('queued')};padding-left:6px;font-weight:600",
+    "question": f"border-left:3px solid {status_color('waiting')};padding-left:6px;font-weight:600",
+    "answer": f"border-left:3px solid {status_color('waiting')};padding-left:6px",
+    "fallback": f"border-left:3px solid {status_color('aborted')};padding-left:6px",
+    "notice": _MUTED,
 }
+# Lines that stay in a folded window although newer lines pushed them above it (the latest few, in order).
+PINNED_KINDS = frozenset({"failed", "error", "user", "question", "answer"})
 # After these events pi waits on the model's next reply (no event comes until it answers).
 WAITING_AFTER = frozenset({"run_start", "session", "turn_start", "tool_result", "retry"})
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -108,6 +118,7 @@ class PanelState:
         self.kernel_gone_at: float | None = None  # the kernel that drew this panel shut down then (wall clock)
         self._last_kind: str | None = None  # the type of the last event, and when it came (wall clock)
         self._last_at: float | None = None
+        self.conversation = Conversation()  # what the person said, what the child asked and the answers
 
     @classmethod
     def of_run(cls, run: Run, **kwargs: Any) -> PanelState:
@@ -131,10 +142,12 @@ class PanelState:
                 self.last_seq = max(self.last_seq, seq)
             self.tally.add(event)
             kind = event.get("type")
+            if kind in CONVERSATION_EVENTS:
+                line = self.conversation.add(event)  # worded with the time a person said it
             if kind == "tool_result" and event.get("isError"):
                 self.failed_steps += 1
             ts = event.get("ts")
-            if kind not in ("usage", "pi_event", "stdout_text"):  # what the run did last, not bookkeeping
+            if kind not in ("usage", "pi_event", "stdout_text", "session_stats", "notice"):  # not bookkeeping
                 self._last_kind = kind
                 self._last_at = ts if isinstance(ts, (int, float)) else time.time()
             if kind == "run_start" or self._started is None:
@@ -198,6 +211,8 @@ class PanelState:
             # ended, so a render need not look for result.json (the run's own status does, on every call).
             return "running"
         status = self.run.status
+        if status == "waiting":  # the handle's word for a running run with a question open: the panel derives it
+            status = "running"
         if status in TERMINAL:
             self._status = status
             if self._ended is None:
@@ -207,6 +222,20 @@ class PanelState:
         if status == "running" and self._launched is None:
             self._launched = time.time()  # the clock ticks from here until run_start gives the real start
         return status
+
+    def open_questions(self, status: str | None = None) -> list[dict[str, Any]]:
+        """The questions the run waits on (none once it ended): from its events and its ``waiting.json``."""
+        with self._lock:
+            status = status or self._current_status()
+            if status in TERMINAL:
+                return []
+            return self.conversation.open_questions(inbox.waiting(self.run.dir) if status == "running" else None)
+
+    def shown_status(self, status: str, questions: list[dict[str, Any]] | None = None) -> str:
+        """``waiting`` for a running run with an open question, else ``status``."""
+        if status != "running":
+            return status
+        return "waiting" if (self.open_questions(status) if questions is None else questions) else status
 
     def ready_to_end(self, status: str) -> bool:
         """The end is final once every event is in (run_end, or settle() after the last pump) and the
@@ -250,6 +279,9 @@ class PanelState:
         if self.failed_steps:
             fields.append(("failed", plural(self.failed_steps, "failed step")))
         fields += [("tokens", f"{tokens:,} tokens"), ("cost", f"${cost:.4f}")]
+        context = self.conversation.context_words(result)
+        if context:
+            fields.append(("context", context))
         turns = tally.turns or ((result or {}).get("turns") or 0)
         fields += [("extra", part) for part in extra_parts(
             run, {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost})]
@@ -293,7 +325,7 @@ class PanelState:
         if len(rows) <= self.lines:
             return rows
         keep = max(1, self.lines // 3)
-        pinned = [row for row in rows[:-self.lines] if row[0] in ("failed", "error")][-keep:]
+        pinned = [row for row in rows[:-self.lines] if row[0] in PINNED_KINDS][-keep:]
         return pinned + rows[len(rows) - (self.lines - len(pinned)):]
 
     def earlier_lines(self, window: list[tuple[str, str, str]]) -> int:
@@ -363,12 +395,14 @@ class PanelState:
             gone = self.kernel_gone_at is not None and not final
             if gone:
                 status = "unknown"
+            questions = [] if gone else self.open_questions(status)
+            shown = self.shown_status(status, questions)
             run = self.run
             name = _esc(run.name)
             head = (f'<div class="nbsubagents-header" style="display:flex;flex-wrap:wrap;gap:2px 6px;'
-                    f'align-items:baseline"><span class="nbsubagents-icon" style="font-weight:bold">{glyph(status)}'
+                    f'align-items:baseline"><span class="nbsubagents-icon" style="font-weight:bold">{glyph(shown)}'
                     f'</span> <b class="nbsubagents-name" title="{name}" style="overflow:hidden;text-overflow:ellipsis;'
-                    f'white-space:nowrap;max-width:100%">{name}</b> {badge(status, status, "nbsubagents-status")} '
+                    f'white-space:nowrap;max-width:100%">{name}</b> {badge(shown, shown, "nbsubagents-status")} '
                     f'<span class="nbsubagents-meta" style="{_MUTED}">{self._static_meta(status)}</span></div>')
             window = self.window()
             lines = "".join(_line_html(kind, text) for kind, text, _ in window)
@@ -391,6 +425,8 @@ class PanelState:
                              f'{"".join(_line_html(kind, text) for kind, text, _ in hidden)}</div></details>')
             if lines:
                 parts.append(f'<div class="nbsubagents-window" style="{_MONO};margin:4px 0">{lines}</div>')
+            if questions:
+                parts.append(self._questions_html(questions))
             foot = []
             if final:
                 output = self.final_output()
@@ -409,11 +445,27 @@ class PanelState:
             run_id = html.escape(run.run_id)
             dim = "opacity:.75;" if gone else ""
             return (f'<div class="nbsubagents-static nbsubagents-panel nbsubagents-run-{run_id} '
-                    f'nbsubagents-status-{status}" data-run-id="{run_id}" '
-                    f'style="{dim}border:1px solid rgba(127,127,127,.5);border-left:4px solid {status_color(status)};'
+                    f'nbsubagents-status-{shown}" data-run-id="{run_id}" '
+                    f'style="{dim}border:1px solid rgba(127,127,127,.5);border-left:4px solid {status_color(shown)};'
                     f'border-radius:3px;padding:6px 10px;margin:3px 0;font-family:var(--jp-ui-font-family,'
                     f'-apple-system,Segoe UI,Helvetica,Arial,sans-serif);font-size:13px;line-height:1.45">'
                     f'{"".join(parts)}</div>')
+
+    def question_hint(self, question: dict[str, Any]) -> str:
+        """How to answer ``question`` from any cell or shell (the panel's own box is gone without a kernel)."""
+        run_id = self.run.run_id
+        if question.get("approval") or question.get("method") == "confirm":
+            return f'nbsubagents.answer("{run_id}", True) or False, or: nbsubagents approve {run_id} allow|deny'
+        return f'nbsubagents.answer("{run_id}", "…"), or: nbsubagents answer {run_id} "…"'
+
+    def _questions_html(self, questions: list[dict[str, Any]]) -> str:
+        """The open questions, each with how to answer it: what the record says while the run waits."""
+        rows = "".join(
+            f'<div class="nbsubagents-open-question" data-question-id="{html.escape(str(q.get("id")))}" '
+            f'style="{LINE_STYLES["question"]}">{glyph("waiting")} waiting for your answer: '
+            f'{_esc(question_text(q))}<div style="{_MUTED};font-weight:normal">{_esc(self.question_hint(q))}'
+            f'</div></div>' for q in questions)
+        return f'<div class="nbsubagents-questions" style="margin:4px 0">{rows}</div>'
 
     def _static_meta(self, status: str) -> str:
         return " · ".join(f'<span class="nbsubagents-failed-steps" style="font-weight:600">{_esc(text)}</span>'
@@ -427,7 +479,9 @@ class PanelState:
     def _static_text(self) -> str:
         with self._lock:
             status, final = self.static_parts()
-            lines = [f"{glyph(status)} {self.run.name} {status} · {' · '.join(self.header_meta(status))}"]
+            questions = [] if final else self.open_questions(status)
+            shown = self.shown_status(status, questions)
+            lines = [f"{glyph(shown)} {self.run.name} {shown} · {' · '.join(self.header_meta(status))}"]
             if self.kernel_gone_at is not None and not final:
                 lines = [f"? {self.run.name} unknown · {' · '.join(self.header_meta(status))}", self.gone_words()]
             window = self.window()
@@ -439,6 +493,10 @@ class PanelState:
                 lines.append(f"  {self.placeholder(status)}")
             if not final and self.waiting(status):
                 lines.append(f"  {self.waiting(status)}")
+            if self.kernel_gone_at is None or final:
+                for question in questions:
+                    lines.append(f"{glyph('waiting')} waiting for your answer: {question_text(question)}")
+                    lines.append(f"  {self.question_hint(question)}")
             if final:
                 output = self.final_output()
                 if output:
@@ -451,11 +509,14 @@ class PanelState:
             return "\n".join(lines)
 
 
+_CLASSED = frozenset({"failed", "error", "waiting", *CONVERSATION_KINDS})
+
+
 def _line_html(kind: str, text: str) -> str:
     if not text:
         return ""
     style = LINE_STYLES.get(kind)
-    cls = f' class="nbsubagents-{kind}"' if kind in ("failed", "error", "waiting") else ""
+    cls = f' class="nbsubagents-{kind}"' if kind in _CLASSED else ""
     return f'<div{cls} style="{style}">{_esc(text)}</div>' if style else f"<div{cls}>{_esc(text)}</div>"
 
 

@@ -33,6 +33,8 @@ from nbsubagents.lifecycle.handle import Run
 from nbsubagents.lifecycle.spec import TaskSpec
 from nbsubagents.ui.panels import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer, live_panel
 
+from helpers import wait_for
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pi-0.73.1"
 LINE = re.compile(r'<div class="nbsubagents-line nbsubagents-(\w+)">(.*?)</div>')
 
@@ -740,3 +742,261 @@ def test_a_static_record_says_each_line_once_with_one_toggle_for_hidden_lines_an
     small.add({"type": "tool_call", "id": "a", "name": "ls", "ts": time.time()}, ProgressLine("tool", "Listing"))
     small.render()
     assert small.history_box.layout.display == "none" and "<details" not in small.static_html()
+
+
+# -- the conversation (issue 26): steer, follow up, questions, approvals, fallbacks, context use --------------
+WAIT = style.glyph("waiting")
+
+
+def conversation_panel(tmp_path: Path, name: str = "r1") -> tuple[Run, RunPanel]:
+    """A running run's panel that has seen the run start (its message box shows while it runs)."""
+    run = fake_run(tmp_path, name, "running")
+    panel = RunPanel(run)
+    panel.add({"type": "run_start", "seq": 0, "ts": time.time()}, None)
+    panel.render()
+    return run, panel
+
+
+def question_row(panel: RunPanel, qid: str):
+    (row,) = [r for r in panel.questions_box.children if r._nbsubagents["id"] == qid]
+    return row
+
+
+def controls(row, cls: str) -> list:
+    return [c for c in row._nbsubagents["controls"] if cls in c._dom_classes]
+
+
+def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_when_the_run_ends(tmp_path):
+    from nbsubagents.child import inbox
+
+    run, panel = conversation_panel(tmp_path)
+    assert panel.steer_box.layout.display is None and panel.steer_box in panel.widget.children
+    assert "nbsubagents-steer-box" in panel.steer_box._dom_classes
+    panel.steer_button.click()  # nothing typed: nothing posted, the box says why
+    assert inbox.take(run.dir) == [] and "Type a message first" in panel.talk_note.value
+    panel.steer_text.value = "read b.md instead"
+    panel.steer_button.click()
+    panel.steer_text.value = "now summarise b.md"
+    panel.follow_button.click()
+    posted = inbox.take(run.dir)
+    assert [(m["kind"], m["text"]) for m in posted] == [("steer", "read b.md instead"),
+                                                         ("follow_up", "now summarise b.md")]
+    assert panel.steer_text.value == "" and "follow-up sent at " in panel.talk_note.value
+    # what the person said shows once the run took it (its user_message event), with when it was said
+    at = "2026-01-02T03:04:05.000Z"
+    panel.add({"type": "user_message", "kind": "steer", "text": "read b.md instead", "at": at, "seq": 1}, None)
+    panel.add({"type": "user_message", "kind": "follow_up", "text": "now summarise b.md", "at": at, "seq": 2}, None)
+    panel.render()
+    assert panel.talk_note.value == ""  # the lines say it now
+    stamp = time.strftime("%H:%M:%S", time.localtime(1767323045))
+    assert lines_of(panel.window_html.value) == [("user", f"you (steer, {stamp}): read b.md instead"),
+                                                 ("user", f"you (follow-up, {stamp}): now summarise b.md")]
+    finish(run.dir, "completed", text="done")
+    panel.finish()
+    assert panel.steer_box.layout.display == "none" and panel.steer_button.disabled and panel.follow_button.disabled
+    panel.steer_text.value = "too late"
+    panel.steer_button.click()
+    assert inbox.take(run.dir) == []  # an ended run's box posts nothing
+
+
+def test_a_queued_run_offers_no_message_box_yet(tmp_path):
+    panel = RunPanel(fake_run(tmp_path, "r1"))
+    assert panel.status == "queued" and panel.steer_box.layout.display == "none"
+
+
+def test_open_questions_show_their_controls_and_each_answer_posts_the_question_id_and_value(tmp_path):
+    from nbsubagents.child import inbox
+
+    run, panel = conversation_panel(tmp_path)
+    for seq, event in enumerate([
+            {"type": "question", "id": "q-in", "method": "input", "title": "Which branch?", "placeholder": "main"},
+            {"type": "question", "id": "q-sel", "method": "select", "title": "Which file?",
+             "options": ["a.md", "b.md"], "approval": False},
+            {"type": "question", "id": "q-ok", "method": "confirm", "title": "Allow bash?", "message": "rm -rf build",
+             "approval": True},
+            {"type": "question", "id": "q-no", "method": "confirm", "title": "Allow write?", "message": "notes.md",
+             "approval": True}], start=1):
+        panel.add({**event, "seq": seq, "timeoutAt": None}, None)
+    panel.render()
+    assert page_text(panel.header.value).startswith(f"{WAIT} r1 waiting · ")  # the header says it waits
+    assert "nbsubagents-status-waiting" in panel.header.value
+    assert [r._nbsubagents["id"] for r in panel.questions_box.children] == ["q-in", "q-sel", "q-ok", "q-no"]
+    assert "nbsubagents-open-question-select" in question_row(panel, "q-sel")._dom_classes
+    assert "Allow bash? — rm -rf build" in question_row(panel, "q-ok").children[0].value
+    assert [k for k, _ in lines_of(panel.window_html.value)] == ["question"] * 4
+    assert lines_of(panel.window_html.value)[1] == ("question", "asks: Which file? [a.md | b.md]")
+    assert lines_of(panel.window_html.value)[2] == ("question", "approval: Allow bash? — rm -rf build")
+
+    (box,) = controls(question_row(panel, "q-in"), "nbsubagents-answer-text")
+    assert box.placeholder == "main"
+    box.value = "feature/x"
+    controls(question_row(panel, "q-in"), "nbsubagents-answer-button")[0].click()
+    options = controls(question_row(panel, "q-sel"), "nbsubagents-option")
+    assert [b.description for b in options] == ["a.md", "b.md"]
+    options[1].click()
+    controls(question_row(panel, "q-ok"), "nbsubagents-allow")[0].click()
+    controls(question_row(panel, "q-no"), "nbsubagents-deny")[0].click()
+    controls(question_row(panel, "q-no"), "nbsubagents-allow")[0].click()  # answered from here already
+    answers = [(m["kind"], m["requestId"], m["value"]) for m in inbox.take(run.dir)]
+    assert answers == [("answer", "q-in", "feature/x"), ("answer", "q-sel", "b.md"), ("answer", "q-ok", True),
+                       ("answer", "q-no", False)]
+    assert all(c.disabled for c in question_row(panel, "q-sel")._nbsubagents["controls"])
+    assert "sent at " in question_row(panel, "q-no")._nbsubagents["note"].value
+
+    # the run takes the answers: the rows go, the lines say the answer and who gave it
+    for seq, (qid, value, by) in enumerate([("q-in", "feature/x", "person"), ("q-sel", "b.md", "person"),
+                                            ("q-ok", True, "person"), ("q-no", False, "policy")], start=10):
+        panel.add({"type": "answer", "id": qid, "value": value, "by": by, "at": "2026-01-02T03:04:05Z",
+                   "seq": seq}, None)
+    panel.render()
+    assert panel.questions_box.children == ()
+    assert page_text(panel.header.value).startswith("↻ r1 running · ")
+    assert [text for kind, text in lines_of(panel.window_html.value) if kind == "answer"] == [
+        "answer (person): feature/x", "answer (person): b.md", "approval: Allow bash? — rm -rf build: allowed (person)",
+        "approval: Allow write? — notes.md: denied (policy)"]
+
+
+def test_a_question_listed_only_in_waiting_json_is_open_too(tmp_path):
+    from nbsubagents.child import inbox
+
+    run, panel = conversation_panel(tmp_path)
+    inbox.set_waiting(run.dir, [{"type": "question", "id": "w1", "method": "input", "title": "Name?"}])
+    panel.render()
+    assert "nbsubagents-status-waiting" in panel.header.value
+    assert [r._nbsubagents["id"] for r in panel.questions_box.children] == ["w1"]
+    assert "waiting for your answer: Name?" in panel.static_text()
+    inbox.set_waiting(run.dir, [])
+    panel.render()
+    assert panel.questions_box.children == () and "nbsubagents-status-running" in panel.header.value
+
+
+def test_the_header_shows_context_use_from_the_latest_session_stats(tmp_path):
+    run, panel = conversation_panel(tmp_path)
+    assert "ctx" not in page_text(panel.header.value)  # nothing said yet: nothing shown
+    panel.add({"type": "session_stats", "contextTokens": 1230, "contextWindow": 10000, "contextPercent": 12.3,
+               "tokens": 1500, "cost": 0.01, "seq": 1}, None)
+    panel.render()
+    assert " · $0.0000 · ctx 12% · " in page_text(panel.header.value)
+    assert '<span class="nbsubagents-context">· ctx 12%</span>' in panel.header.value
+    panel.add({"type": "session_stats", "contextTokens": 4100, "contextWindow": 10000, "contextPercent": None,
+               "tokens": 5000, "cost": 0.02, "seq": 2}, None)
+    panel.render()
+    assert "ctx 41%" in page_text(panel.header.value) and "ctx 41%" in panel.static_text()
+    assert [kind for kind, _ in lines_of(panel.window_html.value) if kind != "waiting"] == []  # numbers, not lines
+    # a run seen only through its result: the result's contextUsage
+    done = fake_run(tmp_path, "r2")
+    (done.dir / "result.json").write_text(json.dumps({
+        "status": "completed", "finalText": "ok", "durationSeconds": 1.0, "toolCalls": 0,
+        "usage": {"totalTokens": 10, "cost": 0}, "contextUsage": {"tokens": 700, "window": 1000, "percent": 70.0}}))
+    assert "ctx 70%" in RunPanel.from_run(done).header.value
+
+
+def write_conversation_run(tmp_path: Path) -> Run:
+    """A finished run whose events.jsonl holds a whole conversation, written by hand."""
+    run = fake_run(tmp_path, "talk", "running")
+    at = "2026-01-02T03:04:05Z"
+    events = [
+        {"type": "run_start"},
+        {"type": "tool_call", "id": "c1", "name": "read", "args": {"path": "a.md"}},
+        {"type": "tool_result", "id": "c1", "name": "read", "text": "alpha"},
+        {"type": "user_message", "kind": "steer", "text": "read b.md <now>", "at": at, "from": "h:1"},
+        {"type": "question", "id": "q1", "method": "select", "title": "Which file?", "options": ["a.md", "b.md"],
+         "approval": False, "timeoutAt": None},
+        {"type": "answer", "id": "q1", "value": "b.md", "by": "person", "at": at, "from": "h:1"},
+        {"type": "question", "id": "q2", "method": "confirm", "title": "Allow bash?", "message": "ls -la",
+         "approval": True, "timeoutAt": None},
+        {"type": "answer", "id": "q2", "value": False, "by": "policy", "at": at},
+        {"type": "model_fallback", "from": "offline/scripted", "to": "offline/other", "error": "429 rate limited"},
+        {"type": "tool_call", "id": "c2", "name": "read", "args": {"path": "b.md"}},
+        {"type": "tool_result", "id": "c2", "name": "read", "text": "beta"},
+        {"type": "session_stats", "contextTokens": 500, "contextWindow": 2000, "contextPercent": 25.0, "tokens": 900,
+         "cost": 0.0},
+        {"type": "assistant_text", "text": "b.md says beta"},
+        {"type": "run_end", "status": "completed"},
+    ]
+    with open(run.paths.events, "w") as fh:
+        for seq, event in enumerate(events):
+            fh.write(json.dumps({**event, "seq": seq, "ts": 1767323045.0 + seq}) + "\n")
+    (run.dir / "supervisor.json").unlink()
+    finish(run.dir, "completed", text="b.md says beta")
+    return Run(run.dir, run.meta)
+
+
+def test_the_saved_record_tells_the_conversation_in_order_with_the_tool_calls_without_javascript(tmp_path):
+    run = write_conversation_run(tmp_path)
+    bundle = run_mimebundle(run)  # what a finished run shows as a cell's value: the static record alone
+    assert VIEW_MIME not in bundle
+    stamp = time.strftime("%H:%M:%S", time.localtime(1767323045))
+    said = ["Reading a.md", f"you (steer, {stamp}): read b.md <now>", "asks: Which file? [a.md | b.md]",
+            "answer (person): b.md", "approval: Allow bash? — ls -la", "approval: Allow bash? — ls -la: denied (policy)",
+            "model fallback: offline/scripted → offline/other (429 rate limited)", "Reading b.md"]
+    text = bundle["text/plain"]
+    positions = [text.find(line) for line in said]
+    assert -1 not in positions and positions == sorted(positions), (positions, text)
+    assert "ctx 25%" in text.splitlines()[0]
+    page = page_text(bundle["text/html"])
+    positions = [page.find(line) for line in said]
+    assert -1 not in positions and positions == sorted(positions), (positions, page)
+    record = bundle["text/html"]
+    assert "<script" not in record and "<style" not in record and "&lt;now&gt;" in record
+    for kind in ("user", "question", "answer", "fallback"):
+        assert f'<div class="nbsubagents-{kind}" style="' in record, kind
+    assert "nbsubagents-status-completed" in record and "waiting for your answer" not in record
+
+
+def test_a_record_taken_while_the_run_waits_says_so_and_how_to_answer(tmp_path):
+    run, panel = conversation_panel(tmp_path, "asker")
+    panel.add({"type": "question", "id": "q1", "method": "input", "title": "Which file?", "seq": 1}, None)
+    record = panel.static_html()
+    assert "nbsubagents-status-waiting" in record and f"border-left:4px solid {style.color('waiting')}" in record
+    assert WAIT != "?"  # "?" is the glyph of a record whose end is unknown (its kernel gone)
+    assert '<div class="nbsubagents-open-question" data-question-id="q1"' in record and "waiting for your answer: Which file?" in page_text(record)
+    assert 'nbsubagents.answer("asker", "…")' in page_text(record)
+    text = panel.static_text()
+    assert text.startswith(f"{WAIT} asker waiting · ") and f"{WAIT} waiting for your answer: Which file?" in text
+
+
+def test_the_status_bar_names_runs_that_wait_for_an_answer_apart_from_running_ones(project):
+    from nbsubagents.child import inbox
+    from nbsubagents.ui import statusbar
+
+    bar = nbsubagents.status_bar()
+    try:
+        run = nbsubagents.start("scout", "sleep: 60\nread README.md", name="asker", show=False)
+        wait_for(lambda: bar.refresh().running_text.startswith("↻ asker"), what="the run on the bar")
+        assert "waits" not in bar.text
+        inbox.set_waiting(run.dir, [{"type": "question", "id": "q1", "method": "input", "title": "Which file?"}])
+        bar.refresh()
+        assert bar.text == f"runs: 1 running / 1 total · {WAIT} asker waits for your answer"
+        assert bar.running_text.startswith(f"{WAIT} asker ")
+        assert 'class="nbsubagents-statusbar-waiting"' in bar.html and f'data-run-id="{run.id}"' in bar.html
+        assert f"nbsubagents-badge-waiting\" style=\"background:{style.color('waiting')};color:#fff" in bar.html
+        assert "Which file?" in bar.html  # the question, as the badge's tooltip
+        inbox.set_waiting(run.dir, [])
+        bar.refresh()
+        assert bar.text == "runs: 1 running / 1 total" and "statusbar-waiting" not in bar.html
+        run.cancel()
+        run.wait(60)
+    finally:
+        bar.close()
+        for other in list(statusbar._bars):
+            other.close()
+
+
+def test_the_record_says_at_once_that_a_run_waits_but_never_refreshes_while_a_person_types(tmp_path, monkeypatch):
+    from nbsubagents.ui import panels as widgets
+
+    run, panel = conversation_panel(tmp_path)
+    sent: list = []
+    panel.show(lambda bundle, display_id, update: sent.append(bundle))
+    panel.add({"type": "question", "id": "q1", "method": "input", "title": "Which file?", "seq": 1}, None)
+    panel.render()  # long before the periodic refresh: the record says it waits now
+    assert len(sent) == 2 and sent[-1]["text/plain"].startswith(f"{WAIT} r1 waiting")
+    monkeypatch.setattr(widgets, "STATIC_INTERVAL", 0.0)
+    panel.steer_text.value = "half a thought"  # a refresh re-creates the view in JupyterLab: not while typing
+    panel.add({"type": "tool_call", "id": "a", "name": "ls", "args": {}, "seq": 2}, ProgressLine("tool", "Listing"))
+    panel.render()
+    assert len(sent) == 2
+    panel.steer_text.value = ""
+    panel.render()
+    assert len(sent) == 3 and "Listing" in sent[-1]["text/plain"]
