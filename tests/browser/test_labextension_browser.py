@@ -2,7 +2,8 @@
 
 - JupyterLab's own status bar names the running run with its clock, lists it on a click, and then shows none;
 - a notebook saved while its run ran, whose kernel was shut down before the run ended, reopens with the run's end:
-  the extension replaces the record in the notebook's model, and the frontend's save writes it to the file.
+  the extension replaces the record in the notebook's model, and the frontend's save writes it to the file;
+- a record whose kernel restarted while its run went ("unknown") shows the run's end once it ended.
 """
 
 from __future__ import annotations
@@ -101,11 +102,25 @@ def test_the_status_bar_names_running_runs_and_a_saved_record_ends_after_its_ker
             assert page.get_by_text("Error displaying widget").count() == 0
             page.screenshot(path=str(ARTIFACTS / "labextension-record-reopened.png"))
             save(page)
+            (saved,) = records(lab)
+            assert VIEW not in saved
+            assert "nbsubagents-status-completed" in saved["text/html"]
+            assert not re.search("nbsubagents-status-(running|queued|unknown)", saved["text/html"])
+            assert saved["text/plain"].startswith("✓ late completed")
+            assert re.search(r"\nAs of \d\d:\d\d:\d\d · ", saved["text/plain"])
+
+            # a kernel restarted while its run goes: its record, "unknown" then, shows the end once the run ended
+            session.run_all_cells()
+            try:
+                expect(page.locator(".nbsubagents-panel .nbsubagents-header")).to_contain_text("late running",
+                                                                                          timeout=120_000)
+            except AssertionError:
+                page.screenshot(path=str(ARTIFACTS / "labextension-debug.png"))
+                raise
+            page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+            expect(page.locator(".nbsubagents-panel .nbsubagents-gone")).to_contain_text("unknown: ", timeout=60_000)
+            expect(record).to_have_class(re.compile(r"\bnbsubagents-status-completed\b"), timeout=120_000)
+            expect(record.locator(".nbsubagents-as-of")).to_contain_text(re.compile(r"^as of \d\d:\d\d:\d\d · "))
+            assert len([r for r in runs.glob("*/result.json")]) == 2
             assert session.errors == []
             assert session.offsite() == []
-    (saved,) = records(lab)
-    assert VIEW not in saved
-    assert "nbsubagents-status-completed" in saved["text/html"]
-    assert not re.search("nbsubagents-status-(running|queued|unknown)", saved["text/html"])
-    assert saved["text/plain"].startswith("✓ late completed")
-    assert re.search(r"\nAs of \d\d:\d\d:\d\d · ", saved["text/plain"])
