@@ -4,11 +4,13 @@
 - ``GET record?path=NOTEBOOK&run_id=ID[&run_id=ID...][&group=1]``: a run's or a group's record as of now
   (``readers.current_record``).
 
-``path`` is relative to the server's root, as Jupyter names files ("" or left out: the root's project).
+``path`` is relative to the server's root, as Jupyter names files ("" or left out: the root's project). The reads
+run in a worker thread: a long run's events, rendered once it ended, never hold up the server's other requests.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from jupyter_server.base.handlers import APIHandler
@@ -29,17 +31,17 @@ class _ProjectHandler(APIHandler):
 
 class RunsHandler(_ProjectHandler):
     @web.authenticated
-    def get(self) -> None:
-        self.finish(json.dumps(readers.running(self.project())))
+    async def get(self) -> None:
+        self.finish(json.dumps(await asyncio.to_thread(readers.running, self.project())))
 
 
 class RecordHandler(_ProjectHandler):
     @web.authenticated
-    def get(self) -> None:
+    async def get(self) -> None:
         project = self.project()
         try:
-            answer = readers.current_record(project, self.get_arguments("run_id"),
-                                            group=self.get_argument("group", "") in ("1", "true"))
+            answer = await asyncio.to_thread(readers.current_record, project, self.get_arguments("run_id"),
+                                             group=self.get_argument("group", "") in ("1", "true"))
         except NbSubagentsError as exc:
             raise web.HTTPError(400, str(exc)) from None
         self.finish(json.dumps(answer))

@@ -65,6 +65,10 @@ def test_the_status_bar_names_running_runs_and_a_saved_record_ends_after_its_ker
         with pytest.raises(urllib.error.HTTPError) as denied:  # the endpoints are Jupyter's: a token is needed
             urllib.request.urlopen(f"{lab.base}/nbsubagents/runs", timeout=10)
         assert denied.value.code == 403
+        with pytest.raises(urllib.error.HTTPError) as outside:
+            lab.api("GET", "nbsubagents/runs?path=../..")
+        assert outside.value.code == 400 and "outside the server's root" in outside.value.read().decode()
+        assert lab.api("GET", f"nbsubagents/runs?path={NAME}")["project"] == str(project.resolve())
 
         with lab_page(lab, NAME) as session:
             page = session.page
