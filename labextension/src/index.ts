@@ -134,11 +134,13 @@ function openRecords(cell: ICodeCellModel): IShownRecord[] {
       continue;
     }
     const doc = new DOMParser().parseFromString(html, 'text/html');
-    const root = doc.body.firstElementChild;
+    // the record itself, not a view that holds records (a sweep, a browser); a style block before it aside
+    const root = Array.from(doc.body.children).find(e => e.tagName !== 'STYLE' && e.tagName !== 'SCRIPT');
     if (!root) {
       continue;
     }
     const group = root.classList.contains('nbsubagents-static-group');
+    const single = root.matches('.nbsubagents-static[data-run-id]');
     const panels = Array.from(doc.querySelectorAll<HTMLElement>('.nbsubagents-static[data-run-id]'));
     const runIds = panels.map(p => p.dataset.runId as string);
     const open = panels
@@ -147,7 +149,7 @@ function openRecords(cell: ICodeCellModel): IShownRecord[] {
         return !status || !TERMINAL.has(status.slice('nbsubagents-status-'.length));
       })
       .map(p => p.dataset.runId as string);
-    if (open.length && (group || runIds.length === 1)) {
+    if (open.length && (group || single)) {
       found.push({ index, runIds, open, group, html });
     }
   }
