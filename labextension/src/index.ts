@@ -205,7 +205,8 @@ class RecordKeeper {
 
   /** Ask the server about every watched record; replace those whose runs all ended, in the notebook's model. */
   async tick(): Promise<void> {
-    for (const [panel, runs] of Array.from(this._watched)) {
+    for (const [panel, watched] of Array.from(this._watched)) {
+      const runs = new Set(watched); // those asked about now (a restart meanwhile may mark more)
       const still = new Set<string>();
       for (const cell of codeCells(panel)) {
         for (const record of openRecords(cell)) {
@@ -241,6 +242,7 @@ class RecordKeeper {
           }
         }
       }
+      (this._watched.get(panel) ?? []).forEach(id => runs.has(id) || still.add(id));
       if (still.size) {
         this._watched.set(panel, still);
       } else {
