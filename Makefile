@@ -3,13 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test docs setup setup-test setup-docs bench clean
+.PHONY: demo test docs setup setup-test setup-docs bench clean labextension
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: $(PY) pyproject.toml
+# labextension/dist: JupyterLab's prebuilt extension, which the (editable) install copies into the venv
+$(VENV)/.installed: $(PY) pyproject.toml labextension/dist/package.json
 	$(PY) -m pip install --quiet -e '.[demo]'
 	touch $@
 
@@ -41,6 +42,15 @@ setup-test: $(VENV)/.installed-test node_modules/.bin/pi pi1/node_modules/.bin/p
 	@$(PY) -m compileall -q nbsubagents
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
+# JupyterLab's extension (labextension/src, TypeScript): its built assets (labextension/dist, ~13 KB) are committed,
+# so no set-up builds them. After a change to its source, rebuild them here (tests/unit/test_labextension.py fails
+# until then); the venv's copy follows (.installed depends on dist/package.json).
+labextension: $(VENV)/.installed-test
+	cd labextension && npm ci --no-audit --no-fund --loglevel=error && rm -rf lib dist && npx tsc && \
+	  npx build-labextension --core-path "$$($(CURDIR)/$(PY) -c 'import jupyterlab, os; print(os.path.dirname(jupyterlab.__file__))')/staging" .
+	cd labextension && LC_ALL=C sh -c 'cat src/*.ts package.json tsconfig.json' | sha256sum | cut -d' ' -f1 > built-from.sha256
+	$(MAKE) $(VENV)/.installed-test
+
 setup-docs: $(VENV)/.installed-docs node_modules/.bin/pi
 	@$(PY) -m compileall -q nbsubagents
 
@@ -65,4 +75,4 @@ bench: setup-test
 	for b in overhead formatter panels registry query first_start supervisor experiments isolation dask sweep1000; do $(PY) benchmarks/bench_$$b.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) node_modules pi1/node_modules .demo docs/_build
+	rm -rf $(VENV) node_modules pi1/node_modules labextension/node_modules labextension/lib .demo docs/_build

@@ -25,6 +25,7 @@ from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"  # screenshots, kept for a look
+LABEXTENSION = Path(__file__).resolve().parents[1] / "labextension" / "dist"  # nbsubagents' JupyterLab extension, built
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -52,15 +53,24 @@ class JupyterLab:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self, timeout: float = 120) -> JupyterLab:
-        dirs = {name: self.state / name for name in ("config", "runtime", "data", "settings", "workspaces", "ipython")}
+        dirs = {name: self.state / name for name in ("config", "runtime", "data", "settings", "workspaces", "ipython",
+                                                     "path")}
         for path in dirs.values():
             path.mkdir(parents=True, exist_ok=True)
+        # nbsubagents' JupyterLab extension, of this checkout whatever the install: its server side (nbsubagents.lab,
+        # imported from the tests' PYTHONPATH) and its labextension (found first in JUPYTER_PATH)
+        (dirs["config"] / "jupyter_server_config.json").write_text(
+            json.dumps({"ServerApp": {"jpserver_extensions": {"nbsubagents.lab": True}}}))
+        (dirs["path"] / "labextensions").mkdir(exist_ok=True)
+        link = dirs["path"] / "labextensions" / "nbsubagents"
+        if not link.is_symlink():
+            link.symlink_to(LABEXTENSION, target_is_directory=True)
         toast = dirs["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
         toast.parent.mkdir(parents=True, exist_ok=True)
         toast.write_text(json.dumps({"fetchNews": "false"}))
         env = {**os.environ, "JUPYTER_CONFIG_DIR": str(dirs["config"]), "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
                "JUPYTER_DATA_DIR": str(dirs["data"]), "IPYTHONDIR": str(dirs["ipython"]),
-               "JUPYTER_PLATFORM_DIRS": "1", **self.extra_env}
+               "JUPYTER_PLATFORM_DIRS": "1", "JUPYTER_PATH": str(dirs["path"]), **self.extra_env}
         argv = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
                 f"--port={self.port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
                 f"--ServerApp.root_dir={self.root}", f"--LabApp.workspaces_dir={dirs['workspaces']}",

@@ -36,7 +36,10 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_demo_tour(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("nbsubagents/demo/_data/demo-project/.pi/subagents/scout.md",
                    "nbsubagents/demo/_data/demo-project/src/inventory.py",
-                   "nbsubagents/demo/_data/notebooks/quickstart.ipynb"):
+                   "nbsubagents/demo/_data/notebooks/quickstart.ipynb",
+                   # JupyterLab's extension: the prebuilt labextension, and the config that enables nbsubagents.lab
+                   "nbsubagents-0.1.0.data/data/share/jupyter/labextensions/nbsubagents/package.json",
+                   "nbsubagents-0.1.0.data/data/etc/jupyter/jupyter_server_config.d/nbsubagents.json"):
         assert needed in names, sorted(names)
     assert not [n for n in names if "__pycache__" in n or "/.pi/subagents/runs/" in n]
 

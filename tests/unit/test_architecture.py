@@ -219,7 +219,8 @@ BANDS = [  # lowest first
     ("sweeps", ("nbsubagents.sweeps",)),
     ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.magic_args", "nbsubagents.cli",
                "nbsubagents.doctor", "nbsubagents.__main__", "nbsubagents.project_init",
-               "nbsubagents.demo", "nbsubagents.sweeps.magic")),
+               "nbsubagents.demo", "nbsubagents.sweeps.magic",
+               "nbsubagents.lab")),  # JupyterLab's server extension (imports jupyter_server; never at import)
 ]
 
 

@@ -1,0 +1,174 @@
+"""JupyterLab's nbsubagents extension, its server side (``nbsubagents.lab``): which project a notebook belongs to,
+the status bar's running runs with their clocks, a run's current record; and its labextension, built from its source.
+
+Run folders are made by hand here (meta.json, supervisor.json, waiting.json, result.json), as a supervisor writes
+them; the browser test (tests/browser/test_labextension_browser.py) drives real runs through a real JupyterLab.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from nbsubagents import registry
+from nbsubagents.child.artifacts import iso
+from nbsubagents.config import NbSubagentsError
+from nbsubagents.lab import readers
+from nbsubagents.lifecycle.handle import Run
+from nbsubagents.views.panel_state import PanelState
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_run(root: Path, run_id: str, *, name: str, started: float | None = None, waiting: bool = False,
+             result: dict | None = None) -> Path:
+    """A run folder as its supervisor leaves it: queued (no supervisor.json), running since ``started``, or ended."""
+    run_dir = root / ".pi" / "subagents" / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    meta = {"runId": run_id, "name": name, "preset": "scout", "mode": "background", "task": f"task of {name}\nmore",
+            "cwd": str(root), "resolvedModel": "demo/scripted", "createdAt": iso(time.time() - 60),
+            "launcher": {"pid": 1, "host": registry.HOST, "startTicks": 1}}
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    if started is not None:
+        (run_dir / "supervisor.json").write_text(json.dumps({"pid": 1, "startTicks": 1, "startedAt": iso(started)}))
+    if waiting:
+        (run_dir / "waiting.json").write_text(json.dumps({"questions": [{"id": "q1", "title": "Go on?"}]}))
+    if result is not None:
+        end(run_dir, **result)
+    registry.record(run_dir)
+    return run_dir
+
+
+def end(run_dir: Path, status: str = "completed", final: str = "all done") -> None:
+    (run_dir / "result.json").write_text(json.dumps({"runId": run_dir.name, "status": status, "finalText": final,
+                                                     "durationSeconds": 4.2, "exitCode": 0}))
+
+
+# -- the project of a notebook --------------------------------------------------------------------------------
+def test_a_notebook_belongs_to_the_project_above_it_and_paths_stay_inside_the_root(tmp_path):
+    project = tmp_path / "work" / "proj"
+    (project / ".pi").mkdir(parents=True)
+    (project / "notebooks" / "deep").mkdir(parents=True)
+    (project / "notebooks" / "deep" / "a.ipynb").write_text("{}")
+    assert readers.project_of(tmp_path, "work/proj/notebooks/deep/a.ipynb") == project
+    assert readers.project_of(tmp_path, "work/proj/notebooks/deep/not-saved-yet.ipynb") == project
+    assert readers.project_of(project, "") == project  # the server's root: its own project
+    assert readers.project_of(tmp_path / "work", "other/b.ipynb") == tmp_path / "work"  # no project: the folder
+    with pytest.raises(NbSubagentsError, match="outside the server's root"):
+        readers.project_of(project, "../../etc/passwd")
+
+
+# -- the status bar's runs ------------------------------------------------------------------------------------
+def test_the_status_bar_names_the_active_runs_with_their_clocks_and_who_waits(root):
+    make_run(root, "20261126-100000-aaaaaa", name="scout", started=time.time() - 12)
+    make_run(root, "20261126-100001-bbbbbb", name="fixer", started=time.time() - 3, waiting=True)
+    make_run(root, "20261126-100002-cccccc", name="later")
+    make_run(root, "20261126-095959-dddddd", name="old", result={"status": "failed"})
+
+    got = readers.running(root)
+    assert (got["running"], got["queued"], got["waiting"]) == (2, 1, 1)
+    assert re.fullmatch(r"nbsubagents: 2 running · 1 queued · 1 waiting · scout 1[23]s · fixer [34]\.\ds · "
+                        r"later queued", got["summary"]), got["summary"]
+    lines = {r["name"]: r["line"] for r in got["runs"]}
+    assert set(lines) == {"scout", "fixer", "later"}  # the ended run is not listed
+    assert re.fullmatch(r"fixer · waiting for an answer · [34]\.\ds · 20261126-100001-bbbbbb", lines["fixer"])
+    assert lines["later"] == "later · queued · 20261126-100002-cccccc"
+    assert [r["task"] for r in got["runs"]][0] == "task of scout"
+
+    for run_dir in (root / ".pi" / "subagents" / "runs").iterdir():  # they end: the registry takes their results in
+        if not (run_dir / "result.json").exists():
+            end(run_dir)
+    got = readers.running(root)
+    assert got["summary"] == "nbsubagents: none running" and got["runs"] == []
+
+
+def test_more_runs_than_the_bar_names_are_counted(root):
+    for i in range(5):
+        make_run(root, f"20261126-10000{i}-aaaaa{i}", name=f"r{i}", started=time.time() - 30)
+    summary = readers.running(root)["summary"]
+    assert summary.startswith("nbsubagents: 5 running · r0 ") and summary.endswith(" · +2 more"), summary
+    assert "r3" not in summary
+
+
+def test_a_folder_without_runs_shows_none_and_gets_no_registry(tmp_path):
+    assert readers.running(tmp_path)["summary"] == "nbsubagents: none running"
+    assert readers.current_record(tmp_path, ["20261126-100000-aaaaaa"])["statuses"] == {
+        "20261126-100000-aaaaaa": "missing"}
+    assert list(tmp_path.iterdir()) == []  # a read creates nothing
+
+
+# -- a run's current record -----------------------------------------------------------------------------------
+def test_a_record_is_given_once_the_run_ended_as_the_kernel_renders_it_and_says_as_of(root):
+    run_dir = make_run(root, "20261126-100000-aaaaaa", name="scout", started=time.time() - 5)
+    answer = readers.current_record(root, ["20261126-100000-aaaaaa"])
+    assert answer == {"ended": False, "statuses": {"20261126-100000-aaaaaa": "running"}}
+
+    end(run_dir, final="the answer, at last")
+    answer = readers.current_record(root, ["20261126-100000-aaaaaa"])
+    assert answer["ended"] and answer["statuses"] == {"20261126-100000-aaaaaa": "completed"}
+    text, html = PanelState.of_run(Run(run_dir)).static_record()  # the kernel's own record of an ended run
+    assert answer["text"].startswith(text + "\nAs of ")
+    assert answer["html"].startswith(html[:-len("</div>")])
+    assert 'data-run-id="20261126-100000-aaaaaa"' in answer["html"]
+    assert "nbsubagents-status-completed" in answer["html"] and "the answer, at last" in answer["html"]
+    assert re.search(r'class="nbsubagents-as-of"[^>]*>as of \d\d:\d\d:\d\d · ', answer["html"])
+    assert answer["html"].endswith("</div></div>")  # the stamp inside the record's box
+
+
+def test_a_group_record_waits_for_every_run_and_names_unknown_ones_missing(root):
+    a = make_run(root, "20261126-100000-aaaaaa", name="one", started=time.time() - 5)
+    make_run(root, "20261126-100001-bbbbbb", name="two", result={"status": "failed", "final": ""})
+    ids = ["20261126-100000-aaaaaa", "20261126-100001-bbbbbb"]
+    answer = readers.current_record(root, ids, group=True)
+    assert not answer["ended"] and "html" not in answer
+    end(a)
+    answer = readers.current_record(root, ids, group=True)
+    assert answer["ended"] and answer["html"].startswith('<div class="nbsubagents-static-group')
+    assert "1 done" in answer["html"] and "1 failed" in answer["html"]
+    assert answer["text"].startswith("Sub-agents: 1 done, 1 failed")
+
+    missing = readers.current_record(root, ["20261126-100000-aaaaab"])  # no such run, though a prefix matches none
+    assert missing == {"ended": False, "statuses": {"20261126-100000-aaaaab": "missing"}}
+    assert readers.current_record(root, ["20261126-100000"])["statuses"] == {"20261126-100000": "missing"}  # a prefix
+    with pytest.raises(NbSubagentsError, match="no run id given"):
+        readers.current_record(root, [])
+    with pytest.raises(NbSubagentsError, match="give one, or group=1"):
+        readers.current_record(root, ids)
+
+
+# -- the extension's parts ------------------------------------------------------------------------------------
+def test_import_nbsubagents_loads_no_jupyter_server_and_the_extension_registers_itself():
+    code = ("import sys, nbsubagents, nbsubagents.api\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jupyter_server', 'tornado')"
+            " or m.startswith('nbsubagents.lab')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+    import nbsubagents.lab
+    assert nbsubagents.lab._jupyter_server_extension_points() == [{"module": "nbsubagents.lab"}]
+    config = json.loads((REPO / "labextension" / "jupyter_server_config.json").read_text())
+    assert config == {"ServerApp": {"jpserver_extensions": {"nbsubagents.lab": True}}}
+
+
+def test_the_built_labextension_is_built_from_its_source_and_shipped_by_the_wheel():
+    """labextension/dist is committed: after a change to labextension/src (or its package.json, tsconfig.json),
+    ``make labextension`` rebuilds it and writes the source's hash; until then this test fails."""
+    ext = REPO / "labextension"
+    source = b"".join(p.read_bytes() for p in [*sorted((ext / "src").glob("*.ts")), ext / "package.json",
+                                               ext / "tsconfig.json"])
+    assert (ext / "built-from.sha256").read_text().strip() == hashlib.sha256(source).hexdigest(), (
+        "labextension/src changed since labextension/dist was built: run `make labextension` and commit dist/")
+    built = json.loads((ext / "dist" / "package.json").read_text())
+    assert built["name"] == "nbsubagents"
+    assert (ext / "dist" / built["jupyterlab"]["_build"]["load"]).is_file()
+    shared = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"][
+        "shared-data"]
+    assert shared["labextension/dist"] == "share/jupyter/labextensions/nbsubagents"
+    assert shared["labextension/jupyter_server_config.json"] == "etc/jupyter/jupyter_server_config.d/nbsubagents.json"
