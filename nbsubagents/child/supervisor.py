@@ -1,11 +1,13 @@
 """The process that runs one pi child and writes its artifacts: ``python -m nbsubagents.child.supervisor RUN_DIR``.
 
 It is started detached from the kernel (its own session), so a run outlives an interrupted,
-restarted or killed kernel. It reads everything it needs from ``meta.json``, runs pi in a process
-group of its own (so the whole tree can be stopped), turns pi's stdout into ``stdout.log`` (raw),
+restarted or killed kernel. It reads everything it needs from ``meta.json``, runs pi in RPC mode in a process
+group of its own (so the whole tree can be stopped), talks to it through ``child/rpc.py`` (the task, steers,
+follow-ups, answers to its questions, fallback models), turns pi's stdout into ``stdout.log`` (raw),
 ``events.jsonl`` (normalized) and ``transcript.log`` (formatted), enforces the guards (timeout
 extended while the child is active, loop detection, cancel via SIGTERM or a ``cancel.json`` request file
-in the run directory, which any process on any machine can write) and writes ``result.json`` last and
+in the run directory, which any process on any machine can write; each stop is an RPC ``abort`` first, then
+signals), ends pi once the conversation is over (its stdin closed) and writes ``result.json`` last and
 atomically. It touches ``heartbeat`` every ``HEARTBEAT`` seconds: the liveness of a supervisor on another
 machine (a Dask worker's) is read from that file, not from a pid. Started by a Dask task
 (``NBSUBAGENTS_WORKER_PID`` names the worker), it ends its run as ``failed: interrupted (worker lost)``
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from .artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
+from .rpc import Conversation
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .procs import MARKER, become_subreaper, end_run_processes, process_start_ticks
 from .text import clip
@@ -44,6 +47,7 @@ KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
 MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log but not parsed
 TICK = 0.2                       # guard checks while the child is silent
 END_GRACE = 3.0                  # seconds pi may take to exit after the end of the conversation
+ABORT_GRACE = 2.0                # seconds between the RPC abort of a stopped run and SIGTERM
 RESERVE = ".result-reserve"      # space held from the start so that result.json fits on a full disk
 RESERVE_BYTES = 64 * 1024
 HEARTBEAT = 2.0                  # seconds between touches of the run's heartbeat file
@@ -95,6 +99,7 @@ class Supervisor:
         self.tally = Tally()
         self.formatter = ProgressFormatter(meta.get("cwd"))
         self.adapter = PiEventAdapter()
+        self.rpc = Conversation(paths.dir, meta, self.adapter)
         self.seq = 0
         self.child: subprocess.Popen[bytes] | None = None
         self.stop_reason: tuple[str, str] | None = None  # (status, message) decided by a guard or cancel
@@ -106,6 +111,7 @@ class Supervisor:
         self.workdir: str | None = meta.get("cwd")
         self.isolation: dict[str, Any] | None = dict(meta["isolation"]) if meta.get("isolation") else None
         self.extra: dict[str, Any] = {}  # further result.json fields (changes, data, ...)
+        self.term_at: float | None = None  # a stopped run: SIGTERM then (after the RPC abort), SIGKILL at kill_at
         self.kill_at: float | None = None
         self.timeout = float(meta.get("timeout") or 0)
         self.debounce = float(meta.get("extendTimeoutDebounce", 30))
@@ -156,13 +162,13 @@ class Supervisor:
 
     # -- stopping -----------------------------------------------------------------------------
     def stop(self, status: str, message: str, word: str | None = None) -> None:
-        """Ask the child's whole process group to end; SIGKILL follows after a grace period."""
+        """End the child: an RPC abort (sent by the loop: this may run in a signal handler), then SIGTERM to
+        its whole process group after ABORT_GRACE, SIGKILL after KILL_GRACE more."""
         if self.stop_reason is None:
             self.stop_reason = (status, message)
             self.stop_word = word
-        if self.kill_at is None and self.child is not None:
-            self.kill_at = time.monotonic() + KILL_GRACE
-            _killpg(self.child.pid, signal.SIGTERM)  # pi ends the tool commands it is running itself
+        if self.term_at is None and self.child is not None:
+            self.term_at = time.monotonic() + ABORT_GRACE
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop("aborted", "cancelled" if signum == signal.SIGTERM
@@ -196,8 +202,13 @@ class Supervisor:
         now = time.monotonic()
         self._beat(now)
         self._requests()
-        if self.stop_reason is not None and self.kill_at is None and self.child is not None:
+        if self.stop_reason is not None and self.term_at is None and self.child is not None:
             self.stop(*self.stop_reason)  # a cancel that arrived while the child was being spawned
+        if self.term_at is not None:
+            self.rpc.abort()
+        if self.term_at is not None and now >= self.term_at and self.kill_at is None and self.child is not None:
+            self.kill_at = now + KILL_GRACE
+            _killpg(self.child.pid, signal.SIGTERM)  # pi ends the tool commands it is running itself
         if self.kill_at is not None and now >= self.kill_at and self.child is not None:
             _killpg(self.child.pid, signal.SIGKILL)
             self._end_leftovers(settle=0.0, reap=False)  # pi's exit status is still to be collected
@@ -242,6 +253,7 @@ class Supervisor:
                     spawn_error = _spawn_message(self.meta.get("argv", ["pi"])[0], exc)
                 finally:
                     self._end_leftovers()  # after any end: nothing of the run may remain
+                    self.rpc.end()  # no question stays open
         except Exception as exc:  # noqa: BLE001 (a step of ours broke: the run fails saying so, never silently)
             self._broke("running pi", exc)
         self.child = None  # pi is gone and reaped: no later stop may signal its (reusable) group id
@@ -272,6 +284,7 @@ class Supervisor:
         if self.ended_after_conversation:
             result["endedAfterConversation"] = True  # pi had not exited END_GRACE s after the conversation ended
         result["piStopReason"] = self.tally.stop_reason
+        result.update(self.rpc.record())
         result.update(self.extra)
         if not os.path.exists(self.paths.meta):  # its folder was deleted: no half folder is left for it
             _remove_half_folder(self.paths.dir)
@@ -309,12 +322,13 @@ class Supervisor:
             env = workspace_env(self.isolation, env, self.workdir)  # no variable leads back to the original
             contain = self._readonly_original(env)
         prompt = self.meta.get("promptPath")
-        # pi reads a non-TTY stdin to EOF as its prompt: a file, never an open pipe.
-        with open(self.paths.stderr, "ab") as stderr, \
-                (open(prompt, "rb") if prompt else open(os.devnull, "rb")) as stdin:
+        task = Path(prompt).read_text(encoding="utf-8", errors="replace") if prompt else ""
+        with open(self.paths.stderr, "ab") as stderr:
             self.child = subprocess.Popen(
-                self.meta["argv"], cwd=self.workdir, env=env, stdin=stdin,
+                self.meta["argv"], cwd=self.workdir, env=env, stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=contain)
+        assert self.child.stdin is not None
+        self.rpc.attach(self.child.stdin, task)
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
         # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
         become_subreaper()
@@ -346,7 +360,7 @@ class Supervisor:
                                        "text": f"[a stdout line of {overflow + len(raw)} bytes was too long to parse]"})
                             overflow = 0
                             continue
-                        for event in parse_line(raw, self.adapter):
+                        for event in parse_line(raw, self.rpc):
                             self.emit(event)
                     if len(buffer) > MAX_LINE:
                         overflow += len(buffer)
@@ -354,6 +368,8 @@ class Supervisor:
                     self.events.flush()
                     self.transcript.flush()
                     self.stdout.flush()
+            for event in self.rpc.tick(stopping=self.stop_reason is not None):
+                self.emit(event)
             self._guards()
             self._end_after_conversation()
             if self.child.poll() is not None:
@@ -363,24 +379,25 @@ class Supervisor:
                     _killpg(self.child.pid, signal.SIGKILL)
                     break
         if buffer.strip():
-            for event in parse_line(buffer, self.adapter):
+            for event in parse_line(buffer, self.rpc):
                 self.emit(event)
+        self.rpc.close(now=True)
         selector.close()
         self.child.stdout.close()
         return self.child.wait()
 
     def _end_after_conversation(self) -> None:
-        """agent_end (and pi 1.x's agent_settled) end the conversation; some pi versions then never exit."""
-        if not self.adapter.conversation_over:
-            self.conversation_over_at = None
-            return
+        """Once the conversation is over (pi idle, nothing queued, no question open) pi's stdin is closed and pi
+        ends itself; a pi still there END_GRACE s later is ended."""
         now = time.monotonic()
         if self.conversation_over_at is None:
-            self.conversation_over_at = now
-        elif (now - self.conversation_over_at >= END_GRACE and self.kill_at is None and self.child is not None
-              and self.child.poll() is None):
+            if self.stop_reason is None and self.rpc.finished():
+                self.conversation_over_at = now
+                self.rpc.close()
+        elif (now - self.conversation_over_at >= END_GRACE and self.kill_at is None and self.term_at is None
+              and self.child is not None and self.child.poll() is None):
             self.ended_after_conversation = True
-            self.kill_at = now + KILL_GRACE
+            self.term_at = self.kill_at = now + KILL_GRACE
             _killpg(self.child.pid, signal.SIGTERM)
 
     # -- isolation and typed results (their modules are imported only by runs that use them) ----------
@@ -544,7 +561,8 @@ class Supervisor:
             tail = _last_line(self.paths.stderr)
             return "failed", f"pi exited with code {exit_code}" + (f": {tail}" if tail else "")
         if self.tally.stop_reason is None:
-            return "failed", "pi ended without a reply from the model"
+            refused = self.rpc.refused
+            return "failed", f"pi refused the task: {refused}" if refused else "pi ended without a reply from the model"
         if not self.tally.final_text.strip() and not self.tally.tokens:
             return "failed", ("The model sent an empty reply and no token usage: the connection to the "
                               "model provider probably dropped")
