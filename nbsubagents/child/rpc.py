@@ -147,10 +147,11 @@ class Conversation:
                 return self.handle(obj)
             if kind == "extension_ui_request":
                 return self.handle(obj)
-            self._observe(kind, obj)
+            return self._observe(kind, obj) + self.adapter.adapt(obj)
         return self.adapter.adapt(obj)
 
-    def _observe(self, kind: Any, obj: dict[str, Any]) -> None:
+    def _observe(self, kind: Any, obj: dict[str, Any]) -> list[Event]:
+        """What pi's stream says about its state; a fallback when pi is about to retry a failed request."""
         if kind == "agent_start":
             self.running, self.starting, self.settled, self.retrying = True, False, False, False
             self.final_turn = False
@@ -161,7 +162,7 @@ class Conversation:
         elif kind == "auto_retry_start":
             self.retrying = True
             if self.failure is not None and self._next_model() is not None:
-                self._fall_back(retry=False)  # pi repeats the failed request itself, on the new model
+                return self._fall_back(retry=False)  # pi repeats the failed request itself, on the new model
         elif kind == "auto_retry_end":
             self.retrying = False
         elif kind == "turn_start":
@@ -175,6 +176,7 @@ class Conversation:
                 self.final_turn = stop != "toolUse"
                 provider = stop == "error" and isinstance(error, str) and PROVIDER_FAILURE.search(error)
                 self.failure = (error or "provider error") if provider else None
+        return []
 
     def handle(self, record: dict[str, Any]) -> list[Event]:
         """A ``response`` to one of our commands, or an ``extension_ui_request`` (a dialog or a notice)."""

@@ -205,4 +205,5 @@ def test_a_fallback_during_pis_own_retry_repeats_the_failed_request_on_the_next_
     assert run.output == "Done. 1 step:\n- read README.md: # Demo project"  # the task itself, on the backup model
     assert [t["model"] for t in run.result["modelsTried"]] == ["demo/scripted", "demo/backup"]
     assert run.result["model"] == "demo/backup"
+    assert [(e["from"], e["to"]) for e in seen(run, "model_fallback")] == [("demo/scripted", "demo/backup")]
     assert {r["model"] for r in scripted.requests} == {"scripted", "backup"}
