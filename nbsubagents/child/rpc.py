@@ -63,6 +63,7 @@ class Conversation:
         self.models_tried: list[dict[str, Any]] = [{"model": self.model, "error": None}]
         self.me = f"{os.uname().nodename}:{os.getpid()}"
         self.pipe: IO[bytes] | None = None
+        self.cwd: str | None = None
         self.out = bytearray()        # commands not yet taken by the pipe
         self.closing = False          # close pi's stdin once `out` is written
         self.aborted = False
@@ -86,11 +87,13 @@ class Conversation:
         self.switching: str | None = None   # set_model sent for this model; a prompt follows unless pi retries
 
     # -- commands ------------------------------------------------------------------------------
-    def attach(self, pipe: IO[bytes], task: str) -> None:
-        """pi's stdin (made non-blocking) and the task, sent as the first prompt."""
-        self.pipe = pipe
+    def attach(self, pipe: IO[bytes], task: str, cwd: str | None = None) -> None:
+        """pi's stdin (made non-blocking) and the task, sent as the first prompt, after a question for pi's
+        session (the ``session`` event JSON mode's header made)."""
+        self.pipe, self.cwd = pipe, cwd
         os.set_blocking(pipe.fileno(), False)
         self.starting = True
+        self.send({"type": "get_state"}, "state")
         self.send({"type": "prompt", "message": task}, "task")
 
     def send(self, command: dict[str, Any], purpose: str | None = None, message: Any = None) -> None:
@@ -191,6 +194,8 @@ class Conversation:
                 self.refused = str(record.get("error") or "pi refused the task")
         elif purpose == "stats" and ok and isinstance(data, dict):
             return [self._stats(data)]
+        elif purpose == "state" and ok and isinstance(data, dict):
+            return [{"type": "session", "sessionId": data.get("sessionId"), "cwd": self.cwd}]
         elif purpose in ("steer", "prompt"):
             return self._delivered(purpose, message, ok, record.get("error"))
         elif purpose == "model":

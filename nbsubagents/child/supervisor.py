@@ -328,7 +328,7 @@ class Supervisor:
                 self.meta["argv"], cwd=self.workdir, env=env, stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=contain)
         assert self.child.stdin is not None
-        self.rpc.attach(self.child.stdin, task)
+        self.rpc.attach(self.child.stdin, task, self.workdir)
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
         # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
         become_subreaper()

@@ -50,7 +50,10 @@ def pipe():
 
 def conversation(tmp_path, pipe, **meta) -> Conversation:
     talk = Conversation(tmp_path, {"resolvedModel": "demo/scripted", **meta}, PiEventAdapter())
-    talk.attach(pipe, "the task")
+    talk.attach(pipe, "the task", "/work")
+    state, pipe.task = pipe.sent()
+    assert state["type"] == "get_state"
+    assert talk.adapt(reply(state, data={"sessionId": "s1"})) == [{"type": "session", "sessionId": "s1", "cwd": "/work"}]
     return talk
 
 
@@ -62,15 +65,14 @@ def reply(command: dict, success: bool = True, **fields) -> dict:
     return {"type": "response", "id": command.get("id"), "command": command["type"], "success": success, **fields}
 
 
-def test_the_task_is_the_first_prompt(tmp_path, pipe):
+def test_the_task_is_the_first_prompt_after_a_look_at_the_session(tmp_path, pipe):
     conversation(tmp_path, pipe)
-    [prompt] = pipe.sent()
-    assert (prompt["type"], prompt["message"]) == ("prompt", "the task")
+    assert (pipe.task["type"], pipe.task["message"]) == ("prompt", "the task")
 
 
 def test_a_steer_while_pi_works_is_an_rpc_steer_recorded_once_pi_accepts_it(tmp_path, pipe):
     talk = conversation(tmp_path, pipe)
-    [task] = pipe.sent()
+    task = pipe.task
     feed(talk, reply(task), {"type": "agent_start"}, {"type": "turn_start"})
     inbox.post(tmp_path, "steer", "look elsewhere")
     assert talk.tick() == []
@@ -83,7 +85,7 @@ def test_a_steer_while_pi_works_is_an_rpc_steer_recorded_once_pi_accepts_it(tmp_
 
 def test_a_follow_up_waits_for_an_idle_pi_then_goes_as_a_prompt(tmp_path, pipe):
     talk = conversation(tmp_path, pipe)
-    [task] = pipe.sent()
+    task = pipe.task
     feed(talk, reply(task, data={"disposition": "started"}), {"type": "agent_start"})
     inbox.post(tmp_path, "follow_up", "and then this")
     talk.tick()
@@ -105,7 +107,6 @@ def test_a_follow_up_waits_for_an_idle_pi_then_goes_as_a_prompt(tmp_path, pipe):
 
 def test_a_question_is_waited_on_then_answered_from_the_inbox(tmp_path, pipe):
     talk = conversation(tmp_path, pipe, questionTimeout=300)
-    pipe.sent()
     [question] = feed(talk, {"type": "extension_ui_request", "id": "q1", "method": "select", "title": "Which?",
                              "options": ["a", "b"]})
     assert (question["type"], question["method"], question["options"], question["approval"]) == (
@@ -123,7 +124,6 @@ def test_a_question_is_waited_on_then_answered_from_the_inbox(tmp_path, pipe):
 
 def test_a_headless_run_answers_at_once_input_with_no_answer_confirm_with_the_policy(tmp_path, pipe):
     talk = conversation(tmp_path, pipe, questionTimeout=0, approval={"tools": ["bash"], "otherwise": "allow"})
-    pipe.sent()
     events = feed(talk, {"type": "extension_ui_request", "id": "q1", "method": "input", "title": "Name?"},
                   {"type": "extension_ui_request", "id": "q2", "method": "confirm", "title": "Allow bash?"})
     assert [(e["type"], e.get("value"), e.get("by")) for e in events] == [
@@ -135,7 +135,6 @@ def test_a_headless_run_answers_at_once_input_with_no_answer_confirm_with_the_po
 
 def test_the_approval_policy_denies_by_default(tmp_path, pipe):
     talk = conversation(tmp_path, pipe)
-    pipe.sent()
     events = feed(talk, {"type": "extension_ui_request", "id": "q", "method": "confirm", "title": "Allow?"})
     assert (events[-1]["value"], events[-1]["by"]) == (False, "policy")
     assert pipe.sent() == [{"type": "extension_ui_response", "id": "q", "confirmed": False}]
@@ -150,7 +149,6 @@ def test_notices_are_shown_and_other_fire_and_forget_requests_ignored(tmp_path, 
 
 def test_session_stats_after_each_turn(tmp_path, pipe):
     talk = conversation(tmp_path, pipe)
-    pipe.sent()
     feed(talk, {"type": "turn_end", "message": {}})
     [ask] = pipe.sent()
     assert ask["type"] == "get_session_stats"
@@ -169,7 +167,7 @@ def failed_turn(talk: Conversation, error: str) -> None:
 
 def test_a_provider_failure_moves_on_to_the_next_model_and_asks_it_to_continue(tmp_path, pipe):
     talk = conversation(tmp_path, pipe, fallbackModels=["other/big"])
-    [task] = pipe.sent()
+    task = pipe.task
     feed(talk, reply(task, data={}))
     failed_turn(talk, "401 invalid api key")
     assert not talk.finished()
@@ -187,7 +185,7 @@ def test_a_provider_failure_moves_on_to_the_next_model_and_asks_it_to_continue(t
 
 def test_a_failure_during_pis_own_retry_switches_the_model_without_a_prompt(tmp_path, pipe):
     talk = conversation(tmp_path, pipe, fallbackModels=["demo/backup"])
-    [task] = pipe.sent()
+    task = pipe.task
     feed(talk, reply(task))
     feed(talk, {"type": "agent_start"},
          {"type": "message_end", "message": {"role": "assistant", "stopReason": "error", "errorMessage": "429 slow"}},
@@ -202,7 +200,7 @@ def test_a_failure_during_pis_own_retry_switches_the_model_without_a_prompt(tmp_
 @pytest.mark.parametrize("error", ["Request was aborted", "context length exceeded: 200000 tokens"])
 def test_no_fallback_for_failures_another_model_would_not_mend(tmp_path, pipe, error):
     talk = conversation(tmp_path, pipe, fallbackModels=["demo/backup"])
-    [task] = pipe.sent()
+    task = pipe.task
     feed(talk, reply(task, data={}))
     failed_turn(talk, error)
     assert talk.tick() == [] and talk.finished()
@@ -211,7 +209,7 @@ def test_no_fallback_for_failures_another_model_would_not_mend(tmp_path, pipe, e
 
 def test_no_fallback_once_the_run_is_being_stopped(tmp_path, pipe):
     talk = conversation(tmp_path, pipe, fallbackModels=["demo/backup"])
-    [task] = pipe.sent()
+    task = pipe.task
     feed(talk, reply(task, data={}))
     failed_turn(talk, "429 slow")
     assert talk.tick(stopping=True) == []
