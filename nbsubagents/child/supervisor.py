@@ -30,16 +30,18 @@ import sys
 import time
 from pathlib import Path
 
-from .artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json, result_record
+from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
-from .rpc import Conversation
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .procs import MARKER, become_subreaper, end_run_processes, process_start_ticks
+from .rpc import Conversation
+from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, touch,
+                        write_result)
 from .text import clip
 
 TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
 if TYPE_CHECKING:
-    from typing import IO, Any
+    from typing import Any
 
     from .events import Event
 
@@ -48,8 +50,6 @@ MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log bu
 TICK = 0.2                       # guard checks while the child is silent
 END_GRACE = 3.0                  # seconds pi may take to exit after the end of the conversation
 ABORT_GRACE = 2.0                # seconds between the RPC abort of a stopped run and SIGTERM
-RESERVE = ".result-reserve"      # space held from the start so that result.json fits on a full disk
-RESERVE_BYTES = 64 * 1024
 HEARTBEAT = 2.0                  # seconds between touches of the run's heartbeat file
 HEARTBEAT_FILE = "heartbeat"
 CANCEL_FILE = "cancel.json"      # a cancel request (lifecycle.settle.request_cancel writes it)
@@ -57,39 +57,6 @@ WORKER_PID = "NBSUBAGENTS_WORKER_PID"  # set by the Dask task that started this 
 WORKER_LOST = "interrupted (worker lost)"
 REPLY_CHECK = "nbsubagents.child.reply_check"  # the module that checks a reply against output_schema
 REPLY_CHECK_SECONDS = 30.0       # the most a reply's check may take, within the run's own timeout
-
-
-class _Sink:
-    """An append-only artifact file that stops trying after its first write error."""
-
-    def __init__(self, path: Path, mode: str = "ab") -> None:
-        try:
-            self.fh: IO[bytes] | None = open(path, mode)
-        except OSError:
-            self.fh = None
-
-    def write(self, data: bytes) -> None:
-        if self.fh is None:
-            return
-        try:
-            self.fh.write(data)
-        except (OSError, ValueError):
-            self.close()
-
-    def flush(self) -> None:
-        if self.fh is not None:
-            try:
-                self.fh.flush()
-            except OSError:
-                self.close()
-
-    def close(self) -> None:
-        if self.fh is not None:
-            try:
-                self.fh.close()
-            except OSError:
-                pass
-            self.fh = None
 
 
 class Supervisor:
@@ -120,9 +87,9 @@ class Supervisor:
         self.last_signatures: list[str] = []
         self.conversation_over_at: float | None = None
         self.ended_after_conversation = False  # pi did not exit after agent_end/agent_settled: we ended it
-        self.events = _Sink(paths.events)
-        self.transcript = _Sink(paths.transcript)
-        self.stdout = _Sink(paths.stdout)
+        self.events = Sink(paths.events)
+        self.transcript = Sink(paths.transcript)
+        self.stdout = Sink(paths.stdout)
         self.heartbeat_at = 0.0
         self.broken: str | None = None  # the first failure of a step of our own (the run's error when set)
         worker = os.environ.get(WORKER_PID, "")
@@ -136,7 +103,7 @@ class Supervisor:
         try:
             encoded = data.encode()
         except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800"): not text, replaced everywhere
-            event = _clean(event)
+            event = clean(event)
             encoded = json.dumps(event, ensure_ascii=False).encode()
         self.tally.add(event)
         self.events.write(encoded + b"\n")
@@ -183,7 +150,7 @@ class Supervisor:
         try:
             os.utime(self.paths.dir / HEARTBEAT_FILE)
         except FileNotFoundError:
-            _best_effort(_touch, self.paths.dir / HEARTBEAT_FILE)
+            best_effort(touch, self.paths.dir / HEARTBEAT_FILE)
         except OSError:
             pass
 
@@ -232,10 +199,10 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         self.info = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at,
                      "host": os.uname().nodename}
-        _best_effort(_describe, self.paths.supervisor, self.info)
+        best_effort(describe, self.paths.supervisor, self.info)
         self._beat(time.monotonic())
         self._requests()  # a cancel asked while the run was queued
-        _best_effort(_reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
+        best_effort(reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
         exit_code: int | None = None
         spawn_error = None
         try:
@@ -287,9 +254,9 @@ class Supervisor:
         result.update(self.rpc.record())
         result.update(self.extra)
         if not os.path.exists(self.paths.meta):  # its folder was deleted: no half folder is left for it
-            _remove_half_folder(self.paths.dir)
+            remove_half_folder(self.paths.dir)
             return result
-        _write_result(self.paths, result)
+        write_result(self.paths, result)
         return result
 
     def _if_broken(self, status: str, error: str | None, reason: str | None) -> tuple[str, str | None, str | None]:
@@ -332,7 +299,7 @@ class Supervisor:
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
         # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
         become_subreaper()
-        _best_effort(_describe, self.paths.supervisor,  # the child's group, for a reconcile after our death
+        best_effort(describe, self.paths.supervisor,  # the child's group, for a reconcile after our death
                      {**self.info, "childPid": self.child.pid, "childStartTicks": process_start_ticks(self.child.pid)})
         assert self.child.stdout is not None
         fd = self.child.stdout.fileno()
@@ -465,7 +432,7 @@ class Supervisor:
                 checker.wait()
             for pipe in (checker.stdin, checker.stdout):
                 if pipe is not None and not pipe.closed:
-                    _best_effort(pipe.close)
+                    best_effort(pipe.close)
         if self.stop_reason is not None:  # cancelled, timed out, signalled or orphaned while checking
             status, message = self.stop_reason
             if self.stop_word == "timeout":
@@ -558,7 +525,7 @@ class Supervisor:
         if self.tally.stop_reason == "aborted":
             return "aborted", self.tally.error_message or "pi aborted the request"
         if exit_code != 0 and not self.ended_after_conversation:
-            tail = _last_line(self.paths.stderr)
+            tail = last_line(self.paths.stderr)
             return "failed", f"pi exited with code {exit_code}" + (f": {tail}" if tail else "")
         if self.tally.stop_reason is None:
             refused = self.rpc.refused
@@ -569,77 +536,10 @@ class Supervisor:
         return "completed", None
 
 
-def _remove_half_folder(path: Path) -> None:
-    """What the child or we wrote into a run folder after it was deleted (no meta.json in it): removed."""
-    for top, dirs, files in os.walk(path, topdown=False):
-        for name in files + dirs:
-            entry = os.path.join(top, name)
-            _best_effort(os.rmdir if name in dirs and not os.path.islink(entry) else os.unlink, entry)
-    _best_effort(os.rmdir, path)
-
-
-def _describe(path: Path, info: dict[str, Any]) -> None:
-    """supervisor.json, atomically but not synced to disk: it describes this process, which a crash of the
-    machine ends too (and the fsync, a few ms, would come before pi's start)."""
-    atomic_write_json(path, info, sync=False)
-
-
-def _touch(path: Path) -> None:
-    with open(path, "ab"):
-        pass
-
-
-def _reserve(path: Path) -> None:
-    with open(path, "wb") as fh:
-        fh.write(b"\0" * RESERVE_BYTES)
-
-
-def _write_result(paths: RunPaths, result: dict[str, Any]) -> None:
-    """result.json, also on a full disk: the reserve made at the start is freed first, and a final text
-    too long for what is left is shortened rather than lost with the rest."""
-    try:
-        os.unlink(paths.dir / RESERVE)
-    except OSError:
-        pass
-    try:
-        atomic_write_json(paths.result, result)
-        return
-    except ValueError:  # not JSON (a lone surrogate, a value that cannot be written): written cleaned
-        result = _clean(result)
-    try:
-        atomic_write_json(paths.result, result)
-    except OSError:
-        text = result.get("finalText") or ""
-        keep = RESERVE_BYTES // 8
-        short = text[:keep] + ("… [shortened: the disk was full]" if len(text) > keep else "")
-        atomic_write_json(paths.result, {**result, "finalText": short})
-
-
-def _clean(value: Any) -> Any:
-    """``value`` with every string made writable as UTF-8 (a lone surrogate becomes U+FFFD) and every value
-    JSON cannot hold written as its text."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, dict):
-        return {_clean(str(k)): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return _clean(repr(value))
-
-
 def _killpg(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _best_effort(fn: Any, *args: Any) -> None:
-    try:
-        fn(*args)
-    except OSError:
         pass
 
 
@@ -648,17 +548,6 @@ def _spawn_message(program: str, exc: OSError) -> str:
         return (f"pi could not be started: {program} does not exist. Install it with "
                 "`npm install @mariozechner/pi-coding-agent@0.73.1` or set NBSUBAGENTS_PI.")
     return f"pi could not be started ({program}): {exc.strerror or exc}"
-
-
-def _last_line(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 4096))
-            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return lines[-1][:300] if lines else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -699,7 +588,7 @@ def _last_resort(paths: RunPaths, meta: dict[str, Any], supervisor: Supervisor |
                            turns=tally.turns if tally is not None else 0,
                            tool_calls=tally.tool_calls if tally is not None else 0,
                            started_at=ended_at, ended_at=ended_at)
-    _write_result(paths, result)
+    write_result(paths, result)
 
 
 def exit_now(code: int) -> None:
