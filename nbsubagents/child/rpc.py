@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from .events import Event
 
-SETTLE_GRACE = 0.3   # pi 0.73.1 has no agent_settled: after agent_end it may still retry; it says so within ms
+SETTLE_GRACE = 0.3   # pi 0.73.1 has no agent_settled: after a failed turn's agent_end it may retry; it says so in ms
 DIALOGS = ("input", "select", "confirm", "editor")
 # A turn that failed for these reasons may succeed on another model (pi's errorMessage of a failed request).
 PROVIDER_FAILURE = re.compile(
@@ -83,6 +83,7 @@ class Conversation:
         self.settled = False
         self.retrying = False     # pi's own retry is waiting to repeat a failed request
         self.final_turn = False   # the last assistant message of this run called no tool: a steer is too late
+        self.errored = False      # the last assistant message failed: pi 0.73.1 may retry it after agent_end
         self.failure: str | None = None     # the last turn's provider failure, if it failed so
         self.switching: str | None = None   # set_model sent for this model; a prompt follows unless pi retries
 
@@ -159,7 +160,7 @@ class Conversation:
             self.running, self.starting, self.settled, self.retrying = True, False, False, False
             self.final_turn = False
         elif kind == "agent_end":
-            self.running, self.ended_at = False, time.monotonic()
+            self.running, self.starting, self.ended_at = False, False, time.monotonic()
         elif kind == "agent_settled":
             self.settled = self.settles = True
         elif kind == "auto_retry_start":
@@ -176,7 +177,7 @@ class Conversation:
             message = obj.get("message") or {}
             if isinstance(message, dict) and message.get("role") == "assistant":
                 stop, error = message.get("stopReason"), message.get("errorMessage")
-                self.final_turn = stop != "toolUse"
+                self.final_turn, self.errored = stop != "toolUse", stop == "error"
                 provider = stop == "error" and isinstance(error, str) and PROVIDER_FAILURE.search(error)
                 self.failure = (error or "provider error") if provider else None
         return []
@@ -187,9 +188,12 @@ class Conversation:
             return self._request(record)
         purpose, message = self.sent.pop(str(record.get("id")), (None, None))
         ok, data = record.get("success") is True, record.get("data")
+        if purpose in ("task", "prompt", "retry") and isinstance(data, dict):
+            self.settles = True  # pi 1.x says what became of a prompt, and ends its work with agent_settled
+            if data.get("disposition") == "handled":  # an extension took it: no run starts
+                self.starting, self.settled, self.ended_at = False, True, self.ended_at or time.monotonic()
         if purpose == "task":
-            self.settles = self.settles or isinstance(data, dict)  # pi 1.x says what became of a prompt
-            self.starting = ok
+            self.starting = self.starting and ok
             if not ok:
                 self.refused = str(record.get("error") or "pi refused the task")
         elif purpose == "stats" and ok and isinstance(data, dict):
@@ -201,7 +205,7 @@ class Conversation:
         elif purpose == "model":
             return self._switched(ok, record.get("error"))
         elif purpose == "retry":
-            self.starting = ok
+            self.starting = self.starting and ok
             if not ok:
                 return [{"type": "error", "message": f"pi refused to go on with {self.models_tried[-1]['model']}: "
                                                      f"{record.get('error')}"}]
@@ -240,7 +244,9 @@ class Conversation:
             return False
         if self.refused is not None and self.ended_at is None:
             return True
-        return self.settled or (not self.settles and time.monotonic() - (self.ended_at or 0) >= SETTLE_GRACE)
+        if self.settles:
+            return self.settled
+        return not self.errored or time.monotonic() - (self.ended_at or 0) >= SETTLE_GRACE
 
     def finished(self) -> bool:
         """The conversation is over: pi idle, nothing to deliver, no question open, nothing more posted."""

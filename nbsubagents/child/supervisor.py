@@ -337,6 +337,8 @@ class Supervisor:
                     self.stdout.flush()
             for event in self.rpc.tick(stopping=self.stop_reason is not None):
                 self.emit(event)
+            if self.rpc.open:  # waiting for a person's answer is activity: the timeout is extended
+                self.last_activity = time.monotonic()
             self._guards()
             self._end_after_conversation()
             if self.child.poll() is not None:

@@ -226,3 +226,23 @@ def test_a_pi_that_stops_reading_never_blocks_the_supervisor(tmp_path, pipe):
     assert not pipe.file.closed  # closed once written
     talk.close(now=True)
     assert pipe.file.closed and not talk.out
+
+
+def test_pi_0_73_is_idle_at_agent_end_unless_its_last_turn_failed_and_it_may_retry(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task), {"type": "agent_start"},
+         {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop"}},
+         {"type": "agent_end", "messages": []})
+    assert talk.idle() and talk.finished()  # no agent_settled in pi 0.73.1: nothing more comes
+    feed(talk, {"type": "agent_start"},
+         {"type": "message_end", "message": {"role": "assistant", "stopReason": "error", "errorMessage": "503"}},
+         {"type": "agent_end", "messages": []})
+    assert not talk.idle()  # its own retry may follow at once
+    feed(talk, {"type": "auto_retry_start", "attempt": 1, "delayMs": 2000, "errorMessage": "503"})
+    assert not talk.idle()  # waiting out the retry's delay
+
+
+def test_a_prompt_an_extension_handles_starts_no_run(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task, data={"disposition": "handled"}))
+    assert talk.finished()
