@@ -84,6 +84,7 @@ class Conversation:
         self.retrying = False     # pi's own retry is waiting to repeat a failed request
         self.final_turn = False   # the last assistant message of this run called no tool: a steer is too late
         self.errored = False      # the last assistant message failed: pi 0.73.1 may retry it after agent_end
+        self.pi_queue: list[str] = []  # what pi says it still holds to deliver (its last queue_update)
         self.failure: str | None = None     # the last turn's provider failure, if it failed so
         self.switching: str | None = None   # set_model sent for this model; a prompt follows unless pi retries
 
@@ -169,6 +170,8 @@ class Conversation:
                 return self._fall_back(retry=False)  # pi repeats the failed request itself, on the new model
         elif kind == "auto_retry_end":
             self.retrying = False
+        elif kind == "queue_update":
+            self.pi_queue = [str(m) for m in (obj.get("steering") or []) + (obj.get("followUp") or [])]
         elif kind == "turn_start":
             self.final_turn = False
         elif kind == "turn_end":
@@ -204,7 +207,7 @@ class Conversation:
             return self._delivered(purpose, message, ok, record.get("error"))
         elif purpose == "model":
             return self._switched(ok, record.get("error"))
-        elif purpose == "retry":
+        elif purpose in ("retry", "again"):
             self.starting = self.starting and ok
             if not ok:
                 return [{"type": "error", "message": f"pi refused to go on with {self.models_tried[-1]['model']}: "
@@ -236,6 +239,11 @@ class Conversation:
             message = self.held.pop(0)
             self.starting = True
             self.send({"type": "prompt", "message": message.get("text") or ""}, "prompt", message)
+        elif self.pi_queue:  # pi 0.73.1 took a steer as its run ended and keeps it: only a prompt delivers it
+            text, self.pi_queue, self.starting = self.pi_queue[0], [], True
+            self.send({"type": "prompt", "message": text}, "again")
+            events.append({"type": "notice", "text": f"pi kept a message that reached it as its run ended; it is "
+                                                     f"sent again (the child may see it twice): {text}"})
         return events
 
     def idle(self) -> bool:
@@ -250,7 +258,7 @@ class Conversation:
 
     def finished(self) -> bool:
         """The conversation is over: pi idle, nothing to deliver, no question open, nothing more posted."""
-        return (self.idle() and not self.held and not self.open and self.switching is None
+        return (self.idle() and not self.held and not self.open and self.switching is None and not self.pi_queue
                 and (self.failure is None or self._next_model() is None) and not inbox.pending(self.run_dir))
 
     def _delivered(self, purpose: str, message: dict[str, Any], ok: bool, error: Any) -> list[Event]:

@@ -246,3 +246,17 @@ def test_a_prompt_an_extension_handles_starts_no_run(tmp_path, pipe):
     talk = conversation(tmp_path, pipe)
     feed(talk, reply(pipe.task, data={"disposition": "handled"}))
     assert talk.finished()
+
+
+def test_a_steer_pi_kept_as_its_run_ended_is_sent_again(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task), {"type": "agent_start"}, {"type": "queue_update", "steering": ["late"], "followUp": []},
+         {"type": "agent_end", "messages": []})
+    assert not talk.finished()
+    [notice] = talk.tick()
+    assert notice["type"] == "notice" and notice["text"].endswith(": late")
+    [prompt] = pipe.sent()
+    assert (prompt["type"], prompt["message"]) == ("prompt", "late")
+    feed(talk, reply(prompt), {"type": "agent_start"}, {"type": "queue_update", "steering": [], "followUp": []},
+         {"type": "agent_end", "messages": []})
+    assert talk.finished()
