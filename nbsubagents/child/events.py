@@ -1,6 +1,6 @@
 """pi's JSON event stream -> nbsubagents' normalized events.
 
-pi (``--mode json``) prints one JSON object per line. Most of it is redundant for a person watching
+pi (``--mode rpc``, as ``--mode json``) prints one JSON object per line. Most of it is redundant for a person watching
 (streaming deltas, large message snapshots), so the supervisor keeps a small, stable vocabulary in
 ``events.jsonl`` that the formatter, the widgets and the registry share. Each normalized event is a
 dict with ``seq`` (1, 2, ...), ``ts`` (Unix seconds) and ``type``, one of:
@@ -22,6 +22,11 @@ dict with ``seq`` (1, 2, ...), ``ts`` (Unix seconds) and ``type``, one of:
 ``run_end``        status, exitCode, stopReason, errorMessage (written by the supervisor)
 =================  =========================================================================
 
+The conversation with the child (``child/rpc.py``) adds, written by the supervisor: ``user_message`` (kind steer or
+follow_up, text, at, from), ``question`` (id, method, title, message, options, placeholder, timeoutAt, approval),
+``answer`` (id, value, by: person, timeout or policy, at, from), ``notice`` (text), ``model_fallback`` (from, to,
+error) and ``session_stats`` (contextTokens, contextWindow, contextPercent, tokens, cost).
+
 The adapter is stateful only to number turns; it never needs pi's large snapshots.
 """
 
@@ -36,6 +41,8 @@ TYPE_CHECKING = False  # typing is not imported at run time: it would slow the s
 if TYPE_CHECKING:
     from typing import Any, Iterator
 
+    from .rpc import Conversation
+
     Event = dict[str, Any]
 
 RESULT_TEXT_LIMIT = 2000  # enough for a person and the formatter; stdout.log keeps everything
@@ -43,7 +50,7 @@ RESULT_TEXT_LIMIT = 2000  # enough for a person and the formatter; stdout.log ke
 # pi event types whose information reaches us through other events, deliberately not repeated.
 _FOLDED = frozenset(
     {"agent_start", "agent_end", "agent_settled", "turn_end", "message_start", "message_update",
-     "tool_execution_update", "model_change", "thinking_level_change"}
+     "tool_execution_update", "model_change", "thinking_level_change", "queue_update"}
 )
 
 
@@ -129,7 +136,7 @@ def _short_details(details: Any) -> dict[str, Any] | None:
             if isinstance(v, (str, int, float, bool))}
 
 
-def parse_line(raw: bytes, adapter: PiEventAdapter) -> list[Event]:
+def parse_line(raw: bytes, adapter: PiEventAdapter | Conversation) -> list[Event]:
     """One raw stdout line (without its newline) -> normalized events. Never raises."""
     text = raw.decode("utf-8", errors="replace").rstrip("\r")
     if not text.strip():

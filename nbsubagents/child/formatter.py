@@ -151,6 +151,11 @@ class ProgressFormatter:
             "run_end": self._run_end,
             "run_start": self._learn_cwd,
             "session": self._learn_cwd,
+            "user_message": self._user_message,
+            "question": self._question,
+            "answer": self._answer,
+            "notice": self._stdout,
+            "model_fallback": self._fallback,
         }
         self._call_words: dict[str, Callable[[dict[str, Any]], tuple[str, str | None]]] = {
             "read": self._read_call, "grep": self._grep_call, "find": self._find_call,
@@ -420,6 +425,33 @@ class ProgressFormatter:
         if event.get("phase") == "end" and event.get("success") is False:
             return ProgressLine("info", f"Stopped retrying{tail}")
         return None
+
+    # -- the conversation with the person (child/rpc.py) --------------------------------------------
+    def _user_message(self, event: dict[str, Any]) -> ProgressLine:
+        kind = "steer" if event.get("kind") == "steer" else "follow-up"
+        return ProgressLine("info", f"you ({kind}): {event.get('text') or ''}")
+
+    def _question(self, event: dict[str, Any]) -> ProgressLine:
+        head = "Asks for approval" if event.get("approval") else "Asks"
+        words = [str(w) for w in (event.get("title"), event.get("message")) if isinstance(w, str) and w.strip()]
+        options = event.get("options")
+        if isinstance(options, list) and options:
+            words.append("[" + " | ".join(str(o) for o in options) + "]")
+        return ProgressLine("info", f"{head}: {SEP.join(words)}" if words else head)
+
+    def _answer(self, event: dict[str, Any]) -> ProgressLine:
+        value, by = event.get("value"), event.get("by")
+        if isinstance(value, bool):
+            said = "allowed" if value else "denied"
+        else:
+            said = "no answer" if value is None else f"answered: {value}"
+        who = {"person": "you", "timeout": "no reply in time", "policy": "the policy: no reply in time"}.get(by, by)
+        return ProgressLine("info", f"{said[0].upper()}{said[1:]} ({who})")
+
+    def _fallback(self, event: dict[str, Any]) -> ProgressLine:
+        error = event.get("error")
+        tail = SEP + _first_line(error) if isinstance(error, str) and error.strip() else ""
+        return ProgressLine("error", f"{event.get('from')} failed{tail}; going on with {event.get('to')}")
 
     def _stdout(self, event: dict[str, Any]) -> ProgressLine | None:
         text = event.get("text")

@@ -1,11 +1,13 @@
 """The process that runs one pi child and writes its artifacts: ``python -m nbsubagents.child.supervisor RUN_DIR``.
 
 It is started detached from the kernel (its own session), so a run outlives an interrupted,
-restarted or killed kernel. It reads everything it needs from ``meta.json``, runs pi in a process
-group of its own (so the whole tree can be stopped), turns pi's stdout into ``stdout.log`` (raw),
+restarted or killed kernel. It reads everything it needs from ``meta.json``, runs pi in RPC mode in a process
+group of its own (so the whole tree can be stopped), talks to it through ``child/rpc.py`` (the task, steers,
+follow-ups, answers to its questions, fallback models), turns pi's stdout into ``stdout.log`` (raw),
 ``events.jsonl`` (normalized) and ``transcript.log`` (formatted), enforces the guards (timeout
 extended while the child is active, loop detection, cancel via SIGTERM or a ``cancel.json`` request file
-in the run directory, which any process on any machine can write) and writes ``result.json`` last and
+in the run directory, which any process on any machine can write; each stop is an RPC ``abort`` first, then
+signals), ends pi once the conversation is over (its stdin closed) and writes ``result.json`` last and
 atomically. It touches ``heartbeat`` every ``HEARTBEAT`` seconds: the liveness of a supervisor on another
 machine (a Dask worker's) is read from that file, not from a pid. Started by a Dask task
 (``NBSUBAGENTS_WORKER_PID`` names the worker), it ends its run as ``failed: interrupted (worker lost)``
@@ -28,15 +30,18 @@ import sys
 import time
 from pathlib import Path
 
-from .artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json, result_record
+from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .procs import MARKER, become_subreaper, end_run_processes, process_start_ticks
+from .rpc import Conversation
+from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, touch,
+                        write_result)
 from .text import clip
 
 TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
 if TYPE_CHECKING:
-    from typing import IO, Any
+    from typing import Any
 
     from .events import Event
 
@@ -44,8 +49,7 @@ KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
 MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log but not parsed
 TICK = 0.2                       # guard checks while the child is silent
 END_GRACE = 3.0                  # seconds pi may take to exit after the end of the conversation
-RESERVE = ".result-reserve"      # space held from the start so that result.json fits on a full disk
-RESERVE_BYTES = 64 * 1024
+ABORT_GRACE = 2.0                # seconds between the RPC abort of a stopped run and SIGTERM
 HEARTBEAT = 2.0                  # seconds between touches of the run's heartbeat file
 HEARTBEAT_FILE = "heartbeat"
 CANCEL_FILE = "cancel.json"      # a cancel request (lifecycle.settle.request_cancel writes it)
@@ -55,39 +59,6 @@ REPLY_CHECK = "nbsubagents.child.reply_check"  # the module that checks a reply 
 REPLY_CHECK_SECONDS = 30.0       # the most a reply's check may take, within the run's own timeout
 
 
-class _Sink:
-    """An append-only artifact file that stops trying after its first write error."""
-
-    def __init__(self, path: Path, mode: str = "ab") -> None:
-        try:
-            self.fh: IO[bytes] | None = open(path, mode)
-        except OSError:
-            self.fh = None
-
-    def write(self, data: bytes) -> None:
-        if self.fh is None:
-            return
-        try:
-            self.fh.write(data)
-        except (OSError, ValueError):
-            self.close()
-
-    def flush(self) -> None:
-        if self.fh is not None:
-            try:
-                self.fh.flush()
-            except OSError:
-                self.close()
-
-    def close(self) -> None:
-        if self.fh is not None:
-            try:
-                self.fh.close()
-            except OSError:
-                pass
-            self.fh = None
-
-
 class Supervisor:
     def __init__(self, paths: RunPaths, meta: dict[str, Any]) -> None:
         self.paths = paths
@@ -95,6 +66,7 @@ class Supervisor:
         self.tally = Tally()
         self.formatter = ProgressFormatter(meta.get("cwd"))
         self.adapter = PiEventAdapter()
+        self.rpc = Conversation(paths.dir, meta, self.adapter)
         self.seq = 0
         self.child: subprocess.Popen[bytes] | None = None
         self.stop_reason: tuple[str, str] | None = None  # (status, message) decided by a guard or cancel
@@ -106,6 +78,7 @@ class Supervisor:
         self.workdir: str | None = meta.get("cwd")
         self.isolation: dict[str, Any] | None = dict(meta["isolation"]) if meta.get("isolation") else None
         self.extra: dict[str, Any] = {}  # further result.json fields (changes, data, ...)
+        self.term_at: float | None = None  # a stopped run: SIGTERM then (after the RPC abort), SIGKILL at kill_at
         self.kill_at: float | None = None
         self.timeout = float(meta.get("timeout") or 0)
         self.debounce = float(meta.get("extendTimeoutDebounce", 30))
@@ -114,9 +87,9 @@ class Supervisor:
         self.last_signatures: list[str] = []
         self.conversation_over_at: float | None = None
         self.ended_after_conversation = False  # pi did not exit after agent_end/agent_settled: we ended it
-        self.events = _Sink(paths.events)
-        self.transcript = _Sink(paths.transcript)
-        self.stdout = _Sink(paths.stdout)
+        self.events = Sink(paths.events)
+        self.transcript = Sink(paths.transcript)
+        self.stdout = Sink(paths.stdout)
         self.heartbeat_at = 0.0
         self.broken: str | None = None  # the first failure of a step of our own (the run's error when set)
         worker = os.environ.get(WORKER_PID, "")
@@ -130,7 +103,7 @@ class Supervisor:
         try:
             encoded = data.encode()
         except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800"): not text, replaced everywhere
-            event = _clean(event)
+            event = clean(event)
             encoded = json.dumps(event, ensure_ascii=False).encode()
         self.tally.add(event)
         self.events.write(encoded + b"\n")
@@ -156,13 +129,13 @@ class Supervisor:
 
     # -- stopping -----------------------------------------------------------------------------
     def stop(self, status: str, message: str, word: str | None = None) -> None:
-        """Ask the child's whole process group to end; SIGKILL follows after a grace period."""
+        """End the child: an RPC abort (sent by the loop: this may run in a signal handler), then SIGTERM to
+        its whole process group after ABORT_GRACE, SIGKILL after KILL_GRACE more."""
         if self.stop_reason is None:
             self.stop_reason = (status, message)
             self.stop_word = word
-        if self.kill_at is None and self.child is not None:
-            self.kill_at = time.monotonic() + KILL_GRACE
-            _killpg(self.child.pid, signal.SIGTERM)  # pi ends the tool commands it is running itself
+        if self.term_at is None and self.child is not None:
+            self.term_at = time.monotonic() + ABORT_GRACE
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop("aborted", "cancelled" if signum == signal.SIGTERM
@@ -177,7 +150,7 @@ class Supervisor:
         try:
             os.utime(self.paths.dir / HEARTBEAT_FILE)
         except FileNotFoundError:
-            _best_effort(_touch, self.paths.dir / HEARTBEAT_FILE)
+            best_effort(touch, self.paths.dir / HEARTBEAT_FILE)
         except OSError:
             pass
 
@@ -196,8 +169,13 @@ class Supervisor:
         now = time.monotonic()
         self._beat(now)
         self._requests()
-        if self.stop_reason is not None and self.kill_at is None and self.child is not None:
+        if self.stop_reason is not None and self.term_at is None and self.child is not None:
             self.stop(*self.stop_reason)  # a cancel that arrived while the child was being spawned
+        if self.term_at is not None:
+            self.rpc.abort()
+        if self.term_at is not None and now >= self.term_at and self.kill_at is None and self.child is not None:
+            self.kill_at = now + KILL_GRACE
+            _killpg(self.child.pid, signal.SIGTERM)  # pi ends the tool commands it is running itself
         if self.kill_at is not None and now >= self.kill_at and self.child is not None:
             _killpg(self.child.pid, signal.SIGKILL)
             self._end_leftovers(settle=0.0, reap=False)  # pi's exit status is still to be collected
@@ -221,10 +199,10 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         self.info = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at,
                      "host": os.uname().nodename}
-        _best_effort(_describe, self.paths.supervisor, self.info)
+        best_effort(describe, self.paths.supervisor, self.info)
         self._beat(time.monotonic())
         self._requests()  # a cancel asked while the run was queued
-        _best_effort(_reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
+        best_effort(reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
         exit_code: int | None = None
         spawn_error = None
         try:
@@ -242,6 +220,7 @@ class Supervisor:
                     spawn_error = _spawn_message(self.meta.get("argv", ["pi"])[0], exc)
                 finally:
                     self._end_leftovers()  # after any end: nothing of the run may remain
+                    self.rpc.end()  # no question stays open
         except Exception as exc:  # noqa: BLE001 (a step of ours broke: the run fails saying so, never silently)
             self._broke("running pi", exc)
         self.child = None  # pi is gone and reaped: no later stop may signal its (reusable) group id
@@ -272,11 +251,12 @@ class Supervisor:
         if self.ended_after_conversation:
             result["endedAfterConversation"] = True  # pi had not exited END_GRACE s after the conversation ended
         result["piStopReason"] = self.tally.stop_reason
+        result.update(self.rpc.record())
         result.update(self.extra)
         if not os.path.exists(self.paths.meta):  # its folder was deleted: no half folder is left for it
-            _remove_half_folder(self.paths.dir)
+            remove_half_folder(self.paths.dir)
             return result
-        _write_result(self.paths, result)
+        write_result(self.paths, result)
         return result
 
     def _if_broken(self, status: str, error: str | None, reason: str | None) -> tuple[str, str | None, str | None]:
@@ -309,16 +289,17 @@ class Supervisor:
             env = workspace_env(self.isolation, env, self.workdir)  # no variable leads back to the original
             contain = self._readonly_original(env)
         prompt = self.meta.get("promptPath")
-        # pi reads a non-TTY stdin to EOF as its prompt: a file, never an open pipe.
-        with open(self.paths.stderr, "ab") as stderr, \
-                (open(prompt, "rb") if prompt else open(os.devnull, "rb")) as stdin:
+        task = Path(prompt).read_text(encoding="utf-8", errors="replace") if prompt else ""
+        with open(self.paths.stderr, "ab") as stderr:
             self.child = subprocess.Popen(
-                self.meta["argv"], cwd=self.workdir, env=env, stdin=stdin,
+                self.meta["argv"], cwd=self.workdir, env=env, stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=contain)
+        assert self.child.stdin is not None
+        self.rpc.attach(self.child.stdin, task, self.workdir)
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
         # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
         become_subreaper()
-        _best_effort(_describe, self.paths.supervisor,  # the child's group, for a reconcile after our death
+        best_effort(describe, self.paths.supervisor,  # the child's group, for a reconcile after our death
                      {**self.info, "childPid": self.child.pid, "childStartTicks": process_start_ticks(self.child.pid)})
         assert self.child.stdout is not None
         fd = self.child.stdout.fileno()
@@ -346,7 +327,7 @@ class Supervisor:
                                        "text": f"[a stdout line of {overflow + len(raw)} bytes was too long to parse]"})
                             overflow = 0
                             continue
-                        for event in parse_line(raw, self.adapter):
+                        for event in parse_line(raw, self.rpc):
                             self.emit(event)
                     if len(buffer) > MAX_LINE:
                         overflow += len(buffer)
@@ -354,6 +335,10 @@ class Supervisor:
                     self.events.flush()
                     self.transcript.flush()
                     self.stdout.flush()
+            for event in self.rpc.tick(stopping=self.stop_reason is not None):
+                self.emit(event)
+            if self.rpc.open:  # waiting for a person's answer is activity: the timeout is extended
+                self.last_activity = time.monotonic()
             self._guards()
             self._end_after_conversation()
             if self.child.poll() is not None:
@@ -363,24 +348,25 @@ class Supervisor:
                     _killpg(self.child.pid, signal.SIGKILL)
                     break
         if buffer.strip():
-            for event in parse_line(buffer, self.adapter):
+            for event in parse_line(buffer, self.rpc):
                 self.emit(event)
+        self.rpc.close(now=True)
         selector.close()
         self.child.stdout.close()
         return self.child.wait()
 
     def _end_after_conversation(self) -> None:
-        """agent_end (and pi 1.x's agent_settled) end the conversation; some pi versions then never exit."""
-        if not self.adapter.conversation_over:
-            self.conversation_over_at = None
-            return
+        """Once the conversation is over (pi idle, nothing queued, no question open) pi's stdin is closed and pi
+        ends itself; a pi still there END_GRACE s later is ended."""
         now = time.monotonic()
         if self.conversation_over_at is None:
-            self.conversation_over_at = now
-        elif (now - self.conversation_over_at >= END_GRACE and self.kill_at is None and self.child is not None
-              and self.child.poll() is None):
+            if self.stop_reason is None and self.rpc.finished():
+                self.conversation_over_at = now
+                self.rpc.close()
+        elif (now - self.conversation_over_at >= END_GRACE and self.kill_at is None and self.term_at is None
+              and self.child is not None and self.child.poll() is None):
             self.ended_after_conversation = True
-            self.kill_at = now + KILL_GRACE
+            self.term_at = self.kill_at = now + KILL_GRACE
             _killpg(self.child.pid, signal.SIGTERM)
 
     # -- isolation and typed results (their modules are imported only by runs that use them) ----------
@@ -448,7 +434,7 @@ class Supervisor:
                 checker.wait()
             for pipe in (checker.stdin, checker.stdout):
                 if pipe is not None and not pipe.closed:
-                    _best_effort(pipe.close)
+                    best_effort(pipe.close)
         if self.stop_reason is not None:  # cancelled, timed out, signalled or orphaned while checking
             status, message = self.stop_reason
             if self.stop_word == "timeout":
@@ -541,74 +527,15 @@ class Supervisor:
         if self.tally.stop_reason == "aborted":
             return "aborted", self.tally.error_message or "pi aborted the request"
         if exit_code != 0 and not self.ended_after_conversation:
-            tail = _last_line(self.paths.stderr)
+            tail = last_line(self.paths.stderr)
             return "failed", f"pi exited with code {exit_code}" + (f": {tail}" if tail else "")
         if self.tally.stop_reason is None:
-            return "failed", "pi ended without a reply from the model"
+            refused = self.rpc.refused
+            return "failed", f"pi refused the task: {refused}" if refused else "pi ended without a reply from the model"
         if not self.tally.final_text.strip() and not self.tally.tokens:
             return "failed", ("The model sent an empty reply and no token usage: the connection to the "
                               "model provider probably dropped")
         return "completed", None
-
-
-def _remove_half_folder(path: Path) -> None:
-    """What the child or we wrote into a run folder after it was deleted (no meta.json in it): removed."""
-    for top, dirs, files in os.walk(path, topdown=False):
-        for name in files + dirs:
-            entry = os.path.join(top, name)
-            _best_effort(os.rmdir if name in dirs and not os.path.islink(entry) else os.unlink, entry)
-    _best_effort(os.rmdir, path)
-
-
-def _describe(path: Path, info: dict[str, Any]) -> None:
-    """supervisor.json, atomically but not synced to disk: it describes this process, which a crash of the
-    machine ends too (and the fsync, a few ms, would come before pi's start)."""
-    atomic_write_json(path, info, sync=False)
-
-
-def _touch(path: Path) -> None:
-    with open(path, "ab"):
-        pass
-
-
-def _reserve(path: Path) -> None:
-    with open(path, "wb") as fh:
-        fh.write(b"\0" * RESERVE_BYTES)
-
-
-def _write_result(paths: RunPaths, result: dict[str, Any]) -> None:
-    """result.json, also on a full disk: the reserve made at the start is freed first, and a final text
-    too long for what is left is shortened rather than lost with the rest."""
-    try:
-        os.unlink(paths.dir / RESERVE)
-    except OSError:
-        pass
-    try:
-        atomic_write_json(paths.result, result)
-        return
-    except ValueError:  # not JSON (a lone surrogate, a value that cannot be written): written cleaned
-        result = _clean(result)
-    try:
-        atomic_write_json(paths.result, result)
-    except OSError:
-        text = result.get("finalText") or ""
-        keep = RESERVE_BYTES // 8
-        short = text[:keep] + ("… [shortened: the disk was full]" if len(text) > keep else "")
-        atomic_write_json(paths.result, {**result, "finalText": short})
-
-
-def _clean(value: Any) -> Any:
-    """``value`` with every string made writable as UTF-8 (a lone surrogate becomes U+FFFD) and every value
-    JSON cannot hold written as its text."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, dict):
-        return {_clean(str(k)): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return _clean(repr(value))
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -618,29 +545,11 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def _best_effort(fn: Any, *args: Any) -> None:
-    try:
-        fn(*args)
-    except OSError:
-        pass
-
-
 def _spawn_message(program: str, exc: OSError) -> str:
     if isinstance(exc, FileNotFoundError):
         return (f"pi could not be started: {program} does not exist. Install it with "
                 "`npm install @mariozechner/pi-coding-agent@0.73.1` or set NBSUBAGENTS_PI.")
     return f"pi could not be started ({program}): {exc.strerror or exc}"
-
-
-def _last_line(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 4096))
-            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return lines[-1][:300] if lines else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -681,7 +590,7 @@ def _last_resort(paths: RunPaths, meta: dict[str, Any], supervisor: Supervisor |
                            turns=tally.turns if tally is not None else 0,
                            tool_calls=tally.tool_calls if tally is not None else 0,
                            started_at=ended_at, ended_at=ended_at)
-    _write_result(paths, result)
+    write_result(paths, result)
 
 
 def exit_now(code: int) -> None:

@@ -1,9 +1,8 @@
-"""A preset and a model -> pi's argv. The prompt is not in it: pi reads it from stdin (a file).
+"""A preset and a model -> pi's argv. The prompt is not in it: pi runs in RPC mode (``--mode rpc``).
 
-pi reads a non-TTY stdin to EOF and uses it as the prompt, so the supervisor opens the run's
-``prompt.md`` as the child's stdin: the task never shows in ``ps``, a task that starts with ``-``
-is not taken for a flag, and a prompt with large file context does not hit the kernel's
-per-argument limit (128 KiB).
+The supervisor sends the run's ``prompt.md`` as the first RPC ``prompt`` on pi's stdin (and steers, follow-ups,
+answers after it): the task never shows in ``ps``, a task that starts with ``-`` is not taken for a flag, and a
+prompt with large file context does not hit the kernel's per-argument limit (128 KiB).
 
 Tool names arrive as their authors wrote them (pi's, or Claude Code's ``Read``, ``Glob``,
 ``Agent(a, b)``, ``mcp__github__*``, ``*``); this module decides what a pi child gets: pi's built-in
@@ -183,7 +182,7 @@ def build_argv(pi: str | Sequence[str], preset: Preset, model: str, *, session: 
     ``pi`` is the binary, or the command that starts it (``[node, cli.js]`` when pi needs its own node).
     """
     command = [pi] if isinstance(pi, str) else list(pi)
-    argv = [*command, "--mode", "json", "-p", "--session", str(session), "--model", model]
+    argv = [*command, "--mode", "rpc", "--session", str(session), "--model", model]
     if system_prompt is not None:
         argv += ["--append-system-prompt", str(system_prompt)]
     unknown = [t for t in preset.exclude_tools or () if t.lower() not in PI_TOOLS]

@@ -11,7 +11,9 @@ Demo-mode lines, one step each: ``read PATH``, ``ls PATH``, ``run: CMD``,
 attach to the next step; ``fail once: STATUS MESSAGE`` makes the server answer the first request of the first
 conversation with this task (the same system prompt, model and task text) with that HTTP error, and every
 later one as if the line were not there: a run that is tried again succeeds (an infrastructure failure, as a
-provider's 5xx is). Other lines are prose. The last answer summarises the
+provider's 5xx is); ``fail for PROVIDER/ID: STATUS MESSAGE`` makes every request for model ID fail with that
+HTTP error (the server sees only the id; other models ignore the line): a fallback model goes on. Other lines are
+prose. The last answer summarises the
 first line of every tool result (every entry of a listing).
 
 The step to answer is chosen statelessly: it is the number of assistant
@@ -106,11 +108,14 @@ def demo_plan(task: str) -> list[Step]:
     says: list[str] = []
     hang = 0.0
     once: dict[str, Any] | None = None
+    fail_for: list[dict[str, Any]] = []
     for raw in task.splitlines():
         line = raw.strip()
         step: Step | None = None
         if m := re.fullmatch(r"fail once:\s*(\d{3})\s*(.*)", line):
             once = {"status": int(m[1]), "message": m[2] or "scripted failure (once)"}
+        elif m := re.fullmatch(r"fail for\s+(?:[^/\s]+/)?(\S+?):\s*(\d{3})\s*(.*)", line):
+            fail_for.append({"model": m[1], "status": int(m[2]), "message": m[3] or "scripted failure"})
         elif m := re.fullmatch(r"say:\s*(.*)", line):
             says.append(m[1])
         elif m := re.fullmatch(r"sleep:\s*(\d+(?:\.\d+)?)", line):
@@ -137,6 +142,8 @@ def demo_plan(task: str) -> list[Step]:
     plan.append(final)
     if once:
         plan[0]["fail_once"] = once  # the first request only (the step number is stateless)
+    for step in plan if fail_for else ():
+        step["fail_for"] = fail_for
     return plan
 
 
@@ -344,6 +351,9 @@ class ScriptedModel:
         once = step.get("fail_once")
         if once and self._first_failure(body):
             step = {"error": once}
+        failing = [f for f in step.get("fail_for") or () if f["model"] == body.get("model")]
+        if failing:
+            step = {"error": failing[0]}
         if "error" in step:
             self._stopping.wait(float(step.get("hang", 0)))
             err = step["error"]

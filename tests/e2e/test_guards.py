@@ -101,27 +101,21 @@ def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, 
 
 @pytest.mark.pi_matrix
 def test_resume_without_a_session_file_prepends_the_transcript(project, scripted):
-    from helpers import PI
-
-    from nbsubagents.pi import pi_package
-
     with interrupt_when_running(project, '"turn_start"'):
         first = nbsubagents.run("scout", "sleep: 30\nread README.md", show=False)
     assert first.status == "aborted"
-    if pi_package(str(PI)).version.startswith("1."):
-        # pi 1.x writes its session (with the prompt) before the first reply: the resume continues it natively
-        assert (first.dir / "child-session.jsonl").exists()
-        second = nbsubagents.run("scout", "say: carrying on", resume=first.id, show=False)
-        assert second.status == "completed"
-        assert "sleep: 30" in json.dumps(scripted.requests[-1]["messages"])
-        assert user_text(scripted.requests[-1]) == "say: carrying on"
-        return
-    assert not (first.dir / "child-session.jsonl").exists()
+    # Stopped by an RPC abort, pi writes its session (the prompt, the aborted reply): a resume continues it natively
+    assert (first.dir / "child-session.jsonl").exists()
     second = nbsubagents.run("scout", "say: carrying on", resume=first.id, show=False)
+    assert second.status == "completed"
+    assert "sleep: 30" in json.dumps(scripted.requests[-1]["messages"])
+    assert user_text(scripted.requests[-1]) == "say: carrying on"
+    (first.dir / "child-session.jsonl").unlink()  # as a child killed before it wrote one leaves it
+    third = nbsubagents.run("scout", "say: carrying on", resume=first.id, show=False)
     prompt = user_text(scripted.requests[-1])
     assert prompt.startswith("Previously:\n\n") and first.id in prompt
     assert prompt.endswith("Instructions:\n\nsay: carrying on")
-    assert second.status == "completed"
+    assert third.status == "completed"
 
 
 def test_resuming_a_running_run_is_an_error(project):

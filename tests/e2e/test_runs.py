@@ -55,7 +55,8 @@ def test_single_run_reads_a_file_and_writes_every_artifact(project, capsys):
     assert call["name"] == "read" and call["args"] == {"path": "README.md"}
     assert "Reading README.md" in run.transcript and "Finished reading README.md" in run.transcript
     assert "Agent:" not in run.transcript
-    assert json.loads((run.dir / "stdout.log").read_bytes().splitlines()[0])["type"] == "session"
+    assert kinds[1] == "session" and run.events()[1]["cwd"] == str(project)
+    assert json.loads((run.dir / "stdout.log").read_bytes().splitlines()[0])["type"] == "response"  # pi's, raw
     printed = capsys.readouterr()
     assert "Reading README.md" in printed.err and "scout completed" in printed.err  # progress: stderr
     assert printed.out == ""

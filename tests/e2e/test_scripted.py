@@ -249,6 +249,16 @@ def test_demo_fail_directive_returns_http_error(scripted):
     assert status == 502 and body["error"]["message"] == "upstream broke"
 
 
+def test_demo_fail_for_fails_every_request_for_that_model_only(scripted):
+    model = scripted()
+    task = user("fail for demo/scripted: 429 rate limited\nread a.txt")
+    for _ in range(2):
+        status, [body] = post(model.url, chat(task))
+        assert status == 429 and body["error"]["message"] == "rate limited"
+    status, chunks = post(model.url, {**chat(task), "model": "backup"})
+    assert status == 200 and collect(chunks)["calls"][0]["arguments"] == {"path": "a.txt"}
+
+
 def test_demo_mode_serves_steps_over_http_in_order(scripted):
     model = scripted()
     task = user("say: looking\nread a.txt\nrun: echo hi")

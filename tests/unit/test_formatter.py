@@ -597,3 +597,24 @@ def test_a_provider_error_is_said_once_not_again_at_the_end():
     other.format({"type": "error", "message": "500 upstream exploded"})
     assert other.format({"type": "run_end", "status": "failed", "errorMessage": "Timed out after 3s"}) == \
         ProgressLine("failed", "Failed: Timed out after 3s")
+
+
+@pytest.mark.parametrize("event, expected", [
+    ({"type": "user_message", "kind": "steer", "text": "read b.py"}, ProgressLine("info", "you (steer): read b.py")),
+    ({"type": "user_message", "kind": "follow_up", "text": "and c"}, ProgressLine("info", "you (follow-up): and c")),
+    ({"type": "question", "method": "select", "title": "Which?", "message": None, "options": ["a", "b"],
+      "approval": False}, ProgressLine("info", "Asks: Which? — [a | b]")),
+    ({"type": "question", "method": "confirm", "title": "Allow bash?", "message": "rm -rf build", "approval": True},
+     ProgressLine("info", "Asks for approval: Allow bash? — rm -rf build")),
+    ({"type": "answer", "value": "blue", "by": "person"}, ProgressLine("info", "Answered: blue (you)")),
+    ({"type": "answer", "value": None, "by": "timeout"}, ProgressLine("info", "No answer (no reply in time)")),
+    ({"type": "answer", "value": False, "by": "policy"},
+     ProgressLine("info", "Denied (the policy: no reply in time)")),
+    ({"type": "notice", "text": "saved"}, ProgressLine("info", "saved")),
+    ({"type": "model_fallback", "from": "a/x", "to": "b/y", "error": "429 slow\nmore"},
+     ProgressLine("error", "a/x failed — 429 slow; going on with b/y")),
+    ({"type": "session_stats", "contextTokens": 5, "contextWindow": 10, "contextPercent": 50.0, "tokens": 5,
+      "cost": 0}, None),
+])
+def test_the_conversation_in_words(event, expected):
+    assert ProgressFormatter().format(event) == expected

@@ -25,7 +25,7 @@ def argv_of(tmp_path: Path, frontmatter: str) -> list[str]:
 
 def test_base_argv_has_json_mode_session_model_and_prompt_file(tmp_path):
     argv = argv_of(tmp_path, "")
-    assert argv == ["pi", "--mode", "json", "-p", "--session", str(tmp_path / "s.jsonl"), "--model", "demo/scripted",
+    assert argv == ["pi", "--mode", "rpc", "--session", str(tmp_path / "s.jsonl"), "--model", "demo/scripted",
                     "--append-system-prompt", str(tmp_path / "sp.md")]
 
 

@@ -1,0 +1,129 @@
+"""The supervisor's run-directory files: append-only artifact files that stop at their first write error,
+``supervisor.json``, the heartbeat file, and ``result.json`` written also on a full disk (from room reserved at
+the start) or for a value JSON cannot hold. Standard library only: the supervisor imports it at its start.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .artifacts import RunPaths, atomic_write_json
+
+TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
+if TYPE_CHECKING:
+    from typing import IO, Any
+
+RESERVE = ".result-reserve"      # space held from the start so that result.json fits on a full disk
+RESERVE_BYTES = 64 * 1024
+
+
+class Sink:
+    """An append-only artifact file that stops trying after its first write error."""
+
+    def __init__(self, path: Path, mode: str = "ab") -> None:
+        try:
+            self.fh: IO[bytes] | None = open(path, mode)
+        except OSError:
+            self.fh = None
+
+    def write(self, data: bytes) -> None:
+        if self.fh is None:
+            return
+        try:
+            self.fh.write(data)
+        except (OSError, ValueError):
+            self.close()
+
+    def flush(self) -> None:
+        if self.fh is not None:
+            try:
+                self.fh.flush()
+            except OSError:
+                self.close()
+
+    def close(self) -> None:
+        if self.fh is not None:
+            try:
+                self.fh.close()
+            except OSError:
+                pass
+            self.fh = None
+
+
+def remove_half_folder(path: Path) -> None:
+    """What the child or we wrote into a run folder after it was deleted (no meta.json in it): removed."""
+    for top, dirs, files in os.walk(path, topdown=False):
+        for name in files + dirs:
+            entry = os.path.join(top, name)
+            best_effort(os.rmdir if name in dirs and not os.path.islink(entry) else os.unlink, entry)
+    best_effort(os.rmdir, path)
+
+
+def describe(path: Path, info: dict[str, Any]) -> None:
+    """supervisor.json, atomically but not synced to disk: it describes this process, which a crash of the
+    machine ends too (and the fsync, a few ms, would come before pi's start)."""
+    atomic_write_json(path, info, sync=False)
+
+
+def touch(path: Path) -> None:
+    with open(path, "ab"):
+        pass
+
+
+def reserve(path: Path) -> None:
+    with open(path, "wb") as fh:
+        fh.write(b"\0" * RESERVE_BYTES)
+
+
+def write_result(paths: RunPaths, result: dict[str, Any]) -> None:
+    """result.json, also on a full disk: the reserve made at the start is freed first, and a final text
+    too long for what is left is shortened rather than lost with the rest."""
+    try:
+        os.unlink(paths.dir / RESERVE)
+    except OSError:
+        pass
+    try:
+        atomic_write_json(paths.result, result)
+        return
+    except ValueError:  # not JSON (a lone surrogate, a value that cannot be written): written cleaned
+        result = clean(result)
+    try:
+        atomic_write_json(paths.result, result)
+    except OSError:
+        text = result.get("finalText") or ""
+        keep = RESERVE_BYTES // 8
+        short = text[:keep] + ("… [shortened: the disk was full]" if len(text) > keep else "")
+        atomic_write_json(paths.result, {**result, "finalText": short})
+
+
+def clean(value: Any) -> Any:
+    """``value`` with every string made writable as UTF-8 (a lone surrogate becomes U+FFFD) and every value
+    JSON cannot hold written as its text."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {clean(str(k)): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return clean(repr(value))
+
+
+def last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 4096))
+            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def best_effort(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except OSError:
+        pass

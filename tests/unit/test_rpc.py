@@ -1,0 +1,262 @@
+"""child/rpc.py without pi: what the conversation sends for the records it is fed, and what it records."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from nbsubagents.child import inbox
+from nbsubagents.child.events import PiEventAdapter
+from nbsubagents.child.rpc import Conversation
+
+
+class Pipe:
+    """The write end of a real pipe, as pi's stdin; ``sent()`` reads the commands written to it."""
+
+    def __init__(self) -> None:
+        self.read_fd, write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self.file = os.fdopen(write_fd, "wb")
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def close(self) -> None:
+        self.file.close()
+
+    def sent(self) -> list[dict]:
+        data = b""
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        return [json.loads(line) for line in data.splitlines()]
+
+
+@pytest.fixture
+def pipe():
+    pipe = Pipe()
+    yield pipe
+    os.close(pipe.read_fd)
+    if not pipe.file.closed:
+        pipe.file.close()
+
+
+def conversation(tmp_path, pipe, **meta) -> Conversation:
+    talk = Conversation(tmp_path, {"resolvedModel": "demo/scripted", **meta}, PiEventAdapter())
+    talk.attach(pipe, "the task", "/work")
+    state, pipe.task = pipe.sent()
+    assert state["type"] == "get_state"
+    assert talk.adapt(reply(state, data={"sessionId": "s1"})) == [{"type": "session", "sessionId": "s1", "cwd": "/work"}]
+    return talk
+
+
+def feed(talk: Conversation, *records: dict) -> list[dict]:
+    return [event for record in records for event in talk.adapt(record)]
+
+
+def reply(command: dict, success: bool = True, **fields) -> dict:
+    return {"type": "response", "id": command.get("id"), "command": command["type"], "success": success, **fields}
+
+
+def test_the_task_is_the_first_prompt_after_a_look_at_the_session(tmp_path, pipe):
+    conversation(tmp_path, pipe)
+    assert (pipe.task["type"], pipe.task["message"]) == ("prompt", "the task")
+
+
+def test_a_steer_while_pi_works_is_an_rpc_steer_recorded_once_pi_accepts_it(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    task = pipe.task
+    feed(talk, reply(task), {"type": "agent_start"}, {"type": "turn_start"})
+    inbox.post(tmp_path, "steer", "look elsewhere")
+    assert talk.tick() == []
+    [steer] = pipe.sent()
+    assert (steer["type"], steer["message"]) == ("steer", "look elsewhere")
+    [event] = feed(talk, reply(steer))
+    assert (event["type"], event["kind"], event["text"]) == ("user_message", "steer", "look elsewhere")
+    assert talk.record()["conversation"] == [event]
+
+
+def test_a_follow_up_waits_for_an_idle_pi_then_goes_as_a_prompt(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    task = pipe.task
+    feed(talk, reply(task, data={"disposition": "started"}), {"type": "agent_start"})
+    inbox.post(tmp_path, "follow_up", "and then this")
+    talk.tick()
+    assert pipe.sent() == [] and not talk.finished()
+    feed(talk, {"type": "agent_end", "messages": []}, {"type": "agent_settled"})  # pi 1.x: idle at once
+    talk.tick()
+    [prompt] = pipe.sent()
+    assert (prompt["type"], prompt["message"]) == ("prompt", "and then this")
+    assert not talk.finished()  # its run is still to come
+    assert feed(talk, reply(prompt, False, error="Agent is already processing.")) == []  # tried again once idle
+    talk.tick()
+    [again] = pipe.sent()
+    assert again["message"] == "and then this"
+    [event] = feed(talk, reply(again))
+    assert (event["type"], event["kind"]) == ("user_message", "follow_up")
+    feed(talk, {"type": "agent_start"}, {"type": "agent_end", "messages": []}, {"type": "agent_settled"})
+    assert talk.finished()
+
+
+def test_a_question_is_waited_on_then_answered_from_the_inbox(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe, questionTimeout=300)
+    [question] = feed(talk, {"type": "extension_ui_request", "id": "q1", "method": "select", "title": "Which?",
+                             "options": ["a", "b"]})
+    assert (question["type"], question["method"], question["options"], question["approval"]) == (
+        "question", "select", ["a", "b"], False)
+    assert [q["id"] for q in inbox.waiting(tmp_path)] == ["q1"]
+    assert pipe.sent() == []
+    inbox.post(tmp_path, "answer", request_id="q1", value="b")
+    [answer] = talk.tick()
+    assert (answer["type"], answer["value"], answer["by"]) == ("answer", "b", "person")
+    assert pipe.sent() == [{"type": "extension_ui_response", "id": "q1", "value": "b"}]
+    assert inbox.waiting(tmp_path) == [] and not (tmp_path / inbox.WAITING).exists()
+    [entry] = talk.record()["questions"]
+    assert (entry["answer"], entry["by"], entry["title"]) == ("b", "person", "Which?")
+
+
+def test_a_headless_run_answers_at_once_input_with_no_answer_confirm_with_the_policy(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe, questionTimeout=0, approval={"tools": ["bash"], "otherwise": "allow"})
+    events = feed(talk, {"type": "extension_ui_request", "id": "q1", "method": "input", "title": "Name?"},
+                  {"type": "extension_ui_request", "id": "q2", "method": "confirm", "title": "Allow bash?"})
+    assert [(e["type"], e.get("value"), e.get("by")) for e in events] == [
+        ("question", None, None), ("answer", None, "timeout"), ("question", None, None), ("answer", True, "policy")]
+    assert pipe.sent() == [{"type": "extension_ui_response", "id": "q1", "cancelled": True},
+                           {"type": "extension_ui_response", "id": "q2", "confirmed": True}]
+    assert not (tmp_path / inbox.WAITING).exists()
+
+
+def test_the_approval_policy_denies_by_default(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    events = feed(talk, {"type": "extension_ui_request", "id": "q", "method": "confirm", "title": "Allow?"})
+    assert (events[-1]["value"], events[-1]["by"]) == (False, "policy")
+    assert pipe.sent() == [{"type": "extension_ui_response", "id": "q", "confirmed": False}]
+
+
+def test_notices_are_shown_and_other_fire_and_forget_requests_ignored(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    assert feed(talk, {"type": "extension_ui_request", "id": "n", "method": "notify", "message": "hello"}) == [
+        {"type": "notice", "text": "hello"}]
+    assert feed(talk, {"type": "extension_ui_request", "id": "s", "method": "setStatus", "statusKey": "k"}) == []
+
+
+def test_session_stats_after_each_turn(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, {"type": "turn_end", "message": {}})
+    [ask] = pipe.sent()
+    assert ask["type"] == "get_session_stats"
+    [stats] = feed(talk, reply(ask, data={"tokens": {"total": 120}, "cost": 0.5,
+                                          "contextUsage": {"tokens": 90, "contextWindow": 1000, "percent": 9.0}}))
+    assert stats == {"type": "session_stats", "contextTokens": 90, "contextWindow": 1000, "contextPercent": 9.0,
+                     "tokens": 120, "cost": 0.5}
+    assert talk.record()["contextUsage"] == {"tokens": 90, "window": 1000, "percent": 9.0}
+
+
+def failed_turn(talk: Conversation, error: str) -> None:
+    feed(talk, {"type": "agent_start"},
+         {"type": "message_end", "message": {"role": "assistant", "stopReason": "error", "errorMessage": error}},
+         {"type": "agent_end", "messages": []}, {"type": "agent_settled"})
+
+
+def test_a_provider_failure_moves_on_to_the_next_model_and_asks_it_to_continue(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe, fallbackModels=["other/big"])
+    task = pipe.task
+    feed(talk, reply(task, data={}))
+    failed_turn(talk, "401 invalid api key")
+    assert not talk.finished()
+    [fallback] = talk.tick()
+    assert fallback == {"type": "model_fallback", "from": "demo/scripted", "to": "other/big",
+                        "error": "401 invalid api key"}
+    [switch] = pipe.sent()
+    assert (switch["type"], switch["provider"], switch["modelId"]) == ("set_model", "other", "big")
+    feed(talk, reply(switch))
+    [prompt] = pipe.sent()
+    assert prompt["type"] == "prompt" and "401 invalid api key" in prompt["message"]
+    assert talk.record()["modelsTried"] == [{"model": "demo/scripted", "error": "401 invalid api key"},
+                                            {"model": "other/big", "error": None}]
+
+
+def test_a_failure_during_pis_own_retry_switches_the_model_without_a_prompt(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe, fallbackModels=["demo/backup"])
+    task = pipe.task
+    feed(talk, reply(task))
+    feed(talk, {"type": "agent_start"},
+         {"type": "message_end", "message": {"role": "assistant", "stopReason": "error", "errorMessage": "429 slow"}},
+         {"type": "agent_end", "messages": []})
+    [event, retry] = feed(talk, {"type": "auto_retry_start", "attempt": 1, "errorMessage": "429 slow"})
+    assert (event["type"], retry["type"]) == ("model_fallback", "retry")
+    [switch] = pipe.sent()
+    feed(talk, reply(switch))
+    assert pipe.sent() == [] and not talk.idle()  # pi repeats the request itself
+
+
+@pytest.mark.parametrize("error", ["Request was aborted", "context length exceeded: 200000 tokens"])
+def test_no_fallback_for_failures_another_model_would_not_mend(tmp_path, pipe, error):
+    talk = conversation(tmp_path, pipe, fallbackModels=["demo/backup"])
+    task = pipe.task
+    feed(talk, reply(task, data={}))
+    failed_turn(talk, error)
+    assert talk.tick() == [] and talk.finished()
+    assert talk.record()["modelsTried"] == [{"model": "demo/scripted", "error": None}]
+
+
+def test_no_fallback_once_the_run_is_being_stopped(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe, fallbackModels=["demo/backup"])
+    task = pipe.task
+    feed(talk, reply(task, data={}))
+    failed_turn(talk, "429 slow")
+    assert talk.tick(stopping=True) == []
+    talk.abort()
+    assert pipe.sent() == [{"type": "abort"}] and pipe.file.closed
+    assert talk.tick() == []
+
+
+def test_a_pi_that_stops_reading_never_blocks_the_supervisor(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    talk.send({"type": "prompt", "message": "x" * (4 << 20)})  # far more than a pipe holds
+    assert talk.out  # the rest waits for pi to read
+    talk.close()
+    assert not pipe.file.closed  # closed once written
+    talk.close(now=True)
+    assert pipe.file.closed and not talk.out
+
+
+def test_pi_0_73_is_idle_at_agent_end_unless_its_last_turn_failed_and_it_may_retry(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task), {"type": "agent_start"},
+         {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop"}},
+         {"type": "agent_end", "messages": []})
+    assert talk.idle() and talk.finished()  # no agent_settled in pi 0.73.1: nothing more comes
+    feed(talk, {"type": "agent_start"},
+         {"type": "message_end", "message": {"role": "assistant", "stopReason": "error", "errorMessage": "503"}},
+         {"type": "agent_end", "messages": []})
+    assert not talk.idle()  # its own retry may follow at once
+    feed(talk, {"type": "auto_retry_start", "attempt": 1, "delayMs": 2000, "errorMessage": "503"})
+    assert not talk.idle()  # waiting out the retry's delay
+
+
+def test_a_prompt_an_extension_handles_starts_no_run(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task, data={"disposition": "handled"}))
+    assert talk.finished()
+
+
+def test_a_steer_pi_kept_as_its_run_ended_is_sent_again(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task), {"type": "agent_start"}, {"type": "queue_update", "steering": ["late"], "followUp": []},
+         {"type": "agent_end", "messages": []})
+    assert not talk.finished()
+    [notice] = talk.tick()
+    assert notice["type"] == "notice" and notice["text"].endswith(": late")
+    [prompt] = pipe.sent()
+    assert (prompt["type"], prompt["message"]) == ("prompt", "late")
+    feed(talk, reply(prompt), {"type": "agent_start"}, {"type": "queue_update", "steering": [], "followUp": []},
+         {"type": "agent_end", "messages": []})
+    assert talk.finished()
