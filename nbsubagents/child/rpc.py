@@ -44,8 +44,8 @@ PROVIDER_FAILURE = re.compile(
     r"\b(?:429|401|403|5\d\d)\b|rate.?limit|too many requests|quota|overloaded|unauthori[sz]ed|authenticat|"
     r"forbidden|api.?key|credit|billing|connection.?(?:refused|error|reset|lost)|econnrefused|fetch failed|"
     r"network|unavailable|server.?error|internal.?error|timed? ?out", re.I)
-CONTINUE = ("Continue the task from where it stopped: the previous model failed ({error}), "
-            "so {model} now takes over.")
+CONTINUE_PREFIX = "Continue the task from where it stopped:"  # the scripted model knows it: no new task
+CONTINUE = CONTINUE_PREFIX + " the previous model failed ({error}), so {model} now takes over."
 BUSY = re.compile(r"already processing|streaming", re.I)  # pi refused a prompt because it still works
 
 

@@ -103,6 +103,10 @@ class Run:
 
     @property
     def model(self) -> str | None:
+        """The model the run was started on; after a fallback to another model, the one that finished."""
+        result = self.result
+        if result and len(result.get("modelsTried") or ()) > 1 and result.get("model"):
+            return result["model"]
         return self.meta.get("resolvedModel")
 
     @property

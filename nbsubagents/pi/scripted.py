@@ -36,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from ..child.artifacts import atomic_write_json
+from ..child.rpc import CONTINUE_PREFIX
 from ..child.text import clip, plural
 
 if TYPE_CHECKING:
@@ -57,10 +58,13 @@ def _text_of(content: Any) -> str:
 
 
 def _after_last_user(messages: list[dict]) -> tuple[str, list[dict]]:
-    """Return the last user message text and the messages after it."""
+    """Return the last user message text and the messages after it. The supervisor's "continue" after a fallback
+    to another model is no new task: the task before it goes on (from the step the failed model did not take)."""
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") == "user":
-            return _text_of(messages[i].get("content")), messages[i + 1 :]
+            text = _text_of(messages[i].get("content"))
+            if not text.startswith(CONTINUE_PREFIX):
+                return text, messages[i + 1 :]
     return "", messages
 
 

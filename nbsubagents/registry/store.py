@@ -299,7 +299,11 @@ def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
     usage = result.get("usage") or {}
     text = result.get("finalText") or ""
     text = clip(text, FINAL_TEXT_LIMIT)
+    # After a fallback the model that finished is the run's model (the one asked for is in requested_model and
+    # result.json's modelsTried).
+    finished = {"model": result["model"]} if len(result.get("modelsTried") or ()) > 1 and result.get("model") else {}
     return {
+        **finished,
         "status": result.get("status") if result.get("status") in TERMINAL else "failed",
         "exit_code": result.get("exitCode"), "stop_reason": result.get("stopReason"),
         "error_message": result.get("errorMessage"), "final_text": text,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
+import nbsubagents
 from nbsubagents.child import inbox
 from nbsubagents.child.artifacts import atomic_write_json
 from nbsubagents.lifecycle.handle import launch
@@ -41,9 +42,10 @@ def no_run_left(project):
     STARTED.clear()
 
 
-def start(project: Path, task: str, preset: str = "scout", **meta: object):
-    """A run started with extra meta.json keys (those lifecycle/prepare.py does not write yet)."""
-    run = prepare(TaskSpec(preset, task), mode="single")
+def start(project: Path, task: str, preset: str = "scout", options: dict | None = None, **meta: object):
+    """A run started with these run options (TaskSpec) and extra meta.json keys (those a test sets itself: the
+    timeout of questions, which prepare.py decides from where it runs)."""
+    run = prepare(TaskSpec(preset, task, **(options or {})), mode="single")
     run.meta.update(meta)
     atomic_write_json(run.paths.meta, run.meta)
     launch(run)
@@ -181,16 +183,20 @@ def two_models(project, scripted):
 def test_a_429_on_the_first_model_ends_the_run_completed_on_the_second(project, two_models, scripted):
     # The test's pi does not retry (write_agent_dir): the fallback model is asked to continue.
     run = start(project, "fail for demo/scripted: 429 rate limited\nread README.md",
-                fallbackModels=["demo/backup"])
+                options={"fallback_models": ["backup"]})  # resolved as a model is: demo/backup
+    assert run.meta["fallbackModels"] == ["demo/backup"]
     finish(run)
     assert run.status == "completed", run.error
     assert run.result["model"] == "demo/backup"
+    assert nbsubagents.runs(project=project)["model"].tolist() == ["demo/backup"]  # the model that finished
     tried = run.result["modelsTried"]
     assert [t["model"] for t in tried] == ["demo/scripted", "demo/backup"]
     assert "429" in tried[0]["error"] and tried[1]["error"] is None
     [fallback] = seen(run, "model_fallback")
     assert (fallback["from"], fallback["to"]) == ("demo/scripted", "demo/backup")
-    assert [r["model"] for r in scripted.requests] == ["scripted", "backup"]
+    # The backup model goes on with the task (the scripted model takes the supervisor's "continue" as no new task).
+    assert [r["model"] for r in scripted.requests] == ["scripted", "backup", "backup"]
+    assert run.output == "Done. 1 step:\n- read README.md: # Demo project"
 
 
 @pytest.mark.pi_matrix

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
-NAMES = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb"]
+NAMES = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb", "conversation.ipynb"]
 VIEW = "application/vnd.jupyter.widget-view+json"
 
 
@@ -399,3 +399,31 @@ def test_make_demo_executes_the_quickstart_and_prints_what_it_did(kernel_env):
     nb = nbformat.read(executed, as_version=4)
     assert nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     assert list((kernel_env / ".demo").glob("nbsubagents-quickstart-*/project/.pi/subagents/runs/*/result.json"))
+
+
+def test_conversation_notebook_steers_follows_up_answers_approves_and_falls_back(kernel_env):
+    nb = execute("conversation.ipynb", kernel_env)
+    check_exports(kernel_env, "conversation.ipynb")
+
+    steered = cell(nb, 'run = nbsubagents.start("scout", "sleep: 2')
+    assert text(steered).startswith("Done. 1 step:\n- read src/inventory.py:")  # the steer, not the plan
+    assert re.search(r"^  you \(steer, [\d:]+\): read src/inventory\.py$", panels(nb, steered)[0], re.M)
+    followed = cell(nb, 'run = nbsubagents.start("scout", "sleep: 1')
+    record = panels(nb, followed)[0]
+    assert record.index("- ls src: inventory.py") < record.index("you (follow-up") < record.index("Reading README.md")
+    assert text(followed).startswith("Done. 1 step:\n- read README.md:")  # the second answer, same run
+
+    asked = cell(nb, 'run = nbsubagents.start("scout", "ask:')
+    assert text(asked).strip() == "Which file should I read? ['README.md', 'src/inventory.py']"
+    assert "answer (person): src/inventory.py" in panels(nb, asked)[0]
+    assert text(cell(nb, "%subagent_answer")).startswith("Answered run ")
+    assert "- ask: src/inventory.py" in text(cell(nb, "run.wait()"))  # the answer reached the child
+
+    guarded = text(cell(nb, 'run = nbsubagents.start("scout", "run: rm -rf src'))
+    assert guarded == "[('Allow bash?', False, 'person')]\n['inventory.py']\n"  # denied: src is still there
+    fallback = cell(nb, 'run = nbsubagents.run("scout", "fail for')
+    assert text(fallback).startswith("completed [{'model': 'demo/scripted', 'error': '429 rate limited'}, "
+                                     "{'model': 'demo/backup', 'error': None}]")
+    assert panels(nb, fallback)[0].startswith("✓ fallback completed · demo/backup ·")
+    table = text(cell(nb, "nbsubagents.runs()"))
+    assert re.search(r"fallback\s+completed\s+demo/backup", table)
