@@ -8,13 +8,12 @@ nothing; the text and widget renderers live in ``nbsubagents.ui`` and are chosen
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import registry
 from ..config import settings
-from . import converse, settle, watcher
+from . import settle, watcher
 from .handle import launch, pump
 from .process import wait_any
 
@@ -85,10 +84,10 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
 def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list[Run]:
     still = []
     for run in active:
-        _say_questions(run, pump(run, renderer))
+        watcher.say_questions(run, pump(run, renderer))
         proc = run.process
         if proc is not None and proc.poll() is not None:
-            _say_questions(run, pump(run, renderer))
+            watcher.say_questions(run, pump(run, renderer))
             if run.result is None:
                 settle.lost(run.paths, run.meta, exit_code=proc.returncode)
             registry.note(run, announced=True)  # seen in its cell: no notice later
@@ -102,23 +101,3 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
         time.sleep(interval)  # runs this process did not start: the next look is the only news
     return still
 
-
-def _say_questions(run: Run, events: list[dict[str, Any]]) -> None:
-    """A question the child asks, said outside a notebook (where its panel shows it with an answer box): one line
-    on the notice stream (stderr; nowhere under ``NBSUBAGENTS_DISPLAY=none``) with the command that answers it
-    from another shell. Not for a run whose questions time out at once (``questionTimeout`` 0: headless)."""
-    if "ipykernel" in sys.modules or run.meta.get("questionTimeout") == 0:
-        return
-    for event in events:
-        if event.get("type") != "question":
-            continue
-        stream = watcher.hooks.text_stream()
-        if stream is None:
-            return
-        what = "an approval" if event.get("method") == "confirm" else "an answer"
-        line = (f"run {run.run_id} is waiting for {what}: {converse.describe(event)} "
-                f"(answer with: {converse.how_to_answer(run.run_id, event)})")
-        try:
-            print(line, file=stream, flush=True)
-        except (BrokenPipeError, ValueError, OSError):  # a closed stream: the run goes on
-            return

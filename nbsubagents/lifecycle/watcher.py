@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .. import registry
 from ..config import NbSubagentsError
 from ..style import glyph, shorten
+from . import converse
 from . import settle as settling  # `settle()` below is the watcher's own
 from .handle import SETTLE_TIMEOUT, pump, reread, set_follower
 from .liveness import check
@@ -124,6 +125,27 @@ def print_notice(notice: Notice) -> None:
         print(notice.text, file=stream, flush=True)
     except (BrokenPipeError, ValueError, OSError):
         pass
+
+
+def say_questions(run: Run, events: list[dict[str, Any]]) -> None:
+    """A question the child asks, said once where its run's notices go (the launching cell in a notebook, stderr
+    elsewhere), with how to answer it: its panel may be scrolled away, or there is none. Not for a run whose
+    questions time out at once (``questionTimeout`` 0: headless) or that was started with ``show=False``."""
+    if run.meta.get("questionTimeout") == 0:
+        return
+    for event in events:
+        if event.get("type") != "question":
+            continue
+        stream = hooks.text_stream()
+        if stream is None:
+            return
+        what = "an approval" if event.get("method") == "confirm" else "an answer"
+        line = (f"{glyph('waiting')} run {run.name or run.run_id} ({run.run_id}) is waiting for {what}: "
+                f"{converse.describe(event)} (answer in its panel, or: {converse.how_to_answer(run.run_id, event)})")
+        try:
+            print(line, file=stream, flush=True)
+        except (BrokenPipeError, ValueError, OSError):  # a closed stream: the run goes on
+            return
 
 
 _handlers: list[Callable[[Notice], Any]] = [print_notice]
@@ -367,7 +389,9 @@ class Watcher:
             self._finish(entry)
             return True
         if entry.renderer is not None:
-            pump(run, entry.renderer)
+            events = pump(run, entry.renderer)
+            if not entry.quiet:
+                say_questions(run, events)
         if entry.result_file.exists():
             self._finish(entry)
             return True

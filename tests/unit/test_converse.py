@@ -5,7 +5,6 @@ posted is read back with ``inbox.take``, as the supervisor reads it."""
 
 from __future__ import annotations
 
-import sys
 
 import json
 import os
@@ -19,7 +18,7 @@ import nbsubagents
 from nbsubagents import NbSubagentsError, api, config, registry
 from nbsubagents.child import inbox, procs
 from nbsubagents.child.artifacts import now_iso
-from nbsubagents.lifecycle import batch, converse, drive
+from nbsubagents.lifecycle import watcher, batch, converse
 from nbsubagents.lifecycle.handle import Run
 from nbsubagents.lifecycle.spec import spec_from_call
 
@@ -246,7 +245,7 @@ def test_a_running_run_with_an_open_question_shows_waiting_where_runs_are_listed
     shown = nbsubagents.status()
     assert {r["run_id"]: r["status"] for r in shown.rows} == {asking.run_id: "waiting", live.run_id: "running"}
     assert shown.counts_line().startswith("2 running (1 waiting) · 1 completed")
-    assert "? waiting" in shown._repr_html_() and "waiting" in repr(shown)
+    assert "◷ waiting" in shown._repr_html_() and "waiting" in repr(shown)
     one = repr(nbsubagents.status(asking.run_id))
     assert "  status       waiting" in one and "  asks         Which database?" in one
     # the registry keeps "running": waiting is derived where it is shown
@@ -256,17 +255,17 @@ def test_a_running_run_with_an_open_question_shows_waiting_where_runs_are_listed
     assert asking.status == "running" and list(nbsubagents.runs(status="waiting")["run_id"]) == []
 
 
-def test_a_question_of_a_foreground_run_is_said_on_stderr_outside_a_notebook(root, live, capsys, monkeypatch):
-    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)  # an earlier test of this process may have loaded it
-    drive._say_questions(live, [{"type": "tool_execution_start"}, {"type": "question", **PICK},
-                                {"type": "question", **ALLOW}])
+def test_a_question_is_said_once_where_the_runs_notices_go_with_how_to_answer_it(root, live, capsys):
+    watcher.say_questions(live, [{"type": "tool_execution_start"}, {"type": "question", **PICK},
+                                 {"type": "question", **ALLOW}])
+    name = f"{live.name or live.run_id} ({live.run_id})"
     assert capsys.readouterr().err.splitlines() == [
-        f"run {live.run_id} is waiting for an answer: Which file? [1 README.md | 2 NOTES.md] "
-        f"(answer with: nbsubagents answer {live.run_id} CHOICE)",
-        f"run {live.run_id} is waiting for an approval: Allow bash?: rm -rf build "
-        f"(answer with: nbsubagents approve {live.run_id} allow|deny)"]
+        f"◷ run {name} is waiting for an answer: Which file? [1 README.md | 2 NOTES.md] "
+        f"(answer in its panel, or: nbsubagents answer {live.run_id} CHOICE)",
+        f"◷ run {name} is waiting for an approval: Allow bash?: rm -rf build "
+        f"(answer in its panel, or: nbsubagents approve {live.run_id} allow|deny)"]
     headless = make_run(root, "20260101-100000-iiiii1", meta={"questionTimeout": 0})
-    drive._say_questions(headless, [{"type": "question", **ASK}])  # its questions time out at once: not said
+    watcher.say_questions(headless, [{"type": "question", **ASK}])  # its questions time out at once: not said
     assert capsys.readouterr().err == ""
 
 
