@@ -213,3 +213,23 @@ def test_a_fallback_during_pis_own_retry_repeats_the_failed_request_on_the_next_
     assert run.result["model"] == "demo/backup"
     assert [(e["from"], e["to"]) for e in seen(run, "model_fallback")] == [("demo/scripted", "demo/backup")]
     assert {r["model"] for r in scripted.requests} == {"scripted", "backup"}
+
+
+@pytest.mark.pi_matrix
+def test_the_ask_tool_waits_for_the_answer_and_a_notice_says_how_to_give_it(project, capsys):
+    nbsubagents.configure(question_timeout=60)  # a script would not wait at all (0) unless told to
+    run = nbsubagents.start("scout", "ask: Which file? [README.md | src/app.py]\nread src/app.py", ask=True)
+    STARTED.append(run)
+    question = run.wait_for_question(timeout=60)
+    assert (question["method"], question["options"]) == ("select", ["README.md", "src/app.py"])
+    said: list[str] = []
+    wait_for(lambda: said.append(capsys.readouterr().err) or "is waiting" in "".join(said), what="the notice")
+    assert (f"◷ run scout ({run.run_id}) is waiting for an answer: Which file? [1 README.md | 2 src/app.py] "
+            f"(answer in its panel, or: nbsubagents answer {run.run_id} CHOICE)") in "".join(said)
+    assert nbsubagents.runs(project=project, status="waiting")["run_id"].tolist() == [run.run_id]
+    nbsubagents.answer(run.run_id, 2)  # an option by its number
+    run.wait(60)
+    assert run.status == "completed", run.error
+    assert "- ask: src/app.py" in run.output  # the answer reached the child as the tool's result
+    [asked] = run.result["questions"]
+    assert (asked["answer"], asked["by"]) == ("src/app.py", "person")
