@@ -119,6 +119,23 @@ def test_a_cancel_from_another_process_aborts_a_running_run(dask_project):
     assert row_of(root, run.id)["status"] == "aborted"
 
 
+def test_a_run_on_a_worker_is_steered_from_another_process_through_its_run_directory(dask_project):
+    root, client = dask_project
+    go = root / "go-steer"
+    run = nbsubagents.start("scout", f"run: until [ -f {go} ]; do sleep 0.05; done\nls src", executor="dask",
+                            dask_client=client, show=False)
+    wait_for(lambda: any(e["type"] == "tool_call" for e in run.events()), what="its first tool call")
+    proc = subprocess.run([sys.executable, "-m", "nbsubagents", "steer", run.id, "read README.md"],
+                          capture_output=True, text=True, timeout=120, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    wait_for(lambda: any(e["type"] == "user_message" for e in run.events()), what="the steer delivered")
+    go.touch()
+    run.wait(60)
+    assert run.status == "completed", run.error
+    calls = [e["args"] for e in run.events() if e["type"] == "tool_call"]
+    assert calls[-1] == {"path": "README.md"} and len(calls) == 2  # the steer, instead of the plan's `ls src`
+
+
 def test_a_run_queued_behind_full_workers_is_cancelled_without_starting(dask_project):
     root, client = dask_project
     blockers = [nbsubagents.start("scout", "run: sleep 120", executor="dask", dask_client=client, show=False)
