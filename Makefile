@@ -35,10 +35,16 @@ pi1/node_modules/.bin/pi: pi1/package.json pi1/package-lock.json
 
 # Bytecode written ahead: each run's supervisor is a new Python process, and where PYTHONDONTWRITEBYTECODE
 # is set (as on CI here) it would otherwise compile its modules again at every start (~15 ms).
+# The other agent harnesses the tests drive (offline, against the scripted model): Claude Code and the Codex
+# CLI, pinned; both are native binaries (npm installs the one for this platform).
+harnesses/node_modules/.bin/claude: harnesses/package.json harnesses/package-lock.json
+	npm ci --prefix harnesses --no-audit --no-fund --loglevel=error
+	touch $@
+
 setup: $(VENV)/.installed node_modules/.bin/pi
 	@$(PY) -m compileall -q nbsubagents
 
-setup-test: $(VENV)/.installed-test node_modules/.bin/pi pi1/node_modules/.bin/pi
+setup-test: $(VENV)/.installed-test node_modules/.bin/pi pi1/node_modules/.bin/pi harnesses/node_modules/.bin/claude
 	@$(PY) -m compileall -q nbsubagents
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
@@ -75,4 +81,4 @@ bench: setup-test
 	for b in overhead formatter panels registry query first_start supervisor experiments isolation dask sweep1000; do $(PY) benchmarks/bench_$$b.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) node_modules pi1/node_modules labextension/node_modules labextension/lib .demo docs/_build
+	rm -rf $(VENV) node_modules pi1/node_modules harnesses/node_modules labextension/node_modules labextension/lib .demo docs/_build

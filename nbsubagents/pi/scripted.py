@@ -24,6 +24,7 @@ many concurrent agents.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import hashlib
 import json
 import math
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
 Step = dict[str, Any]
 Script = Sequence[Step] | Callable[[dict, int], Step]
 
+# The wire formats spoken besides OpenAI's Chat Completions (pi's): the end of the request's path -> the module of
+# this package that answers it with ``answer(model, handler, body)``, imported when first asked. Each turns its
+# request into the Chat Completions messages the script reads and the step into its own stream.
+DIALECTS = {"/messages": "scripted_anthropic", "/responses": "scripted_responses"}
 _KEEPALIVE = 0.5  # seconds between SSE comments while a step hangs
 
 
@@ -227,14 +232,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, {"object": "list", "data": data})
 
     def _post(self) -> None:
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        path = self.path.split("?", 1)[0].rstrip("/")
+        dialect = next((module for end, module in DIALECTS.items() if path.endswith(end)), None)
+        if dialect is None and not path.endswith("/chat/completions"):
             return self._json(404, {"error": {"message": f"no route {self.path}"}})
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         except ValueError:
             return self._json(400, {"error": {"message": "invalid JSON body"}})
         try:
-            self.server.model._answer(self, body)
+            if dialect is None:
+                self.server.model._answer(self, body)
+            else:
+                importlib.import_module(f"{__package__}.{dialect}").answer(self.server.model, self, body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (aborted run): nothing to clean up
 
