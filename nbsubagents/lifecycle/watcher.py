@@ -248,6 +248,31 @@ class Subscription:
         return f"<Subscription {self.name} every {self.interval:g}s{' (cancelled)' if self.cancelled else ''}>"
 
 
+class Clock:
+    """A view's place on the process's clock: ``tick()`` every ``interval`` seconds from ``start()`` (at most one
+    subscription, none when ``enabled`` is false) until ``tick`` returns False or ``stop()``, which is for good."""
+
+    def __init__(self, tick: Callable[[], Any], interval: float, name: str, *, enabled: bool = True) -> None:
+        self._tick, self.interval, self.name, self.enabled = tick, interval, name, enabled
+        self.subscription: Subscription | None = None
+        self.stopped = False
+
+    @property
+    def running(self) -> bool:
+        """Whether the clock renders for the view (else the view renders as events come)."""
+        return self.subscription is not None and not self.subscription.cancelled
+
+    def start(self) -> None:
+        if self.enabled and self.subscription is None and not self.stopped:
+            self.subscription = subscribe(lambda: not self.stopped and self._tick() is not False, self.interval,
+                                          name=self.name)
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.subscription is not None:
+            self.subscription.cancel()
+
+
 class _Entry:
     def __init__(self, run: Run, renderer: Renderer | None, on_done: Callable[[Run], Any] | None,
                  quiet: bool = False) -> None:

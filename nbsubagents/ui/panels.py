@@ -45,7 +45,6 @@ from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_click
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
-    from ..lifecycle.watcher import Subscription
 
 __all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "live_panel", "HISTORY_LIMIT", "RENDER_INTERVAL",
            "STATIC_INTERVAL"]
@@ -587,10 +586,8 @@ class WidgetRenderer:
         self.min_interval = min_interval
         self._display = display
         self._publish = publish
-        self._use_ticker = ticker
         self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._ticker: Subscription | None = None  # its tick on the process's clock
+        self._clock = watcher.Clock(self._tick, TICK_INTERVAL, "panel clock", enabled=ticker)
         self.view: RunPanel | GroupPanel | None = None
         self.panels: dict[str, RunPanel] = {}
         self._group_dirty = False
@@ -605,7 +602,7 @@ class WidgetRenderer:
                 self.view = GroupPanel(runs, lines=self.lines, lock=self._lock)
                 self.panels = {p.run.run_id: p for p in self.view.panels}
         self._show(self.view)
-        self._start_ticker()
+        self._clock.start()
 
     def follow(self, panel: RunPanel) -> None:
         """Keep a panel that is already on screen current (a running run displayed again)."""
@@ -613,7 +610,7 @@ class WidgetRenderer:
             self.view = panel
             self.panels = {panel.run.run_id: panel}
             self._lock = panel._lock
-        self._start_ticker()
+        self._clock.start()
 
     def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None:
         with self._lock:
@@ -623,7 +620,7 @@ class WidgetRenderer:
                 return  # already in the panel (it was built from the run's events so far)
             panel.add(event, line)
             self._group_dirty = True
-            if self._ticker is not None:
+            if self._clock.running:
                 return  # the clock's next tick renders it, with every other panel that changed meanwhile
             now = time.monotonic()
             if now - panel.last_render >= self.min_interval:
@@ -638,10 +635,7 @@ class WidgetRenderer:
             self._render_group(time.monotonic(), force=True)
 
     def close(self) -> None:
-        self._stop.set()
-        ticker, self._ticker = self._ticker, None
-        if ticker is not None:
-            ticker.cancel()
+        self._clock.stop()
         with self._lock:
             for panel in self.panels.values():
                 if panel.dirty or panel.active:
@@ -655,10 +649,6 @@ class WidgetRenderer:
         """Panel renders so far (for tests and benchmarks)."""
         with self._lock:
             return sum(p.renders for p in self.panels.values())
-
-    def _start_ticker(self) -> None:
-        if self._use_ticker and self._ticker is None and not self._stop.is_set():
-            self._ticker = watcher.subscribe(self._tick, TICK_INTERVAL, name="panel clock")
 
     def _show(self, view: RunPanel | GroupPanel) -> None:
         if self._display is not None:
@@ -683,8 +673,6 @@ class WidgetRenderer:
     def _tick(self) -> bool:
         """One tick of the clock: render what is pending or whose elapsed time moved; False once closed or
         once every panel shows its run's end (a follower nobody closes ends there too)."""
-        if self._stop.is_set():
-            return False
         with self._lock:
             now = time.monotonic()
             due = [panel for panel in self.panels.values()
@@ -698,4 +686,4 @@ class WidgetRenderer:
             self._render_group(now, force=False)
             ended = bool(self.panels) and not any(p.active or p.dirty for p in self.panels.values()) \
                 and not self._group_dirty
-        return not (self._stop.is_set() or ended)
+        return not ended

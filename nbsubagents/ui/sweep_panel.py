@@ -40,7 +40,6 @@ from .panels import STATIC_INTERVAL
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
     from ..lifecycle.handle import Run
-    from ..lifecycle.watcher import Subscription
 
 __all__ = ["SweepState", "SweepLine", "SweepPanel", "SweepRenderer", "SweepTextRenderer", "sweep_renderer",
            "LINE_CAP", "RENDER_INTERVAL"]
@@ -437,10 +436,9 @@ class SweepRenderer:
                  publish: Callable[[dict[str, Any], str, bool], Any] | None = None, ticker: bool = True) -> None:
         load_ipywidgets()
         self.title, self.concurrency, self.cap, self.interval = title, concurrency, cap, interval
-        self._display, self._publish, self._use_ticker = display, publish, ticker
+        self._display, self._publish = display, publish
         self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._ticker: Subscription | None = None
+        self._clock = watcher.Clock(self.tick, interval, "sweep panel clock", enabled=ticker)
         self.panel: SweepPanel | None = None
 
     def start(self, runs: list[Run]) -> None:
@@ -452,8 +450,7 @@ class SweepRenderer:
         else:
             self.panel.record.show()
             self.panel.last_record = time.monotonic()
-        if self._use_ticker:
-            self._ticker = watcher.subscribe(self._tick, self.interval, name="sweep panel clock")
+        self._clock.start()
 
     def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None:
         with self._lock:
@@ -479,17 +476,8 @@ class SweepRenderer:
                 panel.record.update()  # the saved notebook's copy, true to within STATIC_INTERVAL
                 panel.last_record = time.monotonic()
 
-    def _tick(self) -> bool:
-        if self._stop.is_set():
-            return False
-        self.tick()
-        return True
-
     def close(self) -> None:
-        self._stop.set()
-        ticker, self._ticker = self._ticker, None
-        if ticker is not None:
-            ticker.cancel()
+        self._clock.stop()
         with self._lock:
             panel = self.panel
             if panel is None:
