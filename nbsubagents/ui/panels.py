@@ -24,13 +24,11 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from ..child import inbox
 from ..child.artifacts import TERMINAL
 from ..child.formatter import ProgressLine
 from ..lifecycle import watcher
 from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph, plural
 from ..style import color as status_color
-from ..views.conversation import at_words, question_text
 from ..views.panel_state import (
     GROUP_WORDS,
     HISTORY_LIMIT,
@@ -42,6 +40,7 @@ from ..views.panel_state import (
     group_static_text,
 )
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_clicks
+from .talk import TalkBox
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -154,7 +153,7 @@ class _StaticRecord:
     def _typing(self) -> bool:
         """Whether a person is typing in one of the view's boxes: a refresh of the record then waits, since it
         re-creates the widget view in JupyterLab (the typed text is kept, the focus would be lost)."""
-        return any(panel._typed() for panel in getattr(self, "panels", [self]))
+        return any(panel.talk.typed() for panel in getattr(self, "panels", [self]))
 
     def kernel_gone(self) -> None:
         """The kernel shuts down: the record of a run not yet ended says its end is unknown from here."""
@@ -222,28 +221,12 @@ class RunPanel(PanelState, _StaticRecord):
         self.final_html = w.HTML().add_class("nbsubagents-final")
         self._w = w
         self._subshell = click_subshell()
-        # the conversation: one row per open question (rebuilt when the open ones change), then the message box
-        self.questions_box = w.VBox([]).add_class("nbsubagents-questions")
-        self._question_rows: dict[str, Any] = {}   # open question id -> its row
-        self._sent: dict[str, Any] = {}            # question id -> the answer posted from here (until it is taken)
-        self._said_before_note: int | None = None  # messages the run had taken when the note said one was sent
-        self.steer_text = w.Textarea(placeholder="A message to the run: Steer (after the current tool call) or "
-                                     "Follow up (after this turn)", rows=1,
-                                     layout=w.Layout(flex="1 1 auto", width="auto"))
-        self.steer_text.add_class("nbsubagents-steer-text")
-        self.steer_button = w.Button(description="Steer", icon="share", tooltip="Deliver the message after the "
-                                     "current tool call", layout=w.Layout(width="auto", flex="0 0 auto"))
-        self.steer_button.add_class("nbsubagents-steer")
-        self.follow_button = w.Button(description="Follow up", icon="reply", tooltip="Deliver the message when "
-                                      "the run's current turn ends", layout=w.Layout(width="auto", flex="0 0 auto"))
-        self.follow_button.add_class("nbsubagents-followup")
-        self.steer_button.on_click(lambda _b: self._on_message("steer"))
-        self.follow_button.on_click(lambda _b: self._on_message("follow_up"))
-        self.talk_note = w.HTML().add_class("nbsubagents-talk-note")
-        self.steer_box = w.VBox([w.HBox([self.steer_text, self.steer_button, self.follow_button],
-                                        layout=w.Layout(align_items="center")), self.talk_note],
-                                layout=w.Layout(display="none"))
-        self.steer_box.add_class("nbsubagents-steer-box")
+        # the conversation: one row per open question, then the message box (ui/talk.py)
+        self.talk = TalkBox(run, self._lock, w, self._subshell)
+        self.questions_box, self.steer_box = self.talk.questions_box, self.talk.steer_box
+        self.steer_text, self.steer_button, self.follow_button = (self.talk.steer_text, self.talk.steer_button,
+                                                                   self.talk.follow_button)
+        self.talk_note = self.talk.note
         top = w.HBox([self.header, self.cancel_button],
                       layout=w.Layout(align_items="center", justify_content="space-between"))
         self.widget = w.VBox([top, self.history_box, self.window_html, self.questions_box, self.steer_box,
@@ -252,8 +235,8 @@ class RunPanel(PanelState, _StaticRecord):
         self.widget.add_class("nbsubagents-live")
         self.widget.add_class(f"nbsubagents-run-{run.run_id}")
         _live[run.run_id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
-        for control in (self.cancel_button, self.history_box, self.steer_text, self.steer_button, self.follow_button):
-            route_clicks(control, self._subshell)  # a typed message syncs on the subshell too, before its click
+        for control in (self.cancel_button, self.history_box):
+            route_clicks(control, self._subshell)
         self.render()
 
     @classmethod
@@ -310,19 +293,13 @@ class RunPanel(PanelState, _StaticRecord):
                 self.history_box.layout.display = display
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
-            if self._said_before_note is not None and len(self.conversation.messages) > self._said_before_note:
-                self._said_before_note = None  # the run took the message: its line says it, the note goes
-                self.talk_note.value = ""
             live = status == "running" and not final and not self._final_rendered
-            self._show_questions(questions if live else [])
-            display = None if live else "none"
-            if self.steer_box.layout.display != display:
-                self.steer_box.layout.display = display
+            self.talk.update(questions if live else [], live=live, taken=len(self.conversation.messages))
             if final:
                 self.final_html.value = self._final_html(status)
                 self.cancel_button.disabled = True
                 self.cancel_button.layout.display = "none"
-                self.steer_button.disabled = self.follow_button.disabled = self.steer_text.disabled = True
+                self.talk.end()
                 self._final_rendered = True
             self.renders += 1
             self.dirty = False
@@ -383,104 +360,6 @@ class RunPanel(PanelState, _StaticRecord):
         parts.append(f'<div class="nbsubagents-runid" style="{MUTED_STYLE};font-size:11px">'
                      f'{html.escape(self.run.run_id, quote=False)}</div>')
         return "".join(parts)
-
-    # -- the conversation -----------------------------------------------------------------------------
-    def _typed(self) -> bool:
-        """Text typed in the message box or an answer box and not sent yet."""
-        boxes = [self.steer_text] + [c for row in self._question_rows.values() for c in row._nbsubagents["controls"]
-                                     if not c.disabled and isinstance(getattr(c, "value", None), str)]
-        return any(box.value.strip() for box in boxes)
-
-    def _show_questions(self, questions: list[dict[str, Any]]) -> None:
-        """One row per open question, kept while it stays open (a row answered from here stays, disabled, until
-        the run takes the answer)."""
-        ids = [str(q.get("id")) for q in questions]
-        if ids == list(self._question_rows):
-            return
-        rows = {}
-        for question, qid in zip(questions, ids):
-            rows[qid] = self._question_rows.pop(qid, None) or self._question_row(question)
-        for row in self._question_rows.values():
-            row.close()
-        self._question_rows = rows
-        self.questions_box.children = tuple(rows.values())
-
-    def _question_row(self, question: dict[str, Any]) -> Any:
-        """The controls of one question: a text box and Answer (input, editor), a button per option (select),
-        or Allow / Deny (a confirmation: an approval)."""
-        w = self._w
-        qid = str(question.get("id"))
-        method = str(question.get("method") or "input")
-        approval = bool(question.get("approval")) or method == "confirm"
-        words = "approval" if approval else "asks"
-        title = w.HTML(f'<span {attrs("waiting", "nbsubagents-question-glyph")}>{glyph("waiting")}</span> '
-                       f'<b>{words}:</b> {html.escape(question_text(question), quote=False)}')
-        title.add_class("nbsubagents-question-title")
-        controls: list[Any] = []
-        if approval:
-            for description, value, style_name, cls in (("Allow", True, "success", "nbsubagents-allow"),
-                                                        ("Deny", False, "danger", "nbsubagents-deny")):
-                button = w.Button(description=description, button_style=style_name,
-                                  tooltip=f"{description} this: the run goes on with your decision",
-                                  layout=w.Layout(width="auto"))
-                button.add_class(cls)
-                button.on_click(lambda _b, v=value: self._on_answer(qid, v))
-                controls.append(button)
-        elif method == "select" and isinstance(question.get("options"), list) and question["options"]:
-            for option in question["options"]:
-                button = w.Button(description=str(option), tooltip=f"Answer: {option}", layout=w.Layout(width="auto"))
-                button.add_class("nbsubagents-option")
-                button.on_click(lambda _b, v=str(option): self._on_answer(qid, v))
-                controls.append(button)
-        else:
-            box = (w.Textarea(rows=3) if method == "editor" else w.Text())
-            box.placeholder = str(question.get("placeholder") or "Your answer")
-            box.layout = w.Layout(flex="1 1 auto", width="auto")
-            box.add_class("nbsubagents-answer-text")
-            button = w.Button(description="Answer", button_style="primary", tooltip="Send this answer to the run",
-                              layout=w.Layout(width="auto"))
-            button.add_class("nbsubagents-answer-button")
-            button.on_click(lambda _b: self._on_answer(qid, box.value))
-            controls += [box, button]
-        note = w.HTML().add_class("nbsubagents-answer-note")
-        for control in controls:
-            route_clicks(control, self._subshell)
-        row = w.VBox([title, w.HBox(controls, layout=w.Layout(flex_flow="row wrap", align_items="center")), note])
-        row.add_class("nbsubagents-open-question")
-        row.add_class(f"nbsubagents-open-question-{method}")
-        row._nbsubagents = {"id": qid, "controls": controls, "note": note, "question": question}
-        return row
-
-    def _on_answer(self, qid: str, value: Any) -> None:
-        """Post the answer to question ``qid`` (True/False for Allow/Deny); may run on the click subshell."""
-        with self._lock:
-            row = self._question_rows.get(qid)
-            if row is None or qid in self._sent:
-                return
-            self._sent[qid] = value
-            for control in row._nbsubagents["controls"]:
-                control.disabled = True
-        inbox.post(self.run.dir, "answer", request_id=qid, value=value)
-        words = ("Allow" if value is True else "Deny") if isinstance(value, bool) else str(value)
-        row._nbsubagents["note"].value = (f'<span style="{MUTED_STYLE}">sent at {at_words(time.time())}: '
-                                          f'{html.escape(words, quote=False)} · the run takes it next</span>')
-
-    def _on_message(self, kind: str) -> None:
-        """Post the message box's text as a steer or a follow-up; may run on the click subshell."""
-        with self._lock:
-            text = self.steer_text.value.strip()
-            if self._final_rendered:
-                return
-            if not text:
-                self.talk_note.value = (f'<span style="{MUTED_STYLE}">Type a message first: Steer delivers it after '
-                                        f'the current tool call, Follow up when the current turn ends.</span>')
-                return
-            self.steer_text.value = ""
-        inbox.post(self.run.dir, kind, text)
-        self._said_before_note = len(self.conversation.messages)
-        said = "steer" if kind == "steer" else "follow-up"
-        self.talk_note.value = (f'<span style="{MUTED_STYLE}">{said} sent at {at_words(time.time())}: it shows '
-                                f'above once the run takes it</span>')
 
     # -- controls -----------------------------------------------------------------------------------
     def _on_cancel(self, _button: Any = None) -> None:
