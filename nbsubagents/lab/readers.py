@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import registry
-from ..child import inbox
 from ..child.artifacts import TERMINAL
 from ..config import NbSubagentsError, find_project
 from ..lifecycle.handle import Run
@@ -59,10 +58,11 @@ def running(project: Path) -> dict[str, Any]:
 
 def _run(row: dict[str, Any]) -> dict[str, Any]:
     status = row.get("status") or "queued"
+    waiting = status == "waiting"  # the registry's readers derive it (a running run with an open question)
+    status = "running" if waiting else status
     since = row.get("started_at") or row.get("created_at")
     seconds = registry.age(since) if status == "running" else float("inf")
     seconds = round(seconds, 1) if seconds != float("inf") else None
-    waiting = bool(row.get("run_dir")) and status == "running" and bool(inbox.waiting(Path(row["run_dir"])))
     name = mask_text(row.get("name") or row.get("preset") or row["run_id"])
     clock = duration(max(0.0, seconds)) if seconds is not None else ""
     state = "waiting for an answer" if waiting else status

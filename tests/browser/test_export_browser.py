@@ -43,7 +43,7 @@ def test_exported_html_shows_each_final_panel_readably_without_a_kernel(kernel_e
             notes = panels.filter(has=page.locator(".nbsubagents-name", has_text="notes")).last
             header = notes.locator(".nbsubagents-header")
             expect(header).to_contain_text("✓ notes completed")
-            assert re.search(r"demo/scripted · \d+ tool calls · [\d,]+ tokens · \$\d\.\d{4} · [\d.]+s", header.inner_text())
+            assert re.search(r"demo/scripted · \d+ tool calls · [\d,]+ tokens · \$\d\.\d{4} · ctx [\d.]+% · [\d.]+s", header.inner_text())
             assert notes.locator(".nbsubagents-status").evaluate("e => getComputedStyle(e).backgroundColor") == GREEN
             expect(notes.locator(".nbsubagents-window")).to_contain_text("Writing NOTES.md (+1 line)")
             output = notes.locator(".nbsubagents-output")
