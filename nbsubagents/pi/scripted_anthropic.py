@@ -12,7 +12,8 @@ Glob or LS tool: it searches with Bash);
 paths are made absolute against the working directory Claude Code's system prompt names (its tools want absolute
 paths). Claude Code's Edit (and Write over an existing file) needs the file read first in the conversation: a demo
 task reads a file before it edits it. A request that offers no tools (a side request: a title, a summary) gets the
-step's text alone.
+step's text alone. With ``--json-schema`` Claude Code offers a ``StructuredOutput`` tool: a final reply ending with a
+JSON object is given through it.
 """
 
 from __future__ import annotations
@@ -24,13 +25,24 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from .scripted import _KEEPALIVE, _pieces, step_index
+from .scripted import step_index
 
 if TYPE_CHECKING:
-    from .scripted import ScriptedModel, Step, _Handler
+    from .scripted import ScriptedModel, Step
 
+    _Handler = Any  # the server's request handler (its _json and _headers write the answer)
+
+KEEPALIVE = 0.5  # seconds between pings while a step hangs (as the Chat Completions dialect's comments)
+
+STRUCTURED = "StructuredOutput"  # the tool Claude Code adds for --json-schema
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)  # Claude Code's context notes, not the task
 _WORKDIR = re.compile(r"[Ww]orking directory:\s*(/\S+)")
+
+
+def _pieces(text: str) -> list[str]:
+    """Text as stream chunks of three words (whitespace kept)."""
+    tokens = re.findall(r"\s*\S+\s*|\s+", text)
+    return ["".join(tokens[i:i + 3]) for i in range(0, len(tokens), 3)]
 
 
 def _text(content: Any) -> str:
@@ -95,6 +107,22 @@ def claude_call(name: str, args: dict[str, Any], workdir: str | None) -> tuple[s
     return name, args
 
 
+def _structured(body: dict[str, Any], messages: list[dict[str, Any]], text: str) -> Any:
+    """The JSON object a final reply ends with, when Claude Code offers its StructuredOutput tool (``--json-schema``)
+    and it was not called yet: the reply is given through that tool, as a model asked for typed output does."""
+    offered = {tool.get("name") for tool in body.get("tools") or () if isinstance(tool, dict)}
+    called = any(call["function"]["name"] == STRUCTURED for m in messages for call in m.get("tool_calls") or ())
+    if STRUCTURED not in offered or called:
+        return None
+    start = text.find("{")
+    while start >= 0:
+        try:
+            return json.loads(text[start:].strip().removesuffix("```").strip())
+        except ValueError:
+            start = text.find("{", start + 1)
+    return None
+
+
 def answer(model: ScriptedModel, h: _Handler, body: dict[str, Any]) -> None:
     """Answer one Messages request with the script's step (see the module's docstring)."""
     messages = to_chat(body)
@@ -124,6 +152,10 @@ def answer(model: ScriptedModel, h: _Handler, body: dict[str, Any]) -> None:
             name, args = claude_call(call["name"], call.get("arguments") or {}, workdir)
             calls.append({"type": "tool_use", "id": f"toolu_{users}_{index}_{i}", "name": name, "input": args})
     text = step.get("text") or ("" if calls else "Done.")
+    typed = _structured(body, messages, text) if not calls else None
+    if typed is not None:  # --json-schema: the reply goes through Claude Code's StructuredOutput tool
+        calls.append({"type": "tool_use", "id": f"toolu_{users}_{index}_0", "name": STRUCTURED, "input": typed})
+        text = ""
     reasoning = step.get("reasoning") or ""
     usage = {"input_tokens": max(1, len(json.dumps(messages, sort_keys=True)) // 4),
              "output_tokens": max(1, math.ceil((len(text) + len(reasoning) + len(json.dumps(calls))) / 4))}
@@ -154,8 +186,8 @@ def _stream(model: ScriptedModel, h: _Handler, step: Step, message: dict[str, An
     if step.get("drop"):  # the server goes away mid-stream
         return
     hang = float(step.get("hang", 0))
-    while hang > 0 and not model._stopping.wait(min(_KEEPALIVE, hang)):
-        hang -= _KEEPALIVE
+    while hang > 0 and not model._stopping.wait(min(KEEPALIVE, hang)):
+        hang -= KEEPALIVE
         send("ping", {})
     if model._stopping.is_set():
         return

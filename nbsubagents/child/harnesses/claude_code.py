@@ -268,7 +268,7 @@ def _end_message(record: dict[str, Any], subtype: str) -> str:
     said = "; ".join(str(e) for e in errors) if isinstance(errors, list) and errors else ""
     said = said or (record.get("result") if isinstance(record.get("result"), str) else "") or ""
     if subtype == "error_max_turns":
-        return f"Claude Code stopped at its turn limit (--max-turns, after {record.get('num_turns')} turns)"
+        return "Claude Code stopped at its turn limit (max_turns, its --max-turns)"
     if subtype == "error_max_budget_usd":
         return f"Claude Code stopped at its cost limit (--max-budget-usd, ${record.get('total_cost_usd') or 0:.4f})"
     return f"Claude Code ended with an error ({subtype or 'is_error'})" + (f": {clip(said, 300)}" if said else "")
