@@ -16,6 +16,10 @@ full disk costs lines, never the result. A step of its own that breaks (or a rep
 ends the run ``failed`` with the reason (stopReason ``supervisor_error``) and keeps what the child produced;
 a reply is checked against ``output_schema`` in a process of its own (``reply_check``) that the run's timeout
 and cancel end.
+A run of another harness (``meta["harness"]``: claude-code, codex) is driven the same way with the differences its
+module (``child/harnesses/``) states: the task is its stdin (``prompt.md``), its stdout goes through its ``Adapter``
+into the same events, nothing is said to it while it runs, it ends when it exits (or END_GRACE after its own end
+record), a stop is SIGTERM at once, its own error end fails the run and its native total cost wins.
 Imports are kept to the standard library and the small core modules: start-up time is run time.
 """
 

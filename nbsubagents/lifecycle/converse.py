@@ -32,7 +32,7 @@ CONFIRM_WORDS = {"allow": True, "yes": True, "deny": False, "no": False}
 # The options a follow-up of an ended run keeps (call option -> meta.json key); the rest come from its preset
 # and the settings again, as for any resume. Only options the task schema has are passed.
 CARRIED = {"model": "requestedModel", "cwd": "cwd", "name": "name", "timeout": "timeout", "ask": "ask",
-           "approval": "approval", "fallback_models": "fallbackModels"}
+           "approval": "approval", "fallback_models": "fallbackModels", "harness": "harness"}
 
 Starter = Callable[..., "Run"]
 _starter: Starter | None = None

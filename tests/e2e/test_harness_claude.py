@@ -128,14 +128,16 @@ def test_a_claude_code_agent_file_runs_with_its_tools_as_written(claude):
     assert not (claude / "made.txt").exists()
 
 
-def test_a_typed_result_comes_from_claude_codes_structured_output(claude):
+def test_a_typed_result_comes_from_claude_codes_structured_output_and_a_follow_up_resumes_it(claude):
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
     first = nbsubagents.run("scout", 'say: {"answer": 42}', harness="claude-code", output_schema=schema,
                             show=False)
     assert first.status == "completed", first.error
     assert first.data == {"answer": 42} and "--json-schema" in first.meta["argv"]
-    follow = nbsubagents.run("scout", "run: echo again", harness="claude-code", resume=first.run_id, show=False)
+    follow = first.follow_up("run: echo again")  # a new run, under the harness of the one it continues
+    follow.wait()
     assert follow.status == "completed", follow.error
+    assert follow.meta["harness"] == "claude-code"
     argv = follow.meta["argv"]
     assert argv[argv.index("--resume") + 1] == first.result["sessionId"]
     assert "Previously" not in follow.paths.prompt.read_text()  # its own session goes on, not retold

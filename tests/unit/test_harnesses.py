@@ -18,7 +18,7 @@ from nbsubagents.config import NbSubagentsError
 from nbsubagents.lifecycle import converse
 from nbsubagents.lifecycle.prepare import refuse_unhonoured
 from nbsubagents.lifecycle.spec import TaskSpec, as_spec
-from nbsubagents.pi import locate, scripted_anthropic
+from nbsubagents.pi import locate, offline, scripted_anthropic
 from nbsubagents.pi.scripted import ScriptedModel
 from nbsubagents.preset_files.parse import PresetError, parse_preset
 from nbsubagents.child.artifacts import RunPaths, atomic_write_json
@@ -229,3 +229,11 @@ def test_finding_a_harness_program(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(locate.HarnessNotFoundError, match="npm install @anthropic-ai/claude-code"):
         locate.find_harness("claude-code", tmp_path)
+
+
+def test_the_offline_setting_points_claude_code_at_the_scripted_model():
+    env = offline.child_env("claude-code")
+    server = offline.scripted_server()
+    assert env["ANTHROPIC_BASE_URL"] + "/v1" == server.url and env["ANTHROPIC_API_KEY"]
+    assert env["DISABLE_TELEMETRY"] == env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    assert "PI_CODING_AGENT_DIR" not in env  # pi's agent dir is pi's alone
