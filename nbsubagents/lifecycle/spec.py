@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from ..child.harnesses import NAMES as HARNESSES
 from ..config import NbSubagentsError, settings
 from ..preset_files.parse import approval_policy, model_list
 
@@ -81,6 +82,11 @@ def option(help: str, *, default: Any = None, **how: Any) -> Any:
 def _text(value: Any, where: str, key: str) -> None:
     if value is not None and not isinstance(value, str):
         raise NbSubagentsError(f"{where}: '{key}' must be text, got {value!r}")
+
+
+def _harness(value: Any, where: str, key: str) -> None:
+    if value is not None and value not in HARNESSES:
+        raise NbSubagentsError(f"{where}: '{key}' must be one of {', '.join(HARNESSES)}, got {value!r}")
 
 
 def _path(value: Any, where: str, key: str) -> None:
@@ -160,6 +166,8 @@ class TaskSpec:
                                                repeat=True)
     output_schema: Any = option("a JSON Schema dict or a pydantic model class: a typed result in run.data",
                                 magic=False)
+    harness: str | None = option("the agent harness: pi, claude-code or codex (default: the preset's, else pi)",
+                                 check=_harness, metavar="H", sweep=False)  # an experiment's grid sets it
     experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)
     params: dict[str, Any] | None = option("its cell of the experiment: preset, model, task id, repeat, ...",
                                            **_INTERNAL)
