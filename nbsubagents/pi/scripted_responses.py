@@ -26,14 +26,23 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .scripted import _KEEPALIVE, _pieces, step_index
+from .scripted import step_index
 
 if TYPE_CHECKING:
-    from .scripted import ScriptedModel, Step, _Handler
+    from .scripted import ScriptedModel, Step
+
+    _Handler = Any  # scripted.py's request handler: _json(status, obj), _headers(status, *pairs), wfile
 
 __all__ = ["answer", "chat_messages", "codex_call", "patch_for"]
 
 _SHELL_TOOLS = ("exec_command", "shell_command", "shell")
+_KEEPALIVE = 0.5  # seconds between SSE comments while a step hangs (as the Chat Completions dialect)
+
+
+def _pieces(text: str) -> list[str]:
+    """Text in stream deltas of three words (whitespace kept)."""
+    tokens = re.findall(r"\s*\S+\s*|\s+", text)
+    return ["".join(tokens[i : i + 3]) for i in range(0, len(tokens), 3)]
 
 
 def _text(content: Any) -> str:
