@@ -219,6 +219,17 @@ def _result(item: dict[str, Any]) -> tuple[bool, str]:
     return failed, str(status or "")
 
 
+def _message(text: Any) -> str:
+    """An error's message; Codex passes a provider's JSON error body on as it came: its ``error.message``."""
+    text = str(text or "")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error["message"]) if isinstance(error, dict) and error.get("message") else text
+
+
 class Adapter:
     """Codex's JSONL events -> normalized events (``child/events.py``)."""
 
@@ -246,10 +257,9 @@ class Adapter:
         if kind == "turn.completed":
             return self._end(obj.get("usage") or {})
         if kind == "turn.failed":
-            message = str((obj.get("error") or {}).get("message") or "the Codex turn failed")
-            return self._end({}, message)
+            return self._end({}, _message((obj.get("error") or {}).get("message")) or "the Codex turn failed")
         if kind == "error":
-            message = str(obj.get("message", ""))
+            message = _message(obj.get("message"))
             if message.startswith("Reconnecting"):  # Codex tries the request again itself
                 return [{"type": "retry", "phase": "start", "errorMessage": message}]
             self._error = message
