@@ -117,3 +117,29 @@ def test_the_offline_setting_sends_codex_to_the_scripted_model(project, monkeypa
     assert run.status == "completed", run.error
     assert run.meta["argv"][run.meta["argv"].index("-m") + 1] == "scripted"  # whatever the preset names
     assert run.output.startswith("Done. 1 step:\n- read README.md: # Demo project")
+
+
+def test_output_schema_is_codexs_own_and_the_reply_is_checked(codex_project, scripted):
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+              "additionalProperties": False}
+    run = nbsubagents.run("coder", 'say: {"n": 7}', output_schema=schema, show=False)
+
+    assert run.status == "completed", run.error
+    assert run.data == {"n": 7}
+    assert scripted.requests[0]["text"]["format"]["schema"] == schema  # Codex sent it to the model itself
+
+
+def test_max_turns_counts_codexs_model_answers_as_pis_turns(codex_project):
+    task = "read README.md\nls src\nrun: echo three\nsleep: 60"  # the final answer never comes in time
+    run = nbsubagents.run("coder", task, max_turns=2, show=False)
+
+    assert run.status == "failed" and run.result["stopReason"] == "budget:turns", run.error
+    assert run.error == "Stopped at 2 turns (max_turns=2)"
+    assert run.result["turns"] == 3 and run.result["toolCalls"] == 3  # as pi's: the one past the limit was started
+
+
+def test_the_pinned_codex_is_found_and_says_its_version(codex_project):
+    from nbsubagents.child.harnesses import codex
+    from nbsubagents.pi.locate import find_harness
+
+    assert codex.version(find_harness("codex", codex_project)) == "codex-cli 0.171.0"
