@@ -143,3 +143,13 @@ def test_the_pinned_codex_is_found_and_says_its_version(codex_project):
     from nbsubagents.pi.locate import find_harness
 
     assert codex.version(find_harness("codex", codex_project)) == "codex-cli 0.171.0"
+
+
+def test_a_preset_whose_tools_codex_cannot_honour_is_refused_before_anything_is_written(codex_project):
+    runs = codex_project / ".pi" / "subagents" / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
+
+    with pytest.raises(ValueError, match=r"The codex harness cannot honour tools \(read, ls, bash\)"):
+        nbsubagents.run("scout", "read README.md", harness="codex", show=False)  # scout: tools read, ls, bash
+
+    assert (set(runs.iterdir()) if runs.exists() else set()) == before

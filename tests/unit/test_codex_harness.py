@@ -6,6 +6,7 @@ a 400 from the model), and that dialect itself over HTTP."""
 from __future__ import annotations
 
 import json
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -47,12 +48,12 @@ def test_a_typical_preset_runs_codex_exec_with_the_task_on_stdin_and_a_home_of_i
 
 def test_an_endpoint_in_the_environment_becomes_a_provider_whose_key_stays_in_the_environment(tmp_path, no_endpoint):
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-secret"}
-    argv, _ = codex.build(run_of(tmp_path, env=env, systemPrompt='Say "hi"\n\u00e9t\u00e9'))
+    argv, _ = codex.build(run_of(tmp_path, env=env, systemPrompt='Say "hi"\n\u00e9t\u00e9 \U0001f600\x7f'))
 
     config = (tmp_path / "run" / "codex-home" / "config.toml").read_text()
     assert config.startswith('model_provider = "nbsubagents"\n')
     assert 'base_url = "http://127.0.0.1:9/v1"' in config and 'env_key = "OPENAI_API_KEY"' in config
-    assert 'developer_instructions = "Say \\"hi\\"\\n\\u00e9t\\u00e9"' in config  # a TOML basic string
+    assert tomllib.loads(config)["developer_instructions"] == 'Say "hi"\n\u00e9t\u00e9 \U0001f600\x7f'
     assert "sk-secret" not in config + " ".join(argv) and "retries" not in config
 
 

@@ -91,8 +91,10 @@ def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     return [*argv, "-"], {"CODEX_HOME": str(home)}
 
 
-def _toml(value: Any) -> str:
-    return json.dumps(value)  # a JSON string or number is a TOML one (non-ASCII escaped as \\uXXXX)
+def _toml(text: str) -> str:
+    """A TOML basic string: JSON's escapes are TOML's; the text stays UTF-8 (JSON would write a character
+    beyond U+FFFF as a surrogate pair, which TOML refuses) and DEL, which JSON leaves bare, is escaped."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _config(run: dict[str, Any], env: dict[str, str], offline: bool) -> str:
