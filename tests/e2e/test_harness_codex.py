@@ -12,6 +12,7 @@ from test_isolation import make_repo, worktrees  # noqa: F401 (a fixture)
 import nbsubagents
 from nbsubagents import config
 from nbsubagents.child.artifacts import read_json
+from nbsubagents.config import NbSubagentsError
 
 CODER = """---
 name: coder
@@ -79,6 +80,8 @@ def test_cancel_ends_a_codex_run(codex_project):
     wait_for(lambda: (run.dir / "events.jsonl").exists() and '"turn_start"' in (run.dir / "events.jsonl").read_text(),
              what="codex's first turn")
 
+    with pytest.raises(NbSubagentsError, match="runs under the codex harness, which cannot take a steer while it runs"):
+        run.steer("faster")
     assert run.cancel()
     run.wait(60)
     assert run.status == "aborted" and run.error == "cancelled"

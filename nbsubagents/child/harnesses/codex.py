@@ -49,7 +49,7 @@ REFUSES: dict[str, str] = {
     "approval": "codex exec runs with the approval policy 'never': it cannot ask the notebook to approve a call",
     "fallback_models": "a codex run has one model",
     "steer": "codex exec takes its task once, on stdin: nothing can be said to it while it runs",
-    "follow_up": "codex exec takes its task once, on stdin: continue it with resume= instead",
+    "follow_up": "codex exec takes its task once, on stdin: a follow-up continues its thread once it has ended",
     "thinking": "the reasoning effort of a Codex model is its own configuration (model_reasoning_effort), "
                 "which a run does not set",
     "max_cost": "Codex reports tokens but no cost, so a cost budget could never stop it",
