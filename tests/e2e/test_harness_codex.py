@@ -76,9 +76,9 @@ def test_an_isolated_codex_run_yields_a_patch_and_leaves_the_project_alone(codex
 
 
 def test_cancel_ends_a_codex_run(codex_project):
-    run = nbsubagents.start("coder", "sleep: 60\nread README.md", show=False)
-    wait_for(lambda: (run.dir / "events.jsonl").exists() and '"turn_start"' in (run.dir / "events.jsonl").read_text(),
-             what="codex's first turn")
+    run = nbsubagents.start("coder", "run: sleep 60", show=False)
+    wait_for(lambda: (run.dir / "events.jsonl").exists() and '"tool_call"' in (run.dir / "events.jsonl").read_text(),
+             what="codex's command")  # the project fixture then checks that no process of the run is left
 
     with pytest.raises(NbSubagentsError, match="runs under the codex harness, which cannot take a steer while it runs"):
         run.steer("faster")
