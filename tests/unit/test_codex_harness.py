@@ -116,8 +116,9 @@ def test_refusals_use_the_task_spec_spelling():
     preset_fields = {"excludeTools", "noTools", "skills", "noSkills", "noContextFiles", "noExtensions", "extensions",
                      "extraArgs"}
     assert set(codex.REFUSES) - preset_fields <= options
-    assert {"ask", "approval", "fallback_models", "steer", "follow_up", "max_cost"} <= set(codex.REFUSES)
+    assert {"ask", "approval", "fallback_models", "steer", "follow_up", "max_cost", "max_tokens"} <= set(codex.REFUSES)
     assert "output_schema" not in codex.REFUSES and "resume" not in codex.REFUSES and "max_turns" not in codex.REFUSES
+    assert "max_tool_calls" not in codex.REFUSES
 
 
 # --- the stream ------------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ answer of the model after a tool's result -> turn_start (a turn is one model ans
 max_turns means the same), ``item.*`` -> assistant_text, thinking, tool_call/tool_result (a command as ``bash``,
 or as ``read``/``ls``/``grep`` when it is only ``cat``/``sed -n``/``ls``/``grep -rn``; a file change as ``edit``
 or ``write``), ``turn.completed`` -> usage and the end, ``turn.failed`` -> error and a failed end. Codex reports
-tokens but no cost: the cost is 0, so a cost budget is refused.
+tokens but no cost, and its tokens only at its end: the cost is 0, and a cost or token budget is refused
+(max_turns and max_tool_calls are counted from the events by the supervisor).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ REFUSES: dict[str, str] = {
     "thinking": "the reasoning effort of a Codex model is its own configuration (model_reasoning_effort), "
                 "which a run does not set",
     "max_cost": "Codex reports tokens but no cost, so a cost budget could never stop it",
+    "max_tokens": "codex exec reports its tokens only when its run ends (turn.completed), so a token budget could "
+                  "not stop it in time (max_turns and max_tool_calls can)",
     **{field: "it is a preset field of pi" for field in ("excludeTools", "noTools", "skills", "noSkills",
                                                          "noContextFiles", "noExtensions", "extensions",
                                                          "extraArgs")},
