@@ -1,11 +1,15 @@
 """The Codex harness without running Codex: its argv, config and refusals, its stream read from streams the real
 Codex CLI 0.171.0 printed (tests/fixtures/codex-0.171.0/, recorded against the scripted model's Responses dialect:
 ``tools.jsonl`` a scripted answer with reasoning, text, read, edit, write and a failing command; ``failed.jsonl``
-a 400 from the model), and that dialect itself over HTTP."""
+a 400 from the model; ``python tests/unit/test_codex_harness.py`` records them again with the pinned codex), and
+that dialect itself over HTTP."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import tomllib
 import urllib.error
 import urllib.request
@@ -150,7 +154,8 @@ def test_a_recorded_codex_stream_becomes_the_projects_events():
                           "totalTokens": 27618, "cost": 0}
     assert events[-1]["stopReason"] == "stop" and events[-3]["text"] == "All done."
     assert adapter.conversation_over and adapter.final == {"isError": False, "subtype": "success"}
-    assert adapter.session_id == events[0]["sessionId"] == "01a219e6-b38d-7d61-bef0-3a8776ab0bbe"
+    thread = json.loads((FIXTURES / "tools.jsonl").read_text().splitlines()[0])["thread_id"]
+    assert adapter.session_id == events[0]["sessionId"] == thread
 
 
 def test_a_failed_codex_turn_is_a_failed_end_with_the_providers_message_said_once():
@@ -281,3 +286,42 @@ def test_a_fail_for_line_is_an_http_error_for_that_model_only():
 
     assert failed[0] == 429 and json.loads(failed[1])["error"]["message"] == "quota gone"
     assert answered[0] == 200 and b'"delta": "hi"' in answered[1]
+
+
+# --- recording the fixtures ------------------------------------------------------------------------------
+
+RECORDED = {
+    "tools": [
+        {"reasoning": "The file first.", "text": "Reading it.",
+         "tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+        {"tool_calls": [{"name": "edit", "arguments": {"path": "notes.txt",
+                                                       "edits": [{"oldText": "two", "newText": "2"}]}}]},
+        {"tool_calls": [{"name": "write", "arguments": {"path": "new.txt", "content": "fresh\n"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo out; exit 3"}}]},
+        {"text": "All done."},
+    ],
+    "failed": [{"error": {"status": 400, "message": "scripted refusal"}}],
+}
+
+
+def record_fixtures() -> None:
+    """Run the pinned codex on each script of RECORDED in /tmp/codex-fixture/NAME/work and keep its stdout."""
+    program = str(Path(__file__).resolve().parents[2] / "harnesses" / "node_modules" / ".bin" / "codex")
+    for name, script in RECORDED.items():
+        base = Path("/tmp/codex-fixture") / name
+        shutil.rmtree(base, ignore_errors=True)
+        (base / "work").mkdir(parents=True)
+        (base / "run").mkdir()
+        (base / "work" / "notes.txt").write_text("one\ntwo\n")
+        with ScriptedModel(script) as model:
+            env = {"OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "dummy", "PI_OFFLINE": "1"}
+            argv, extra = codex.build({"program": program, "runDir": str(base / "run"), "cwd": str(base / "work"),
+                                       "env": env, "systemPrompt": "Be brief."})
+            done = subprocess.run(argv, input=b"Tidy the notes.", capture_output=True, cwd=base / "work",
+                                  env={**os.environ, **env, **extra}, timeout=120, check=False)
+        (FIXTURES / f"{name}.jsonl").write_bytes(done.stdout)
+        shutil.rmtree(base)
+
+
+if __name__ == "__main__":
+    record_fixtures()
