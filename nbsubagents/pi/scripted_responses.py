@@ -169,11 +169,19 @@ def _offered(body: dict[str, Any]) -> dict[str, str]:
             if isinstance(t, dict) and isinstance(t.get("name"), str)}
 
 
+def _without_paths(chat: dict[str, Any]) -> dict[str, Any]:
+    """The conversation with no absolute path in its system messages: what makes two runs of one task the same
+    conversation for ``fail once:``, as Codex's instructions name the run's own folders (its home, its cwd)."""
+    messages = [{**m, "content": re.sub(r"/[^\s`'\"<>]+", "PATH", m["content"])} if m["role"] == "system" else m
+                for m in chat["messages"]]
+    return {**chat, "messages": messages}
+
+
 def _failure(model: ScriptedModel, chat: dict[str, Any], step: Step) -> dict[str, Any] | None:
     """The HTTP error this request gets, if any: the step's own, a ``fail once:`` the first time this conversation
     asks, a ``fail for`` naming the request's model (as the Chat Completions dialect decides)."""
     once = step.get("fail_once")
-    if once and model._first_failure(chat):
+    if once and model._first_failure(_without_paths(chat)):
         return once
     failing = [f for f in step.get("fail_for") or () if f["model"] == chat.get("model")]
     return failing[0] if failing else step.get("error")

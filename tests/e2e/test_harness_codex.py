@@ -156,3 +156,11 @@ def test_a_preset_whose_tools_codex_cannot_honour_is_refused_before_anything_is_
         nbsubagents.run("scout", "read README.md", harness="codex", show=False)  # scout: tools read, ls, bash
 
     assert (set(runs.iterdir()) if runs.exists() else set()) == before
+
+
+def test_a_codex_run_tried_again_after_a_fail_once_succeeds(codex_project):
+    task = "fail once: 503 warming up\nread README.md"
+    first = nbsubagents.run("coder", task, show=False)
+    again = nbsubagents.run("coder", task, show=False)
+
+    assert first.status == "failed" and again.status == "completed", (first.error, again.error)

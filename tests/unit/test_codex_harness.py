@@ -288,6 +288,20 @@ def test_a_fail_for_line_is_an_http_error_for_that_model_only():
     assert answered[0] == 200 and b'"delta": "hi"' in answered[1]
 
 
+def test_fail_once_fails_the_first_run_of_a_task_only_whatever_folders_codex_names():
+    def body(folder: str) -> dict:
+        developer = f"Skill roots: `{folder}/codex-home/skills`. The writable roots are `/tmp`, `{folder}/work`."
+        return {"model": "scripted", "stream": True, "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": developer}]},
+            {"type": "message", "role": "user", "content": "fail once: 503 warming up\nsay: ready"}]}
+
+    with ScriptedModel() as model:
+        first = post(model.url, body("/runs/one"))
+        again = post(model.url, body("/runs/two"))  # the same task tried again, in another run's folders
+
+    assert first[0] == 503 and again[0] == 200
+
+
 # --- recording the fixtures ------------------------------------------------------------------------------
 
 RECORDED = {
