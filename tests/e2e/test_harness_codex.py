@@ -25,7 +25,8 @@ Work carefully. MARKER-CODEX-PRESET
 
 @pytest.fixture
 def codex_project(project, scripted, monkeypatch):
-    """The project with a Codex preset; Codex's endpoint is the test's scripted model (its OpenAI base URL)."""
+    """The project with a Codex preset; Codex's endpoint is the test's scripted model (its OpenAI base URL), on
+    Codex's default model (whose tools include apply_patch: the offline model's have only the shell)."""
     (project / ".pi" / "subagents" / "coder.md").write_text(CODER)
     monkeypatch.setenv("OPENAI_BASE_URL", scripted.url)
     monkeypatch.setenv("OPENAI_API_KEY", "dummy-key")
@@ -59,6 +60,8 @@ def test_the_three_scripted_tasks_complete_under_codex(codex_project, scripted, 
     assert run.id in set(nbsubagents.runs()["run_id"])  # its registry row
     if effect is not None:
         assert (codex_project / "README.md").read_text() == effect
+        kinds = {i.get("type") for i in scripted.requests[-1]["input"]}
+        assert "custom_tool_call" in kinds  # Codex's own apply_patch tool, as its default model offers it
     if tool == "bash":
         assert (codex_project / "out.txt").read_text() == "ran-by-codex\n"
     developer = [i for i in scripted.requests[0]["input"] if i.get("role") == "developer"]
@@ -115,11 +118,11 @@ def test_the_offline_setting_sends_codex_to_the_scripted_model(project, monkeypa
     monkeypatch.delenv("PI_OFFLINE")  # the setting, not the test's environment, says offline
     config.configure(offline=True)
 
-    run = nbsubagents.run("coder", "read README.md", show=False)
+    run = nbsubagents.run("coder", "edit README.md: second line -> offline edit", show=False)
 
     assert run.status == "completed", run.error
     assert run.meta["argv"][run.meta["argv"].index("-m") + 1] == "scripted"  # whatever the preset names
-    assert run.output.startswith("Done. 1 step:\n- read README.md: # Demo project")
+    assert (project / "README.md").read_text() == "# Demo project\noffline edit\n"  # apply_patch by its shell
 
 
 def test_output_schema_is_codexs_own_and_the_reply_is_checked(codex_project, scripted):
@@ -159,6 +162,7 @@ def test_a_preset_whose_tools_codex_cannot_honour_is_refused_before_anything_is_
 
 
 def test_a_codex_run_tried_again_after_a_fail_once_succeeds(codex_project):
+    config.configure(offline=True)  # offline, Codex does not try a failed request again itself
     task = "fail once: 503 warming up\nread README.md"
     first = nbsubagents.run("coder", task, show=False)
     again = nbsubagents.run("coder", task, show=False)

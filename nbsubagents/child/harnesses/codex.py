@@ -73,8 +73,9 @@ __all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "Adapter", "build", "version
 
 def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """The argv of ``codex exec`` (the task comes on stdin: ``-``) and the environment it adds (its home)."""
-    env = {**os.environ, **(run.get("env") or {})}  # what the child will see (prepare's offline model included)
-    offline = bool(env.get("PI_OFFLINE"))
+    given = run.get("env") or {}  # what prepare gives the child: the offline model's endpoint, when offline
+    env = {**os.environ, **given}  # what the child will see
+    offline = bool(given.get("PI_OFFLINE"))  # the offline setting (pi.offline.child_env), not the user's shell
     home = Path(run["runDir"]) / HOME
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(_config(run, env, offline), encoding="utf-8")
