@@ -18,6 +18,7 @@ CODER = """---
 name: coder
 description: Codex does the task.
 harness: codex
+model: openai/gpt-5.5
 ---
 Work carefully. MARKER-CODEX-PRESET
 """
@@ -26,7 +27,7 @@ Work carefully. MARKER-CODEX-PRESET
 @pytest.fixture
 def codex_project(project, scripted, monkeypatch):
     """The project with a Codex preset; Codex's endpoint is the test's scripted model (its OpenAI base URL), on
-    Codex's default model (whose tools include apply_patch: the offline model's have only the shell)."""
+    gpt-5.5 (whose tools Codex 0.171.0 knows: apply_patch among them; the offline model's are only its shell)."""
     (project / ".pi" / "subagents" / "coder.md").write_text(CODER)
     monkeypatch.setenv("OPENAI_BASE_URL", scripted.url)
     monkeypatch.setenv("OPENAI_API_KEY", "dummy-key")
@@ -47,6 +48,7 @@ def test_the_three_scripted_tasks_complete_under_codex(codex_project, scripted, 
 
     assert run.status == "completed", run.error
     assert run.meta["harness"] == "codex" and run.meta["argv"][1] == "exec"
+    assert scripted.requests[0]["model"] == "gpt-5.5"  # the preset's openai/gpt-5.5, as Codex names it
     events = events_of(run)
     calls = [e for e in events if e["type"] == "tool_call"]
     results = [e for e in events if e["type"] == "tool_result"]
@@ -61,7 +63,7 @@ def test_the_three_scripted_tasks_complete_under_codex(codex_project, scripted, 
     if effect is not None:
         assert (codex_project / "README.md").read_text() == effect
         kinds = {i.get("type") for i in scripted.requests[-1]["input"]}
-        assert "custom_tool_call" in kinds  # Codex's own apply_patch tool, as its default model offers it
+        assert "custom_tool_call" in kinds  # Codex's own apply_patch tool, as it offers it on gpt-5.5
     if tool == "bash":
         assert (codex_project / "out.txt").read_text() == "ran-by-codex\n"
     developer = [i for i in scripted.requests[0]["input"] if i.get("role") == "developer"]
@@ -113,7 +115,7 @@ def test_resume_continues_the_codex_thread(codex_project, scripted):
 
 def test_the_offline_setting_sends_codex_to_the_scripted_model(project, monkeypatch):
     """No endpoint in the environment: the project's offline setting alone points Codex at the scripted model."""
-    (project / ".pi" / "subagents" / "coder.md").write_text(CODER.replace("---\nWork", "model: openai/gpt-5\n---\nWork"))
+    (project / ".pi" / "subagents" / "coder.md").write_text(CODER)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("PI_OFFLINE")  # the setting, not the test's environment, says offline
     config.configure(offline=True)
