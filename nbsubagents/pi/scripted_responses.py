@@ -8,16 +8,15 @@ reasoning and calls; a ``function_call_output`` is a ``tool`` message), so ``dem
 items), ``response.output_text.delta``/``done``, ``response.function_call_arguments.delta``/``done``, and
 ``response.completed`` with the usage; an ``error`` step is an HTTP error status.
 
-Demo-mode tools become Codex's own, as offered in the request's ``tools``: read, ls, grep and bash are a command
-for its shell tool (``exec_command`` {cmd}, else ``shell_command`` {command}, else ``shell`` {command: argv}; not a
-login shell):
-``cat PATH``, ``ls PATH``, ``grep -rn PATTERN .``, the command itself; write and edit are a patch in Codex's
-``apply_patch`` format, given to its ``apply_patch`` tool when one is offered, else as the ``apply_patch`` command
-its shell tool runs itself. (Codex 0.171.0 offers ``exec_command`` on a model it has no metadata for, such as
-``scripted``, ``exec_command`` and a custom ``apply_patch`` on gpt-5.5, and on its default model a JavaScript
+Demo-mode tools become Codex's own, as offered in the request's ``tools``: read, ls, grep and bash are a command for
+its shell tool (``exec_command`` {cmd}, else ``shell_command`` {command}, else ``shell`` {command: argv}; not a
+login shell): ``cat PATH``, ``ls PATH``, ``grep -rn PATTERN .``, the command itself; write and edit are a patch in
+Codex's ``apply_patch`` format, given to its ``apply_patch`` tool when one is offered, else as the ``apply_patch``
+command its shell tool runs itself. (Codex 0.171.0 offers ``exec_command`` on a model it has no metadata for, such
+as ``scripted``, ``exec_command`` and a custom ``apply_patch`` on gpt-5.5, and on its default model a JavaScript
 "code mode" in an ``additional_tools`` input item instead of ``tools``: there the calls are ``exec_command`` too,
-which Codex still runs.) apply_patch replaces whole lines, so an edit's patch is written from the file as it is
-(the server runs on the machine of the run and reads the file under the ``<cwd>`` Codex names in its request).
+which Codex still runs.) apply_patch replaces whole lines, so an edit's patch is written from the file as it is (the
+server runs on the machine of the run and reads the file under the ``<cwd>`` Codex names in its request).
 """
 
 from __future__ import annotations
