@@ -106,6 +106,7 @@ def test_a_tool_list_codex_cannot_honour_is_refused_naming_both(tmp_path, no_end
     with pytest.raises(ValueError) as refused:
         codex.build(run_of(tmp_path, **changes))
     assert str(refused.value).startswith(f"The codex harness cannot honour {option}: Codex cannot limit its tools")
+    assert list((tmp_path / "run").iterdir()) == []  # nothing written for a refused run
 
 
 def test_an_unknown_permission_mode_is_refused(tmp_path, no_endpoint):

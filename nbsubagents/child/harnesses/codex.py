@@ -73,6 +73,7 @@ __all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "Adapter", "build", "version
 
 def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """The argv of ``codex exec`` (the task comes on stdin: ``-``) and the environment it adds (its home)."""
+    sandbox = _sandbox(run)  # first: a run refused leaves nothing written
     given = run.get("env") or {}  # what prepare gives the child: the offline model's endpoint, when offline
     env = {**os.environ, **given}  # what the child will see
     offline = bool(given.get("PI_OFFLINE"))  # the offline setting (pi.offline.child_env), not the user's shell
@@ -84,7 +85,7 @@ def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         argv.append("resume")
         if run.get("resumedRunDir"):  # the earlier run's sessions, copied: that run keeps its own
             shutil.copytree(Path(run["resumedRunDir"]) / HOME / "sessions", home / "sessions", dirs_exist_ok=True)
-    argv += ["--json", "--skip-git-repo-check", "-c", f'sandbox_mode="{_sandbox(run)}"']
+    argv += ["--json", "--skip-git-repo-check", "-c", f'sandbox_mode="{sandbox}"']
     model = OFFLINE_MODEL if offline else run.get("model")
     if model:
         argv += ["-m", model.removeprefix("openai/")]
