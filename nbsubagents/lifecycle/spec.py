@@ -138,8 +138,6 @@ class TaskSpec:
     task: str = field(metadata={"option": Option("what the sub-agent should do", metavar="TASK", **_INTERNAL)})
     model: str | None = option("the model as provider/id, instead of the preset's", check=_text, metavar="M",
                                sweep=False)  # an experiment's grid sets it
-    harness: str | None = option("the agent harness: pi, claude-code or codex (default: the preset's, else pi)",
-                                 check=_harness, metavar="H", sweep=False)  # an experiment's grid sets it
     cwd: str | None = option("the directory the sub-agent works in (default: the current one)", check=_path,
                              metavar="DIR", column=True)
     name: str | None = option("a name for the run (default: the preset's)", check=_text, metavar="N",
@@ -168,6 +166,8 @@ class TaskSpec:
                                                repeat=True)
     output_schema: Any = option("a JSON Schema dict or a pydantic model class: a typed result in run.data",
                                 magic=False)
+    harness: str | None = option("the agent harness: pi, claude-code or codex (default: the preset's, else pi)",
+                                 check=_harness, metavar="H", sweep=False)  # an experiment's grid sets it
     experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)
     params: dict[str, Any] | None = option("its cell of the experiment: preset, model, task id, repeat, ...",
                                            **_INTERNAL)
