@@ -134,7 +134,8 @@ class Status:
 
     def _details(self, row: dict[str, Any]) -> list[tuple[str, str]]:
         items = [("status", row.get("status") or ""), ("name", row.get("name") or ""),
-                 ("preset", row.get("preset") or ""), ("mode", row.get("mode") or ""),
+                 ("preset", row.get("preset") or ""), ("harness", row.get("harness") or "pi"),
+                 ("mode", row.get("mode") or ""),
                  ("runner", row.get("runner") or ""), ("model", row.get("model") or ""),
                  ("task", (row.get("task") or "").strip()), ("cwd", row.get("cwd") or ""),
                  ("created", _local(row.get("created_at"))), ("started", _local(row.get("started_at"))),
