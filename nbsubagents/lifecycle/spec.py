@@ -132,6 +132,8 @@ class TaskSpec:
     task: str = field(metadata={"option": Option("what the sub-agent should do", metavar="TASK", **_INTERNAL)})
     model: str | None = option("the model as provider/id, instead of the preset's", check=_text, metavar="M",
                                sweep=False)  # an experiment's grid sets it
+    harness: str | None = option("the agent harness that runs the task: pi (default), claude-code or codex",
+                                 check=_text, metavar="H")
     cwd: str | None = option("the directory the sub-agent works in (default: the current one)", check=_path,
                              metavar="DIR", column=True)
     name: str | None = option("a name for the run (default: the preset's)", check=_text, metavar="N",
