@@ -65,8 +65,15 @@ class Supervisor:
         self.meta = meta
         self.tally = Tally()
         self.formatter = ProgressFormatter(meta.get("cwd"))
-        self.adapter = PiEventAdapter()
-        self.rpc = Conversation(paths.dir, meta, self.adapter)
+        self.harness = str(meta.get("harness") or "pi")
+        if self.harness == "pi":
+            self.adapter = PiEventAdapter()
+            self.rpc: Any = Conversation(paths.dir, meta, self.adapter)
+        else:  # another harness: its module and the plain stream (child/harnesses/), loaded by its runs only
+            from .harnesses import get  # noqa: PLC0415 (start-up: only runs that use it load it)
+            from .harnesses.stream import Stream  # noqa: PLC0415
+            self.adapter = get(self.harness).Adapter()
+            self.rpc = Stream(self.adapter)
         self.seq = 0
         self.child: subprocess.Popen[bytes] | None = None
         self.stop_reason: tuple[str, str] | None = None  # (status, message) decided by a guard or cancel
@@ -217,7 +224,7 @@ class Supervisor:
                 try:
                     exit_code = self._spawn_and_pump()
                 except OSError as exc:
-                    spawn_error = _spawn_message(self.meta.get("argv", ["pi"])[0], exc)
+                    spawn_error = _spawn_message(self.harness, self.meta.get("argv", ["pi"])[0], exc)
                 finally:
                     self._end_leftovers()  # after any end: nothing of the run may remain
                     self.rpc.end()  # no question stays open
@@ -233,7 +240,7 @@ class Supervisor:
         if status == "completed" and self.meta.get("outputSchema") is not None and self.broken is None:
             status, error = self._safely("checking the reply against output_schema", self._check_output,
                                          default=("failed", None))
-        usage = self._safely("counting the usage", self.tally.usage)
+        usage = self._safely("counting the usage", self._usage)
         reason = self._safely("naming why the run ended", self._reason, status, spawn_error)
         status, error, reason = self._if_broken(status, error, reason)
         self._safely("writing the run's end event", self.emit,
@@ -246,11 +253,13 @@ class Supervisor:
         result = result_record(
             self.meta.get("runId"), status, error=error, exit_code=exit_code, stop_reason=reason,
             final_text=self.tally.final_text, model=self.tally.model, usage=usage,
-            turns=self.tally.turns, tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
+            turns=self._turns(), tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
             duration=round(time.monotonic() - self.started, 3))
         if self.ended_after_conversation:
             result["endedAfterConversation"] = True  # pi had not exited END_GRACE s after the conversation ended
         result["piStopReason"] = self.tally.stop_reason
+        if self.harness != "pi":
+            result["harness"] = self.harness
         result.update(self.rpc.record())
         result.update(self.extra)
         if not os.path.exists(self.paths.meta):  # its folder was deleted: no half folder is left for it
@@ -290,11 +299,16 @@ class Supervisor:
             contain = self._readonly_original(env)
         prompt = self.meta.get("promptPath")
         task = Path(prompt).read_text(encoding="utf-8", errors="replace") if prompt else ""
-        with open(self.paths.stderr, "ab") as stderr:
-            self.child = subprocess.Popen(
-                self.meta["argv"], cwd=self.workdir, env=env, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=contain)
-        assert self.child.stdin is not None
+        # pi takes the task (and what follows) through RPC on a pipe; another harness reads prompt.md as its stdin
+        stdin: Any = subprocess.PIPE if self.harness == "pi" else open(prompt or os.devnull, "rb")  # noqa: SIM115
+        try:
+            with open(self.paths.stderr, "ab") as stderr:
+                self.child = subprocess.Popen(
+                    self.meta["argv"], cwd=self.workdir, env=env, stdin=stdin,
+                    stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=contain)
+        finally:
+            if stdin is not subprocess.PIPE:
+                stdin.close()
         self.rpc.attach(self.child.stdin, task, self.workdir)
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
         # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
@@ -418,7 +432,9 @@ class Supervisor:
         """The reply checked against output_schema by ``reply_check`` in a process of its own, under the run's
         timeout and cancel and REPLY_CHECK_SECONDS: a reply nested thousands deep, or a pattern that backtracks
         catastrophically (Python's re cannot be interrupted), ends that process, never the supervisor."""
-        request = json.dumps({"text": self.tally.final_text, "schema": self.meta["outputSchema"]}).encode()
+        structured = self.rpc.structured() if self.harness != "pi" else None  # the harness's own typed output
+        text = self.tally.final_text if structured is None else json.dumps(structured)
+        request = json.dumps({"text": text, "schema": self.meta["outputSchema"]}).encode()
         env = {**os.environ, MARKER: str(self.meta.get("runId") or "")}
         checker = subprocess.Popen([sys.executable, "-m", REPLY_CHECK], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
@@ -503,6 +519,17 @@ class Supervisor:
         finally:
             selector.close()
 
+    def _usage(self) -> dict[str, Any]:
+        """The run's usage from its events; a native total of the harness (Claude's total_cost_usd) wins."""
+        usage = self.tally.usage()
+        if self.harness != "pi" and "cost" in self.rpc.totals():
+            usage["cost"] = round(float(self.rpc.totals()["cost"]), 8)
+        return usage
+
+    def _turns(self) -> int:
+        turns = self.rpc.totals().get("turns") if self.harness != "pi" else None
+        return int(turns) if turns is not None else self.tally.turns
+
     def _reason(self, status: str, spawn_error: str | None) -> str | None:
         """Why the run ended, in one word: the guard's, else what pi said (``error`` is ``provider_error``)."""
         if self.stop_word is not None:
@@ -522,16 +549,21 @@ class Supervisor:
             return self.stop_reason
         if spawn_error:
             return "failed", spawn_error
+        program = "pi" if self.harness == "pi" else self.harness
+        if self.harness != "pi" and self.rpc.error_end() is not None:
+            self.stop_word = self.rpc.adapter.final.get("stopWord") or "harness_error"
+            return "failed", self.rpc.error_end()
         if self.tally.stop_reason == "error":
             return "failed", self.tally.error_message or "The model provider returned an error"
         if self.tally.stop_reason == "aborted":
             return "aborted", self.tally.error_message or "pi aborted the request"
         if exit_code != 0 and not self.ended_after_conversation:
             tail = last_line(self.paths.stderr)
-            return "failed", f"pi exited with code {exit_code}" + (f": {tail}" if tail else "")
+            return "failed", f"{program} exited with code {exit_code}" + (f": {tail}" if tail else "")
         if self.tally.stop_reason is None:
             refused = self.rpc.refused
-            return "failed", f"pi refused the task: {refused}" if refused else "pi ended without a reply from the model"
+            return "failed", (f"pi refused the task: {refused}" if refused
+                              else f"{program} ended without a reply from the model")
         if not self.tally.final_text.strip() and not self.tally.tokens:
             return "failed", ("The model sent an empty reply and no token usage: the connection to the "
                               "model provider probably dropped")
@@ -545,11 +577,16 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def _spawn_message(program: str, exc: OSError) -> str:
+def _spawn_message(harness: str, program: str, exc: OSError) -> str:
     if isinstance(exc, FileNotFoundError):
-        return (f"pi could not be started: {program} does not exist. Install it with "
-                "`npm install @mariozechner/pi-coding-agent@0.73.1` or set NBSUBAGENTS_PI.")
-    return f"pi could not be started ({program}): {exc.strerror or exc}"
+        if harness == "pi":
+            return (f"pi could not be started: {program} does not exist. Install it with "
+                    "`npm install @mariozechner/pi-coding-agent@0.73.1` or set NBSUBAGENTS_PI.")
+        from .harnesses import get  # noqa: PLC0415 (only a failed start needs it)
+        module = get(harness)
+        return (f"{harness} could not be started: {program} does not exist. Install it with "
+                f"`npm install {module.PACKAGE}` or set NBSUBAGENTS_{module.PROGRAM.upper()}.")
+    return f"{harness} could not be started ({program}): {exc.strerror or exc}"
 
 
 def main(argv: list[str] | None = None) -> int:

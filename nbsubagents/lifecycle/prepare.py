@@ -14,12 +14,14 @@ from typing import Any, Callable, Iterable
 
 from .. import config, registry
 from .. import preset_files as preset_mod
-from ..child import artifacts, budgets, output_schema
+from ..child import artifacts, budgets, harnesses, output_schema
 from ..child import isolation as isolating
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso
 from ..config import NbSubagentsError, project_root
 from ..pi import build_argv, choose_model, find_pi, offline, pi_command
 from ..pi.args import conversation_args
+from ..pi.locate import find_harness
+from ..pi.models import ModelChoice
 from ..pi.models import ModelError, available_models, match_model, unknown_model_message
 from ..preset_files.parse import approval_policy, model_list
 from . import settle
@@ -129,13 +131,23 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     current = config.current(cwd)
     preset = preset_mod.get(spec.preset, cwd)
     timeout = check_timeout(spec.timeout if spec.timeout is not None else preset.timeout, current.timeout)
-    pi = find_pi(cwd)
+    harness = spec.harness or preset.harness or "pi"
+    if harness != "pi":
+        refuse_unhonoured(harness, spec, preset)
+    pi = find_pi(cwd) if harness == "pi" else find_harness(harness, cwd)
     if current.offline:  # the project's offline setting: the scripted model, whatever the call or preset asks
-        choice, env = offline.choice(spec.model, preset.model), offline.child_env()
-    else:
+        choice, env = offline.choice(spec.model, preset.model), offline.child_env(harness)
+    elif harness == "pi":
         choice, env = choose_model(spec.model, preset.name, preset.model, pi), {}
+    else:  # the harness resolves its own model names (Claude Code's aliases such as sonnet); none: its default
+        requested = spec.model or preset.model
+        choice = ModelChoice(requested=requested, source="call" if spec.model else "preset" if requested else None,
+                             resolved=requested or "", thinking=None)
+        env = {}
     root = project_root(cwd)
     earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
+    if harness != "pi" and earlier is not None:  # its own session continued natively, another's retold
+        previously = None if _same_harness_session(earlier, harness) else earlier.transcript
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     budget, isolation, schema = _limits(spec, preset, current, cwd, earlier)
     conversation = _conversation(spec, preset, pi, bool(current.offline))
@@ -147,22 +159,28 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     run_id = run_dir.name
     paths = RunPaths(run_dir)
     try:
-        argv, ignored_tools = build_argv(pi_command(pi), preset, choice.argv_model, session=paths.session,
-                                         system_prompt=paths.system_prompt if preset.prompt else None)
-        argv = conversation_args(argv, ask=conversation["ask"], approval=conversation["approval"] is not None)
+        if harness == "pi":
+            argv, ignored_tools = build_argv(pi_command(pi), preset, choice.argv_model, session=paths.session,
+                                             system_prompt=paths.system_prompt if preset.prompt else None)
+            argv = conversation_args(argv, ask=conversation["ask"], approval=conversation["approval"] is not None)
+        else:
+            argv, harness_env = _harness_argv(harness, pi, spec, preset, budget, schema, earlier, cwd, paths)
+            env, ignored_tools = {**env, **harness_env}, None
         if preset.prompt:
             paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
         paths.prompt.write_text(prompt, encoding="utf-8")
-        if earlier is not None and previously is None:
+        if earlier is not None and previously is None and harness == "pi":
             shutil.copyfile(earlier.paths.session, paths.session)  # pi appends; the earlier run keeps its own
             if earlier.meta.get("isolation") and isolation is None:  # its worktree is gone: continue in cwd
                 isolating.point_session(paths.session, cwd)
         meta = {
             "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
-            "mode": mode, "taskIndex": task_index, "preset": preset.name, "presetSource": str(preset.path),
-            "presetScope": preset.scope, "task": task, "cwd": str(cwd), "root": str(root),
+            "harness": harness, "mode": mode, "taskIndex": task_index, "preset": preset.name,
+            "presetSource": str(preset.path), "presetScope": preset.scope, "task": task,
+            "cwd": str(cwd), "root": str(root),
             "requestedModel": choice.requested, "requestedModelSource": choice.source,
-            "resolvedModel": choice.resolved, "modelThinking": choice.thinking, "offline": current.offline or None,
+            "resolvedModel": choice.resolved or None, "modelThinking": choice.thinking,
+            "offline": current.offline or None,
             "tools": list(preset.tools) if preset.tools is not None else None, "ignoredTools": ignored_tools or None,
             "disallowedTools": list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
             "permissionMode": preset.permission_mode, "presetNotes": list(preset.notes) or None,
@@ -189,6 +207,63 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     if note:
         registry.note(run)
     return run
+
+
+def refuse_unhonoured(harness: str, spec: TaskSpec, preset: Any) -> None:
+    """A run option (of the call or the preset) this harness cannot honour is an error naming both, before
+    anything is written: never a silent ignore."""
+    refuses = harnesses.get(harness).REFUSES
+    named = f'preset "{preset.name}"'
+    asked = {  # option -> where it was set (None: not set)
+        "ask": "the call" if spec.ask else named if spec.ask is None and preset.ask else None,
+        "approval": ("the call" if spec.approval not in (None, False) else
+                     named if spec.approval is None and preset.approval else None),
+        "fallback_models": "the call" if spec.fallback_models else named if preset.fallback_models else None,
+        "thinking": named if preset.thinking is not None or ":" in (spec.model or preset.model or "") else None,
+        "excludeTools": named if preset.exclude_tools is not None else None,
+        "noTools": named if preset.no_tools else None,
+        "skills": named if preset.skills else None,
+        "noSkills": named if preset.no_skills else None,
+        "noContextFiles": named if preset.no_context_files else None,
+        "noExtensions": named if preset.no_extensions else None,
+        "extensions": named if preset.extension_files else None,
+        "extraArgs": named if preset.extra_args else None,
+        "output_schema": "the call" if spec.output_schema is not None else None,
+        "resume": "the call" if spec.resume else None,
+        **{key: "the call" if getattr(spec, key) is not None else named if (preset.budget or {}).get(key)
+           else None for key in budgets.FIELDS},
+    }
+    for option, where in asked.items():
+        if where is not None and option in refuses:
+            raise NbSubagentsError(f"The {harness} harness cannot honour {option} (set by {where}): "
+                                   f"{refuses[option]}. Remove it, or run this task with harness='pi'.")
+
+
+def _harness_argv(harness: str, program: str, spec: TaskSpec, preset: Any, budget: dict[str, Any] | None,
+                  schema: Any, earlier: Run | None, cwd: Path, paths: RunPaths) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of a harness other than pi (its module's ``build``); the output schema is written
+    beside meta.json, and the session a resumed run continues is found (``_same_harness_session``)."""
+    schema_path = None
+    if schema is not None:
+        schema_path = paths.dir / "output-schema.json"
+        atomic_write_json(schema_path, schema)
+    session = _same_harness_session(earlier, harness)
+    run = {"program": program, "model": spec.model or preset.model, "systemPrompt": preset.prompt,
+           "tools": list(preset.tools) if preset.tools is not None else None,
+           "disallowedTools": list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
+           "permissionMode": preset.permission_mode, "maxTurns": (budget or {}).get("maxTurns"),
+           "maxCost": (budget or {}).get("maxCost"), "outputSchemaPath": str(schema_path) if schema_path else None,
+           "resumeSession": session, "resumedRunDir": str(earlier.dir) if session else None,
+           "cwd": str(cwd), "runDir": str(paths.dir)}
+    return harnesses.get(harness).build(run)
+
+
+def _same_harness_session(earlier: Run | None, harness: str) -> str | None:
+    """The session id a run of ``harness`` continues natively: the earlier run's, when it ran the same harness."""
+    if earlier is None or (earlier.meta.get("harness") or "pi") != harness:
+        return None
+    session = (earlier.result or {}).get("sessionId")
+    return session if isinstance(session, str) and session else None
 
 
 def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from ..child.harnesses import NAMES as HARNESSES
 from ..config import NbSubagentsError, settings
 from ..preset_files.parse import approval_policy, model_list
 
@@ -83,6 +84,11 @@ def _text(value: Any, where: str, key: str) -> None:
         raise NbSubagentsError(f"{where}: '{key}' must be text, got {value!r}")
 
 
+def _harness(value: Any, where: str, key: str) -> None:
+    if value is not None and value not in HARNESSES:
+        raise NbSubagentsError(f"{where}: '{key}' must be one of {', '.join(HARNESSES)}, got {value!r}")
+
+
 def _path(value: Any, where: str, key: str) -> None:
     if value is not None and not isinstance(value, (str, Path)):
         raise NbSubagentsError(f"{where}: '{key}' must be text, got {value!r}")
@@ -132,8 +138,8 @@ class TaskSpec:
     task: str = field(metadata={"option": Option("what the sub-agent should do", metavar="TASK", **_INTERNAL)})
     model: str | None = option("the model as provider/id, instead of the preset's", check=_text, metavar="M",
                                sweep=False)  # an experiment's grid sets it
-    harness: str | None = option("the agent harness that runs the task: pi (default), claude-code or codex",
-                                 check=_text, metavar="H")
+    harness: str | None = option("the agent harness: pi, claude-code or codex (default: the preset's, else pi)",
+                                 check=_harness, metavar="H", sweep=False)  # an experiment's grid sets it
     cwd: str | None = option("the directory the sub-agent works in (default: the current one)", check=_path,
                              metavar="DIR", column=True)
     name: str | None = option("a name for the run (default: the preset's)", check=_text, metavar="N",

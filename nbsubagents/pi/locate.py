@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..child import harnesses
 from ..child.errors import NbSubagentsError
 from ..config import sources
 
@@ -102,3 +103,34 @@ def pi_command(pi: str) -> list[str]:
     if path.parent.name == ".bin" and node.is_file() and os.access(node, os.X_OK):
         return [str(node), os.path.realpath(pi)]
     return [pi]
+
+
+class HarnessNotFoundError(NbSubagentsError):
+    pass
+
+
+def find_harness(name: str, cwd: Path | None = None) -> str:
+    """The program of harness ``name`` (claude-code: ``claude``, codex: ``codex``): ``NBSUBAGENTS_CLAUDE`` /
+    ``NBSUBAGENTS_CODEX``, else ``harnesses/node_modules/.bin`` or ``node_modules/.bin`` of the working folder or
+    a parent (this checkout's last), then PATH."""
+    module = harnesses.get(name)
+    variable = f"NBSUBAGENTS_{module.PROGRAM.upper()}"
+    explicit = os.environ.get(variable)
+    if explicit:
+        if not Path(explicit).is_file():
+            raise HarnessNotFoundError(f"{module.PROGRAM} (the {name} harness) not found at {explicit} (from "
+                                       f"{variable}). Point it at an existing {module.PROGRAM}, or unset it to "
+                                       "search the project and PATH.")
+        return explicit
+    start = Path(cwd or Path.cwd()).resolve()
+    for base in (start, *start.parents, PACKAGE_ROOT):
+        for folder in (base / "harnesses" / "node_modules" / ".bin", base / "node_modules" / ".bin"):
+            if (folder / module.PROGRAM).is_file():
+                return str(folder / module.PROGRAM)
+    on_path = shutil.which(module.PROGRAM)
+    if on_path:
+        return on_path
+    raise HarnessNotFoundError(
+        f"{module.PROGRAM} (the {name} harness) was not found: looked at {variable}, harnesses/node_modules/.bin "
+        f"and node_modules/.bin of the project and its parents, and PATH. Install it with "
+        f"`npm install {module.PACKAGE}` in the project, or set {variable} to its path.")

@@ -144,10 +144,17 @@ def choice(requested: str | None, preset_model: str | None) -> ModelChoice:
     return ModelChoice(requested=requested or preset_model, source=source, resolved=OFFLINE_MODEL, thinking=None)
 
 
-def child_env() -> dict[str, str]:
-    """The variables that send a child pi to the offline model: an agent dir (beside the server's state file, shared
-    by every project) whose models.json names the running server, and ``PI_OFFLINE``."""
+def child_env(harness: str = "pi") -> dict[str, str]:
+    """The variables that send a child to the offline model. pi: an agent dir (beside the server's state file,
+    shared by every project) whose models.json names the running server, and ``PI_OFFLINE``. Claude Code: the
+    server as its Anthropic endpoint (``ANTHROPIC_BASE_URL``, a dummy key, no telemetry or other traffic). Codex:
+    the server as its OpenAI endpoint (``OPENAI_BASE_URL``, a dummy key)."""
     server = scripted_server()
+    if harness == "claude-code":
+        return {"ANTHROPIC_BASE_URL": server.url.removesuffix("/v1"), "ANTHROPIC_API_KEY": "offline-dummy-key",
+                "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "PI_OFFLINE": "1"}
+    if harness == "codex":
+        return {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "offline-dummy-key", "PI_OFFLINE": "1"}
     folder = server.state.with_name(server.state.stem + "-agent")
     written = read_json(folder / "models.json") or {}
     if (written.get("providers") or {}).get("demo", {}).get("baseUrl") != server.url:

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ..child import budgets
+from ..child.harnesses import NAMES as HARNESSES
 from ..child.text import clip
 from ..config import NbSubagentsError
 from ..pi.args import PI_TOOLS, classify_tool, extension_name, extension_selector, tool_notes
@@ -26,7 +27,7 @@ THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "
 KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking", "noTools", "excludeTools",
                         "noSkills", "noContextFiles", "noExtensions", "skills", "extraArgs", "timeout",
                         "disallowedTools", "permissionMode", "disabled", "enabled", "isolation", "maxTurns",
-                        "maxToolCalls", "maxTokens", "maxCost", "ask", "approval", "fallbackModels"})
+                        "maxToolCalls", "maxTokens", "maxCost", "ask", "approval", "fallbackModels", "harness"})
 # The one table of the fields with two spellings: a file's camelCase (pi's, written by ``write``) and the
 # snake_case that ``run()`` and other agent files (pi-subagents' ``max_turns``, ``disallowed_tools``) use.
 # Either is read; both spellings of one field in one file is an error naming both.
@@ -119,6 +120,7 @@ class Preset:
     ask: bool = False                                 # the child may ask the notebook (pi_extensions/ask.js)
     approval: dict[str, Any] | None = field(default=None, compare=False, hash=False)  # approval_policy()'s
     fallback_models: tuple[str, ...] | None = None    # as written; resolved like ``model`` when a run is prepared
+    harness: str | None = None                        # pi (None), claude-code or codex: the child's agent harness
     notes: tuple[str, ...] = field(default=(), compare=False, hash=False)  # the warnings given for this file
 
     @property
@@ -404,6 +406,7 @@ def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) 
         ask=_flag(data, "ask", where),
         approval=approval_policy(data.get("approval"), f"{where}: 'approval'", PresetError),
         fallback_models=model_list(data.get("fallbackModels"), f"{where}: 'fallbackModels'", PresetError),
+        harness=_parse_harness(data.get("harness"), where),
     )
     _check_combinations(preset, where)
     notes += tool_notes(preset)
@@ -435,6 +438,14 @@ def _parse_isolation(value: Any, where: str) -> str | None:
         return None
     if value not in ("worktree", "none"):
         raise PresetError(f"{where}: 'isolation' must be worktree or none, got {value!r}")
+    return str(value)
+
+
+def _parse_harness(value: Any, where: str) -> str | None:
+    if value is None or value == "pi":
+        return None
+    if value not in HARNESSES:
+        raise PresetError(f"{where}: 'harness' must be one of {', '.join(HARNESSES)}, got {value!r}")
     return str(value)
 
 

@@ -1,0 +1,73 @@
+"""The conversation with a harness other than pi: the task went in on stdin (``prompt.md``), its stdout is read.
+
+``Stream`` stands where ``child/rpc.py``'s ``Conversation`` stands for pi, with the same methods the supervisor
+calls, most of which have nothing to do here: such a child takes no steer, follow-up or answer while it runs
+(its harness's ``REFUSES`` says so, and the call is refused before the run is written). What the harness said at
+its end (``Adapter.final``) decides the run's end where it differs from pi's: its own error end fails the run
+with its message, and its native totals (cost, turns) win over the sums of the events.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
+
+    from ..events import Event
+
+
+class Stream:
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+        self.open: dict[str, Any] = {}   # no question is ever open
+        self.refused: str | None = None
+
+    def attach(self, pipe: IO[bytes] | None, task: str, cwd: str | None = None) -> None:
+        pass  # the task is the child's stdin, a file
+
+    def adapt(self, obj: Any) -> list[Event]:
+        return self.adapter.adapt(obj)
+
+    def tick(self, stopping: bool = False) -> list[Event]:
+        return []
+
+    def finished(self) -> bool:
+        return bool(self.adapter.conversation_over)
+
+    def abort(self) -> None:
+        pass  # stopped by signals alone
+
+    def close(self, now: bool = False) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+    def record(self) -> dict[str, Any]:
+        """result.json's fields of the harness: its session id (what a resumed run continues) and its end."""
+        out: dict[str, Any] = {}
+        if self.adapter.session_id:
+            out["sessionId"] = self.adapter.session_id
+        final = self.adapter.final
+        if isinstance(final, dict):
+            out["harnessEnd"] = {k: v for k, v in final.items() if k != "structured"}
+        return out
+
+    def error_end(self) -> str | None:
+        """The harness's own error end (Claude's ``is_error``, Codex's ``turn.failed``): its message."""
+        final = self.adapter.final
+        if isinstance(final, dict) and final.get("isError"):
+            return str(final.get("message") or f"the harness ended with an error ({final.get('subtype')})")
+        return None
+
+    def totals(self) -> dict[str, Any]:
+        """Native totals of the harness's end record (``cost``, ``turns``), which win over the events' sums."""
+        final = self.adapter.final
+        if not isinstance(final, dict):
+            return {}
+        return {key: final[key] for key in ("cost", "turns") if isinstance(final.get(key), (int, float))}
+
+    def structured(self) -> Any:
+        """The harness's native structured output (Claude's ``structured_output``), or None."""
+        final = self.adapter.final
+        return final.get("structured") if isinstance(final, dict) else None
