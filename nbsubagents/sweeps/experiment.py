@@ -409,7 +409,7 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     ``timeout``, ``files``; other keys become params) or a DataFrame whose rows are tasks. ``scorers`` are functions
     ``(run) -> number | bool | dict`` or ``check("command")``. ``harnesses`` (``["pi", "claude-code",
     "codex"]``) runs every cell under each agent harness (``params.harness``; ``compare(by="harness")``);
-    without it each run takes the ``harness`` option, its task's ``harness``, else its preset's.
+    without it each run takes its task's ``harness``, else its preset's (pi unless the preset names another).
     ``isolation="worktree"`` gives every run its own worktree (checks then score each run's own changes, in a
     scratch workspace removed after them).
     ``run_options`` (listed below: ``cwd``, ``timeout``, ``files``, ``tags``, ``keep_worktree``, the budgets

@@ -1,8 +1,8 @@
 """An experiment's grid: tasks × harnesses × presets × models × repeats expanded into cells, each the spec of one
 run.
 
-A cell's params name the harness only when the sweep chose one (``harnesses=``, the ``harness`` option or a task's
-own ``harness``), so the cells, keys and fingerprints of a sweep that never names one stay as they were.
+A cell's params name the harness only when the sweep chose one (``harnesses=`` or a task's own ``harness``), so
+the cells, keys and fingerprints of a sweep that never names one stay as they were.
 
 Which run options a sweep gives every run, and which a task's own row may set, is ``TaskSpec``'s to say
 (``lifecycle.spec.options("sweep")`` and ``options("column")``); everything is checked here, before anything
@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import config
 from ..child import budgets
+from ..child.harnesses import NAMES as HARNESSES
 from ..child.isolation import plan as isolation_plan
 from ..child.output_schema import normalize
 from ..config import NbSubagentsError
@@ -106,8 +107,8 @@ def _names(value: Any, what: str) -> list[Any]:
 def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1,
            run_options: dict[str, Any] | None = None, harnesses: Any = None) -> list[dict[str, Any]]:
     """The cells of the grid, each ``{"key", "spec", "params", "tags"}``; bad input raises before anything runs.
-    ``harnesses``: the agent harnesses to sweep (``["pi", "claude-code", "codex"]``); None: the ``harness``
-    option's, a task's own ``harness``, else each preset's."""
+    ``harnesses``: the agent harnesses to sweep (``["pi", "claude-code", "codex"]``); None: a task's own
+    ``harness``, else each preset's."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise NbSubagentsError(f"repeats must be a whole number of at least 1, got {repeats!r}")
     options_given = dict(run_options or {})
@@ -121,10 +122,6 @@ def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1
     rows = _task_rows(tasks)
     preset_list, model_list = _names(presets, "presets"), _names(models, "models")
     harness_list = _names(harnesses, "harnesses")
-    if harnesses is not None and given.get("harness") is not None:
-        raise NbSubagentsError(f"experiment() was given both harnesses={harnesses!r} and harness="
-                               f"{given['harness']!r}: harnesses=[...] is the sweep's axis, harness= gives every run "
-                               "one harness; give one of them")
     cells = []
     for row in rows:
         clash = _RESERVED & set(row["extras"])
@@ -132,10 +129,11 @@ def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1
             raise NbSubagentsError(f"Task {row['task_id']!r}: column(s) {', '.join(sorted(clash))} name the grid; "
                                    "rename them")
         for harness in harness_list:
-            harness = harness or row["harness"] or given.get("harness")
-            if harness is not None and not isinstance(harness, str):
-                raise NbSubagentsError(f"Task {row['task_id']!r}: 'harness' must be a name such as 'claude-code', "
-                                       f"got {harness!r}")
+            harness = harness or row["harness"]
+            if harness is not None and harness not in HARNESSES:
+                where = "harnesses" if harnesses is not None else f"Task {row['task_id']!r}: 'harness'"
+                raise NbSubagentsError(f"{where}: unknown harness {harness!r}; the harnesses are "
+                                       f"{', '.join(HARNESSES)}")
             chosen = {"harness": harness} if harness else {}  # a sweep that names no harness: its presets' own
             for preset in preset_list:
                 preset = preset or row["preset"]

@@ -34,6 +34,7 @@ from .scorers import Check, checked_name, scorer_name, scorers_spec
 __all__ = ["check_name", "plans_dir", "plan_path", "read_plan", "save_plan", "listing", "fingerprint",
            "differences", "locked", "replaced_runs", "record_attempt"]
 
+_AXES = {"harnesses": "harness", "presets": "preset", "models": "model"}  # an axis in words: its param
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
@@ -85,8 +86,8 @@ def differences(plan: dict[str, Any], cells: list[dict[str, Any]], scorers: Sequ
     def axis(defined: list[dict[str, Any]], what: str) -> Any:
         if what == "tasks":
             return sorted({(c["params"].get("task_id"), c["spec"].get("task")) for c in defined})
-        if what in ("harnesses", "presets", "models"):
-            return sorted({str(c["params"].get(what[:-1])) for c in defined})
+        if what in _AXES:
+            return sorted({str(c["params"].get(_AXES[what])) for c in defined})
         if what == "repeats":
             return sorted({c["params"].get("repeat") or 0 for c in defined})
         if what == "run options":
