@@ -93,6 +93,12 @@ def test_runs_cli_show_and_status_name_the_harness_and_filter_by_it(root, capsys
     assert "harness" in capsys.readouterr().out.splitlines()[0].split(",")
     assert cli.main(["runs", "--harness", "gemini"]) == 0
     assert "no runs match --harness gemini" in capsys.readouterr().out
+    assert cli.main(["runs"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[1].split()[:5] == ["RUN", "ID", "NAME", "HARNESS", "STATUS"]
+    assert [line.split()[2] for line in table[2:]] == ["pi", "codex", "claude-code", "pi"]
+    assert cli.main(["runs", "--harness", "pi"]) == 0  # runs of pi alone: the table as it always was
+    assert "HARNESS" not in capsys.readouterr().out
 
     assert cli.main(["show", "bbbb02"]) == 0
     assert "  harness     claude-code\n" in capsys.readouterr().out
