@@ -150,6 +150,18 @@ def test_a_changed_harnesses_axis_is_named_as_what_changed():
     assert differences({"cells": old}, new, []) == ["harnesses"]
 
 
+def test_the_cost_estimate_of_a_cell_is_from_earlier_runs_of_its_harness(root):
+    from nbsubagents.sweeps.spend import Limits, estimate
+
+    make_run(root, "20260101-100000-ffff01", harness="codex", cost=0.01)
+    make_run(root, "20260101-100000-ffff02", harness=None, cost=0.03)  # pi
+    spec = {"preset": "scout", "model": None, "task": "read README.md"}
+    assert estimate(root, [{**spec, "harness": "codex"}], Limits(), 0.0).total == pytest.approx(0.01)
+    assert estimate(root, [{**spec, "harness": "pi"}], Limits(), 0.0).total == pytest.approx(0.03)
+    assert estimate(root, [spec], Limits(), 0.0).total == pytest.approx(0.02)  # no harness named: any
+    assert estimate(root, [{**spec, "harness": "claude-code"}], Limits(), 0.0).known == 0
+
+
 # -- compare(by="harness") and the report ------------------------------------------------------------------------
 def sweep(root: Path, *, skip: int | None = None) -> Experiment:
     """An experiment of 3 harnesses × 2 repeats whose runs are made by hand: codex fails one of its two, and its
