@@ -497,7 +497,8 @@ def transcript_header(meta: dict[str, Any]) -> str:
     model = meta.get("model") or meta.get("resolvedModel") or meta.get("requestedModel")
     started = _local_time(meta.get("startedAt") or meta.get("createdAt") or meta.get("ts"),
                           "%Y-%m-%d %H:%M:%S")
-    rows = [("Run", meta.get("runId")), ("Preset", meta.get("preset")), ("Model", model),
+    harness = meta.get("harness") if meta.get("harness") != "pi" else None  # pi's runs keep their header
+    rows = [("Run", meta.get("runId")), ("Preset", meta.get("preset")), ("Harness", harness), ("Model", model),
             ("Cwd", meta.get("cwd")), ("Started", started)]
     lines = [f"{label + ':':<9}{value}" for label, value in rows if value]
     task = meta.get("task")

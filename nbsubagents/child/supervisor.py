@@ -141,8 +141,8 @@ class Supervisor:
         if self.stop_reason is None:
             self.stop_reason = (status, message)
             self.stop_word = word
-        if self.term_at is None and self.child is not None:
-            self.term_at = time.monotonic() + ABORT_GRACE
+        if self.term_at is None and self.child is not None:  # only pi takes an RPC abort: others get SIGTERM now
+            self.term_at = time.monotonic() + (ABORT_GRACE if self.harness == "pi" else 0.0)
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop("aborted", "cancelled" if signum == signal.SIGTERM
@@ -253,7 +253,7 @@ class Supervisor:
         result = result_record(
             self.meta.get("runId"), status, error=error, exit_code=exit_code, stop_reason=reason,
             final_text=self.tally.final_text, model=self.tally.model, usage=usage,
-            turns=self._turns(), tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
+            turns=self.tally.turns, tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
             duration=round(time.monotonic() - self.started, 3))
         if self.ended_after_conversation:
             result["endedAfterConversation"] = True  # pi had not exited END_GRACE s after the conversation ended
@@ -520,15 +520,13 @@ class Supervisor:
             selector.close()
 
     def _usage(self) -> dict[str, Any]:
-        """The run's usage from its events; a native total of the harness (Claude's total_cost_usd) wins."""
+        """The run's usage from its events; the harness's native total cost (Claude's total_cost_usd) wins. (Turns
+        are counted from the events alike for every harness: Claude's num_turns counts a turn it did not take
+        when its --max-turns stops it; the result's ``harnessEnd`` keeps it.)"""
         usage = self.tally.usage()
         if self.harness != "pi" and "cost" in self.rpc.totals():
             usage["cost"] = round(float(self.rpc.totals()["cost"]), 8)
         return usage
-
-    def _turns(self) -> int:
-        turns = self.rpc.totals().get("turns") if self.harness != "pi" else None
-        return int(turns) if turns is not None else self.tally.turns
 
     def _reason(self, status: str, spawn_error: str | None) -> str | None:
         """Why the run ended, in one word: the guard's, else what pi said (``error`` is ``provider_error``)."""

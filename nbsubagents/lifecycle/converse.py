@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..child import inbox
+from ..child import harnesses, inbox
 from ..child.artifacts import RunPaths, read_json
 from ..config import NbSubagentsError
 from .spec import options
@@ -54,6 +54,7 @@ def steer(paths: RunPaths, text: str) -> dict[str, Any]:
     if ended:
         raise NbSubagentsError(f"Run {_id(paths)} has ended ({ended}): a steer reaches only a running run; "
                                "run.follow_up(text) continues its session as a new run")
+    _refuse_while_running(paths, "steer")
     return _post_or_refuse(paths, "steer", text)
 
 
@@ -62,6 +63,8 @@ def follow_up(paths: RunPaths, text: str, **start_options: Any) -> Run | None:
     run that has ended, a new run that resumes its session with ``text`` as its task (returned; started in the
     background through the registered starter with ``start_options``)."""
     text = _text(paths, text, "follow-up", "run.follow_up('now write the summary to NOTES.md')")
+    if not _ended(paths):
+        _refuse_while_running(paths, "follow_up")
     if not _ended(paths) and _post(paths, "follow_up", text) is not None:
         return None
     return _resume(paths, text, start_options)
@@ -124,6 +127,16 @@ def how_to_answer(run_id: str, question: dict[str, Any]) -> str:
 # -- internals ----------------------------------------------------------------------------------------------------
 def _id(paths: RunPaths) -> str:
     return paths.dir.name
+
+
+def _refuse_while_running(paths: RunPaths, option: str) -> None:
+    """A message the run's harness cannot take while it runs is an error naming both (a pi run takes any)."""
+    meta = read_json(paths.meta)
+    harness = meta.get("harness") if isinstance(meta, dict) else None
+    why = harnesses.get(harness).REFUSES.get(option) if harness in harnesses.NAMES else None
+    if why:
+        raise NbSubagentsError(f"Run {_id(paths)} runs under the {harness} harness, which cannot take a {option} "
+                               f"while it runs: {why}")
 
 
 def _ended(paths: RunPaths) -> str | None:

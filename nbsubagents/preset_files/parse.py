@@ -409,7 +409,8 @@ def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) 
         harness=_parse_harness(data.get("harness"), where),
     )
     _check_combinations(preset, where)
-    notes += tool_notes(preset)
+    if preset.harness is None:  # another harness takes the tools as written: pi's notes on them do not apply
+        notes += tool_notes(preset)
     return _with_notes(preset, notes)
 
 

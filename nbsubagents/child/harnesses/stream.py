@@ -4,7 +4,7 @@
 calls, most of which have nothing to do here: such a child takes no steer, follow-up or answer while it runs
 (its harness's ``REFUSES`` says so, and the call is refused before the run is written). What the harness said at
 its end (``Adapter.final``) decides the run's end where it differs from pi's: its own error end fails the run
-with its message, and its native totals (cost, turns) win over the sums of the events.
+with its message, and its native total cost wins over the sum of its events.
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ class Stream:
         return None
 
     def totals(self) -> dict[str, Any]:
-        """Native totals of the harness's end record (``cost``, ``turns``), which win over the events' sums."""
+        """Native totals of the harness's end record (``cost``), which win over the events' sums."""
         final = self.adapter.final
         if not isinstance(final, dict):
             return {}
-        return {key: final[key] for key in ("cost", "turns") if isinstance(final.get(key), (int, float))}
+        return {key: final[key] for key in ("cost",) if isinstance(final.get(key), (int, float))}
 
     def structured(self) -> Any:
         """The harness's native structured output (Claude's ``structured_output``), or None."""

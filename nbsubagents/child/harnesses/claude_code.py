@@ -1,0 +1,274 @@
+"""Claude Code as a harness: ``claude -p --output-format stream-json --verbose``, the task on stdin.
+
+``build`` turns a run into Claude Code's flags: the preset body appended to its own system prompt
+(``--append-system-prompt``); the preset's tools as written, in Claude Code's names (pi's verbs read, bash, edit,
+write, grep, find, ls are given their Claude names), as the tools it has (``--tools``, the names) and the ones it
+may use without asking (``--allowedTools``, the entries as written, so rules such as ``Bash(git diff:*)`` hold);
+``--disallowedTools``; ``--model`` (aliases such as ``sonnet`` pass through; ``inherit`` or none: its default);
+``--max-turns``; ``--max-budget-usd`` (max_cost); ``--json-schema`` (output_schema); ``--resume`` (the session of
+the run this one continues); and ``--permission-mode`` as ``permission_mode`` says what each mode means headless
+(nobody can answer a permission prompt in print mode). Its configuration and sessions live in the run's own
+folder (``CLAUDE_CONFIG_DIR``): nothing of the machine's user goes in or out.
+
+``Adapter`` reads its stream-json records: ``system``/init (the session), ``assistant`` messages (text, thinking,
+tool_use blocks; one record per block, one turn per message id), ``user`` messages (tool_result blocks) and the
+``result`` record (total cost, turns, usage, is_error, subtype, structured_output), the end of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from ..text import clip
+from . import version_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..events import Event
+
+NAME = "claude-code"
+PROGRAM = "claude"
+PACKAGE = "@anthropic-ai/claude-code"
+CONFIG_DIR = "claude"  # CLAUDE_CONFIG_DIR, inside the run's folder
+RESULT_TEXT_LIMIT = 2000
+
+_NO_TURN = "Claude Code in print mode reads its task once from stdin and takes no message while it runs"
+REFUSES: dict[str, str] = {
+    "ask": "Claude Code in print mode cannot ask the notebook a question (its questions need an interactive "
+           "session); put what it needs in the task",
+    "approval": "Claude Code's permission prompts cannot be answered from the notebook in print mode; restrict "
+                "its tools with tools and disallowedTools (rules such as Bash(git diff:*)) and permissionMode",
+    "fallback_models": "Claude Code's own --fallback-model switches only when the model is overloaded, not on the "
+                       "rate-limit, quota, authentication and server failures fallback_models covers",
+    "steer": _NO_TURN,
+    "follow_up": _NO_TURN + "; resume the run (resume=run_id) to continue it",
+    "thinking": "Claude Code sets its reasoning with its own effort levels, not pi's thinking levels",
+    "excludeTools": "excludeTools names pi's tools; give Claude Code disallowedTools with its own tool names",
+    "noTools": "noTools is a pi flag; give Claude Code tools: [] (no tools)",
+    "skills": "skills are files pi loads; Claude Code finds its own skills in .claude/skills",
+    "noSkills": "noSkills is a pi flag",
+    "noContextFiles": "noContextFiles is a pi flag (Claude Code reads CLAUDE.md files itself)",
+    "noExtensions": "noExtensions is a pi flag",
+    "extensions": "pi extensions cannot be loaded into Claude Code",
+    "extraArgs": "extraArgs are pi's command-line flags",
+}
+
+# pi's verbs (a pi preset's tools) -> Claude Code's tools; and Claude Code's tools -> the formatter's verbs.
+CLAUDE_NAMES = {"read": "Read", "bash": "Bash", "edit": "Edit", "write": "Write", "grep": "Grep", "find": "Glob",
+                "ls": "LS"}
+VERBS = {"Read": "read", "Bash": "bash", "Edit": "edit", "MultiEdit": "edit", "Write": "write", "Grep": "grep",
+         "Glob": "find", "LS": "ls"}
+# What each permissionMode means when nobody can answer a prompt: what would be asked is denied (dontAsk).
+PERMISSION_MODES = {"default": "dontAsk", "dontAsk": "dontAsk", "acceptEdits": "acceptEdits", "plan": "plan",
+                    "bypassPermissions": "bypassPermissions"}
+# Why a run ended, from the result's subtype (result.json's stopReason)
+STOP_WORDS = {"error_max_turns": "budget:turns", "error_max_budget_usd": "budget:cost",
+              "error_max_structured_output_retries": "schema"}
+
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "Adapter", "build", "version"]
+
+
+def _claude_name(tool: str) -> str:
+    return CLAUDE_NAMES.get(tool, tool)
+
+
+def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """Claude Code's argv and environment for ``run`` (see the module's docstring)."""
+    argv = [run["program"], "-p", "--output-format", "stream-json", "--verbose"]
+    if run.get("systemPrompt"):
+        argv += ["--append-system-prompt", run["systemPrompt"]]
+    model = run.get("model")
+    if model and model != "inherit":
+        argv += ["--model", model]
+    tools = run.get("tools")
+    mode = run.get("permissionMode")
+    if tools is not None:
+        tools = [_claude_name(tool) for tool in tools]
+        names = list(dict.fromkeys(tool.split("(", 1)[0] for tool in tools))  # Bash(git diff:*) -> Bash
+        argv += ["--tools", ",".join(names)]
+        if tools:
+            argv += ["--allowedTools", *tools]
+    if run.get("disallowedTools"):
+        argv += ["--disallowedTools", *(_claude_name(tool) for tool in run["disallowedTools"])]
+    # No mode written: every tool it has may run without asking, as for a pi child (tools as written: only they).
+    default = "dontAsk" if tools is not None else "bypassPermissions"
+    argv += ["--permission-mode", PERMISSION_MODES.get(mode or "", default)]
+    if run.get("maxTurns"):
+        argv += ["--max-turns", str(int(run["maxTurns"]))]
+    if run.get("maxCost"):
+        argv += ["--max-budget-usd", f"{float(run['maxCost']):g}"]
+    if run.get("outputSchemaPath"):
+        with open(run["outputSchemaPath"], encoding="utf-8") as schema:
+            argv += ["--json-schema", json.dumps(json.load(schema), separators=(",", ":"))]
+    config = os.path.join(run["runDir"], CONFIG_DIR)
+    os.makedirs(config, exist_ok=True)
+    if run.get("resumeSession"):
+        earlier = os.path.join(run.get("resumedRunDir") or "", CONFIG_DIR, "projects")
+        if os.path.isdir(earlier):  # its sessions come along; the earlier run keeps its own
+            shutil.copytree(earlier, os.path.join(config, "projects"), dirs_exist_ok=True)
+        argv += ["--resume", run["resumeSession"]]
+    env = {"CLAUDE_CONFIG_DIR": config, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+           "DISABLE_AUTOUPDATER": "1"}
+    if argv[argv.index("--permission-mode") + 1] == "bypassPermissions" and os.geteuid() == 0:
+        env["IS_SANDBOX"] = "1"  # Claude Code refuses to bypass permissions as root outside a sandbox
+    return argv, env
+
+
+def version(program: str) -> str | None:
+    return version_of(program)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _args(name: str, given: Any) -> dict[str, Any]:
+    """Claude Code's tool arguments in pi's words where the formatter reads them (path, edits)."""
+    args = dict(given) if isinstance(given, dict) else {}
+    if "file_path" in args:
+        args["path"] = args.pop("file_path")
+    if name == "Edit" and "old_string" in args:
+        args["edits"] = [{"oldText": args.pop("old_string"), "newText": args.pop("new_string", "")}]
+    elif name == "MultiEdit" and isinstance(args.get("edits"), list):
+        args["edits"] = [{"oldText": e.get("old_string"), "newText": e.get("new_string")}
+                         for e in args["edits"] if isinstance(e, dict)]
+    return args
+
+
+def _diff(record: dict[str, Any]) -> dict[str, Any] | None:
+    """An edit's diff (for the formatter's +added -removed) from Claude Code's ``structuredPatch``."""
+    result = record.get("tool_use_result")
+    hunks = result.get("structuredPatch") if isinstance(result, dict) else None
+    if not isinstance(hunks, list) or not hunks:
+        return None
+    lines = [line for hunk in hunks if isinstance(hunk, dict) for line in hunk.get("lines") or ()]
+    return {"diff": clip("\n".join(str(line) for line in lines), RESULT_TEXT_LIMIT)}
+
+
+class Adapter:
+    """Claude Code's stream-json records -> normalized events (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self.conversation_over = False
+        self.session_id: str | None = None
+        self.final: dict[str, Any] | None = None
+        self.model: str | None = None
+        self.message_id: str | None = None   # the assistant message being read (one record per content block)
+        self.pending: Event | None = None    # its message_end, written once the message is complete
+        self.names: dict[str, str] = {}      # tool_use id -> the formatter's verb
+        self.counted = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+
+    def adapt(self, obj: Any) -> list[Event]:
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            return [{"type": "pi_event", "piType": None, "data": obj}]
+        kind = obj["type"]
+        if kind == "system" and obj.get("subtype") == "init":
+            self.session_id = obj.get("session_id") or self.session_id
+            self.model = obj.get("model") or self.model
+            return [{"type": "session", "sessionId": self.session_id, "cwd": obj.get("cwd")}]
+        if obj.get("parent_tool_use_id"):  # a sub-agent's own messages (its Task tool): its result counts
+            return []
+        if kind == "assistant":
+            return self._assistant(obj.get("message") or {})
+        if kind == "user":
+            return self._user(obj)
+        if kind == "result":
+            return self._result(obj)
+        return [{"type": "pi_event", "piType": f"{kind}:{obj.get('subtype')}" if obj.get("subtype") else kind,
+                 "data": obj}]
+
+    def _flush(self) -> list[Event]:
+        pending, self.pending = self.pending, None
+        return [pending] if pending is not None else []
+
+    def _assistant(self, message: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        blocks = [b for b in message.get("content") or () if isinstance(b, dict)]
+        if message.get("id") != self.message_id or self.pending is None:
+            out += self._flush()
+            self.message_id = message.get("id")
+            self.turn += 1
+            out.append({"type": "turn_start", "turn": self.turn})
+            out.append(self._usage(message.get("usage") or {}))
+            self.pending = {"type": "message_end", "stopReason": "stop", "model": message.get("model"),
+                            "provider": "anthropic", "errorMessage": None}
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "thinking" and str(block.get("thinking") or "").strip():
+                out.append({"type": "thinking", "text": block["thinking"]})
+            elif kind == "text" and str(block.get("text") or "").strip():
+                out.append({"type": "assistant_text", "text": block["text"]})
+            elif kind == "tool_use":
+                name = str(block.get("name") or "")
+                verb = VERBS.get(name, name)
+                self.names[str(block.get("id"))] = verb
+                out.append({"type": "tool_call", "id": block.get("id"), "name": verb,
+                            "args": _args(name, block.get("input"))})
+                self.pending["stopReason"] = "toolUse"
+        return out
+
+    def _usage(self, usage: dict[str, Any], cost: float = 0.0) -> Event:
+        """A usage event of what ``usage`` adds to what was counted so far (Claude's totals at the end)."""
+        now = {"input": usage.get("input_tokens") or 0, "output": usage.get("output_tokens") or 0,
+               "cacheRead": usage.get("cache_read_input_tokens") or 0,
+               "cacheWrite": usage.get("cache_creation_input_tokens") or 0}
+        for key, value in now.items():
+            self.counted[key] += value
+        return {"type": "usage", **now, "totalTokens": sum(now.values()), "cost": cost}
+
+    def _user(self, record: dict[str, Any]) -> list[Event]:
+        out: list[Event] = []
+        content = (record.get("message") or {}).get("content")
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            tool_id = str(block.get("tool_use_id"))
+            name = self.names.get(tool_id, "")
+            out.append({"type": "tool_result", "id": block.get("tool_use_id"), "name": name,
+                        "isError": bool(block.get("is_error")),
+                        "text": clip(_text(block.get("content")), RESULT_TEXT_LIMIT),
+                        "details": _diff(record) if name == "edit" else None})
+        return out
+
+    def _result(self, record: dict[str, Any]) -> list[Event]:
+        out = self._flush()
+        totals = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+        rest = {"input_tokens": (totals.get("input_tokens") or 0) - self.counted["input"],
+                "output_tokens": (totals.get("output_tokens") or 0) - self.counted["output"],
+                "cache_read_input_tokens": (totals.get("cache_read_input_tokens") or 0) - self.counted["cacheRead"],
+                "cache_creation_input_tokens": ((totals.get("cache_creation_input_tokens") or 0)
+                                                - self.counted["cacheWrite"])}
+        cost = record.get("total_cost_usd")
+        out.append(self._usage({k: max(0, v) for k, v in rest.items()},
+                               float(cost) if isinstance(cost, (int, float)) else 0.0))
+        subtype = str(record.get("subtype") or "")
+        failed = bool(record.get("is_error")) or (subtype not in ("", "success"))
+        self.final = {"cost": cost, "turns": record.get("num_turns"), "isError": failed, "subtype": subtype,
+                      "stopReason": record.get("stop_reason"), "durationMs": record.get("duration_ms"),
+                      "structured": record.get("structured_output"),
+                      "stopWord": STOP_WORDS.get(subtype, "harness_error") if failed else None,
+                      "message": _end_message(record, subtype) if failed else None}
+        if failed:
+            out.append({"type": "error", "message": self.final["message"]})
+        self.conversation_over = True
+        return out
+
+
+def _end_message(record: dict[str, Any], subtype: str) -> str:
+    errors = record.get("errors")
+    said = "; ".join(str(e) for e in errors) if isinstance(errors, list) and errors else ""
+    said = said or (record.get("result") if isinstance(record.get("result"), str) else "") or ""
+    if subtype == "error_max_turns":
+        return "Claude Code stopped at its turn limit (max_turns, its --max-turns)"
+    if subtype == "error_max_budget_usd":
+        return f"Claude Code stopped at its cost limit (--max-budget-usd, ${record.get('total_cost_usd') or 0:.4f})"
+    return f"Claude Code ended with an error ({subtype or 'is_error'})" + (f": {clip(said, 300)}" if said else "")
