@@ -164,7 +164,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
                                              system_prompt=paths.system_prompt if preset.prompt else None)
             argv = conversation_args(argv, ask=conversation["ask"], approval=conversation["approval"] is not None)
         else:
-            argv, harness_env = _harness_argv(harness, pi, spec, preset, budget, schema, earlier, cwd, paths)
+            argv, harness_env = _harness_argv(harness, pi, spec, preset, budget, schema, earlier, cwd, paths, env)
             env, ignored_tools = {**env, **harness_env}, None
         if preset.prompt:
             paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
@@ -240,7 +240,8 @@ def refuse_unhonoured(harness: str, spec: TaskSpec, preset: Any) -> None:
 
 
 def _harness_argv(harness: str, program: str, spec: TaskSpec, preset: Any, budget: dict[str, Any] | None,
-                  schema: Any, earlier: Run | None, cwd: Path, paths: RunPaths) -> tuple[list[str], dict[str, str]]:
+                  schema: Any, earlier: Run | None, cwd: Path, paths: RunPaths, env: dict[str, str]
+                  ) -> tuple[list[str], dict[str, str]]:
     """The argv and environment of a harness other than pi (its module's ``build``); the output schema is written
     beside meta.json, and the session a resumed run continues is found (``_same_harness_session``)."""
     schema_path = None
@@ -254,7 +255,7 @@ def _harness_argv(harness: str, program: str, spec: TaskSpec, preset: Any, budge
            "permissionMode": preset.permission_mode, "maxTurns": (budget or {}).get("maxTurns"),
            "maxCost": (budget or {}).get("maxCost"), "outputSchemaPath": str(schema_path) if schema_path else None,
            "resumeSession": session, "resumedRunDir": str(earlier.dir) if session else None,
-           "cwd": str(cwd), "runDir": str(paths.dir)}
+           "cwd": str(cwd), "runDir": str(paths.dir), "env": env}  # env: what prepare gives the child (offline)
     return harnesses.get(harness).build(run)
 
 
