@@ -1,9 +1,10 @@
 """``nbsubagents doctor``: whether this machine can run sub-agents, as a list of checks.
 
 Each check says ✓ (fine), ✗ (a problem: runs cannot start, or a preset file is broken) or ! (worth knowing,
-such as something not made yet), why, and the shell command that fixes it. ``--dask`` adds the checks of a
-Dask cluster. The verdict: exit 0 when runs can start (pi starts, and a model is configured or the offline
-scripted model, which needs nothing but pi, is used), 1 when a check failed.
+such as something not made yet), why, and the shell command that fixes it. Each agent harness other than pi
+(``child.harnesses.NAMES``) has a check: its program found with its version, or how to install it. ``--dask``
+adds the checks of a Dask cluster. The verdict: exit 0 when runs can start (pi starts, and a model is configured
+or the offline scripted model, which needs nothing but pi, is used), 1 when a check failed.
 """
 
 from __future__ import annotations
