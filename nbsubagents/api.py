@@ -162,21 +162,22 @@ def answer(run_id: str, value: Any, *, question: str | None = None, project: str
     return get_run(run_id, project=project).answer(value, question=question)
 
 
-def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
-         text: str | None = None, limit: int | None = None, expand_data: bool = False,
+def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: Any = None, since: Any = None,
+         until: Any = None, text: str | None = None, limit: int | None = None, expand_data: bool = False,
          project: str | Path | None = None) -> pandas.DataFrame:
     """Every run of the project as a pandas DataFrame (one row per ``run_id``), newest first, filtered in the
     registry. ``project``: a folder inside the project (default: the current folder).
 
-    ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO
+    ``status``/``preset``/``model``/``harness`` (the agent harness that ran it: ``"pi"``, ``"claude-code"``,
+    ``"codex"``) take a name or a list; ``since``/``until`` a datetime, an ISO
     time or an age such as ``"30m"``, ``"2h"``, ``"7d"``; ``text`` searches tasks and outputs.
     ``stop_reason`` says why a run ended, ``changes`` is ``+N −M`` for an isolated run, and
     ``expand_data=True`` adds typed results as ``data.*`` columns.
     """
     root = find_project(project)
     reconcile.first_use(root)  # once per process and project: what it finds on disk and what finished while away
-    return RunsFrame(query.runs(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                                limit=limit, root=root, expand_data=expand_data))
+    return RunsFrame(query.runs(status=status, preset=preset, model=model, harness=harness, since=since, until=until,
+                                text=text, limit=limit, root=root, expand_data=expand_data))
 
 
 def status_bar(*, project: str | Path | None = None, root: str | Path | None = None) -> statusbar.StatusBar:

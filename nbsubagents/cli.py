@@ -155,6 +155,7 @@ def add_runs(sub: Any) -> None:
   nbsubagents runs                        # the newest 50 runs
   nbsubagents runs --status failed,aborted --since 2h
   nbsubagents runs --preset scout --model anthropic/claude-sonnet-4-5 --limit 10
+  nbsubagents runs --harness claude-code,codex
   nbsubagents runs --since 2026-11-25 --json | jq '.[].run_id'
   nbsubagents runs --csv > runs.csv""")
     cmd.add_argument("--status", type=_names("status", STATUSES), action="extend", metavar="S",
@@ -163,6 +164,8 @@ def add_runs(sub: Any) -> None:
                      help="only runs of this preset (repeat it, or a comma list)")
     cmd.add_argument("--model", type=_names("model"), action="extend", metavar="MODEL",
                      help="only runs on this model, as provider/id (repeat it, or a comma list)")
+    cmd.add_argument("--harness", type=_names("harness"), action="extend", metavar="H",
+                     help="only runs under this agent harness: pi, claude-code or codex (repeat it, or a comma list)")
     cmd.add_argument("--since", type=_since, metavar="WHEN",
                      help="only runs created since an ISO date or time (2026-11-25, '2026-11-25 14:00') "
                           "or an age (30m, 2h, 3d, 1w)")
@@ -180,8 +183,8 @@ def _rows(args: argparse.Namespace, limit: int | None) -> list[dict[str, Any]]:
     db = registry.db_path()
     if not db.exists():
         return []
-    sql, params = build_query(status=args.status, preset=args.preset, model=args.model, since=args.since,
-                              limit=limit)
+    sql, params = build_query(status=args.status, preset=args.preset, model=args.model, harness=args.harness,
+                              since=args.since, limit=limit)
     rows = shown(registry.fetch(db, sql, params), args.status, limit)  # a run with an open question: waiting
     for row in rows:
         if isinstance(row.get("data"), str):
@@ -216,8 +219,8 @@ def _no_runs(args: argparse.Namespace) -> str:
     total = registry.counts(root)["total"]
     if not total:
         return f"no runs yet in {root}"
-    given = [f"--{key} {','.join(v) if isinstance(v, list) else v}" for key in ("status", "preset", "model", "since")
-             if (v := getattr(args, key))]
+    given = [f"--{key} {','.join(v) if isinstance(v, list) else v}"
+             for key in ("status", "preset", "model", "harness", "since") if (v := getattr(args, key))]
     return f"no runs match {' '.join(given)} in {root} ({total} in all: `nbsubagents runs` lists them)"
 
 
@@ -267,7 +270,8 @@ def show_run(args: argparse.Namespace) -> int:
     run = MaskedRun(get_run(args.run))
     paths = run.paths
     questions = [masker().data(q) for q in run.questions]
-    facts = {"run_id": run.id, "name": run.name, "preset": run.preset, "status": run.status, "model": run.model,
+    facts = {"run_id": run.id, "name": run.name, "preset": run.preset, "harness": run.meta.get("harness") or "pi",
+             "status": run.status, "model": run.model,
              "summary": summary_line(run).partition("\n")[0], "task": run.task, "output": run.output,
              "error": run.error, "resumed_from": run.meta.get("resumedFrom"), "questions": questions,
              "run_dir": str(paths.dir), "transcript": str(paths.transcript), "events": str(paths.events)}
@@ -276,8 +280,8 @@ def show_run(args: argparse.Namespace) -> int:
         return 0
     _print(facts["summary"])
     labels = {"resumed_from": "continues", "questions": "asks"}
-    for key in ("status", "preset", "model", "task", "output", "error", "resumed_from", "questions", "run_dir",
-                "transcript", "events"):
+    for key in ("status", "preset", "harness", "model", "task", "output", "error", "resumed_from", "questions",
+                "run_dir", "transcript", "events"):
         value = facts[key]
         if key == "questions":
             value = "\n".join(_question_lines(run.id, questions))

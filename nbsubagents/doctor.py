@@ -1,9 +1,10 @@
 """``nbsubagents doctor``: whether this machine can run sub-agents, as a list of checks.
 
 Each check says ✓ (fine), ✗ (a problem: runs cannot start, or a preset file is broken) or ! (worth knowing,
-such as something not made yet), why, and the shell command that fixes it. ``--dask`` adds the checks of a
-Dask cluster. The verdict: exit 0 when runs can start (pi starts, and a model is configured or the offline
-scripted model, which needs nothing but pi, is used), 1 when a check failed.
+such as something not made yet), why, and the shell command that fixes it. Each agent harness other than pi
+(``child.harnesses.NAMES``) has a check: its program found with its version, or how to install it. ``--dask``
+adds the checks of a Dask cluster. The verdict: exit 0 when runs can start (pi starts, and a model is configured
+or the offline scripted model, which needs nothing but pi, is used), 1 when a check failed.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .child import harnesses
 from .child.artifacts import runs_dir
 from .config import NbSubagentsError, agent_dir, configure, file_key, project_root, settings, sources
 from .lifecycle.dask_launcher import check_cluster, client_for, versions
 from .pi import find_pi
-from .pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, pi_command, pi_package
+from .pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, HarnessNotFoundError, find_harness, pi_command, pi_package
 from .pi.models import ModelError, available_models, failure_line
 from .preset_files import scan
 
@@ -59,13 +61,15 @@ def _version(argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def checks() -> list[Check]:
-    """python, node, pi (version, package, tested or not), agent dir, presets, offline, runs root and models."""
+    """python, node, pi (version, package, tested or not), the other harnesses, agent dir, presets, offline, runs
+    root and models."""
     found = [Check("python", True, f"{platform.python_version()} ({sys.executable})")]
     node = shutil.which("node")
     if node:
         found.append(Check("node", True, f"{_version([node, '--version']).stdout.strip()} ({node})"))
     pi, pi_checks = _pi(node)
     found += pi_checks
+    found += [_harness(name) for name in harnesses.NAMES if name != "pi"]  # pi's are the checks above
     adir = agent_dir()
     if adir.is_dir():
         found.append(Check("agent dir", True, str(adir)))
@@ -126,6 +130,22 @@ def _pi(node: str | None) -> tuple[str | None, list[Check]]:
         tested = ", ".join(f"{name}@{v}" for name, v in TESTED_PI)
         out.append(Check("pi", None, f"{what} ({pi}), NOT a tested version (tested: {tested})", INSTALL_PI))
     return pi, out
+
+
+def _harness(name: str) -> Check:
+    """A harness other than pi: its program found, with the version it says; else how to install it (worth knowing,
+    not a problem: only runs that choose it need it). Found but not starting is a problem."""
+    module = harnesses.get(name)
+    install = f"npm install {module.PACKAGE}"
+    try:
+        program = find_harness(name)
+    except HarnessNotFoundError as exc:
+        return Check(name, None, f"not found (runs with harness={name!r} need it): {exc}", install)
+    said = module.version(program)
+    if said is None:
+        return Check(name, False, f"{program} does not start: `{module.PROGRAM} --version` failed or said nothing",
+                     install)
+    return Check(name, True, f"{said} ({program})")
 
 
 def _install_prefix(path: Path) -> Path:

@@ -26,14 +26,14 @@ _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 8640
           "w": 604800, "wk": 604800}
 _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_at, ended_at, duration, "
            "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
-           "stop_reason, files_changed, lines_added, lines_removed, data, resumed_from")
+           "stop_reason, files_changed, lines_added, lines_removed, data, resumed_from, harness")
 SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
 # What runs() selects: its columns, with SQLite doing what needs no Python. ``plain`` says that ``shorten`` would
 # leave the task as it is (printable ASCII of at most TASK_WIDTH characters without doubled, leading or trailing
 # spaces), so only the other tasks are folded in Python.
 _PLAIN_TASK = (f"length(task) <= {TASK_WIDTH} AND task NOT GLOB '*[^ -~]*' AND task NOT GLOB '*  *' "
                "AND task NOT GLOB ' *' AND task NOT GLOB '* '")
-FRAME_SELECT = ("run_id, name, preset, status, model, "
+FRAME_SELECT = ("run_id, name, preset, harness, status, model, "
                 f"task, {_PLAIN_TASK} AS plain, "
                 "cwd, COALESCE(started_at, created_at) AS started, ended_at, duration, tool_calls, total_tokens, cost, "
                 "error_message, run_dir, mode, notebook, kernel, stop_reason, "
@@ -75,8 +75,8 @@ def _one_or_many(value: str | Iterable[str] | None, name: str) -> list[str] | No
     return values
 
 
-def build_query(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
-                until: Any = None, text: str | None = None, limit: int | None = None,
+def build_query(*, status: Any = None, preset: Any = None, model: Any = None, harness: Any = None,
+                since: Any = None, until: Any = None, text: str | None = None, limit: int | None = None,
                 select: str = _SELECT) -> tuple[str, list[Any]]:
     """The SQL and its parameters for a runs query: the ``SELECTED`` columns, or ``select`` (``runs()`` gives
     ``FRAME_SELECT``; the benchmark's baseline runs the same)."""
@@ -89,7 +89,7 @@ def build_query(*, status: Any = None, preset: Any = None, model: Any = None, si
             raise NbSubagentsError(f"Unknown status {unknown[0]!r}; statuses are {', '.join(STATUSES)}")
         statuses = sorted({"running" if s == "waiting" else s for s in statuses})  # a waiting run's row: running
     for column, values in (("status", statuses), ("preset", _one_or_many(preset, "preset")),
-                           ("model", _one_or_many(model, "model"))):
+                           ("model", _one_or_many(model, "model")), ("harness", _one_or_many(harness, "harness"))):
         if values:
             where.append(f"{column} IN ({', '.join('?' * len(values))})")
             args += values
@@ -133,19 +133,20 @@ def shown(rows: list[dict[str, Any]], status: Any = None, limit: int | None = No
     return rows
 
 
-def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None, until: Any = None,
-         text: str | None = None, limit: int | None = None, root: str | Path | None = None,
+def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: Any = None, since: Any = None,
+         until: Any = None, text: str | None = None, limit: int | None = None, root: str | Path | None = None,
          expand_data: bool = False) -> pandas.DataFrame:
     """Every run of the project as a DataFrame, newest first, filtered in the registry.
 
-    ``status``/``preset``/``model`` take a name or a list; ``since``/``until`` a datetime, an ISO time
-    or an age (``"30m"``, ``"2h"``, ``"7d"``); ``text`` searches the task and the final output.
+    ``status``/``preset``/``model``/``harness`` (``"pi"``, ``"claude-code"``, ``"codex"``) take a name or a
+    list; ``since``/``until`` a datetime, an ISO time or an age (``"30m"``, ``"2h"``, ``"7d"``); ``text``
+    searches the task and the final output.
     ``expand_data`` adds a typed run's ``data`` as ``data.*`` columns (nested keys joined by dots).
     """
     import pandas as pd
 
-    sql, args = build_query(status=status, preset=preset, model=model, since=since, until=until, text=text,
-                            limit=limit, select=FRAME_SELECT + (", data" if expand_data else ""))
+    sql, args = build_query(status=status, preset=preset, model=model, harness=harness, since=since, until=until,
+                            text=text, limit=limit, select=FRAME_SELECT + (", data" if expand_data else ""))
     db = store.db_path(root)
     store.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
     with store.connect(db) as conn:
@@ -164,7 +165,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, since: An
 
     tasks = [task if plain else shorten(task, TASK_WIDTH) for task, plain in zip(got["task"], got["plain"])]
     out = pd.DataFrame({
-        "run_id": text("run_id"), "name": text("name"), "preset": text("preset"),
+        "run_id": text("run_id"), "name": text("name"), "preset": text("preset"), "harness": text("harness"),
         "status": pd.Categorical(got["status"], categories=list(STATUSES)),
         "model": text("model"), "task": pd.array(tasks, dtype="string"), "cwd": text("cwd"),
         "started": pd.to_datetime(pd.Series(got["started"], dtype=object), utc=True, format="ISO8601"),

@@ -91,6 +91,13 @@ _TABLE = [("RUN ID", "run_id"), ("NAME", "name"), ("STATUS", "status"), ("MODEL"
 MAX_TABLE_ROWS = 50
 
 
+def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The table's columns: a HARNESS column too when a shown run ran under another harness than pi."""
+    if all((row.get("harness") or "pi") == "pi" for row in rows):
+        return _TABLE
+    return [*_TABLE[:2], ("HARNESS", "harness"), *_TABLE[2:]]
+
+
 @dataclass
 class Status:
     """What ``nbsubagents.status()`` returns: ``counts`` and ``rows`` (dicts of registry columns)."""
@@ -123,7 +130,8 @@ class Status:
                 f"{c['aborted']} aborted · {c['total']} total")
 
     def _cells(self, row: dict[str, Any]) -> dict[str, str]:
-        return {"run_id": row["run_id"], "name": row.get("name") or "", "status": row.get("status") or "",
+        return {"run_id": row["run_id"], "name": row.get("name") or "", "harness": row.get("harness") or "pi",
+                "status": row.get("status") or "",
                 "model": row.get("model") or "", "started": _local(row.get("started_at") or row.get("created_at"),
                                                                     seconds=False),
                 "took": _took(row), "task": shorten((row.get("task") or "").strip().partition("\n")[0], 40),
@@ -134,7 +142,8 @@ class Status:
 
     def _details(self, row: dict[str, Any]) -> list[tuple[str, str]]:
         items = [("status", row.get("status") or ""), ("name", row.get("name") or ""),
-                 ("preset", row.get("preset") or ""), ("mode", row.get("mode") or ""),
+                 ("preset", row.get("preset") or ""), ("harness", row.get("harness") or "pi"),
+                 ("mode", row.get("mode") or ""),
                  ("runner", row.get("runner") or ""), ("model", row.get("model") or ""),
                  ("task", (row.get("task") or "").strip()), ("cwd", row.get("cwd") or ""),
                  ("created", _local(row.get("created_at"))), ("started", _local(row.get("started_at"))),
@@ -173,10 +182,11 @@ class Status:
             return "\n".join(lines)
         # control characters shown escaped (``\x1b``): a run's words never drive the terminal that prints them
         cells = [{k: terminal_safe(v) for k, v in self._cells(r).items()} for r in shown]
-        widths = {key: max(len(title), *(len(c[key]) for c in cells)) for title, key in _TABLE}
-        lines.append("  ".join(title.ljust(widths[key]) for title, key in _TABLE).rstrip())
+        columns = _columns(shown)
+        widths = {key: max(len(title), *(len(c[key]) for c in cells)) for title, key in columns}
+        lines.append("  ".join(title.ljust(widths[key]) for title, key in columns).rstrip())
         for c in cells:
-            lines.append("  ".join(c[key].ljust(widths[key]) for _, key in _TABLE).rstrip())
+            lines.append("  ".join(c[key].ljust(widths[key]) for _, key in columns).rstrip())
         if len(self.rows) > len(shown):
             lines.append(f"… {len(self.rows) - len(shown)} earlier runs not shown (status.rows has all)")
         return "\n".join(lines)
@@ -192,8 +202,9 @@ class Status:
         shown = self._shown()
         if not shown:
             return head + f"<div><i>{'no active runs' if not self.include_completed else 'no runs yet'}</i></div>"
-        rows = [[_html_cell(k, c[k], style) for _, k in _TABLE] for c in (self._cells(r) for r in shown)]
-        table = html_table([t for t, _ in _TABLE], rows, th_attrs=f"style='{style}'")
+        columns = _columns(shown)
+        rows = [[_html_cell(k, c[k], style) for _, k in columns] for c in (self._cells(r) for r in shown)]
+        table = html_table([t for t, _ in columns], rows, th_attrs=f"style='{style}'")
         more = (f"<div><i>{len(self.rows) - len(shown)} earlier runs not shown</i></div>"
                 if len(self.rows) > len(shown) else "")
         return f"<div>{STATUS_CSS}{head}{table}{more}</div>"

@@ -40,8 +40,8 @@ __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "n
            "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting", "waiting_count",
            "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 4  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
-# 4: resumed_from
+SCHEMA_VERSION = 5  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
+# 4: resumed_from; 5: harness
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
 
 # (column, SQL type); the order is the table's.
@@ -65,6 +65,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("files_changed", "INTEGER"), ("lines_added", "INTEGER"), ("lines_removed", "INTEGER"), ("data", "TEXT"),
     # issue 26: the run this one continues (a resume, or a follow-up to a run that had ended)
     ("resumed_from", "TEXT"),
+    # issue 28: the agent harness that ran it; the rows of an older registry were all pi's
+    ("harness", "TEXT DEFAULT 'pi'"),
 ]
 NAMES = [name for name, _ in COLUMNS]
 _INSERT_ONLY = {"run_id", "owner_pid", "owner_ticks", "owner_host"}  # owner changes only by take_over()
@@ -336,13 +338,12 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
         "mode": meta.get("mode"), "runner": meta.get("runner") or "process", "task": meta.get("task"),
         "cwd": meta.get("cwd"), "requested_model": meta.get("requestedModel"), "model": meta.get("resolvedModel"),
         "run_dir": str(paths.dir), "created_at": meta.get("createdAt"), "resumed_from": meta.get("resumedFrom"),
-        "host": launcher.get("host"), "launcher_pid": launcher.get("pid"),
+        "harness": meta.get("harness") or "pi", "host": launcher.get("host"), "launcher_pid": launcher.get("pid"),
         "launcher_ticks": launcher.get("startTicks"), "notebook": launcher.get("notebook"),
         "kernel": launcher.get("kernel"),
         "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),
     }
     if meta.get("experiment") is not None:
-
         scores = read_json(paths.dir / "scores.json") or {}
         row.update(experiment=meta["experiment"], params=json.dumps(meta.get("params") or {}, default=str),
                    tags=json.dumps(meta.get("tags") or {}, default=str),

@@ -41,7 +41,7 @@ from ..lifecycle.settle import LOST, NOT_STARTED
 from ..lifecycle.spec import declare_options
 from ..ui.sweep_panel import sweep_renderer
 from . import driver, views
-from .grid import cell_key, expand
+from .grid import cell_key, cell_values, expand
 from .outcomes import retry_reason
 from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
                    replaced_runs, save_plan)
@@ -62,7 +62,7 @@ __all__ = ["experiment", "experiments", "get_experiment", "Experiment"]
 
 def _cell(params: dict[str, Any]) -> tuple[Any, ...]:
     """The plan cell of a run's params, as ``cell_key`` names it (its values, not their JSON text)."""
-    return params.get("task_id"), params.get("preset"), params.get("model"), params.get("repeat")
+    return tuple(cell_values(params))
 
 
 def _interrupted(row: dict[str, Any]) -> bool:
@@ -301,19 +301,27 @@ class Experiment:
 
     to_frame = frame
 
-    def compare(self, by: str | Sequence[str] = ("preset", "model"), baseline: Any = None, *, ci: float = 0.95,
-                k: int | Sequence[int] | None = None) -> Comparison:
-        """Per cell: runs planned, ran, succeeded, failed, excluded (and why); the success rate, every score and
-        metric over the runs that ran, with ``ci`` intervals and pass@``k``/pass^``k``; the difference to
-        ``baseline`` with its interval (``sweeps.views.compare``)."""
-        planned = [cell.get("params") or {} for cell in self.plan.get("cells") or []]
-        return views.compare(self.frame(), by=by, baseline=baseline, title=self.name, ci=ci, k=k, planned=planned)
+    def axes(self) -> tuple[str, ...]:
+        """What ``compare()`` and ``plot()`` group by unless told: ``("harness", "preset", "model")`` when the
+        sweep names harnesses, else ``("preset", "model")``."""
+        named = any("harness" in (cell.get("params") or {}) for cell in self.plan.get("cells") or [])
+        return ("harness", "preset", "model") if named else ("preset", "model")
 
-    def plot(self, *, x: str = "cost_usd", y: str | None = None, by: str | Sequence[str] = ("preset", "model"),
+    def compare(self, by: str | Sequence[str] | None = None, baseline: Any = None, *, ci: float = 0.95,
+                k: int | Sequence[int] | None = None) -> Comparison:
+        """Per cell of ``by`` (default: ``axes()``; ``by="harness"``: one row per agent harness): runs planned,
+        ran, succeeded, failed, excluded (and why); the success rate, every score and metric over the runs that
+        ran, with ``ci`` intervals and pass@``k``/pass^``k``; the difference to ``baseline`` with its interval
+        (``sweeps.views.compare``)."""
+        planned = [cell.get("params") or {} for cell in self.plan.get("cells") or []]
+        return views.compare(self.frame(), by=by or self.axes(), baseline=baseline, title=self.name, ci=ci, k=k,
+                             planned=planned)
+
+    def plot(self, *, x: str = "cost_usd", y: str | None = None, by: str | Sequence[str] | None = None,
              theme: str = "auto") -> Figure:
-        """A matplotlib Figure: one point per run that ran (``x`` a metric, ``y`` a score), a colour per cell,
-        a marker per model."""
-        return views.plot(self.frame(), x=x, y=y, by=by, title=self.name, theme=theme)
+        """A matplotlib Figure: one point per run that ran (``x`` a metric, ``y`` a score), a colour per cell of
+        ``by`` (default: ``axes()``), a marker per model."""
+        return views.plot(self.frame(), x=x, y=y, by=by or self.axes(), title=self.name, theme=theme)
 
     def to_mlflow(self, tracking_uri: str | None = None, *, artifact_location: str | None = None) -> str:
         """Log each ended run as an MLflow run (params, metrics, scores as ``score.*`` metrics, tags, the run
@@ -389,17 +397,21 @@ def _store_limits(path: Path, limits: Limits) -> None:
     atomic_write_json(path, {**plan, **limits.record()})
 
 
-def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1,
+def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None, harnesses: Any = None,
+               repeats: int = 1,
                concurrency: int | None = None, scorers: Iterable[Any] = (), background: bool = False,
                show: bool = True, executor: str | None = None, dask_client: Any = None, replace: bool = False,
                scorer_timeout: float = SCORER_TIMEOUT, retries: int = 0, max_failures: float | None = None,
                max_total_cost: float | None = None, **run_options: Any) -> Experiment:
-    """Run the sweep tasks × presets × models × repeats as one experiment and return it.
+    """Run the sweep tasks × harnesses × presets × models × repeats as one experiment and return it.
 
-    ``tasks`` are strings, dicts (``task``, optional ``id``, ``preset``, ``model``, ``cwd``, ``timeout``,
-    ``files``; other keys become params) or a DataFrame whose rows are tasks. ``scorers`` are functions
-    ``(run) -> number | bool | dict`` or ``check("command")``. ``isolation="worktree"`` gives every run its
-    own worktree (checks then score each run's own changes, in a scratch workspace removed after them).
+    ``tasks`` are strings, dicts (``task``, optional ``id``, ``preset``, ``model``, ``harness``, ``cwd``,
+    ``timeout``, ``files``; other keys become params) or a DataFrame whose rows are tasks. ``scorers`` are functions
+    ``(run) -> number | bool | dict`` or ``check("command")``. ``harnesses`` (``["pi", "claude-code",
+    "codex"]``) runs every cell under each agent harness (``params.harness``; ``compare(by="harness")``);
+    without it each run takes its task's ``harness``, else its preset's (pi unless the preset names another).
+    ``isolation="worktree"`` gives every run its own worktree (checks then score each run's own changes, in a
+    scratch workspace removed after them).
     ``run_options`` (listed below: ``cwd``, ``timeout``, ``files``, ``tags``, ``keep_worktree``, the budgets
     ``max_turns``, ``max_tool_calls``, ``max_tokens``, ``max_cost``, ``output_schema``, ...) apply to every run.
     Foreground by default (one live panel; no limit on the number of runs, at most ``concurrency`` at once);
@@ -430,7 +442,7 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     timeout = check_timeout(scorer_timeout)
     if not isinstance(replace, bool):
         raise NbSubagentsError(f"replace must be True or False, got {replace!r}")
-    cells = expand(tasks, presets, models, repeats, run_options)
+    cells = expand(tasks, presets, models, repeats, run_options, harnesses)
     limits = Limits.checked(retries, max_failures, max_total_cost)
     chosen_executor = settings.executor if executor is None else executor
     on_dask: dict[str, Any] = {}

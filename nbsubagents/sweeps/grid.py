@@ -1,4 +1,8 @@
-"""An experiment's grid: tasks × presets × models × repeats expanded into cells, each the spec of one run.
+"""An experiment's grid: tasks × harnesses × presets × models × repeats expanded into cells, each the spec of one
+run.
+
+A cell's params name the harness only when the sweep chose one (``harnesses=`` or a task's own ``harness``), so
+the cells, keys and fingerprints of a sweep that never names one stay as they were.
 
 Which run options a sweep gives every run, and which a task's own row may set, is ``TaskSpec``'s to say
 (``lifecycle.spec.options("sweep")`` and ``options("column")``); everything is checked here, before anything
@@ -12,17 +16,18 @@ from typing import Any
 
 from .. import config
 from ..child import budgets
+from ..child.harnesses import NAMES as HARNESSES
 from ..child.isolation import plan as isolation_plan
 from ..child.output_schema import normalize
 from ..config import NbSubagentsError
 from ..lifecycle.spec import check_cwd, check_isolation, options, unknown_names
 
-__all__ = ["expand", "cell_key", "sweep_options"]
+__all__ = ["expand", "cell_key", "cell_values", "sweep_options"]
 
-_RESERVED = {"preset", "model", "repeat", "task_id"}  # params that name the grid, not a task's own columns
+_RESERVED = {"preset", "model", "harness", "repeat", "task_id"}  # params that name the grid, not a task's own columns
 # experiment()'s own arguments, named when an option is unknown
-_GRID = ("tasks", "presets", "models", "repeats", "concurrency", "scorers", "background", "show", "executor",
-         "dask_client", "replace", "scorer_timeout", "retries", "max_failures", "max_total_cost")
+_GRID = ("tasks", "harnesses", "presets", "models", "repeats", "concurrency", "scorers", "background", "show",
+         "executor", "dask_client", "replace", "scorer_timeout", "retries", "max_failures", "max_total_cost")
 
 
 def sweep_options() -> list[str]:
@@ -80,10 +85,11 @@ def _task_rows(tasks: Any) -> list[dict[str, Any]]:
         if task_id in seen:
             raise NbSubagentsError(f"Task {i}: task id {task_id!r} is used twice; give each task its own 'id'")
         seen.add(task_id)
-        extras = {k: _plain(v) for k, v in row.items() if k not in {"task", "task_id", "id", "preset", "model"}
-                  and k not in columns}
+        extras = {k: _plain(v) for k, v in row.items()
+                  if k not in {"task", "task_id", "id", "preset", "model", "harness"} and k not in columns}
         out.append({"task": text, "task_id": task_id, "preset": row.get("preset"), "model": row.get("model"),
-                    "spec": {k: row[k] for k in columns if row.get(k) is not None}, "extras": extras})
+                    "harness": row.get("harness"), "spec": {k: row[k] for k in columns if row.get(k) is not None},
+                    "extras": extras})
     return out
 
 
@@ -99,8 +105,10 @@ def _names(value: Any, what: str) -> list[Any]:
 
 
 def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1,
-           run_options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The cells of the grid, each ``{"key", "spec", "params", "tags"}``; bad input raises before anything runs."""
+           run_options: dict[str, Any] | None = None, harnesses: Any = None) -> list[dict[str, Any]]:
+    """The cells of the grid, each ``{"key", "spec", "params", "tags"}``; bad input raises before anything runs.
+    ``harnesses``: the agent harnesses to sweep (``["pi", "claude-code", "codex"]``); None: a task's own
+    ``harness``, else each preset's."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise NbSubagentsError(f"repeats must be a whole number of at least 1, got {repeats!r}")
     options_given = dict(run_options or {})
@@ -113,26 +121,35 @@ def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1
         raise NbSubagentsError(f"tags must be a dict of names to values, got {tags!r}")
     rows = _task_rows(tasks)
     preset_list, model_list = _names(presets, "presets"), _names(models, "models")
+    harness_list = _names(harnesses, "harnesses")
     cells = []
     for row in rows:
         clash = _RESERVED & set(row["extras"])
         if clash:
             raise NbSubagentsError(f"Task {row['task_id']!r}: column(s) {', '.join(sorted(clash))} name the grid; "
                                    "rename them")
-        for preset in preset_list:
-            preset = preset or row["preset"]
-            if not preset:
-                raise NbSubagentsError(f"Task {row['task_id']!r} has no preset: give presets=[...] or a 'preset' "
-                                       "column")
-            for model in model_list:
-                model = model or row["model"]
-                for repeat in range(1, repeats + 1):
-                    params = {"task_id": row["task_id"], "preset": preset, "model": model, "repeat": repeat,
-                              **row["extras"]}
-                    spec = {"preset": preset, "task": row["task"], "model": model, **given, **row["spec"],
-                            "name": f"{row['task_id']} · {preset} · {model or 'default'} · #{repeat}"}
-                    cells.append({"key": cell_key(params), "spec": spec, "params": params,
-                                  "tags": {k: _plain(v) for k, v in tags.items()}})
+        for harness in harness_list:
+            harness = harness or row["harness"]
+            if harness is not None and harness not in HARNESSES:
+                where = "harnesses" if harnesses is not None else f"Task {row['task_id']!r}: 'harness'"
+                raise NbSubagentsError(f"{where}: unknown harness {harness!r}; the harnesses are "
+                                       f"{', '.join(HARNESSES)}")
+            chosen = {"harness": harness} if harness else {}  # a sweep that names no harness: its presets' own
+            for preset in preset_list:
+                preset = preset or row["preset"]
+                if not preset:
+                    raise NbSubagentsError(f"Task {row['task_id']!r} has no preset: give presets=[...] or a 'preset' "
+                                           "column")
+                for model in model_list:
+                    model = model or row["model"]
+                    for repeat in range(1, repeats + 1):
+                        params = {"task_id": row["task_id"], **chosen, "preset": preset, "model": model,
+                                  "repeat": repeat, **row["extras"]}
+                        name = " · ".join([row["task_id"], *chosen.values(), preset, model or "default", f"#{repeat}"])
+                        spec = {"preset": preset, "task": row["task"], "model": model, **given, **row["spec"],
+                                **chosen, "name": name}
+                        cells.append({"key": cell_key(params), "spec": spec, "params": params,
+                                      "tags": {k: _plain(v) for k, v in tags.items()}})
     _check_isolation(cells)
     return cells
 
@@ -158,4 +175,11 @@ def _check_isolation(cells: list[dict[str, Any]]) -> None:
 
 
 def cell_key(params: dict[str, Any]) -> str:
-    return json.dumps([params.get("task_id"), params.get("preset"), params.get("model"), params.get("repeat")])
+    """A cell's identity: task, preset, model, repeat, and its harness when the sweep names one."""
+    return json.dumps(cell_values(params))
+
+
+def cell_values(params: dict[str, Any]) -> list[Any]:
+    """What ``cell_key`` is made of (the harness only when a cell names one: the keys of earlier plans stay)."""
+    harness = [params["harness"]] if params.get("harness") is not None else []
+    return [params.get("task_id"), params.get("preset"), params.get("model"), params.get("repeat"), *harness]

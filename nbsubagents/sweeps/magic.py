@@ -15,8 +15,8 @@ from ..magic_args import parse, usage_errors, yaml_error
 from .experiment import experiment
 
 # The experiment's own keys; every run option TaskSpec gives a whole sweep follows (keys()).
-OWN_KEYS = ("tasks", "presets", "models", "repeats", "concurrency", "scorers", "background", "executor", "replace",
-            "scorer_timeout", "retries", "max_failures", "max_total_cost")
+OWN_KEYS = ("tasks", "presets", "models", "harnesses", "repeats", "concurrency", "scorers", "background", "executor",
+            "replace", "scorer_timeout", "retries", "max_failures", "max_total_cost")
 EXAMPLE = ("tasks:\n  - read README.md\n  - ls src\npresets: [scout, scribe]\nmodels: [demo/scripted]\nrepeats: 3\n"
            "scorers:\n  - test -f README.md\n  - {check: 'grep -q Demo README.md', name: has_title}")
 
@@ -58,10 +58,10 @@ class ExperimentMagics(Magics):
     @usage_errors
     @cell_magic
     def subagent_experiment(self, line: str, cell: str) -> Any:
-        """Run a sweep whose YAML body names ``tasks``, ``presets``, ``models``, ``repeats``, ``concurrency``
-        and ``scorers`` (shell checks: a command, or ``{check: CMD, name: N, timeout: S}``), and optionally
-        ``isolation: worktree``, the budgets (``max_turns``, ...), ``output_schema`` and the other run options
-        for every run, ``executor: dask``, and the stop rules ``retries`` (extra attempts of a run the
+        """Run a sweep whose YAML body names ``tasks``, ``presets``, ``models``, ``harnesses``, ``repeats``,
+        ``concurrency`` and ``scorers`` (shell checks: a command, or ``{check: CMD, name: N, timeout: S}``), and
+        optionally ``isolation: worktree``, the budgets (``max_turns``, ...), ``output_schema`` and the other run
+        options for every run, ``executor: dask``, and the stop rules ``retries`` (extra attempts of a run the
         infrastructure cut short), ``max_failures`` and ``max_total_cost`` (USD, the whole sweep); the
         ``Experiment`` is the cell's value (its comparison table)."""
         args = parse(self.subagent_experiment, line)

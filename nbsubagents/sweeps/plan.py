@@ -2,7 +2,7 @@
 shell checks and executor), the listing of a project's experiments from the plans and the registry, and the
 lock that lets one process at a time run an experiment.
 
-A plan is identified by what defines its runs: each cell's task text, preset, model, repeat, run options and
+A plan is identified by what defines its runs: each cell's task text, harness, preset, model, repeat, run options and
 tags, and the scorers (a check's command, name, timeout; a Python scorer's module and qualified name). Their
 SHA-256 is the plan's ``fingerprint``; ``experiment()`` refuses a plan whose fingerprint differs from the
 stored one (``differences`` names what changed) unless told ``replace=True``, which keeps the earlier runs on
@@ -34,6 +34,7 @@ from .scorers import Check, checked_name, scorer_name, scorers_spec
 __all__ = ["check_name", "plans_dir", "plan_path", "read_plan", "save_plan", "listing", "fingerprint",
            "differences", "locked", "replaced_runs", "record_attempt"]
 
+_AXES = {"harnesses": "harness", "presets": "preset", "models": "model"}  # an axis in words: its param
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
@@ -85,19 +86,19 @@ def differences(plan: dict[str, Any], cells: list[dict[str, Any]], scorers: Sequ
     def axis(defined: list[dict[str, Any]], what: str) -> Any:
         if what == "tasks":
             return sorted({(c["params"].get("task_id"), c["spec"].get("task")) for c in defined})
-        if what in ("presets", "models"):
-            return sorted({str(c["params"].get(what[:-1])) for c in defined})
+        if what in _AXES:
+            return sorted({str(c["params"].get(_AXES[what])) for c in defined})
         if what == "repeats":
             return sorted({c["params"].get("repeat") or 0 for c in defined})
         if what == "run options":
-            skip = {"preset", "task", "model", "name"}
+            skip = {"preset", "task", "model", "harness", "name"}
             return sorted(json.dumps({k: v for k, v in c["spec"].items() if k not in skip}, sort_keys=True)
                           for c in defined)
         if what == "task columns":
             return sorted(json.dumps(c["params"], sort_keys=True, default=str) for c in defined)
         return sorted(json.dumps(c.get("tags") or {}, sort_keys=True) for c in defined)
 
-    changed = [what for what in ("tasks", "presets", "models", "repeats", "run options", "tags")
+    changed = [what for what in ("tasks", "harnesses", "presets", "models", "repeats", "run options", "tags")
                if axis(old, what) != axis(new, what)]
     if not changed and old != new:
         changed.append("task columns")

@@ -1,8 +1,9 @@
 """An experiment's report: one file to send, HTML (self-contained) or Markdown (GitHub renders it).
 
 ``report(exp, path=None, format="html")`` writes the sweep's definition, the comparison table (whatever columns
-``exp.compare()`` gives), the cost/score plot (HTML only, an inline PNG, when matplotlib is installed), every
-run's summary with its transcript folded, and the versions of nbsubagents, pi and the models used. Secrets are
+``exp.compare()`` gives: a cell per harness too when the sweep names harnesses), the cost/score plot (HTML only,
+an inline PNG, when matplotlib is installed), every run's summary with its transcript folded, and the versions of
+nbsubagents and pi with the harnesses and models used. Secrets are
 masked; the escaping, the per-run sections and the atomic write are the runs report's (``views.reports``). It
 returns an :class:`ExperimentReport`, whose notebook display (a link, the counts and the table) stays in a saved
 notebook without a kernel.
@@ -60,7 +61,7 @@ class ExperimentReport:
 
 # -- what the report says ---------------------------------------------------------------------------------
 def _definition(exp: Experiment) -> list[tuple[str, str]]:
-    """The sweep as (label, text): its tasks, presets, models, repeats, scorers, concurrency."""
+    """The sweep as (label, text): its tasks, harnesses, presets, models, repeats, scorers, concurrency."""
     plan = exp.plan
     cells = plan.get("cells") or []
     tasks = {c["params"].get("task_id"): c["spec"].get("task") for c in cells}
@@ -69,7 +70,10 @@ def _definition(exp: Experiment) -> list[tuple[str, str]]:
         return ", ".join(dict.fromkeys(str(c["params"].get(key) or "default") for c in cells)) or "—"
 
     scorers = [s.get("name") or s.get("check") or s.get("python") for s in plan.get("scorers") or []]
-    return [("Tasks", "; ".join(f"{k}: {v}" for k, v in tasks.items()) or "—"), ("Presets", axis("preset")),
+    named = any("harness" in c["params"] for c in cells)
+    harnesses = axis("harness") if named else "each preset's own (pi unless its preset names another)"
+    return [("Tasks", "; ".join(f"{k}: {v}" for k, v in tasks.items()) or "—"), ("Harnesses", harnesses),
+            ("Presets", axis("preset")),
             ("Models", axis("model")), ("Repeats", str(max((c["params"].get("repeat") or 1 for c in cells),
                                                            default=0))),
             ("Scorers", ", ".join(str(s) for s in scorers) or "none"), ("Runs planned", str(len(cells))),
@@ -83,8 +87,13 @@ def _versions(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     except NbSubagentsError:
         pi = "not found"
     models = Counter(str(r.get("model") or r.get("requested_model") or "default") for r in rows)
+    harnesses = Counter(str(r.get("harness") or "pi") for r in rows)
     return [("nbsubagents", VERSION), ("pi", pi), ("Python", platform.python_version()),
-            ("Models used", ", ".join(f"{m} ({n} run{'' if n == 1 else 's'})" for m, n in sorted(models.items())))]
+            ("Harnesses used", _counted(harnesses)), ("Models used", _counted(models))]
+
+
+def _counted(counts: Counter[str]) -> str:
+    return ", ".join(f"{name} ({n} run{'' if n == 1 else 's'})" for name, n in sorted(counts.items()))
 
 
 def _summary(rows: list[dict[str, Any]], planned: int) -> str:

@@ -180,22 +180,24 @@ class CostEstimate:
 
 
 def estimate(root: Path, specs: list[dict[str, Any]], limits: Limits, spent: float) -> CostEstimate:
-    """The estimate for the runs of ``specs`` (each a run's spec: preset, model, task): per run, the mean cost of
-    the earlier runs in the project's registry with the same preset, task and model (the model the sweep names;
-    any, when it names none and the preset chooses) that counted (not cut short by the infrastructure)."""
-    history: dict[tuple[Any, Any, Any], list[float]] = {}
+    """The estimate for the runs of ``specs`` (each a run's spec: preset, model, task, harness): per run, the mean
+    cost of the earlier runs in the project's registry with the same preset, task, model and harness (the model
+    and harness the sweep names; any, when it names none and the preset chooses) that counted (not cut short by
+    the infrastructure)."""
+    history: dict[tuple[Any, Any, Any, Any], list[float]] = {}
     db = registry.db_path(root)
     if db.exists():
         registry.ensure_loaded(db)
-        rows = registry.fetch(db, "SELECT preset, requested_model, task, cost, status, stop_reason FROM runs "
+        rows = registry.fetch(db, "SELECT preset, requested_model, task, harness, cost, status, stop_reason FROM runs "
                                   "WHERE cost IS NOT NULL")
         for row in rows:
             if row.get("status") in TERMINAL and excluded_reason(row) is None:
-                history.setdefault((row["preset"], row["requested_model"], row["task"]), []).append(_cost(row))
-                history.setdefault((row["preset"], None, row["task"]), []).append(_cost(row))  # any model
+                for model in {row["requested_model"], None}:  # None: any model
+                    for harness in {row["harness"] or "pi", None}:  # None: any harness
+                        history.setdefault((row["preset"], model, row["task"], harness), []).append(_cost(row))
     total, known, used = 0.0, 0, set()
     for spec in specs:
-        key = (spec.get("preset"), spec.get("model"), spec.get("task"))
+        key = (spec.get("preset"), spec.get("model"), spec.get("task"), spec.get("harness"))
         if history.get(key):
             total += sum(history[key]) / len(history[key])
             known += 1

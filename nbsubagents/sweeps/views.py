@@ -47,16 +47,17 @@ SHOWN_METRICS = ("metrics.duration_s", "metrics.cost_usd", "metrics.tokens")
 LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_tokens", "output_tokens", "cost_usd",
                                               "tool_calls", "turns")}
 # the registry columns frame() reads
-READ = ["run_id", "experiment", "status", "stop_reason", "error_message", "run_dir", "model", "created_at", "params",
-        "scores", "tags", *METRICS.values(), *CHANGE_METRICS.values()]
+READ = ["run_id", "experiment", "status", "stop_reason", "error_message", "run_dir", "model", "harness", "created_at",
+        "params", "scores", "tags", *METRICS.values(), *CHANGE_METRICS.values()]
 _BASE = ["run_id", "experiment", "status", "stop_reason", "excluded", "error", "failed_steps", "model_resolved",
-         "created_at", "run_dir"]
+         "harness", "created_at", "run_dir"]
 
 
 def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
     """One row per run; every column holds scalars (so ``to_parquet`` and ``to_csv`` work as they are). The
     frame is what an experiment's numbers travel in, so its text (errors, params, tags) is masked. ``excluded``
-    says why a run does not count (None when it does); such a run's metrics and scores are NaN.
+    says why a run does not count (None when it does); such a run's metrics and scores are NaN. ``harness`` is the
+    agent harness that ran it (``params.harness`` is the one its cell named, when the sweep names one).
     ``failed_steps`` counts a run's tool calls whose result was an error.
 
     Built a column at a time: the JSON of all rows is parsed in one call, each distinct text is masked once, and
@@ -86,7 +87,8 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
         "error": [masked(value) for value in column("error_message")],
         "failed_steps": [None if why else _failed_steps(row.get("run_dir"), row.get("status"))
                          for row, why in zip(rows, excluded)],
-        "model_resolved": column("model"), "created_at": column("created_at"), "run_dir": column("run_dir")}
+        "model_resolved": column("model"), "harness": [value or "pi" for value in column("harness")],
+        "created_at": column("created_at"), "run_dir": column("run_dir")}
     # the columns in the order a list of records gives them: each new key where a run first has it
     kinds = dict.fromkeys(zip(map(tuple, params), zip(*changed.values()) if changed else [()] * len(rows),
                               map(tuple, scores), map(tuple, tags)))
@@ -182,6 +184,14 @@ def _by_columns(data: pandas.DataFrame, by: str | Sequence[str]) -> list[str]:
             raise NbSubagentsError(f"compare(by=...): no column {name!r}; the params are {', '.join(options)}")
         cols.append(col)
     return cols
+
+
+def _planned_key(col: str) -> str | None:
+    """The key of a planned cell's params that a compare() column is: ``params.X`` is X; ``harness`` (the harness a
+    run ran under) is the cell's ``harness``, which a sweep without a harness axis has not (None for the others)."""
+    if col.startswith("params."):
+        return col.removeprefix("params.")
+    return "harness" if col == "harness" else None
 
 
 def _values(data: pandas.DataFrame) -> list[str]:
@@ -413,8 +423,9 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
     groups = list(work.groupby(cols, dropna=False, sort=True))
     ran_counts = [int(part["_excluded"].isna().sum()) for _, part in groups]
     ks = _ks(k, [n for n in ran_counts if n > 0])
-    wanted = Counter(_norm(tuple(p.get(c.removeprefix("params.")) for c in cols)) for p in planned or ()
-                     ) if planned is not None and all(c.startswith("params.") for c in cols) else None
+    named = [_planned_key(c) for c in cols]  # what a planned cell calls each column (None: it has no such key)
+    wanted = Counter(_norm(tuple(p.get(key) for key in named)) for p in planned or ()
+                     ) if planned is not None and None not in named else None
     numeric = {col: _floats(data[col]) for col in values}  # NaN where a run has no value
     completed = (data["status"] == "completed").to_numpy()
     steps_all = _floats(data["failed_steps"]) if "failed_steps" in data else None
@@ -662,12 +673,14 @@ def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric:
             continue
         params = {k: None if v is None else masks.text(str(v))
                   for k, v in json.loads(row.get("params") or "{}").items()}
+        params.setdefault("harness", row.get("harness") or "pi")  # each MLflow run says which harness ran it
         scores = json.loads(row.get("scores") or "{}")
         tags = {f"tags.{k}" if k.startswith("mlflow.") else k: masks.text(str(v))
                 for k, v in json.loads(row.get("tags") or "{}").items()}
         tags.update({"nbsubagents.run_id": row["run_id"], "nbsubagents.status": row.get("status") or "",
                      "nbsubagents.stop_reason": masks.text(str(row.get("stop_reason"))),
-                     "nbsubagents.experiment": exp.name, "nbsubagents.model": masks.text(str(row.get("model")))})
+                     "nbsubagents.experiment": exp.name, "nbsubagents.model": masks.text(str(row.get("model"))),
+                     "nbsubagents.harness": row.get("harness") or "pi"})
         start = _ms(row.get("started_at") or row.get("created_at"), parse_iso)
         end = _ms(row.get("ended_at"), parse_iso)
         run = client.create_run(experiment_id, start_time=start, tags=tags,

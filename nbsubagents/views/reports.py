@@ -46,6 +46,7 @@ def _facts(run: Run) -> dict[str, Any]:
     usage = result.get("usage") or {}
     return {
         "status": run.status, "model": run.model or "no model", "preset": run.preset or "",
+        "harness": run.meta.get("harness") or "pi",
         "tokens": usage.get("totalTokens") or 0, "input": usage.get("input") or 0, "output": usage.get("output") or 0,
         "cacheRead": usage.get("cacheRead") or 0, "cacheWrite": usage.get("cacheWrite") or 0,
         "cost": usage.get("cost") or 0.0, "toolCalls": result.get("toolCalls") or 0, "turns": result.get("turns"),
@@ -115,7 +116,7 @@ def run_html(run: Run, groups: dict[str, list[Run]], listed: set[str], *, folded
     facts = _facts(run)
     header = PanelState.of_run(run).static_text().splitlines()[0]
     rows = [("Status", _status_html(facts["status"])), ("Model", esc(facts["model"])),
-            ("Preset", esc(facts["preset"])), ("Mode", esc(facts["mode"])),
+            ("Preset", esc(facts["preset"])), ("Harness", esc(facts["harness"])), ("Mode", esc(facts["mode"])),
             ("Tokens", f'{facts["tokens"]:,} <span class="muted small">(input {facts["input"]:,}, output '
                        f'{facts["output"]:,}, cache read {facts["cacheRead"]:,}, cache write {facts["cacheWrite"]:,})'
                        f'</span>'),
@@ -253,7 +254,8 @@ def run_md(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> list[str
     took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
     out += ["", f'<a id="{anchor}"></a>', "", f"## {md_line(header)}", "",
             f"- **Run id:** {_code(run.run_id)}", f"- **Status:** {glyph(f['status'])} {md_line(f['status'])}",
-            f"- **Model:** {md_line(f['model'])} (preset {md_line(f['preset']) or '—'}, {md_line(f['mode']) or '—'})",
+            f"- **Model:** {md_line(f['model'])} (preset {md_line(f['preset']) or '—'}, harness "
+            f"{md_line(f['harness'])}, {md_line(f['mode']) or '—'})",
             f"- **Tokens:** {f['tokens']:,} (input {f['input']:,}, output {f['output']:,}, cache read "
             f"{f['cacheRead']:,}, cache write {f['cacheWrite']:,}) · **Cost:** ${f['cost']:.4f} · "
             f"**Tool calls:** {f['toolCalls']}",
