@@ -256,7 +256,10 @@ def _harness_argv(harness: str, program: str, spec: TaskSpec, preset: Any, budge
            "maxCost": (budget or {}).get("maxCost"), "outputSchemaPath": str(schema_path) if schema_path else None,
            "resumeSession": session, "resumedRunDir": str(earlier.dir) if session else None,
            "cwd": str(cwd), "runDir": str(paths.dir), "env": env}  # env: what prepare gives the child (offline)
-    return harnesses.get(harness).build(run)
+    try:
+        return harnesses.get(harness).build(run)
+    except ValueError as exc:  # what the harness cannot do with this preset (its tools, a permission mode, ...)
+        raise NbSubagentsError(f'Preset "{preset.name}": {exc}') from None
 
 
 def _same_harness_session(earlier: Run | None, harness: str) -> str | None:

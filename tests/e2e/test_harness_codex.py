@@ -157,7 +157,7 @@ def test_a_preset_whose_tools_codex_cannot_honour_is_refused_before_anything_is_
     runs = codex_project / ".pi" / "subagents" / "runs"
     before = set(runs.iterdir()) if runs.exists() else set()
 
-    with pytest.raises(ValueError, match=r"The codex harness cannot honour tools \(read, ls, bash\)"):
+    with pytest.raises(NbSubagentsError, match=r'Preset "scout": The codex harness cannot honour tools \(read, ls, bash\)'):
         nbsubagents.run("scout", "read README.md", harness="codex", show=False)  # scout: tools read, ls, bash
 
     assert (set(runs.iterdir()) if runs.exists() else set()) == before
