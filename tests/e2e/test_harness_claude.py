@@ -90,8 +90,7 @@ def test_claude_codes_own_turn_limit_ends_the_run_as_the_budget(claude):
     assert run.result["toolCalls"] == 1
 
 
-@pytest.mark.serial
-def test_timeout_and_cancel_end_a_claude_code_run(claude):
+def test_timeout_and_cancel_end_a_claude_code_run(claude):  # bounds loose enough for a shared machine
     config.configure(extend_timeout_debounce=0.5)
     started = time.monotonic()
     run = nbsubagents.run("scout", "run: sleep 30", harness="claude-code", timeout=2, show=False)
