@@ -50,10 +50,10 @@ Script = Sequence[Step] | Callable[[dict, int], Step]
 # this package that answers it with ``answer(model, handler, body)``, imported when first asked. Each turns its
 # request into the Chat Completions messages the script reads and the step into its own stream.
 DIALECTS = {"/messages": "scripted_anthropic", "/responses": "scripted_responses"}
-_KEEPALIVE = 0.5  # seconds between SSE comments while a step hangs
+KEEPALIVE = 0.5  # seconds between SSE comments while a step hangs
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
     """Flatten message content (a string or a list of text parts) to text."""
     if isinstance(content, str):
         return content
@@ -67,7 +67,7 @@ def _after_last_user(messages: list[dict]) -> tuple[str, list[dict]]:
     to another model is no new task: the task before it goes on (from the step the failed model did not take)."""
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") == "user":
-            text = _text_of(messages[i].get("content"))
+            text = text_of(messages[i].get("content"))
             if not text.startswith(CONTINUE_PREFIX):
                 return text, messages[i + 1 :]
     return "", messages
@@ -164,7 +164,7 @@ def demo_step(body: dict, index: int) -> Step:
     if not step.pop("final", False):
         return step
     tools = [s for s in plan if "tool_calls" in s]
-    results = [_text_of(m.get("content")) for m in after if m.get("role") == "tool"]
+    results = [text_of(m.get("content")) for m in after if m.get("role") == "tool"]
     says = step.pop("says")
     if tools:
         lines = [f"Done. {plural(len(tools), 'step')}:"]
@@ -414,15 +414,15 @@ class ScriptedModel:
         if step.get("drop"):  # the server goes away mid-stream: no finish, no usage, no [DONE]
             return
         hang = float(step.get("hang", 0))  # headers are out, so the client's timeout is not running
-        while hang > 0 and not self._stopping.wait(min(_KEEPALIVE, hang)):
-            hang -= _KEEPALIVE
+        while hang > 0 and not self._stopping.wait(min(KEEPALIVE, hang)):
+            hang -= KEEPALIVE
             h.wfile.write(b": keepalive\n\n")  # an SSE comment: clients ignore it
             h.wfile.flush()
         if self._stopping.is_set():
             return
-        for piece in _pieces(reasoning):
+        for piece in pieces(reasoning):
             send({"reasoning_content": piece})
-        for piece in _pieces(text):
+        for piece in pieces(text):
             send({"content": piece})
         for c in calls:
             args = c["function"]["arguments"]
@@ -438,12 +438,12 @@ class ScriptedModel:
 def _conversation(body: dict) -> str:
     """What identifies a conversation across runs of the same task: the model, system prompt and task text."""
     messages = body.get("messages") or []
-    system = [_text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer")]
+    system = [text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer")]
     task = _after_last_user(messages)[0]
     return hashlib.sha256(json.dumps([body.get("model"), system, task]).encode()).hexdigest()
 
 
-def _pieces(text: str) -> list[str]:
+def pieces(text: str) -> list[str]:
     """Split text into stream chunks of three words (whitespace kept)."""
     tokens = re.findall(r"\s*\S+\s*|\s+", text)
     return ["".join(tokens[i : i + 3]) for i in range(0, len(tokens), 3)]

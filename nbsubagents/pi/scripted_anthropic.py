@@ -25,59 +25,44 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from .scripted import step_index
+from .scripted import KEEPALIVE, pieces, step_index, text_of
 
 if TYPE_CHECKING:
     from .scripted import ScriptedModel, Step
 
     _Handler = Any  # the server's request handler (its _json and _headers write the answer)
 
-KEEPALIVE = 0.5  # seconds between pings while a step hangs (as the Chat Completions dialect's comments)
 
 STRUCTURED = "StructuredOutput"  # the tool Claude Code adds for --json-schema
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)  # Claude Code's context notes, not the task
 _WORKDIR = re.compile(r"[Ww]orking directory:\s*(/\S+)")
 
 
-def _pieces(text: str) -> list[str]:
-    """Text as stream chunks of three words (whitespace kept)."""
-    tokens = re.findall(r"\s*\S+\s*|\s+", text)
-    return ["".join(tokens[i:i + 3]) for i in range(0, len(tokens), 3)]
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-
-
 def to_chat(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The Anthropic request's conversation as Chat Completions messages (what the script reads)."""
     messages: list[dict[str, Any]] = []
-    system = _text(body.get("system"))
+    system = text_of(body.get("system"))
     if system:
         messages.append({"role": "system", "content": system})
     for message in body.get("messages") or []:
         content = message.get("content")
         blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
         if message.get("role") == "system":  # Claude Code's notes between turns (agent types, skills)
-            messages.append({"role": "system", "content": _text(blocks)})
+            messages.append({"role": "system", "content": text_of(blocks)})
             continue
         if message.get("role") == "assistant":
             calls = [{"id": b.get("id"), "type": "function",
                       "function": {"name": b.get("name"), "arguments": json.dumps(b.get("input") or {})}}
                      for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
-            messages.append({"role": "assistant", "content": _text(blocks) or None,
+            messages.append({"role": "assistant", "content": text_of(blocks) or None,
                              **({"tool_calls": calls} if calls else {})})
             continue
         results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
         if results:  # a turn's tool results (and any notes beside them) continue the task: no new user message
-            messages += [{"role": "tool", "tool_call_id": b.get("tool_use_id"), "content": _text(b.get("content"))}
+            messages += [{"role": "tool", "tool_call_id": b.get("tool_use_id"), "content": text_of(b.get("content"))}
                          for b in results]
             continue
-        text = _REMINDER.sub("", _text(blocks)).strip()
+        text = _REMINDER.sub("", text_of(blocks)).strip()
         if text:
             messages.append({"role": "user", "content": text})
     return messages
@@ -195,11 +180,11 @@ def _stream(model: ScriptedModel, h: _Handler, step: Step, message: dict[str, An
         kind = block["type"]
         if kind == "text":
             send("content_block_start", {"index": i, "content_block": {"type": "text", "text": ""}})
-            for piece in _pieces(block["text"]):
+            for piece in pieces(block["text"]):
                 send("content_block_delta", {"index": i, "delta": {"type": "text_delta", "text": piece}})
         elif kind == "thinking":
             send("content_block_start", {"index": i, "content_block": {"type": "thinking", "thinking": ""}})
-            for piece in _pieces(block["thinking"]):
+            for piece in pieces(block["thinking"]):
                 send("content_block_delta", {"index": i, "delta": {"type": "thinking_delta", "thinking": piece}})
             send("content_block_delta", {"index": i, "delta": {"type": "signature_delta",
                                                                "signature": block["signature"]}})

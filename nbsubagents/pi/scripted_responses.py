@@ -28,7 +28,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .scripted import step_index
+from .scripted import KEEPALIVE, pieces, step_index
 
 if TYPE_CHECKING:
     from .scripted import ScriptedModel, Step
@@ -38,13 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["answer", "chat_messages", "codex_call", "patch_for"]
 
 _SHELL_TOOLS = ("exec_command", "shell_command", "shell")
-_KEEPALIVE = 0.5  # seconds between SSE comments while a step hangs (as the Chat Completions dialect)
-
-
-def _pieces(text: str) -> list[str]:
-    """Text in stream deltas of three words (whitespace kept)."""
-    tokens = re.findall(r"\s*\S+\s*|\s+", text)
-    return ["".join(tokens[i : i + 3]) for i in range(0, len(tokens), 3)]
 
 
 def _text(content: Any) -> str:
@@ -252,8 +245,8 @@ class _Stream:
         if step.get("drop"):  # the server goes away mid-stream: no items, no response.completed
             return
         hang = float(step.get("hang", 0))  # headers are out, so the client's timeout is not running
-        while hang > 0 and not self.model._stopping.wait(min(_KEEPALIVE, hang)):
-            hang -= _KEEPALIVE
+        while hang > 0 and not self.model._stopping.wait(min(KEEPALIVE, hang)):
+            hang -= KEEPALIVE
             h.wfile.write(b": keepalive\n\n")  # an SSE comment: clients ignore it
             h.wfile.flush()
         if self.model._stopping.is_set():
@@ -270,7 +263,7 @@ class _Stream:
         if kind == "reasoning":
             self.send("response.output_item.added", output_index=n, item={**item, "summary": []})
             text = item["summary"][0]["text"]
-            for piece in _pieces(text):
+            for piece in pieces(text):
                 self.send("response.reasoning_summary_text.delta", **at, summary_index=0, delta=piece)
             self.send("response.reasoning_summary_text.done", **at, summary_index=0, text=text)
         elif kind == "message":
@@ -279,7 +272,7 @@ class _Stream:
             text = item["content"][0]["text"]
             part = {"type": "output_text", "text": "", "annotations": []}
             self.send("response.content_part.added", **at, content_index=0, part=part)
-            for piece in _pieces(text):
+            for piece in pieces(text):
                 self.send("response.output_text.delta", **at, content_index=0, delta=piece)
             self.send("response.output_text.done", **at, content_index=0, text=text)
             self.send("response.content_part.done", **at, content_index=0, part={**part, "text": text})
