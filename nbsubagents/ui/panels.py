@@ -399,9 +399,9 @@ class GroupPanel(_StaticRecord):
         self.render()
 
     def counts(self) -> dict[str, int]:
-        """Runs per group word (running, queued, done, failed, aborted), in that order, zeros left out."""
+        """Runs per group word (running, waiting, queued, done, failed, aborted), in that order, zeros left out."""
         with self._lock:
-            statuses = [p.status for p in self.panels]
+            statuses = [p.shown_status(p.status) for p in self.panels]
         return {word: n for status, word in GROUP_WORDS.items() if (n := statuses.count(status))}
 
     def header_text(self) -> str:

@@ -43,8 +43,8 @@ HISTORY_LIMIT = 500      # lines kept for the expanded view (the spec's MAX_MESS
 FINAL_TEXT_LIMIT = 20_000
 
 # Group header words for each status, in the order they are listed.
-GROUP_WORDS = {"running": "running", "queued": "queued", "completed": "done", "failed": "failed",
-               "aborted": "aborted"}
+GROUP_WORDS = {"running": "running", "waiting": "waiting for an answer", "queued": "queued", "completed": "done",
+               "failed": "failed", "aborted": "aborted"}
 
 _MONO = MONO_STYLE
 # Muted words: the page's own text colour, lighter. Whatever the page (JupyterLab light or dark, GitHub dark,
@@ -521,22 +521,22 @@ def _line_html(kind: str, text: str) -> str:
 
 
 def group_header_text(states: Iterable[PanelState]) -> str:
-    """``Sub-agents: 2 running, 1 done, 1 failed``."""
-    statuses = [s.status for s in states]
+    """``Sub-agents: 2 running, 1 waiting for an answer, 1 done, 1 failed``."""
+    statuses = [s.shown_status(s.status) for s in states]
     counts = {word: n for status, word in GROUP_WORDS.items() if (n := statuses.count(status))}
     return "Sub-agents: " + ", ".join(f"{n} {word}" for word, n in counts.items())
 
 
 def group_header_html(states: Iterable[PanelState]) -> str:
-    """The group header with its failed and aborted counts in their colours."""
-    statuses = [s.status for s in states]
+    """The group header with its waiting, failed and aborted counts in their colours."""
+    statuses = [s.shown_status(s.status) for s in states]
     parts = []
     for status, word in GROUP_WORDS.items():
         n = statuses.count(status)
         if n:
             text = f"{n} {word}"
-            parts.append(badge(status, text, f"nbsubagents-group-{status}") if status in ("failed", "aborted")
-                         else text)
+            coloured = status in ("waiting", "failed", "aborted")
+            parts.append(badge(status, text, f"nbsubagents-group-{status}") if coloured else text)
     return f"<b>Sub-agents: {', '.join(parts)}</b>"
 
 

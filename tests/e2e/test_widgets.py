@@ -408,6 +408,11 @@ def test_group_header_counts_each_status_and_lists_ids_only_when_all_are_done(tm
         finish(run.dir, "completed")
     group.render()
     assert page_text(group.header.value) == "Sub-agents: 4 done, 1 failed, 1 aborted"
+    asking = [fake_run(tmp_path, "g", "running"), fake_run(tmp_path, "h", "running")]
+    from nbsubagents.child import inbox
+
+    inbox.set_waiting(asking[1].dir, [{"id": "q1", "method": "input", "title": "Which file?"}])
+    assert GroupPanel(asking).header_text() == "Sub-agents: 1 running, 1 waiting for an answer"  # not 2 running
     for status in ("failed", "aborted"):  # white on the palette's colour: readable on any page
         assert f'nbsubagents-group-{status}" style="background:{style.color(status)};color:#fff' in group.header.value
     assert "nbsubagents-group-completed" not in group.header.value
