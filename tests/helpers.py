@@ -103,3 +103,34 @@ def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def live_run_dir(root: Path, run_id: str, *, ended: str | None = None, questions: list | None = None,
+                 meta: dict | None = None) -> Path:
+    """A run directory as a live supervisor keeps it (this test process stands for the supervisor, so the run is
+    live), with ``questions`` as the waiting.json the supervisor writes while the child waits on them; with
+    ``ended``, as a supervisor leaves it. Recorded in the registry."""
+    import json  # noqa: PLC0415 (kept beside the one helper that needs them)
+
+    from nbsubagents import registry  # noqa: PLC0415
+    from nbsubagents.child import inbox, procs  # noqa: PLC0415
+    from nbsubagents.child.artifacts import now_iso  # noqa: PLC0415
+
+    run_dir = root / ".pi" / "subagents" / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    me = os.getpid()
+    ident = {"pid": me, "host": registry.HOST, "startTicks": procs.process_start_ticks(me)}
+    (run_dir / "meta.json").write_text(json.dumps({
+        "runId": run_id, "name": "mapper", "preset": "scout", "mode": "background", "task": "map the tests",
+        "cwd": str(root), "requestedModel": "demo/scripted", "resolvedModel": "demo/scripted", "timeout": 120,
+        "createdAt": now_iso(), "launcher": ident, "runner": "process", **(meta or {})}))
+    (run_dir / "supervisor.json").write_text(json.dumps({**ident, "startedAt": now_iso()}))
+    if ended:
+        (run_dir / "result.json").write_text(json.dumps({
+            "runId": run_id, "status": ended, "exitCode": 0, "stopReason": "stop", "finalText": "Mapped.",
+            "usage": {"totalTokens": 10, "cost": 0.0}, "turns": 1, "toolCalls": 1, "startedAt": now_iso(),
+            "endedAt": now_iso(), "durationSeconds": 1.0}))
+    if questions:
+        inbox.set_waiting(run_dir, questions)
+    registry.record(run_dir)
+    return run_dir

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import live_run_dir
+
 import nbsubagents
 from nbsubagents import cli, registry
-from nbsubagents.child import inbox, procs
+from nbsubagents.child import inbox
 from nbsubagents.child.artifacts import STATUSES
 from nbsubagents.lifecycle import batch, converse
 from nbsubagents.lifecycle.spec import spec_from_call
@@ -204,20 +206,7 @@ ALLOW = {"id": "q-3333", "method": "confirm", "title": "Allow bash?", "message":
 
 
 def make_live_run(root: Path, run_id: str, questions: list | None = None) -> Path:
-    """A running run as its supervisor keeps it: the test process stands for the supervisor (so it is live), and
-    ``questions`` for the waiting.json the supervisor writes while the child waits on them."""
-    run_dir = root / ".pi" / "subagents" / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    me = os.getpid()
-    ident = {"pid": me, "host": registry.HOST, "startTicks": procs.process_start_ticks(me)}
-    (run_dir / "meta.json").write_text(json.dumps({
-        "runId": run_id, "name": "mapper", "preset": "scout", "mode": "background", "task": "map the tests",
-        "cwd": str(root), "resolvedModel": "demo/scripted", "createdAt": "2026-01-01T09:00:00.000Z",
-        "launcher": ident, "runner": "process"}))
-    (run_dir / "supervisor.json").write_text(json.dumps({**ident, "startedAt": "2026-01-01T09:00:00.000Z"}))
-    inbox.set_waiting(run_dir, questions or [])
-    registry.record(run_dir)
-    return run_dir
+    return live_run_dir(root, run_id, questions=questions, meta={"createdAt": "2026-01-01T09:00:00.000Z"})
 
 
 def test_steer_and_followup_post_to_a_running_run_and_say_so(root, capsys):

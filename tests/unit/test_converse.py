@@ -14,10 +14,11 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.testing import globalipapp
 
+from helpers import live_run_dir
+
 import nbsubagents
 from nbsubagents import NbSubagentsError, api, config, registry
-from nbsubagents.child import inbox, procs
-from nbsubagents.child.artifacts import now_iso
+from nbsubagents.child import inbox
 from nbsubagents.lifecycle import watcher, batch, converse
 from nbsubagents.lifecycle.handle import Run
 from nbsubagents.lifecycle.spec import spec_from_call
@@ -31,28 +32,8 @@ ALLOW = {"id": "q-3333", "method": "confirm", "title": "Allow bash?", "message":
 PRESET = "---\nname: scout\ndescription: Looks around.\nmodel: demo/scripted\n---\nLook.\n"
 
 
-def make_run(root: Path, run_id: str, *, ended: str | None = None, questions: list | None = None,
-             meta: dict | None = None) -> Run:
-    """A run directory as a live supervisor keeps it (this process stands for the supervisor), or, with
-    ``ended``, as one leaves it; in the registry."""
-    run_dir = root / ".pi" / "subagents" / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    me = os.getpid()
-    ident = {"pid": me, "host": registry.HOST, "startTicks": procs.process_start_ticks(me)}
-    (run_dir / "meta.json").write_text(json.dumps({
-        "runId": run_id, "name": "mapper", "preset": "scout", "mode": "background", "task": "map the tests",
-        "cwd": str(root), "requestedModel": "demo/scripted", "resolvedModel": "demo/scripted", "timeout": 120,
-        "createdAt": now_iso(), "launcher": ident, "runner": "process", **(meta or {})}))
-    (run_dir / "supervisor.json").write_text(json.dumps({**ident, "startedAt": now_iso()}))
-    if ended:
-        (run_dir / "result.json").write_text(json.dumps({
-            "runId": run_id, "status": ended, "exitCode": 0, "stopReason": "stop", "finalText": "Mapped.",
-            "usage": {"totalTokens": 10, "cost": 0.0}, "turns": 1, "toolCalls": 1, "startedAt": now_iso(),
-            "endedAt": now_iso(), "durationSeconds": 1.0}))
-    if questions:
-        inbox.set_waiting(run_dir, questions)
-    registry.record(run_dir)
-    return Run(run_dir)
+def make_run(root: Path, run_id: str, **how) -> Run:
+    return Run(live_run_dir(root, run_id, **how))
 
 
 @pytest.fixture
