@@ -149,15 +149,16 @@ def clear_cache() -> None:
 
 
 def parse_model_table(text: str) -> tuple[str, ...]:
-    """``pi --list-models`` prints an aligned table (provider, model, context, ...) after a header line;
-    anything else it prints (``No models available. ...``) is not a model."""
+    """``pi --list-models`` prints an aligned table (provider, model, context, max-out, thinking, images) after
+    a header line; anything else it prints (``No models available. ...``, pi 1.x's warnings on stderr, which
+    follows the table here because pi 0.73.1 prints the table there) is not a model."""
     models = []
     seen_header = False
     for line in text.splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[0] == "provider" and parts[1] == "model":
             seen_header = True
-        elif seen_header and len(parts) >= 2:
+        elif seen_header and len(parts) == 6 and parts[4] in ("yes", "no") and parts[5] in ("yes", "no"):
             models.append(f"{parts[0]}/{parts[1]}")
     return tuple(models)
 

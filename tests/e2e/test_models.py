@@ -43,13 +43,15 @@ def test_names_pi_cannot_resolve_are_none(name):
     assert match_model(name, CLAUDE) is None
 
 
-def test_model_table_parsing_ignores_the_no_models_message():
+def test_model_table_parsing_ignores_the_no_models_message_and_warnings():
     assert parse_model_table("No models available. Use /login to log into a provider via OAuth or API key. See:\n"
                              "  /x/docs/providers.md\n") == ()
     table = ("provider   model            context  max-out  thinking  images\n"
              "demo       scripted         128K     4.1K     no        no\n"
              "anthropic  claude-opus-4-1  200K     32K      yes       yes\n")
     assert parse_model_table(table) == ("demo/scripted", "anthropic/claude-opus-4-1")
+    warning = "Warning: Invalid settings file /p/.pi/settings.json: Expected property name (line 2 column 3)\n"
+    assert parse_model_table(table + "\n" + warning) == ("demo/scripted", "anthropic/claude-opus-4-1")
 
 
 def test_unknown_model_message_is_short_with_count_and_closest_matches():
