@@ -8,11 +8,11 @@ with an optional ``:thinking`` suffix. The child then gets the canonical ``provi
 
 Asking pi costs a pi start-up (~0.6 s and more), so the answer is cached in memory and on disk
 (``$XDG_CACHE_HOME/nbsubagents/models.json``), keyed by files only: pi's package.json (path, mtime,
-size), the agent dir's models.json, auth.json and settings.json (mtime, size), and the *names* of
-the provider key variables that are set (never their values). A fresh kernel whose pi and
-providers did not change resolves a model without starting pi. Without a cached answer, the list is
-read from the files pi reads (``catalogue.read_available``) when that gives pi's answer exactly (a pi
-version whose rules it reproduces, no extension, no OAuth login); pi is asked only otherwise.
+size), the agent dir's models.json, auth.json, settings.json and models-store.json (pi 1.x's cached remote
+catalogues; mtime, size), and the *names* of the provider key variables that are set (never their values).
+A fresh kernel whose pi and providers did not change resolves a model without starting pi. Without a cached
+answer, the list is read from the files pi reads (``catalogue.read_available``) when that gives pi's answer
+exactly (a pi version whose rules it reproduces, no extension, no OAuth login); pi is asked only otherwise.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ _lock = threading.Lock()
 CACHE_VERSION = 1
 _CACHE_ENTRIES = 32
 THINKING_SUFFIXES = ("off", "minimal", "low", "medium", "high", "xhigh")
-# Variables pi reads provider credentials from (pi-ai's env-api-keys): only whether they are set matters.
-_KEY_VARIABLE = re.compile(r"(_API_KEY|_TOKEN|_KEY|_KEY_ID|_PROFILE|_CREDENTIALS)$|^(AWS_|GOOGLE_|GCLOUD_|AZURE_)")
+# Variables pi reads provider credentials from (pi-ai's env-api-keys and providers, pi 1.x's llama.cpp
+# LLAMA_BASE_URL): only whether they are set matters.
+_KEY_VARIABLE = re.compile(r"(_API_KEY|_TOKEN|_KEY|_KEY_ID|_PROFILE|_CREDENTIALS|_BASE_URL)$"
+                           r"|^(AWS_|GOOGLE_|GCLOUD_|AZURE_|ANTHROPIC_|CLOUDFLARE_)")
 _DATED = re.compile(r"-\d{8}$")
 MAX_SUGGESTIONS = 10
 
@@ -98,7 +100,8 @@ def state_key(pi: str, adir: Path | None = None) -> str:
         "command": pi_command(pi)[:-1],  # the node that runs it, when it has its own
         "package": [str(package.path), _stamp(package.path)] if package else None,
         "agentDir": str(adir),
-        "files": {name: _stamp(adir / name) for name in ("models.json", "auth.json", "settings.json")},
+        "files": {name: _stamp(adir / name)
+                  for name in ("models.json", "auth.json", "settings.json", "models-store.json")},
         "keys": sorted(k for k, v in os.environ.items() if v and _KEY_VARIABLE.search(k)),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
