@@ -1,12 +1,16 @@
-"""pi's model list read from the files pi reads, without starting pi (pi 0.73.1's rules).
+"""pi's model list read from the files pi reads, without starting pi (the rules of pi 0.73.1 and 1.3.0).
 
 ``pi --list-models`` prints the models of pi's built-in catalogue (pi-ai's ``models.generated.js``) and of the
 agent dir's ``models.json`` whose provider has credentials: an ``auth.json`` entry, a provider key variable, or
-an ``apiKey`` in ``models.json``. :func:`read_available` reproduces that answer for the pi version whose code it
-was read from (``VERIFIED``), and returns None (ask pi) whenever it could differ: another pi version, an
-extension (it may register providers), OAuth credentials (their provider may rewrite its models), a
-``models.json`` or ``auth.json`` it does not fully understand. tests/e2e/test_catalogue.py compares it with the
-real ``pi --list-models`` in each case it answers.
+an ``apiKey`` in ``models.json``. :func:`read_available` reproduces that answer for the pi versions whose code it
+was read from (``VERIFIED``; what differs between them is data in ``_RULES``), and returns None (ask pi) whenever
+it could differ: another pi version, an extension (it may register providers), OAuth credentials (their provider
+may rewrite its models), a ``models.json`` or ``auth.json`` it does not fully understand. pi 1.x lists a
+configured built-in provider's models from per-provider data, a remote-catalogue cache (``models-store.json``)
+and credential-dependent filters, so for it the answer is given only when no built-in provider can be
+configured (no ``auth.json`` entry, no variable or file a built-in provider's credentials come from): then the
+list is the ``models.json`` providers' alone. tests/e2e/test_catalogue.py compares it with the real
+``pi --list-models`` of both pinned versions in each case it answers.
 """
 
 from __future__ import annotations
@@ -14,13 +18,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .locate import PiPackage
-
-# (package, version) whose ModelRegistry.getAvailable() this module reproduces.
-VERIFIED = (("@mariozechner/pi-coding-agent", "0.73.1"),)
 
 # pi-ai 0.73.1's env-api-keys.js: the variables whose being set configures a provider (first wins, any counts).
 _ENV_KEYS: dict[str, tuple[str, ...]] = {
@@ -42,6 +44,51 @@ _ENV_KEYS: dict[str, tuple[str, ...]] = {
 _BEDROCK_KEYS = ("AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
                  "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE")
 
+
+# pi-ai 1.3.0: every variable a built-in provider's credentials come from (env-api-keys.js, providers/*.js, the
+# built-in llama.cpp extension's LLAMA_BASE_URL); while any is set, or Google's application-default credentials
+# file exists, a built-in provider may be configured and pi is asked.
+_AMBIENT_1_3 = (
+    "AI_GATEWAY_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_FEDERATION_RULE_ID",
+    "ANTHROPIC_IDENTITY_TOKEN_FILE", "ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_ORGANIZATION_ID",
+    "ANTHROPIC_SERVICE_ACCOUNT_ID", "ANTHROPIC_WORKSPACE_ID", "ANT_LING_API_KEY", "AWS_ACCESS_KEY_ID",
+    "AWS_BEARER_TOKEN_BEDROCK", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_PROFILE", "AWS_SECRET_ACCESS_KEY", "AWS_WEB_IDENTITY_TOKEN_FILE", "AZURE_OPENAI_API_KEY", "BASETEN_API_KEY",
+    "CEREBRAS_API_KEY", "CLOUDFLARE_ACCOUNT_ID", "CLOUDFLARE_API_KEY", "CLOUDFLARE_GATEWAY_ID",
+    "COPILOT_GITHUB_TOKEN", "DEEPSEEK_API_KEY", "FIREWORKS_API_KEY", "GCLOUD_PROJECT", "GEMINI_API_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_API_KEY", "GOOGLE_CLOUD_LOCATION", "GOOGLE_CLOUD_PROJECT",
+    "GROQ_API_KEY", "HF_TOKEN", "KIMI_API_KEY", "LLAMA_API_KEY", "LLAMA_BASE_URL", "META_API_KEY",
+    "MINIMAX_API_KEY", "MINIMAX_CN_API_KEY", "MISTRAL_API_KEY", "MOONSHOT_API_KEY", "NVIDIA_API_KEY",
+    "OPENAI_API_KEY", "OPENCODE_API_KEY", "OPENROUTER_API_KEY", "QWEN_TOKEN_PLAN_API_KEY",
+    "QWEN_TOKEN_PLAN_CN_API_KEY", "RADIUS_API_KEY", "TOGETHER_API_KEY", "TYPESAFE_API_KEY", "XAI_API_KEY",
+    "XIAOMI_API_KEY", "XIAOMI_TOKEN_PLAN_AMS_API_KEY", "XIAOMI_TOKEN_PLAN_CN_API_KEY",
+    "XIAOMI_TOKEN_PLAN_SGP_API_KEY", "ZAI_API_KEY", "ZAI_CODING_CN_API_KEY")
+
+# models.generated.js: 0.73.1 lists every model with its provider; 1.3.0 maps each provider to a module of its
+# own (``"openai": OPENAI_MODELS,`` in ``export const MODELS``), whose models this module does not read.
+_MODEL_PAIRS = re.compile(r'\n {12}(id|provider): "([^"\\]*)",(?=\n)')
+_PROVIDER_MODULES = re.compile(r'\n {4}"([^"\\]+)": [A-Z0-9_]+_MODELS,(?=\n)')
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """What one pi version does differently; the logic reading the files is the same for all."""
+
+    lists_builtins: bool          # its built-in models are read (else: answered only while none is configured)
+    env_keys: dict[str, tuple[str, ...]]     # provider -> variables that configure it (lists_builtins)
+    ambient: tuple[str, ...]      # variables that may configure a built-in provider (not lists_builtins)
+    extra_providers: tuple[str, ...] = ()    # built-in providers outside the catalogue (built-in extensions)
+    api_key_templates: bool = False  # models.json apiKey "$VAR"/"${VAR}" counts only while VAR is set
+
+
+_RULES: dict[tuple[str, str], _Rules] = {
+    ("@mariozechner/pi-coding-agent", "0.73.1"): _Rules(lists_builtins=True, env_keys=_ENV_KEYS, ambient=()),
+    ("@earendil-works/pi-coding-agent", "1.3.0"): _Rules(lists_builtins=False, env_keys={}, ambient=_AMBIENT_1_3,
+                                                         extra_providers=("llama.cpp",), api_key_templates=True),
+}
+# (package, version) whose ModelRegistry.getAvailable() / ModelRuntime.getAvailable() this module reproduces.
+VERIFIED = tuple(_RULES)
+
 # models.json as pi 0.73.1's schema has it; a file using anything else (modelOverrides, routing) is left to pi.
 _TEXT = "text"
 _PROVIDER_FIELDS = {"name": _TEXT, "baseUrl": _TEXT, "apiKey": _TEXT, "api": _TEXT, "headers": "headers",
@@ -58,24 +105,32 @@ _COMPAT_CHOICES = {"maxTokensField": {"max_completion_tokens", "max_tokens"},
                    "cacheControlFormat": {"anthropic"}}
 _LEVELS = {"off", "minimal", "low", "medium", "high", "xhigh"}
 
-# A model's fields in models.generated.js; a value with an escape does not match, so its model's pair is
-# incomplete and the catalogue is left to pi.
-_GENERATED = re.compile(r'\n {12}(id|provider): "([^"\\]*)",(?=\n)')
+def _generated_catalogue(package: PiPackage) -> str | None:
+    scope = package.name.split("/")[0]
+    for ai in (package.path.parent.parent / "pi-ai", package.path.parent / "node_modules" / scope / "pi-ai"):
+        try:
+            return (ai / "dist" / "models.generated.js").read_text(encoding="utf-8")
+        except OSError:
+            continue
+    return None
 
 
 def builtin_models(package: PiPackage) -> list[tuple[str, str]] | None:
-    """``(provider, id)`` of every model in pi-ai's generated catalogue, in its order; None if not found."""
-    ai = package.path.parent.parent / "pi-ai" / "dist" / "models.generated.js"
-    if not ai.is_file():
-        ai = package.path.parent / "node_modules" / "@mariozechner" / "pi-ai" / "dist" / "models.generated.js"
-    try:
-        fields = _GENERATED.findall(ai.read_text(encoding="utf-8"))
-    except OSError:
-        return None
+    """``(provider, id)`` of every model in pi-ai's generated catalogue (pi 0.73.1), in its order; None if not
+    found. A value with an escape does not match, so its model's pair is incomplete and the answer is None."""
+    fields = _MODEL_PAIRS.findall(_generated_catalogue(package) or "")
     pairs = list(zip(fields[::2], fields[1::2]))
     if not pairs or len(fields) % 2 or any(i[0] != "id" or p[0] != "provider" for i, p in pairs):
         return None
     return [(p[1], i[1]) for i, p in pairs]
+
+
+def builtin_providers(package: PiPackage) -> set[str] | None:
+    """The providers of pi-ai's generated catalogue when it names one module per provider (pi 1.x)."""
+    text = _generated_catalogue(package) or ""
+    start = text.find("\nexport const MODELS = {")
+    block = text[start:text.find("\n};", start) + 1] if start >= 0 else ""
+    return set(_PROVIDER_MODULES.findall(block)) or None
 
 
 def _strip_json_comments(text: str) -> str:
@@ -112,7 +167,8 @@ def _valid(value: Any, kind: Any) -> bool:
     return False
 
 
-def _custom_models(path: Path, builtin: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], set[str]] | None:
+def _custom_models(path: Path, builtin_providers: set[str],
+                   rules: _Rules) -> tuple[list[tuple[str, str]], set[str]] | None:
     """The models a valid models.json adds, and the providers it gives an apiKey; None when pi may judge otherwise."""
     try:
         config = json.loads(_strip_json_comments(path.read_text(encoding="utf-8")), parse_constant=_no_constant)
@@ -121,9 +177,8 @@ def _custom_models(path: Path, builtin: list[tuple[str, str]]) -> tuple[list[tup
     except (OSError, ValueError):
         return None
     providers = config.get("providers") if isinstance(config, dict) else None
-    if not isinstance(providers, dict):
+    if not isinstance(providers, dict) or set(config) != {"providers"}:
         return None
-    builtin_providers = {p for p, _ in builtin}
     models, keyed = [], set()
     for name, provider in providers.items():
         if not (isinstance(provider, dict) and set(provider) <= set(_PROVIDER_FIELDS)
@@ -131,6 +186,10 @@ def _custom_models(path: Path, builtin: list[tuple[str, str]]) -> tuple[list[tup
             return None
         defs = provider.get("models") or []
         known = name in builtin_providers
+        if known and not rules.lists_builtins:
+            return None  # it would change or configure a built-in provider whose models are not read
+        if rules.api_key_templates and "$" in provider.get("apiKey", ""):
+            return None  # a template: configured only while its variables are set
         if not defs and not any(k in provider for k in ("baseUrl", "headers", "compat")):
             return None  # pi rejects the whole file
         if defs and not known and not (provider.get("baseUrl") and provider.get("apiKey")):
@@ -146,19 +205,23 @@ def _custom_models(path: Path, builtin: list[tuple[str, str]]) -> tuple[list[tup
     return models, keyed
 
 
-def _env_configured(provider: str) -> bool:
+def _env_configured(provider: str, rules: _Rules) -> bool:
     env = os.environ
-    if any(env.get(name) for name in _ENV_KEYS.get(provider, ())):
+    if any(env.get(name) for name in rules.env_keys.get(provider, ())):
         return True
     if provider == "google-vertex":
-        adc = env.get("GOOGLE_APPLICATION_CREDENTIALS")
-        credentials = Path(adc) if adc else Path.home() / ".config" / "gcloud" / "application_default_credentials.json"
-        return (credentials.exists() and bool(env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT"))
+        return (_adc_file().exists() and bool(env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT"))
                 and bool(env.get("GOOGLE_CLOUD_LOCATION")))
     if provider == "amazon-bedrock":
         return any(env.get(name) for name in _BEDROCK_KEYS) or bool(
             env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"))
     return False
+
+
+def _adc_file() -> Path:
+    """Google's application-default credentials file, where pi-ai looks for it."""
+    adc = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    return Path(adc) if adc else Path.home() / ".config" / "gcloud" / "application_default_credentials.json"
 
 
 def _truthy(value: Any) -> bool:
@@ -214,7 +277,8 @@ def _collation_key(text: str) -> tuple:
 
 def read_available(package: PiPackage | None, adir: Path, cwd: Path | None = None) -> tuple[str, ...] | None:
     """What ``pi --list-models`` run in ``cwd`` would list, as ``provider/id`` in its order; None: ask pi."""
-    if package is None or (package.name, package.version) not in VERIFIED:
+    rules = None if package is None else _RULES.get((package.name, package.version))
+    if package is None or rules is None:
         return None
     auth = _json_object(adir / "auth.json")
     if auth is None or _may_load_extensions(adir, Path(cwd or Path.cwd())):
@@ -224,13 +288,20 @@ def read_available(package: PiPackage | None, adir: Path, cwd: Path | None = Non
         return None  # pi would first migrate these into auth.json
     if any(isinstance(c, dict) and c.get("type") == "oauth" for c in auth.values()):
         return None
-    builtin = builtin_models(package)
-    custom = None if builtin is None else _custom_models(adir / "models.json", builtin)
+    if rules.lists_builtins:
+        builtin = builtin_models(package)
+        names = None if builtin is None else {p for p, _ in builtin}
+    else:
+        if auth or any(name in os.environ for name in rules.ambient) or _adc_file().exists():
+            return None  # a built-in provider may be configured, and its models are not read
+        builtin, names = [], builtin_providers(package)
+    custom = None if names is None else _custom_models(adir / "models.json", names | set(rules.extra_providers), rules)
     if builtin is None or custom is None:
         return None
     extra, keyed = custom
     merged = dict.fromkeys(builtin + extra)
-    configured = {p for p in {p for p, _ in merged} if _truthy(auth.get(p)) or p in keyed or _env_configured(p)}
+    configured = {p for p in {p for p, _ in merged}
+                  if _truthy(auth.get(p)) or p in keyed or _env_configured(p, rules)}
     available = [m for m in merged if m[0] in configured]
     available.sort(key=lambda m: (_collation_key(m[0]), _collation_key(m[1])))
     return tuple(f"{p}/{i}" for p, i in available)
