@@ -3,9 +3,9 @@
 Each sample is a new Python process in a copy of the example project, pointed at the scripted model through
 the real pinned pi. It imports nbsubagents, then times its first ``start()`` (which resolves the preset's model
 against pi's model list), waits for the run and exits. "cold" gives each process an empty cache directory
-(``XDG_CACHE_HOME``): the model list is read from pi's own files where that gives pi's exact answer (pi 0.73.1),
-else it costs a ``pi --list-models`` start-up (pi 1.x); "warm" shares one cache that a first process filled,
-with nothing changed since: no pi start-up. Samples alternate cold/warm so machine load hits both alike.
+(``XDG_CACHE_HOME``): the model list is read from pi's own files where that gives pi's exact answer (pi 0.73.1;
+pi 1.3.0 while no built-in provider is configured, as here), else it costs a ``pi --list-models`` start-up;
+"warm" shares one cache that a first process filled, with nothing changed since: no pi start-up. Samples alternate cold/warm so machine load hits both alike.
 Targets: cold and warm < 0.1 s. Run with ``.venv/bin/python benchmarks/bench_first_start.py [PAIRS]``; set
 ``NBSUBAGENTS_PI`` to measure another pi (``pi1/node_modules/.bin/pi`` for pi 1.x).
 """

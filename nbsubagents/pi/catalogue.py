@@ -78,7 +78,7 @@ class _Rules:
     env_keys: dict[str, tuple[str, ...]]     # provider -> variables that configure it (lists_builtins)
     ambient: tuple[str, ...]      # variables that may configure a built-in provider (not lists_builtins)
     extra_providers: tuple[str, ...] = ()    # built-in providers outside the catalogue (built-in extensions)
-    api_key_templates: bool = False  # models.json apiKey "$VAR"/"${VAR}" counts only while VAR is set
+    api_key_templates: bool = False  # a models.json apiKey with "$" is a template of variables: left to pi
 
 
 _RULES: dict[tuple[str, str], _Rules] = {
@@ -89,7 +89,8 @@ _RULES: dict[tuple[str, str], _Rules] = {
 # (package, version) whose ModelRegistry.getAvailable() / ModelRuntime.getAvailable() this module reproduces.
 VERIFIED = tuple(_RULES)
 
-# models.json as pi 0.73.1's schema has it; a file using anything else (modelOverrides, routing) is left to pi.
+# models.json as pi 0.73.1's schema has it (pi 1.3.0's accepts all of it, with the same meaning, and more); a file
+# using anything else (modelOverrides, routing, 1.3.0's oauth or samplingParams) is left to pi.
 _TEXT = "text"
 _PROVIDER_FIELDS = {"name": _TEXT, "baseUrl": _TEXT, "apiKey": _TEXT, "api": _TEXT, "headers": "headers",
                     "compat": "compat", "authHeader": bool, "models": "models"}
@@ -104,6 +105,7 @@ _COMPAT_CHOICES = {"maxTokensField": {"max_completion_tokens", "max_tokens"},
                    "thinkingFormat": {"openai", "openrouter", "deepseek", "zai", "qwen", "qwen-chat-template"},
                    "cacheControlFormat": {"anthropic"}}
 _LEVELS = {"off", "minimal", "low", "medium", "high", "xhigh"}
+
 
 def _generated_catalogue(package: PiPackage) -> str | None:
     scope = package.name.split("/")[0]
