@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from helpers import PI
+from helpers import PI, REPO
 
 from nbsubagents.pi import catalogue, models
 from nbsubagents.pi.catalogue import _ENV_KEYS, _RULES, VERIFIED, read_available
@@ -156,10 +156,11 @@ def test_what_the_files_cannot_tell_is_left_to_pi(agent, tmp_path, setup):
                                    "stored key", "built-in provider in models.json", "key template"])
 def test_without_its_built_in_lists_whatever_may_configure_a_built_in_provider_is_left_to_pi(agent, tmp_path,
                                                                                               monkeypatch, setup):
-    if LISTS_BUILTINS:
-        pytest.skip("this pi's built-in lists are read")
+    """pi 1.3.0 (whose built-in lists are not read), whichever pi this pass tests: no pi starts here."""
+    package = pi_package(str(REPO / "pi1" / "node_modules" / ".bin" / "pi"))
+    assert package is not None and not _RULES[(package.name, package.version)].lists_builtins
     (agent / "models.json").write_text(json.dumps({"providers": {"demo": DEMO}}))
-    assert read_available(PACKAGE, agent) == ("demo/scripted",)
+    assert read_available(package, agent) == ("demo/scripted",)
     if setup in ("LLAMA_BASE_URL", "ANTHROPIC_FEDERATION_RULE_ID"):
         monkeypatch.setenv(setup, "x")
     elif setup == "application default credentials":
@@ -172,7 +173,7 @@ def test_without_its_built_in_lists_whatever_may_configure_a_built_in_provider_i
         (agent / "models.json").write_text(json.dumps({"providers": {"demo": DEMO, "openai": {"apiKey": "k"}}}))
     else:
         (agent / "models.json").write_text(json.dumps({"providers": {"demo": {**DEMO, "apiKey": "$DEMO_KEY"}}}))
-    assert read_available(PACKAGE, agent) is None
+    assert read_available(package, agent) is None
 
 
 def test_another_pi_version_is_left_to_pi(agent, tmp_path):
