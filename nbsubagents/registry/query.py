@@ -158,7 +158,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
     got = dict(zip(names, zip(*rows))) if rows else {name: () for name in names}  # a tuple per column
 
     def text(name: str) -> Any:
-        return pd.array(got[name], dtype="string")
+        return _strings(got[name])
 
     def number(name: str, dtype: str) -> Any:
         return pd.to_numeric(pd.Series(got[name], dtype=object), errors="coerce").astype(dtype).array
@@ -167,7 +167,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
     out = pd.DataFrame({
         "run_id": text("run_id"), "name": text("name"), "preset": text("preset"), "harness": text("harness"),
         "status": pd.Categorical(got["status"], categories=list(STATUSES)),
-        "model": text("model"), "task": pd.array(tasks, dtype="string"), "cwd": text("cwd"),
+        "model": text("model"), "task": _strings(tasks), "cwd": text("cwd"),
         "started": pd.to_datetime(pd.Series(got["started"], dtype=object), utc=True, format="ISO8601"),
         "ended": pd.to_datetime(pd.Series(got["ended_at"], dtype=object), utc=True, format="ISO8601"),
         "duration_s": number("duration", "Float64"), "tool_calls": number("tool_calls", "Int64"),
@@ -180,6 +180,22 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
     if expand_data:
         out = _expand_data(out, got["data"])
     return out
+
+
+def _strings(values: Any) -> Any:
+    """``pd.array(values, dtype="string")``; when pandas keeps that dtype in pyarrow, the column of texts (and
+    Nones) is handed to pyarrow at once, three times faster than pandas checking each value first. Anything
+    else in the column (a number SQLite stored in a text column) takes pandas' own way, which turns it to text."""
+    import pandas as pd
+
+    if pd.StringDtype().storage == "pyarrow":
+        import pyarrow as pa
+
+        try:
+            return pd.array(pa.array(values, type=pa.large_string()), dtype="string")
+        except (TypeError, ValueError):  # pyarrow's ArrowTypeError and ArrowInvalid among them
+            pass
+    return pd.array(values, dtype="string")
 
 
 def _with_waiting(rows: list[tuple[Any, ...]], names: list[str], status: Any, limit: int | None

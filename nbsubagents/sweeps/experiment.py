@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -110,17 +111,18 @@ class Experiment:
         rows = self.rows(columns)
         plan = self.plan
         retried = {a["runId"]: a["retried"] for cell in plan.get("cells") or [] for a in cell.get("attempts") or []}
-        by_cell: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         params = json.loads("[" + ",".join(row.get("params") or "{}" for row in rows) + "]")  # one parse for all
-        for row, given in zip(rows, params):
-            by_cell.setdefault(_cell(given), []).append(row)
-        for tries in by_cell.values():
-            for number, row in enumerate(tries, 1):
-                row.update(attempt=number, attempts=len(tries), retried=retried.get(row["run_id"]))
+        cells = [_cell(given) for given in params]
+        attempts = Counter(cells)
+        tried: dict[tuple[Any, ...], int] = {}  # a count per cell, not a list of its rows: fewer objects to keep
+        for row, cell in zip(rows, cells):
+            tried[cell] = number = tried.get(cell, 0) + 1
+            row.update(attempt=number, attempts=attempts[cell], retried=retried.get(row["run_id"]))
         if all_runs:
             return rows
         planned = {tuple(json.loads(cell["key"])) for cell in plan.get("cells") or []}
-        latest = [tries[-1] for key, tries in by_cell.items() if key in planned or not planned]
+        latest = [row for row, cell in zip(rows, cells)
+                  if row["attempt"] == row["attempts"] and (cell in planned or not planned)]
         return sorted(latest, key=lambda r: (r.get("created_at") or "", r["run_id"]))
 
     def runs(self) -> list[Run]:

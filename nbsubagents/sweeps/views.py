@@ -115,7 +115,7 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
             columns[name] = [(None if why else value) if has else NAN
                              for value, has, why in zip(column(CHANGE_METRICS[key]), changed[key], excluded)]
     names = list(order) if rows else []
-    out = pd.DataFrame.from_records(list(zip(*(columns[name] for name in names))), columns=names)
+    out = pd.DataFrame({name: columns[name] for name in names})  # types each list as from_records would
     if out.empty:
         out = pd.DataFrame(columns=_BASE + [f"metrics.{m}" for m in METRICS])
     for name in [*METRICS, *CHANGE_METRICS, "failed_steps"]:
