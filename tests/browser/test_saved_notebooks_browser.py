@@ -27,7 +27,8 @@ from jupyterlab_harness import ARTIFACTS, KERNEL_IDLE, JupyterLab, launch_chromi
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-NOTEBOOKS = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb", "experiments.ipynb"]
+NOTEBOOKS = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb", "experiments.ipynb",
+             "conversation.ipynb"]
 VIEW = "application/vnd.jupyter.widget-view+json"
 RECORDS = (".nbsubagents-static, .nbsubagents-statusbar, .nbsubagents-browse-static, .nbsubagents-static-group, "
            ".nbsubagents-summary")
@@ -268,7 +269,7 @@ def contrast_failures(browser, root: Path, name: str) -> list[tuple[str, str, di
     return failures
 
 
-@pytest.mark.timeout(900)  # four notebooks run, saved, reopened and exported in one JupyterLab (2-4 min here)
+@pytest.mark.timeout(900)  # five notebooks run, saved, reopened and exported in one JupyterLab (2-4 min here)
 def test_every_example_notebook_saved_and_reopened_shows_its_records_and_reads_on_dark_pages(tmp_path, monkeypatch):
     from playwright.sync_api import sync_playwright
 
