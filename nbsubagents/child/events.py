@@ -54,8 +54,8 @@ _FOLDED = frozenset(
 )
 
 
-def _text_of(content: Any) -> str:
-    """Join the text parts of a pi content list (or pass a plain string through)."""
+def text_of(content: Any) -> str:
+    """Join the text parts of a content list (pi's, Chat Completions', Anthropic's blocks) or pass a string through."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -92,7 +92,7 @@ class PiEventAdapter:
             details = result.get("details") if isinstance(result, dict) else None
             return [{"type": "tool_result", "id": obj.get("toolCallId"), "name": obj.get("toolName"),
                      "isError": bool(obj.get("isError")),
-                     "text": clip(_text_of(result.get("content") if isinstance(result, dict) else result),
+                     "text": clip(text_of(result.get("content") if isinstance(result, dict) else result),
                                   RESULT_TEXT_LIMIT),
                      "details": _short_details(details)}]
         if kind in ("auto_retry_start", "auto_retry_end"):
@@ -111,7 +111,7 @@ class PiEventAdapter:
                              if isinstance(p, dict) and p.get("type") == "thinking").strip()
         if thinking:
             out.append({"type": "thinking", "text": thinking})
-        text = _text_of(content)
+        text = text_of(content)
         if text.strip():
             out.append({"type": "assistant_text", "text": text})
         usage = message.get("usage") or {}

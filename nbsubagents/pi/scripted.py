@@ -37,6 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from ..child.artifacts import atomic_write_json
+from ..child.events import text_of
 from ..child.rpc import CONTINUE_PREFIX
 from ..child.text import clip, plural
 
@@ -51,15 +52,6 @@ Script = Sequence[Step] | Callable[[dict, int], Step]
 # request into the Chat Completions messages the script reads and the step into its own stream.
 DIALECTS = {"/messages": "scripted_anthropic", "/responses": "scripted_responses"}
 KEEPALIVE = 0.5  # seconds between SSE comments while a step hangs
-
-
-def text_of(content: Any) -> str:
-    """Flatten message content (a string or a list of text parts) to text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
 
 
 def _after_last_user(messages: list[dict]) -> tuple[str, list[dict]]:

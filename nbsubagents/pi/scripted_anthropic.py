@@ -25,7 +25,8 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from .scripted import KEEPALIVE, pieces, step_index, text_of
+from ..child.events import text_of
+from .scripted import KEEPALIVE, pieces, step_index
 
 if TYPE_CHECKING:
     from .scripted import ScriptedModel, Step

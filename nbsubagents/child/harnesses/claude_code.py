@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 
+from ..events import RESULT_TEXT_LIMIT, text_of
 from ..text import clip
 from . import version_of
 
@@ -34,7 +35,6 @@ NAME = "claude-code"
 PROGRAM = "claude"
 PACKAGE = "@anthropic-ai/claude-code"
 CONFIG_DIR = "claude"  # CLAUDE_CONFIG_DIR, inside the run's folder
-RESULT_TEXT_LIMIT = 2000
 
 _NO_TURN = "Claude Code in print mode reads its task once from stdin and takes no message while it runs"
 REFUSES: dict[str, str] = {
@@ -120,14 +120,6 @@ def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
 
 def version(program: str) -> str | None:
     return version_of(program)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
 
 
 def _args(name: str, given: Any) -> dict[str, Any]:
@@ -235,7 +227,7 @@ class Adapter:
             name = self.names.get(tool_id, "")
             out.append({"type": "tool_result", "id": block.get("tool_use_id"), "name": name,
                         "isError": bool(block.get("is_error")),
-                        "text": clip(_text(block.get("content")), RESULT_TEXT_LIMIT),
+                        "text": clip(text_of(block.get("content")), RESULT_TEXT_LIMIT),
                         "details": _diff(record) if name == "edit" else None})
         return out
 
