@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..child.artifacts import RunPaths
+from . import forkserver
 
 if TYPE_CHECKING:
     from .handle import Run
@@ -50,11 +51,14 @@ def wait_any(processes: list[Process], timeout: float) -> None:
     one's own ``wait(timeout)``."""
     fds: list[int] = []
     try:
-        if processes and all(isinstance(p, subprocess.Popen) and p.returncode is None for p in processes):
+        if processes and all(_pidfd_able(p) for p in processes):
             poller = select.poll()
             for proc in processes:
-                fds.append(os.pidfd_open(proc.pid))  # our unreaped child: its pid cannot have been reused
-                poller.register(fds[-1], select.POLLIN)
+                if isinstance(proc, forkserver.Forked):
+                    poller.register(proc.pidfd, select.POLLIN)  # held since its fork
+                else:
+                    fds.append(os.pidfd_open(proc.pid))  # our unreaped child: its pid cannot have been reused
+                    poller.register(fds[-1], select.POLLIN)
             poller.poll(timeout * 1000)
             return
     except (AttributeError, OSError):  # no os.pidfd_open (not Linux, Python < 3.9), a kernel without it
@@ -69,6 +73,13 @@ def wait_any(processes: list[Process], timeout: float) -> None:
             pass
 
 
+def _pidfd_able(proc: Process) -> bool:
+    """A running supervisor whose exit a pidfd shows: our child, or one the fork server forked."""
+    if isinstance(proc, forkserver.Forked):
+        return proc.returncode is None and proc.pidfd is not None
+    return isinstance(proc, subprocess.Popen) and proc.returncode is None
+
+
 class ProcessLauncher:
     """The supervisor as a detached child process (its own session: a kernel interrupt does not reach it)."""
 
@@ -76,8 +87,9 @@ class ProcessLauncher:
     remote = False
     log_before_start = True  # supervisor.log is opened before the spawn: no log, never launched
 
-    def start(self, run: Run) -> subprocess.Popen:
-        return spawn_supervisor(run.dir, run.meta.get("cwd"))
+    def start(self, run: Run) -> Process:
+        cwd = run.meta.get("cwd")
+        return forkserver.spawn(run.dir, cwd) or spawn_supervisor(run.dir, cwd)
 
     def cancel(self, run: Run) -> bool | None:
         return None  # a local supervisor: the request file and a signal to its pid (Run.cancel)
