@@ -110,6 +110,7 @@ class Forked:
         self.server = server
         self.pid = pid
         self.returncode: int | None = None
+        self._lock = threading.Lock()  # the pidfd is closed once the supervisor ended, maybe by another thread
         try:
             self.pidfd: int | None = os.pidfd_open(pid)  # not reaped before the server hears of its exit
         except (AttributeError, OSError):
@@ -132,10 +133,14 @@ class Forked:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(f"supervisor {self.pid}", timeout or 0.0)
-            if self.pidfd is not None:
-                select.select([self.pidfd], [], [], left)
-            else:
+            fd = self.watch_fd()
+            if fd is None:
                 time.sleep(0.05 if left is None else min(0.05, left))
+                continue
+            try:
+                select.select([fd], [], [], left)
+            finally:
+                os.close(fd)
         assert self.returncode is not None
         return self.returncode
 
@@ -146,9 +151,18 @@ class Forked:
             except ProcessLookupError:
                 pass
 
+    def watch_fd(self) -> int | None:
+        """A new descriptor (the caller closes it) readable once the supervisor has exited; None without one."""
+        with self._lock:
+            return os.dup(self.pidfd) if self.pidfd is not None else None
+
     def _exited(self) -> bool:
-        if self.pidfd is not None:
-            return bool(select.select([self.pidfd], [], [], 0)[0])
+        fd = self.watch_fd()
+        if fd is not None:
+            try:
+                return bool(select.select([fd], [], [], 0)[0])
+            finally:
+                os.close(fd)
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
@@ -156,9 +170,10 @@ class Forked:
         return False
 
     def _close(self) -> None:
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
+        with self._lock:
+            if self.pidfd is not None:
+                os.close(self.pidfd)
+                self.pidfd = None
 
     def __del__(self) -> None:
         self._close()

@@ -46,19 +46,20 @@ def spawn_supervisor(run_dir: Path, cwd: str | None, env: dict[str, str] | None 
 def wait_any(processes: list[Process], timeout: float) -> None:
     """Return as soon as one of ``processes`` has exited, or after ``timeout`` seconds.
 
-    Supervisors this process started are waited for through their pidfds (Linux): the wait ends the moment one
-    exits, not at the next poll. Anything else (a Dask run's handle; no pidfd here) is waited for by the first
+    Supervisors this process started, or its fork server forked, are waited for through pidfds (Linux): the wait
+    ends the moment one exits, not at the next poll. Anything else (a Dask run's handle; no pidfd here) is waited for by the first
     one's own ``wait(timeout)``."""
     fds: list[int] = []
     try:
         if processes and all(_pidfd_able(p) for p in processes):
             poller = select.poll()
             for proc in processes:
-                if isinstance(proc, forkserver.Forked):
-                    poller.register(proc.pidfd, select.POLLIN)  # held since its fork
-                else:
-                    fds.append(os.pidfd_open(proc.pid))  # our unreaped child: its pid cannot have been reused
-                    poller.register(fds[-1], select.POLLIN)
+                # our unreaped child (its pid cannot have been reused), or a copy of the pidfd a forked one keeps
+                fd = proc.watch_fd() if isinstance(proc, forkserver.Forked) else os.pidfd_open(proc.pid)
+                if fd is None:  # it has just ended
+                    return
+                fds.append(fd)
+                poller.register(fd, select.POLLIN)
             poller.poll(timeout * 1000)
             return
     except (AttributeError, OSError):  # no os.pidfd_open (not Linux, Python < 3.9), a kernel without it
