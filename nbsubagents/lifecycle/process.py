@@ -47,8 +47,8 @@ def wait_any(processes: list[Process], timeout: float) -> None:
     """Return as soon as one of ``processes`` has exited, or after ``timeout`` seconds.
 
     Supervisors this process started, or its fork server forked, are waited for through pidfds (Linux): the wait
-    ends the moment one exits, not at the next poll. Anything else (a Dask run's handle; no pidfd here) is waited for by the first
-    one's own ``wait(timeout)``."""
+    ends the moment one exits, not at the next poll. Anything else (a Dask run's handle; no pidfd here) is waited
+    for by the first one's own ``wait(timeout)``."""
     fds: list[int] = []
     try:
         if processes and all(_pidfd_able(p) for p in processes):
