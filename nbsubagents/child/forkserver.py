@@ -48,10 +48,10 @@ def main() -> int:
             *lines, pending = pending.split(b"\n")
             for line in lines:
                 if line.strip():
-                    _fork(json.loads(line), (wake_r, wake_w))
+                    _fork(json.loads(line), (wake_r, wake_w, selector.fileno()))
 
 
-def _fork(request: dict, server_fds: tuple[int, int]) -> None:
+def _fork(request: dict, server_fds: tuple[int, ...]) -> None:
     try:
         pid = os.fork()
     except OSError as exc:
