@@ -11,6 +11,7 @@ server, a pidfd wakes a wait the moment it exits).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -43,6 +44,22 @@ class ForkServer:
         self.pending = b""
         self.codes: dict[int, int] = {}   # pid -> exit code, of forked supervisors not yet asked about
         self.replies: list[str] = []      # "started PID" / "failed ..." lines, in the order of the requests
+        atexit.register(self.close, os.getpid())
+
+    def close(self, owner: int | None = None) -> None:
+        """End the server (its stdin closed: the supervisors it forked go on); by ``owner`` only, at exit."""
+        if owner is not None and owner != os.getpid():
+            return  # a forked copy of the process that started it: not its to end
+        with self.lock:
+            self.gone = True
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                if pipe is not None:
+                    pipe.close()
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
     def spawn(self, run_dir: Path, cwd: str | None) -> Forked | None:
         """A supervisor for ``run_dir`` forked with this process's environment now; None if the server cannot."""

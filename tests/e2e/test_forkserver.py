@@ -47,8 +47,8 @@ def test_a_forked_supervisor_reports_its_exit_code_and_log(tmp_path):
         assert "no readable meta.json" in (run_dir / "supervisor.log").read_text()
         proc.send_signal(15)  # an ended supervisor: nothing is signalled, nothing raises
     finally:
-        server.proc.stdin.close()
-        assert server.proc.wait(timeout=10) == 0  # its stdin closed: the server ends
+        server.close()
+        assert server.proc.returncode == 0  # its stdin closed: the server ends
 
 
 def test_runs_after_the_first_are_forked_with_the_environment_of_the_moment(project, monkeypatch):
@@ -64,8 +64,7 @@ def test_runs_after_the_first_are_forked_with_the_environment_of_the_moment(proj
         assert "set-after-the-server-started" in second.output
         assert os.getsid(forkserver._server.proc.pid) != os.getsid(0)  # a kernel interrupt does not reach it
     finally:
-        forkserver._server.proc.stdin.close()
-        forkserver._server.proc.wait(timeout=10)
+        forkserver._server.close()
 
 
 def test_without_its_server_a_run_starts_the_usual_way(project, monkeypatch):
