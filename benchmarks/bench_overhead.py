@@ -1,7 +1,9 @@
 """Wall time of nbsubagents.run over a direct `pi --mode json` run of the same scripted task.
 
 Both sides run the real pinned pi against the same scripted model, alternating, several times;
-the ratio of medians is printed. Target: <= 1.10. Run with `make bench` or
+the ratio of medians is printed. Target: <= 1.02. A warm-up run comes first (the model list, the OS page cache, and
+the fork server the process launcher starts at a process's first run: the runs measured are forked, as a kernel's
+runs after its first are). Run with `make bench` or
 `.venv/bin/python benchmarks/bench_overhead.py [N]`.
 """
 
@@ -44,7 +46,7 @@ def main() -> None:
     d, w = statistics.median(direct), statistics.median(wrapped)
     print(f"direct pi --mode json : median {d:.3f} s over {n} runs")
     print(f"nbsubagents.run       : median {w:.3f} s over {n} runs")
-    print(f"ratio (target <= 1.10): {w / d:.3f}")
+    print(f"ratio (target <= 1.02): {w / d:.3f}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..child.artifacts import RunPaths
+from . import forkserver
 
 if TYPE_CHECKING:
     from .handle import Run
@@ -45,16 +46,20 @@ def spawn_supervisor(run_dir: Path, cwd: str | None, env: dict[str, str] | None 
 def wait_any(processes: list[Process], timeout: float) -> None:
     """Return as soon as one of ``processes`` has exited, or after ``timeout`` seconds.
 
-    Supervisors this process started are waited for through their pidfds (Linux): the wait ends the moment one
-    exits, not at the next poll. Anything else (a Dask run's handle; no pidfd here) is waited for by the first
-    one's own ``wait(timeout)``."""
+    Supervisors this process started, or its fork server forked, are waited for through pidfds (Linux): the wait
+    ends the moment one exits, not at the next poll. Anything else (a Dask run's handle; no pidfd here) is waited
+    for by the first one's own ``wait(timeout)``."""
     fds: list[int] = []
     try:
-        if processes and all(isinstance(p, subprocess.Popen) and p.returncode is None for p in processes):
+        if processes and all(_pidfd_able(p) for p in processes):
             poller = select.poll()
             for proc in processes:
-                fds.append(os.pidfd_open(proc.pid))  # our unreaped child: its pid cannot have been reused
-                poller.register(fds[-1], select.POLLIN)
+                # our unreaped child (its pid cannot have been reused), or a copy of the pidfd a forked one keeps
+                fd = proc.watch_fd() if isinstance(proc, forkserver.Forked) else os.pidfd_open(proc.pid)
+                if fd is None:  # it has just ended
+                    return
+                fds.append(fd)
+                poller.register(fd, select.POLLIN)
             poller.poll(timeout * 1000)
             return
     except (AttributeError, OSError):  # no os.pidfd_open (not Linux, Python < 3.9), a kernel without it
@@ -69,6 +74,13 @@ def wait_any(processes: list[Process], timeout: float) -> None:
             pass
 
 
+def _pidfd_able(proc: Process) -> bool:
+    """A running supervisor whose exit a pidfd shows: our child, or one the fork server forked."""
+    if isinstance(proc, forkserver.Forked):
+        return proc.returncode is None and proc.pidfd is not None
+    return isinstance(proc, subprocess.Popen) and proc.returncode is None
+
+
 class ProcessLauncher:
     """The supervisor as a detached child process (its own session: a kernel interrupt does not reach it)."""
 
@@ -76,8 +88,9 @@ class ProcessLauncher:
     remote = False
     log_before_start = True  # supervisor.log is opened before the spawn: no log, never launched
 
-    def start(self, run: Run) -> subprocess.Popen:
-        return spawn_supervisor(run.dir, run.meta.get("cwd"))
+    def start(self, run: Run) -> Process:
+        cwd = run.meta.get("cwd")
+        return forkserver.spawn(run.dir, cwd) or spawn_supervisor(run.dir, cwd)
 
     def cancel(self, run: Run) -> bool | None:
         return None  # a local supervisor: the request file and a signal to its pid (Run.cancel)
