@@ -435,6 +435,17 @@ def fetch(db: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
         return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
+def fetch_columns(db: Path, sql: str, args: Iterable[Any] = ()) -> dict[str, list[Any]]:
+    """The rows of a query as columns: each column's name and its values in the rows' order (no object per row:
+    what a frame is built from)."""
+    with connect(db) as conn:
+        conn.row_factory = None
+        cursor = conn.execute(sql, tuple(args))
+        names = [column[0] for column in cursor.description or ()]
+        rows = cursor.fetchall()
+    return {name: list(values) for name, values in zip(names, zip(*rows) if rows else [()] * len(names))}
+
+
 def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[str, int]:
     """``{"running", "completed", "failed", "aborted", "total"}``; queued runs count as running."""
     db = db or db_path(root)

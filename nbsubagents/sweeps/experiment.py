@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .. import registry
+from ..registry.store import fetch_columns
 from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, read_json
 from ..config import NbSubagentsError, configure, project_arg, project_root, settings
 from ..lifecycle import batch, launch, reconcile
@@ -94,36 +95,64 @@ class Experiment:
         """The registry rows of this experiment's runs, oldest first (synced with the run directories); runs
         of a plan replaced by ``experiment(..., replace=True)`` are no longer the experiment's. ``columns``:
         only these registry columns (and ``run_id``), as ``frame()`` reads; all by default."""
-        db = registry.db_path(self.root)
-        if not db.exists() and not db.parent.joinpath("runs").is_dir():
+        query = self._query(columns)
+        if query is None:
             return []
-        registry.ensure_loaded(db)
-        selected = ", ".join(dict.fromkeys(["run_id", "params", *columns])) if columns else "*"
-        rows = registry.fetch(db, f"SELECT {selected} FROM runs WHERE experiment = ? ORDER BY created_at, run_id",
-                              (self.name,))
+        rows = registry.fetch(*query)
         gone = replaced_runs(self.plan)
         return [r for r in rows if r["run_id"] not in gone] if gone else rows
+
+    def _query(self, columns: Sequence[str]) -> tuple[Path, str, tuple[str]] | None:
+        """The registry (synced) and the query of ``rows()``; None when this project has no runs at all."""
+        db = registry.db_path(self.root)
+        if not db.exists() and not db.parent.joinpath("runs").is_dir():
+            return None
+        registry.ensure_loaded(db)
+        selected = ", ".join(dict.fromkeys(["run_id", "params", *columns])) if columns else "*"
+        return db, f"SELECT {selected} FROM runs WHERE experiment = ? ORDER BY created_at, run_id", (self.name,)
+
+    def _columns(self, columns: Sequence[str]) -> dict[str, list[Any]]:
+        """``rows(columns)`` as columns: each one's values in the rows' order (what a frame is built from)."""
+        query = self._query(columns)
+        if query is None:
+            return {name: [] for name in dict.fromkeys(["run_id", "params", *columns])}
+        got = fetch_columns(*query)
+        gone = replaced_runs(self.plan)
+        if gone:
+            kept = [i for i, run_id in enumerate(got["run_id"]) if run_id not in gone]
+            got = {name: [values[i] for i in kept] for name, values in got.items()}
+        return got
 
     def current_rows(self, *, all_runs: bool = False, columns: Sequence[str] = ()) -> list[dict[str, Any]]:
         """One row per cell of the plan: its latest run (``all_runs=True``: every run, superseded ones too).
         Each row also says which try of its cell it is: ``attempt`` (1, 2, ...), ``attempts`` (its cell's runs so
         far) and ``retried`` (why it was tried again, for a run a retry superseded; else None)."""
-        rows = self.rows(columns)
+        got, _ = self._current(self._columns(columns), all_runs)
+        return [dict(zip(got, values)) for values in zip(*got.values())]
+
+    def _current(self, got: dict[str, list[Any]], all_runs: bool) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+        """``current_rows()`` of the columns ``got`` (``_columns()``), as columns, with each run's params parsed (in
+        the same order)."""
         plan = self.plan
         retried = {a["runId"]: a["retried"] for cell in plan.get("cells") or [] for a in cell.get("attempts") or []}
-        params = json.loads("[" + ",".join(row.get("params") or "{}" for row in rows) + "]")  # one parse for all
+        params = json.loads("[" + ",".join(text or "{}" for text in got["params"]) + "]")  # one parse for all
         cells = [_cell(given) for given in params]
-        attempts = Counter(cells)
+        counts = Counter(cells)
         tried: dict[tuple[Any, ...], int] = {}  # a count per cell, not a list of its rows: fewer objects to keep
-        for row, cell in zip(rows, cells):
+        attempt = []
+        for cell in cells:
             tried[cell] = number = tried.get(cell, 0) + 1
-            row.update(attempt=number, attempts=attempts[cell], retried=retried.get(row["run_id"]))
+            attempt.append(number)
+        attempts = [counts[cell] for cell in cells]
+        got.update(attempt=attempt, attempts=attempts, retried=[retried.get(run_id) for run_id in got["run_id"]])
         if all_runs:
-            return rows
+            return got, params
         planned = {tuple(json.loads(cell["key"])) for cell in plan.get("cells") or []}
-        latest = [row for row, cell in zip(rows, cells)
-                  if row["attempt"] == row["attempts"] and (cell in planned or not planned)]
-        return sorted(latest, key=lambda r: (r.get("created_at") or "", r["run_id"]))
+        latest = [i for i, (number, cell) in enumerate(zip(attempt, cells))
+                  if number == attempts[i] and (cell in planned or not planned)]
+        created, run_ids = got["created_at"] if "created_at" in got else [None] * len(cells), got["run_id"]
+        latest.sort(key=lambda i: (created[i] or "", run_ids[i]))
+        return {name: [values[i] for i in latest] for name, values in got.items()}, [params[i] for i in latest]
 
     def runs(self) -> list[Run]:
         return [Run(r["run_dir"]) for r in self.current_rows()]
@@ -294,11 +323,11 @@ class Experiment:
         """One row per run: ``params.*``, ``metrics.*``, ``scores.*``, ``tags.*``, status, stop reason, and
         which try of its cell the run is (``attempt``, ``attempts``; ``retried``: why a superseded one was tried
         again, with ``all_runs=True``)."""
-        rows = self.current_rows(all_runs=all_runs, columns=views.READ)
-        out = views.frame(rows)
+        got, params = self._current(self._columns(views.READ), all_runs)  # columns from the cursor on
+        out = views.frame_of_columns(got, params)
         for column in ("attempt", "attempts", "retried"):
             if column not in out.columns:
-                out[column] = [r.get(column) for r in rows]  # the frame keeps the rows' order
+                out[column] = got[column]  # the frame keeps the rows' order
         return out
 
     to_frame = frame
