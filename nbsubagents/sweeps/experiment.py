@@ -43,7 +43,7 @@ from ..lifecycle.settle import LOST, NOT_STARTED
 from ..lifecycle.spec import declare_options
 from ..ui.sweep_panel import sweep_renderer
 from . import driver, views
-from .grid import cell_key, cell_values, expand
+from .grid import cell_key, expand
 from .outcomes import retry_reason
 from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
                    replaced_runs, save_plan)
@@ -62,9 +62,20 @@ if TYPE_CHECKING:
 __all__ = ["experiment", "experiments", "get_experiment", "Experiment"]
 
 
-def _cell(params: dict[str, Any]) -> tuple[Any, ...]:
-    """The plan cell of a run's params, as ``cell_key`` names it (its values, not their JSON text)."""
-    return tuple(cell_values(params))
+def _cells(params: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The plan cell of each run's params, as ``cell_key`` names it: ``cell_values`` (task, preset, model, repeat,
+    and the harness where a cell names one) as a tuple, worked out a key at a time for all runs."""
+    cells = list(zip(*([given.get(key) for given in params] for key in ("task_id", "preset", "model", "repeat"))))
+    harness = [given.get("harness") for given in params]
+    if harness.count(None) < len(harness):
+        cells = [cell if named is None else (*cell, named) for cell, named in zip(cells, harness)]
+    return cells
+
+
+def _axes(plan: dict[str, Any]) -> tuple[str, ...]:
+    """``Experiment.axes()`` of this plan."""
+    named = any("harness" in (cell.get("params") or {}) for cell in plan.get("cells") or [])
+    return ("harness", "preset", "model") if named else ("preset", "model")
 
 
 def _interrupted(row: dict[str, Any]) -> bool:
@@ -111,13 +122,14 @@ class Experiment:
         selected = ", ".join(dict.fromkeys(["run_id", "params", *columns])) if columns else "*"
         return db, f"SELECT {selected} FROM runs WHERE experiment = ? ORDER BY created_at, run_id", (self.name,)
 
-    def _columns(self, columns: Sequence[str]) -> dict[str, list[Any]]:
-        """``rows(columns)`` as columns: each one's values in the rows' order (what a frame is built from)."""
+    def _columns(self, columns: Sequence[str], plan: dict[str, Any]) -> dict[str, list[Any]]:
+        """``rows(columns)`` as columns: each one's values in the rows' order (what a frame is built from);
+        ``plan``: the experiment's (read once by the caller: a big sweep's plan is a large file)."""
         query = self._query(columns)
         if query is None:
             return {name: [] for name in dict.fromkeys(["run_id", "params", *columns])}
         got = fetch_columns(*query)
-        gone = replaced_runs(self.plan)
+        gone = replaced_runs(plan)
         if gone:
             kept = [i for i, run_id in enumerate(got["run_id"]) if run_id not in gone]
             got = {name: [values[i] for i in kept] for name, values in got.items()}
@@ -127,31 +139,36 @@ class Experiment:
         """One row per cell of the plan: its latest run (``all_runs=True``: every run, superseded ones too).
         Each row also says which try of its cell it is: ``attempt`` (1, 2, ...), ``attempts`` (its cell's runs so
         far) and ``retried`` (why it was tried again, for a run a retry superseded; else None)."""
-        got, _ = self._current(self._columns(columns), all_runs)
+        plan = self.plan
+        got, _ = self._current(self._columns(columns, plan), plan, all_runs)
         return [dict(zip(got, values)) for values in zip(*got.values())]
 
-    def _current(self, got: dict[str, list[Any]], all_runs: bool) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+    @staticmethod
+    def _current(got: dict[str, list[Any]], plan: dict[str, Any],
+                 all_runs: bool) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
         """``current_rows()`` of the columns ``got`` (``_columns()``), as columns, with each run's params parsed (in
         the same order)."""
-        plan = self.plan
         retried = {a["runId"]: a["retried"] for cell in plan.get("cells") or [] for a in cell.get("attempts") or []}
         params = json.loads("[" + ",".join(text or "{}" for text in got["params"]) + "]")  # one parse for all
-        cells = [_cell(given) for given in params]
+        cells = _cells(params)
         counts = Counter(cells)
-        tried: dict[tuple[Any, ...], int] = {}  # a count per cell, not a list of its rows: fewer objects to keep
-        attempt = []
-        for cell in cells:
-            tried[cell] = number = tried.get(cell, 0) + 1
-            attempt.append(number)
-        attempts = [counts[cell] for cell in cells]
+        if len(counts) == len(cells):  # every cell has one run (a sweep without retries)
+            attempt = attempts = [1] * len(cells)
+        else:
+            tried: dict[tuple[Any, ...], int] = {}  # a count per cell, not a list of its rows: fewer objects to keep
+            attempt = []
+            for cell in cells:
+                tried[cell] = number = tried.get(cell, 0) + 1
+                attempt.append(number)
+            attempts = [counts[cell] for cell in cells]
         got.update(attempt=attempt, attempts=attempts, retried=[retried.get(run_id) for run_id in got["run_id"]])
         if all_runs:
             return got, params
         planned = {tuple(json.loads(cell["key"])) for cell in plan.get("cells") or []}
         latest = [i for i, (number, cell) in enumerate(zip(attempt, cells))
                   if number == attempts[i] and (cell in planned or not planned)]
-        created, run_ids = got["created_at"] if "created_at" in got else [None] * len(cells), got["run_id"]
-        latest.sort(key=lambda i: (created[i] or "", run_ids[i]))
+        created = [value or "" for value in got["created_at"]] if "created_at" in got else [""] * len(cells)
+        latest.sort(key=list(zip(created, got["run_id"])).__getitem__)
         return {name: [values[i] for i in latest] for name, values in got.items()}, [params[i] for i in latest]
 
     def runs(self) -> list[Run]:
@@ -323,20 +340,22 @@ class Experiment:
         """One row per run: ``params.*``, ``metrics.*``, ``scores.*``, ``tags.*``, status, stop reason, and
         which try of its cell the run is (``attempt``, ``attempts``; ``retried``: why a superseded one was tried
         again, with ``all_runs=True``)."""
-        got, params = self._current(self._columns(views.READ), all_runs)  # columns from the cursor on
+        return self._frame(self.plan, all_runs)
+
+    to_frame = frame
+
+    def _frame(self, plan: dict[str, Any], all_runs: bool = False) -> pandas.DataFrame:
+        got, params = self._current(self._columns(views.READ, plan), plan, all_runs)  # columns from the cursor on
         out = views.frame_of_columns(got, params)
         for column in ("attempt", "attempts", "retried"):
             if column not in out.columns:
                 out[column] = got[column]  # the frame keeps the rows' order
         return out
 
-    to_frame = frame
-
     def axes(self) -> tuple[str, ...]:
         """What ``compare()`` and ``plot()`` group by unless told: ``("harness", "preset", "model")`` when the
         sweep names harnesses, else ``("preset", "model")``."""
-        named = any("harness" in (cell.get("params") or {}) for cell in self.plan.get("cells") or [])
-        return ("harness", "preset", "model") if named else ("preset", "model")
+        return _axes(self.plan)
 
     def compare(self, by: str | Sequence[str] | None = None, baseline: Any = None, *, ci: float = 0.95,
                 k: int | Sequence[int] | None = None) -> Comparison:
@@ -344,15 +363,17 @@ class Experiment:
         ran, succeeded, failed, excluded (and why); the success rate, every score and metric over the runs that
         ran, with ``ci`` intervals and pass@``k``/pass^``k``; the difference to ``baseline`` with its interval
         (``sweeps.views.compare``)."""
-        planned = [cell.get("params") or {} for cell in self.plan.get("cells") or []]
-        return views.compare(self.frame(), by=by or self.axes(), baseline=baseline, title=self.name, ci=ci, k=k,
-                             planned=planned)
+        plan = self.plan  # read once: a big sweep's plan is a large file
+        planned = [cell.get("params") or {} for cell in plan.get("cells") or []]
+        return views.compare(self._frame(plan), by=by or _axes(plan), baseline=baseline, title=self.name, ci=ci,
+                             k=k, planned=planned)
 
     def plot(self, *, x: str = "cost_usd", y: str | None = None, by: str | Sequence[str] | None = None,
              theme: str = "auto") -> Figure:
         """A matplotlib Figure: one point per run that ran (``x`` a metric, ``y`` a score), a colour per cell of
         ``by`` (default: ``axes()``), a marker per model."""
-        return views.plot(self.frame(), x=x, y=y, by=by or self.axes(), title=self.name, theme=theme)
+        plan = self.plan
+        return views.plot(self._frame(plan), x=x, y=y, by=by or _axes(plan), title=self.name, theme=theme)
 
     def to_mlflow(self, tracking_uri: str | None = None, *, artifact_location: str | None = None) -> str:
         """Log each ended run as an MLflow run (params, metrics, scores as ``score.*`` metrics, tags, the run
