@@ -5,6 +5,7 @@ records. Run directories are made by hand (no pi runs here)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -146,3 +147,18 @@ def test_an_experiment_without_runs_has_an_empty_frame(root):
     assert exp.current_rows() == [] and exp.rows() == []
     frame = exp.frame()
     assert frame.empty and {"status", "excluded", "metrics.cost_usd", "attempt", "attempts"} <= set(frame.columns)
+
+
+def test_an_experiments_runs_are_read_in_the_order_of_an_index_a_registry_of_the_previous_schema_gains(root):
+    build(root)
+    db = registry.db_path(root)
+    with sqlite3.connect(db) as conn:  # what schema 5 made
+        conn.execute("DROP INDEX runs_experiment_created")
+        conn.execute("PRAGMA user_version = 5")
+    registry.forget_loaded()
+    exp = Experiment("exp", root)
+    _, sql, args = exp._query(views.READ)  # opens the registry: brought to this schema
+    with sqlite3.connect(db) as conn:
+        steps = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args))
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION
+    assert "runs_experiment_created" in steps and "TEMP B-TREE" not in steps  # no sort of all the rows per read
