@@ -23,14 +23,16 @@ and mlflow are imported only there.
 
 from __future__ import annotations
 
+import gc
 import html
 import json
 import os
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .. import registry
 from ..registry.store import fetch_columns
@@ -70,6 +72,20 @@ def _cells(params: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     if harness.count(None) < len(harness):
         cells = [cell if named is None else (*cell, named) for cell, named in zip(cells, harness)]
     return cells
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's garbage collector paused (for this process): a frame of 10,000 runs is built of some 100,000 new
+    objects (rows, parsed JSON, lists), none of them in a cycle, and the collector's passes over them while they
+    are made took a tenth of ``compare()`` (measured: 156 -> 140 ms of CPU). It runs again after, as before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _axes(plan: dict[str, Any]) -> tuple[str, ...]:
@@ -347,11 +363,12 @@ class Experiment:
     to_frame = frame
 
     def _frame(self, plan: dict[str, Any], all_runs: bool = False) -> pandas.DataFrame:
-        got, params = self._current(self._columns(views.READ, plan), plan, all_runs)  # columns from the cursor on
-        out = views.frame_of_columns(got, params)
-        for column in ("attempt", "attempts", "retried"):
-            if column not in out.columns:
-                out[column] = got[column]  # the frame keeps the rows' order
+        with _collector_paused():
+            got, params = self._current(self._columns(views.READ, plan), plan, all_runs)  # columns from the cursor on
+            out = views.frame_of_columns(got, params)
+            for column in ("attempt", "attempts", "retried"):
+                if column not in out.columns:
+                    out[column] = got[column]  # the frame keeps the rows' order
         return out
 
     def axes(self) -> tuple[str, ...]:
