@@ -169,7 +169,7 @@ class Experiment:
         cells = _cells(params)
         counts = Counter(cells)
         if len(counts) == len(cells):  # every cell has one run (a sweep without retries)
-            attempt = attempts = [1] * len(cells)
+            attempt, attempts = [1] * len(cells), [1] * len(cells)
         else:
             tried: dict[tuple[Any, ...], int] = {}  # a count per cell, not a list of its rows: fewer objects to keep
             attempt = []
@@ -183,8 +183,12 @@ class Experiment:
         planned = {tuple(json.loads(cell["key"])) for cell in plan.get("cells") or []}
         latest = [i for i, (number, cell) in enumerate(zip(attempt, cells))
                   if number == attempts[i] and (cell in planned or not planned)]
-        created = [value or "" for value in got["created_at"]] if "created_at" in got else [""] * len(cells)
-        latest.sort(key=list(zip(created, got["run_id"])).__getitem__)
+        created = got.get("created_at")
+        # by (created_at or "", run_id): the order the rows came in (SQL's ORDER BY created_at, run_id; text compares
+        # alike in both) unless a row has no created_at and another an empty one (SQL puts every NULL first)
+        if created is None or (None in created and "" in created):
+            created = [value or "" for value in created] if created is not None else [""] * len(cells)
+            latest.sort(key=list(zip(created, got["run_id"])).__getitem__)
         if latest == list(range(len(cells))):  # every run is its cell's latest, in order: the columns as they are
             return got, params
         return {name: [values[i] for i in latest] for name, values in got.items()}, [params[i] for i in latest]

@@ -29,7 +29,7 @@ def make_run(root: Path, n: int, params: dict, *, stop: str = "stop", status: st
     run_dir.mkdir(parents=True)
     meta = {"runId": run_id, "preset": params.get("preset"), "resolvedModel": "demo/scripted",
             "experiment": experiment, "params": params, "tags": {"who": "me", "key": SECRET}}
-    if created:
+    if created is not None:
         meta["createdAt"] = created
     (run_dir / "meta.json").write_text(json.dumps(meta))
     result = {"status": status, "stopReason": stop, "errorMessage": error, "durationSeconds": float(n),
@@ -115,6 +115,9 @@ def test_the_frame_holds_each_planned_cells_latest_run_in_the_order_they_were_ma
     assert SECRET not in frame.to_csv() and frame["tags.who"].tolist() == ["me"] * 4
     assert frame["scores.ok"].tolist()[:2] == [False, True] and frame.loc[ids["late"], "scores.n"] == 3
 
+    # the rows without their created_at: by run id
+    assert [row["run_id"] for row in exp.current_rows(columns=("preset",))] == sorted(frame.index)
+
     every = exp.frame(all_runs=True)
     assert list(every.index) == [ids["undated"], ids["late"], ids["retried"], ids["retry"], ids["never"],
                                  ids["unplanned"]]
@@ -162,3 +165,14 @@ def test_an_experiments_runs_are_read_in_the_order_of_an_index_a_registry_of_the
         steps = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args))
         assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION
     assert "runs_experiment_created" in steps and "TEMP B-TREE" not in steps  # no sort of all the rows per read
+
+
+def test_runs_without_a_created_at_and_with_an_empty_one_are_ordered_by_run_id_together(root):
+    empty, none, empty_too = (make_run(root, n, cell(task), created=created)
+                              for n, task, created in ((1, "a", ""), (2, "b", None), (3, "c", "")))
+    write_plan(root, [cell("a"), cell("b"), cell("c")])
+    registry.rebuild(root)
+    exp = Experiment("exp", root)
+    assert [row["run_id"] for row in exp.rows()] == [none, empty, empty_too]  # SQL: every NULL first
+    assert list(exp.frame().index) == [empty, none, empty_too]
+    assert list(exp.frame(all_runs=True).index) == [none, empty, empty_too]
