@@ -433,11 +433,11 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
     values = _values(data)
     boolean = [c for c in values if c.startswith("scores.") and _is_boolean(data[c])]
     excluded = _excluded(data)
+    reasons_all, counted = excluded.to_numpy(), excluded.isna().to_numpy()  # why each run is out; the runs that ran
     work = data[cols].copy()
-    work["_excluded"] = excluded
     work["_at"] = range(len(work))  # each run's position: a cell's numbers are slices of whole columns
-    groups = list(work.groupby(cols, dropna=False, sort=True))
-    ran_counts = [int(part["_excluded"].isna().sum()) for _, part in groups]
+    groups = [(cell, part["_at"].to_numpy()) for cell, part in work.groupby(cols, dropna=False, sort=True)]
+    ran_counts = [int(counted[rows].sum()) for _, rows in groups]
     ks = _ks(k, [n for n in ran_counts if n > 0])
     named = [_planned_key(c) for c in cols]  # what a planned cell calls each column (None: it has no such key)
     wanted = Counter(_norm(tuple(p.get(key) for key in named)) for p in planned or ()
@@ -448,11 +448,11 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
 
     numbers: dict[Any, dict[tuple[str, str], Any]] = {}
     samples: dict[Any, dict[str, Any]] = {}
-    for (cell, part), ran in zip(groups, ran_counts):
+    for (cell, rows), ran in zip(groups, ran_counts):
         key = cell if len(cols) > 1 else (cell[0] if isinstance(cell, tuple) else cell)
-        at = part["_at"].to_numpy()[part["_excluded"].isna().to_numpy()]  # the runs that ran
-        why = Counter(part["_excluded"].dropna())
-        launched = len(part)
+        at = rows[counted[rows]]  # the runs that ran
+        why = Counter(reasons_all[rows[~counted[rows]]])
+        launched = len(rows)
         plan_n = max(launched, wanted[_norm(cell if isinstance(cell, tuple) else (cell,))]) if wanted else launched
         reasons = [f"{n} {reason}" for reason, n in why.most_common()]
         if plan_n > launched:
@@ -461,7 +461,7 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
         steps = steps_all[at] if steps_all is not None else np.array([])
         row: dict[tuple[str, str], Any] = {
             ("runs", "planned"): plan_n, ("runs", "ran"): ran, ("runs", "succeeded"): succeeded,
-            ("runs", "failed"): ran - succeeded, ("runs", "excluded"): int(part["_excluded"].notna().sum()),
+            ("runs", "failed"): ran - succeeded, ("runs", "excluded"): launched - ran,
             ("runs", "why"): ", ".join(reasons),
             ("runs", "failed_steps"): int((steps > 0).sum()) if (~np.isnan(steps)).any() else float("nan")}
         row.update(_rate("success", succeeded, ran, ks, ci))
