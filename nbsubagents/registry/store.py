@@ -40,8 +40,8 @@ __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "n
            "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting", "waiting_count",
            "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 5  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
-# 4: resumed_from; 5: harness
+SCHEMA_VERSION = 6  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
+# 4: resumed_from; 5: harness; 6: an experiment's runs indexed in the order they are read
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
 
 # (column, SQL type); the order is the table's.
@@ -80,6 +80,7 @@ CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
 CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
+CREATE INDEX IF NOT EXISTS runs_experiment_created ON runs(experiment, created_at, run_id);
 """
 
 # The status sets as SQL lists, for ``status IN ...`` (the one vocabulary, child/artifacts).
@@ -433,6 +434,17 @@ def fetch(db: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
         cursor = conn.execute(sql, tuple(args))
         names = [column[0] for column in cursor.description or ()]
         return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def fetch_columns(db: Path, sql: str, args: Iterable[Any] = ()) -> dict[str, list[Any]]:
+    """The rows of a query as columns: each column's name and its values in the rows' order (no object per row:
+    what a frame is built from)."""
+    with connect(db) as conn:
+        conn.row_factory = None
+        cursor = conn.execute(sql, tuple(args))
+        names = [column[0] for column in cursor.description or ()]
+        rows = cursor.fetchall()
+    return {name: list(values) for name, values in zip(names, zip(*rows) if rows else [()] * len(names))}
 
 
 def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[str, int]:

@@ -23,16 +23,19 @@ and mlflow are imported only there.
 
 from __future__ import annotations
 
+import gc
 import html
 import json
 import os
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .. import registry
+from ..registry.store import fetch_columns
 from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, read_json
 from ..config import NbSubagentsError, configure, project_arg, project_root, settings
 from ..lifecycle import batch, launch, reconcile
@@ -42,7 +45,7 @@ from ..lifecycle.settle import LOST, NOT_STARTED
 from ..lifecycle.spec import declare_options
 from ..ui.sweep_panel import sweep_renderer
 from . import driver, views
-from .grid import cell_key, cell_values, expand
+from .grid import cell_key, expand
 from .outcomes import retry_reason
 from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
                    replaced_runs, save_plan)
@@ -61,9 +64,34 @@ if TYPE_CHECKING:
 __all__ = ["experiment", "experiments", "get_experiment", "Experiment"]
 
 
-def _cell(params: dict[str, Any]) -> tuple[Any, ...]:
-    """The plan cell of a run's params, as ``cell_key`` names it (its values, not their JSON text)."""
-    return tuple(cell_values(params))
+def _cells(params: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The plan cell of each run's params, as ``cell_key`` names it: ``cell_values`` (task, preset, model, repeat,
+    and the harness where a cell names one) as a tuple, worked out a key at a time for all runs."""
+    cells = list(zip(*([given.get(key) for given in params] for key in ("task_id", "preset", "model", "repeat"))))
+    harness = [given.get("harness") for given in params]
+    if harness.count(None) < len(harness):
+        cells = [cell if named is None else (*cell, named) for cell, named in zip(cells, harness)]
+    return cells
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's garbage collector paused (for this process): a frame of 10,000 runs is built of some 100,000 new
+    objects (rows, parsed JSON, lists), none of them in a cycle, and the collector's passes over them while they
+    are made took a tenth of ``compare()`` (measured: 156 -> 140 ms of CPU). It runs again after, as before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _axes(plan: dict[str, Any]) -> tuple[str, ...]:
+    """``Experiment.axes()`` of this plan."""
+    named = any("harness" in (cell.get("params") or {}) for cell in plan.get("cells") or [])
+    return ("harness", "preset", "model") if named else ("preset", "model")
 
 
 def _interrupted(row: dict[str, Any]) -> bool:
@@ -94,36 +122,76 @@ class Experiment:
         """The registry rows of this experiment's runs, oldest first (synced with the run directories); runs
         of a plan replaced by ``experiment(..., replace=True)`` are no longer the experiment's. ``columns``:
         only these registry columns (and ``run_id``), as ``frame()`` reads; all by default."""
-        db = registry.db_path(self.root)
-        if not db.exists() and not db.parent.joinpath("runs").is_dir():
+        query = self._query(columns)
+        if query is None:
             return []
-        registry.ensure_loaded(db)
-        selected = ", ".join(dict.fromkeys(["run_id", "params", *columns])) if columns else "*"
-        rows = registry.fetch(db, f"SELECT {selected} FROM runs WHERE experiment = ? ORDER BY created_at, run_id",
-                              (self.name,))
+        rows = registry.fetch(*query)
         gone = replaced_runs(self.plan)
         return [r for r in rows if r["run_id"] not in gone] if gone else rows
+
+    def _query(self, columns: Sequence[str]) -> tuple[Path, str, tuple[str]] | None:
+        """The registry (synced) and the query of ``rows()``; None when this project has no runs at all."""
+        db = registry.db_path(self.root)
+        if not db.exists() and not db.parent.joinpath("runs").is_dir():
+            return None
+        registry.ensure_loaded(db)
+        selected = ", ".join(dict.fromkeys(["run_id", "params", *columns])) if columns else "*"
+        return db, f"SELECT {selected} FROM runs WHERE experiment = ? ORDER BY created_at, run_id", (self.name,)
+
+    def _columns(self, columns: Sequence[str], plan: dict[str, Any]) -> dict[str, list[Any]]:
+        """``rows(columns)`` as columns: each one's values in the rows' order (what a frame is built from);
+        ``plan``: the experiment's (read once by the caller: a big sweep's plan is a large file)."""
+        query = self._query(columns)
+        if query is None:
+            return {name: [] for name in dict.fromkeys(["run_id", "params", *columns])}
+        got = fetch_columns(*query)
+        gone = replaced_runs(plan)
+        if gone:
+            kept = [i for i, run_id in enumerate(got["run_id"]) if run_id not in gone]
+            got = {name: [values[i] for i in kept] for name, values in got.items()}
+        return got
 
     def current_rows(self, *, all_runs: bool = False, columns: Sequence[str] = ()) -> list[dict[str, Any]]:
         """One row per cell of the plan: its latest run (``all_runs=True``: every run, superseded ones too).
         Each row also says which try of its cell it is: ``attempt`` (1, 2, ...), ``attempts`` (its cell's runs so
         far) and ``retried`` (why it was tried again, for a run a retry superseded; else None)."""
-        rows = self.rows(columns)
         plan = self.plan
+        got, _ = self._current(self._columns(columns, plan), plan, all_runs)
+        return [dict(zip(got, values)) for values in zip(*got.values())]
+
+    @staticmethod
+    def _current(got: dict[str, list[Any]], plan: dict[str, Any],
+                 all_runs: bool) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
+        """``current_rows()`` of the columns ``got`` (``_columns()``), as columns, with each run's params parsed (in
+        the same order)."""
         retried = {a["runId"]: a["retried"] for cell in plan.get("cells") or [] for a in cell.get("attempts") or []}
-        params = json.loads("[" + ",".join(row.get("params") or "{}" for row in rows) + "]")  # one parse for all
-        cells = [_cell(given) for given in params]
-        attempts = Counter(cells)
-        tried: dict[tuple[Any, ...], int] = {}  # a count per cell, not a list of its rows: fewer objects to keep
-        for row, cell in zip(rows, cells):
-            tried[cell] = number = tried.get(cell, 0) + 1
-            row.update(attempt=number, attempts=attempts[cell], retried=retried.get(row["run_id"]))
+        params = json.loads("[" + ",".join(text or "{}" for text in got["params"]) + "]")  # one parse for all
+        cells = _cells(params)
+        counts = Counter(cells)
+        if len(counts) == len(cells):  # every cell has one run (a sweep without retries)
+            attempt, attempts = [1] * len(cells), [1] * len(cells)
+        else:
+            tried: dict[tuple[Any, ...], int] = {}  # a count per cell, not a list of its rows: fewer objects to keep
+            attempt = []
+            for cell in cells:
+                tried[cell] = number = tried.get(cell, 0) + 1
+                attempt.append(number)
+            attempts = [counts[cell] for cell in cells]
+        got.update(attempt=attempt, attempts=attempts, retried=[retried.get(run_id) for run_id in got["run_id"]])
         if all_runs:
-            return rows
+            return got, params
         planned = {tuple(json.loads(cell["key"])) for cell in plan.get("cells") or []}
-        latest = [row for row, cell in zip(rows, cells)
-                  if row["attempt"] == row["attempts"] and (cell in planned or not planned)]
-        return sorted(latest, key=lambda r: (r.get("created_at") or "", r["run_id"]))
+        latest = [i for i, (number, cell) in enumerate(zip(attempt, cells))
+                  if number == attempts[i] and (cell in planned or not planned)]
+        created = got.get("created_at")
+        # by (created_at or "", run_id): the order the rows came in (SQL's ORDER BY created_at, run_id; text compares
+        # alike in both) unless a row has no created_at and another an empty one (SQL puts every NULL first)
+        if created is None or (None in created and "" in created):
+            created = [value or "" for value in created] if created is not None else [""] * len(cells)
+            latest.sort(key=list(zip(created, got["run_id"])).__getitem__)
+        if latest == list(range(len(cells))):  # every run is its cell's latest, in order: the columns as they are
+            return got, params
+        return {name: [values[i] for i in latest] for name, values in got.items()}, [params[i] for i in latest]
 
     def runs(self) -> list[Run]:
         return [Run(r["run_dir"]) for r in self.current_rows()]
@@ -294,20 +362,23 @@ class Experiment:
         """One row per run: ``params.*``, ``metrics.*``, ``scores.*``, ``tags.*``, status, stop reason, and
         which try of its cell the run is (``attempt``, ``attempts``; ``retried``: why a superseded one was tried
         again, with ``all_runs=True``)."""
-        rows = self.current_rows(all_runs=all_runs, columns=views.READ)
-        out = views.frame(rows)
-        for column in ("attempt", "attempts", "retried"):
-            if column not in out.columns:
-                out[column] = [r.get(column) for r in rows]  # the frame keeps the rows' order
-        return out
+        return self._frame(self.plan, all_runs)
 
     to_frame = frame
+
+    def _frame(self, plan: dict[str, Any], all_runs: bool = False) -> pandas.DataFrame:
+        with _collector_paused():
+            got, params = self._current(self._columns(views.READ, plan), plan, all_runs)  # columns from the cursor on
+            out = views.frame_of_columns(got, params)
+            for column in ("attempt", "attempts", "retried"):
+                if column not in out.columns:
+                    out[column] = got[column]  # the frame keeps the rows' order
+        return out
 
     def axes(self) -> tuple[str, ...]:
         """What ``compare()`` and ``plot()`` group by unless told: ``("harness", "preset", "model")`` when the
         sweep names harnesses, else ``("preset", "model")``."""
-        named = any("harness" in (cell.get("params") or {}) for cell in self.plan.get("cells") or [])
-        return ("harness", "preset", "model") if named else ("preset", "model")
+        return _axes(self.plan)
 
     def compare(self, by: str | Sequence[str] | None = None, baseline: Any = None, *, ci: float = 0.95,
                 k: int | Sequence[int] | None = None) -> Comparison:
@@ -315,15 +386,17 @@ class Experiment:
         ran, succeeded, failed, excluded (and why); the success rate, every score and metric over the runs that
         ran, with ``ci`` intervals and pass@``k``/pass^``k``; the difference to ``baseline`` with its interval
         (``sweeps.views.compare``)."""
-        planned = [cell.get("params") or {} for cell in self.plan.get("cells") or []]
-        return views.compare(self.frame(), by=by or self.axes(), baseline=baseline, title=self.name, ci=ci, k=k,
-                             planned=planned)
+        plan = self.plan  # read once: a big sweep's plan is a large file
+        planned = [cell.get("params") or {} for cell in plan.get("cells") or []]
+        return views.compare(self._frame(plan), by=by or _axes(plan), baseline=baseline, title=self.name, ci=ci,
+                             k=k, planned=planned)
 
     def plot(self, *, x: str = "cost_usd", y: str | None = None, by: str | Sequence[str] | None = None,
              theme: str = "auto") -> Figure:
         """A matplotlib Figure: one point per run that ran (``x`` a metric, ``y`` a score), a colour per cell of
         ``by`` (default: ``axes()``), a marker per model."""
-        return views.plot(self.frame(), x=x, y=y, by=by or self.axes(), title=self.name, theme=theme)
+        plan = self.plan
+        return views.plot(self._frame(plan), x=x, y=y, by=by or _axes(plan), title=self.name, theme=theme)
 
     def to_mlflow(self, tracking_uri: str | None = None, *, artifact_location: str | None = None) -> str:
         """Log each ended run as an MLflow run (params, metrics, scores as ``score.*`` metrics, tags, the run

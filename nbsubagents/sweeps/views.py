@@ -58,39 +58,55 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
     frame is what an experiment's numbers travel in, so its text (errors, params, tags) is masked. ``excluded``
     says why a run does not count (None when it does); such a run's metrics and scores are NaN. ``harness`` is the
     agent harness that ran it (``params.harness`` is the one its cell named, when the sweep names one).
-    ``failed_steps`` counts a run's tool calls whose result was an error.
+    ``failed_steps`` counts a run's tool calls whose result was an error. ``rows``: registry rows (``READ``'s
+    columns; one a row lacks is None)."""
+    return frame_of_columns({key: [row.get(key) for row in rows] for key in READ})
+
+
+def frame_of_columns(columns: dict[str, list[Any]], params: list[dict[str, Any]] | None = None) -> pandas.DataFrame:
+    """``frame()`` of registry rows given as columns (``READ``'s, each a list in the rows' order; a missing one is
+    None), so no object is made per row; ``params``: the ``params`` column already parsed, when it is.
 
     Built a column at a time: the JSON of all rows is parsed in one call, each distinct text is masked once, and
     pandas types the columns as it would a list of records (a key a run lacks is NaN)."""
     import pandas as pd
 
+    n = len(columns["run_id"])
     mask = masker()
-    masks: dict[str, str] = {}
-
-    def masked(value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        got = masks.get(value)
-        if got is None:
-            got = masks[value] = mask.text(value)
-        return got
 
     def column(key: str) -> list[Any]:
-        return [row.get(key) for row in rows]
+        return columns[key] if key in columns else [None] * n
 
-    excluded = [excluded_reason(row) for row in rows]
-    params, scores, tags = (_objects(column(key)) for key in ("params", "scores", "tags"))
+    def masked(values: list[Any]) -> list[Any]:
+        """The column with each text masked: each distinct text once, and the column as it is when masking changes
+        none of them (the usual case)."""
+        try:
+            distinct = set(values)
+        except TypeError:  # a list or an object among a param's values: these are not masked, only texts
+            distinct = {value for value in values if isinstance(value, str)}
+        changed = {text: got for text in distinct if isinstance(text, str) and (got := mask.text(text)) != text}
+        return [changed.get(value, value) if isinstance(value, str) else value for value in values] if changed \
+            else values
+
+    statuses = column("status")
+    # why a run does not count, worked out once per distinct (status, stop reason)
+    ends = list(zip(statuses, column("stop_reason")))
+    why_not = {end: excluded_reason({"status": end[0], "stop_reason": end[1]}) for end in set(ends)}
+    excluded = [why_not[end] for end in ends]
+    counted = not any(excluded)  # no run excluded: numbers are kept as read
+    if params is None:
+        params = _objects(column("params"))
+    scores, tags = (_objects(column(key)) for key in ("scores", "tags"))
     changed = {name: [value is not None for value in column(key)] for name, key in CHANGE_METRICS.items()}
-    columns: dict[str, list[Any]] = {
-        "run_id": [row["run_id"] for row in rows], "experiment": column("experiment"), "status": column("status"),
-        "stop_reason": column("stop_reason"), "excluded": excluded,
-        "error": [masked(value) for value in column("error_message")],
-        "failed_steps": [None if why else _failed_steps(row.get("run_dir"), row.get("status"))
-                         for row, why in zip(rows, excluded)],
+    out: dict[str, list[Any]] = {
+        "run_id": column("run_id"), "experiment": column("experiment"), "status": statuses,
+        "stop_reason": column("stop_reason"), "excluded": excluded, "error": masked(column("error_message")),
+        "failed_steps": [None if why else _failed_steps(run_dir, status)
+                         for run_dir, status, why in zip(column("run_dir"), statuses, excluded)],
         "model_resolved": column("model"), "harness": [value or "pi" for value in column("harness")],
         "created_at": column("created_at"), "run_dir": column("run_dir")}
     # the columns in the order a list of records gives them: each new key where a run first has it
-    kinds = dict.fromkeys(zip(map(tuple, params), zip(*changed.values()) if changed else [()] * len(rows),
+    kinds = dict.fromkeys(zip(map(tuple, params), zip(*changed.values()) if changed else [()] * n,
                               map(tuple, scores), map(tuple, tags)))
     order = dict.fromkeys(_BASE)
     for param_keys, has_changes, score_keys, tag_keys in kinds:
@@ -100,30 +116,30 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
         order.update(dict.fromkeys(f"scores.{key}" for key in score_keys))
         order.update(dict.fromkeys(f"tags.{key}" for key in tag_keys))
     for name in order:
-        if name in columns:
+        if name in out:
             continue
         kind, _, key = name.partition(".")
         if kind == "params":
-            columns[name] = [masked(p[key]) if key in p else NAN for p in params]
+            out[name] = masked([p.get(key, NAN) for p in params])
         elif kind == "tags":
-            columns[name] = [masked(t[key]) if key in t else NAN for t in tags]
+            out[name] = masked([t.get(key, NAN) for t in tags])
         elif kind == "scores":
-            columns[name] = [NAN if key not in s else None if why else s[key] for s, why in zip(scores, excluded)]
+            out[name] = [NAN if key not in s else None if why else s[key] for s, why in zip(scores, excluded)]
         elif key in METRICS:
-            columns[name] = [None if why else value for value, why in zip(column(METRICS[key]), excluded)]
+            values = column(METRICS[key])
+            out[name] = values if counted else [None if why else value for value, why in zip(values, excluded)]
         else:
-            columns[name] = [(None if why else value) if has else NAN
-                             for value, has, why in zip(column(CHANGE_METRICS[key]), changed[key], excluded)]
-    names = list(order) if rows else []
-    out = pd.DataFrame({name: columns[name] for name in names})  # types each list as from_records would
-    if out.empty:
-        out = pd.DataFrame(columns=_BASE + [f"metrics.{m}" for m in METRICS])
+            out[name] = [(None if why else value) if has else NAN
+                         for value, has, why in zip(column(CHANGE_METRICS[key]), changed[key], excluded)]
+    data = pd.DataFrame({name: out[name] for name in order} if n else {})  # types each list as from_records would
+    if data.empty:
+        data = pd.DataFrame(columns=_BASE + [f"metrics.{m}" for m in METRICS])
     for name in [*METRICS, *CHANGE_METRICS, "failed_steps"]:
         column_name = name if name == "failed_steps" else f"metrics.{name}"
-        if column_name in out:
-            out[column_name] = pd.to_numeric(out[column_name], errors="coerce")
-    out["created_at"] = pd.to_datetime(out["created_at"], utc=True, errors="coerce")
-    return out.set_index("run_id")
+        if column_name in data:
+            data[column_name] = pd.to_numeric(data[column_name], errors="coerce")
+    data["created_at"] = pd.to_datetime(data["created_at"], utc=True, errors="coerce")
+    return data.set_index("run_id")
 
 
 NAN = float("nan")  # what a list of records gives a run that lacks a column
@@ -417,11 +433,11 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
     values = _values(data)
     boolean = [c for c in values if c.startswith("scores.") and _is_boolean(data[c])]
     excluded = _excluded(data)
+    reasons_all, counted = excluded.to_numpy(), excluded.isna().to_numpy()  # why each run is out; the runs that ran
     work = data[cols].copy()
-    work["_excluded"] = excluded
     work["_at"] = range(len(work))  # each run's position: a cell's numbers are slices of whole columns
-    groups = list(work.groupby(cols, dropna=False, sort=True))
-    ran_counts = [int(part["_excluded"].isna().sum()) for _, part in groups]
+    groups = [(cell, part["_at"].to_numpy()) for cell, part in work.groupby(cols, dropna=False, sort=True)]
+    ran_counts = [int(counted[rows].sum()) for _, rows in groups]
     ks = _ks(k, [n for n in ran_counts if n > 0])
     named = [_planned_key(c) for c in cols]  # what a planned cell calls each column (None: it has no such key)
     wanted = Counter(_norm(tuple(p.get(key) for key in named)) for p in planned or ()
@@ -432,11 +448,11 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
 
     numbers: dict[Any, dict[tuple[str, str], Any]] = {}
     samples: dict[Any, dict[str, Any]] = {}
-    for (cell, part), ran in zip(groups, ran_counts):
+    for (cell, rows), ran in zip(groups, ran_counts):
         key = cell if len(cols) > 1 else (cell[0] if isinstance(cell, tuple) else cell)
-        at = part["_at"].to_numpy()[part["_excluded"].isna().to_numpy()]  # the runs that ran
-        why = Counter(part["_excluded"].dropna())
-        launched = len(part)
+        at = rows[counted[rows]]  # the runs that ran
+        why = Counter(reasons_all[rows[~counted[rows]]])
+        launched = len(rows)
         plan_n = max(launched, wanted[_norm(cell if isinstance(cell, tuple) else (cell,))]) if wanted else launched
         reasons = [f"{n} {reason}" for reason, n in why.most_common()]
         if plan_n > launched:
@@ -445,7 +461,7 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
         steps = steps_all[at] if steps_all is not None else np.array([])
         row: dict[tuple[str, str], Any] = {
             ("runs", "planned"): plan_n, ("runs", "ran"): ran, ("runs", "succeeded"): succeeded,
-            ("runs", "failed"): ran - succeeded, ("runs", "excluded"): int(part["_excluded"].notna().sum()),
+            ("runs", "failed"): ran - succeeded, ("runs", "excluded"): launched - ran,
             ("runs", "why"): ", ".join(reasons),
             ("runs", "failed_steps"): int((steps > 0).sum()) if (~np.isnan(steps)).any() else float("nan")}
         row.update(_rate("success", succeeded, ran, ks, ci))
