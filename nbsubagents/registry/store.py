@@ -40,8 +40,9 @@ __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "n
            "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting", "waiting_count",
            "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 5  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
-# 4: resumed_from; 5: harness
+SCHEMA_VERSION = 6  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
+# 4: resumed_from; 5: harness; 6: runs_status_preset (runs() filtered by a status and a preset reads the rows in its
+# order, newest first, by reading this index backwards: no sort of the matching rows)
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
 
 # (column, SQL type); the order is the table's.
@@ -80,6 +81,7 @@ CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
 CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
+CREATE INDEX IF NOT EXISTS runs_status_preset ON runs(status, preset, created_at, run_id);
 """
 
 # The status sets as SQL lists, for ``status IN ...`` (the one vocabulary, child/artifacts).
