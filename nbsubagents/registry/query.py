@@ -6,6 +6,7 @@ Filtering happens in SQLite (indexed columns, parameters, no string-built values
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from datetime import datetime, timedelta, timezone
@@ -166,13 +167,10 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
             return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(dtype).array
         return pd.api.types.pandas_dtype(dtype).__from_arrow__(values)
 
-    def when(name: str) -> Any:
-        return pd.to_datetime(pd.Series(_objects(got[name]), dtype=object), utc=True, format="ISO8601")
-
     out = pd.DataFrame({
         "run_id": text("run_id"), "name": text("name"), "preset": text("preset"), "harness": text("harness"),
         "status": _statuses(got["status"]), "model": text("model"), "task": _tasks(got["task"]), "cwd": text("cwd"),
-        "started": when("started"), "ended": when("ended_at"),
+        "started": _times(got["started"]), "ended": _times(got["ended_at"]),
         "duration_s": number("duration", "Float64"), "tool_calls": number("tool_calls", "Int64"),
         "tokens": number("total_tokens", "Int64"), "cost": number("cost", "Float64"),
         "error": text("error_message"), "run_dir": text("run_dir"), "mode": text("mode"),
@@ -227,6 +225,31 @@ def _statuses(values: Any) -> Any:
     return pd.Categorical.from_codes(codes.to_numpy(), categories=list(STATUSES))
 
 
+def _times(values: Any) -> Any:
+    """``pd.to_datetime(values, utc=True, format="ISO8601")``. pyarrow parses a column of ISO times with their
+    zone at once; a column it cannot parse (a time without a zone, nanoseconds) takes pandas' way, and so does a
+    column without any time, to which pandas gives another unit."""
+    import pandas as pd
+
+    if not isinstance(values, tuple) and values.null_count < len(values):
+        import pyarrow as pa
+
+        try:
+            parsed = values.cast(pa.timestamp("us", "UTC"))
+        except (TypeError, ValueError):  # pyarrow's ArrowInvalid among them
+            pass
+        else:  # in the unit pandas gives such times (us in pandas 3, ns before)
+            return parsed.to_pandas().astype(_iso_time_dtype())
+    return pd.to_datetime(pd.Series(_objects(values), dtype=object), utc=True, format="ISO8601")
+
+
+@functools.cache
+def _iso_time_dtype() -> Any:
+    import pandas as pd
+
+    return pd.to_datetime(pd.Series(["2026-01-01T00:00:00.000Z"]), utc=True, format="ISO8601").dtype
+
+
 def _tasks(values: Any) -> Any:
     """``shorten(task, TASK_WIDTH)`` of each task, as a string array: only the tasks it would change are folded
     in Python (with pyarrow: ``_PLAIN_TASK``)."""
@@ -248,9 +271,10 @@ def _tasks(values: Any) -> Any:
 def _with_waiting(rows: list[tuple[Any, ...]], names: list[str], status: Any, limit: int | None
                   ) -> list[tuple[Any, ...]]:
     """``shown`` for the frame's plain tuples: only running rows are looked at (a stat each), and only when
-    there are any (most registries have none)."""
+    the status filter lets them through and there are any (most registries have none)."""
     at, where = names.index("status"), names.index("run_dir")
-    if "running" in map(itemgetter(at), rows):
+    asked = set(_one_or_many(status, "status") or STATUSES)
+    if asked & {"running", "waiting"} and "running" in map(itemgetter(at), rows):
         rows = [row[:at] + ("waiting",) + row[at + 1:] if row[at] == "running" and store.is_waiting(row[where])
                 else row for row in rows]
     if split_running(status):
