@@ -6,9 +6,11 @@ Filtering happens in SQLite (indexed columns, parameters, no string-built values
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from datetime import datetime, timedelta, timezone
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -28,18 +30,18 @@ _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_
            "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
            "stop_reason, files_changed, lines_added, lines_removed, data, resumed_from, harness")
 SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
-# What runs() selects: its columns, with SQLite doing what needs no Python. ``plain`` says that ``shorten`` would
-# leave the task as it is (printable ASCII of at most TASK_WIDTH characters without doubled, leading or trailing
-# spaces), so only the other tasks are folded in Python.
-_PLAIN_TASK = (f"length(task) <= {TASK_WIDTH} AND task NOT GLOB '*[^ -~]*' AND task NOT GLOB '*  *' "
-               "AND task NOT GLOB ' *' AND task NOT GLOB '* '")
-FRAME_SELECT = ("run_id, name, preset, harness, status, model, "
-                f"task, {_PLAIN_TASK} AS plain, "
+# What runs() selects: its columns, with SQLite doing what needs no Python.
+FRAME_SELECT = ("run_id, name, preset, harness, status, model, task, "
                 "cwd, COALESCE(started_at, created_at) AS started, ended_at, duration, tool_calls, total_tokens, cost, "
                 "error_message, run_dir, mode, notebook, kernel, stop_reason, "
                 "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
                 "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END AS changes, "
                 "files_changed, resumed_from")
+# A task that ``shorten`` leaves as it is: printable ASCII words, each after a single space, at most TASK_WIDTH
+# characters (or nothing at all). pyarrow finds them at once; only the others are folded in Python.
+_PLAIN_TASK = r"^([!-~]+( [!-~]+)*)?$"
+_NUMBERS = {"duration": "float64", "cost": "float64", "tool_calls": "int64", "total_tokens": "int64",
+            "files_changed": "int64"}  # FRAME_SELECT's columns that are numbers; the others are texts
 
 
 def to_utc_iso(value: Any, *, name: str) -> str:
@@ -154,22 +156,21 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
         cursor = conn.execute(sql, args)
         names = [column[0] for column in cursor.description]
         rows = cursor.fetchall()
-    rows = _with_waiting(rows, names, status, limit)
-    got = dict(zip(names, zip(*rows))) if rows else {name: () for name in names}  # a tuple per column
+    got = _columns(_with_waiting(rows, names, status, limit), names)
 
     def text(name: str) -> Any:
-        return _strings(got[name])
+        return pd.array(got[name], dtype="string")
 
     def number(name: str, dtype: str) -> Any:
-        return pd.to_numeric(pd.Series(got[name], dtype=object), errors="coerce").astype(dtype).array
+        values = got[name]
+        if isinstance(values, tuple):
+            return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(dtype).array
+        return pd.api.types.pandas_dtype(dtype).__from_arrow__(values)
 
-    tasks = [task if plain else shorten(task, TASK_WIDTH) for task, plain in zip(got["task"], got["plain"])]
     out = pd.DataFrame({
         "run_id": text("run_id"), "name": text("name"), "preset": text("preset"), "harness": text("harness"),
-        "status": pd.Categorical(got["status"], categories=list(STATUSES)),
-        "model": text("model"), "task": _strings(tasks), "cwd": text("cwd"),
-        "started": pd.to_datetime(pd.Series(got["started"], dtype=object), utc=True, format="ISO8601"),
-        "ended": pd.to_datetime(pd.Series(got["ended_at"], dtype=object), utc=True, format="ISO8601"),
+        "status": _statuses(got["status"]), "model": text("model"), "task": _tasks(got["task"]), "cwd": text("cwd"),
+        "started": _times(got["started"]), "ended": _times(got["ended_at"]),
         "duration_s": number("duration", "Float64"), "tool_calls": number("tool_calls", "Int64"),
         "tokens": number("total_tokens", "Int64"), "cost": number("cost", "Float64"),
         "error": text("error_message"), "run_dir": text("run_dir"), "mode": text("mode"),
@@ -178,32 +179,104 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
         "resumed_from": text("resumed_from"),
     })
     if expand_data:
-        out = _expand_data(out, got["data"])
+        out = _expand_data(out, _objects(got["data"]))
     return out
 
 
-def _strings(values: Any) -> Any:
-    """``pd.array(values, dtype="string")``; when pandas keeps that dtype in pyarrow, the column of texts (and
-    Nones) is handed to pyarrow at once, three times faster than pandas checking each value first. Anything
-    else in the column (a number SQLite stored in a text column) takes pandas' own way, which turns it to text."""
+def _columns(rows: list[tuple[Any, ...]], names: list[str]) -> dict[str, Any]:
+    """The rows' columns by name. When pandas keeps its strings in pyarrow, each column is a pyarrow array of its
+    type (``_NUMBERS``, else text): the rows are handed to pyarrow in one call, which types and transposes them
+    in C, where Python would touch every value twice. A column holding a value of another type (a number
+    SQLite stored as text) is a tuple, as it is without pyarrow, and takes pandas' way, which coerces it."""
     import pandas as pd
 
+    columns: dict[str, Any] = {}
     if pd.StringDtype().storage == "pyarrow":
         import pyarrow as pa
 
+        types = [pa.field(name, _NUMBERS.get(name, pa.large_string())) for name in names]
         try:
-            return pd.array(pa.array(values, type=pa.large_string()), dtype="string")
-        except (TypeError, ValueError):  # pyarrow's ArrowTypeError and ArrowInvalid among them
+            return dict(zip(names, pa.array(rows, type=pa.struct(types)).flatten()))
+        except (TypeError, ValueError, OverflowError):  # pyarrow's ArrowTypeError and ArrowInvalid among them
+            for field, values in zip(types, zip(*rows) if rows else [()] * len(names)):
+                try:
+                    columns[field.name] = pa.array(values, type=field.type)
+                except (TypeError, ValueError, OverflowError):
+                    columns[field.name] = values
+            return columns
+    return dict(zip(names, zip(*rows))) if rows else {name: () for name in names}
+
+
+def _objects(values: Any) -> Any:
+    """A column as Python values (a tuple stays as it is)."""
+    return values if isinstance(values, tuple) else values.to_numpy(zero_copy_only=False)
+
+
+def _statuses(values: Any) -> Any:
+    """The status column as a categorical of ``STATUSES`` (pyarrow finds each value's code at once)."""
+    import pandas as pd
+
+    if isinstance(values, tuple):
+        return pd.Categorical(values, categories=list(STATUSES))
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    codes = pc.index_in(values, value_set=pa.array(STATUSES, type=values.type)).fill_null(-1)  # -1: no status
+    return pd.Categorical.from_codes(codes.to_numpy(), categories=list(STATUSES))
+
+
+def _times(values: Any) -> Any:
+    """``pd.to_datetime(values, utc=True, format="ISO8601")``. pyarrow parses a column of ISO times with their
+    zone at once; a column it cannot parse (a time without a zone, nanoseconds) takes pandas' way, and so does a
+    column without any time, to which pandas gives another unit."""
+    import pandas as pd
+
+    if not isinstance(values, tuple) and values.null_count < len(values):
+        import pyarrow as pa
+
+        try:
+            parsed = values.cast(pa.timestamp("us", "UTC"))
+        except (TypeError, ValueError):  # pyarrow's ArrowInvalid among them
             pass
+        else:  # in the unit pandas gives such times (us in pandas 3, ns before)
+            return parsed.to_pandas().astype(_iso_time_dtype())
+    return pd.to_datetime(pd.Series(_objects(values), dtype=object), utc=True, format="ISO8601")
+
+
+@functools.cache
+def _iso_time_dtype() -> Any:
+    import pandas as pd
+
+    return pd.to_datetime(pd.Series(["2026-01-01T00:00:00.000Z"]), utc=True, format="ISO8601").dtype
+
+
+def _tasks(values: Any) -> Any:
+    """``shorten(task, TASK_WIDTH)`` of each task, as a string array: only the tasks it would change are folded
+    in Python (with pyarrow: ``_PLAIN_TASK``)."""
+    import pandas as pd
+
+    if isinstance(values, tuple):
+        return pd.array([shorten(task, TASK_WIDTH) for task in values], dtype="string")
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    plain = pc.and_(pc.less_equal(pc.utf8_length(values), TASK_WIDTH), pc.match_substring_regex(values, _PLAIN_TASK))
+    folded = pc.invert(plain.fill_null(False))  # a missing task is folded too: shorten makes it ""
+    if pc.any(folded).as_py():
+        shortened = [shorten(task, TASK_WIDTH) for task in values.filter(folded).to_pylist()]
+        values = pc.replace_with_mask(values, folded, pa.array(shortened, type=values.type))
     return pd.array(values, dtype="string")
 
 
 def _with_waiting(rows: list[tuple[Any, ...]], names: list[str], status: Any, limit: int | None
                   ) -> list[tuple[Any, ...]]:
-    """``shown`` for the frame's plain tuples: only running rows are looked at (a stat each)."""
+    """``shown`` for the frame's plain tuples: only running rows are looked at (a stat each), and only when
+    the status filter lets them through and there are any (most registries have none)."""
     at, where = names.index("status"), names.index("run_dir")
-    rows = [row[:at] + ("waiting",) + row[at + 1:] if row[at] == "running" and store.is_waiting(row[where]) else row
-            for row in rows]
+    asked = set(_one_or_many(status, "status") or STATUSES)
+    if asked & {"running", "waiting"} and "running" in map(itemgetter(at), rows):
+        rows = [row[:at] + ("waiting",) + row[at + 1:] if row[at] == "running" and store.is_waiting(row[where])
+                else row for row in rows]
     if split_running(status):
         wanted = set(_one_or_many(status, "status") or ())
         rows = [row for row in rows if row[at] in wanted][:limit]

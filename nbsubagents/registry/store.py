@@ -41,7 +41,9 @@ __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "n
            "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 6  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
-# 4: resumed_from; 5: harness; 6: an experiment's runs indexed in the order they are read
+# 4: resumed_from; 5: harness; 6: two indexes that give rows in the order they are read, so nothing is sorted:
+# runs_experiment_created (an experiment's runs, oldest first) and runs_status_preset (runs() filtered by a status
+# and a preset, newest first, reading the index backwards)
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
 
 # (column, SQL type); the order is the table's.
@@ -81,6 +83,7 @@ CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
 CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
 CREATE INDEX IF NOT EXISTS runs_experiment_created ON runs(experiment, created_at, run_id);
+CREATE INDEX IF NOT EXISTS runs_status_preset ON runs(status, preset, created_at, run_id);
 """
 
 # The status sets as SQL lists, for ``status IN ...`` (the one vocabulary, child/artifacts).

@@ -331,3 +331,67 @@ def test_runs_folds_and_clips_each_task_as_shorten_does_and_types_its_columns(ro
     assert frame["started"].iloc[-1] == pd.Timestamp("2026-01-01T00:00:13Z") and frame["ended"].isna().sum() == 12
     fast = query.runs(root=root, until="2026-01-01T00:00:05Z").iloc[::-1]  # the same times in a smaller frame
     assert fast["started"].dtype == frame["started"].dtype and list(fast["started"]) == list(frame["started"][:6])
+
+
+def test_a_registry_of_schema_5_gains_the_status_preset_index_so_two_filters_need_no_sort(tmp_path):
+    """runs(status=..., preset=...) reads its rows newest first from an index: an older registry gets it when
+    opened, and SQLite then sorts nothing (no temporary B-tree) for such a query."""
+    import sqlite3
+
+    from nbsubagents.registry import query
+
+    db = registry.db_path(tmp_path)
+    db.parent.mkdir(parents=True)
+    with sqlite3.connect(db) as conn:  # what schema 5 made: the table and its earlier indexes
+        conn.execute(f"CREATE TABLE runs ({', '.join(f'{n} {t}' for n, t in registry.COLUMNS)})")
+        conn.execute("CREATE INDEX runs_preset ON runs(preset)")
+        conn.execute("PRAGMA user_version = 5")
+    registry.forget_loaded()
+    sql, args = query.build_query(status="completed", preset="scout", select=query.FRAME_SELECT)
+    with registry.connect(db) as conn:
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        plan = " / ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args))
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION == 6
+    assert "runs_status_preset" in indexes
+    assert "runs_status_preset" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_runs_gives_the_same_frame_through_pyarrow_as_through_pandas_on_odd_rows(root):
+    """Odd rows (every nullable column empty, numbers stored as text, non-ASCII and long tasks, a waiting run)
+    give the same values whether pandas keeps its strings in pyarrow (the rows typed in one call, a column
+    pyarrow refuses taken pandas' way) or in Python objects: pandas' own conversions."""
+    import sqlite3
+
+    import pandas as pd
+
+    from nbsubagents.child import inbox
+    from nbsubagents.child.artifacts import STATUSES
+    from nbsubagents.registry import query
+
+    tasks = ["read README.md", "ünïcode and 日本語", "word " * 40, "two  spaces", "", "tab\there"]
+    for i, task in enumerate(tasks):
+        make_run(root, f"20260101-000000-{i:06x}", task=task, created_at=f"2026-01-01T00:00:0{i}+00:00",
+                 result=RESULT if i % 2 else None,
+                 supervisor={"pid": 1, "startTicks": 1, "startedAt": "2026-01-01T00:00:09Z"} if i == 2 else None)
+    (root / ".pi/subagents/runs/20260101-000000-000002" / inbox.WAITING).write_text("{}")
+    with sqlite3.connect(registry.db_path(root)) as conn:  # values SQLite keeps as text in number columns
+        conn.execute("UPDATE runs SET tool_calls = 'n/a', cost = '?', lines_added = 4, lines_removed = 1, "
+                     "files_changed = 2 WHERE run_id LIKE '%1'")
+        conn.execute("UPDATE runs SET name = NULL, preset = NULL, model = NULL, task = NULL, cwd = NULL, "
+                     "notebook = NULL, harness = NULL WHERE run_id LIKE '%4'")
+
+    arrow = query.runs(root=root)
+    with pd.option_context("mode.string_storage", "python"):
+        plain = query.runs(root=root)
+    assert arrow["run_id"].dtype.storage == "pyarrow" and plain["run_id"].dtype.storage == "python"
+    # only the strings' storage differs (in the columns' labels and the statuses' categories too)
+    pd.testing.assert_frame_equal(arrow, plain, check_dtype=False, check_column_type=False, check_categorical=False,
+                                  check_exact=True)
+    assert list(arrow["status"]) == list(plain["status"]) and list(arrow["status"].cat.categories) == list(STATUSES)
+    assert [str(t) for t in arrow.dtypes if str(t) != "string"] == [str(t) for t in plain.dtypes if str(t) != "string"]
+    by_id = arrow.set_index("run_id")
+    odd = by_id.loc["20260101-000000-000001"]
+    assert odd["tool_calls"] is pd.NA and odd["cost"] is pd.NA and odd["tokens"] == 15 and odd["changes"] == "+4 \u22121"
+    assert by_id.loc["20260101-000000-000002", "status"] == "waiting"
+    assert by_id.loc["20260101-000000-000004", "task"] == "" and by_id.loc["20260101-000000-000004", "name"] is pd.NA
+    assert list(query.runs(root=root, status="waiting")["run_id"]) == ["20260101-000000-000002"]
