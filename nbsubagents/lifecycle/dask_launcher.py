@@ -482,6 +482,21 @@ class DaskLauncher:
     def require(self) -> None:
         """Nothing here: the cluster is checked when a call picks it (``launch.executor_client``)."""
 
+    def wait_any(self, processes: list[Any], timeout: float) -> None:
+        """Until the first of the runs' tasks ends (its supervisor exited, or it failed), or ``timeout``: every
+        run's end is seen at once, where a wait on one handle saw the others' at the next look."""
+        futures = [p.future for p in processes if isinstance(p, DaskProcess) and p.future.status == "pending"]
+        if not futures:  # none to wait on (lost from this client's sight, or settled): the next look says
+            time.sleep(timeout)
+            return
+        client = futures[0].client  # a call's runs share one client; ``distributed.wait`` waits on the default's
+        with client.as_current():
+            try:
+                _distributed().wait([f for f in futures if f.client is client], timeout=timeout,
+                                    return_when="FIRST_COMPLETED")
+            except Exception:  # noqa: BLE001 - a timeout, or a task cancelled meanwhile: either way poll() judges
+                pass
+
     def start(self, run: Run) -> DaskProcess:
         distributed = _distributed()
         client = client_for(run.run_id)
