@@ -208,6 +208,11 @@ class DaskProcess:
             self.returncode = 0
             return self.returncode
         status = self.future.status
+        if status == "pending" and time.monotonic() < self._next_check:
+            # Queued or running, as it was a moment ago: its end shows in result.json or its future, the rest (a
+            # claim, a cancel asked from elsewhere, its scheduler, its heartbeat) every CHECK_EVERY s. The
+            # foreground loop polls every run it submitted, so each look must cost little.
+            return None
         claimed = (self.paths.dir / CLAIM).exists()
         if status == "finished":
             outcome = self.future.result()
@@ -258,10 +263,15 @@ class DaskProcess:
         assert self.returncode is not None
         return self.returncode
 
+    def look(self) -> int | None:
+        """``poll()`` looking at everything now, not at the next CHECK_EVERY: a cancel was just asked here."""
+        self._next_check = 0.0
+        return self.poll()
+
     def send_signal(self, sig: int) -> None:
         """Any signal asks for a cancel: the request file, and the future of a queued run."""
         settle.request_cancel(self.paths)
-        self.poll()
+        self.look()
 
 
 def _task_error(future: Any) -> str:
@@ -281,7 +291,7 @@ def cancel(run: Run) -> bool:
         return False
     settle.request_cancel(run.paths)
     if isinstance(run.process, DaskProcess):
-        run.process.poll()
+        run.process.look()
         if run.process.returncode is None and scheduler_gone(run.paths, run.meta, grace=0) is not None:
             settle.cancelled_before_start(run.paths, run.meta)
     elif not (run.dir / CLAIM).exists():
