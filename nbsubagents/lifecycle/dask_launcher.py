@@ -439,9 +439,10 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
     return lines
 
 
-def require_cluster(client: Any, root: Path, programs: list[str]) -> None:
-    """``check_cluster`` before the first submit of a project to a set of workers; its problems as an error."""
-    key = (id(client), str(root), frozenset(_workers(client)))
+def require_cluster(client: Any, root: Path, programs: list[str], workers: dict[str, Any] | None = None) -> None:
+    """``check_cluster`` before the first submit of a project to a set of workers; its problems as an error.
+    ``workers``: the caller's ``_workers(client)``, if it has just asked."""
+    key = (id(client), str(root), frozenset(_workers(client) if workers is None else workers))
     with _lock:
         if key in _checked:
             return
@@ -510,12 +511,13 @@ class DaskLauncher:
     def start(self, run: Run) -> DaskProcess:
         distributed = _distributed()
         client = client_for(run.run_id)
+        workers = _workers(client)  # one question to the scheduler per run: its workers serve both checks
         try:
-            require_cluster(client, Path(run.meta.get("root") or run.dir.parents[3]), programs_of(run.meta.get("argv")))
+            require_cluster(client, Path(run.meta.get("root") or run.dir.parents[3]), programs_of(run.meta.get("argv")),
+                            workers)
         except NbSubagentsError as exc:
             settle.never_ran(run.paths, run.meta, "failed", str(exc))
             return _Settled(run)
-        workers = _workers(client)
         takes = any((w.get("resources") or {}).get(RESOURCE) for w in workers.values())
         key = f"nbsubagents-run-{run.run_id}"
         atomic_write_json(run.dir / SUBMITTED, {"scheduler": client.scheduler.address, "key": key,
