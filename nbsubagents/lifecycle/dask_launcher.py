@@ -208,6 +208,11 @@ class DaskProcess:
             self.returncode = 0
             return self.returncode
         status = self.future.status
+        if status == "pending" and time.monotonic() < self._next_check:
+            # Queued or running, as it was a moment ago: its end shows in result.json or its future, the rest (a
+            # claim, a cancel asked from elsewhere, its scheduler, its heartbeat) every CHECK_EVERY s. The
+            # foreground loop polls every run it submitted, so each look must cost little.
+            return None
         claimed = (self.paths.dir / CLAIM).exists()
         if status == "finished":
             outcome = self.future.result()
@@ -258,10 +263,15 @@ class DaskProcess:
         assert self.returncode is not None
         return self.returncode
 
+    def look(self) -> int | None:
+        """``poll()`` looking at everything now, not at the next CHECK_EVERY: a cancel was just asked here."""
+        self._next_check = 0.0
+        return self.poll()
+
     def send_signal(self, sig: int) -> None:
         """Any signal asks for a cancel: the request file, and the future of a queued run."""
         settle.request_cancel(self.paths)
-        self.poll()
+        self.look()
 
 
 def _task_error(future: Any) -> str:
@@ -281,7 +291,7 @@ def cancel(run: Run) -> bool:
         return False
     settle.request_cancel(run.paths)
     if isinstance(run.process, DaskProcess):
-        run.process.poll()
+        run.process.look()
         if run.process.returncode is None and scheduler_gone(run.paths, run.meta, grace=0) is not None:
             settle.cancelled_before_start(run.paths, run.meta)
     elif not (run.dir / CLAIM).exists():
@@ -429,9 +439,10 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
     return lines
 
 
-def require_cluster(client: Any, root: Path, programs: list[str]) -> None:
-    """``check_cluster`` before the first submit of a project to a set of workers; its problems as an error."""
-    key = (id(client), str(root), frozenset(_workers(client)))
+def require_cluster(client: Any, root: Path, programs: list[str], workers: dict[str, Any] | None = None) -> None:
+    """``check_cluster`` before the first submit of a project to a set of workers; its problems as an error.
+    ``workers``: the caller's ``_workers(client)``, if it has just asked."""
+    key = (id(client), str(root), frozenset(_workers(client) if workers is None else workers))
     with _lock:
         if key in _checked:
             return
@@ -482,15 +493,31 @@ class DaskLauncher:
     def require(self) -> None:
         """Nothing here: the cluster is checked when a call picks it (``launch.executor_client``)."""
 
+    def wait_any(self, processes: list[Any], timeout: float) -> None:
+        """Until the first of the runs' tasks ends (its supervisor exited, or it failed), or ``timeout``: every
+        run's end is seen at once, where a wait on one handle saw the others' at the next look."""
+        futures = [p.future for p in processes if isinstance(p, DaskProcess) and p.future.status == "pending"]
+        if not futures:  # none to wait on (lost from this client's sight, or settled): the next look says
+            time.sleep(timeout)
+            return
+        client = futures[0].client  # a call's runs share one client; ``distributed.wait`` waits on the default's
+        with client.as_current():
+            try:
+                _distributed().wait([f for f in futures if f.client is client], timeout=timeout,
+                                    return_when="FIRST_COMPLETED")
+            except Exception:  # noqa: BLE001 - a timeout, or a task cancelled meanwhile: either way poll() judges
+                pass
+
     def start(self, run: Run) -> DaskProcess:
         distributed = _distributed()
         client = client_for(run.run_id)
+        workers = _workers(client)  # one question to the scheduler per run: its workers serve both checks
         try:
-            require_cluster(client, Path(run.meta.get("root") or run.dir.parents[3]), programs_of(run.meta.get("argv")))
+            require_cluster(client, Path(run.meta.get("root") or run.dir.parents[3]), programs_of(run.meta.get("argv")),
+                            workers)
         except NbSubagentsError as exc:
             settle.never_ran(run.paths, run.meta, "failed", str(exc))
             return _Settled(run)
-        workers = _workers(client)
         takes = any((w.get("resources") or {}).get(RESOURCE) for w in workers.values())
         key = f"nbsubagents-run-{run.run_id}"
         atomic_write_json(run.dir / SUBMITTED, {"scheduler": client.scheduler.address, "key": key,

@@ -15,7 +15,7 @@ from .. import registry
 from ..config import settings
 from . import settle, watcher
 from .handle import launch, pump
-from .process import wait_any
+from .launch import launcher_for
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine
@@ -94,9 +94,12 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
             renderer.end(run)
         else:
             still.append(run)
-    processes = [run.process for run in still if run.process is not None]
-    if processes:
-        wait_any(processes, interval)  # woken by the first exit (a pidfd each, on Linux), else one wait(timeout)
+    started = [run for run in still if run.process is not None]
+    if started:
+        # Woken by the first end its launcher sees: a pidfd each for local supervisors (Linux), the futures of Dask
+        # runs. The runs of one call share a launcher; any other's are seen at the next look.
+        runner = started[0].meta.get("runner")
+        launcher_for(runner).wait_any([run.process for run in started if run.meta.get("runner") == runner], interval)
     elif still:
         time.sleep(interval)  # runs this process did not start: the next look is the only news
     return still

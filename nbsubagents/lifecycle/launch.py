@@ -64,6 +64,11 @@ class Launcher(Protocol):
         """Raise ``NbSubagentsError`` if this launcher cannot start runs here (tmux not installed)."""
         ...
 
+    def wait_any(self, processes: list[Process], timeout: float) -> None:
+        """Return as soon as one of ``processes`` (this launcher's handles) has ended, or after ``timeout``
+        seconds: the foreground loop refills a slot the moment a run ends, not at its next look."""
+        ...
+
 
 # The launchers by name (papermill's engines registry is the model); a new runner is one entry here.
 LAUNCHERS: dict[str, Launcher] = {launcher.name: launcher

@@ -47,8 +47,9 @@ def wait_any(processes: list[Process], timeout: float) -> None:
     """Return as soon as one of ``processes`` has exited, or after ``timeout`` seconds.
 
     Supervisors this process started, or its fork server forked, are waited for through pidfds (Linux): the wait
-    ends the moment one exits, not at the next poll. Anything else (a Dask run's handle; no pidfd here) is waited
-    for by the first one's own ``wait(timeout)``."""
+    ends the moment one exits, not at the next poll. Anything else (a tmux pane's handle; no pidfd here) is waited
+    for by the first one's own ``wait(timeout)``. A Dask run's handles have their own wait
+    (``DaskLauncher.wait_any``)."""
     fds: list[int] = []
     try:
         if processes and all(_pidfd_able(p) for p in processes):
@@ -100,3 +101,6 @@ class ProcessLauncher:
 
     def require(self) -> None:
         """Nothing to check: a process can always be started."""
+
+    def wait_any(self, processes: list[Process], timeout: float) -> None:
+        wait_any(processes, timeout)

@@ -28,9 +28,11 @@ from ..child.artifacts import RunPaths, read_json
 from ..child.tmux_pane import attach_command, socket_name  # noqa: F401 - the session naming is the pane's
 from ..config import NbSubagentsError
 from . import settle
+from .process import wait_any
 
 if TYPE_CHECKING:
     from .handle import Run
+    from .launch import Process
 
 SETTLE = 2.0  # seconds after result.json before the session is killed even if the supervisor lingers
 
@@ -167,3 +169,6 @@ class TmuxLauncher:
     def require(self) -> None:
         """The tmux runner needs tmux: said before any run is created."""
         require_tmux()
+
+    def wait_any(self, processes: list[Process], timeout: float) -> None:
+        wait_any(processes, timeout)  # no pidfd for a pane: the first one's own wait

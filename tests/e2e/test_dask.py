@@ -24,7 +24,9 @@ from nbsubagents import config  # noqa: E402
 from nbsubagents.child import procs  # noqa: E402
 from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir  # noqa: E402
 from nbsubagents.lifecycle import dask_launcher, watcher  # noqa: E402
+from nbsubagents.child.artifacts import RunPaths  # noqa: E402
 from nbsubagents.lifecycle.handle import reread  # noqa: E402
+from nbsubagents.lifecycle.launch import launcher_for  # noqa: E402
 
 pytestmark = pytest.mark.dask  # one module-scoped LocalCluster: one xdist worker runs them all (conftest.py)
 
@@ -134,6 +136,28 @@ def test_a_run_on_a_worker_is_steered_from_another_process_through_its_run_direc
     assert run.status == "completed", run.error
     calls = [e["args"] for e in run.events() if e["type"] == "tool_call"]
     assert calls[-1] == {"path": "README.md"} and len(calls) == 2  # the steer, instead of the plan's `ls src`
+
+
+def test_the_wait_on_dask_runs_ends_when_any_of_them_ends_not_only_the_first(dask_project, tmp_path):
+    """The foreground loop's wait on a batch's Dask runs ends as soon as one of their tasks ends, whichever it
+    is: a free slot is refilled then, not when the first-submitted run (here still going) ends."""
+    root, client = dask_project
+    gate = distributed.Event(f"nbsubagents-test-gate-{os.getpid()}")
+
+    def held(name):  # ends when the gate opens, or by itself after 20 s (long before the wait's timeout)
+        return distributed.Event(name).wait(timeout=20)
+
+    first = client.submit(held, gate.name, pure=False)
+    second = client.submit(int, 1, pure=False)
+    handles = [dask_launcher.DaskProcess(future, RunPaths(tmp_path / name), {})
+               for future, name in ((first, "first"), (second, "second"))]
+    try:
+        launcher_for("dask").wait_any(handles, 60)
+        assert second.status == "finished"
+        assert first.status == "pending"  # the wait did not wait for the first run
+    finally:
+        gate.set()
+        first.result(timeout=30)
 
 
 def test_a_run_queued_behind_full_workers_is_cancelled_without_starting(dask_project):
