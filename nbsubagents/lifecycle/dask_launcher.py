@@ -42,7 +42,7 @@ from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from ..child.procs import alive, process_start_ticks
 from ..child.supervisor import HEARTBEAT_FILE, WORKER_PID
 from ..config import NbSubagentsError, settings
-from . import settle
+from . import forkserver, settle
 from .process import spawn_supervisor
 
 if TYPE_CHECKING:
@@ -93,8 +93,12 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
              "worker": _worker_address(), "claimedAt": now_iso()}
     if not atomic_write_json(paths.dir / CLAIM, claim, exclusive=True):
         return {"state": "elsewhere"}  # a resubmission of a run that had started: never twice
-    env = {**os.environ, WORKER_PID: str(os.getpid())}  # the supervisor ends its run if this worker dies
-    proc = spawn_supervisor(paths.dir, meta.get("cwd"), env)
+    # The supervisor ends its run if its parent dies: this worker, or the worker's fork server (which ends with it).
+    serving, proc = forkserver.server(), None
+    if serving is not None:
+        proc = serving.spawn(paths.dir, meta.get("cwd"), {**os.environ, WORKER_PID: str(serving.proc.pid)})
+    if proc is None:
+        proc = spawn_supervisor(paths.dir, meta.get("cwd"), {**os.environ, WORKER_PID: str(os.getpid())})
     return {"state": "ran", "exitCode": proc.wait(), "host": HOST}
 
 

@@ -4,6 +4,7 @@ A supervisor started as a new interpreter spends ~25 ms starting Python and impo
 start pi; forked from a process that did that once, it starts at once. The server is started the first time a run
 is launched (that run starts the usual way, so a first run never waits for it) and serves the runs after it; it
 ends when this process does. A run it cannot serve (not ready, gone, a fork that failed) starts the usual way.
+A Dask worker keeps one too, for the supervisors of the runs it takes (``dask_launcher.run_supervisor``).
 
 A forked supervisor is the server's child, not ours: ``Forked`` is its ``Process`` handle (exit codes come from the
 server, a pidfd wakes a wait the moment it exits).
@@ -21,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["Forked", "ForkServer", "spawn"]
+__all__ = ["Forked", "ForkServer", "server", "spawn"]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 # started like a supervisor (see lifecycle.process): without site, the package found where this process found it
@@ -61,14 +62,15 @@ class ForkServer:
             self.proc.kill()
             self.proc.wait()
 
-    def spawn(self, run_dir: Path, cwd: str | None) -> Forked | None:
-        """A supervisor for ``run_dir`` forked with this process's environment now; None if the server cannot."""
+    def spawn(self, run_dir: Path, cwd: str | None, env: dict[str, str] | None = None) -> Forked | None:
+        """A supervisor for ``run_dir`` forked with ``env`` (default: this process's environment now); None if the
+        server cannot."""
         with self.lock:
             self._take()
             if not self.ready or self.gone:
                 return None
             open(run_dir / "supervisor.log", "ab").close()  # as spawn_supervisor: a launched run has its log
-            request = {"runDir": str(run_dir), "cwd": cwd, "env": dict(os.environ)}
+            request = {"runDir": str(run_dir), "cwd": cwd, "env": dict(os.environ) if env is None else env}
             try:
                 assert self.proc.stdin is not None
                 self.proc.stdin.write(json.dumps(request).encode() + b"\n")
@@ -200,16 +202,21 @@ _server: ForkServer | None = None
 _owner = 0  # the pid that started _server: a forked copy of this process starts its own
 
 
-def spawn(run_dir: Path, cwd: str | None) -> Forked | None:
-    """A supervisor for ``run_dir`` from this process's fork server; None when it cannot serve this run (the first
-    call starts it, and returns None)."""
+def server() -> ForkServer | None:
+    """This process's fork server when it can serve a run; None otherwise (the first call starts it, and returns
+    None: that run starts the usual way)."""
     global _server, _owner
-    if _server is None or _owner != os.getpid() or _server.gone:
-        if _server is not None and _owner == os.getpid():
-            return None  # it failed once: not started again and again
-        try:
-            _server, _owner = ForkServer(), os.getpid()
-        except OSError:
-            return None
-        return None
-    return _server.spawn(run_dir, cwd)
+    if _server is not None and _owner == os.getpid():
+        return None if _server.gone else _server  # gone: not started again and again
+    try:
+        _server, _owner = ForkServer(), os.getpid()
+    except OSError:
+        pass
+    return None
+
+
+def spawn(run_dir: Path, cwd: str | None) -> Forked | None:
+    """A supervisor for ``run_dir`` from this process's fork server, with its environment now; None when the server
+    cannot serve this run."""
+    serving = server()
+    return serving.spawn(run_dir, cwd) if serving is not None else None

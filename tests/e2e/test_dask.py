@@ -23,7 +23,7 @@ import nbsubagents  # noqa: E402
 from nbsubagents import config  # noqa: E402
 from nbsubagents.child import procs  # noqa: E402
 from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir  # noqa: E402
-from nbsubagents.lifecycle import dask_launcher, watcher  # noqa: E402
+from nbsubagents.lifecycle import dask_launcher, forkserver, watcher  # noqa: E402
 from nbsubagents.child.artifacts import RunPaths  # noqa: E402
 from nbsubagents.lifecycle.handle import reread  # noqa: E402
 from nbsubagents.lifecycle.launch import launcher_for  # noqa: E402
@@ -102,6 +102,9 @@ def test_sixteen_runs_complete_on_two_workers_with_every_artifact(dask_project):
         assert row["status"] == "completed" and f"dask{i}" in row["final_text"] and row["tool_calls"] == 1
     assert len(takers) == 2  # both workers took runs
     assert not (root / ".pi" / "subagents" / "runs.db-journal").exists()
+    serving = client.run(lambda: forkserver._server is not None and forkserver._server.ready
+                         and not forkserver._server.gone)
+    assert all(serving.values()), serving  # each worker forks the supervisors of the runs after its first
 
 
 def test_a_cancel_from_another_process_aborts_a_running_run(dask_project):
