@@ -51,11 +51,14 @@ def rss_mb(pid: int | str = "self", field: str = "VmRSS") -> float | None:
 
 
 class SupervisorPeaks:
-    """Samples the peak resident memory (``VmHWM``) of every supervisor of the runs under ``runs`` (its argv names
-    its run directory: other jobs' supervisors on the machine are left out) every ``every`` seconds."""
+    """Samples the peak resident memory (``VmHWM``) of every supervisor of the runs under ``runs`` every ``every``
+    seconds: one started as a new interpreter names its run directory in its argv; one a fork server forked has
+    the server's argv and the run's cwd (the project; the server's own is ``/``). Other jobs' supervisors on the
+    machine are left out."""
 
     def __init__(self, runs: Path, every: float = 0.5) -> None:
         self.marker = str(runs).encode()
+        self.project = str(runs.parents[2])
         self.peaks: dict[int, float] = {}
         self.every = every
         self.stop = threading.Event()
@@ -69,8 +72,11 @@ class SupervisorPeaks:
                 try:
                     with open(f"/proc/{name}/cmdline", "rb") as fh:
                         argv = fh.read()
-                        if b"nbsubagents.child.supervisor" not in argv or self.marker not in argv:
-                            continue
+                    started = b"nbsubagents.child.supervisor" in argv and self.marker in argv
+                    forked = (b"nbsubagents.child.forkserver" in argv
+                              and os.readlink(f"/proc/{name}/cwd").startswith(self.project))
+                    if not (started or forked):
+                        continue
                 except OSError:
                     continue
                 peak = rss_mb(name, "VmHWM")
