@@ -23,19 +23,17 @@ and mlflow are imported only there.
 
 from __future__ import annotations
 
-import gc
 import html
 import json
 import os
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .. import registry
-from ..registry.store import fetch_columns
+from ..registry.store import collector_paused, fetch_columns
 from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, read_json
 from ..config import NbSubagentsError, configure, project_arg, project_root, settings
 from ..lifecycle import batch, launch, reconcile
@@ -72,20 +70,6 @@ def _cells(params: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     if harness.count(None) < len(harness):
         cells = [cell if named is None else (*cell, named) for cell, named in zip(cells, harness)]
     return cells
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's garbage collector paused (for this process): a frame of 10,000 runs is built of some 100,000 new
-    objects (rows, parsed JSON, lists), none of them in a cycle, and the collector's passes over them while they
-    are made took a tenth of ``compare()`` (measured: 156 -> 140 ms of CPU). It runs again after, as before."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _axes(plan: dict[str, Any]) -> tuple[str, ...]:
@@ -367,7 +351,7 @@ class Experiment:
     to_frame = frame
 
     def _frame(self, plan: dict[str, Any], all_runs: bool = False) -> pandas.DataFrame:
-        with _collector_paused():
+        with collector_paused():
             got, params = self._current(self._columns(views.READ, plan), plan, all_runs)  # columns from the cursor on
             out = views.frame_of_columns(got, params)
             for column in ("attempt", "attempts", "retried"):

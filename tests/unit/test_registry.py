@@ -395,3 +395,62 @@ def test_runs_gives_the_same_frame_through_pyarrow_as_through_pandas_on_odd_rows
     assert by_id.loc["20260101-000000-000002", "status"] == "waiting"
     assert by_id.loc["20260101-000000-000004", "task"] == "" and by_id.loc["20260101-000000-000004", "name"] is pd.NA
     assert list(query.runs(root=root, status="waiting")["run_id"]) == ["20260101-000000-000002"]
+
+
+def test_runs_reads_through_adbc_the_frame_sqlite3_gives(root, monkeypatch):
+    """With the arrow extra, runs() reads its columns through ADBC's SQLite driver (no Python object per value).
+    Its frame equals sqlite3's, value for value and dtype for dtype: on runs of every kind, on an error column
+    that is NULL for its newest 1,100 rows and text after (the driver types a column by its first batch of rows),
+    with a filter that matches nothing, and with a waiting run (read through sqlite3, where it is looked at)."""
+    import sqlite3
+
+    import pandas as pd
+
+    from nbsubagents.child import inbox
+    from nbsubagents.registry import arrow, query
+
+    for i, task in enumerate(["read README.md", "ünïcode and 日本語", "word " * 40, ""]):
+        make_run(root, f"20260101-000000-{i:06x}", task=task, created_at=f"2026-01-01T00:00:0{i}+00:00",
+                 result={**RESULT, "changes": {"files": 2, "added": 7, "removed": 3}} if i == 1 else
+                 RESULT if i % 2 else None)
+    runs_dir = root / ".pi" / "subagents" / "runs"
+    names = list(registry.NAMES)
+    bulk = []
+    for i in range(1200):  # the oldest 100 failed with an error message; the newest 1,100 have none
+        run_id = f"20260102-{i:06d}-bulk"
+        (runs_dir / run_id).mkdir()
+        row = dict.fromkeys(names)
+        row.update(run_id=run_id, name=f"t{i % 7}", preset="scout", mode="single", run_dir=str(runs_dir / run_id),
+                   status="failed" if i < 100 else "completed", error_message="boom" if i < 100 else None,
+                   created_at=f"2026-01-02T00:{i // 60:02d}:{i % 60:02d}.000Z", task=f"task {i}", cwd=str(root),
+                   duration=i / 7, tool_calls=i % 5, total_tokens=i * 3, cost=i / 1000 if i % 3 else None, announced=1)
+        bulk.append([row[n] for n in names])
+    with sqlite3.connect(registry.db_path(root)) as conn:
+        conn.executemany(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", bulk)
+
+    through_arrow = []
+    read = arrow.columns
+
+    def spy(*args):
+        through_arrow.append(read(*args) is not None)
+        return read(*args)
+
+    def both(**filters):
+        monkeypatch.setattr(arrow, "columns", spy)
+        fast = query.runs(root=root, **filters)
+        monkeypatch.setattr(arrow, "columns", lambda *args: None)
+        slow = query.runs(root=root, **filters)
+        pd.testing.assert_frame_equal(fast, slow, check_exact=True)
+        return fast
+
+    frame = both()
+    assert through_arrow == [True] and len(frame) == 1204
+    assert frame["error"].iloc[:1100].isna().all() and list(frame["error"].iloc[1100:1200]) == ["boom"] * 100
+    assert frame.set_index("run_id").loc["20260101-000000-000001", "changes"] == "+7 \u22123"
+    assert len(both(status="failed", preset="scout")) == 100 and len(both(preset="nobody")) == 0
+    assert through_arrow == [True, True, True]
+    (runs_dir / "20260101-000000-000002" / inbox.WAITING).write_text("{}")
+    make_run(root, "20260103-000000-000009", supervisor={"pid": 1, "startTicks": 1, "startedAt": "2026-01-03T00:00:00Z"})
+    (runs_dir / "20260103-000000-000009" / inbox.WAITING).write_text("{}")
+    assert both().set_index("run_id").loc["20260103-000000-000009", "status"] == "waiting"
+    assert through_arrow[-1] is True  # read through ADBC, then again through sqlite3 for the running run
