@@ -5,7 +5,9 @@ The parser knows the syntax; ``pi.args`` knows which tools a pi child can have (
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import math
 import re
 import warnings
@@ -161,6 +163,13 @@ def _split_frontmatter(text: str, where: str) -> tuple[str, str]:
 
 
 def _load_yaml(text: str, where: str) -> dict[Any, Any]:
+    """The frontmatter's mapping (a copy: the caller may change it), parsed once per distinct text: every run
+    looks at each preset file of its project, and PyYAML took most of a run's preparation doing it again."""
+    return copy.deepcopy(_parsed_yaml(text, where))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed_yaml(text: str, where: str) -> dict[Any, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:

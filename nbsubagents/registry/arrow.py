@@ -27,7 +27,7 @@ def columns(db: Path, sql: str, args: Iterable[Any], types: Mapping[str, str]) -
     except ImportError:
         return None
     try:
-        with dbapi.connect(f"file:{db}?mode=ro", autocommit=True) as conn, conn.cursor() as cursor:
+        with dbapi.connect(Path(db).as_uri() + "?mode=ro", autocommit=True) as conn, conn.cursor() as cursor:
             cursor.adbc_statement.set_options(**_ONE_BATCH)
             cursor.execute(sql, tuple(args))
             table = cursor.fetch_arrow_table()
