@@ -30,9 +30,10 @@ if TYPE_CHECKING:
     from typing import Any, Iterable
 
 __all__ = ["process_start_ticks", "alive", "run_processes", "kill_run_processes", "descendants",
-           "end_run_processes", "become_subreaper", "contained_argv", "MARKER"]
+           "end_run_processes", "become_subreaper", "contained_argv", "MARKER", "WORKER_PID"]
 
 MARKER = "PI_SUBAGENTS_RUN_ID"
+WORKER_PID = "NBSUBAGENTS_WORKER_PID"  # the process whose death ends a supervisor's run (a Dask worker's)
 _HAVE_PROC = os.path.isdir("/proc/self")
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1

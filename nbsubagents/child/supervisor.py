@@ -37,7 +37,7 @@ from pathlib import Path
 from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
-from .procs import MARKER, become_subreaper, end_run_processes, process_start_ticks
+from .procs import MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks
 from .rpc import Conversation
 from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, touch,
                         write_result)
@@ -57,7 +57,6 @@ ABORT_GRACE = 2.0                # seconds between the RPC abort of a stopped ru
 HEARTBEAT = 2.0                  # seconds between touches of the run's heartbeat file
 HEARTBEAT_FILE = "heartbeat"
 CANCEL_FILE = "cancel.json"      # a cancel request (lifecycle.settle.request_cancel writes it)
-WORKER_PID = "NBSUBAGENTS_WORKER_PID"  # set by the Dask task that started this supervisor
 WORKER_LOST = "interrupted (worker lost)"
 REPLY_CHECK = "nbsubagents.child.reply_check"  # the module that checks a reply against output_schema
 REPLY_CHECK_SECONDS = 30.0       # the most a reply's check may take, within the run's own timeout

@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .. import registry
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from ..child.procs import alive, process_start_ticks
-from ..child.supervisor import HEARTBEAT_FILE, WORKER_PID
+from ..child.supervisor import HEARTBEAT_FILE
 from ..config import NbSubagentsError, settings
-from . import forkserver, settle
-from .process import spawn_supervisor
+from . import settle
+from .process import start_supervisor
 
 if TYPE_CHECKING:
     from .handle import Run
@@ -94,11 +94,7 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
     if not atomic_write_json(paths.dir / CLAIM, claim, exclusive=True):
         return {"state": "elsewhere"}  # a resubmission of a run that had started: never twice
     # The supervisor ends its run if its parent dies: this worker, or the worker's fork server (which ends with it).
-    serving, proc = forkserver.server(), None
-    if serving is not None:
-        proc = serving.spawn(paths.dir, meta.get("cwd"), {**os.environ, WORKER_PID: str(serving.proc.pid)})
-    if proc is None:
-        proc = spawn_supervisor(paths.dir, meta.get("cwd"), {**os.environ, WORKER_PID: str(os.getpid())})
+    proc = start_supervisor(paths.dir, meta.get("cwd"), end_with_parent=True)
     return {"state": "ran", "exitCode": proc.wait(), "host": HOST}
 
 

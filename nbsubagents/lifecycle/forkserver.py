@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["Forked", "ForkServer", "server", "spawn"]
+__all__ = ["Forked", "ForkServer", "server"]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 # started like a supervisor (see lifecycle.process): without site, the package found where this process found it
@@ -213,10 +213,3 @@ def server() -> ForkServer | None:
     except OSError:
         pass
     return None
-
-
-def spawn(run_dir: Path, cwd: str | None) -> Forked | None:
-    """A supervisor for ``run_dir`` from this process's fork server, with its environment now; None when the server
-    cannot serve this run."""
-    serving = server()
-    return serving.spawn(run_dir, cwd) if serving is not None else None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..child.artifacts import RunPaths
+from ..child.procs import WORKER_PID
 from . import forkserver
 
 if TYPE_CHECKING:
@@ -41,6 +42,19 @@ def spawn_supervisor(run_dir: Path, cwd: str | None, env: dict[str, str] | None 
     with open(run_dir / "supervisor.log", "ab") as log:
         return subprocess.Popen(supervisor_argv(run_dir), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, cwd=cwd, env=env)
+
+
+def start_supervisor(run_dir: Path, cwd: str | None, *, end_with_parent: bool = False) -> Process:
+    """The run's supervisor: forked by this process's fork server when it serves (a process's runs after its
+    first), else a new interpreter (``spawn_supervisor``). ``end_with_parent``: the supervisor ends its run when
+    its parent dies (the server, which ends with this process, or this process): a Dask worker's runs."""
+    serving = forkserver.server()
+    if serving is not None:
+        env = {**os.environ, WORKER_PID: str(serving.proc.pid)} if end_with_parent else None
+        proc = serving.spawn(run_dir, cwd, env)
+        if proc is not None:
+            return proc
+    return spawn_supervisor(run_dir, cwd, {**os.environ, WORKER_PID: str(os.getpid())} if end_with_parent else None)
 
 
 def wait_any(processes: list[Process], timeout: float) -> None:
@@ -90,8 +104,7 @@ class ProcessLauncher:
     log_before_start = True  # supervisor.log is opened before the spawn: no log, never launched
 
     def start(self, run: Run) -> Process:
-        cwd = run.meta.get("cwd")
-        return forkserver.spawn(run.dir, cwd) or spawn_supervisor(run.dir, cwd)
+        return start_supervisor(run.dir, run.meta.get("cwd"))
 
     def cancel(self, run: Run) -> bool | None:
         return None  # a local supervisor: the request file and a signal to its pid (Run.cancel)
