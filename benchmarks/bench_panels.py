@@ -14,7 +14,8 @@ fast as one thread can (no pi): the renderer's ceiling, and the throttle holding
 panel per second.
 ``profile`` runs the widgets case once in a real kernel under ``cProfile`` timing each thread's CPU (the drive loop on the main thread
 and the clock's ticks, each apart) and prints each thread's CPU and the costliest functions.
-Run: ``python benchmarks/bench_panels.py [replay|in-process|kernel|both|profile]``.
+``build`` times the one-off part apart: building the 16 panels of a group in a real kernel (median of 5).
+Run: ``python benchmarks/bench_panels.py [replay|in-process|kernel|both|profile|build]``.
 """
 
 from __future__ import annotations
@@ -76,11 +77,51 @@ def measure(kind: str, *, display=None) -> dict:
     return out
 
 
+def _fake_runs(what: str) -> tuple[Path, list]:
+    """RUNS running runs without a child (a directory each, in a new temporary folder)."""
+    from nbsubagents.lifecycle.handle import Run
+
+    base = Path(tempfile.mkdtemp(prefix=f"nbsubagents-bench-{what}-"))
+    runs = []
+    for i in range(RUNS):
+        run_dir = base / f"r{i}"
+        run_dir.mkdir()
+        meta = {"runId": f"r{i}", "name": f"r{i}", "resolvedModel": "demo/scripted", "timeout": 600.0}
+        (run_dir / "meta.json").write_text(json.dumps(meta))
+        (run_dir / "supervisor.json").write_text("{}")
+        runs.append(Run(run_dir, meta))
+    return base, runs
+
+
+def build(kind: str = "build", repeats: int = 5) -> dict:
+    """The one-off cost of the panels: CPU of building the RUNS panels of a group (their widgets opened over the
+    kernel's comms, as ``start`` does), the median of ``repeats`` builds after a first that imports ipywidgets."""
+    from nbsubagents.ui.panels import WidgetRenderer
+
+    base, runs = _fake_runs("build")
+    times, opened = [], 0
+    for _ in range(repeats + 1):
+        renderer = WidgetRenderer(display=lambda widget: None, ticker=False)
+        before = _open_widgets()
+        cpu0 = time.process_time()
+        renderer.start(runs)
+        times.append(time.process_time() - cpu0)
+        opened = _open_widgets() - before
+        renderer.close()
+    shutil.rmtree(base, ignore_errors=True)
+    times = sorted(times[1:])
+    return {"kind": kind, "cpu": times[len(times) // 2], "cpus": times, "widgets": opened}
+
+
+def _open_widgets() -> int:
+    import ipywidgets
+    return len(ipywidgets.Widget.widgets)
+
+
 def replay(seconds: float = 5.0) -> dict:
     """No pi: 16 panels fed recorded events round-robin as fast as one thread can (the renderer's ceiling)."""
     from nbsubagents.child.events import iter_stream
     from nbsubagents.child.formatter import ProgressFormatter
-    from nbsubagents.lifecycle.handle import Run
     from nbsubagents.ui.panels import WidgetRenderer
 
     fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pi-0.73.1"
@@ -90,15 +131,7 @@ def replay(seconds: float = 5.0) -> dict:
             events = list(iter_stream(iter(fh)))
         formatter = ProgressFormatter("/home/user/project")
         recorded += [(event, formatter.format(event)) for event in events]
-    base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-replay-"))
-    runs = []
-    for i in range(RUNS):
-        run_dir = base / f"r{i}"
-        run_dir.mkdir()
-        meta = {"runId": f"r{i}", "name": f"r{i}", "resolvedModel": "demo/scripted", "timeout": 600.0}
-        (run_dir / "meta.json").write_text(json.dumps(meta))
-        (run_dir / "supervisor.json").write_text("{}")
-        runs.append(Run(run_dir, meta))
+    base, runs = _fake_runs("replay")
     renderer = WidgetRenderer(display=lambda widget: None)
     renderer.start(runs)
     fed = 0
@@ -239,6 +272,12 @@ def in_kernel(project: Path, kinds: tuple[str, ...] = ("null", "widgets", "null"
                     break
             if call == "profiled":
                 continue
+            if call == "build":
+                row = rows[-1]
+                print(f"{'kernel':10s} build    {RUNS} panels, {row['widgets']} widgets: cpu {1000 * row['cpu']:.0f} ms "
+                      f"(median of {len(row['cpus'])}: {', '.join(f'{1000 * t:.0f}' for t in row['cpus'])})  "
+                      f"iopub messages {row['iopub_messages']}")
+                continue
             _print(rows[-1], "kernel")
             print(f"{'':10s} {'':8s} iopub messages read by the client: {rows[-1]['iopub_messages']}")
     finally:
@@ -259,6 +298,8 @@ def main() -> None:
             in_process()
         if where in ("kernel", "both"):
             in_kernel(project)
+        if where == "build":
+            in_kernel(project, ("build",), call="build")
         if where == "profile":
             in_kernel(project, ("widgets",), call="profiled")
     finally:
