@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 __all__ = ["NotebookRecord", "end_live_records", "kernel_shell", "in_kernel", "in_widget_kernel", "in_ipython",
            "person_at_frontend", "text_stream", "cell_parent", "in_cell", "click_subshell", "route_clicks",
-           "keep_widget_channel", "load_ipywidgets", "new_widget", "shared"]
+           "keep_widget_channel", "load_ipywidgets", "new_widget", "shared", "widget_view"]
 
 
 def kernel_shell() -> Any:
@@ -269,6 +269,17 @@ def route_clicks(widget: Any, subshell_id: str | None) -> None:
 
 
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def widget_view(widget: Any) -> dict[str, Any] | None:
+    """What a display of ``widget`` carries as ``VIEW_MIME`` (None once it is closed): ipywidgets'
+    ``_repr_mimebundle_`` part, without the text repr that method builds first from the repr of every widget
+    inside it (for a group of 16 panels that repr cost more CPU than the rest of the record)."""
+    if getattr(widget, "comm", None) is None or widget._view_name is None:
+        return None
+    return {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
+
+
 Publish = Callable[[dict[str, Any], str, bool], Any]
 
 
@@ -320,7 +331,7 @@ class NotebookRecord:
         text, html_text = self.record()
         bundle: dict[str, Any] = {"text/plain": text, "text/html": html_text}
         if self.widget is not None and not self.ended:
-            view = self.widget._repr_mimebundle_().get(VIEW_MIME)
+            view = widget_view(self.widget)
             if view is not None:
                 bundle[VIEW_MIME] = view
         return bundle

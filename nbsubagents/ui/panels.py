@@ -33,7 +33,7 @@ from ..views.panel_state import (
     GROUP_WORDS,
     HISTORY_LIMIT,
     PanelState,
-    group_header_html,
+    group_header_of,
     group_header_text,
     group_static_html,
     group_static_record,
@@ -210,7 +210,7 @@ class RunPanel(PanelState, _StaticRecord):
         self.last_render = 0.0       # time.monotonic() of the last render
         self.dirty = True
         self._final_rendered = False
-        self._shown = ""             # the status the header showed last (``waiting`` or the run's)
+        self.shown = ""              # the status the header shows (``waiting`` or the run's)
 
         # Each widget opens with what the panel shows first (a message each: a trait set after it would be one
         # more), with shared layouts and styles (``kernel.new_widget``); the first render then sends nothing new.
@@ -279,9 +279,9 @@ class RunPanel(PanelState, _StaticRecord):
             status = self._current_status()
             questions = self.open_questions(status)
             shown = self.shown_status(status, questions)
-            if (shown == "waiting") != (self._shown == "waiting"):
+            if (shown == "waiting") != (self.shown == "waiting"):
                 self._record_due = True
-            self._shown = shown
+            self.shown = shown
             self.header.value = self._header_html(shown, status)
             final = not self._final_rendered and self.ready_to_end(status)
             if final:
@@ -399,7 +399,8 @@ class GroupPanel(_StaticRecord):
         self._lock = lock or threading.RLock()
         self.panels = [RunPanel(run, lines=lines, lock=self._lock) for run in runs]
         self.display_id = f"nbsubagents-group-{uuid.uuid4().hex[:16]}"
-        self.header = new_widget(w.HTML, "nbsubagents-group-header", value=group_header_html(self.panels))
+        self.header = new_widget(w.HTML, "nbsubagents-group-header",
+                                 value=group_header_of([p.shown for p in self.panels]))
         self.ids_html = new_widget(w.HTML, "nbsubagents-run-ids")
         self.widget = new_widget(w.VBox, "nbsubagents-group",
                                  children=[self.header, *(p.widget for p in self.panels), self.ids_html])
@@ -439,8 +440,9 @@ class GroupPanel(_StaticRecord):
 
     def render(self) -> None:
         with self._lock:
-            self.header.value = group_header_html(self.panels)
-            if self.done:
+            shown = [p.shown for p in self.panels]  # as each panel shows its run, read by its last render
+            self.header.value = group_header_of(shown)
+            if all(status in TERMINAL for status in shown):
                 ids = ", ".join(f"<code>{html.escape(p.run.run_id, quote=False)}</code>" for p in self.panels)
                 self.ids_html.value = f'<div style="{MUTED_STYLE}">Run ids: {ids}</div>'
             self.renders += 1

@@ -529,7 +529,12 @@ def group_header_text(states: Iterable[PanelState]) -> str:
 
 def group_header_html(states: Iterable[PanelState]) -> str:
     """The group header with its waiting, failed and aborted counts in their colours."""
-    statuses = [s.shown_status(s.status) for s in states]
+    return group_header_of([s.shown_status(s.status) for s in states])
+
+
+def group_header_of(statuses: list[str]) -> str:
+    """The group header of runs shown with these statuses (a live group gives what its panels show, which costs no
+    look at the runs' files)."""
     parts = []
     for status, word in GROUP_WORDS.items():
         n = statuses.count(status)
