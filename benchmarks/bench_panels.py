@@ -64,11 +64,12 @@ def measure(kind: str, *, display=None) -> dict:
         from nbsubagents.ui.panels import WidgetRenderer
         renderer = WidgetRenderer(display=display)
     runs = build_runs([{"preset": "scout", "task": TASK, "name": f"r{i}"} for i in range(RUNS)], mode="parallel")
+    threads0 = _thread_cpu()
     cpu0, wall0 = time.process_time(), time.monotonic()
     drive(runs, concurrency=RUNS, renderer=renderer)
     cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
     run_seconds = sum((r.result or {}).get("durationSeconds") or 0 for r in runs)
-    out = {"kind": kind, "cpu": cpu, "wall": wall, "run_seconds": run_seconds,
+    out = {"kind": kind, "cpu": cpu, "wall": wall, "run_seconds": run_seconds, "threads": _threads_since(threads0),
            "statuses": sorted({r.status for r in runs}), "events": sum(len(r.events()) for r in runs),
            "tool_calls": sum((r.result or {}).get("toolCalls", 0) for r in runs)}
     if kind == "widgets":
@@ -164,6 +165,19 @@ def _thread_cpu() -> dict[str, float]:
     return cpu
 
 
+def _threads_since(before: dict[str, float]) -> dict[str, float]:
+    """CPU seconds of each thread of this process since ``before``, by thread name (the ones that spent any)."""
+    import threading
+
+    names = {str(t.native_id): t.name for t in threading.enumerate()}
+    spent: dict[str, float] = {}
+    for tid, cpu in _thread_cpu().items():
+        name = names.get(tid, "other")
+        if cpu - before.get(tid, 0.0) > 0:
+            spent[name] = spent.get(name, 0.0) + cpu - before.get(tid, 0.0)
+    return spent
+
+
 def profiled(kind: str = "widgets", top: int = 30) -> str:
     """``measure(kind)`` under cProfile: the drive loop (this thread) and the clock's ticks, each apart, and
     each thread's CPU; returned as text (it runs inside the kernel, whose stdout the client reads)."""
@@ -224,6 +238,8 @@ def _print(row: dict, where: str) -> None:
     print(f"{where:10s} {row['kind']:8s} cpu {row['cpu']:6.2f}s  wall {row['wall']:5.1f}s  "
           f"cpu/run-second {row['cpu'] / row['run_seconds']:.4f}  core {100 * row['cpu'] / row['wall']:5.1f}%  "
           f"events {row['events']}  tool calls {row['tool_calls']}  {','.join(row['statuses'])}{extra}")
+    threads = ", ".join(f"{name} {cpu:.2f}s" for name, cpu in sorted(row["threads"].items(), key=lambda t: -t[1]))
+    print(f"{'':10s} {'':8s} by thread: {threads}")
 
 
 def in_process() -> list[dict]:
