@@ -275,7 +275,9 @@ class PanelState:
             calls = result.get("toolCalls") or 0
             usage = result.get("usage") or {}
             tokens, cost = usage.get("totalTokens") or 0, usage.get("cost") or 0.0
-        fields = [("model", run.model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
+        # the model a run ended on is in its result (after a fallback); while it goes its result.json is not read
+        model = run.model if status in TERMINAL else run.meta.get("resolvedModel")
+        fields = [("model", model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
         if self.failed_steps:
             fields.append(("failed", plural(self.failed_steps, "failed step")))
         fields += [("tokens", f"{tokens:,} tokens"), ("cost", f"${cost:.4f}")]
