@@ -6,8 +6,9 @@ worded here: event lines come from ``formatter.ProgressFormatter``, counters fro
 a panel only chooses where each piece goes and how it is styled.
 
 Threads: a panel's state changes on every event (cheap), but its widgets are only re-rendered on the
-process's one clock (``lifecycle.watcher``), which ticks each renderer every ``TICK_INTERVAL``: every panel
-that changed since is rendered once (at most every ``RENDER_INTERVAL``; the latest state wins), and the
+process's one clock (``lifecycle.watcher``), which ticks each renderer every ``TICK_INTERVAL``: a panel
+that changed since is rendered once (at most every ``RENDER_INTERVAL``, ``PANELS_PER_TICK`` a tick, the one
+waiting longest first; the latest state wins), and the
 elapsed times move while no event comes (no thread of its own). Events may arrive from any thread (background
 runs' watcher); one lock per renderer guards the state, and widgets are only updated by setting their
 values. In ipykernel >= 7.4 the Cancel button and the history toggle are served by a kernel subshell,
@@ -40,7 +41,7 @@ from ..views.panel_state import (
     group_static_text,
 )
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, new_widget, route_clicks, shared
-from .talk import TalkBox
+from .talk import BUTTON_LAYOUT, HIDDEN_LAYOUT, TalkBox
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -57,8 +58,6 @@ TICK_INTERVAL = 0.1      # how often the ticker looks for pending renders
 PANELS_PER_TICK = 1
 CLOCK_INTERVAL = 1.0     # how often a running panel re-renders only to move its elapsed time
 STATIC_INTERVAL = 15.0   # how often a running panel's static record is refreshed in the notebook
-_BUTTON = {"width": "auto", "flex": "0 0 auto"}  # the layouts of the header's buttons, and of what is hidden
-_HIDDEN = {"display": "none"}
 
 # How each kind of formatter line looks; sent with every window so a saved notebook keeps it.
 _LINE_CSS = (
@@ -223,13 +222,13 @@ class RunPanel(PanelState, _StaticRecord):
         self.header = new_widget(w.HTML, "nbsubagents-header", layout={"flex": "1 1 auto"},
                                  value=self._header_html(shown, status))
         self.cancel_button = new_widget(w.Button, "nbsubagents-cancel", description="Cancel", icon="stop",
-                                        tooltip="Abort this run only", layout=_BUTTON)
+                                        tooltip="Abort this run only", layout=BUTTON_LAYOUT)
         self.cancel_button.on_click(self._on_cancel)
         self.window_html = new_widget(w.HTML, "nbsubagents-window", value=self._window_html(status, window))
         self.history_html = new_widget(w.HTML, "nbsubagents-history")
         self.history_box = new_widget(w.Accordion, "nbsubagents-history-toggle", children=[self.history_html],
                                       selected_index=None, titles=(self._history_title(self.earlier_lines(window)),),
-                                      layout=_HIDDEN)
+                                      layout=HIDDEN_LAYOUT)
         self.history_box.observe(self._on_toggle, names="selected_index")
         self.final_html = new_widget(w.HTML, "nbsubagents-final")
         self._w = w
@@ -295,7 +294,7 @@ class RunPanel(PanelState, _StaticRecord):
             title = self._history_title(earlier)
             if self.history_box.titles != (title,):
                 self.history_box.titles = (title,)
-            layout = shared(self._w.Layout) if earlier else shared(self._w.Layout, **_HIDDEN)
+            layout = shared(self._w.Layout) if earlier else shared(self._w.Layout, **HIDDEN_LAYOUT)
             if self.history_box.layout is not layout:  # offered only when the window hides some lines
                 self.history_box.layout = layout
             if self.history_box.selected_index is not None:
@@ -306,7 +305,7 @@ class RunPanel(PanelState, _StaticRecord):
                 self.final_html.value = self._final_html(status)
                 with self.cancel_button.hold_sync():  # one message
                     self.cancel_button.disabled = True
-                    self.cancel_button.layout = shared(self._w.Layout, **_BUTTON, **_HIDDEN)
+                    self.cancel_button.layout = shared(self._w.Layout, **BUTTON_LAYOUT, **HIDDEN_LAYOUT)
                 self.talk.end()
                 self._final_rendered = True
             self.renders += 1

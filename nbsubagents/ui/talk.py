@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["TalkBox"]
 
 
-# Where the message box and the Message button are, and where they are not (shared layouts: ``kernel.shared``).
-_BUTTON = {"width": "auto", "flex": "0 0 auto"}
-_HIDDEN = {"display": "none"}
+# The layouts of a panel's buttons and of what it hides (each a shared part: ``kernel.shared``).
+BUTTON_LAYOUT = {"width": "auto", "flex": "0 0 auto"}
+HIDDEN_LAYOUT = {"display": "none"}
 
 
 class TalkBox:
@@ -49,9 +49,9 @@ class TalkBox:
         self._live = live
         self.message_button = new_widget(w.Button, "nbsubagents-message", description="Message", icon="comment",
                                          tooltip="Write to the run: Steer or Follow up",
-                                         layout=_BUTTON if live else {**_BUTTON, **_HIDDEN})
+                                         layout=BUTTON_LAYOUT if live else {**BUTTON_LAYOUT, **HIDDEN_LAYOUT})
         self.message_button.on_click(lambda _b: self.open())
-        self.steer_box = new_widget(w.VBox, "nbsubagents-steer-box", layout=_HIDDEN)
+        self.steer_box = new_widget(w.VBox, "nbsubagents-steer-box", layout=HIDDEN_LAYOUT)
         self.steer_text: Any = None
         self.steer_button: Any = None
         self.follow_button: Any = None
@@ -69,10 +69,11 @@ class TalkBox:
                                          placeholder="A message to the run: Steer (after the current tool call) "
                                          "or Follow up (after this turn)", layout={"flex": "1 1 auto", "width": "auto"})
             self.steer_button = new_widget(w.Button, "nbsubagents-steer", description="Steer", icon="share",
-                                           tooltip="Deliver the message after the current tool call", layout=_BUTTON)
+                                           tooltip="Deliver the message after the current tool call",
+                                           layout=BUTTON_LAYOUT)
             self.follow_button = new_widget(w.Button, "nbsubagents-followup", description="Follow up", icon="reply",
                                             tooltip="Deliver the message when the run's current turn ends",
-                                            layout=_BUTTON)
+                                            layout=BUTTON_LAYOUT)
             self.steer_button.on_click(lambda _b: self._on_message("steer"))
             self.follow_button.on_click(lambda _b: self._on_message("follow_up"))
             self.note = new_widget(w.HTML, "nbsubagents-talk-note")
@@ -83,7 +84,7 @@ class TalkBox:
             with self.steer_box.hold_sync():  # its children and its layout in one message
                 self.steer_box.children = (row, self.note)
                 self._show(self.steer_box, self._live, {})
-            self._show(self.message_button, False, _BUTTON)
+            self._show(self.message_button, False, BUTTON_LAYOUT)
 
     # -- what the panel calls ---------------------------------------------------------------------------
     def update(self, questions: list[dict[str, Any]], *, live: bool, taken: int) -> None:
@@ -97,12 +98,12 @@ class TalkBox:
         self._show_questions(questions)
         self._live = live
         opened = self.steer_text is not None
-        self._show(self.message_button, live and not opened, _BUTTON)
+        self._show(self.message_button, live and not opened, BUTTON_LAYOUT)
         self._show(self.steer_box, live and opened, {})
 
     def _show(self, widget: Any, shown: bool, layout: dict[str, Any]) -> None:
         """Show or hide ``widget`` by giving it the shared layout that does (one message, none if it has it)."""
-        wanted = shared(self._w.Layout, **layout) if shown else shared(self._w.Layout, **{**layout, **_HIDDEN})
+        wanted = shared(self._w.Layout, **(layout if shown else {**layout, **HIDDEN_LAYOUT}))
         if widget.layout is not wanted:
             widget.layout = wanted
 
