@@ -10,11 +10,12 @@ core, events and renders.
 Two placements: ``in-process`` (widgets without a frontend: no comm, so no message is serialized)
 and ``kernel`` (the same code in a real ipykernel whose widget messages go out over ZMQ to a client
 that reads them, as a notebook's would). A third, ``replay``, feeds 16 panels recorded events as
-fast as one thread can (no pi): the renderer's ceiling, and the throttle holding renders near 10 per
-panel per second.
+fast as one thread can (no pi): the renderer's ceiling, and the throttle holding renders near 10 a second
+across the panels.
 ``profile`` runs the widgets case once in a real kernel under ``cProfile`` timing each thread's CPU (the drive loop on the main thread
 and the clock's ticks, each apart) and prints each thread's CPU and the costliest functions.
-Run: ``python benchmarks/bench_panels.py [replay|in-process|kernel|both|profile]``.
+``build`` times the one-off part apart: building the 16 panels of a group in a real kernel (median of 5).
+Run: ``python benchmarks/bench_panels.py [replay|in-process|kernel|both|profile|build]``.
 """
 
 from __future__ import annotations
@@ -63,11 +64,12 @@ def measure(kind: str, *, display=None) -> dict:
         from nbsubagents.ui.panels import WidgetRenderer
         renderer = WidgetRenderer(display=display)
     runs = build_runs([{"preset": "scout", "task": TASK, "name": f"r{i}"} for i in range(RUNS)], mode="parallel")
+    threads0 = _thread_cpu()
     cpu0, wall0 = time.process_time(), time.monotonic()
     drive(runs, concurrency=RUNS, renderer=renderer)
     cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
     run_seconds = sum((r.result or {}).get("durationSeconds") or 0 for r in runs)
-    out = {"kind": kind, "cpu": cpu, "wall": wall, "run_seconds": run_seconds,
+    out = {"kind": kind, "cpu": cpu, "wall": wall, "run_seconds": run_seconds, "threads": _threads_since(threads0),
            "statuses": sorted({r.status for r in runs}), "events": sum(len(r.events()) for r in runs),
            "tool_calls": sum((r.result or {}).get("toolCalls", 0) for r in runs)}
     if kind == "widgets":
@@ -76,21 +78,11 @@ def measure(kind: str, *, display=None) -> dict:
     return out
 
 
-def replay(seconds: float = 5.0) -> dict:
-    """No pi: 16 panels fed recorded events round-robin as fast as one thread can (the renderer's ceiling)."""
-    from nbsubagents.child.events import iter_stream
-    from nbsubagents.child.formatter import ProgressFormatter
+def _fake_runs(what: str) -> tuple[Path, list]:
+    """RUNS running runs without a child (a directory each, in a new temporary folder)."""
     from nbsubagents.lifecycle.handle import Run
-    from nbsubagents.ui.panels import WidgetRenderer
 
-    fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pi-0.73.1"
-    recorded = []
-    for path in sorted(fixtures.glob("*.jsonl")):
-        with open(path, "rb") as fh:
-            events = list(iter_stream(iter(fh)))
-        formatter = ProgressFormatter("/home/user/project")
-        recorded += [(event, formatter.format(event)) for event in events]
-    base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-replay-"))
+    base = Path(tempfile.mkdtemp(prefix=f"nbsubagents-bench-{what}-"))
     runs = []
     for i in range(RUNS):
         run_dir = base / f"r{i}"
@@ -99,6 +91,48 @@ def replay(seconds: float = 5.0) -> dict:
         (run_dir / "meta.json").write_text(json.dumps(meta))
         (run_dir / "supervisor.json").write_text("{}")
         runs.append(Run(run_dir, meta))
+    return base, runs
+
+
+def build(kind: str = "build", repeats: int = 5) -> dict:
+    """The one-off cost of the panels: CPU of building the RUNS panels of a group (their widgets opened over the
+    kernel's comms, as ``start`` does), the median of ``repeats`` builds after a first that imports ipywidgets."""
+    from nbsubagents.ui.panels import WidgetRenderer
+
+    base, runs = _fake_runs("build")
+    times, opened = [], 0
+    for _ in range(repeats + 1):
+        renderer = WidgetRenderer(display=lambda widget: None, ticker=False)
+        before = _open_widgets()
+        cpu0 = time.process_time()
+        renderer.start(runs)
+        times.append(time.process_time() - cpu0)
+        opened = _open_widgets() - before
+        renderer.close()
+    shutil.rmtree(base, ignore_errors=True)
+    times = sorted(times[1:])
+    return {"kind": kind, "cpu": times[len(times) // 2], "cpus": times, "widgets": opened}
+
+
+def _open_widgets() -> int:
+    import ipywidgets
+    return len(ipywidgets.Widget.widgets)
+
+
+def replay(seconds: float = 5.0) -> dict:
+    """No pi: 16 panels fed recorded events round-robin as fast as one thread can (the renderer's ceiling)."""
+    from nbsubagents.child.events import iter_stream
+    from nbsubagents.child.formatter import ProgressFormatter
+    from nbsubagents.ui.panels import PANELS_PER_TICK, TICK_INTERVAL, WidgetRenderer
+
+    fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pi-0.73.1"
+    recorded = []
+    for path in sorted(fixtures.glob("*.jsonl")):
+        with open(path, "rb") as fh:
+            events = list(iter_stream(iter(fh)))
+        formatter = ProgressFormatter("/home/user/project")
+        recorded += [(event, formatter.format(event)) for event in events]
+    base, runs = _fake_runs("replay")
     renderer = WidgetRenderer(display=lambda widget: None)
     renderer.start(runs)
     fed = 0
@@ -114,7 +148,8 @@ def replay(seconds: float = 5.0) -> dict:
     row = {"events": fed, "cpu": cpu, "wall": wall, "renders": renderer.renders}
     print(f"{'replay':10s} widgets  {fed:,} events into {RUNS} panels in {wall:.1f}s: {fed / cpu:,.0f} events per "
           f"CPU second ({1e6 * cpu / fed:.1f} us each), renders {row['renders']} "
-          f"({row['renders'] / RUNS / wall:.1f}/panel/s: ~10 throttled, plus the first and the final)")
+          f"({row['renders'] / RUNS / wall:.1f}/panel/s: at most {PANELS_PER_TICK / TICK_INTERVAL:.0f} a second across "
+          f"the panels, plus the first and the final)")
     return row
 
 
@@ -129,6 +164,19 @@ def _thread_cpu() -> dict[str, float]:
             continue
         cpu[tid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return cpu
+
+
+def _threads_since(before: dict[str, float]) -> dict[str, float]:
+    """CPU seconds of each thread of this process since ``before``, by thread name (the ones that spent any)."""
+    import threading
+
+    names = {str(t.native_id): t.name for t in threading.enumerate()}
+    spent: dict[str, float] = {}
+    for tid, cpu in _thread_cpu().items():
+        name = names.get(tid, "other")
+        if cpu - before.get(tid, 0.0) > 0:
+            spent[name] = spent.get(name, 0.0) + cpu - before.get(tid, 0.0)
+    return spent
 
 
 def profiled(kind: str = "widgets", top: int = 30) -> str:
@@ -191,6 +239,8 @@ def _print(row: dict, where: str) -> None:
     print(f"{where:10s} {row['kind']:8s} cpu {row['cpu']:6.2f}s  wall {row['wall']:5.1f}s  "
           f"cpu/run-second {row['cpu'] / row['run_seconds']:.4f}  core {100 * row['cpu'] / row['wall']:5.1f}%  "
           f"events {row['events']}  tool calls {row['tool_calls']}  {','.join(row['statuses'])}{extra}")
+    threads = ", ".join(f"{name} {cpu:.2f}s" for name, cpu in sorted(row["threads"].items(), key=lambda t: -t[1]))
+    print(f"{'':10s} {'':8s} by thread: {threads}")
 
 
 def in_process() -> list[dict]:
@@ -239,6 +289,12 @@ def in_kernel(project: Path, kinds: tuple[str, ...] = ("null", "widgets", "null"
                     break
             if call == "profiled":
                 continue
+            if call == "build":
+                row = rows[-1]
+                print(f"{'kernel':10s} build    {RUNS} panels, {row['widgets']} widgets: cpu {1000 * row['cpu']:.0f} ms "
+                      f"(median of {len(row['cpus'])}: {', '.join(f'{1000 * t:.0f}' for t in row['cpus'])})  "
+                      f"iopub messages {row['iopub_messages']}")
+                continue
             _print(rows[-1], "kernel")
             print(f"{'':10s} {'':8s} iopub messages read by the client: {rows[-1]['iopub_messages']}")
     finally:
@@ -259,6 +315,8 @@ def main() -> None:
             in_process()
         if where in ("kernel", "both"):
             in_kernel(project)
+        if where == "build":
+            in_kernel(project, ("build",), call="build")
         if where == "profile":
             in_kernel(project, ("widgets",), call="profiled")
     finally:

@@ -11,6 +11,8 @@
   before a run's cell);
 - ``load_ipywidgets()``: the import of ipywidgets, with the install hint when it is missing; in a widget kernel
   the first call readies the frontend (``keep_widget_channel``), so nothing of it happens at import;
+- ``new_widget()`` and ``shared()``: a widget opened with its whole state in one comm message, and the layouts and
+  styles that widgets share instead of opening two widgets of their own each;
 - ``NotebookRecord``: an output that the saved notebook keeps true (a display id whose bundle is the view's
   static record, updated in place; the widget view rides along only while the view is interactive).
 
@@ -31,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 __all__ = ["NotebookRecord", "end_live_records", "kernel_shell", "in_kernel", "in_widget_kernel", "in_ipython",
            "person_at_frontend", "text_stream", "cell_parent", "in_cell", "click_subshell", "route_clicks",
-           "keep_widget_channel", "load_ipywidgets"]
+           "keep_widget_channel", "load_ipywidgets", "new_widget", "shared", "widget_view"]
 
 
 def kernel_shell() -> Any:
@@ -140,6 +142,38 @@ def load_ipywidgets() -> Any:
     return ipywidgets
 
 
+_shared: dict[tuple[type, tuple[tuple[str, Any], ...]], Any] = {}
+_shared_lock = threading.Lock()
+
+
+def shared(cls: type, **traits: Any) -> Any:
+    """The one ``cls`` (an ipywidgets ``Layout`` or style) with these ``traits``, shared by every widget given it.
+
+    Every widget opens a ``Layout`` widget of its own, and most a style widget too: two more comms, models and
+    messages for parts that never change. A shared part is opened once per kernel (again if it was closed). Its
+    traits are never changed, since every widget that has it would change: a widget is given another shared part
+    instead (``button.layout = shared(Layout, display="none")``: one message).
+    """
+    key = (cls, tuple(sorted(traits.items())))
+    with _shared_lock:
+        part = _shared.get(key)
+        if part is None or part.comm is None:  # a closed widget has no comm
+            part = _shared[key] = cls(**traits)
+        return part
+
+
+def new_widget(cls: type, *classes: str, layout: dict[str, Any] | None = None, **traits: Any) -> Any:
+    """A ``cls`` widget opened with its state in one comm message: its CSS ``classes`` and ``traits`` go to the
+    constructor (each ``add_class`` or trait set after it is one more message), and its layout (``layout``'s
+    traits) and style are shared parts (``shared``), not two more widgets."""
+    import ipywidgets
+
+    style = cls.class_traits().get("style")  # the widget's style class, e.g. ButtonStyle; a box has none
+    if style is not None and "style" not in traits:
+        traits["style"] = shared(style.klass)
+    return cls(layout=shared(ipywidgets.Layout, **(layout or {})), _dom_classes=classes, **traits)
+
+
 _subshell_lock = threading.Lock()
 _subshell: str | bool | None = None  # None: not tried yet; False: not available
 
@@ -235,6 +269,17 @@ def route_clicks(widget: Any, subshell_id: str | None) -> None:
 
 
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def widget_view(widget: Any) -> dict[str, Any] | None:
+    """What a display of ``widget`` carries as ``VIEW_MIME`` (None once it is closed): ipywidgets'
+    ``_repr_mimebundle_`` part, without the text repr that method builds first from the repr of every widget
+    inside it (for a group of 16 panels that repr cost more CPU than the rest of the record)."""
+    if getattr(widget, "comm", None) is None or widget._view_name is None:
+        return None
+    return {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
+
+
 Publish = Callable[[dict[str, Any], str, bool], Any]
 
 
@@ -286,7 +331,7 @@ class NotebookRecord:
         text, html_text = self.record()
         bundle: dict[str, Any] = {"text/plain": text, "text/html": html_text}
         if self.widget is not None and not self.ended:
-            view = self.widget._repr_mimebundle_().get(VIEW_MIME)
+            view = widget_view(self.widget)
             if view is not None:
                 bundle[VIEW_MIME] = view
         return bundle

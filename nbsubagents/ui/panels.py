@@ -6,8 +6,9 @@ worded here: event lines come from ``formatter.ProgressFormatter``, counters fro
 a panel only chooses where each piece goes and how it is styled.
 
 Threads: a panel's state changes on every event (cheap), but its widgets are only re-rendered on the
-process's one clock (``lifecycle.watcher``), which ticks each renderer every ``TICK_INTERVAL``: every panel
-that changed since is rendered once (at most every ``RENDER_INTERVAL``; the latest state wins), and the
+process's one clock (``lifecycle.watcher``), which ticks each renderer every ``TICK_INTERVAL``: a panel
+that changed since is rendered once (at most every ``RENDER_INTERVAL``, ``PANELS_PER_TICK`` a tick, the one
+waiting longest first; the latest state wins), and the
 elapsed times move while no event comes (no thread of its own). Events may arrive from any thread (background
 runs' watcher); one lock per renderer guards the state, and widgets are only updated by setting their
 values. In ipykernel >= 7.4 the Cancel button and the history toggle are served by a kernel subshell,
@@ -33,14 +34,14 @@ from ..views.panel_state import (
     GROUP_WORDS,
     HISTORY_LIMIT,
     PanelState,
-    group_header_html,
+    group_header_of,
     group_header_text,
     group_static_html,
     group_static_record,
     group_static_text,
 )
-from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_clicks
-from .talk import TalkBox
+from .kernel import NotebookRecord, click_subshell, load_ipywidgets, new_widget, route_clicks, shared
+from .talk import BUTTON_LAYOUT, HIDDEN_LAYOUT, TalkBox
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -51,7 +52,10 @@ __all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "live_panel", "HISTORY_LI
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 RENDER_INTERVAL = 0.1    # at most ~10 renders a second per panel
 TICK_INTERVAL = 0.1      # how often the ticker looks for pending renders
-PANELS_PER_TICK = 4      # panels a tick draws at most: 16 streaming at once move ~2.5 times a second each
+# Panels a tick draws at most: 10 renders a second across one renderer's panels, whatever their number (each render
+# is a few comm messages, the kernel's main cost). One panel moves 10 times a second, 4 at once 2.5, 16 at once
+# ~0.6 times a second each.
+PANELS_PER_TICK = 1
 CLOCK_INTERVAL = 1.0     # how often a running panel re-renders only to move its elapsed time
 STATIC_INTERVAL = 15.0   # how often a running panel's static record is refreshed in the notebook
 
@@ -100,6 +104,7 @@ _PANEL_CSS = (
     "border-left-color:rgba(127,127,127,.6)}"
     ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-waiting{display:none}"
     ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}"
+    ".nbsubagents-message.jupyter-widgets-disconnected{display:none !important}"
     ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-steer-box,"
     ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-questions{display:none !important}"
     "</style>"
@@ -190,7 +195,8 @@ def live_panel(run: Run) -> RunPanel | None:
 class RunPanel(PanelState, _StaticRecord):
     """One run's panel: header, the latest ``lines`` lines, the full history on demand, Cancel, final text,
     and while the run goes its conversation: the open questions with their answer controls
-    (``questions_box``) and a message box with Steer and Follow up (``steer_box``). Every control posts to the
+    (``questions_box``) and a message box with Steer and Follow up (``steer_box``), which its Message button beside
+    Cancel opens (``talk.open()``). Every control posts to the
     run directory's inbox (``child.inbox.post``), so it works for any run, whoever started it.
 
     ``add(event, line)`` updates the state (cheap, every event); ``render()`` writes it to the widgets.
@@ -206,34 +212,35 @@ class RunPanel(PanelState, _StaticRecord):
         self.last_render = 0.0       # time.monotonic() of the last render
         self.dirty = True
         self._final_rendered = False
-        self._shown = ""             # the status the header showed last (``waiting`` or the run's)
+        self.shown = ""              # the status the header shows (``waiting`` or the run's)
 
-        self.header = w.HTML(layout=w.Layout(flex="1 1 auto")).add_class("nbsubagents-header")
-        self.cancel_button = w.Button(description="Cancel", icon="stop", tooltip="Abort this run only",
-                                      layout=w.Layout(width="auto", flex="0 0 auto"))
-        self.cancel_button.add_class("nbsubagents-cancel")
+        # Each widget opens with what the panel shows first (a message each: a trait set after it would be one
+        # more), with shared layouts and styles (``kernel.new_widget``); the first render then sends nothing new.
+        status = self._current_status()
+        shown = self.shown_status(status)
+        window = self.window()
+        self.header = new_widget(w.HTML, "nbsubagents-header", layout={"flex": "1 1 auto"},
+                                 value=self._header_html(shown, status))
+        self.cancel_button = new_widget(w.Button, "nbsubagents-cancel", description="Cancel", icon="stop",
+                                        tooltip="Abort this run only", layout=BUTTON_LAYOUT)
         self.cancel_button.on_click(self._on_cancel)
-        self.window_html = w.HTML().add_class("nbsubagents-window")
-        self.history_html = w.HTML().add_class("nbsubagents-history")
-        self.history_box = w.Accordion(children=[self.history_html], selected_index=None)
-        self.history_box.add_class("nbsubagents-history-toggle")
+        self.window_html = new_widget(w.HTML, "nbsubagents-window", value=self._window_html(status, window))
+        self.history_html = new_widget(w.HTML, "nbsubagents-history")
+        self.history_box = new_widget(w.Accordion, "nbsubagents-history-toggle", children=[self.history_html],
+                                      selected_index=None, titles=(self._history_title(self.earlier_lines(window)),),
+                                      layout=HIDDEN_LAYOUT)
         self.history_box.observe(self._on_toggle, names="selected_index")
-        self.final_html = w.HTML().add_class("nbsubagents-final")
+        self.final_html = new_widget(w.HTML, "nbsubagents-final")
         self._w = w
         self._subshell = click_subshell()
         # the conversation: one row per open question, then the message box (ui/talk.py)
-        self.talk = TalkBox(run, self._lock, w, self._subshell)
+        self.talk = TalkBox(run, self._lock, w, self._subshell, live=status == "running")
         self.questions_box, self.steer_box = self.talk.questions_box, self.talk.steer_box
-        self.steer_text, self.steer_button, self.follow_button = (self.talk.steer_text, self.talk.steer_button,
-                                                                   self.talk.follow_button)
-        self.talk_note = self.talk.note
-        top = w.HBox([self.header, self.cancel_button],
-                      layout=w.Layout(align_items="center", justify_content="space-between"))
-        self.widget = w.VBox([top, self.history_box, self.window_html, self.questions_box, self.steer_box,
-                              self.final_html])
-        self.widget.add_class("nbsubagents-panel")
-        self.widget.add_class("nbsubagents-live")
-        self.widget.add_class(f"nbsubagents-run-{run.run_id}")
+        top = new_widget(w.HBox, children=[self.header, self.talk.message_button, self.cancel_button],
+                         layout={"align_items": "center", "justify_content": "space-between"})
+        self.widget = new_widget(w.VBox, "nbsubagents-panel", "nbsubagents-live", f"nbsubagents-run-{run.run_id}",
+                                 children=[top, self.history_box, self.window_html, self.questions_box,
+                                           self.steer_box, self.final_html])
         _live[run.run_id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
         for control in (self.cancel_button, self.history_box):
             route_clicks(control, self._subshell)
@@ -274,37 +281,41 @@ class RunPanel(PanelState, _StaticRecord):
             status = self._current_status()
             questions = self.open_questions(status)
             shown = self.shown_status(status, questions)
-            if (shown == "waiting") != (self._shown == "waiting"):
+            if (shown == "waiting") != (self.shown == "waiting"):
                 self._record_due = True
-            self._shown = shown
+            self.shown = shown
             self.header.value = self._header_html(shown, status)
             final = not self._final_rendered and self.ready_to_end(status)
             if final:
                 self.drop_repeated_output()
             window = self.window()
             self.window_html.value = self._window_html(status, window)
-            hidden = self.earlier_lines(window)  # offered only when the window hides some
-            title = plural(hidden, "earlier line")
-            title += f" (latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else ""
+            earlier = self.earlier_lines(window)
+            title = self._history_title(earlier)
             if self.history_box.titles != (title,):
                 self.history_box.titles = (title,)
-            display = None if hidden else "none"
-            if self.history_box.layout.display != display:
-                self.history_box.layout.display = display
+            layout = shared(self._w.Layout) if earlier else shared(self._w.Layout, **HIDDEN_LAYOUT)
+            if self.history_box.layout is not layout:  # offered only when the window hides some lines
+                self.history_box.layout = layout
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
             live = status == "running" and not final and not self._final_rendered
             self.talk.update(questions if live else [], live=live, taken=len(self.conversation.messages))
             if final:
                 self.final_html.value = self._final_html(status)
-                self.cancel_button.disabled = True
-                self.cancel_button.layout.display = "none"
+                with self.cancel_button.hold_sync():  # one message
+                    self.cancel_button.disabled = True
+                    self.cancel_button.layout = shared(self._w.Layout, **BUTTON_LAYOUT, **HIDDEN_LAYOUT)
                 self.talk.end()
                 self._final_rendered = True
             self.renders += 1
             self.dirty = False
             self.last_render = time.monotonic()
             self._static_step()
+
+    def _history_title(self, earlier: int) -> str:
+        title = plural(earlier, "earlier line")
+        return title + (f" (latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else "")
 
     def _header_html(self, status: str, run_status: str | None = None) -> str:
         """The header of ``status`` as shown (``waiting`` for a running run with an open question); its numbers
@@ -367,8 +378,9 @@ class RunPanel(PanelState, _StaticRecord):
         with self._lock:
             if self._final_rendered:
                 return
-            self.cancel_button.disabled = True
-            self.cancel_button.description = "Cancelling…"
+            with self.cancel_button.hold_sync():
+                self.cancel_button.disabled = True
+                self.cancel_button.description = "Cancelling…"
         self.run.cancel()
 
     def _on_toggle(self, change: dict[str, Any]) -> None:
@@ -390,10 +402,11 @@ class GroupPanel(_StaticRecord):
         self._lock = lock or threading.RLock()
         self.panels = [RunPanel(run, lines=lines, lock=self._lock) for run in runs]
         self.display_id = f"nbsubagents-group-{uuid.uuid4().hex[:16]}"
-        self.header = w.HTML().add_class("nbsubagents-group-header")
-        self.ids_html = w.HTML().add_class("nbsubagents-run-ids")
-        self.widget = w.VBox([self.header, *(p.widget for p in self.panels), self.ids_html])
-        self.widget.add_class("nbsubagents-group")
+        self.header = new_widget(w.HTML, "nbsubagents-group-header",
+                                 value=group_header_of([p.shown for p in self.panels]))
+        self.ids_html = new_widget(w.HTML, "nbsubagents-run-ids")
+        self.widget = new_widget(w.VBox, "nbsubagents-group",
+                                 children=[self.header, *(p.widget for p in self.panels), self.ids_html])
         self.renders = 0
         self.last_render = 0.0
         self.render()
@@ -430,8 +443,9 @@ class GroupPanel(_StaticRecord):
 
     def render(self) -> None:
         with self._lock:
-            self.header.value = group_header_html(self.panels)
-            if self.done:
+            shown = [p.shown for p in self.panels]  # as each panel shows its run, read by its last render
+            self.header.value = group_header_of(shown)
+            if all(status in TERMINAL for status in shown):
                 ids = ", ".join(f"<code>{html.escape(p.run.run_id, quote=False)}</code>" for p in self.panels)
                 self.ids_html.value = f'<div style="{MUTED_STYLE}">Run ids: {ids}</div>'
             self.renders += 1

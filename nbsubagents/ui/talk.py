@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..child import inbox
 from ..style import MUTED_STYLE, attrs, glyph
 from ..views.conversation import at_words, question_text
-from .kernel import route_clicks
+from .kernel import new_widget, route_clicks, shared
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -24,60 +24,102 @@ if TYPE_CHECKING:
 __all__ = ["TalkBox"]
 
 
-class TalkBox:
-    """The open questions' rows (``questions_box``) and the message box (``steer_box``) of one run's panel."""
+# The layouts of a panel's buttons and of what it hides (each a shared part: ``kernel.shared``).
+BUTTON_LAYOUT = {"width": "auto", "flex": "0 0 auto"}
+HIDDEN_LAYOUT = {"display": "none"}
 
-    def __init__(self, run: Run, lock: threading.RLock, widgets: Any, subshell: Any) -> None:
+
+class TalkBox:
+    """The open questions' rows (``questions_box``) and the message box (``steer_box``) of one run's panel, which
+    the Message button (``message_button``, placed by the panel beside Cancel) opens while the run goes.
+
+    The message box (a text box, Steer, Follow up and a note) is built when a person first opens it: most runs
+    are never written to, and its widgets would be a third of every panel's. Until then ``steer_text``,
+    ``steer_button``, ``follow_button`` and ``note`` are None.
+    """
+
+    def __init__(self, run: Run, lock: threading.RLock, widgets: Any, subshell: Any, *, live: bool = False) -> None:
         w = self._w = widgets
         self.run, self._lock, self._subshell = run, lock, subshell
-        self.questions_box = w.VBox([]).add_class("nbsubagents-questions")
+        self.questions_box = new_widget(w.VBox, "nbsubagents-questions")
         self._rows: dict[str, Any] = {}         # open question id -> its row (rebuilt when the open ones change)
         self._sent: dict[str, Any] = {}         # question id -> the answer posted from here (until it is taken)
         self._taken = 0                         # messages the run has taken (its user_message events)
         self._taken_at_note: int | None = None  # ... when the note said one was sent
-        self.steer_text = w.Textarea(placeholder="A message to the run: Steer (after the current tool call) or "
-                                     "Follow up (after this turn)", rows=1,
-                                     layout=w.Layout(flex="1 1 auto", width="auto"))
-        self.steer_text.add_class("nbsubagents-steer-text")
-        self.steer_button = w.Button(description="Steer", icon="share", tooltip="Deliver the message after the "
-                                     "current tool call", layout=w.Layout(width="auto", flex="0 0 auto"))
-        self.steer_button.add_class("nbsubagents-steer")
-        self.follow_button = w.Button(description="Follow up", icon="reply", tooltip="Deliver the message when "
-                                      "the run's current turn ends", layout=w.Layout(width="auto", flex="0 0 auto"))
-        self.follow_button.add_class("nbsubagents-followup")
-        self.steer_button.on_click(lambda _b: self._on_message("steer"))
-        self.follow_button.on_click(lambda _b: self._on_message("follow_up"))
-        self.note = w.HTML().add_class("nbsubagents-talk-note")
-        self.steer_box = w.VBox([w.HBox([self.steer_text, self.steer_button, self.follow_button],
-                                        layout=w.Layout(align_items="center")), self.note],
-                                layout=w.Layout(display="none"))
-        self.steer_box.add_class("nbsubagents-steer-box")
+        self._live = live
+        self.message_button = new_widget(w.Button, "nbsubagents-message", description="Message", icon="comment",
+                                         tooltip="Write to the run: Steer or Follow up",
+                                         layout=BUTTON_LAYOUT if live else {**BUTTON_LAYOUT, **HIDDEN_LAYOUT})
+        self.message_button.on_click(lambda _b: self.open())
+        self.steer_box = new_widget(w.VBox, "nbsubagents-steer-box", layout=HIDDEN_LAYOUT)
+        self.steer_text: Any = None
+        self.steer_button: Any = None
+        self.follow_button: Any = None
+        self.note: Any = None
         self.ended = False
-        for control in (self.steer_text, self.steer_button, self.follow_button):
-            route_clicks(control, subshell)  # a typed message syncs on the subshell too, before its click
+        route_clicks(self.message_button, subshell)
+
+    def open(self) -> None:
+        """Build and show the message box (the Message button's click; may run on the click subshell)."""
+        w = self._w
+        with self._lock:
+            if self.steer_text is not None or self.ended:
+                return
+            self.steer_text = new_widget(w.Textarea, "nbsubagents-steer-text", rows=1,
+                                         placeholder="A message to the run: Steer (after the current tool call) "
+                                         "or Follow up (after this turn)", layout={"flex": "1 1 auto", "width": "auto"})
+            self.steer_button = new_widget(w.Button, "nbsubagents-steer", description="Steer", icon="share",
+                                           tooltip="Deliver the message after the current tool call",
+                                           layout=BUTTON_LAYOUT)
+            self.follow_button = new_widget(w.Button, "nbsubagents-followup", description="Follow up", icon="reply",
+                                            tooltip="Deliver the message when the run's current turn ends",
+                                            layout=BUTTON_LAYOUT)
+            self.steer_button.on_click(lambda _b: self._on_message("steer"))
+            self.follow_button.on_click(lambda _b: self._on_message("follow_up"))
+            self.note = new_widget(w.HTML, "nbsubagents-talk-note")
+            for control in (self.steer_text, self.steer_button, self.follow_button):
+                route_clicks(control, self._subshell)  # a typed message syncs on the subshell too, before its click
+            row = new_widget(w.HBox, children=[self.steer_text, self.steer_button, self.follow_button],
+                             layout={"align_items": "center"})
+            with self.steer_box.hold_sync():  # its children and its layout in one message
+                self.steer_box.children = (row, self.note)
+                self._show(self.steer_box, self._live, {})
+            self._show(self.message_button, False, BUTTON_LAYOUT)
 
     # -- what the panel calls ---------------------------------------------------------------------------
     def update(self, questions: list[dict[str, Any]], *, live: bool, taken: int) -> None:
-        """Show these open questions and, while the run is ``live``, the message box; ``taken`` is how many
-        messages the run has taken so far (a note that one was sent goes once the run took it)."""
+        """Show these open questions and, while the run is ``live``, the message box or the button that opens it;
+        ``taken`` is how many messages the run has taken so far (a note that one was sent goes once the run
+        took it)."""
         self._taken = taken
         if self._taken_at_note is not None and taken > self._taken_at_note:
             self._taken_at_note = None  # the run took the message: its line says it, the note goes
             self.note.value = ""
         self._show_questions(questions)
-        display = None if live else "none"
-        if self.steer_box.layout.display != display:
-            self.steer_box.layout.display = display
+        self._live = live
+        opened = self.steer_text is not None
+        self._show(self.message_button, live and not opened, BUTTON_LAYOUT)
+        self._show(self.steer_box, live and opened, {})
+
+    def _show(self, widget: Any, shown: bool, layout: dict[str, Any]) -> None:
+        """Show or hide ``widget`` by giving it the shared layout that does (one message, none if it has it)."""
+        wanted = shared(self._w.Layout, **(layout if shown else {**layout, **HIDDEN_LAYOUT}))
+        if widget.layout is not wanted:
+            widget.layout = wanted
 
     def end(self) -> None:
         """The run ended: nothing more can be sent."""
-        self.ended = True
-        self.steer_button.disabled = self.follow_button.disabled = self.steer_text.disabled = True
+        with self._lock:
+            self.ended = True
+            for control in (self.steer_button, self.follow_button, self.steer_text):
+                if control is not None:
+                    control.disabled = True
 
     def typed(self) -> bool:
         """Text typed in the message box or an answer box and not sent yet."""
-        boxes = [self.steer_text] + [c for row in self._rows.values() for c in row._nbsubagents["controls"]
-                                     if not c.disabled and isinstance(getattr(c, "value", None), str)]
+        boxes = [self.steer_text] if self.steer_text is not None else []
+        boxes += [c for row in self._rows.values() for c in row._nbsubagents["controls"]
+                  if not c.disabled and isinstance(getattr(c, "value", None), str)]
         return any(box.value.strip() for box in boxes)
 
     # -- questions ------------------------------------------------------------------------------------
@@ -103,41 +145,39 @@ class TalkBox:
         method = str(question.get("method") or "input")
         approval = bool(question.get("approval")) or method == "confirm"
         words = "approval" if approval else "asks"
-        title = w.HTML(f'<span {attrs("waiting", "nbsubagents-question-glyph")}>{glyph("waiting")}</span> '
-                       f'<b>{words}:</b> {html.escape(question_text(question), quote=False)}')
-        title.add_class("nbsubagents-question-title")
+        title = new_widget(w.HTML, "nbsubagents-question-title",
+                           value=f'<span {attrs("waiting", "nbsubagents-question-glyph")}>{glyph("waiting")}</span> '
+                                 f'<b>{words}:</b> {html.escape(question_text(question), quote=False)}')
         controls: list[Any] = []
         if approval:
             for description, value, style_name, cls in (("Allow", True, "success", "nbsubagents-allow"),
                                                         ("Deny", False, "danger", "nbsubagents-deny")):
-                button = w.Button(description=description, button_style=style_name,
-                                  tooltip=f"{description} this: the run goes on with your decision",
-                                  layout=w.Layout(width="auto"))
-                button.add_class(cls)
+                button = new_widget(w.Button, cls, description=description, button_style=style_name,
+                                    tooltip=f"{description} this: the run goes on with your decision",
+                                    layout={"width": "auto"})
                 button.on_click(lambda _b, v=value: self._on_answer(qid, v))
                 controls.append(button)
         elif method == "select" and isinstance(question.get("options"), list) and question["options"]:
             for option in question["options"]:
-                button = w.Button(description=str(option), tooltip=f"Answer: {option}", layout=w.Layout(width="auto"))
-                button.add_class("nbsubagents-option")
+                button = new_widget(w.Button, "nbsubagents-option", description=str(option),
+                                    tooltip=f"Answer: {option}", layout={"width": "auto"})
                 button.on_click(lambda _b, v=str(option): self._on_answer(qid, v))
                 controls.append(button)
         else:
-            box = (w.Textarea(rows=3) if method == "editor" else w.Text())
-            box.placeholder = str(question.get("placeholder") or "Your answer")
-            box.layout = w.Layout(flex="1 1 auto", width="auto")
-            box.add_class("nbsubagents-answer-text")
-            button = w.Button(description="Answer", button_style="primary", tooltip="Send this answer to the run",
-                              layout=w.Layout(width="auto"))
-            button.add_class("nbsubagents-answer-button")
+            editor = {"rows": 3} if method == "editor" else {}
+            box = new_widget(w.Textarea if editor else w.Text, "nbsubagents-answer-text",
+                             placeholder=str(question.get("placeholder") or "Your answer"),
+                             layout={"flex": "1 1 auto", "width": "auto"}, **editor)
+            button = new_widget(w.Button, "nbsubagents-answer-button", description="Answer", button_style="primary",
+                                tooltip="Send this answer to the run", layout={"width": "auto"})
             button.on_click(lambda _b: self._on_answer(qid, box.value))
             controls += [box, button]
-        note = w.HTML().add_class("nbsubagents-answer-note")
+        note = new_widget(w.HTML, "nbsubagents-answer-note")
         for control in controls:
             route_clicks(control, self._subshell)
-        row = w.VBox([title, w.HBox(controls, layout=w.Layout(flex_flow="row wrap", align_items="center")), note])
-        row.add_class("nbsubagents-open-question")
-        row.add_class(f"nbsubagents-open-question-{method}")
+        row = new_widget(w.VBox, "nbsubagents-open-question", f"nbsubagents-open-question-{method}",
+                         children=[title, new_widget(w.HBox, children=controls,
+                                                     layout={"flex_flow": "row wrap", "align_items": "center"}), note])
         row._nbsubagents = {"id": qid, "controls": controls, "note": note, "question": question}
         return row
 

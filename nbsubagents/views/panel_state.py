@@ -275,7 +275,9 @@ class PanelState:
             calls = result.get("toolCalls") or 0
             usage = result.get("usage") or {}
             tokens, cost = usage.get("totalTokens") or 0, usage.get("cost") or 0.0
-        fields = [("model", run.model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
+        # the model a run ended on is in its result (after a fallback); while it goes its result.json is not read
+        model = run.model if status in TERMINAL else run.meta.get("resolvedModel")
+        fields = [("model", model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
         if self.failed_steps:
             fields.append(("failed", plural(self.failed_steps, "failed step")))
         fields += [("tokens", f"{tokens:,} tokens"), ("cost", f"${cost:.4f}")]
@@ -529,7 +531,12 @@ def group_header_text(states: Iterable[PanelState]) -> str:
 
 def group_header_html(states: Iterable[PanelState]) -> str:
     """The group header with its waiting, failed and aborted counts in their colours."""
-    statuses = [s.shown_status(s.status) for s in states]
+    return group_header_of([s.shown_status(s.status) for s in states])
+
+
+def group_header_of(statuses: list[str]) -> str:
+    """The group header of runs shown with these statuses (a live group gives what its panels show, which costs no
+    look at the runs' files)."""
     parts = []
     for status, word in GROUP_WORDS.items():
         n = statuses.count(status)

@@ -63,6 +63,7 @@ def test_a_question_is_answered_and_the_run_steered_from_its_panel(project, tmp_
         expect(header).not_to_contain_text("waiting")
         expect(talk.locator(".nbsubagents-open-question")).to_have_count(0)
 
+        talk.locator(".nbsubagents-message").click()  # the message box opens beside the run's lines
         talk.locator(".nbsubagents-steer-text textarea").fill("read src/app.py")
         talk.locator(".nbsubagents-steer").click()
         expect(talk.locator(".nbsubagents-talk-note")).to_contain_text("steer sent at")
@@ -113,6 +114,7 @@ def test_the_message_box_posts_while_a_foreground_run_keeps_the_kernel_busy(proj
         session.run_all_cells()
         slow = panel(page, "slow")
         expect(slow.locator(".nbsubagents-header")).to_contain_text("running", timeout=120_000)
+        slow.locator(".nbsubagents-message").click()
         box = slow.locator(".nbsubagents-steer-box")
         expect(box).to_be_visible()
         box.locator(".nbsubagents-steer-text textarea").fill("say: steered from the panel")

@@ -148,10 +148,12 @@ def test_after_a_restart_an_old_panel_is_inert_and_says_its_end_is_unknown(proje
         bg = panel(page, "bg")
         expect(bg.locator(".nbsubagents-header")).to_contain_text("running", timeout=120_000)
         expect(bg.locator(".nbsubagents-cancel")).to_be_visible()
+        expect(bg.locator(".nbsubagents-message")).to_be_visible()
         expect(bg.locator(".nbsubagents-gone")).to_be_hidden()
         page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
         # the old kernel's panel is inert and says so: no Cancel, no "running", the end unknown and how to ask
         expect(bg.locator(".nbsubagents-cancel")).to_be_hidden(timeout=60_000)
+        expect(bg.locator(".nbsubagents-message")).to_be_hidden()
         expect(bg.locator(".nbsubagents-gone")).to_be_visible()
         expect(bg.locator(".nbsubagents-gone")).to_contain_text("unknown: ")
         expect(bg.locator(".nbsubagents-gone")).to_contain_text('nbsubagents.get_run("')

@@ -367,6 +367,9 @@ def test_a_burst_of_events_is_one_render_on_the_next_tick_and_an_unchanged_panel
     assert a.renders == before[0] + 1  # nothing changed since: nothing drawn
     monkeypatch.setattr(panels, "CLOCK_INTERVAL", 0)  # the clock moves the elapsed times of running panels
     tick()
+    if panels.PANELS_PER_TICK < 2:  # b, drawn longest ago, first; a at the next tick
+        assert (a.renders, b.renders) == (before[0] + 1, before[1] + 1)
+        tick()
     assert (a.renders, b.renders) == (before[0] + 2, before[1] + 1)
     renderer.close()
     assert tick() is False  # a closed renderer leaves the clock
@@ -387,12 +390,10 @@ def test_a_tick_draws_at_most_a_few_panels_those_waiting_longest_first(tmp_path,
     for run in runs:
         renderer.event(run, {"type": "tool_call", "seq": 1}, ProgressLine("tool", f"Reading {run.name}.py"))
     before = [p.renders for p in group.panels]
-    tick()
-    drawn = [i for i, p in enumerate(group.panels) if p.renders > before[i]]
-    assert drawn == list(range(panels.PANELS_PER_TICK))  # those drawn longest ago (the first built) first
-    tick()
-    drawn = [i for i, p in enumerate(group.panels) if p.renders > before[i]]
-    assert drawn == list(range(len(runs)))  # the others at the next tick
+    for ticked in range(1, len(runs) + 1):  # those drawn longest ago (the first built) first, the others at the next ticks
+        tick()
+        drawn = [i for i, p in enumerate(group.panels) if p.renders > before[i]]
+        assert drawn == list(range(min(len(runs), ticked * panels.PANELS_PER_TICK)))
     assert all(("tool", f"Reading {run.name}.py") in lines_of(p.window_html.value) for run, p in zip(runs, group.panels))
     renderer.close()
 
@@ -406,6 +407,10 @@ def test_group_header_counts_each_status_and_lists_ids_only_when_all_are_done(tm
     assert group.ids_html.value == ""
     for run in runs[:3]:
         finish(run.dir, "completed")
+    group.render()  # it counts what its panels show: they did not draw the ends yet
+    assert page_text(group.header.value) == "Sub-agents: 2 running, 1 queued, 1 done, 1 failed, 1 aborted"
+    for panel in group.panels:  # as the renderer's tick does: the panels, then their group
+        panel.render()
     group.render()
     assert page_text(group.header.value) == "Sub-agents: 4 done, 1 failed, 1 aborted"
     asking = [fake_run(tmp_path, "g", "running"), fake_run(tmp_path, "h", "running")]
@@ -520,6 +525,63 @@ def test_importing_nbsubagents_in_a_widget_kernel_opens_no_widget_and_waits_for_
         km.shutdown_kernel(now=True)
 
 
+# Builds panels in a kernel: a first one, then a group of two (the group's messages are the ones counted).
+BUILD_PANELS = """
+import json, pathlib, tempfile
+from nbsubagents.lifecycle.handle import Run
+from nbsubagents.ui.panels import GroupPanel, RunPanel
+def running(name):
+    run_dir = pathlib.Path(tempfile.mkdtemp()) / name
+    run_dir.mkdir()
+    meta = {"runId": name, "name": name, "resolvedModel": "demo/scripted", "timeout": 600.0}
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    (run_dir / "supervisor.json").write_text("{}")
+    return Run(run_dir, meta)
+first = RunPanel(running("first"))
+"""
+
+
+@pytest.mark.notebook
+def test_in_a_kernel_each_widget_of_a_panel_opens_with_its_state_in_one_message(project, monkeypatch):
+    """Every comm message is kernel CPU: building panels sends one comm_open per widget of their own (each with its
+    CSS classes, values and shared layout and style) and no update after it; the message box is not built yet."""
+    from jupyter_client.manager import start_new_kernel
+
+    monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(project))
+
+    def comm_messages(code: str) -> list[dict]:
+        reply = kc.execute(code, reply=True, timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        messages = []
+        while True:
+            try:
+                messages.append(kc.get_iopub_msg(timeout=2))
+            except Exception:  # queue.Empty: the cell's messages are all in
+                break
+        return [m for m in messages if m["msg_type"].startswith("comm_")]
+
+    try:
+        comm_messages(BUILD_PANELS)
+        sent = comm_messages("group = GroupPanel([running('a'), running('b')])")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    opened = [m["content"]["data"]["state"] for m in sent if m["msg_type"] == "comm_open"]
+    assert [m for m in sent if m["msg_type"] != "comm_open"] == []  # no update once open
+    models = {state["_model_name"] for state in opened}
+    assert "LayoutModel" not in models and not any(name.endswith("StyleModel") for name in models)  # shared
+    assert "TextareaModel" not in models  # the message box: built when a person opens it
+    # 11 widgets a panel (header, Message, Cancel, window, history toggle and lines, questions, message box, the
+    # final text and two boxes) and 3 of the group's
+    assert len(opened) == 2 * 11 + 3, sorted(state["_model_name"] for state in opened)
+    classes = [c for state in opened for c in state.get("_dom_classes", [])]
+    assert {"nbsubagents-panel", "nbsubagents-header", "nbsubagents-cancel", "nbsubagents-message",
+            "nbsubagents-window", "nbsubagents-steer-box", "nbsubagents-group-header"} <= set(classes)
+    (group_header,) = [state for state in opened if "nbsubagents-group-header" in state.get("_dom_classes", [])]
+    assert "Sub-agents: 2 running" in group_header["value"]
+
+
 @pytest.mark.notebook
 def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(project, monkeypatch):
     """nbclient drives a real ipykernel: choose_renderer picks widgets; the saved widget state has the lines."""
@@ -602,6 +664,7 @@ def test_a_dead_kernels_panel_hides_its_controls_and_says_it_shows_the_last_stat
     css = panel.header.value
     # JupyterLab marks every view of a gone kernel's widgets jupyter-widgets-disconnected
     assert ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}" in css
+    assert ".nbsubagents-message.jupyter-widgets-disconnected{display:none !important}" in css
     assert ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-gone{display:block;font-weight:600}" in css
     assert ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-status," in css  # "running" is not said
     assert ".nbsubagents-panel.nbsubagents-live:has(.jupyter-widgets-disconnected){filter:grayscale(1)" in css
@@ -775,38 +838,55 @@ def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_wh
     from nbsubagents.child import inbox
 
     run, panel = conversation_panel(tmp_path)
+    talk = panel.talk
+    # while the run goes, its Message button shows beside Cancel; the box is built when a person opens it
+    assert talk.message_button in panel.widget.children[0].children and talk.message_button.layout.display is None
+    assert panel.steer_box.layout.display == "none" and talk.steer_text is None
+    talk.message_button.click()
     assert panel.steer_box.layout.display is None and panel.steer_box in panel.widget.children
+    assert talk.message_button.layout.display == "none"  # the box is open: no second one
     assert "nbsubagents-steer-box" in panel.steer_box._dom_classes
-    panel.steer_button.click()  # nothing typed: nothing posted, the box says why
-    assert inbox.take(run.dir) == [] and "Type a message first" in panel.talk_note.value
-    panel.steer_text.value = "read b.md instead"
-    panel.steer_button.click()
-    panel.steer_text.value = "now summarise b.md"
-    panel.follow_button.click()
+    talk.steer_button.click()  # nothing typed: nothing posted, the box says why
+    assert inbox.take(run.dir) == [] and "Type a message first" in talk.note.value
+    talk.steer_text.value = "read b.md instead"
+    talk.steer_button.click()
+    talk.steer_text.value = "now summarise b.md"
+    talk.follow_button.click()
     posted = inbox.take(run.dir)
     assert [(m["kind"], m["text"]) for m in posted] == [("steer", "read b.md instead"),
                                                          ("follow_up", "now summarise b.md")]
-    assert panel.steer_text.value == "" and "follow-up sent at " in panel.talk_note.value
+    assert talk.steer_text.value == "" and "follow-up sent at " in talk.note.value
     # what the person said shows once the run took it (its user_message event), with when it was said
     at = "2026-01-02T03:04:05.000Z"
     panel.add({"type": "user_message", "kind": "steer", "text": "read b.md instead", "at": at, "seq": 1}, None)
     panel.add({"type": "user_message", "kind": "follow_up", "text": "now summarise b.md", "at": at, "seq": 2}, None)
     panel.render()
-    assert panel.talk_note.value == ""  # the lines say it now
+    assert talk.note.value == ""  # the lines say it now
     stamp = time.strftime("%H:%M:%S", time.localtime(1767323045))
     assert lines_of(panel.window_html.value) == [("user", f"you (steer, {stamp}): read b.md instead"),
                                                  ("user", f"you (follow-up, {stamp}): now summarise b.md")]
     finish(run.dir, "completed", text="done")
     panel.finish()
-    assert panel.steer_box.layout.display == "none" and panel.steer_button.disabled and panel.follow_button.disabled
-    panel.steer_text.value = "too late"
-    panel.steer_button.click()
+    assert panel.steer_box.layout.display == "none" and talk.steer_button.disabled and talk.follow_button.disabled
+    assert talk.message_button.layout.display == "none"
+    talk.steer_text.value = "too late"
+    talk.steer_button.click()
     assert inbox.take(run.dir) == []  # an ended run's box posts nothing
 
 
 def test_a_queued_run_offers_no_message_box_yet(tmp_path):
     panel = RunPanel(fake_run(tmp_path, "r1"))
     assert panel.status == "queued" and panel.steer_box.layout.display == "none"
+    assert panel.talk.message_button.layout.display == "none"
+
+
+def test_an_ended_run_opens_no_message_box(tmp_path):
+    run, panel = conversation_panel(tmp_path)
+    finish(run.dir, "completed", text="done")
+    panel.finish()
+    assert panel.talk.message_button.layout.display == "none"
+    panel.talk.open()  # a click that was on its way
+    assert panel.talk.steer_text is None and panel.steer_box.children == ()
 
 
 def test_open_questions_show_their_controls_and_each_answer_posts_the_question_id_and_value(tmp_path):
@@ -998,10 +1078,11 @@ def test_the_record_says_at_once_that_a_run_waits_but_never_refreshes_while_a_pe
     panel.render()  # long before the periodic refresh: the record says it waits now
     assert len(sent) == 2 and sent[-1]["text/plain"].startswith(f"{WAIT} r1 waiting")
     monkeypatch.setattr(widgets, "STATIC_INTERVAL", 0.0)
-    panel.steer_text.value = "half a thought"  # a refresh re-creates the view in JupyterLab: not while typing
+    panel.talk.open()
+    panel.talk.steer_text.value = "half a thought"  # a refresh re-creates the view in JupyterLab: not while typing
     panel.add({"type": "tool_call", "id": "a", "name": "ls", "args": {}, "seq": 2}, ProgressLine("tool", "Listing"))
     panel.render()
     assert len(sent) == 2
-    panel.steer_text.value = ""
+    panel.talk.steer_text.value = ""
     panel.render()
     assert len(sent) == 3 and "Listing" in sent[-1]["text/plain"]
