@@ -205,6 +205,8 @@ class EventTail:
 
     def read_new(self) -> list[dict[str, Any]]:
         try:
+            if os.stat(self.path).st_size == self.offset:  # nothing new: a stat, where an open costs 3 calls
+                return []
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
                 chunk = fh.read()

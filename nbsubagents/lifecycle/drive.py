@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Renderer", "NullRenderer", "drive"]
 
+HEADLESS_WAIT = 1.0  # s between looks when nothing is shown: a look costs the kernel CPU that pi could use
+
 
 class Renderer(Protocol):
     def start(self, runs: list[Run]) -> None: ...
@@ -48,6 +50,10 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
         renderer = NullRenderer()
     renderer.start(runs)
     interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
+    if isinstance(renderer, NullRenderer) and all(run.meta.get("questionTimeout") == 0 for run in runs):
+        # Nothing to show and no question to say (headless runs: ``watcher.say_questions``): the runs' events are
+        # read once each ends, and the loop wakes at an end (its pidfd, its future) or every HEADLESS_WAIT s.
+        interval = max(interval, HEADLESS_WAIT)
     queued = [r for r in runs if r.status == "queued"]
     active: list[Run] = []
     for r in runs:

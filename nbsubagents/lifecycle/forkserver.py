@@ -136,14 +136,10 @@ class Forked:
             self.pidfd = None
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            code = self.server.code(self.pid)
-            if code is None and self._exited():  # gone: the server's word of its exit code is on its way
-                code = self.server.code(self.pid, wait=1.0)
-                code = 255 if code is None else code  # the server is gone too: the code is lost
-            if code is not None:
-                self.returncode = code
-                self._close()
+        if self.returncode is None and self._exited():  # gone: the server's word of its exit code is on its way
+            code = self.server.code(self.pid, wait=1.0)
+            self.returncode = 255 if code is None else code  # the server is gone too: the code is lost
+            self._close()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -176,12 +172,9 @@ class Forked:
             return os.dup(self.pidfd) if self.pidfd is not None else None
 
     def _exited(self) -> bool:
-        fd = self.watch_fd()
-        if fd is not None:
-            try:
-                return bool(select.select([fd], [], [], 0)[0])
-            finally:
-                os.close(fd)
+        with self._lock:
+            if self.pidfd is not None:
+                return bool(select.select([self.pidfd], [], [], 0)[0])
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
