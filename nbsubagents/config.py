@@ -134,8 +134,9 @@ class Settings:
                                       "never hangs")
     panel_lines: int = setting(15, _whole(1, 500), "lines in a panel's rolling window")
     runner: str = setting("process", _choice("process", "tmux"), "what foreground runs start under")
-    poll_interval: float = setting(0.05, _number("a number of seconds > 0 and at most 10", 0, 10, above=True),
-                                   "how often a waiting kernel looks at a run's events")
+    poll_interval: float = setting(0.1, _number("a number of seconds > 0 and at most 10", 0, 10, above=True),
+                                   "how often a waiting kernel looks at a run's events (an end wakes it at once "
+                                   "where it can: a pidfd, a Dask future)")
     claude_agents: bool = setting(True, BOOL, "also read Claude Code's .claude/agents/ and ~/.claude/agents/ "
                                   "(lowest precedence)")
     isolation: str | None = setting(None, _choice("worktree", "none"), '"worktree": every run works in a fresh '
