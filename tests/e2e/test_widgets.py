@@ -500,17 +500,10 @@ def test_importing_nbsubagents_in_a_widget_kernel_opens_no_widget_and_waits_for_
     km, kc = start_new_kernel(kernel_name="python3", cwd=str(project))
     try:
         kc.execute("import sys, time, json", reply=True, timeout=60)
-        reply = kc.execute("start = time.perf_counter()\nimport nbsubagents\ntook = time.perf_counter() - start\n"
-                           "kernel = get_ipython().kernel\n"
-                           "print(json.dumps({'took': took, 'comms': len(kernel.comm_manager.comms),"
-                           " 'ipywidgets': 'ipywidgets' in sys.modules}))", reply=True, timeout=60)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        messages = []
-        while True:
-            try:
-                messages.append(kc.get_iopub_msg(timeout=2))
-            except Exception:  # queue.Empty: the cell's messages are all in
-                break
+        messages = cell_messages(kc, "start = time.perf_counter()\nimport nbsubagents\ntook = time.perf_counter() - start\n"
+                                 "kernel = get_ipython().kernel\n"
+                                 "print(json.dumps({'took': took, 'comms': len(kernel.comm_manager.comms),"
+                                 " 'ipywidgets': 'ipywidgets' in sys.modules}))")
         (printed,) = [m["content"]["text"] for m in messages if m["msg_type"] == "stream"]
         facts = json.loads(printed)
         assert facts["comms"] == 0 and not facts["ipywidgets"], facts
@@ -523,6 +516,19 @@ def test_importing_nbsubagents_in_a_widget_kernel_opens_no_widget_and_waits_for_
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def cell_messages(kc, code: str) -> list[dict]:
+    """The iopub messages of one cell run to its end in a kernel (``kc`` its client)."""
+    reply = kc.execute(code, reply=True, timeout=60)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    messages = []
+    while True:
+        try:
+            messages.append(kc.get_iopub_msg(timeout=2))
+        except Exception:  # queue.Empty: the cell's messages are all in
+            break
+    return messages
 
 
 # Builds panels in a kernel: a first one, then a group of two (the group's messages are the ones counted).
@@ -551,15 +557,7 @@ def test_in_a_kernel_each_widget_of_a_panel_opens_with_its_state_in_one_message(
     km, kc = start_new_kernel(kernel_name="python3", cwd=str(project))
 
     def comm_messages(code: str) -> list[dict]:
-        reply = kc.execute(code, reply=True, timeout=60)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        messages = []
-        while True:
-            try:
-                messages.append(kc.get_iopub_msg(timeout=2))
-            except Exception:  # queue.Empty: the cell's messages are all in
-                break
-        return [m for m in messages if m["msg_type"].startswith("comm_")]
+        return [m for m in cell_messages(kc, code) if m["msg_type"].startswith("comm_")]
 
     try:
         comm_messages(BUILD_PANELS)
