@@ -16,7 +16,7 @@ $(VENV)/.installed: $(PY) pyproject.toml labextension/dist/package.json
 
 # docs too: a browser test builds a docs page and opens it
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[test,arrow,timeline,mlflow,dask,docs]'
+	$(PY) -m pip install --quiet -e '.[test,timeline,mlflow,dask,docs]'
 	touch $@
 
 $(VENV)/.installed-docs: $(VENV)/.installed

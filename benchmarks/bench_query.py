@@ -2,9 +2,7 @@
 
 Target: runs() <= 1.2 x its baseline and < 100 ms. The ratio's baseline is the SQL runs() sends (same columns,
 WHERE, ORDER BY, through the same index) fetched with plain sqlite3: what runs() adds is the DataFrame with proper
-dtypes. With the ``arrow`` extra (``make bench`` installs it) runs() reads the rows through ADBC's SQLite driver,
-straight into Arrow columns, where sqlite3 makes a Python object of every value: the line "read through" says which
-way it took. The full-row query (every ``SELECTED`` column, what the CSV export reads) is timed too, for reference.
+dtypes. The full-row query (every ``SELECTED`` column, what the CSV export reads) is timed too, for reference.
 Alternating, medians of wall time and of the process's CPU time (which moves less with the machine's load); the
 query plan and the load average are printed with them.
 """
@@ -22,7 +20,7 @@ from typing import Any, Callable
 
 from nbsubagents import registry
 
-from nbsubagents.registry import arrow, query
+from nbsubagents.registry import query
 
 N = 100_000
 
@@ -93,8 +91,6 @@ def main() -> None:
     print(f"plain sqlite3, full-row query  : median {f * 1000:.0f} ms (every SELECTED column; "
           f"runs() / it = {o / f:.2f})")
     print(f"CPU time                       : runs() {oc * 1000:.0f} ms, its query {bc * 1000:.0f} ms, ratio {oc / bc:.2f}")
-    route = "ADBC (the arrow extra)" if arrow.columns(db, sql, args, query._NUMBERS) is not None else "sqlite3"
-    print(f"runs() read through            : {route}")
     print(f"query plan                     : {plan}")
     print(f"load average (1 min)           : {load_before} -> {Path('/proc/loadavg').read_text().split()[0]}")
 

@@ -3,8 +3,7 @@
 - ``store``: schema, guarded upsert, the atomic ``claim`` and ``take_over``, counts, resolve, rebuild and
   the sync from run directories;
 - ``status``: ``Status`` and its text/HTML views (pure functions of rows) and ``snapshot()``;
-- ``query``: the ``runs()`` DataFrame (imported on use: it needs pandas); ``arrow``: its query read straight into
-  Arrow columns when the ``arrow`` extra is installed.
+- ``query``: the ``runs()`` DataFrame (imported on use: it needs pandas).
 
 The names the package uses are re-exported here: ``from nbsubagents import registry; registry.record(...)``.
 """

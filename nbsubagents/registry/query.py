@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..child.artifacts import STATUSES
 from ..config import NbSubagentsError
 from ..style import shorten
-from . import arrow, store
+from . import store
 
 if TYPE_CHECKING:
     import pandas
@@ -151,14 +151,12 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
                             text=text, limit=limit, select=FRAME_SELECT + (", data" if expand_data else ""))
     db = store.db_path(root)
     store.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
-    got = None if split_running(status) else arrow.columns(db, sql, args, _NUMBERS)
-    if got is None or _may_wait(got["status"], status):  # sqlite3's rows, where a running one is looked at
-        with store.collector_paused(), store.connect(db) as conn:
-            conn.row_factory = None
-            cursor = conn.execute(sql, args)
-            names = [column[0] for column in cursor.description]
-            rows = cursor.fetchall()
-        got = _columns(_with_waiting(rows, names, status, limit), names)
+    with store.collector_paused(), store.connect(db) as conn:
+        conn.row_factory = None
+        cursor = conn.execute(sql, args)
+        names = [column[0] for column in cursor.description]
+        rows = cursor.fetchall()
+    got = _columns(_with_waiting(rows, names, status, limit), names)
 
     def text(name: str) -> Any:
         return pd.array(got[name], dtype="string")
@@ -268,15 +266,6 @@ def _tasks(values: Any) -> Any:
         shortened = [shorten(task, TASK_WIDTH) for task in values.filter(folded).to_pylist()]
         values = pc.replace_with_mask(values, folded, pa.array(shortened, type=values.type))
     return pd.array(values, dtype="string")
-
-
-def _may_wait(statuses: Any, status: Any) -> bool:
-    """Whether Arrow columns of a query may hold a run waiting on a question: a running one, when the status filter
-    lets running or waiting runs through (their directories tell; ``_with_waiting`` looks)."""
-    import pyarrow.compute as pc
-
-    asked = set(_one_or_many(status, "status") or STATUSES)
-    return bool(asked & {"running", "waiting"}) and bool(pc.any(pc.equal(statuses, "running")).as_py())
 
 
 def _with_waiting(rows: list[tuple[Any, ...]], names: list[str], status: Any, limit: int | None
