@@ -48,13 +48,12 @@ def start_supervisor(run_dir: Path, cwd: str | None, *, end_with_parent: bool = 
     """The run's supervisor: forked by this process's fork server when it serves (a process's runs after its
     first), else a new interpreter (``spawn_supervisor``). ``end_with_parent``: the supervisor ends its run when
     its parent dies (the server, which ends with this process, or this process): a Dask worker's runs."""
+    def env(parent: int) -> dict[str, str] | None:  # None: the caller's environment as it is now
+        return {**os.environ, WORKER_PID: str(parent)} if end_with_parent else None
+
     serving = forkserver.server()
-    if serving is not None:
-        env = {**os.environ, WORKER_PID: str(serving.proc.pid)} if end_with_parent else None
-        proc = serving.spawn(run_dir, cwd, env)
-        if proc is not None:
-            return proc
-    return spawn_supervisor(run_dir, cwd, {**os.environ, WORKER_PID: str(os.getpid())} if end_with_parent else None)
+    proc = serving.spawn(run_dir, cwd, env(serving.proc.pid)) if serving is not None else None
+    return proc or spawn_supervisor(run_dir, cwd, env(os.getpid()))
 
 
 def wait_any(processes: list[Process], timeout: float) -> None:
