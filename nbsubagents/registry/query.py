@@ -10,7 +10,6 @@ import functools
 import json
 import re
 from datetime import datetime, timedelta, timezone
-from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -30,13 +29,17 @@ _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_
            "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
            "stop_reason, files_changed, lines_added, lines_removed, data, resumed_from, harness")
 SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
-# What runs() selects: its columns, with SQLite doing what needs no Python.
-FRAME_SELECT = ("run_id, name, preset, harness, status, model, task, "
-                "cwd, COALESCE(started_at, created_at) AS started, ended_at, duration, tool_calls, total_tokens, cost, "
-                "error_message, run_dir, mode, notebook, kernel, stop_reason, "
-                "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
-                "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END AS changes, "
-                "files_changed, resumed_from")
+# What runs() selects, by name: the registry column of that name, or the SQL that gives it (SQLite does what
+# needs no Python).
+_FRAME = {"run_id": None, "name": None, "preset": None, "harness": None, "status": None, "model": None, "task": None,
+          "cwd": None, "started": "COALESCE(started_at, created_at)", "ended_at": None, "duration": None,
+          "tool_calls": None, "total_tokens": None, "cost": None, "error_message": None, "run_dir": None,
+          "mode": None, "notebook": None, "kernel": None, "stop_reason": None,
+          "changes": "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
+                     "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END",
+          "files_changed": None, "resumed_from": None}
+FRAME_SELECT = ", ".join(name if sql is None else f"{sql} AS {name}" for name, sql in _FRAME.items())
+FRAME_DATA_SELECT = FRAME_SELECT + ", data"  # with expand_data
 # A task that ``shorten`` leaves as it is: printable ASCII words, each after a single space, at most TASK_WIDTH
 # characters (or nothing at all). pyarrow finds them at once; only the others are folded in Python.
 _PLAIN_TASK = r"^([!-~]+( [!-~]+)*)?$"
@@ -147,16 +150,21 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
     """
     import pandas as pd
 
-    sql, args = build_query(status=status, preset=preset, model=model, harness=harness, since=since, until=until,
-                            text=text, limit=limit, select=FRAME_SELECT + (", data" if expand_data else ""))
+    frame = {**_FRAME, **({"data": None} if expand_data else {})}
     db = store.db_path(root)
     store.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
     with store.collector_paused(), store.connect(db) as conn:
-        conn.row_factory = None
-        cursor = conn.execute(sql, args)
-        names = [column[0] for column in cursor.description]
-        rows = cursor.fetchall()
-    got = _columns(_with_waiting(rows, names, status, limit), names)
+        got = None
+        if pd.StringDtype().storage == "pyarrow":
+            sql, args = build_query(status=status, preset=preset, model=model, harness=harness, since=since,
+                                    until=until, text=text, limit=limit, select=_csv_select(frame))
+            got = _arrow_columns(conn.execute(sql, args), list(frame))
+        if got is None:
+            sql, args = build_query(status=status, preset=preset, model=model, harness=harness, since=since,
+                                    until=until, text=text, limit=limit,
+                                    select=FRAME_DATA_SELECT if expand_data else FRAME_SELECT)
+            rows = conn.execute(sql, args).fetchall()
+            got = dict(zip(frame, zip(*rows))) if rows else {name: () for name in frame}
 
     def text(name: str) -> Any:
         return pd.array(got[name], dtype="string")
@@ -178,33 +186,53 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
         "changes": text("changes"), "files_changed": number("files_changed", "Int64"),
         "resumed_from": text("resumed_from"),
     })
+    out = _with_waiting(out, status, limit)
     if expand_data:
-        out = _expand_data(out, _objects(got["data"]))
-    return out
+        data = _objects(got["data"])
+        out = _expand_data(out, [data[i] for i in out.index])
+    return out.reset_index(drop=True)
 
 
-def _columns(rows: list[tuple[Any, ...]], names: list[str]) -> dict[str, Any]:
-    """The rows' columns by name. When pandas keeps its strings in pyarrow, each column is a pyarrow array of its
-    type (``_NUMBERS``, else text): the rows are handed to pyarrow in one call, which types and transposes them
-    in C, where Python would touch every value twice. A column holding a value of another type (a number
-    SQLite stored as text) is a tuple, as it is without pyarrow, and takes pandas' way, which coerces it."""
-    import pandas as pd
+def _csv_select(columns: dict[str, str | None]) -> str:
+    """What to select for ``_arrow_columns``: a row's texts and integers as one line of CSV, then its floats as
+    they are. ``printf``'s ``%Q`` quotes a text (doubling its quotes), writes an integer as it is and leaves NULL
+    bare; SQLite would write a float with fewer digits than it has."""
+    line = {name: sql or name for name, sql in columns.items() if _NUMBERS.get(name) != "float64"}
+    floats = [sql or name for name, sql in columns.items() if _NUMBERS.get(name) == "float64"]
+    return ", ".join([f"printf('{','.join(['%Q'] * len(line))}', {', '.join(line.values())})", *floats])
 
-    columns: dict[str, Any] = {}
-    if pd.StringDtype().storage == "pyarrow":
-        import pyarrow as pa
 
-        types = [pa.field(name, _NUMBERS.get(name, pa.large_string())) for name in names]
-        try:
-            return dict(zip(names, pa.array(rows, type=pa.struct(types)).flatten()))
-        except (TypeError, ValueError, OverflowError):  # pyarrow's ArrowTypeError and ArrowInvalid among them
-            for field, values in zip(types, zip(*rows) if rows else [()] * len(names)):
-                try:
-                    columns[field.name] = pa.array(values, type=field.type)
-                except (TypeError, ValueError, OverflowError):
-                    columns[field.name] = values
-            return columns
-    return dict(zip(names, zip(*rows))) if rows else {name: () for name in names}
+def _arrow_columns(cursor: Any, names: list[str]) -> dict[str, Any] | None:
+    """The columns of ``_csv_select`` rows as pyarrow arrays of their type (``_NUMBERS``, else text), by name:
+    pyarrow parses the lines at once, so no text or integer becomes a Python object (which is most of what
+    sqlite3 spends on a large query). None when a value is not of its column's type (a number SQLite stored as
+    text, text that is not UTF-8): the caller then reads the rows as tuples, which pandas coerces."""
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    floats = [name for name in names if _NUMBERS.get(name) == "float64"]
+    line = [name for name in names if name not in floats]
+    types = {name: pa.type_for_alias(_NUMBERS[name]) if name in _NUMBERS else pa.large_string() for name in line}
+    cursor.connection.text_factory = bytes
+    try:
+        rows = cursor.fetchall()
+    finally:
+        cursor.connection.text_factory = str
+    lines, *values = zip(*rows) if rows else [()] * (1 + len(floats))
+    try:
+        got = {name: pa.array(column, type=pa.float64()) for name, column in zip(floats, values)}
+        if lines:
+            table = csv.read_csv(
+                pa.py_buffer(b"\n".join(lines)), read_options=csv.ReadOptions(column_names=line),
+                parse_options=csv.ParseOptions(quote_char="'", newlines_in_values=True),
+                convert_options=csv.ConvertOptions(column_types=types, null_values=["NULL"],
+                                                   strings_can_be_null=True, quoted_strings_can_be_null=False))
+            got.update((name, column.combine_chunks()) for name, column in zip(line, table.columns))
+        else:
+            got.update((name, pa.array([], type=kind)) for name, kind in types.items())
+    except (TypeError, ValueError, OverflowError):  # pyarrow's ArrowInvalid and ArrowTypeError among them
+        return None
+    return {name: got[name] for name in names}
 
 
 def _objects(values: Any) -> Any:
@@ -268,19 +296,17 @@ def _tasks(values: Any) -> Any:
     return pd.array(values, dtype="string")
 
 
-def _with_waiting(rows: list[tuple[Any, ...]], names: list[str], status: Any, limit: int | None
-                  ) -> list[tuple[Any, ...]]:
-    """``shown`` for the frame's plain tuples: only running rows are looked at (a stat each), and only when
-    the status filter lets them through and there are any (most registries have none)."""
-    at, where = names.index("status"), names.index("run_dir")
+def _with_waiting(out: pandas.DataFrame, status: Any, limit: int | None) -> pandas.DataFrame:
+    """``shown`` for the frame: only running rows are looked at (a stat each), and only when the status filter
+    lets them through and there are any (most registries have none)."""
     asked = set(_one_or_many(status, "status") or STATUSES)
-    if asked & {"running", "waiting"} and "running" in map(itemgetter(at), rows):
-        rows = [row[:at] + ("waiting",) + row[at + 1:] if row[at] == "running" and store.is_waiting(row[where])
-                else row for row in rows]
+    running = (out["status"] == "running").to_numpy()
+    if asked & {"running", "waiting"} and running.any():
+        waiting = [store.is_waiting(run_dir) for run_dir in out["run_dir"][running]]
+        out.loc[out.index[running][waiting], "status"] = "waiting"
     if split_running(status):
-        wanted = set(_one_or_many(status, "status") or ())
-        rows = [row for row in rows if row[at] in wanted][:limit]
-    return rows
+        out = out[out["status"].isin(_one_or_many(status, "status") or ())][:limit]
+    return out
 
 
 def _expand_data(out: pandas.DataFrame, data: Any) -> pandas.DataFrame:

@@ -396,3 +396,36 @@ def test_runs_gives_the_same_frame_through_pyarrow_as_through_pandas_on_odd_rows
     assert by_id.loc["20260101-000000-000004", "task"] == "" and by_id.loc["20260101-000000-000004", "name"] is pd.NA
     assert list(query.runs(root=root, status="waiting")["run_id"]) == ["20260101-000000-000002"]
 
+
+
+def test_runs_reads_awkward_texts_and_exact_numbers_through_sqlites_csv_lines_as_python_does(root):
+    """With pyarrow, runs() has SQLite write each row as a line of CSV that pyarrow parses: texts with quotes,
+    commas, line breaks, the word NULL or nothing at all, and floats and integers at full precision come out as
+    the plain tuples give them (the CSV path is taken, not the fallback)."""
+    import sqlite3
+
+    import pandas as pd
+
+    from nbsubagents.registry import query
+
+    tasks = ["it's 'quoted', twice", "NULL", "", "line\nbreak\r\nand, comma", "\"double\" quotes", "日本語 ü"]
+    for i, task in enumerate(tasks):
+        make_run(root, f"20260101-000000-{i:06x}", task=task, name=task or "x", created_at=f"2026-01-01T00:00:0{i}Z",
+                 result={**RESULT, "usage": {**RESULT["usage"], "cost": 0.1 + i / 3, "totalTokens": 2**53 + i},
+                         "durationSeconds": 1e-7 * (i + 1) / 3})
+    with sqlite3.connect(registry.db_path(root)) as conn:
+        conn.execute("UPDATE runs SET error_message = 'NULL', stop_reason = '' WHERE run_id LIKE '%2'")
+    sql, args = query.build_query(select=query._csv_select(query._FRAME))
+    with registry.connect(registry.db_path(root)) as conn:
+        assert query._arrow_columns(conn.execute(sql, args), list(query._FRAME)) is not None  # no fallback
+
+    arrow = query.runs(root=root)
+    with pd.option_context("mode.string_storage", "python"):
+        plain = query.runs(root=root)
+    pd.testing.assert_frame_equal(arrow, plain, check_dtype=False, check_column_type=False, check_categorical=False,
+                                  check_exact=True)
+    by_id = arrow.set_index("run_id").iloc[::-1]
+    assert list(by_id["name"]) == [t or "x" for t in tasks]
+    assert by_id["cost"].iloc[4] == 0.1 + 4 / 3 and by_id["duration_s"].iloc[5] == 1e-7 * 6 / 3
+    assert by_id["tokens"].iloc[3] == 2**53 + 3
+    assert by_id["error"].iloc[2] == "NULL" and by_id["stop_reason"].iloc[2] == "" and by_id["error"].iloc[1] is pd.NA
