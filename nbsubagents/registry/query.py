@@ -157,8 +157,8 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
         got = None
         if pd.StringDtype().storage == "pyarrow":
             sql, args = build_query(status=status, preset=preset, model=model, harness=harness, since=since,
-                                    until=until, text=text, limit=limit, select=_csv_select(frame))
-            got = _arrow_columns(conn.execute(sql, args), list(frame))
+                                    until=until, text=text, limit=limit, select=csv_select(frame, _NUMBERS))
+            got = arrow_columns(conn.execute(sql, args), list(frame), _NUMBERS)
         if got is None:
             sql, args = build_query(status=status, preset=preset, model=model, harness=harness, since=since,
                                     until=until, text=text, limit=limit,
@@ -193,26 +193,29 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
     return out.reset_index(drop=True)
 
 
-def _csv_select(columns: dict[str, str | None]) -> str:
-    """What to select for ``_arrow_columns``: a row's texts and integers as one line of CSV, then its floats as
-    they are. ``printf``'s ``%Q`` quotes a text (doubling its quotes), writes an integer as it is and leaves NULL
-    bare; SQLite would write a float with fewer digits than it has."""
-    line = {name: sql or name for name, sql in columns.items() if _NUMBERS.get(name) != "float64"}
-    floats = [sql or name for name, sql in columns.items() if _NUMBERS.get(name) == "float64"]
-    return ", ".join([f"printf('{','.join(['%Q'] * len(line))}', {', '.join(line.values())})", *floats])
+def csv_select(columns: dict[str, str | None], numbers: dict[str, str]) -> str:
+    """What to select for ``arrow_columns``: a row's texts and integers as one line of CSV, then its floats as
+    they are. ``columns``: name -> its SQL (None: the registry column of that name); ``numbers``: the names of
+    the number columns -> ``"int64"`` or ``"float64"`` (the others are texts). ``printf``'s ``%Q`` quotes a text
+    (doubling its quotes), writes an integer as it is and leaves NULL bare; SQLite would write a float with fewer
+    digits than it has."""
+    line = [sql or name for name, sql in columns.items() if numbers.get(name) != "float64"]
+    floats = [sql or name for name, sql in columns.items() if numbers.get(name) == "float64"]
+    return ", ".join([f"printf('{','.join(['%Q'] * len(line))}', {', '.join(line)})", *floats])
 
 
-def _arrow_columns(cursor: Any, names: list[str]) -> dict[str, Any] | None:
-    """The columns of ``_csv_select`` rows as pyarrow arrays of their type (``_NUMBERS``, else text), by name:
+def arrow_columns(cursor: Any, names: list[str], numbers: dict[str, str]) -> dict[str, Any] | None:
+    """The columns of ``csv_select`` rows (``names`` in its order) as pyarrow arrays of their type, by name:
     pyarrow parses the lines at once, so no text or integer becomes a Python object (which is most of what
     sqlite3 spends on a large query). None when a value is not of its column's type (a number SQLite stored as
-    text, text that is not UTF-8): the caller then reads the rows as tuples, which pandas coerces."""
+    text, text that is not UTF-8): the caller then reads the rows as tuples. A text with a NUL character ends
+    there (``printf`` stops at it)."""
     import pyarrow as pa
     import pyarrow.csv as csv
 
-    floats = [name for name in names if _NUMBERS.get(name) == "float64"]
+    floats = [name for name in names if numbers.get(name) == "float64"]
     line = [name for name in names if name not in floats]
-    types = {name: pa.type_for_alias(_NUMBERS[name]) if name in _NUMBERS else pa.large_string() for name in line}
+    types = {name: pa.type_for_alias(numbers.get(name, "large_string")) for name in line}
     cursor.connection.text_factory = bytes
     try:
         rows = cursor.fetchall()

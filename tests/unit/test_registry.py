@@ -415,9 +415,9 @@ def test_runs_reads_awkward_texts_and_exact_numbers_through_sqlites_csv_lines_as
                          "durationSeconds": 1e-7 * (i + 1) / 3})
     with sqlite3.connect(registry.db_path(root)) as conn:
         conn.execute("UPDATE runs SET error_message = 'NULL', stop_reason = '' WHERE run_id LIKE '%2'")
-    sql, args = query.build_query(select=query._csv_select(query._FRAME))
+    sql, args = query.build_query(select=query.csv_select(query._FRAME, query._NUMBERS))
     with registry.connect(registry.db_path(root)) as conn:
-        assert query._arrow_columns(conn.execute(sql, args), list(query._FRAME)) is not None  # no fallback
+        assert query.arrow_columns(conn.execute(sql, args), list(query._FRAME), query._NUMBERS) is not None
 
     arrow = query.runs(root=root)
     with pd.option_context("mode.string_storage", "python"):
