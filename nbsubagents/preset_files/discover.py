@@ -33,10 +33,10 @@ def _load_scope(directory: Path, scope: str) -> tuple[dict[str, Preset], dict[st
     broken: dict[str, Problem] = {}
     for path in preset_files(directory):
         try:
-            data, _ = read_frontmatter(path)
-            if is_disabled(data):
+            read = read_frontmatter(path)
+            if is_disabled(read[0]):
                 continue
-            preset = parse_preset(path, scope)
+            preset = parse_preset(path, scope, read=read)
         except PresetError as exc:
             name = claimed_name(path)
             if name not in broken:

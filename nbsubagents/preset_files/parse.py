@@ -326,17 +326,19 @@ def is_disabled(data: dict[Any, Any]) -> bool:
     return data.get("disabled") is True or data.get("enabled") is False
 
 
-def parse_preset(path: Path, scope: str, *, warn: bool = True) -> Preset:
+def parse_preset(path: Path, scope: str, *, warn: bool = True,
+                 read: tuple[dict[Any, Any], str] | None = None) -> Preset:
     """Parse one preset file; raise PresetError naming the file on any problem.
 
     A missing ``name`` is the file's stem and a missing ``description`` is empty (as pi extensions' agent
     files have them); that, unknown keys and tools with no pi meaning give a ``PresetWarning`` once.
+    ``read``: the file's ``read_frontmatter()``, when the caller has it already.
     """
     path = Path(path)
     where = f"Preset file {path}"
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    data, body = read_frontmatter(path)
+    data, body = read if read is not None else read_frontmatter(path)
     data, spelled = one_spelling(data, where)
     try:
         preset = _parse(path, scope, data, body, where)
