@@ -20,6 +20,7 @@ import os
 import random
 import shutil
 import tempfile
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
@@ -548,12 +549,26 @@ class _Sample(NamedTuple):
 
 
 def _floats(series: pandas.Series) -> Any:
-    """A frame column as a float array: each value as ``float()`` gives it, NaN where a run has none."""
+    """A frame column as a float array: each value as ``float()`` gives it, NaN where a run has none. A value that
+    is no number (text in a hand-edited ``scores.json``) counts as none, with a warning naming the first."""
     import numpy as np
 
     if series.dtype != object:
-        return series.to_numpy(dtype=float, na_value=float("nan"))
-    return np.array([float("nan") if _missing(v) else float(v) for v in series], dtype=float)
+        try:
+            return series.to_numpy(dtype=float, na_value=float("nan"))
+        except (TypeError, ValueError):  # a column of texts
+            pass
+    numbers, odd = [], None
+    for run_id, value in series.items():
+        try:
+            numbers.append(float("nan") if _missing(value) else float(value))
+        except (TypeError, ValueError):
+            numbers.append(float("nan"))
+            odd = odd or (run_id, value)
+    if odd is not None:
+        warnings.warn(f"{series.name} of run {odd[0]} is {odd[1]!r}, not a number: compare() counts such a value "
+                      "as missing (a score is a number or true/false)", RuntimeWarning, stacklevel=3)
+    return np.array(numbers, dtype=float)
 
 
 def _ks(k: int | Sequence[int] | None, ran: list[int]) -> list[int]:

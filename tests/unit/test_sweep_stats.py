@@ -88,6 +88,20 @@ def test_compare_matches_hand_computed_intervals_and_pass_at_k_on_a_fixed_frame(
     assert narrower["metrics.duration_s", "lo"] == pytest.approx(0.314146, abs=1e-6)
 
 
+def test_a_text_score_from_a_hand_edited_scores_json_counts_as_missing_with_a_warning_naming_it():
+    """Scorers give numbers and bools; a text someone typed into scores.json must not break compare(): the value
+    counts as missing (the other runs' numbers stand) and a warning names the run, the score and the value."""
+    rows = [dict(r) for r in FIXED]
+    rows[1]["scores"] = json.dumps({"ok": True, "words": "six-ish"})  # r2 of preset a: 2 s, its words 6 before
+    rows[4]["scores"] = json.dumps({"ok": True, "words": "15"})  # a number written as text still counts
+    with pytest.warns(RuntimeWarning, match=r"scores\.words of run r2 is 'six-ish', not a number"):
+        table = views.compare(views.frame(rows), by="preset").table
+    a, b = table.loc["a"], table.loc["b"]
+    assert a["scores.words", "n"] == 2 and a["scores.words", "mean"] == pytest.approx((3 + 9) / 2)
+    assert b["scores.words", "mean"] == pytest.approx((12 + 15 + 18) / 3)
+    assert a["scores.ok", "rate"] == pytest.approx(2 / 3)  # the run's other score is untouched
+
+
 def test_a_cell_without_a_model_axis_keeps_its_numbers():
     """A sweep whose presets pick their own models has no model in its params: the cell (a, NaN) is still a row
     of numbers, and a baseline with a missing value still finds its cell."""
