@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any, Iterable
 
 __all__ = ["process_start_ticks", "alive", "run_processes", "kill_run_processes", "descendants",
-           "end_run_processes", "become_subreaper", "contained_argv", "MARKER", "WORKER_PID"]
+           "end_run_processes", "reap_children", "become_subreaper", "contained_argv", "MARKER", "WORKER_PID"]
 
 MARKER = "PI_SUBAGENTS_RUN_ID"
 WORKER_PID = "NBSUBAGENTS_WORKER_PID"  # the process whose death ends a supervisor's run (a Dask worker's)
@@ -133,15 +133,16 @@ def _signal_all(pids: Iterable[int], sig: int) -> None:
         send(pid, sig)
 
 
-def _reap() -> None:
-    """Collect exited children (a subreaper inherits orphans; their zombies are ours to reap)."""
+def reap_children() -> bool:
+    """Collect exited children (a subreaper inherits orphans; their zombies are ours to reap); whether a child
+    is still running."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return False
         if pid == 0:
-            return
+            return True
 
 
 def end_run_processes(run_id: str | None, *, subtree_of: int | None = None, sig: int = signal.SIGKILL,
@@ -170,9 +171,9 @@ def end_run_processes(run_id: str | None, *, subtree_of: int | None = None, sig:
             break
         time.sleep(0.02)
         if reap:
-            _reap()
+            reap_children()
     if reap:
-        _reap()
+        reap_children()
     return ended
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
-from .procs import MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks
+from .procs import MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children
 from .rpc import Conversation
 from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, touch,
                         write_result)
@@ -79,6 +79,7 @@ class Supervisor:
             self.rpc = Stream(self.adapter)
         self.seq = 0
         self.child: subprocess.Popen[bytes] | None = None
+        self.subreaper = False  # orphans of the run's process tree come to us (once pi is started)
         self.stop_reason: tuple[str, str] | None = None  # (status, message) decided by a guard or cancel
         self.stop_word: str | None = None  # why: timeout, loop, cancelled, budget:<kind>, ... (result's stopReason)
         self.budget = None
@@ -199,7 +200,11 @@ class Supervisor:
     # -- the run ------------------------------------------------------------------------------
     def _end_leftovers(self, settle: float = 2.0, reap: bool = True) -> None:
         """SIGKILL every process of the run still there: marked with its id, or our descendant (as the
-        subreaper we inherit tool processes that left pi's tree, even with their environment cleared)."""
+        subreaper we inherit tool processes that left pi's tree, even with their environment cleared). A
+        subreaper with no child left has no descendant either (an orphan of its tree would have come to it), so
+        then nothing of the run is left: the look through every process of the machine is spared."""
+        if reap and self.subreaper and not reap_children():
+            return
         end_run_processes(str(self.meta.get("runId") or ""), subtree_of=os.getpid(), settle=settle, reap=reap)
 
     def run(self) -> dict[str, Any]:
@@ -315,7 +320,7 @@ class Supervisor:
         self.rpc.attach(self.child.stdin, task, self.workdir)
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
         # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
-        become_subreaper()
+        self.subreaper = become_subreaper()
         best_effort(describe, self.paths.supervisor,  # the child's group, for a reconcile after our death
                      {**self.info, "childPid": self.child.pid, "childStartTicks": process_start_ticks(self.child.pid)})
         assert self.child.stdout is not None
