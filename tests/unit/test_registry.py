@@ -412,7 +412,7 @@ def test_runs_reads_awkward_texts_and_exact_numbers_through_sqlites_csv_lines_as
     for i, task in enumerate(tasks):
         make_run(root, f"20260101-000000-{i:06x}", task=task, name=task or "x", created_at=f"2026-01-01T00:00:0{i}Z",
                  result={**RESULT, "usage": {**RESULT["usage"], "cost": 0.1 + i / 3, "totalTokens": 2**53 + i},
-                         "durationSeconds": 1e-7 * (i + 1) / 3})
+                         "durationSeconds": 1e-7 * (i + 1) / 3, "data": {"note": task, "n": i}})
     with sqlite3.connect(registry.db_path(root)) as conn:
         conn.execute("UPDATE runs SET error_message = 'NULL', stop_reason = '' WHERE run_id LIKE '%2'")
     sql, args = query.build_query(select=query.csv_select(query._FRAME, query._NUMBERS))
@@ -429,3 +429,8 @@ def test_runs_reads_awkward_texts_and_exact_numbers_through_sqlites_csv_lines_as
     assert by_id["cost"].iloc[4] == 0.1 + 4 / 3 and by_id["duration_s"].iloc[5] == 1e-7 * 6 / 3
     assert by_id["tokens"].iloc[3] == 2**53 + 3
     assert by_id["error"].iloc[2] == "NULL" and by_id["stop_reason"].iloc[2] == "" and by_id["error"].iloc[1] is pd.NA
+    expanded = query.runs(root=root, expand_data=True)
+    with pd.option_context("mode.string_storage", "python"):
+        pd.testing.assert_frame_equal(expanded, query.runs(root=root, expand_data=True), check_dtype=False,
+                                      check_column_type=False, check_categorical=False, check_exact=True)
+    assert list(expanded["data.note"].iloc[::-1]) == tasks and list(expanded["data.n"].iloc[::-1]) == list(range(6))
