@@ -216,11 +216,12 @@ def arrow_columns(cursor: Any, names: list[str], numbers: dict[str, str]) -> dic
     floats = [name for name in names if numbers.get(name) == "float64"]
     line = [name for name in names if name not in floats]
     types = {name: pa.type_for_alias(numbers.get(name, "large_string")) for name in line}
-    cursor.connection.text_factory = bytes
+    conn, factory = cursor.connection, cursor.row_factory
+    conn.text_factory, cursor.row_factory = bytes, None  # plain tuples: rows are only taken apart here
     try:
         rows = cursor.fetchall()
     finally:
-        cursor.connection.text_factory = str
+        conn.text_factory, cursor.row_factory = str, factory
     lines, *values = zip(*rows) if rows else [()] * (1 + len(floats))
     try:
         got = {name: pa.array(column, type=pa.float64()) for name, column in zip(floats, values)}

@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from nbsubagents.config import NbSubagentsError
-from nbsubagents.sweeps import stats, views
+from nbsubagents.sweeps import frames, stats, views
 from nbsubagents.sweeps.scorers import check, shell_syntax
 
 
@@ -158,7 +158,7 @@ def test_frame_columns_come_in_the_order_runs_first_have_them_and_a_missing_valu
                                    "scores": json.dumps({"ok": None, "new": 2}), "tags": json.dumps({"who": "me"})}]
     frame = views.frame(rows)
     names = list(frame.columns)
-    assert names[:names.index("params.preset")] == views._BASE[1:]  # run_id is the index
+    assert names[:names.index("params.preset")] == frames._BASE[1:]  # run_id is the index
     assert names[names.index("params.preset"):] == [
         "params.preset", "params.model", *[f"metrics.{m}" for m in views.METRICS], "scores.ok", "scores.words",
         "params.extra", "metrics.files_changed", "metrics.lines_added", "metrics.lines_removed", "scores.new",
