@@ -364,11 +364,7 @@ class Experiment:
     def _frame(self, plan: dict[str, Any], all_runs: bool = False) -> pandas.DataFrame:
         with collector_paused():
             got, params = self._current(self._columns(frames.READ, plan, arrow=frames.arrow_texts()), plan, all_runs)
-            out = frames.frame_of_columns(got, params)
-            for column in ("attempt", "attempts", "retried"):
-                if column not in out.columns:
-                    out[column] = got[column]  # the frame keeps the rows' order
-        return out
+            return frames.frame_of_columns(got, params, more=("attempt", "attempts", "retried"))
 
     def axes(self) -> tuple[str, ...]:
         """What ``compare()`` and ``plot()`` group by unless told: ``("harness", "preset", "model")`` when the

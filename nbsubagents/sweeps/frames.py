@@ -34,6 +34,7 @@ NUMBERS = {column: "float64" if column in ("duration", "cost") else "int64"
 _BASE = ["run_id", "experiment", "status", "stop_reason", "excluded", "error", "failed_steps", "model_resolved",
          "harness", "created_at", "run_dir"]
 NAN = float("nan")  # what a list of records gives a run that lacks a column
+_REGISTRY_TIME = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"  # a time as the registry writes it (query.to_utc_iso)
 
 
 def arrow_texts() -> bool:
@@ -65,10 +66,12 @@ def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
     return frame_of_columns({key: [row.get(key) for row in rows] for key in READ})
 
 
-def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | None = None) -> pandas.DataFrame:
+def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | None = None,
+                     more: Sequence[str] = ()) -> pandas.DataFrame:
     """``frame()`` of registry rows given as columns (``READ``'s in the rows' order, each a list or, when
     ``arrow_texts()``, all of them pyarrow arrays of ``arrow_columns``; a missing one is None), so no object is
-    made per row; ``params``: the ``params`` column already parsed, when it is.
+    made per row; ``params``: the ``params`` column already parsed, when it is; ``more``: columns of ``columns``
+    that the frame ends with as they are (an experiment's ``attempt``, ``attempts``, ``retried``).
 
     Built a column at a time: the JSON of all rows is parsed in one call, each distinct text is masked once, and
     pandas types the columns as it would a list of records (a key a run lacks is NaN)."""
@@ -112,9 +115,13 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
                          for run_dir, status, why in zip(run_dirs, statuses, excluded)],
         "model_resolved": column("model"), "harness": _harness(column("harness")),
         "created_at": column("created_at"), "run_dir": column("run_dir")}
-    # the columns in the order a list of records gives them: each new key where a run first has it
-    kinds = dict.fromkeys(zip(map(tuple, params), zip(*changed.values()) if changed else [()] * n,
-                              map(tuple, scores), map(tuple, tags)))
+    # the columns in the order a list of records gives them: each new key where a run first has it (the first
+    # run's keys when every run has the same ones, as in most sweeps)
+    if n and all(map(_same_keys, (params, scores, tags))) and all(all(has) or not any(has) for has in changed.values()):
+        kinds: Any = [(params[0], [has[0] for has in changed.values()], scores[0], tags[0])]
+    else:
+        kinds = dict.fromkeys(zip(map(tuple, params), zip(*changed.values()) if changed else [()] * n,
+                                  map(tuple, scores), map(tuple, tags)))
     order = dict.fromkeys(_BASE)
     for param_keys, has_changes, score_keys, tag_keys in kinds:
         order.update(dict.fromkeys(f"params.{key}" for key in param_keys))
@@ -142,18 +149,30 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
             out[name] = [(None if why else value) if has else NAN
                          for value, has, why in zip(column(CHANGE_METRICS[key]), changed[key], excluded)]
     if arrow:  # each text column as pandas makes a list of its texts
-        for name in ("run_id", "experiment", "status", "stop_reason", "error", "model_resolved", "harness",
-                     "created_at", "run_dir"):
+        for name in ("run_id", "experiment", "status", "stop_reason", "error", "model_resolved", "harness", "run_dir"):
             out[name] = _texts(out[name])
-    data = pd.DataFrame({name: out[name] for name in order} if n else {})  # types each list as from_records would
-    if data.empty:
-        data = pd.DataFrame(columns=_BASE + [f"metrics.{m}" for m in METRICS])
+        out["created_at"] = _times(out["created_at"])
+    out.update((name, columns[name]) for name in more)
+    order.update(dict.fromkeys(more))
+    if not n:
+        data = pd.DataFrame(columns=_BASE + [f"metrics.{m}" for m in METRICS]).set_index("run_id")
+        for name in more:
+            data[name] = columns[name]  # typed as pandas types an empty list set into an empty frame
+    else:  # each list typed as from_records would
+        index = pd.Index(out["run_id"], name="run_id")
+        data = pd.DataFrame({name: out[name] for name in order if name != "run_id"}, index=index)
     for name in [*METRICS, *CHANGE_METRICS, "failed_steps"]:
         column_name = name if name == "failed_steps" else f"metrics.{name}"
         if column_name in data:
             data[column_name] = pd.to_numeric(data[column_name], errors="coerce")
     data["created_at"] = pd.to_datetime(data["created_at"], utc=True, errors="coerce")
-    return data.set_index("run_id")
+    return data
+
+
+def _same_keys(objects: list[dict[str, Any]]) -> bool:
+    """Whether every object has the keys of the first (in any order)."""
+    keys = objects[0].keys()
+    return all(obj.keys() == keys for obj in objects)
 
 
 def _masked_texts(texts: Any, mask: Any) -> Any:
@@ -178,6 +197,29 @@ def _harness(column: Any) -> Any:
     import pyarrow.compute as pc
 
     return pc.if_else(pc.equal(column.fill_null(""), ""), "pi", column)
+
+
+def _times(column: Any) -> Any:
+    """A pyarrow array of times, for ``pd.to_datetime(..., utc=True, errors="coerce")``: parsed by pyarrow at once
+    when every one there is written as the registry writes them (pandas reads them all in the format of the first,
+    so they must share it); else as texts, for pandas."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if column.null_count < len(column) and pc.all(pc.match_substring_regex(column, _REGISTRY_TIME)).as_py():
+        try:
+            return column.cast(pa.timestamp("us", "UTC")).to_pandas().astype(_time_dtype()).array
+        except (TypeError, ValueError):  # pyarrow's ArrowInvalid among them: a date that is none (Feb 30)
+            pass
+    return _texts(column)
+
+
+@functools.cache
+def _time_dtype() -> Any:
+    """What pandas makes of registry times (microseconds in pandas 3, nanoseconds before)."""
+    import pandas as pd
+
+    return pd.to_datetime(pd.Series(["2026-01-01T00:00:00.000Z"]), utc=True, errors="coerce").dtype
 
 
 def _texts(column: Any) -> Any:

@@ -215,6 +215,13 @@ def test_the_frame_read_through_pyarrow_is_the_frame_read_as_lists_on_awkward_ro
     pd.testing.assert_frame_equal(frame, frame_read(exp, arrow=False), check_exact=True)
     assert frame["error"].dtype == object and frame["error"].tolist() == [None] * 4
 
+    for created in ("2026-01-01T11:00:00Z", "2026-01-01 11:00:00.000+00:00"):  # a time in another format
+        with sqlite3.connect(registry.db_path(root)) as conn:
+            conn.execute("UPDATE runs SET created_at = ? WHERE run_id = ?", (created, ids[2]))
+            conn.execute("UPDATE runs SET created_at = NULL WHERE run_id = ?", (ids[3],))  # not "": pyarrow reads it
+        # pandas reads the times in the format of the first it can: the others are NaT
+        pd.testing.assert_frame_equal(frame_read(exp, arrow=True), frame_read(exp, arrow=False), check_exact=True)
+
     with sqlite3.connect(registry.db_path(root)) as conn:  # a number stored as text: the lists are read instead
         conn.execute("UPDATE runs SET total_tokens = '12 tokens', cost = 'n/a' WHERE run_id = ?", (ids[1],))
     assert isinstance(exp._columns(frames.READ, exp.plan, arrow=True)["run_id"], list)

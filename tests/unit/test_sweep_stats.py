@@ -169,6 +169,18 @@ def test_frame_columns_come_in_the_order_runs_first_have_them_and_a_missing_valu
     assert frame["scores.ok"].dtype == object and frame["metrics.cost_usd"].dtype == float
 
 
+def test_runs_with_the_same_keys_in_another_order_give_the_first_runs_column_order():
+    other_order = {"params": json.dumps({"model": "m", "preset": "b"}), "scores": json.dumps({"words": 1, "ok": True}),
+                   "tags": json.dumps({"y": 1, "x": 2})}
+    rows = [{**row(1, "a", True, 1), "tags": json.dumps({"x": 0, "y": 0})}, {**row(2, "b", False, 2), **other_order},
+            {**row(3, "b", False, 2), **other_order}]
+    names = list(views.frame(rows).columns)
+    assert names[names.index("params.preset"):] == [
+        "params.preset", "params.model", *[f"metrics.{m}" for m in views.METRICS], "scores.ok", "scores.words",
+        "tags.x", "tags.y"]
+    assert list(views.frame(rows[1:2]).columns)[-2:] == ["tags.y", "tags.x"]
+
+
 def test_compare_over_many_runs_gives_the_statistics_modules_numbers():
     """A cell's numbers come from whole columns at once; they are those of ``sweeps.stats`` on the cell's values."""
     import random
