@@ -138,7 +138,8 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
         elif kind == "tags":
             out[name] = masked([t.get(key, NAN) for t in tags])
         elif kind == "scores":
-            out[name] = [NAN if key not in s else None if why else s[key] for s, why in zip(scores, excluded)]
+            out[name] = [s.get(key, NAN) for s in scores] if counted else \
+                [NAN if key not in s else None if why else s[key] for s, why in zip(scores, excluded)]
         elif arrow:  # a metric: NaN where a run has none or is excluded (floats then, as pandas makes them)
             got = column({**METRICS, **CHANGE_METRICS}[key]).to_numpy(zero_copy_only=False)
             out[name] = got if counted else np.where([bool(why) for why in excluded], NAN, got)
