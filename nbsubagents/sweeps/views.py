@@ -408,6 +408,8 @@ def _floats(series: pandas.Series) -> Any:
     """A frame column as a float array: each value as ``float()`` gives it, NaN where a run has none."""
     import numpy as np
 
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind in "biuf":  # numpy's numbers: NaN is their none
+        return series.to_numpy(dtype=float)
     if series.dtype != object:
         return series.to_numpy(dtype=float, na_value=float("nan"))
     return np.array([float("nan") if _missing(v) else float(v) for v in series], dtype=float)
