@@ -5,8 +5,9 @@
    experiment adds: the plan, params/tags in meta.json, the registry columns, a scorer per run).
 2. ``Experiment.compare()`` (frame from the registry + per-cell statistics) over 10,000 stored runs of one
    experiment, each with meta.json/result.json/scores.json (target < 100 ms), against reading the same rows
-   (the columns ``frame()`` reads) with plain sqlite3, alternating; both sides and their ratio are printed, and
-   the process's first compare() (its failed-steps look-ups and t quantiles not cached yet) on its own.
+   (the columns ``frame()`` reads) with plain sqlite3, alternating; both sides and their ratio are printed, the
+   process's first compare() (its failed-steps look-ups and t quantiles not cached yet) on its own, and
+   ``frame()`` alone.
 
 ``make bench`` runs it; ``.venv/bin/python benchmarks/bench_experiments.py [RUNS | compare]``.
 """
@@ -92,18 +93,22 @@ def compare_10k(n: int = 10_000) -> None:
     t0 = time.perf_counter()
     table = exp.compare(by=("preset", "model")).table
     first = time.perf_counter() - t0
-    ours, plain = [], []
-    for _ in range(7):
+    ours, plain, frames = [], [], []
+    for _ in range(11):
         t0 = time.perf_counter()
         table = exp.compare(by=("preset", "model")).table
         ours.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         rows = bare()
         plain.append(time.perf_counter() - t0)
-    assert int(table[("runs", "ran")].sum()) == n == len(rows)
+        t0 = time.perf_counter()
+        frame = exp.frame()
+        frames.append(time.perf_counter() - t0)
+    assert int(table[("runs", "ran")].sum()) == n == len(rows) == len(frame)
     o, b = statistics.median(ours), statistics.median(plain)
+    print(f"load average: {os.getloadavg()[0]:.2f}")
     print(f"compare() over {n:,} stored runs: median {o * 1000:.0f} ms (target < 100 ms); "
-          f"the process's first: {first * 1000:.0f} ms")
+          f"the process's first: {first * 1000:.0f} ms; frame() alone: median {statistics.median(frames) * 1000:.0f} ms")
     print(f"plain sqlite3 read of the same rows: median {b * 1000:.0f} ms; "
           f"ratio compare()/read: {o / b:.2f} ({o * 1000:.0f} ms / {b * 1000:.0f} ms)")
 

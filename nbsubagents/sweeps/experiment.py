@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .. import registry
-from ..registry.store import collector_paused, fetch_columns
+from ..registry.query import arrow_columns, csv_select
+from ..registry.store import collector_paused, connect, fetch_columns
 from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, read_json
 from ..config import NbSubagentsError, configure, project_arg, project_root, settings
 from ..lifecycle import batch, launch, reconcile
@@ -42,7 +43,7 @@ from ..lifecycle.handle import Run
 from ..lifecycle.settle import LOST, NOT_STARTED
 from ..lifecycle.spec import declare_options
 from ..ui.sweep_panel import sweep_renderer
-from . import driver, views
+from . import driver, frames, views
 from .grid import cell_key, expand
 from .outcomes import retry_reason
 from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
@@ -113,26 +114,34 @@ class Experiment:
         gone = replaced_runs(self.plan)
         return [r for r in rows if r["run_id"] not in gone] if gone else rows
 
-    def _query(self, columns: Sequence[str]) -> tuple[Path, str, tuple[str]] | None:
-        """The registry (synced) and the query of ``rows()``; None when this project has no runs at all."""
+    def _query(self, columns: Sequence[str], select: str | None = None) -> tuple[Path, str, tuple[str]] | None:
+        """The registry (synced) and the query of ``rows()``; None when this project has no runs at all.
+        ``select``: what the query selects instead of ``columns``."""
         db = registry.db_path(self.root)
         if not db.exists() and not db.parent.joinpath("runs").is_dir():
             return None
         registry.ensure_loaded(db)
-        selected = ", ".join(dict.fromkeys(["run_id", "params", *columns])) if columns else "*"
+        selected = select or (", ".join(dict.fromkeys(["run_id", "params", *columns])) if columns else "*")
         return db, f"SELECT {selected} FROM runs WHERE experiment = ? ORDER BY created_at, run_id", (self.name,)
 
-    def _columns(self, columns: Sequence[str], plan: dict[str, Any]) -> dict[str, list[Any]]:
-        """``rows(columns)`` as columns: each one's values in the rows' order (what a frame is built from);
-        ``plan``: the experiment's (read once by the caller: a big sweep's plan is a large file)."""
-        query = self._query(columns)
-        if query is None:
-            return {name: [] for name in dict.fromkeys(["run_id", "params", *columns])}
-        got = fetch_columns(*query)
+    def _columns(self, columns: Sequence[str], plan: dict[str, Any], *, arrow: bool = False) -> dict[str, Any]:
+        """``rows(columns)`` as columns: each one's values in the rows' order (what a frame is built from), as
+        lists or (``arrow``, while every value is of its column's type) as pyarrow arrays; ``plan``: the
+        experiment's (read once by the caller: a big sweep's plan is a large file)."""
+        names = list(dict.fromkeys(["run_id", "params", *columns]))
+        got = None
+        if arrow and (query := self._query(names, csv_select(dict.fromkeys(names), frames.NUMBERS))):
+            db, sql, args = query
+            with collector_paused(), connect(db) as conn:
+                got = arrow_columns(conn.execute(sql, args), names, frames.NUMBERS)
+        if got is None:
+            query = self._query(columns)
+            if query is None:
+                return {name: [] for name in names}
+            got = fetch_columns(*query)
         gone = replaced_runs(plan)
         if gone:
-            kept = [i for i, run_id in enumerate(got["run_id"]) if run_id not in gone]
-            got = {name: [values[i] for i in kept] for name, values in got.items()}
+            got = frames.take(got, [i for i, run_id in enumerate(frames.values(got["run_id"])) if run_id not in gone])
         return got
 
     def current_rows(self, *, all_runs: bool = False, columns: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -149,7 +158,7 @@ class Experiment:
         """``current_rows()`` of the columns ``got`` (``_columns()``), as columns, with each run's params parsed (in
         the same order)."""
         retried = {a["runId"]: a["retried"] for cell in plan.get("cells") or [] for a in cell.get("attempts") or []}
-        params = json.loads("[" + ",".join(text or "{}" for text in got["params"]) + "]")  # one parse for all
+        params = frames.objects(frames.values(got["params"]))  # one parse for all
         cells = _cells(params)
         counts = Counter(cells)
         if len(counts) == len(cells):  # every cell has one run (a sweep without retries)
@@ -161,21 +170,23 @@ class Experiment:
                 tried[cell] = number = tried.get(cell, 0) + 1
                 attempt.append(number)
             attempts = [counts[cell] for cell in cells]
-        got.update(attempt=attempt, attempts=attempts, retried=[retried.get(run_id) for run_id in got["run_id"]])
+        got.update(attempt=attempt, attempts=attempts,
+                   retried=[retried.get(run_id) for run_id in frames.values(got["run_id"])] if retried else
+                   [None] * len(cells))
         if all_runs:
             return got, params
         planned = {tuple(json.loads(cell["key"])) for cell in plan.get("cells") or []}
         latest = [i for i, (number, cell) in enumerate(zip(attempt, cells))
                   if number == attempts[i] and (cell in planned or not planned)]
-        created = got.get("created_at")
+        created = frames.values(got["created_at"]) if "created_at" in got else None
         # by (created_at or "", run_id): the order the rows came in (SQL's ORDER BY created_at, run_id; text compares
         # alike in both) unless a row has no created_at and another an empty one (SQL puts every NULL first)
         if created is None or (None in created and "" in created):
             created = [value or "" for value in created] if created is not None else [""] * len(cells)
-            latest.sort(key=list(zip(created, got["run_id"])).__getitem__)
+            latest.sort(key=list(zip(created, frames.values(got["run_id"]))).__getitem__)
         if latest == list(range(len(cells))):  # every run is its cell's latest, in order: the columns as they are
             return got, params
-        return {name: [values[i] for i in latest] for name, values in got.items()}, [params[i] for i in latest]
+        return frames.take(got, latest), [params[i] for i in latest]
 
     def runs(self) -> list[Run]:
         return [Run(r["run_dir"]) for r in self.current_rows()]
@@ -352,12 +363,8 @@ class Experiment:
 
     def _frame(self, plan: dict[str, Any], all_runs: bool = False) -> pandas.DataFrame:
         with collector_paused():
-            got, params = self._current(self._columns(views.READ, plan), plan, all_runs)  # columns from the cursor on
-            out = views.frame_of_columns(got, params)
-            for column in ("attempt", "attempts", "retried"):
-                if column not in out.columns:
-                    out[column] = got[column]  # the frame keeps the rows' order
-        return out
+            got, params = self._current(self._columns(frames.READ, plan, arrow=frames.arrow_texts()), plan, all_runs)
+            return frames.frame_of_columns(got, params, more=("attempt", "attempts", "retried"))
 
     def axes(self) -> tuple[str, ...]:
         """What ``compare()`` and ``plot()`` group by unless told: ``("harness", "preset", "model")`` when the

@@ -1,4 +1,5 @@
-"""Views of an experiment's runs: the frame, the per-cell comparison, the cost/score plot, the MLflow export.
+"""Views of an experiment's runs: the frame (built in ``frames``), the per-cell comparison, the cost/score plot, the
+MLflow export.
 
 Column names follow MLflow's ``search_runs``: ``params.*``, ``metrics.*``, ``tags.*`` (and ``scores.*``).
 pandas is imported here; matplotlib and mlflow only by ``plot`` and ``to_mlflow`` (optional extras).
@@ -11,7 +12,6 @@ with the intervals of ``sweeps.stats``.
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import logging
@@ -31,6 +31,8 @@ from ..style import DARK_SCOPE, MUTED, PALETTE
 from ..ui.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
 from ..views.masking import masker
 from . import stats, traces
+# the frame is built in frames; views.frame and views.READ are its names here too
+from .frames import CHANGE_METRICS, METRICS, READ, frame  # noqa: F401
 from .outcomes import excluded_reason
 
 if TYPE_CHECKING:
@@ -38,155 +40,10 @@ if TYPE_CHECKING:
 
     from .experiment import Experiment
 
-# metrics.<name> from registry columns
-METRICS = {"duration_s": "duration", "tokens": "total_tokens", "input_tokens": "input_tokens",
-           "output_tokens": "output_tokens", "cost_usd": "cost", "tool_calls": "tool_calls", "turns": "turns"}
-# and, for runs with isolation="worktree", what their changes.patch holds (columns only when a run has them)
-CHANGE_METRICS = {"files_changed": "files_changed", "lines_added": "lines_added", "lines_removed": "lines_removed"}
 # what compare()'s display shows of the metrics (its table keeps them all), and the ones where less is better
 SHOWN_METRICS = ("metrics.duration_s", "metrics.cost_usd", "metrics.tokens")
 LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_tokens", "output_tokens", "cost_usd",
                                               "tool_calls", "turns")}
-# the registry columns frame() reads
-READ = ["run_id", "experiment", "status", "stop_reason", "error_message", "run_dir", "model", "harness", "created_at",
-        "params", "scores", "tags", *METRICS.values(), *CHANGE_METRICS.values()]
-_BASE = ["run_id", "experiment", "status", "stop_reason", "excluded", "error", "failed_steps", "model_resolved",
-         "harness", "created_at", "run_dir"]
-
-
-def frame(rows: list[dict[str, Any]]) -> pandas.DataFrame:
-    """One row per run; every column holds scalars (so ``to_parquet`` and ``to_csv`` work as they are). The
-    frame is what an experiment's numbers travel in, so its text (errors, params, tags) is masked. ``excluded``
-    says why a run does not count (None when it does); such a run's metrics and scores are NaN. ``harness`` is the
-    agent harness that ran it (``params.harness`` is the one its cell named, when the sweep names one).
-    ``failed_steps`` counts a run's tool calls whose result was an error. ``rows``: registry rows (``READ``'s
-    columns; one a row lacks is None)."""
-    return frame_of_columns({key: [row.get(key) for row in rows] for key in READ})
-
-
-def frame_of_columns(columns: dict[str, list[Any]], params: list[dict[str, Any]] | None = None) -> pandas.DataFrame:
-    """``frame()`` of registry rows given as columns (``READ``'s, each a list in the rows' order; a missing one is
-    None), so no object is made per row; ``params``: the ``params`` column already parsed, when it is.
-
-    Built a column at a time: the JSON of all rows is parsed in one call, each distinct text is masked once, and
-    pandas types the columns as it would a list of records (a key a run lacks is NaN)."""
-    import pandas as pd
-
-    n = len(columns["run_id"])
-    mask = masker()
-
-    def column(key: str) -> list[Any]:
-        return columns[key] if key in columns else [None] * n
-
-    def masked(values: list[Any]) -> list[Any]:
-        """The column with each text masked: each distinct text once, and the column as it is when masking changes
-        none of them (the usual case)."""
-        try:
-            distinct = set(values)
-        except TypeError:  # a list or an object among a param's values: these are not masked, only texts
-            distinct = {value for value in values if isinstance(value, str)}
-        changed = {text: got for text in distinct if isinstance(text, str) and (got := mask.text(text)) != text}
-        return [changed.get(value, value) if isinstance(value, str) else value for value in values] if changed \
-            else values
-
-    statuses = column("status")
-    # why a run does not count, worked out once per distinct (status, stop reason)
-    ends = list(zip(statuses, column("stop_reason")))
-    why_not = {end: excluded_reason({"status": end[0], "stop_reason": end[1]}) for end in set(ends)}
-    excluded = [why_not[end] for end in ends]
-    counted = not any(excluded)  # no run excluded: numbers are kept as read
-    if params is None:
-        params = _objects(column("params"))
-    scores, tags = (_objects(column(key)) for key in ("scores", "tags"))
-    changed = {name: [value is not None for value in column(key)] for name, key in CHANGE_METRICS.items()}
-    out: dict[str, list[Any]] = {
-        "run_id": column("run_id"), "experiment": column("experiment"), "status": statuses,
-        "stop_reason": column("stop_reason"), "excluded": excluded, "error": masked(column("error_message")),
-        "failed_steps": [None if why else _failed_steps(run_dir, status)
-                         for run_dir, status, why in zip(column("run_dir"), statuses, excluded)],
-        "model_resolved": column("model"), "harness": [value or "pi" for value in column("harness")],
-        "created_at": column("created_at"), "run_dir": column("run_dir")}
-    # the columns in the order a list of records gives them: each new key where a run first has it
-    kinds = dict.fromkeys(zip(map(tuple, params), zip(*changed.values()) if changed else [()] * n,
-                              map(tuple, scores), map(tuple, tags)))
-    order = dict.fromkeys(_BASE)
-    for param_keys, has_changes, score_keys, tag_keys in kinds:
-        order.update(dict.fromkeys(f"params.{key}" for key in param_keys))
-        order.update(dict.fromkeys(f"metrics.{name}" for name in METRICS))
-        order.update(dict.fromkeys(f"metrics.{name}" for name, has in zip(CHANGE_METRICS, has_changes) if has))
-        order.update(dict.fromkeys(f"scores.{key}" for key in score_keys))
-        order.update(dict.fromkeys(f"tags.{key}" for key in tag_keys))
-    for name in order:
-        if name in out:
-            continue
-        kind, _, key = name.partition(".")
-        if kind == "params":
-            out[name] = masked([p.get(key, NAN) for p in params])
-        elif kind == "tags":
-            out[name] = masked([t.get(key, NAN) for t in tags])
-        elif kind == "scores":
-            out[name] = [NAN if key not in s else None if why else s[key] for s, why in zip(scores, excluded)]
-        elif key in METRICS:
-            values = column(METRICS[key])
-            out[name] = values if counted else [None if why else value for value, why in zip(values, excluded)]
-        else:
-            out[name] = [(None if why else value) if has else NAN
-                         for value, has, why in zip(column(CHANGE_METRICS[key]), changed[key], excluded)]
-    data = pd.DataFrame({name: out[name] for name in order} if n else {})  # types each list as from_records would
-    if data.empty:
-        data = pd.DataFrame(columns=_BASE + [f"metrics.{m}" for m in METRICS])
-    for name in [*METRICS, *CHANGE_METRICS, "failed_steps"]:
-        column_name = name if name == "failed_steps" else f"metrics.{name}"
-        if column_name in data:
-            data[column_name] = pd.to_numeric(data[column_name], errors="coerce")
-    data["created_at"] = pd.to_datetime(data["created_at"], utc=True, errors="coerce")
-    return data.set_index("run_id")
-
-
-NAN = float("nan")  # what a list of records gives a run that lacks a column
-
-
-def _objects(texts: list[Any]) -> list[dict[str, Any]]:
-    """Each JSON object text parsed (``{}`` for none), all in one ``json.loads``."""
-    return json.loads("[" + ",".join(text or "{}" for text in texts) + "]")
-
-
-_ENDED_STEPS: dict[str, int | None] = {}  # an ended run's count by its run directory: its events are complete
-
-
-def _failed_steps(run_dir: str | None, status: str | None = None) -> int | None:
-    """The tool results marked as errors in a run's events.jsonl (None when it has none to read); an events file
-    read before and unchanged since is not read again, and an ended run's (its events are complete) is not even
-    looked at again."""
-    if status in TERMINAL and run_dir in _ENDED_STEPS:
-        return _ENDED_STEPS[run_dir]
-    path = os.path.join(run_dir or "", "events.jsonl")
-    try:
-        stat = os.stat(path)
-    except OSError:
-        count = None
-    else:
-        count = _count_failed_steps(path, stat.st_mtime_ns, stat.st_size)
-    if status in TERMINAL and run_dir and len(_ENDED_STEPS) < 65536:
-        _ENDED_STEPS[run_dir] = count
-    return count
-
-
-@functools.lru_cache(maxsize=65536)
-def _count_failed_steps(path: str, mtime_ns: int, size: int) -> int | None:
-    try:
-        with open(path, "rb") as events:
-            lines = [line for line in events if b"isError" in line]
-    except OSError:
-        return None
-    count = 0
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        count += event.get("type") == "tool_result" and bool(event.get("isError"))
-    return count
 
 
 def _by_columns(data: pandas.DataFrame, by: str | Sequence[str]) -> list[str]:
@@ -553,6 +410,8 @@ def _floats(series: pandas.Series) -> Any:
     is no number (text in a hand-edited ``scores.json``) counts as none, with a warning naming the first."""
     import numpy as np
 
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind in "biuf":  # numpy's numbers: NaN is their none
+        return series.to_numpy(dtype=float)
     if series.dtype != object:
         try:
             return series.to_numpy(dtype=float, na_value=float("nan"))

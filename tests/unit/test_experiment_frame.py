@@ -12,7 +12,7 @@ import pandas as pd
 
 from nbsubagents import registry
 from nbsubagents.registry.store import fetch_columns
-from nbsubagents.sweeps import views
+from nbsubagents.sweeps import frames, views
 from nbsubagents.sweeps.experiment import Experiment, _cells
 from nbsubagents.sweeps.grid import cell_key, cell_values
 from nbsubagents.sweeps.plan import plan_path
@@ -176,3 +176,69 @@ def test_runs_without_a_created_at_and_with_an_empty_one_are_ordered_by_run_id_t
     assert [row["run_id"] for row in exp.rows()] == [none, empty, empty_too]  # SQL: every NULL first
     assert list(exp.frame().index) == [empty, none, empty_too]
     assert list(exp.frame(all_runs=True).index) == [none, empty, empty_too]
+
+
+def frame_read(exp: Experiment, *, arrow: bool) -> pd.DataFrame:
+    """The experiment's frame with its columns read as pyarrow arrays (``arrow``) or as lists."""
+    plan = exp.plan
+    got, params = exp._current(exp._columns(frames.READ, plan, arrow=arrow), plan, False)
+    return frames.frame_of_columns(got, params)
+
+
+def test_the_frame_read_through_pyarrow_is_the_frame_read_as_lists_on_awkward_rows(root, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    awkward = 'it\'s, "quoted"\nsecond line, \u00e9 \U0001f600 \\ NULL'
+    ids = [make_run(root, 1, cell("a", note=awkward), status="failed", stop="error", error=f"{awkward} {SECRET}"),
+           make_run(root, 2, cell("b", note="plain"), scores={"ok": True, "q": 0.25}),
+           make_run(root, 3, cell("c"), status="aborted", stop="not_started", error="Not started: a cap",
+                    scores={"ok": False}),
+           make_run(root, 4, cell("d", note=""), created="", changes={"files": 1, "added": 2, "removed": 0})]
+    write_plan(root, [cell("a", note=awkward), cell("b", note="plain"), cell("c"), cell("d", note="")])
+    registry.rebuild(root)
+    with sqlite3.connect(registry.db_path(root)) as conn:  # texts only SQL can write: an empty harness, a comma
+        conn.execute("UPDATE runs SET harness = '', model = ? WHERE run_id = ?", ("x,'y'\n\"z\"", ids[0]))
+        conn.execute("UPDATE runs SET harness = NULL, stop_reason = ? WHERE run_id = ?", ("a, 'b'", ids[1]))
+    exp = Experiment("exp", root)
+    assert not isinstance(exp._columns(frames.READ, exp.plan, arrow=True)["run_id"], list)  # pyarrow read them
+    frame = frame_read(exp, arrow=True)
+    pd.testing.assert_frame_equal(frame, frame_read(exp, arrow=False), check_exact=True)
+    assert frame.loc[ids[0], "model_resolved"] == "x,'y'\n\"z\"" and frame.loc[ids[0], "params.note"] == awkward
+    assert frame.loc[ids[0], "error"].startswith(awkward) and SECRET not in frame.to_csv()
+    assert frame["harness"].tolist() == ["pi"] * 4 and frame.loc[ids[1], "stop_reason"] == "a, 'b'"
+    assert frame.loc[ids[2], "excluded"] == "never started" and pd.isna(frame.loc[ids[2], "metrics.cost_usd"])
+    assert pd.isna(frame.loc[ids[3], "created_at"]) and frame.loc[ids[3], "metrics.files_changed"] == 1
+    assert frame.loc[ids[:2], "metrics.tokens"].tolist() == [10.0, 20.0] and pd.isna(frame.loc[ids[0], "scores.ok"])
+
+    with sqlite3.connect(registry.db_path(root)) as conn:  # no run with an error: a column of None, as from lists
+        conn.execute("UPDATE runs SET error_message = NULL")
+    frame = frame_read(exp, arrow=True)
+    pd.testing.assert_frame_equal(frame, frame_read(exp, arrow=False), check_exact=True)
+    assert frame["error"].dtype == object and frame["error"].tolist() == [None] * 4
+
+    for created in ("2026-01-01T11:00:00Z", "2026-01-01 11:00:00.000+00:00"):  # a time in another format
+        with sqlite3.connect(registry.db_path(root)) as conn:
+            conn.execute("UPDATE runs SET created_at = ? WHERE run_id = ?", (created, ids[2]))
+            conn.execute("UPDATE runs SET created_at = NULL WHERE run_id = ?", (ids[3],))  # not "": pyarrow reads it
+        # pandas reads the times in the format of the first it can: the others are NaT
+        pd.testing.assert_frame_equal(frame_read(exp, arrow=True), frame_read(exp, arrow=False), check_exact=True)
+
+    with sqlite3.connect(registry.db_path(root)) as conn:  # a number stored as text: the lists are read instead
+        conn.execute("UPDATE runs SET total_tokens = '12 tokens', cost = 'n/a' WHERE run_id = ?", (ids[1],))
+    assert isinstance(exp._columns(frames.READ, exp.plan, arrow=True)["run_id"], list)
+    odd = frame_read(exp, arrow=True)
+    pd.testing.assert_frame_equal(odd, frame_read(exp, arrow=False), check_exact=True)
+    assert pd.isna(odd.loc[ids[1], "metrics.tokens"]) and pd.isna(odd.loc[ids[1], "metrics.cost_usd"])
+
+
+def test_the_frame_is_the_same_when_pandas_keeps_texts_as_python_strings(root, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    build(root)
+    exp = Experiment("exp", root)
+    frame = exp.frame(all_runs=True)
+    with pd.option_context("mode.string_storage", "python"):
+        assert not frames.arrow_texts()
+        python = exp.frame(all_runs=True)
+        assert python["status"].dtype == pd.Series(["a"]).dtype  # what pandas makes of texts then
+    assert [str(dtype) for dtype in python.dtypes] == [str(dtype) for dtype in frame.dtypes]
+    pd.testing.assert_frame_equal(python, frame, check_dtype=False, check_index_type=False,  # the same texts
+                                  check_column_type=False, check_exact=True)

@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from nbsubagents.config import NbSubagentsError
-from nbsubagents.sweeps import stats, views
+from nbsubagents.sweeps import frames, stats, views
 from nbsubagents.sweeps.scorers import check, shell_syntax
 
 
@@ -172,7 +172,7 @@ def test_frame_columns_come_in_the_order_runs_first_have_them_and_a_missing_valu
                                    "scores": json.dumps({"ok": None, "new": 2}), "tags": json.dumps({"who": "me"})}]
     frame = views.frame(rows)
     names = list(frame.columns)
-    assert names[:names.index("params.preset")] == views._BASE[1:]  # run_id is the index
+    assert names[:names.index("params.preset")] == frames._BASE[1:]  # run_id is the index
     assert names[names.index("params.preset"):] == [
         "params.preset", "params.model", *[f"metrics.{m}" for m in views.METRICS], "scores.ok", "scores.words",
         "params.extra", "metrics.files_changed", "metrics.lines_added", "metrics.lines_removed", "scores.new",
@@ -181,6 +181,18 @@ def test_frame_columns_come_in_the_order_runs_first_have_them_and_a_missing_valu
     assert frame.loc["r2", "scores.ok"] is None and math.isnan(frame.loc["r2", "scores.words"])
     assert math.isnan(frame.loc["r1", "metrics.files_changed"]) and frame.loc["r2", "metrics.lines_added"] == 4
     assert frame["scores.ok"].dtype == object and frame["metrics.cost_usd"].dtype == float
+
+
+def test_runs_with_the_same_keys_in_another_order_give_the_first_runs_column_order():
+    other_order = {"params": json.dumps({"model": "m", "preset": "b"}), "scores": json.dumps({"words": 1, "ok": True}),
+                   "tags": json.dumps({"y": 1, "x": 2})}
+    rows = [{**row(1, "a", True, 1), "tags": json.dumps({"x": 0, "y": 0})}, {**row(2, "b", False, 2), **other_order},
+            {**row(3, "b", False, 2), **other_order}]
+    names = list(views.frame(rows).columns)
+    assert names[names.index("params.preset"):] == [
+        "params.preset", "params.model", *[f"metrics.{m}" for m in views.METRICS], "scores.ok", "scores.words",
+        "tags.x", "tags.y"]
+    assert list(views.frame(rows[1:2]).columns)[-2:] == ["tags.y", "tags.x"]
 
 
 def test_compare_over_many_runs_gives_the_statistics_modules_numbers():
