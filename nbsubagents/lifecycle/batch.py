@@ -26,9 +26,11 @@ def build(items: Iterable[Any], *, mode: str, executor: str | None = None, dask_
 
 
 def prepare_one(spec: TaskSpec, *, mode: str, executor: str | None = None, dask_client: Any = None) -> Run:
-    """The run of one ``run()`` or ``start()`` call (``prepare.prepare``: bad input raises)."""
+    """The run of one ``run()`` or ``start()`` call (``prepare.prepare``: bad input raises), which launches it at
+    once."""
     client = launch.executor_client(executor, dask_client, spec.cwd)
-    (run,) = _ready([preparing.prepare(spec, mode=mode, runner="dask" if client is not None else None)], client)
+    (run,) = _ready([preparing.prepare(spec, mode=mode, runner="dask" if client is not None else None,
+                                       launching=True)], client)
     return run
 
 

@@ -73,6 +73,7 @@ class Run:
         self.paths = RunPaths(Path(run_dir))
         self.meta: dict[str, Any] = meta if meta is not None else (read_json(self.paths.meta) or {})
         self.process: Process | None = None  # the supervisor this process started (lifecycle.launch)
+        self.noted_running = False  # this process wrote the run's registry row as running (prepare, launch)
         self._result: dict[str, Any] | None = None
         self._tail = artifacts.EventTail(self.paths.events)
         self._formatter = ProgressFormatter(self.meta.get("cwd"))
@@ -366,7 +367,9 @@ class Run:
 # -- what the lifecycle does with a run (functions, not methods: a Run's public face is what a user may call) ----
 def launch(run: Run) -> None:
     """Start the run's supervisor through its launcher (``meta["runner"]``: process, tmux or dask)."""
-    registry.note(run, status="running")  # before the start: an interrupt right after it finds the handle set
+    if not run.noted_running:  # before the start: an interrupt right after it finds the handle set
+        registry.note(run, status="running")
+        run.noted_running = True
     run.process = launcher_for(run.meta.get("runner")).start(run)
 
 

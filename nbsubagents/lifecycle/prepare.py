@@ -118,13 +118,15 @@ def _write_error(run_dir: Path, exc: OSError) -> RunDirError:
                        "Free some space or make the project's .pi/subagents/runs writable.")
 
 
-def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True, runner: str | None = None) -> Run:
+def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True, runner: str | None = None,
+            launching: bool = False) -> Run:
     """Validate one task, then write its run directory; raises NbSubagentsError on bad input.
 
     Everything is checked before the first write. The run's project is the one its ``cwd`` belongs
     to: presets, settings and the registry come from there. ``note=False`` leaves the registry row
     to the caller (``build_runs`` writes rows once every task of a call is written). ``runner="dask"`` sends
-    the run to a Dask worker (``lifecycle.dask_launcher``).
+    the run to a Dask worker (``lifecycle.dask_launcher``). ``launching``: the caller launches the run at once
+    (``run()``, ``start()``), so its row is written as running, and the launch need not write it again.
     """
     task = check_task(spec.task)
     cwd = check_cwd(spec.cwd)
@@ -205,7 +207,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         raise
     run = Run(run_dir, meta)
     if note:
-        registry.note(run)
+        registry.note(run, status="running" if launching else None)
+        run.noted_running = launching
     return run
 
 
