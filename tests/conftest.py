@@ -92,7 +92,8 @@ def project(tmp_path, monkeypatch, scripted):
 # server, own watcher); what would still race is grouped (`xdist_group`, with `--dist loadgroup`: the Dask tests
 # share one module-scoped cluster, the fault-injection tests one report). Tests marked `serial` measure time
 # (budgets, timeouts, render rates): they take an exclusive lock that every other test takes shared, so while
-# one runs no other test runs on the other worker; their assertions stay as strict as in a serial run.
+# one runs no other test runs on the other worker; their assertions stay as strict as in a serial run. They come
+# first in the session's order.
 
 def _lock_dir(factory: pytest.TempPathFactory) -> Path:
     base = factory.getbasetemp()
@@ -123,6 +124,9 @@ def serial_when_marked(request, _test_locks):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
+    # The serial tests first: started with the session they wait for each other only, where one started later
+    # waited for whatever the other worker was running then (up to a 3-minute browser test), both workers idle.
+    items.sort(key=lambda item: item.get_closest_marker("serial") is None)
     for item in items:
         if item.get_closest_marker("dask"):
             item.add_marker(pytest.mark.xdist_group("dask"))
