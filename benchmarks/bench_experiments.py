@@ -28,7 +28,7 @@ import nbsubagents
 from nbsubagents import registry
 from nbsubagents.child.artifacts import runs_dir
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
-from nbsubagents.sweeps import views
+from nbsubagents.sweeps import frames
 
 TASKS = ["ls src", "read README.md"]
 PRESETS = ["scout", "scribe"]
@@ -82,7 +82,7 @@ def compare_10k(n: int = 10_000) -> None:
         (d / "scores.json").write_text(json.dumps({"scores": {"ok": rng.random() < 0.7, "quality": rng.random()}}))
     assert registry.rebuild(root) == n
     exp = nbsubagents.get_experiment("big", root)
-    sql = (f"SELECT {', '.join(views.READ)} FROM runs WHERE experiment = ? ORDER BY created_at, run_id")
+    sql = (f"SELECT {', '.join(frames.READ)} FROM runs WHERE experiment = ? ORDER BY created_at, run_id")
 
     def bare() -> list:
         conn = sqlite3.connect(registry.db_path(root))
@@ -93,7 +93,7 @@ def compare_10k(n: int = 10_000) -> None:
     t0 = time.perf_counter()
     table = exp.compare(by=("preset", "model")).table
     first = time.perf_counter() - t0
-    ours, plain, frames = [], [], []
+    ours, plain, framed = [], [], []
     for _ in range(11):
         t0 = time.perf_counter()
         table = exp.compare(by=("preset", "model")).table
@@ -103,12 +103,12 @@ def compare_10k(n: int = 10_000) -> None:
         plain.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         frame = exp.frame()
-        frames.append(time.perf_counter() - t0)
+        framed.append(time.perf_counter() - t0)
     assert int(table[("runs", "ran")].sum()) == n == len(rows) == len(frame)
     o, b = statistics.median(ours), statistics.median(plain)
     print(f"load average: {os.getloadavg()[0]:.2f}")
     print(f"compare() over {n:,} stored runs: median {o * 1000:.0f} ms (target < 100 ms); "
-          f"the process's first: {first * 1000:.0f} ms; frame() alone: median {statistics.median(frames) * 1000:.0f} ms")
+          f"the process's first: {first * 1000:.0f} ms; frame() alone: median {statistics.median(framed) * 1000:.0f} ms")
     print(f"plain sqlite3 read of the same rows: median {b * 1000:.0f} ms; "
           f"ratio compare()/read: {o / b:.2f} ({o * 1000:.0f} ms / {b * 1000:.0f} ms)")
 

@@ -31,8 +31,7 @@ from ..style import DARK_SCOPE, MUTED, PALETTE
 from ..ui.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
 from ..views.masking import masker
 from . import stats, traces
-# the frame is built in frames; views.frame and views.READ are its names here too
-from .frames import CHANGE_METRICS, METRICS, READ, frame  # noqa: F401
+from .frames import CHANGE_METRICS, METRICS
 from .outcomes import excluded_reason
 
 if TYPE_CHECKING:

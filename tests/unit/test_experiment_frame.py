@@ -12,7 +12,7 @@ import pandas as pd
 
 from nbsubagents import registry
 from nbsubagents.registry.store import fetch_columns
-from nbsubagents.sweeps import frames, views
+from nbsubagents.sweeps import frames
 from nbsubagents.sweeps.experiment import Experiment, _cells
 from nbsubagents.sweeps.grid import cell_key, cell_values
 from nbsubagents.sweeps.plan import plan_path
@@ -136,8 +136,8 @@ def test_the_frame_of_the_columns_is_the_frame_of_the_same_rows(root, monkeypatc
     build(root)
     exp = Experiment("exp", root)
     for all_runs in (False, True):
-        rows = exp.current_rows(all_runs=all_runs, columns=views.READ)
-        expected = views.frame(rows)
+        rows = exp.current_rows(all_runs=all_runs, columns=frames.READ)
+        expected = frames.frame(rows)
         for column in ("attempt", "attempts", "retried"):
             expected[column] = [row[column] for row in rows]
         pd.testing.assert_frame_equal(exp.frame(all_runs=all_runs), expected, check_exact=True)
@@ -160,7 +160,7 @@ def test_an_experiments_runs_are_read_in_the_order_of_an_index_a_registry_of_the
         conn.execute("PRAGMA user_version = 5")
     registry.forget_loaded()
     exp = Experiment("exp", root)
-    _, sql, args = exp._query(views.READ)  # opens the registry: brought to this schema
+    _, sql, args = exp._query(frames.READ)  # opens the registry: brought to this schema
     with sqlite3.connect(db) as conn:
         steps = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args))
         assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION

@@ -57,14 +57,14 @@ FIXED = [row(1, "a", True, 1), row(2, "a", True, 2), row(3, "a", False, 3),
 
 
 def test_an_excluded_run_keeps_its_row_and_reason_but_no_numbers():
-    frame = views.frame(FIXED)
+    frame = frames.frame(FIXED)
     assert frame.loc["r7", "excluded"] == "never started" and frame["excluded"].isna().sum() == 6
     assert math.isnan(frame.loc["r7", "metrics.duration_s"]) and math.isnan(frame.loc["r7", "metrics.cost_usd"])
     assert frame.loc["r7", "scores.ok"] is None and frame.loc["r6", "scores.ok"] is True
 
 
 def test_compare_matches_hand_computed_intervals_and_pass_at_k_on_a_fixed_frame():
-    comparison = views.compare(views.frame(FIXED), by="preset", baseline="a", k=2)
+    comparison = views.compare(frames.frame(FIXED), by="preset", baseline="a", k=2)
     table = comparison.table
     a, b = table.loc["a"], table.loc["b"]
     assert (b["runs", "planned"], b["runs", "ran"], b["runs", "succeeded"], b["runs", "failed"],
@@ -84,7 +84,7 @@ def test_compare_matches_hand_computed_intervals_and_pass_at_k_on_a_fixed_frame(
     assert (b["metrics.duration_s", "Δ"], b["metrics.duration_s", "Δ lo"], b["metrics.duration_s", "Δ hi"]) == \
         pytest.approx((3.0, 0.733042, 5.266958), abs=1e-6)
     # 90% intervals: t(0.95, 2) = 2.919986 → 2 ± 2.919986/√3 = 2 ± 1.685854
-    narrower = views.compare(views.frame(FIXED), by="preset", ci=0.90).table.loc["a"]
+    narrower = views.compare(frames.frame(FIXED), by="preset", ci=0.90).table.loc["a"]
     assert narrower["metrics.duration_s", "lo"] == pytest.approx(0.314146, abs=1e-6)
 
 
@@ -95,7 +95,7 @@ def test_a_text_score_from_a_hand_edited_scores_json_counts_as_missing_with_a_wa
     rows[1]["scores"] = json.dumps({"ok": True, "words": "six-ish"})  # r2 of preset a: 2 s, its words 6 before
     rows[4]["scores"] = json.dumps({"ok": True, "words": "15"})  # a number written as text still counts
     with pytest.warns(RuntimeWarning, match=r"scores\.words of run r2 is 'six-ish', not a number"):
-        table = views.compare(views.frame(rows), by="preset").table
+        table = views.compare(frames.frame(rows), by="preset").table
     a, b = table.loc["a"], table.loc["b"]
     assert a["scores.words", "n"] == 2 and a["scores.words", "mean"] == pytest.approx((3 + 9) / 2)
     assert b["scores.words", "mean"] == pytest.approx((12 + 15 + 18) / 3)
@@ -106,15 +106,15 @@ def test_a_cell_without_a_model_axis_keeps_its_numbers():
     """A sweep whose presets pick their own models has no model in its params: the cell (a, NaN) is still a row
     of numbers, and a baseline with a missing value still finds its cell."""
     rows = [{**r, "params": json.dumps({"preset": json.loads(r["params"])["preset"], "model": None})} for r in FIXED]
-    table = views.compare(views.frame(rows), by=("preset", "model"), baseline=("a", None)).table
+    table = views.compare(frames.frame(rows), by=("preset", "model"), baseline=("a", None)).table
     assert list(table["runs", "ran"]) == [3, 3] and list(table["runs", "planned"]) == [3, 4]
     assert table["scores.ok", "rate"].tolist() == pytest.approx([2 / 3, 1.0])
     assert table["scores.ok", "Δ"].tolist() == pytest.approx([0.0, 1 / 3])
-    assert "3 of 4 ran" in repr(views.compare(views.frame(rows), by=("preset", "model")))
+    assert "3 of 4 ran" in repr(views.compare(frames.frame(rows), by=("preset", "model")))
 
 
 def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_excludes_zero():
-    comparison = views.compare(views.frame(FIXED), by="preset", baseline="a")
+    comparison = views.compare(frames.frame(FIXED), by="preset", baseline="a")
     shown = comparison._repr_html_()
     header = shown[shown.index("<thead>"):shown.index("</thead>")]
     assert header.index("ok") < header.index("words") < header.index("duration_s")  # scores before metrics
@@ -129,14 +129,14 @@ def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_exclud
     assert "@media (prefers-color-scheme: dark)" in shown and '[data-jp-theme-light="false"]' in shown
     assert "3 of 4 ran" in repr(comparison)
     with pytest.raises(NbSubagentsError, match="ci=.*between 0 and 1"):
-        views.compare(views.frame(FIXED), by="preset", ci=95)
+        views.compare(frames.frame(FIXED), by="preset", ci=95)
     with pytest.raises(NbSubagentsError, match="k=.*whole number"):
-        views.compare(views.frame(FIXED), by="preset", k=0)
+        views.compare(frames.frame(FIXED), by="preset", k=0)
 
 
 def test_a_plot_shows_every_run_that_ran_with_counts_and_a_marker_per_model():
     pytest.importorskip("matplotlib")
-    fig = views.plot(views.frame(FIXED), x="duration_s", y="ok", by="preset", theme="dark")
+    fig = views.plot(frames.frame(FIXED), x="duration_s", y="ok", by="preset", theme="dark")
     ax = fig.axes[0]
     assert sorted(c.get_gid() for c in ax.collections) == ["a", "b"]
     assert sum(len(c.get_offsets()) for c in ax.collections) == 6  # the never-started run is not a point
@@ -170,11 +170,11 @@ def test_frame_columns_come_in_the_order_runs_first_have_them_and_a_missing_valu
     rows = [row(1, "a", True, 1), {**row(2, "b", False, 2), "files_changed": 3, "lines_added": 4, "lines_removed": 0,
                                    "params": json.dumps({"preset": "b", "model": "m", "extra": "x"}),
                                    "scores": json.dumps({"ok": None, "new": 2}), "tags": json.dumps({"who": "me"})}]
-    frame = views.frame(rows)
+    frame = frames.frame(rows)
     names = list(frame.columns)
     assert names[:names.index("params.preset")] == frames._BASE[1:]  # run_id is the index
     assert names[names.index("params.preset"):] == [
-        "params.preset", "params.model", *[f"metrics.{m}" for m in views.METRICS], "scores.ok", "scores.words",
+        "params.preset", "params.model", *[f"metrics.{m}" for m in frames.METRICS], "scores.ok", "scores.words",
         "params.extra", "metrics.files_changed", "metrics.lines_added", "metrics.lines_removed", "scores.new",
         "tags.who"]
     assert math.isnan(frame.loc["r1", "params.extra"]) and frame.loc["r2", "params.extra"] == "x"
@@ -188,11 +188,11 @@ def test_runs_with_the_same_keys_in_another_order_give_the_first_runs_column_ord
                    "tags": json.dumps({"y": 1, "x": 2})}
     rows = [{**row(1, "a", True, 1), "tags": json.dumps({"x": 0, "y": 0})}, {**row(2, "b", False, 2), **other_order},
             {**row(3, "b", False, 2), **other_order}]
-    names = list(views.frame(rows).columns)
+    names = list(frames.frame(rows).columns)
     assert names[names.index("params.preset"):] == [
-        "params.preset", "params.model", *[f"metrics.{m}" for m in views.METRICS], "scores.ok", "scores.words",
+        "params.preset", "params.model", *[f"metrics.{m}" for m in frames.METRICS], "scores.ok", "scores.words",
         "tags.x", "tags.y"]
-    assert list(views.frame(rows[1:2]).columns)[-2:] == ["tags.y", "tags.x"]
+    assert list(frames.frame(rows[1:2]).columns)[-2:] == ["tags.y", "tags.x"]
 
 
 def test_compare_over_many_runs_gives_the_statistics_modules_numbers():
@@ -201,7 +201,7 @@ def test_compare_over_many_runs_gives_the_statistics_modules_numbers():
 
     rng = random.Random(1)
     rows = [row(i, "ab"[i % 2], rng.random() < 0.6, rng.random() * 9) for i in range(400)]
-    frame = views.frame(rows)
+    frame = frames.frame(rows)
     table = views.compare(frame, by="preset", baseline="a", k=3).table
     values = {p: frame.loc[frame["params.preset"] == p, "metrics.duration_s"].tolist() for p in "ab"}
     oks = {p: [float(v) for v in frame.loc[frame["params.preset"] == p, "scores.ok"]] for p in "ab"}
