@@ -49,8 +49,9 @@ class TextRenderer:
     def _print(self, text: str) -> None:
         if self.closed:
             return
-        try:
-            print(text, file=self.stream, flush=True)
+        try:  # the line and its newline in one write: another thread's line cannot land between them
+            self.stream.write(text + "\n")
+            self.stream.flush()
         except (BrokenPipeError, ValueError, OSError):  # ValueError: the stream was closed
             self.closed = True
 

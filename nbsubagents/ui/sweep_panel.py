@@ -504,8 +504,9 @@ class SweepTextRenderer:
     def _print(self, text: str) -> None:
         if self.closed:
             return
-        try:
-            print(terminal_safe(text), file=self.stream, flush=True)
+        try:  # the line and its newline in one write: another thread's line cannot land between them
+            self.stream.write(terminal_safe(text) + "\n")
+            self.stream.flush()
         except (BrokenPipeError, ValueError, OSError):  # the stream went away: the sweep goes on
             self.closed = True
 

@@ -250,6 +250,26 @@ def test_a_question_is_said_once_where_the_runs_notices_go_with_how_to_answer_it
     assert capsys.readouterr().err == ""
 
 
+def test_a_notice_line_is_one_write_so_a_cells_own_print_cannot_land_inside_it(live, monkeypatch):
+    """The watcher says questions and notices from its thread while the cell may print: each line goes out with its
+    newline in one write (print() writes the text and its end apart, and a cell's line landed between them)."""
+    writes: list[str] = []
+
+    class Recorder:
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(watcher.hooks, "text_stream", lambda: Recorder())
+    watcher.say_questions(live, [{"type": "question", **PICK}])
+    notice = watcher.Notice(run_id=live.run_id, name="asks", status="completed", mode="background", summary="done")
+    watcher.print_notice(notice)
+    assert len(writes) == 2 and writes[0].endswith("CHOICE)\n") and writes[1] == notice.text + "\n"
+
+
 # -- the magics ------------------------------------------------------------------------------------------------
 @pytest.fixture
 def shell(root):
