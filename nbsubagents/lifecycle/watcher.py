@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import registry
+from ..child.text import write_line
 from ..config import NbSubagentsError
 from ..style import glyph, shorten
 from . import converse
@@ -121,18 +122,7 @@ def print_notice(notice: Notice) -> None:
     stream = hooks.text_stream()
     if stream is None:
         return
-    _write_line(stream, notice.text)
-
-
-def _write_line(stream: Any, text: str) -> bool:
-    """``text`` and its newline in one write: this thread's line never mixes with what the cell prints meanwhile
-    (``print`` writes the text and its end separately). False when the stream is closed: the run goes on."""
-    try:
-        stream.write(text + "\n")
-        stream.flush()
-    except (BrokenPipeError, ValueError, OSError):
-        return False
-    return True
+    write_line(stream, notice.text)
 
 
 def say_questions(run: Run, events: list[dict[str, Any]]) -> None:
@@ -150,7 +140,7 @@ def say_questions(run: Run, events: list[dict[str, Any]]) -> None:
         what = "an approval" if event.get("method") == "confirm" else "an answer"
         line = (f"{glyph('waiting')} run {run.name or run.run_id} ({run.run_id}) is waiting for {what}: "
                 f"{converse.describe(event)} (answer in its panel, or: {converse.how_to_answer(run.run_id, event)})")
-        if not _write_line(stream, line):
+        if not write_line(stream, line):  # a closed stream: the run goes on
             return
 
 

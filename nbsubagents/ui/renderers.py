@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..child.summary import summary_line
+from ..child.text import write_line
 from .kernel import text_stream
 
 if TYPE_CHECKING:
@@ -49,11 +50,7 @@ class TextRenderer:
     def _print(self, text: str) -> None:
         if self.closed:
             return
-        try:  # the line and its newline in one write: another thread's line cannot land between them
-            self.stream.write(text + "\n")
-            self.stream.flush()
-        except (BrokenPipeError, ValueError, OSError):  # ValueError: the stream was closed
-            self.closed = True
+        self.closed = not write_line(self.stream, text)
 
     def _prefix(self, run: Run) -> str:
         return f"[{run.name}] " if self._prefix_runs else ""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
 from ..child.artifacts import TERMINAL
 from ..child.secrets import strip_controls, terminal_safe
 from ..child.summary import change_words
+from ..child.text import write_line
 from ..lifecycle import watcher
 from ..lifecycle.drive import NullRenderer, Renderer
 from ..style import STATUS_CSS, attrs, color, duration, glyph, html_table, plural, shorten
@@ -504,11 +505,7 @@ class SweepTextRenderer:
     def _print(self, text: str) -> None:
         if self.closed:
             return
-        try:  # the line and its newline in one write: another thread's line cannot land between them
-            self.stream.write(terminal_safe(text) + "\n")
-            self.stream.flush()
-        except (BrokenPipeError, ValueError, OSError):  # the stream went away: the sweep goes on
-            self.closed = True
+        self.closed = not write_line(self.stream, terminal_safe(text))  # closed: the sweep goes on
 
     def start(self, runs: list[Run]) -> None:
         self.state = SweepState(runs, title=self.title, concurrency=self.concurrency)
