@@ -38,8 +38,14 @@ _FRAME = {"run_id": None, "name": None, "preset": None, "harness": None, "status
           "changes": "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
                      "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END",
           "files_changed": None, "resumed_from": None}
-FRAME_SELECT = ", ".join(name if sql is None else f"{sql} AS {name}" for name, sql in _FRAME.items())
-FRAME_DATA_SELECT = FRAME_SELECT + ", data"  # with expand_data
+
+
+def _select(columns: dict[str, str | None]) -> str:
+    """The SELECT list of ``columns`` (name -> its SQL, None: the registry column of that name)."""
+    return ", ".join(name if sql is None else f"{sql} AS {name}" for name, sql in columns.items())
+
+
+FRAME_SELECT = _select(_FRAME)
 # A task that ``shorten`` leaves as it is: printable ASCII words, each after a single space, at most TASK_WIDTH
 # characters (or nothing at all). pyarrow finds them at once; only the others are folded in Python.
 _PLAIN_TASK = r"^([!-~]+( [!-~]+)*)?$"
@@ -153,16 +159,15 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
     frame = {**_FRAME, **({"data": None} if expand_data else {})}
     db = store.db_path(root)
     store.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
+    filters = dict(status=status, preset=preset, model=model, harness=harness, since=since, until=until, text=text,
+                   limit=limit)
     with store.collector_paused(), store.connect(db) as conn:
         got = None
         if pd.StringDtype().storage == "pyarrow":
-            sql, args = build_query(status=status, preset=preset, model=model, harness=harness, since=since,
-                                    until=until, text=text, limit=limit, select=csv_select(frame, _NUMBERS))
+            sql, args = build_query(**filters, select=csv_select(frame, _NUMBERS))
             got = arrow_columns(conn.execute(sql, args), list(frame), _NUMBERS)
         if got is None:
-            sql, args = build_query(status=status, preset=preset, model=model, harness=harness, since=since,
-                                    until=until, text=text, limit=limit,
-                                    select=FRAME_DATA_SELECT if expand_data else FRAME_SELECT)
+            sql, args = build_query(**filters, select=_select(frame))
             rows = conn.execute(sql, args).fetchall()
             got = dict(zip(frame, zip(*rows))) if rows else {name: () for name in frame}
 
@@ -260,21 +265,28 @@ def _statuses(values: Any) -> Any:
 
 
 def _times(values: Any) -> Any:
-    """``pd.to_datetime(values, utc=True, format="ISO8601")``. pyarrow parses a column of ISO times with their
-    zone at once; a column it cannot parse (a time without a zone, nanoseconds) takes pandas' way, and so does a
-    column without any time, to which pandas gives another unit."""
+    """``pd.to_datetime(values, utc=True, format="ISO8601")``: by pyarrow at once (``arrow_times``), else (times
+    pyarrow cannot parse: without a zone, nanoseconds; a column without any time, to which pandas gives another
+    unit) pandas' way."""
     import pandas as pd
 
     if not isinstance(values, tuple) and values.null_count < len(values):
-        import pyarrow as pa
-
-        try:
-            parsed = values.cast(pa.timestamp("us", "UTC"))
-        except (TypeError, ValueError):  # pyarrow's ArrowInvalid among them
-            pass
-        else:  # in the unit pandas gives such times (us in pandas 3, ns before)
-            return parsed.to_pandas().astype(_iso_time_dtype())
+        parsed = arrow_times(values)
+        if parsed is not None:
+            return parsed
     return pd.to_datetime(pd.Series(_objects(values), dtype=object), utc=True, format="ISO8601")
+
+
+def arrow_times(values: Any) -> Any:
+    """A pyarrow array of ISO times with their zone as the pandas array ``pd.to_datetime(..., utc=True)`` makes of
+    them (in its unit: us in pandas 3, ns before), parsed at once; None where pyarrow cannot parse one."""
+    import pyarrow as pa
+
+    try:
+        parsed = values.cast(pa.timestamp("us", "UTC"))
+    except (TypeError, ValueError):  # pyarrow's ArrowInvalid among them
+        return None
+    return parsed.to_pandas().astype(_iso_time_dtype()).array
 
 
 @functools.cache

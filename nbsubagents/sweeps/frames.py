@@ -15,6 +15,7 @@ import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..child.artifacts import TERMINAL
+from ..registry.query import arrow_times
 from ..views.masking import masker
 from .outcomes import excluded_reason
 
@@ -203,24 +204,14 @@ def _harness(column: Any) -> Any:
 def _times(column: Any) -> Any:
     """A pyarrow array of times, for ``pd.to_datetime(..., utc=True, errors="coerce")``: parsed by pyarrow at once
     when every one there is written as the registry writes them (pandas reads them all in the format of the first,
-    so they must share it); else as texts, for pandas."""
-    import pyarrow as pa
+    so they must share it) and each is a date (not Feb 30); else as texts, for pandas."""
     import pyarrow.compute as pc
 
     if column.null_count < len(column) and pc.all(pc.match_substring_regex(column, _REGISTRY_TIME)).as_py():
-        try:
-            return column.cast(pa.timestamp("us", "UTC")).to_pandas().astype(_time_dtype()).array
-        except (TypeError, ValueError):  # pyarrow's ArrowInvalid among them: a date that is none (Feb 30)
-            pass
+        parsed = arrow_times(column)
+        if parsed is not None:
+            return parsed
     return _texts(column)
-
-
-@functools.cache
-def _time_dtype() -> Any:
-    """What pandas makes of registry times (microseconds in pandas 3, nanoseconds before)."""
-    import pandas as pd
-
-    return pd.to_datetime(pd.Series(["2026-01-01T00:00:00.000Z"]), utc=True, errors="coerce").dtype
 
 
 def _texts(column: Any) -> Any:
