@@ -141,10 +141,9 @@ class _Connection:
         if not self.db.exists():  # new, or deleted under us: set it up again
             _ready.discard(self.db)
             _loaded.discard(self.db)
-        conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None)
+        conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None)  # timeout: SQLite's busy timeout
         try:
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA busy_timeout = 30000")
             conn.execute("PRAGMA synchronous = NORMAL")
             # user_version reads the file's header: a file overwritten since raises here; one emptied since is
             # set up again and filled from the run directories on the next ensure_loaded
@@ -180,7 +179,6 @@ def _readable(db: Path) -> bool:
     except sqlite3.Error:
         return False
     try:
-        conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA schema_version").fetchone()
         conn.execute("PRAGMA quick_check(1)").fetchone()
         return True
