@@ -42,10 +42,11 @@ __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "n
            "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting", "waiting_count",
            "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 6  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
+SCHEMA_VERSION = 7  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
 # 4: resumed_from; 5: harness; 6: two indexes that give rows in the order they are read, so nothing is sorted:
 # runs_experiment_created (an experiment's runs, oldest first) and runs_status_preset (runs() filtered by a status
-# and a preset, newest first, reading the index backwards)
+# and a preset, newest first, reading the index backwards); 7: runs_experiment dropped, runs_experiment_created
+# serves every look-up by experiment (one index less to keep up at each write)
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
 
 # (column, SQL type); the order is the table's.
@@ -83,9 +84,9 @@ CREATE INDEX IF NOT EXISTS runs_model ON runs(model);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at);
 CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0;
-CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
 CREATE INDEX IF NOT EXISTS runs_experiment_created ON runs(experiment, created_at, run_id);
 CREATE INDEX IF NOT EXISTS runs_status_preset ON runs(status, preset, created_at, run_id);
+DROP INDEX IF EXISTS runs_experiment;
 """
 
 # The status sets as SQL lists, for ``status IN ...`` (the one vocabulary, child/artifacts).

@@ -351,9 +351,32 @@ def test_a_registry_of_schema_5_gains_the_status_preset_index_so_two_filters_nee
     with registry.connect(db) as conn:
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         plan = " / ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args))
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION == 7
     assert "runs_status_preset" in indexes
     assert "runs_status_preset" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_a_registry_of_schema_6_loses_its_redundant_experiment_index_and_keeps_its_rows(tmp_path):
+    import sqlite3
+
+    db = registry.db_path(tmp_path)
+    db.parent.mkdir(parents=True)
+    registry.fetch(db, "SELECT 1")  # a registry of the current schema, then made one of schema 6
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE INDEX runs_experiment ON runs(experiment)")
+        conn.execute("INSERT INTO runs (run_id, status, run_dir, experiment) VALUES ('20260101-000000-abcdef', "
+                     "'completed', 'x', 'e1')")
+        conn.execute("PRAGMA user_version = 6")
+    with sqlite3.connect(db) as conn:
+        assert "runs_experiment" in {r[1] for r in conn.execute("PRAGMA index_list(runs)")}
+    assert registry.fetch(db, "SELECT run_id FROM runs WHERE experiment = 'e1'") == [
+        {"run_id": "20260101-000000-abcdef"}]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+        indexes = {r[1] for r in conn.execute("PRAGMA index_list(runs)")}
+        plan = " ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN SELECT run_id FROM runs WHERE experiment = 'e1'"))
+    assert "runs_experiment" not in indexes and "runs_experiment_created" in indexes
+    assert "runs_experiment_created" in plan
 
 
 def test_runs_gives_the_same_frame_through_pyarrow_as_through_pandas_on_odd_rows(root):
