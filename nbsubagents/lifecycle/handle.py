@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 SUPERVISOR_START_TIMEOUT = 10.0  # seconds cancel() waits for a starting supervisor's SIGTERM handler
 SETTLE_TIMEOUT = 10.0  # how long Run.wait() gives the follower (the watcher) to finish with a run that ended
 CHECK_EVERY = 2.0  # seconds between liveness looks while waiting for a run no process of ours follows
+NOTICE_WAIT = 2.0  # the longest wait_for_question waits for the watcher to say the question it returns
 
 
 class Follower(Protocol):
@@ -78,6 +79,8 @@ class Run:
         self._tail = artifacts.EventTail(self.paths.events)
         self._formatter = ProgressFormatter(self.meta.get("cwd"))
         self.counts: dict[str, int] | None = None  # the registry's counts when nbsubagents.start() returned
+        self._says_questions = False  # this process says the run's questions where its notices go (the watcher)
+        self._questions_said: set[str] = set()  # the ids of those it has said
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -332,11 +335,20 @@ class Run:
 
     def wait_for_question(self, timeout: float | None = None) -> dict[str, Any] | None:
         """Block until the child asks (the oldest open question, at once if one is open); None when the run
-        ends first or ``timeout`` seconds pass."""
+        ends first or ``timeout`` seconds pass. Where this process says the run's questions (a run it shows), the
+        question's notice is said before this returns."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._wait_until(lambda: bool(converse.questions(self.paths)), deadline)
         asked = converse.questions(self.paths)
-        return asked[0] if asked else None
+        if not asked:
+            return None
+        # The notice of it this process says (from the watcher's thread) comes first, whole: what the caller prints
+        # next is then not cut by it.
+        said_by = time.monotonic() + NOTICE_WAIT
+        while (self._says_questions and str(asked[0].get("id")) not in self._questions_said and not self.done
+               and time.monotonic() < said_by):
+            time.sleep(0.01)
+        return asked[0]
 
     # -- internals ----------------------------------------------------------------------------
     def _await_supervisor(self, timeout: float = 10.0) -> dict[str, Any] | None:

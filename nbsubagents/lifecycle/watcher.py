@@ -142,6 +142,7 @@ def say_questions(run: Run, events: list[dict[str, Any]]) -> None:
                 f"{converse.describe(event)} (answer in its panel, or: {converse.how_to_answer(run.run_id, event)})")
         if not write_line(stream, line):  # a closed stream: the run goes on
             return
+        run._questions_said.add(str(event.get("id")))  # said whole: Run.wait_for_question may return it
 
 
 _handlers: list[Callable[[Notice], Any]] = [print_notice]
@@ -300,10 +301,13 @@ class Watcher:
         with self._lock:
             entry = self._entries.get(run.run_id)
             if entry is None:
-                self._entries[run.run_id] = _Entry(run, renderer, on_done, quiet)
+                entry = self._entries[run.run_id] = _Entry(run, renderer, on_done, quiet)
             else:
                 entry.renderer = entry.renderer or renderer
                 entry.on_done = entry.on_done or on_done
+            # its questions are said here (_step): Run.wait_for_question returns one once it is
+            entry.run._says_questions = (entry.renderer is not None and not entry.quiet
+                                         and entry.run.meta.get("questionTimeout") != 0)
             self._ensure_thread()
         changed()
 

@@ -270,6 +270,37 @@ def test_a_notice_line_is_one_write_so_a_cells_own_print_cannot_land_inside_it(l
     assert len(writes) == 2 and writes[0].endswith("CHOICE)\n") and writes[1] == notice.text + "\n"
 
 
+
+def test_wait_for_question_returns_once_the_watcher_has_said_the_question_whole(root, monkeypatch):
+    """The watcher says a question from its thread while the cell that waited for it goes on to print: the cell's
+    line must not be cut by the notice (a run of the conversation notebook printed its question with the notice
+    inside), so where this process says the run's questions, wait_for_question returns after the notice."""
+    import threading
+    import time
+
+    asking = make_run(root, "20260101-100003-jjjjj1", questions=[PICK])
+    writes: list[str] = []
+
+    class Stream:
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(watcher.hooks, "text_stream", lambda: Stream())
+    assert asking.wait_for_question(timeout=5)["id"] == PICK["id"] and writes == []  # nobody here says it: at once
+    asking._says_questions = True
+    saying = threading.Timer(0.3, watcher.say_questions, args=(asking, [{"type": "question", **PICK}]))
+    saying.start()
+    started = time.monotonic()
+    got = asking.wait_for_question(timeout=5)
+    assert got["id"] == PICK["id"] and len(writes) == 1 and "Which file?" in writes[0]
+    assert time.monotonic() - started >= 0.25  # it waited for the notice
+    saying.join()
+
+
 # -- the magics ------------------------------------------------------------------------------------------------
 @pytest.fixture
 def shell(root):
