@@ -128,7 +128,7 @@ EXPLORER_CELLS = [
     "nbsubagents.status_bar()",
     'later = nbsubagents.start("scout", "sleep: 4\\nread README.md", name="later", show=False)',
     "browser = nbsubagents.browse()\nbrowser",
-    'busy = nbsubagents.run("scout", "sleep: 15\\nread README.md", name="busy", show=False)',
+    'busy = nbsubagents.run("scout", "sleep: 25\\nread README.md", name="busy", show=False)',
 ]
 
 # Records every text the status bar shows, to prove it moved while the background run ran.
@@ -177,8 +177,9 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
         page.locator(".nbsubagents-browse-list select").select_option(index=index)
         header = page.locator(".nbsubagents-browse-header")
         # served by the kernel while its main thread is busy: allow a loaded machine longer than expect's 5 s
-        # (the busy run sleeps 15 s, and the check below proves the click was served while it went)
-        expect(header).to_contain_text("explored", timeout=12_000)
+        # (the busy run sleeps 25 s, and the check below proves the click was served while it went; 12 s of a
+        # 15 s sleep were too few once, with another worker's JupyterLab and Chromium on the 2 cores)
+        expect(header).to_contain_text("explored", timeout=22_000)
         expect(header).to_contain_text("completed")
         expect(page.locator(".nbsubagents-browse-output")).to_contain_text("explorer-ok")
         page.locator(".nbsubagents-browse-tabs .lm-TabBar-tab", has_text="Transcript").click()
