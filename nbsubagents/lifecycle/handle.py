@@ -385,6 +385,16 @@ def launch(run: Run) -> None:
     run.process = launcher_for(run.meta.get("runner")).start(run)
 
 
+def says_questions(run: Run, says: bool) -> None:
+    """Whether this process says the run's questions where its notices go (the watcher, for a run it shows)."""
+    run._says_questions = says
+
+
+def question_said(run: Run, question_id: str) -> None:
+    """The notice of question ``question_id`` is out, whole: ``Run.wait_for_question`` may return the question."""
+    run._questions_said.add(question_id)
+
+
 def reread(run: Run) -> Run:
     """``run``, whose ``result.json`` is read again on the next look (it may have appeared since)."""
     run._result = None

@@ -39,7 +39,7 @@ from ..config import NbSubagentsError
 from ..style import glyph, shorten
 from . import converse
 from . import settle as settling  # `settle()` below is the watcher's own
-from .handle import SETTLE_TIMEOUT, pump, reread, set_follower
+from .handle import SETTLE_TIMEOUT, pump, question_said, reread, says_questions, set_follower
 from .liveness import check
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def say_questions(run: Run, events: list[dict[str, Any]]) -> None:
                 f"{converse.describe(event)} (answer in its panel, or: {converse.how_to_answer(run.run_id, event)})")
         if not write_line(stream, line):  # a closed stream: the run goes on
             return
-        run._questions_said.add(str(event.get("id")))  # said whole: Run.wait_for_question may return it
+        question_said(run, str(event.get("id")))
 
 
 _handlers: list[Callable[[Notice], Any]] = [print_notice]
@@ -306,8 +306,8 @@ class Watcher:
                 entry.renderer = entry.renderer or renderer
                 entry.on_done = entry.on_done or on_done
             # its questions are said here (_step): Run.wait_for_question returns one once it is
-            entry.run._says_questions = (entry.renderer is not None and not entry.quiet
-                                         and entry.run.meta.get("questionTimeout") != 0)
+            says_questions(entry.run, entry.renderer is not None and not entry.quiet
+                           and entry.run.meta.get("questionTimeout") != 0)
             self._ensure_thread()
         changed()
 

@@ -19,7 +19,7 @@ from helpers import live_run_dir
 import nbsubagents
 from nbsubagents import NbSubagentsError, api, config, registry
 from nbsubagents.child import inbox
-from nbsubagents.lifecycle import watcher, batch, converse
+from nbsubagents.lifecycle import watcher, batch, converse, handle
 from nbsubagents.lifecycle.handle import Run
 from nbsubagents.lifecycle.spec import spec_from_call
 
@@ -291,7 +291,7 @@ def test_wait_for_question_returns_once_the_watcher_has_said_the_question_whole(
 
     monkeypatch.setattr(watcher.hooks, "text_stream", lambda: Stream())
     assert asking.wait_for_question(timeout=5)["id"] == PICK["id"] and writes == []  # nobody here says it: at once
-    asking._says_questions = True
+    handle.says_questions(asking, True)  # as the watcher does for a run it shows
     saying = threading.Timer(0.3, watcher.say_questions, args=(asking, [{"type": "question", **PICK}]))
     saying.start()
     started = time.monotonic()
