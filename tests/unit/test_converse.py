@@ -250,28 +250,33 @@ def test_a_question_is_said_once_where_the_runs_notices_go_with_how_to_answer_it
     assert capsys.readouterr().err == ""
 
 
-def test_a_notice_line_is_one_write_so_a_cells_own_print_cannot_land_inside_it(live, monkeypatch):
-    """The watcher says questions and notices from its thread while the cell may print: each line goes out with its
-    newline in one write (print() writes the text and its end apart, and a cell's line landed between them)."""
-    writes: list[str] = []
+@pytest.fixture
+def writes(monkeypatch) -> list[str]:
+    """What is written where a run's notices go, one item a write."""
+    written: list[str] = []
 
     class Recorder:
         def write(self, text: str) -> int:
-            writes.append(text)
+            written.append(text)
             return len(text)
 
         def flush(self) -> None:
             pass
 
     monkeypatch.setattr(watcher.hooks, "text_stream", lambda: Recorder())
+    return written
+
+
+def test_a_notice_line_is_one_write_so_a_cells_own_print_cannot_land_inside_it(live, writes):
+    """The watcher says questions and notices from its thread while the cell may print: each line goes out with its
+    newline in one write (print() writes the text and its end apart, and a cell's line landed between them)."""
     watcher.say_questions(live, [{"type": "question", **PICK}])
     notice = watcher.Notice(run_id=live.run_id, name="asks", status="completed", mode="background", summary="done")
     watcher.print_notice(notice)
     assert len(writes) == 2 and writes[0].endswith("CHOICE)\n") and writes[1] == notice.text + "\n"
 
 
-
-def test_wait_for_question_returns_once_the_watcher_has_said_the_question_whole(root, monkeypatch):
+def test_wait_for_question_returns_once_the_watcher_has_said_the_question_whole(root, writes):
     """The watcher says a question from its thread while the cell that waited for it goes on to print: the cell's
     line must not be cut by the notice (a run of the conversation notebook printed its question with the notice
     inside), so where this process says the run's questions, wait_for_question returns after the notice."""
@@ -279,17 +284,6 @@ def test_wait_for_question_returns_once_the_watcher_has_said_the_question_whole(
     import time
 
     asking = make_run(root, "20260101-100003-jjjjj1", questions=[PICK])
-    writes: list[str] = []
-
-    class Stream:
-        def write(self, text: str) -> int:
-            writes.append(text)
-            return len(text)
-
-        def flush(self) -> None:
-            pass
-
-    monkeypatch.setattr(watcher.hooks, "text_stream", lambda: Stream())
     assert asking.wait_for_question(timeout=5)["id"] == PICK["id"] and writes == []  # nobody here says it: at once
     handle.says_questions(asking, True)  # as the watcher does for a run it shows
     saying = threading.Timer(0.3, watcher.say_questions, args=(asking, [{"type": "question", **PICK}]))
