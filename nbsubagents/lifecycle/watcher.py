@@ -285,6 +285,12 @@ class _Entry:
         self.seen_supervisor = False
         self.settled = threading.Event()  # its end is rendered, announced, and on_done returned
 
+    @property
+    def says_questions(self) -> bool:
+        """Its questions are said where its notices go (``_step``): a run shown here, not quietly, whose questions
+        are not answered at once."""
+        return self.renderer is not None and not self.quiet and self.run.meta.get("questionTimeout") != 0
+
 
 class Watcher:
     """Follows runs on one daemon thread; see the module docstring."""
@@ -305,9 +311,7 @@ class Watcher:
             else:
                 entry.renderer = entry.renderer or renderer
                 entry.on_done = entry.on_done or on_done
-            # its questions are said here (_step): Run.wait_for_question returns one once it is
-            says_questions(entry.run, entry.renderer is not None and not entry.quiet
-                           and entry.run.meta.get("questionTimeout") != 0)
+            says_questions(entry.run, entry.says_questions)  # Run.wait_for_question returns one once it is said
             self._ensure_thread()
         changed()
 
@@ -415,7 +419,7 @@ class Watcher:
             return True
         if entry.renderer is not None:
             events = pump(run, entry.renderer)
-            if not entry.quiet:
+            if entry.says_questions:
                 say_questions(run, events)
         if entry.result_file.exists():
             self._finish(entry)
