@@ -375,7 +375,10 @@ def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
     except OSError:
         sees = False
     missing = [p for i, p in enumerate(programs) if not os.path.isfile(p) or (i == 0 and not os.access(p, os.X_OK))]
-    return {"host": HOST, "sees": sees, "missing": missing, **versions()}
+    from dask import config  # noqa: PLC0415 (on a worker: Dask is there)
+
+    profiler = bool(config.get("distributed.worker.profile.enabled", True))
+    return {"host": HOST, "sees": sees, "missing": missing, "profiler": profiler, **versions()}
 
 
 def versions() -> dict[str, str | None]:
@@ -402,7 +405,7 @@ def _workers(client: Any) -> dict[str, dict[str, Any]]:
 
 def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bool | None, str, str]]:
     """One line per finding, (ok, what, detail) as ``nbsubagents doctor`` prints them: workers, the project
-    folder seen from each (a probe file written here and read there), pi on each, versions."""
+    folder seen from each (a probe file written here and read there), pi on each, versions, Dask's profiler."""
     lines: list[tuple[bool | None, str, str]] = []
     workers = _workers(client)
     if not workers:
@@ -433,6 +436,12 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
         if differ:  # another Python is worth a note; another nbsubagents or distributed is a problem
             lines.append((None if differ == ["python"] else False, "versions",
                           f"{where}: " + "; ".join(f"{k} {seen.get(k)} here {mine[k]}" for k in differ)))
+    profiling = sorted(address for address, seen in found.items() if seen.get("profiler"))
+    if profiling:  # a note, not a problem: what a cluster of sub-agent runs spends on it for nothing
+        lines.append((None, "dask profiler", f"on at {len(profiling)} of {len(found)} workers: it samples every "
+                      "running task's stack 100 times a second, and a run's task only waits on its supervisor "
+                      "(~2% of a core per busy worker here); off: DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False "
+                      "in the workers' environment"))
     if all(ok is not False for ok, what, _ in lines[1:]):
         lines.append((True, "each worker", f"sees {root} and runs pi; nbsubagents {mine['nbsubagents']}, "
                                            f"distributed {mine['distributed']}"))

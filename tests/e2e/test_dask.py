@@ -428,6 +428,8 @@ def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project)
     assert f"✓ dask workers   2 at {client.scheduler.address}, {2 * SLOTS} run slots (resource 'nbsubagents')" \
         in lines, out.stdout
     assert any(ln.startswith(f"✓ each worker    sees {root} and runs pi; nbsubagents ") for ln in lines), out.stdout
+    assert "! dask profiler  on at 2 of 2 workers: it samples every running task's stack 100 times a second" \
+        in out.stdout, out.stdout  # Dask's default: a note that names the variable turning it off
     assert not list((root / ".pi" / "subagents").glob(".dask-probe-*"))  # the probe is removed
 
     missing = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask"], capture_output=True,
