@@ -25,6 +25,7 @@ follow ``events.jsonl`` and the registry (written only by the notebook's side) i
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata as md
 import os
 import platform
@@ -34,6 +35,7 @@ import threading
 import time
 import uuid
 import warnings
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -59,6 +61,7 @@ STALE = 60.0              # seconds without a heartbeat after which a remote sup
 CHECK_EVERY = 1.0         # seconds between liveness looks at a started run whose future says nothing
 SCHEDULER_GRACE = 10.0    # seconds a queued run's scheduler may stay unreachable before the run is settled
 PROBE_TIMEOUT = 1.0       # seconds a connection to a scheduler may take
+WORKERS_FRESH = 1.0       # seconds the starts that follow reuse a client's list of workers (a call's runs share it)
 HOST = os.uname().nodename
 
 _bound: dict[str, Any] = {}       # run id -> the client its call named (dask_client=)
@@ -66,6 +69,7 @@ _by_address: dict[str, Any] = {}  # scheduler address (settings.dask_scheduler) 
 _checked: set[tuple[int, str, frozenset[str]]] = set()  # (client, project, workers) already checked
 _unreachable: dict[str, float] = {}  # scheduler address -> when (monotonic) it was first found unreachable
 _probed: dict[str, tuple[float, bool]] = {}  # scheduler address -> (when, reachable): one probe a second
+_listed: weakref.WeakKeyDictionary[Any, tuple[float, dict[str, dict[str, Any]]]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -403,6 +407,21 @@ def _workers(client: Any) -> dict[str, dict[str, Any]]:
     return with_resource or info
 
 
+def _recent_workers(client: Any) -> dict[str, dict[str, Any]]:
+    """``_workers(client)``, asked again at most every WORKERS_FRESH s (each question took 14-20 ms here): a
+    worker that joined since is checked by the first start after that (as one that joins between a check and
+    the scheduler's choice of a worker always was)."""
+    now = time.monotonic()
+    with _lock:
+        listed = _listed.get(client)
+    if listed is not None and now - listed[0] < WORKERS_FRESH:
+        return listed[1]
+    workers = _workers(client)
+    with _lock:
+        _listed[client] = (now, workers)
+    return workers
+
+
 def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bool | None, str, str]]:
     """One line per finding, (ok, what, detail) as ``nbsubagents doctor`` prints them: workers, the project
     folder seen from each (a probe file written here and read there), pi on each, versions, Dask's profiler."""
@@ -520,7 +539,7 @@ class DaskLauncher:
     def start(self, run: Run) -> DaskProcess:
         distributed = _distributed()
         client = client_for(run.run_id)
-        workers = _workers(client)  # one question to the scheduler per run: its workers serve both checks
+        workers = _recent_workers(client)  # they serve both checks
         try:
             require_cluster(client, Path(run.meta.get("root") or run.dir.parents[3]), programs_of(run.meta.get("argv")),
                             workers)
@@ -546,22 +565,29 @@ def _held(key: str, dask_scheduler: Any = None) -> bool:
     return task is not None and any(c.client_key == "fire-and-forget" for c in task.who_wants or ())
 
 
+async def _held_within(key: str, timeout: float, dask_scheduler: Any = None) -> bool:
+    """On the scheduler: ``_held``, waited for up to ``timeout`` s there. The submit and its fire-and-forget hold
+    come on the client's batched stream, this question on a comm of its own: it may arrive first."""
+    deadline = time.monotonic() + timeout
+    while not _held(key, dask_scheduler):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.001)
+    return True
+
+
 def _confirm(client: Any, key: str, timeout: float = 10.0) -> None:
     """Wait until the scheduler holds the task: a submit is sent in the background, and a kernel that dies right
-    after ``start()`` returned must not take a run that it reported started with it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if client.run_on_scheduler(_held, key):
-                return
-        except (OSError, AttributeError, ValueError, TypeError, RuntimeError):
-            return  # a scheduler that runs no client code (distributed.scheduler.pickle off): best effort
-        if time.monotonic() >= deadline:
-            warnings.warn(f"nbsubagents: the Dask scheduler {client.scheduler.address} has not taken run task {key} "
-                          f"after {timeout:g} s; the run is submitted, but it would not outlive this kernel yet",
-                          RuntimeWarning, stacklevel=3)
+    after ``start()`` returned must not take a run that it reported started with it. One question, answered
+    the moment the task is there (a question every few ms cost ~50 ms a start here)."""
+    try:
+        if client.run_on_scheduler(_held_within, key, timeout):
             return
-        time.sleep(0.005)
+    except (OSError, AttributeError, ValueError, TypeError, RuntimeError):
+        return  # a scheduler that runs no client code (distributed.scheduler.pickle off): best effort
+    warnings.warn(f"nbsubagents: the Dask scheduler {client.scheduler.address} has not taken run task {key} "
+                  f"after {timeout:g} s; the run is submitted, but it would not outlive this kernel yet",
+                  RuntimeWarning, stacklevel=3)
 
 
 class _Settled:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -304,6 +305,20 @@ def test_background_runs_survive_the_death_of_the_kernel_that_submitted_them(das
     for i, run_id in enumerate(ids):
         row = row_of(root, run_id)
         assert row["status"] == "completed" and f"bg{i}" in row["final_text"]
+
+
+def test_a_start_returns_once_the_scheduler_holds_its_task_and_warns_when_it_never_does(dask_project):
+    """What ``start()`` waits for before it returns, a task held for the fire-and-forget client, asked once."""
+    _, client = dask_project
+    future = client.submit(time.sleep, 0.01, key="nbsubagents-run-held-check", pure=False)
+    distributed.fire_and_forget(future)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # held: no warning
+        dask_launcher._confirm(client, future.key)
+    t0 = time.monotonic()
+    with pytest.warns(RuntimeWarning, match="has not taken run task nbsubagents-run-never-sent after 0.3 s"):
+        dask_launcher._confirm(client, "nbsubagents-run-never-sent", timeout=0.3)
+    assert 0.3 <= time.monotonic() - t0 < 5
 
 
 # -- workers that truly cannot see things ---------------------------------------------------------
