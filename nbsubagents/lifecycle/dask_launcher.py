@@ -373,14 +373,14 @@ def client_for(run_id: str | None = None, client: Any = None) -> Any:
 
 # -- checking a cluster -------------------------------------------------------------------------
 def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
-    """On a worker: what it sees of the project and of pi, and its versions."""
+    """On a worker: what it sees of the project and of pi, its versions, and whether Dask's profiler is on."""
+    from dask import config  # noqa: PLC0415 (on a worker: Dask is there)
+
     try:
         sees = Path(probe).read_text(encoding="utf-8") == token
     except OSError:
         sees = False
     missing = [p for i, p in enumerate(programs) if not os.path.isfile(p) or (i == 0 and not os.access(p, os.X_OK))]
-    from dask import config  # noqa: PLC0415 (on a worker: Dask is there)
-
     profiler = bool(config.get("distributed.worker.profile.enabled", True))
     return {"host": HOST, "sees": sees, "missing": missing, "profiler": profiler, **versions()}
 
