@@ -372,8 +372,9 @@ def state_text(state: SweepState, *, final: bool = False) -> str:
 
 # -- the notebook panel ---------------------------------------------------------------------------------------
 class SweepPanel:
-    """The live panel of a sweep: a header widget and a lines widget drawn from one ``SweepState``, and a
-    failures widget re-drawn only when a failure comes (so an opened list stays open)."""
+    """The live panel of a sweep: one widget for the header and the run lines, drawn from one ``SweepState``
+    (one message per update, so a page never shows counts and rows from two different moments), and a failures
+    widget re-drawn only when a failure comes (so an opened list stays open)."""
 
     def __init__(self, state: SweepState, publish: Publish | None = None) -> None:
         self.state = state
@@ -391,15 +392,13 @@ class SweepPanel:
     def _build_widget(self) -> Any:
         """The one place the panel's widgets are made."""
         w = load_ipywidgets()
-        self.header = w.HTML().add_class("nbsubagents-sweep-head")
-        self.lines = w.HTML().add_class("nbsubagents-sweep-body")
+        self.board = w.HTML().add_class("nbsubagents-sweep-board")
         self.failures = w.HTML().add_class("nbsubagents-sweep-fails")
-        return w.VBox([self.header, self.lines, self.failures]).add_class("nbsubagents-sweep")
+        return w.VBox([self.board, self.failures]).add_class("nbsubagents-sweep")
 
     def render(self) -> None:
         state = self.state
-        self.header.value = STATUS_CSS + header_html(state)
-        self.lines.value = lines_html(state)
+        self.board.value = STATUS_CSS + header_html(state) + lines_html(state)
         failed = len(state.failures())
         if failed != self._failures_shown:
             self.failures.value = failures_html(state)

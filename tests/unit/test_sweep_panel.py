@@ -154,7 +154,7 @@ def test_the_widget_renders_on_the_clock_and_keeps_an_open_failures_list_until_a
     renderer.event(runs[0], {"type": "run_start", "ts": 1.0}, ProgressLine("tool", "Listing src"))
     assert panel.renders == 1  # an event changes the state; only the clock's tick renders
     renderer.tick()
-    assert panel.renders == 2 and "Listing src" in panel.lines.value and "· #1" in panel.lines.value
+    assert panel.renders == 2 and "Listing src" in panel.board.value and "· #1" in panel.board.value
     renderer.end(runs[1].finish("failed", error="boom"))
     renderer.tick()
     assert "failures (1)" in panel.failures.value
@@ -171,7 +171,7 @@ def test_the_widget_renders_on_the_clock_and_keeps_an_open_failures_list_until_a
     assert panel.renders == renders
     renderer.end(runs[3].finish())
     renderer.close()
-    assert "2/4" not in panel.header.value and "4/4" in panel.header.value
+    assert "2/4" not in panel.board.value and "4/4" in panel.board.value
 
 
 def test_the_saved_output_is_the_sweeps_record_with_its_widget_only_while_it_goes():
