@@ -155,6 +155,8 @@ def test_the_widget_renders_on_the_clock_and_keeps_an_open_failures_list_until_a
     assert panel.renders == 1  # an event changes the state; only the clock's tick renders
     renderer.tick()
     assert panel.renders == 2 and "Listing src" in panel.board.value and "· #1" in panel.board.value
+    # the counts and the rows travel in one widget's value (one message): a page never shows them a tick apart
+    assert "nbsubagents-sweep-count" in panel.board.value and "nbsubagents-sweep-line" in panel.board.value
     renderer.end(runs[1].finish("failed", error="boom"))
     renderer.tick()
     assert "failures (1)" in panel.failures.value
