@@ -67,9 +67,9 @@ def main() -> None:
     print(f"direct pi --mode json : median {d:.3f} s over {n} runs")
     print(f"nbsubagents.run       : median {w:.3f} s over {n} runs (ratio of the medians {w / d:.3f})")
     mean = statistics.mean(diffs)
-    print(f"run() over direct pi, {n} pairs: mean difference {mean:.1f} ms +- {error:.1f} (95 %: "
-          f"{mean - 1.96 * error:.1f} to {mean + 1.96 * error:.1f} ms, {(mean - 1.96 * error) / d / 10:+.1f} to "
-          f"{(mean + 1.96 * error) / d / 10:+.1f} % of a direct run)")
+    low, high = mean - 1.96 * error, mean + 1.96 * error  # the 95 % interval, in ms
+    print(f"run() over direct pi, {n} pairs: mean difference {mean:.1f} ms +- {error:.1f} (95 %: {low:.1f} to "
+          f"{high:.1f} ms, {low / d / 10:+.1f} to {high / d / 10:+.1f} % of a direct run)")
     print(f"ratio, median of the pairs (target <= 1.02): {pairs:.3f}")
 
 
