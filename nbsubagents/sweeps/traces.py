@@ -10,8 +10,10 @@ MLflow writer.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,8 +163,9 @@ def to_mlflow(exp: Experiment, client: Any, experiment_id: str) -> int:
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
     # traces and feedback go through MLflow's global tracing client: pointed at the client's store, then back to
-    # whatever was set before (or nothing)
-    with _use_tracking_uri(client.tracking_uri):
+    # whatever was set before (or nothing); each trace is stored when it ends, not by MLflow's background queue,
+    # whose flush (needed before feedback can refer to the trace) waits up to a second a run
+    with _synchronous_traces(), _use_tracking_uri(client.tracking_uri):
         done = {t.info.tags.get("nbsubagents.run_id") for t in _traces(mlflow, experiment_id)}
         linked = {r.data.tags.get("nbsubagents.run_id"): r.info.run_id
                   for r in client.search_runs([experiment_id], max_results=50000)}
@@ -175,12 +178,26 @@ def to_mlflow(exp: Experiment, client: Any, experiment_id: str) -> int:
                 continue
             trace_id = _log_trace(client, root, masks.text(row.get("name") or root.name), experiment_id,
                                   _tags(exp, row, masks), linked.get(row["run_id"]))
-            mlflow.flush_trace_async_logging()  # the trace is stored before feedback refers to it
             for name, value in json.loads(row.get("scores") or "{}").items():
                 if isinstance(value, (bool, int, float, str)):
                     mlflow.log_feedback(trace_id=trace_id, name=name, value=value, source=source)
             logged += 1
         return logged
+
+
+@contextlib.contextmanager
+def _synchronous_traces():
+    """MLflow's trace exporter, made while inside (``_use_tracking_uri`` makes a new one), stores each trace as it
+    ends; the variable is as before afterwards."""
+    name, before = "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", os.environ.get("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING")
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def _traces(mlflow: Any, experiment_id: str) -> list[Any]:

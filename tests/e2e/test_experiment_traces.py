@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -17,11 +18,13 @@ def words(run) -> float:
     return float(len(run.output.split()))
 
 
-def test_each_run_becomes_one_mlflow_trace_with_its_turns_tool_calls_and_scores(project, tmp_path):
+def test_each_run_becomes_one_mlflow_trace_with_its_turns_tool_calls_and_scores(project, tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     exp = nbsubagents.experiment("traced", tasks=TASKS, presets=["scout", "scribe"], scorers=[words], show=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # a real local MLflow store (SQLite backend)
+    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "true")  # the user's own setting
     experiment_id = exp.to_mlflow(uri, artifact_location=(tmp_path / "mlartifacts").as_uri())
+    assert os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] == "true"  # the export stored traces as they ended
     assert exp.to_mlflow(uri) == experiment_id  # a second export adds no run and no trace
     client = mlflow.MlflowClient(uri)
     mlflow_runs = {r.data.tags["nbsubagents.run_id"]: r.info.run_id for r in client.search_runs([experiment_id])}
