@@ -134,6 +134,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("faults"))
 
 
+GROUPS_LOST: list[str] = []  # why this worker's grouped tests fail, if xdist did not take their groups
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker sends its collection
+def pytest_collection_finish(session):
+    """A group that xdist did not take (its mark not in the node id) would let a group's tests run on both workers,
+    silently (pytest 9.2 with pytest-xdist 3.8 did, pytest-dev/pytest-xdist#1386): each of them fails instead."""
+    if session.config.getoption("loadgroup", default=False) and any(
+            item.get_closest_marker("xdist_group") and "@" not in item.nodeid for item in session.items):
+        GROUPS_LOST.append(f"--dist loadgroup ignored the xdist_group marks: this pytest ({pytest.__version__}) and "
+                           "pytest-xdist do not work together (pyproject.toml's test extra says which pytest does)")
+
+
+@pytest.fixture(autouse=True)
+def grouped_as_marked(request):
+    if GROUPS_LOST and request.node.get_closest_marker("xdist_group"):
+        pytest.fail(GROUPS_LOST[0])
+
+
 FAULT_REPORTS: list[str] = []
 
 

@@ -39,7 +39,9 @@ def words(run) -> float:
     return float(len(run.output.split()))
 
 
-def test_cross_product_records_params_tags_scores_in_run_dirs_and_registry(project, two_models):
+def test_cross_product_records_params_tags_scores_in_run_dirs_and_registry_and_compares(project, two_models):
+    """One 16-run sweep: what each run records, the registry rebuilt from the run directories, then compare()
+    against a hand computation over that rebuilt registry."""
     exp = nbsubagents.experiment("grid", tasks=TASKS, presets=["scout", "scribe"], models=two_models, repeats=2,
                                  concurrency=4, scorers=[nbsubagents.check("test -f README.md"), words],
                                  tags={"owner": "tests"}, show=False)
@@ -62,6 +64,31 @@ def test_cross_product_records_params_tags_scores_in_run_dirs_and_registry(proje
     assert registry.rebuild() == 16
     after = {r["run_id"]: (r["params"], r["tags"], r["scores"]) for r in exp.rows()}
     assert after == before and all(json.loads(s)["words"] > 0 for _, _, s in after.values())
+
+    frame = exp.frame()
+    table = exp.compare(by=("preset", "model"), baseline=("scout", "demo/scripted")).table
+    assert len(table) == 4
+    for (preset, model), row in table.iterrows():
+        part = frame[(frame["params.preset"] == preset) & (frame["params.model"] == model)]
+        base = frame[(frame["params.preset"] == "scout") & (frame["params.model"] == "demo/scripted")]
+        assert row[("runs", "ran")] == row[("runs", "planned")] == len(part) == 4
+        assert row[("success", "rate")] == sum(part["status"] == "completed") / 4
+        for col in ("metrics.tokens", "metrics.duration_s", "scores.words"):
+            values = [float(v) for v in part[col]]
+            assert row[(col, "mean")] == pytest.approx(statistics.mean(values))
+            assert row[(col, "std")] == pytest.approx(statistics.stdev(values))
+            assert row[(col, "n")] == 4
+            assert row[(col, "Δ")] == pytest.approx(statistics.mean(values) - statistics.mean(map(float, base[col])))
+    html = exp.compare(by="preset")._repr_html_()
+    assert "<table" in html and ">words<" in html and "grid: per cell (preset)" in html
+    with pytest.raises(NbSubagentsError, match="not a cell"):
+        exp.compare(by="preset", baseline="nobody")
+    with pytest.raises(NbSubagentsError, match="no column 'colour'"):
+        exp.compare(by="colour")
+    fig = exp.plot()  # y: the first score
+    assert sorted(c.get_gid() for c in fig.axes[0].collections) == sorted(
+        f"{p} · {m}" for p in ("scout", "scribe") for m in two_models)
+    assert fig.axes[0].get_ylabel() == [c for c in frame.columns if c.startswith("scores.")][0]
 
 
 def test_a_dataframe_of_tasks_keeps_its_other_columns_as_params(project):
@@ -126,35 +153,6 @@ def test_rescore_scores_ended_runs_again_without_running_them(project, scripted)
     exp.rescore(broken)
     stored = json.loads((exp.runs()[0].dir / "scores.json").read_text())
     assert stored["errors"] == {"broken": "ValueError: no luck"} and "readme" in stored["scores"]
-
-
-def test_compare_matches_a_hand_computation(project, two_models):
-    exp = nbsubagents.experiment("cmp", tasks=TASKS, presets=["scout", "scribe"], models=two_models, repeats=2,
-                                 concurrency=4, scorers=[words], show=False)
-    frame = exp.frame()
-    table = exp.compare(by=("preset", "model"), baseline=("scout", "demo/scripted")).table
-    assert len(table) == 4
-    for (preset, model), row in table.iterrows():
-        part = frame[(frame["params.preset"] == preset) & (frame["params.model"] == model)]
-        base = frame[(frame["params.preset"] == "scout") & (frame["params.model"] == "demo/scripted")]
-        assert row[("runs", "ran")] == row[("runs", "planned")] == len(part) == 4
-        assert row[("success", "rate")] == sum(part["status"] == "completed") / 4
-        for col in ("metrics.tokens", "metrics.duration_s", "scores.words"):
-            values = [float(v) for v in part[col]]
-            assert row[(col, "mean")] == pytest.approx(statistics.mean(values))
-            assert row[(col, "std")] == pytest.approx(statistics.stdev(values))
-            assert row[(col, "n")] == 4
-            assert row[(col, "Δ")] == pytest.approx(statistics.mean(values) - statistics.mean(map(float, base[col])))
-    html = exp.compare(by="preset")._repr_html_()
-    assert "<table" in html and ">words<" in html and "cmp: per cell (preset)" in html
-    with pytest.raises(NbSubagentsError, match="not a cell"):
-        exp.compare(by="preset", baseline="nobody")
-    with pytest.raises(NbSubagentsError, match="no column 'colour'"):
-        exp.compare(by="colour")
-    fig = exp.plot()
-    assert sorted(c.get_gid() for c in fig.axes[0].collections) == sorted(
-        f"{p} · {m}" for p in ("scout", "scribe") for m in two_models)
-    assert fig.axes[0].get_ylabel() == "scores.words"
 
 
 LAUNCHER = """

@@ -49,6 +49,11 @@ def execute(name: str, workdir: Path) -> nbformat.NotebookNode:
         client.execute()
     finally:
         nbformat.write(nb, workdir / name)  # kept for a look when a test fails
+    return ran_clean(nb)
+
+
+def ran_clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``nb`` once every code cell of it ran, none with an error or output on stderr."""
     errors = [(c.source, o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")]
     assert errors == []
@@ -195,9 +200,23 @@ def test_saved_notebooks_have_no_outputs_and_start_with_the_offline_set_up(name)
 
 
 # -- executed -----------------------------------------------------------------------------------------
-def test_quickstart_runs_presets_one_parallel_and_background_runs_and_shows_the_registry(kernel_env):
-    nb = execute("quickstart.ipynb", kernel_env)
-    check_exports(kernel_env, "quickstart.ipynb")
+def test_make_demo_runs_the_quickstart_presets_one_parallel_and_background_runs_and_shows_the_registry(kernel_env):
+    """The README's main job, ``python -m nbsubagents.demo --notebook`` (what ``make demo`` runs): what it prints,
+    then the notebook it executed, cell by cell, and its exports."""
+    proc = subprocess.run([sys.executable, "-m", "nbsubagents.demo", "--notebook", str(NOTEBOOKS / "quickstart.ipynb")],
+                          cwd=kernel_env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    for line in ("✓ scout completed", "Reading README.md", "Sub-agents: 3 done", "Writing NOTES.md (+2 lines)",
+                 "1 running · 5 completed", "runs: 0 running / 6 total",  # the bar's last reading
+                 "0 running · 6 completed · 0 failed · 0 aborted · 6 total"):
+        assert line in out, line
+    executed = kernel_env / ".demo" / "quickstart.ipynb"
+    assert f"Executed notebook: {executed}" in out
+    nb = ran_clean(nbformat.read(executed, as_version=4))
+    assert nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    assert list((kernel_env / ".demo").glob("nbsubagents-quickstart-*/project/.pi/subagents/runs/*/result.json"))
+    check_exports(kernel_env / ".demo", "quickstart.ipynb")
 
     assert re.search(r"Working in .*/nbsubagents-quickstart-\w+/project", text(cell(nb, "import os")))
     presets = text(cell(nb, "%subagent_presets"))
@@ -382,23 +401,6 @@ def test_exploring_runs_notebook_reads_back_output_transcript_events_and_files(k
     assert {mode for mode, _, _ in together} == {"parallel"}
     assert max(start for _, start, _ in together) < min(end for _, _, end in together), spans
     assert spans["notes"][1] >= max(end for _, _, end in together), spans
-
-
-def test_make_demo_executes_the_quickstart_and_prints_what_it_did(kernel_env):
-    """The README's main job: ``python -m nbsubagents.demo --notebook`` (what ``make demo`` runs)."""
-    proc = subprocess.run([sys.executable, "-m", "nbsubagents.demo", "--notebook", str(NOTEBOOKS / "quickstart.ipynb")],
-                          cwd=kernel_env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
-    for line in ("✓ scout completed", "Reading README.md", "Sub-agents: 3 done", "Writing NOTES.md (+2 lines)",
-                 "1 running · 5 completed", "runs: 0 running / 6 total",  # the bar's last reading
-                 "0 running · 6 completed · 0 failed · 0 aborted · 6 total"):
-        assert line in out, line
-    executed = kernel_env / ".demo" / "quickstart.ipynb"
-    assert f"Executed notebook: {executed}" in out
-    nb = nbformat.read(executed, as_version=4)
-    assert nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
-    assert list((kernel_env / ".demo").glob("nbsubagents-quickstart-*/project/.pi/subagents/runs/*/result.json"))
 
 
 def test_conversation_notebook_steers_follows_up_answers_approves_and_falls_back(kernel_env):
