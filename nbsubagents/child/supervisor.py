@@ -328,7 +328,10 @@ class Supervisor:
         os.set_blocking(fd, False)
         selector = selectors.DefaultSelector()
         selector.register(fd, selectors.EVENT_READ)
-        buffer, overflow = b"", 0
+        # the line being read, in the chunks it came in (joined once it ends: a long line costs its length, not
+        # its length times its chunks); past MAX_LINE only its length is counted
+        partial: list[bytes] = []
+        partial_size = overflow = 0
         eof = False
         exited_at: float | None = None
         while not eof:
@@ -341,8 +344,13 @@ class Supervisor:
                     eof = True
                 elif chunk:
                     self.stdout.write(chunk)
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
+                    if b"\n" in chunk:
+                        *lines, rest = b"".join([*partial, chunk]).split(b"\n")
+                        partial, partial_size = [rest], len(rest)
+                    else:
+                        lines = []
+                        partial.append(chunk)
+                        partial_size += len(chunk)
                     for raw in lines:
                         if overflow:
                             self.emit({"type": "stdout_text",
@@ -351,9 +359,9 @@ class Supervisor:
                             continue
                         for event in parse_line(raw, self.rpc):
                             self.emit(event)
-                    if len(buffer) > MAX_LINE:
-                        overflow += len(buffer)
-                        buffer = b""
+                    if partial_size > MAX_LINE:
+                        overflow += partial_size
+                        partial, partial_size = [], 0
                     self.events.flush()
                     self.transcript.flush()
                     self.stdout.flush()
@@ -369,6 +377,7 @@ class Supervisor:
                 if time.monotonic() - exited_at > 0.5:
                     _killpg(self.child.pid, signal.SIGKILL)
                     break
+        buffer = b"".join(partial)
         if buffer.strip():
             for event in parse_line(buffer, self.rpc):
                 self.emit(event)

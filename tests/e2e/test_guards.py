@@ -241,6 +241,17 @@ def test_a_child_printing_hundreds_of_megabytes_keeps_memory_bounded(tmp_path):
     assert peak_mib < 100, f"supervisor peaked at {peak_mib:.0f} MiB after 300 MiB of output"
 
 
+def test_a_line_longer_than_a_read_is_parsed_whole_and_so_is_a_last_line_without_its_newline(tmp_path):
+    code = ("import sys, time\nw = sys.stdout.buffer.write\n"
+            "w(b'{\"type\":\"turn_start\",\"pad\":\"' + b'x' * 3_000_000 + b'\"}\\n')\n"  # ~46 reads of 64 KiB
+            "w(b'{\"type\":\"turn_start\"}\\n{\"type\":\"turn_')\nsys.stdout.flush()\ntime.sleep(0.2)\n"
+            "w(b'start\"}')\n")  # a line cut between two writes, and no newline at the end
+    _, events, _ = _supervise(tmp_path, code)
+    starts = [e for e in events if e["type"] == "turn_start"]
+    assert len(starts) == 3, [e["type"] for e in events]
+    assert not any("too long" in e.get("text", "") for e in events)
+
+
 def test_an_api_key_from_the_environment_never_reaches_argv_meta_logs_or_registry(project, scripted, monkeypatch):
     secret = "sk-nbsubagents-test-4f9a1c"
     agent = config.agent_dir()
