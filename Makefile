@@ -63,10 +63,11 @@ setup-docs: $(VENV)/.installed-docs node_modules/.bin/pi
 demo: setup
 	$(PY) -m nbsubagents.demo --notebook notebooks/quickstart.ipynb
 
-# The whole suite on two workers (pytest-xdist; tests/conftest.py says what keeps them apart), then what differs
+# The whole suite on three workers (pytest-xdist; tests/conftest.py says what keeps them apart), then what differs
 # between pi versions (marked pi_matrix) again against pi 1.x. pytest's exit code stands: 5 (nothing collected)
-# fails the target like a failed test.
-TEST_WORKERS ?= 2
+# fails the target like a failed test. Three on two cores: with two, a fifth of the CPU stayed idle while tests
+# waited on pi and the model (docs/developer/testing.md has the figures).
+TEST_WORKERS ?= 3
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 test: setup-test
 	$(PY) -m ruff check nbsubagents tests benchmarks

@@ -1,6 +1,7 @@
 """Saved notebooks reopen clean (issue 25): each example notebook runs in JupyterLab (the quickstart's live panels,
 group, tables and status bar checked on the page: ``quickstart_live``), is saved with the page's own
-save (Ctrl+S), closed, its kernel gone, and reopened: no widget error, and every record at its final state.
+save (Ctrl+S), closed, its kernel gone, and reopened: no widget error, and every record at its final state. The
+experiments notebook's results are read from the file it saved (``experiments_saved``).
 
 One JupyterLab server and one Chromium serve every notebook (the suite stays fast). What the saved file holds is
 read from the disk (what any other viewer gets): while the kernel lives only an open ``browse()`` keeps
@@ -13,6 +14,7 @@ AA), computed from the browser's computed styles.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -20,9 +22,11 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import nbformat
 import pytest
 from helpers import processes_inside, wait_for
 from jupyterlab_harness import ARTIFACTS, KERNEL_IDLE, JupyterLab, launch_chromium, panel
+from notebook_cells import cell, html, text, value
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
@@ -177,6 +181,36 @@ def quickstart_live(page) -> None:
 LIVE_CHECKS = {"quickstart.ipynb": quickstart_live}
 
 
+def experiments_saved(nb, tmp_path: Path) -> None:
+    """What the experiments notebook computed, as its saved file holds it (the notebook's only full run in the
+    suite; papermill runs it with other parameters): the sweep, its table, comparison, plot and rescore, the
+    MLflow runs and traces, the report, the magic's sweep, every run's scores."""
+    (project,) = tmp_path.glob("nbsubagents-experiments-*/project")
+    sweep = cell(nb, "def answer_words(run):")
+    assert "24 planned · 24 completed · 0 failed" in value(sweep)
+    assert "24 runs; {'completed': 24}" in text(cell(nb, "frame = exp.frame()"))
+    table = html(cell(nb, "exp.compare(by=(\"preset\", \"model\")"))
+    assert "Δ = cell − baseline" in table and ">answer_words<" in table and table.count("<tr>") >= 5
+    assert base64.b64decode(value(cell(nb, "exp.plot("), "image/png")).startswith(b"\x89PNG")
+    assert ">mentions_readme<" in html(cell(nb, "def mentions_readme(run):"))
+    assert "24 MLflow runs" in text(cell(nb, "import mlflow"))
+    spans = text(cell(nb, "experiment_id = mlflow.get_experiment_by_name("))
+    assert "24 traces" in spans and "AGENT" in spans and "TOOL" in spans and "'answer_words'" in spans
+    assert (project / "traces.json").is_file()
+    assert "Report of experiment readme-vs-listing" in html(cell(nb, "exp.report()"))
+    assert (project / ".pi/subagents/reports/experiment-readme-vs-listing.html").is_file()
+    assert "4 planned · 4 completed" in value(cell(nb, "%%subagent_experiment quick-check"))
+    listing = text(cell(nb, "nbsubagents.experiments()"))
+    assert "readme-vs-listing" in listing and "quick-check" in listing
+    scores = [json.loads(p.read_text())["scores"] for p in (project / ".pi/subagents/runs").glob("*/scores.json")]
+    assert len(scores) == 28
+    assert sum(s.get("has_title") is True for s in scores) == 4  # the magic's shell check, from its YAML
+    assert sum(s.get("readme_exists") is True and s.get("mentions_readme") in (True, False) for s in scores) == 24
+
+
+SAVED_CHECKS = {"experiments.ipynb": experiments_saved}
+
+
 def views(outputs: list[dict]) -> list[dict]:
     return [o for o in outputs if VIEW in o.get("data", {})]
 
@@ -189,7 +223,7 @@ def save(page, lab: JupyterLab, name: str) -> None:
     wait_for(lambda: len(saved(lab, name)) == len(page.evaluate(OUTPUTS)), timeout=30, what="the saved file")
 
 
-def run_save_close_reopen(browser, lab: JupyterLab, name: str) -> None:
+def run_save_close_reopen(browser, lab: JupyterLab, name: str, tmp_path: Path) -> None:
     page = browser.new_page(viewport={"width": 1400, "height": 1800})
     errors: list[str] = []
     requests: list[str] = []
@@ -231,6 +265,8 @@ def run_save_close_reopen(browser, lab: JupyterLab, name: str) -> None:
 
     outputs = saved(lab, name)
     assert views(outputs) == [], name
+    if name in SAVED_CHECKS:
+        SAVED_CHECKS[name](nbformat.read(lab.root / name, as_version=4), tmp_path)
     text = json.dumps(outputs)
     for word in ("nbsubagents-status-running", "nbsubagents-status-queued", "nbsubagents-status-unknown"):
         assert word not in text, (name, word)  # every record at its final state
@@ -286,7 +322,7 @@ def test_every_example_notebook_saved_and_reopened_shows_its_records_and_reads_o
         browser = launch_chromium(p)
         try:
             for name in NOTEBOOKS:
-                run_save_close_reopen(browser, lab, name)
+                run_save_close_reopen(browser, lab, name, tmp_path)
             failures = [f for name in NOTEBOOKS for f in contrast_failures(browser, root, name)]
         finally:
             browser.close()

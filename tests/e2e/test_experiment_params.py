@@ -5,7 +5,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from test_notebooks import NOTEBOOKS, html, kernel_env  # noqa: F401  (kernel_env is a fixture)
+from notebook_cells import html
+from test_notebooks import NOTEBOOKS, kernel_env  # noqa: F401  (kernel_env is a fixture)
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 

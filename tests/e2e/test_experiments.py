@@ -231,42 +231,6 @@ def test_import_loads_no_pandas_mlflow_or_matplotlib():
     assert out.strip() == "[]"
 
 
-@pytest.mark.notebook
-@pytest.mark.slow
-def test_the_experiments_notebook_runs_a_sweep_scores_compares_plots_and_exports(tmp_path, monkeypatch):
-    import base64
-
-    from helpers import processes_inside
-    from test_notebooks import cell, execute, html, text, value
-
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    for name in ("NBSUBAGENTS_DISPLAY", "NBSUBAGENTS_ROOT", "PI_CODING_AGENT_DIR", "NBSUBAGENTS_PI"):
-        monkeypatch.delenv(name, raising=False)
-    nb = execute("experiments.ipynb", tmp_path)
-    (project,) = tmp_path.glob("nbsubagents-experiments-*/project")
-    sweep = cell(nb, "def answer_words(run):")
-    assert "24 planned · 24 completed · 0 failed" in value(sweep)
-    assert "24 runs; {'completed': 24}" in text(cell(nb, "frame = exp.frame()"))
-    table = html(cell(nb, "exp.compare(by=(\"preset\", \"model\")"))
-    assert "Δ = cell − baseline" in table and ">answer_words<" in table and table.count("<tr>") >= 5
-    assert base64.b64decode(value(cell(nb, "exp.plot("), "image/png")).startswith(b"\x89PNG")
-    assert ">mentions_readme<" in html(cell(nb, "def mentions_readme(run):"))
-    assert "24 MLflow runs" in text(cell(nb, "import mlflow"))
-    spans = text(cell(nb, "experiment_id = mlflow.get_experiment_by_name("))
-    assert "24 traces" in spans and "AGENT" in spans and "TOOL" in spans and "'answer_words'" in spans
-    assert (project / "traces.json").is_file()
-    assert "Report of experiment readme-vs-listing" in html(cell(nb, "exp.report()"))
-    assert (project / ".pi/subagents/reports/experiment-readme-vs-listing.html").is_file()
-    assert "4 planned · 4 completed" in value(cell(nb, "%%subagent_experiment quick-check"))
-    listing = text(cell(nb, "nbsubagents.experiments()"))
-    assert "readme-vs-listing" in listing and "quick-check" in listing
-    scores = [json.loads(p.read_text())["scores"] for p in (project / ".pi/subagents/runs").glob("*/scores.json")]
-    assert len(scores) == 28
-    assert sum(s.get("has_title") is True for s in scores) == 4  # the magic's shell check, from its YAML
-    assert sum(s.get("readme_exists") is True and s.get("mentions_readme") in (True, False) for s in scores) == 24
-    assert processes_inside(tmp_path) == []
-
-
 def test_the_magic_refuses_a_bad_body_with_an_example(project):
     from IPython.core.error import UsageError
 

@@ -21,6 +21,7 @@ import pytest
 from nbclient import NotebookClient
 
 from helpers import processes_inside
+from notebook_cells import NOTICE, VIEW, cell, html, text, value
 from nbsubagents.demo import widget_text
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
@@ -28,7 +29,6 @@ pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 NAMES = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb", "conversation.ipynb"]
-VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 @pytest.fixture
@@ -61,30 +61,6 @@ def ran_clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def cell(nb, start: str):
-    """The one code cell whose source starts with ``start``."""
-    found = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(start)]
-    assert len(found) == 1, f"{len(found)} cells start with {start!r}"
-    return found[0]
-
-
-NOTICE = re.compile(r"^(?:[✓✗■] background run |◷ run ).*\n", re.M)  # ends; questions waiting
-
-
-def text(c) -> str:
-    """Everything a cell printed or returned as plain text, without the watcher's completion notices (a
-    notice printed in the cell that started its run, while that cell still runs, belongs to no other)."""
-    parts = []
-    for o in c.outputs:
-        if o.output_type == "stream":
-            parts.append(o.text)
-        elif "data" in o and VIEW not in o.data and "nbsubagents-static" not in o.data.get("text/html", ""):
-            parts.append(o.data.get("text/plain", ""))  # panels (a widget, a static record) left out
-        elif o.output_type == "execute_result":
-            parts.append(o.data.get("text/plain", ""))
-    return NOTICE.sub("", "".join(parts))
-
-
 def raw(c) -> str:
     """What a cell printed, completion notices included."""
     return "".join(o.text for o in c.outputs if o.output_type == "stream")
@@ -93,16 +69,6 @@ def raw(c) -> str:
 def drawn(c) -> list[str]:
     """The output types of what a cell drew (displays and its value; printed text left out)."""
     return [o.output_type for o in c.outputs if o.output_type != "stream"]
-
-
-def html(c) -> str:
-    return "".join(o.data.get("text/html", "") for o in c.outputs if "data" in o)
-
-
-def value(c, mime: str = "text/plain") -> str:
-    """One MIME type of the cell's value (its execute_result)."""
-    (result,) = [o for o in c.outputs if o.output_type == "execute_result"]
-    return result.data.get(mime, "")
 
 
 def statuses(table: str) -> list[str]:
