@@ -139,7 +139,7 @@ GROUPS_LOST: list[str] = []  # why this worker's grouped tests fail, if xdist di
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker sends its collection
 def pytest_collection_finish(session):
-    """A group that xdist did not take (its mark not in the node id) would let a group's tests run on both workers,
+    """A group that xdist did not take (its mark not in the node id) would let its tests run on several workers,
     silently (pytest 9.2 with pytest-xdist 3.8 did, pytest-dev/pytest-xdist#1386): each of them fails instead."""
     if session.config.getoption("loadgroup", default=False) and any(
             item.get_closest_marker("xdist_group") and "@" not in item.nodeid for item in session.items):
