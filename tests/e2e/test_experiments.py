@@ -88,7 +88,8 @@ def test_cross_product_records_params_tags_scores_in_run_dirs_and_registry_and_c
     fig = exp.plot()  # y: the first score
     assert sorted(c.get_gid() for c in fig.axes[0].collections) == sorted(
         f"{p} · {m}" for p in ("scout", "scribe") for m in two_models)
-    assert fig.axes[0].get_ylabel() == [c for c in frame.columns if c.startswith("scores.")][0]
+    assert fig.axes[0].get_ylabel() == "scores.check_test_f_README_md"
+    assert exp.plot(y="words").axes[0].get_ylabel() == "scores.words"
 
 
 def test_a_dataframe_of_tasks_keeps_its_other_columns_as_params(project):
