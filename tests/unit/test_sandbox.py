@@ -52,7 +52,9 @@ def test_the_original_folder_is_read_only_and_the_holes_are_not(tmp_path, reques
         root, hole = _tree(tmp_path)
     elif who == "a user who is not root":
         who_kwargs = {"user": NOBODY, "group": NOBODY, "extra_groups": []}  # the user-namespace path
-        shared = Path(tempfile.mkdtemp(prefix="nbsubagents-sandbox-"))  # pytest's own folder is root's alone
+        # pytest's own folder is root's alone, and so may be tempfile's (it keeps the first TMPDIR it saw, which
+        # an earlier test in this worker may have pointed into pytest's folder): /tmp is open to every user
+        shared = Path(tempfile.mkdtemp(prefix="nbsubagents-sandbox-", dir="/tmp"))
         request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
         root, hole = _tree(shared, owner=NOBODY)
     else:
