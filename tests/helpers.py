@@ -15,6 +15,16 @@ REPO = Path(__file__).resolve().parents[1]
 # exercise pi's event stream) a second time with NBSUBAGENTS_TEST_PI=pi1/node_modules/.bin/pi (pi 1.x).
 PI = Path(os.environ.get("NBSUBAGENTS_TEST_PI") or REPO / "node_modules" / ".bin" / "pi").absolute()
 
+
+def _pi_version() -> tuple[int, ...]:
+    from nbsubagents.pi.locate import pi_package
+
+    package = pi_package(str(PI))
+    return tuple(int(part) for part in package.version.split(".")) if package else ()
+
+
+PI_VERSION = _pi_version()  # (1, 3, 0) or (0, 73, 1): for the few words and habits that differ between them
+
 SCOUT = """---
 name: scout
 description: Reads files and reports.

@@ -22,6 +22,7 @@ from test_background import row_of, started_by_a_killed_launcher  # noqa: E402
 
 import nbsubagents  # noqa: E402
 from nbsubagents import config  # noqa: E402
+from nbsubagents.pi.locate import pi_command  # noqa: E402
 from nbsubagents.child import procs  # noqa: E402
 from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir  # noqa: E402
 from nbsubagents.lifecycle import dask_launcher, forkserver, watcher  # noqa: E402
@@ -390,7 +391,7 @@ def _in_session(sid: int) -> bool:
 def test_workers_that_cannot_see_the_project_or_pi_are_refused_naming_each_before_anything_is_written(
         dask_project, tmp_path):
     root, _ = dask_project
-    pi_dir = PI.parent  # node_modules/.bin: pi is not there for a worker that hides it
+    pi_dir = PI.parent  # node_modules/.bin: pi (and pi 1.x's node) is not there for a worker that hides it
     runs_dir = root / ".pi" / "subagents" / "runs"
     before = set(runs_dir.iterdir()) if runs_dir.is_dir() else set()
     with blind_workers(tmp_path, root.parent, pi_dir) as (client, address):
@@ -402,7 +403,7 @@ def test_workers_that_cannot_see_the_project_or_pi_are_refused_naming_each_befor
     problems = {
         address[root.parent]: f"shared storage: {address[root.parent]} ({host}) cannot see {root}: the project "
                               "folder must be on a filesystem every worker mounts at the same path",
-        address[pi_dir]: f"pi on worker: {address[pi_dir]} ({host}) has no {PI}: install pi there at the same "
+        address[pi_dir]: f"pi on worker: {address[pi_dir]} ({host}) has no {pi_command(str(PI))[0]}: install pi there at the same "
                          "path (or in the shared project's node_modules)"}
     expected = "The Dask cluster cannot run these sub-agents:\n  " + "\n  ".join(problems[a] for a in sorted(problems))
     assert str(caught.value) == expected

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -28,6 +29,7 @@ import nbsubagents
 from nbsubagents import config, registry
 from nbsubagents.child import procs
 from nbsubagents.lifecycle import dask_launcher, watcher
+from nbsubagents.pi.locate import pi_command
 from nbsubagents.lifecycle import reconcile
 from nbsubagents.lifecycle.prepare import prepare
 from nbsubagents.lifecycle.spec import TaskSpec
@@ -186,7 +188,7 @@ def test_garbage_and_a_50_mb_line_on_stdout(proj, tmp_path):
                        "printf 'not json {\\377\\376 broken utf8\\n'\n"
                        "head -c 52428800 /dev/zero | tr '\\0' x\n"
                        "printf '\\n'\n"
-                       f"exec {PI} \"$@\"\n")
+                       f"exec {shlex.join(pi_command(str(PI)))} \"$@\"\n")  # pi 1.x: on the node beside it
     wrapper.chmod(0o755)
     config.configure(pi=str(wrapper))
     run = nbsubagents.run("scout", "read README.md", show=False)
