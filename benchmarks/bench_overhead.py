@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbsubagents
 from nbsubagents.pi import find_pi
+from nbsubagents.pi.locate import pi_command
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
 TASK = "read README.md\nls src\nrun: echo hi"
@@ -34,7 +35,7 @@ def main() -> None:
     os.chdir(project)
     use_scripted_model(project / ".pi" / "demo-agent")
     pi = find_pi()
-    argv = [pi, "--mode", "json", "-p", "--no-session", "--model", "demo/scripted", "--tools", "read,ls,bash", TASK]
+    argv = [*pi_command(pi), "--mode", "json", "-p", "--no-session", "--model", "demo/scripted", "--tools", "read,ls,bash", TASK]
     nbsubagents.run("scout", TASK, show=False)  # warm caches: the model list, the OS page cache
     env = {**os.environ, "PI_SUBAGENTS_CHILD": "1"}
 
