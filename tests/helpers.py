@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 # The pi under test: pi 1.x (pi1/, on the Node 22 installed beside it) by default; `make test` runs the tests marked
@@ -69,9 +70,11 @@ def processes_inside(folder: Path) -> list[str]:
 
 class interrupt_when_running:
     """Interrupts the main thread (as a kernel interrupt does) once a run of ``project`` shows ``marker``
-    in its events: deterministic, unlike a timer that may fire while the run is still being prepared."""
+    in its events, or once ``marker()`` is true when it is a function: deterministic, unlike a timer that may fire
+    while the run is still being prepared."""
 
-    def __init__(self, project: Path, marker: str = '"turn_start"', timeout: float = 60.0) -> None:
+    def __init__(self, project: Path, marker: str | Callable[[], object] = '"turn_start"',
+                 timeout: float = 60.0) -> None:
         self.runs = project / ".pi" / "subagents" / "runs"
         self.marker = marker
         self.timeout = timeout
@@ -81,6 +84,13 @@ class interrupt_when_running:
     def _watch(self) -> None:
         deadline = time.monotonic() + self.timeout
         while not self._stop.is_set() and time.monotonic() < deadline:
+            if callable(self.marker):
+                if self.marker():
+                    self.fired.set()
+                    _thread.interrupt_main()
+                    return
+                time.sleep(0.05)
+                continue
             for events in self.runs.glob("*/events.jsonl"):
                 try:
                     seen = self.marker in events.read_text(errors="replace")
