@@ -196,95 +196,6 @@ def test_a_run_queued_behind_full_workers_is_cancelled_without_starting(dask_pro
     assert not (orphan.dir / "worker.json").exists() and not (orphan.dir / "supervisor.json").exists()
 
 
-def test_killing_a_worker_mid_run_fails_the_run_as_worker_lost(dask_project):
-    root, client = dask_project
-    run = nbsubagents.start("scout", "run: sleep 120", executor="dask", dask_client=client, show=False)
-    wait_for(lambda: len(procs.run_processes(run.id)) >= 2, what="the run's pi and its sleep")
-    worker = json.loads((run.dir / "worker.json").read_text())["pid"]
-    assert worker in worker_pids(client).values()
-
-    os.kill(worker, signal.SIGKILL)
-    run.wait(60)
-
-    assert run.status == "failed" and run.error == "interrupted (worker lost)"
-    assert run.result["stopReason"] == "worker_lost"
-    wait_for(lambda: not procs.run_processes(run.id), what="the run's processes to end")
-    time.sleep(1)  # Dask resubmits the task to the other worker: it must not start the run again
-    assert [e["type"] for e in run.events()].count("run_start") == 1
-    assert row_of(root, run.id)["status"] == "failed"
-
-
-def test_a_worker_lost_before_it_started_a_run_leaves_it_to_another_worker_that_runs_it_once(dask_project, tmp_path):
-    root, client = dask_project
-    marker = tmp_path / "held-by"
-
-    class HoldTheFirstStart(distributed.WorkerPlugin):
-        """Fault injection: the first worker told to execute a run's task stops right there, before the task
-        claims the run, and writes its pid, so the test can kill it holding a run it has not started."""
-
-        name = "hold-the-first-start"
-
-        def __init__(self, marker: str) -> None:
-            self.marker = marker
-
-        def transition(self, key, start, finish, **kwargs):
-            if finish != "executing" or not str(key).startswith("nbsubagents-run-"):
-                return
-            try:
-                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                return  # held once already: the resubmitted task runs
-            os.write(fd, str(os.getpid()).encode())
-            os.close(fd)
-            time.sleep(30)
-
-    workers = set(worker_pids(client).values())  # asked now: a held worker answers nobody
-    client.register_plugin(HoldTheFirstStart(str(marker)))
-    try:
-        run = nbsubagents.start("scout", "run: echo resubmitted", executor="dask", dask_client=client, show=False)
-        wait_for(lambda: marker.exists() and marker.read_text(), what="a worker to be handed the run")
-        held = int(marker.read_text())
-        assert held in workers
-        assert not (run.dir / "worker.json").exists() and run.status in ("queued", "running")
-
-        os.kill(held, signal.SIGKILL)
-        run.wait(90)
-    finally:
-        client.unregister_worker_plugin("hold-the-first-start")
-
-    assert run.status == "completed", run.result
-    assert "resubmitted" in run.output
-    assert json.loads((run.dir / "worker.json").read_text())["pid"] != held  # the other worker took it
-    assert [e["type"] for e in run.events()].count("run_start") == 1
-    assert row_of(root, run.id)["status"] == "completed"
-
-
-def test_a_run_whose_machine_went_away_is_settled_by_its_stale_heartbeat_not_left_running(dask_project, monkeypatch):
-    root, client = dask_project
-    run_id = started_by_a_killed_launcher(
-        f"nbsubagents.configure(executor='dask', dask_scheduler={client.scheduler.address!r})\n"
-        "print(nbsubagents.start('scout', 'run: sleep 120', show=False).id, flush=True)").strip()
-    run_dir = root / ".pi" / "subagents" / "runs" / run_id
-    wait_for(lambda: len(procs.run_processes(run_id)) >= 2, what="the run's pi and its sleep")
-    supervisor = json.loads((run_dir / "supervisor.json").read_text())
-    worker = json.loads((run_dir / "worker.json").read_text())["pid"]
-    os.kill(supervisor["pid"], signal.SIGKILL)  # the machine went away: worker and supervisor at once
-    os.kill(worker, signal.SIGKILL)
-    wait_for(lambda: not procs.alive(supervisor["pid"], supervisor["startTicks"]), what="the supervisor's end")
-    # As seen from another machine: no pid to look at, only the heartbeat file.
-    monkeypatch.setattr(dask_launcher, "HOST", "another-machine")
-
-    assert nbsubagents.status(run_id).rows[0]["status"] == "running"  # its heartbeat is fresh: it may be alive
-    monkeypatch.setattr(dask_launcher, "STALE", 1.0)
-    time.sleep(1.5)
-    status = nbsubagents.status(run_id)
-
-    assert status.rows[0]["status"] == "failed"
-    assert status.rows[0]["error_message"] == "interrupted (worker lost)"
-    assert json.loads((run_dir / "result.json").read_text())["stopReason"] == "worker_lost"  # as its supervisor says
-    wait_for(lambda: not procs.run_processes(run_id), what="the run's pi to be ended")
-
-
 def test_background_runs_survive_the_death_of_the_kernel_that_submitted_them(dask_project):
     root, client = dask_project
     ids = started_by_a_killed_launcher(
@@ -489,3 +400,95 @@ def test_the_magics_send_their_runs_to_the_default_client_with_executor_dask(das
         assert run.status == "completed" and word in run.output and run.meta["runner"] == "dask"
         assert json.loads((run.dir / "worker.json").read_text())["pid"] in workers
     assert "invalid choice: 'slurm'" in str(refused.error_in_exec)
+
+
+# The tests that kill a worker come last: Dask's nanny restarts a killed worker, but once (fresh-clone CI,
+# 2026-11-27) it closed instead after the machine-gone test, and every Dask test after it failed waiting for two
+# workers. Last, such a loss can fail at most the killing tests themselves.
+def test_killing_a_worker_mid_run_fails_the_run_as_worker_lost(dask_project):
+    root, client = dask_project
+    run = nbsubagents.start("scout", "run: sleep 120", executor="dask", dask_client=client, show=False)
+    wait_for(lambda: len(procs.run_processes(run.id)) >= 2, what="the run's pi and its sleep")
+    worker = json.loads((run.dir / "worker.json").read_text())["pid"]
+    assert worker in worker_pids(client).values()
+
+    os.kill(worker, signal.SIGKILL)
+    run.wait(60)
+
+    assert run.status == "failed" and run.error == "interrupted (worker lost)"
+    assert run.result["stopReason"] == "worker_lost"
+    wait_for(lambda: not procs.run_processes(run.id), what="the run's processes to end")
+    time.sleep(1)  # Dask resubmits the task to the other worker: it must not start the run again
+    assert [e["type"] for e in run.events()].count("run_start") == 1
+    assert row_of(root, run.id)["status"] == "failed"
+
+
+def test_a_worker_lost_before_it_started_a_run_leaves_it_to_another_worker_that_runs_it_once(dask_project, tmp_path):
+    root, client = dask_project
+    marker = tmp_path / "held-by"
+
+    class HoldTheFirstStart(distributed.WorkerPlugin):
+        """Fault injection: the first worker told to execute a run's task stops right there, before the task
+        claims the run, and writes its pid, so the test can kill it holding a run it has not started."""
+
+        name = "hold-the-first-start"
+
+        def __init__(self, marker: str) -> None:
+            self.marker = marker
+
+        def transition(self, key, start, finish, **kwargs):
+            if finish != "executing" or not str(key).startswith("nbsubagents-run-"):
+                return
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return  # held once already: the resubmitted task runs
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            time.sleep(30)
+
+    workers = set(worker_pids(client).values())  # asked now: a held worker answers nobody
+    client.register_plugin(HoldTheFirstStart(str(marker)))
+    try:
+        run = nbsubagents.start("scout", "run: echo resubmitted", executor="dask", dask_client=client, show=False)
+        wait_for(lambda: marker.exists() and marker.read_text(), what="a worker to be handed the run")
+        held = int(marker.read_text())
+        assert held in workers
+        assert not (run.dir / "worker.json").exists() and run.status in ("queued", "running")
+
+        os.kill(held, signal.SIGKILL)
+        run.wait(90)
+    finally:
+        client.unregister_worker_plugin("hold-the-first-start")
+
+    assert run.status == "completed", run.result
+    assert "resubmitted" in run.output
+    assert json.loads((run.dir / "worker.json").read_text())["pid"] != held  # the other worker took it
+    assert [e["type"] for e in run.events()].count("run_start") == 1
+    assert row_of(root, run.id)["status"] == "completed"
+
+
+def test_a_run_whose_machine_went_away_is_settled_by_its_stale_heartbeat_not_left_running(dask_project, monkeypatch):
+    root, client = dask_project
+    run_id = started_by_a_killed_launcher(
+        f"nbsubagents.configure(executor='dask', dask_scheduler={client.scheduler.address!r})\n"
+        "print(nbsubagents.start('scout', 'run: sleep 120', show=False).id, flush=True)").strip()
+    run_dir = root / ".pi" / "subagents" / "runs" / run_id
+    wait_for(lambda: len(procs.run_processes(run_id)) >= 2, what="the run's pi and its sleep")
+    supervisor = json.loads((run_dir / "supervisor.json").read_text())
+    worker = json.loads((run_dir / "worker.json").read_text())["pid"]
+    os.kill(supervisor["pid"], signal.SIGKILL)  # the machine went away: worker and supervisor at once
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: not procs.alive(supervisor["pid"], supervisor["startTicks"]), what="the supervisor's end")
+    # As seen from another machine: no pid to look at, only the heartbeat file.
+    monkeypatch.setattr(dask_launcher, "HOST", "another-machine")
+
+    assert nbsubagents.status(run_id).rows[0]["status"] == "running"  # its heartbeat is fresh: it may be alive
+    monkeypatch.setattr(dask_launcher, "STALE", 1.0)
+    time.sleep(1.5)
+    status = nbsubagents.status(run_id)
+
+    assert status.rows[0]["status"] == "failed"
+    assert status.rows[0]["error_message"] == "interrupted (worker lost)"
+    assert json.loads((run_dir / "result.json").read_text())["stopReason"] == "worker_lost"  # as its supervisor says
+    wait_for(lambda: not procs.run_processes(run_id), what="the run's pi to be ended")
