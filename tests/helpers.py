@@ -76,30 +76,27 @@ class interrupt_when_running:
     def __init__(self, project: Path, marker: str | Callable[[], object] = '"turn_start"',
                  timeout: float = 60.0) -> None:
         self.runs = project / ".pi" / "subagents" / "runs"
-        self.marker = marker
+        self.seen = marker if callable(marker) else lambda: self._in_events(marker)
         self.timeout = timeout
         self.fired = threading.Event()
         self._stop = threading.Event()
 
+    def _in_events(self, marker: str) -> bool:
+        for events in self.runs.glob("*/events.jsonl"):
+            try:
+                if marker in events.read_text(errors="replace"):
+                    return True
+            except OSError:
+                continue
+        return False
+
     def _watch(self) -> None:
         deadline = time.monotonic() + self.timeout
         while not self._stop.is_set() and time.monotonic() < deadline:
-            if callable(self.marker):
-                if self.marker():
-                    self.fired.set()
-                    _thread.interrupt_main()
-                    return
-                time.sleep(0.05)
-                continue
-            for events in self.runs.glob("*/events.jsonl"):
-                try:
-                    seen = self.marker in events.read_text(errors="replace")
-                except OSError:
-                    seen = False
-                if seen:
-                    self.fired.set()
-                    _thread.interrupt_main()
-                    return
+            if self.seen():
+                self.fired.set()
+                _thread.interrupt_main()
+                return
             time.sleep(0.05)
 
     def __enter__(self) -> "interrupt_when_running":
