@@ -38,6 +38,7 @@ from .store import (
                     note,
                     rebuild,
                     record,
+                    release,
                     resolve,
                     row_from_dir,
                     take_over,
@@ -52,5 +53,5 @@ __all__ = ["Status", "snapshot", "MAX_TABLE_ROWS", "ACTIVE", "ACTIVE_SQL", "TERM
            "RUN_ID_CHARS", "SCHEMA_VERSION", "age", "claim", "connect", "counts", "db_of", "db_path",
            "ensure_loaded", "fetch", "forget_loaded", "gone", "heal", "ingest_ended", "is_waiting", "launcher_identity",
            "note", "waiting_count", "with_waiting",
-           "rebuild", "record",
+           "rebuild", "record", "release",
            "resolve", "row_from_dir", "take_over", "upsert", "valid_run_id"]

@@ -17,6 +17,7 @@ announced = 0``: exactly one process announces a run's end) and ``take_over()``.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import gc
 import json
@@ -38,7 +39,7 @@ from ..child.text import clip
 from ..config import NbSubagentsError, project_root
 
 __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
-           "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
+           "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "release", "valid_run_id", "resolve",
            "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting", "waiting_count",
            "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION"]
 
@@ -121,28 +122,78 @@ def db_of(run_dir: Path) -> Path:
 
 
 class _Connection:
-    """``with _Connection(db) as conn``: a short-lived autocommit connection, schema ensured; a registry that
-    is no database any more is moved aside and rebuilt first (``heal``)."""
+    """``with _Connection(db) as conn``: an autocommit connection, schema ensured; a registry that is no database
+    any more is moved aside and rebuilt first (``heal``).
 
-    def __init__(self, db: Path) -> None:
-        self.db = db
+    The process keeps its last connection open between uses (``_held``), for the next one to the same registry.
+    Opening and closing costs more than most uses: SQLite folds the WAL into the database and deletes it when
+    the last connection to it closes (a checkpoint and an fsync), and creates it again at the next open (another
+    fsync), ~1 ms each time here, twice in every run. A use while the held one is busy (another thread, a use
+    inside a use) or with ``hold=False`` gets a connection of its own, closed after it. The held one is given up
+    when the registry's file is no longer the one it opened (deleted, replaced by ``heal``), when another registry
+    is used, after a use that raised, and at exit; a forked child never uses (nor closes) its parent's.
+    """
+
+    def __init__(self, db: Path, hold: bool = True) -> None:
+        self.db, self.hold = db, hold
 
     def __enter__(self) -> sqlite3.Connection:
+        self.conn = self._take() if self.hold else None
+        if self.conn is None:
+            self.conn = self._connect()
+            if self.hold:
+                self._keep(self.conn)
+        return self.conn
+
+    def _connect(self) -> sqlite3.Connection:
         self.db.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.conn = self._open()
+            return self._open()
         except sqlite3.DatabaseError as exc:
             if not _corrupt(exc) or getattr(_healing, "db", None) == self.db:
                 raise
             heal(self.db, exc)
-            self.conn = self._open()
-        return self.conn
+            return self._open()
+
+    def _take(self) -> sqlite3.Connection | None:
+        """The held connection when it is free and still the registry's, marked busy; else None."""
+        with _lock:
+            held, db = _held["conn"], _held.get("db")
+            if held is None or _held["busy"]:
+                return None
+            if db == self.db and _state(self.db) == _held["state"]:
+                _held["busy"] = True
+            else:
+                bad = _let_go()
+                held = None
+        if held is None:
+            if bad is not None:  # overwritten or emptied in place: the WAL it kept must not hide that
+                heal(db, bad=bad)
+            return None
+        try:
+            if held.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+                return held
+        except sqlite3.DatabaseError:
+            pass
+        with _lock:
+            _held["busy"] = False
+            bad = _let_go()
+        if bad is not None:
+            heal(self.db, bad=bad)
+        return None
+
+    def _keep(self, conn: sqlite3.Connection) -> None:
+        with _lock:
+            if _held.get("conn") is None:
+                _held.update(conn=conn, db=self.db, busy=True, state=_state(self.db))
 
     def _open(self) -> sqlite3.Connection:
         if not self.db.exists():  # new, or deleted under us: set it up again
             _ready.discard(self.db)
             _loaded.discard(self.db)
-        conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None)  # timeout: SQLite's busy timeout
+        # timeout: SQLite's busy timeout; check_same_thread: the held connection serves one use at a time, from
+        # whichever thread (``busy``)
+        conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -159,8 +210,77 @@ class _Connection:
             raise
         return conn
 
-    def __exit__(self, *exc: object) -> None:
-        self.conn.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        conn = self.conn
+        with _lock:
+            held = _held["conn"] is conn
+            if held and kind is None and not conn.in_transaction:
+                conn.row_factory, conn.text_factory = sqlite3.Row, str  # as a new one would be
+                _held.update(busy=False, state=_state(self.db))  # after our own writes (a checkpoint among them)
+                return
+            if held:  # given up after a use that raised: whatever state it was left in
+                _let_go()
+                return
+        conn.close()
+
+
+_held: dict[str, Any] = {"conn": None, "busy": False}  # the process's kept connection (_Connection), under _lock
+_kept_open: list[sqlite3.Connection] = []  # connections given up but never closed (_let_go), for the process's life
+
+
+def _state(db: Path) -> tuple[int, ...] | None:
+    """What tells the registry's file changed since the held connection last used it: its identity (a file
+    put in its place), and its size and time (written by another process's checkpoint, or overwritten)."""
+    try:
+        st = os.stat(db)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _let_go() -> tuple[int, ...] | None:
+    """Give up the held connection (free, under ``_lock``). It is closed when the file at its path is still a
+    database and the one it opened. Else it is kept open, unused: closing SQLite's last connection to a file
+    folds its WAL into it and deletes the WAL by name. Into a file overwritten in place, that writes pages of
+    the old database among another's bytes; and the name may be the WAL of a database that has taken the path
+    (``heal``'s rebuilt one, another process's new registry). Returns the file's identity when it is no
+    database any more (for ``heal``), else None."""
+    conn, db, state = _held["conn"], _held.get("db"), _held.get("state")
+    _held.update(conn=None, busy=False, state=None)
+    if conn is None:
+        return None
+    now = _state(db) if db is not None else None
+    same = now is not None and state is not None and now[:2] == state[:2]
+    if same and now != state:  # written since: by a checkpoint (still a database), or overwritten (not one)
+        try:
+            with open(db, "rb") as fh:
+                same = fh.read(16) == b"SQLite format 3\x00"
+        except OSError:
+            same = False
+    if same:
+        conn.close()
+        return None
+    _kept_open.append(conn)
+    return now if now is not None and state is not None and now[:2] == state[:2] else None
+
+
+def release() -> None:
+    """Close the connection this process keeps (at exit; a test that wants the registry's files settled)."""
+    with _lock:
+        if not _held["busy"]:
+            _let_go()
+
+
+def _forked() -> None:
+    # SQLite's files and locks belong to the parent: closing its connection here could fold and delete a WAL the
+    # parent still writes. Kept unreachable instead, for the child's life.
+    if _held["conn"] is not None:
+        _kept_open.append(_held["conn"])
+    _held.update(conn=None, busy=False, state=None)
+
+
+os.register_at_fork(after_in_child=_forked)
+atexit.register(release)
 
 
 _healing = threading.local()  # the registry this thread is rebuilding (a second failure then is an error)
@@ -191,12 +311,14 @@ def _readable(db: Path) -> bool:
         conn.close()
 
 
-def heal(db: Path, exc: BaseException | None = None) -> Path | None:
+def heal(db: Path, exc: BaseException | None = None, *, bad: tuple[int, ...] | None = None) -> Path | None:
     """Move a registry that is no database any more aside (``registry.sqlite.corrupt-<time>``, with its -wal
     and -shm) with a warning, in favour of one rebuilt from the run directories. The new one is built beside it
     and takes its place in one rename, so no process ever reads a half-built registry. One process heals
     (``flock`` on the registry's folder); the others find it healed. Returns where the old file went, None when
-    it was readable after all."""
+    it was readable after all. ``bad``: the identity (``_state``) of a file this process found to be no database
+    under the connection it held, whose WAL would still make it readable: it is moved aside unless a new file has
+    taken its place."""
     db = Path(db)
     fd = os.open(db.parent, os.O_RDONLY)  # the lock is on the registry's folder: no lock file is left
     try:
@@ -204,7 +326,8 @@ def heal(db: Path, exc: BaseException | None = None) -> Path | None:
         with _lock:
             _ready.discard(db)
             _loaded.discard(db)
-        if not db.exists() or _readable(db):
+        now = _state(db)
+        if now is None or (now[:2] != bad[:2] if bad else _readable(db)):
             return None  # another process healed it first
         stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
         aside = db.with_name(f"{db.name}.corrupt-{stamp}")
@@ -595,7 +718,7 @@ def _rebuild(db: Path) -> int:
                 row = row_from_dir(entry.path)
                 if row is not None:
                     rows.append(row)
-    with connect(db) as conn:
+    with _Connection(db, hold=False) as conn:  # closed at the end: heal renames the file it built
         old = {r["run_id"]: (r["announced"], r["owner_pid"], r["owner_ticks"], r["owner_host"])
                for r in conn.execute("SELECT run_id, announced, owner_pid, owner_ticks, owner_host FROM runs")}
         now = now_iso()

@@ -287,6 +287,7 @@ def test_a_corrupt_registry_is_healed_once_when_processes_find_it_at_once_and_an
     make_run(root, "20260101-000001-aaaaaa", result=RESULT)
     make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "status": "failed", "errorMessage": "boom"})
     db = registry.db_path(root)
+    registry.release()  # no process has it open (an open one's WAL would still give the rows)
     db.write_bytes(b"not sqlite at all\n" * 300)
     code = ("import sys, warnings\nfrom nbsubagents import registry\nwarnings.simplefilter('ignore')\n"
             "print(registry.counts(sys.argv[1])['total'])\n")
@@ -302,6 +303,37 @@ def test_a_corrupt_registry_is_healed_once_when_processes_find_it_at_once_and_an
     db.write_bytes(b"")  # then it is emptied under it
     assert set(registry.snapshot(include_completed=True, root=root).rows[i]["run_id"] for i in range(2)) == {
         "20260101-000001-aaaaaa", "20260101-000002-bbbbbb"}
+
+
+def test_a_process_keeps_one_registry_connection_between_uses_and_a_forked_child_leaves_it_alone(root):
+    """Uses one after another share a connection, so SQLite's WAL is not folded in, deleted and made again at
+    each; a use inside a use gets its own. A forked child opens its own and never closes its parent's (which would
+    fold in and delete the WAL the parent writes): the parent's rows and writes go on after the child's end."""
+    make_run(root, "20260101-000001-aaaaaa", result=RESULT)
+    db = registry.db_path(root)
+    wal = db.with_name(db.name + "-wal")
+    with registry.connect(db) as first:
+        with registry.connect(db) as inner:
+            assert inner is not first
+    with registry.connect(db) as second:
+        assert second is first and second.row_factory is not None
+    assert wal.exists()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            with registry.connect(db) as conn:
+                code = 0 if conn is not first and conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1 else 3
+        finally:
+            os._exit(code)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    make_run(root, "20260101-000002-bbbbbb", result=RESULT)
+    assert sorted(rows(root)) == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb"]
+    with registry.connect(db) as third:
+        assert third is first
+    registry.release()  # the last connection closed: SQLite folds the WAL in and deletes it
+    assert not wal.exists()
+    assert sorted(rows(root)) == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb"]
 
 
 def test_runs_folds_and_clips_each_task_as_shorten_does_and_types_its_columns(root):
