@@ -71,6 +71,15 @@ def touch(path: Path) -> None:
         pass
 
 
+def sync(path: Path) -> None:
+    """Make a file written without an fsync (``meta.json``) durable, off the path to pi's start."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def reserve(path: Path) -> None:
     with open(path, "wb") as fh:
         fh.write(b"\0" * RESERVE_BYTES)

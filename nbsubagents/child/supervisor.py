@@ -39,8 +39,8 @@ from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .procs import MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children
 from .rpc import Conversation
-from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, touch,
-                        write_result)
+from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, sync,
+                        touch, write_result)
 from .text import clip
 
 TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
@@ -217,7 +217,6 @@ class Supervisor:
         best_effort(describe, self.paths.supervisor, self.info)
         self._beat(time.monotonic())
         self._requests()  # a cancel asked while the run was queued
-        best_effort(reserve, self.paths.dir / RESERVE)  # room for result.json when the disk fills up
         exit_code: int | None = None
         spawn_error = None
         try:
@@ -323,6 +322,10 @@ class Supervisor:
         self.subreaper = become_subreaper()
         best_effort(describe, self.paths.supervisor,  # the child's group, for a reconcile after our death
                      {**self.info, "childPid": self.child.pid, "childStartTicks": process_start_ticks(self.child.pid)})
+        # while pi starts: meta.json to disk (the kernel leaves its fsync to us), room for result.json when the
+        # disk fills up
+        best_effort(sync, self.paths.meta)
+        best_effort(reserve, self.paths.dir / RESERVE)
         assert self.child.stdout is not None
         fd = self.child.stdout.fileno()
         os.set_blocking(fd, False)

@@ -199,7 +199,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             "runner": runner or ("process" if mode == "background" else current.runner),
             **_experiment_fields(spec),
         }
-        atomic_write_json(paths.meta, meta)
+        atomic_write_json(paths.meta, meta, sync=False)  # the supervisor syncs it while pi starts (not before)
     except OSError as exc:
         raise _write_error(run_dir, exc) from None
     except BaseException:
