@@ -14,9 +14,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -64,6 +66,7 @@ def sweep(runs: int) -> None:
 
 def compare_10k(n: int = 10_000) -> None:
     root = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-cmp-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)  # its many run folders go with it
     base = runs_dir(root)
     base.mkdir(parents=True)
     rng = random.Random(3)

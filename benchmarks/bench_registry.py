@@ -13,8 +13,10 @@ timed. Run with ``.venv/bin/python benchmarks/bench_registry.py [N] [ROWS]``.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -78,6 +80,7 @@ def _synthetic(runs: Path, count: int) -> list[str]:
 
 def bench_status(rows: int, repeat: int = 7) -> None:
     root = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-registry-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)  # its many run folders go with it
     ids = _synthetic(root / ".pi" / "subagents" / "runs", rows)
     t0 = time.perf_counter()
     registry.rebuild(root)

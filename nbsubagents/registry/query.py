@@ -30,14 +30,9 @@ _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_
            "stop_reason, files_changed, lines_added, lines_removed, data, resumed_from, harness")
 SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
 # What runs() selects, by name: the registry column of that name, or the SQL that gives it (SQLite does what
-# needs no Python).
-_FRAME = {"run_id": None, "name": None, "preset": None, "harness": None, "status": None, "model": None, "task": None,
-          "cwd": None, "started": "COALESCE(started_at, created_at)", "ended_at": None, "duration": None,
-          "tool_calls": None, "total_tokens": None, "cost": None, "error_message": None, "run_dir": None,
-          "mode": None, "notebook": None, "kernel": None, "stop_reason": None,
-          "changes": "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
-                     "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END",
-          "files_changed": None, "resumed_from": None}
+# needs no Python); the ones that are numbers.
+_FRAME = store.FRAME
+_NUMBERS = store.FRAME_NUMBERS
 
 
 def _select(columns: dict[str, str | None]) -> str:
@@ -49,8 +44,6 @@ FRAME_SELECT = _select(_FRAME)
 # A task that ``shorten`` leaves as it is: printable ASCII words, each after a single space, at most TASK_WIDTH
 # characters (or nothing at all). pyarrow finds them at once; only the others are folded in Python.
 _PLAIN_TASK = r"^([!-~]+( [!-~]+)*)?$"
-_NUMBERS = {"duration": "float64", "cost": "float64", "tool_calls": "int64", "total_tokens": "int64",
-            "files_changed": "int64"}  # FRAME_SELECT's columns that are numbers; the others are texts
 
 
 def to_utc_iso(value: Any, *, name: str) -> str:
@@ -88,9 +81,9 @@ def _one_or_many(value: str | Iterable[str] | None, name: str) -> list[str] | No
 
 def build_query(*, status: Any = None, preset: Any = None, model: Any = None, harness: Any = None,
                 since: Any = None, until: Any = None, text: str | None = None, limit: int | None = None,
-                select: str = _SELECT) -> tuple[str, list[Any]]:
-    """The SQL and its parameters for a runs query: the ``SELECTED`` columns, or ``select`` (``runs()`` gives
-    ``FRAME_SELECT``; the benchmark's baseline runs the same)."""
+                select: str = _SELECT, source: str = "runs") -> tuple[str, list[Any]]:
+    """The SQL and its parameters for a runs query: the ``SELECTED`` columns, or ``select`` (``FRAME_SELECT``: the
+    columns of runs()' frame, the benchmark's baseline), from ``source`` (runs, or ``store.FRAME_SOURCE``)."""
     where: list[str] = []
     args: list[Any] = []
     statuses = _one_or_many(status, "status")
@@ -114,7 +107,7 @@ def build_query(*, status: Any = None, preset: Any = None, model: Any = None, ha
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         where.append("(task LIKE ? ESCAPE '\\' OR final_text LIKE ? ESCAPE '\\')")
         args += [pattern, pattern]
-    sql = f"SELECT {select} FROM runs"
+    sql = f"SELECT {select} FROM {source}"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY created_at DESC, run_id DESC"
@@ -163,7 +156,10 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
                    limit=limit)
     with store.collector_paused(), store.connect(db) as conn:
         got = None
-        if pd.StringDtype().storage == "pyarrow":
+        if pd.StringDtype().storage == "pyarrow" and not expand_data:  # each row's line as the registry keeps it
+            sql, args = build_query(**filters, select="line", source=store.FRAME_SOURCE)
+            got = arrow_columns(conn.execute(sql, args), list(frame), _NUMBERS, floats_apart=False)
+        elif pd.StringDtype().storage == "pyarrow":
             sql, args = build_query(**filters, select=csv_select(frame, _NUMBERS))
             got = arrow_columns(conn.execute(sql, args), list(frame), _NUMBERS)
         if got is None:
@@ -199,26 +195,25 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
 
 
 def csv_select(columns: dict[str, str | None], numbers: dict[str, str]) -> str:
-    """What to select for ``arrow_columns``: a row's texts and integers as one line of CSV, then its floats as
-    they are. ``columns``: name -> its SQL (None: the registry column of that name); ``numbers``: the names of
-    the number columns -> ``"int64"`` or ``"float64"`` (the others are texts). ``printf``'s ``%Q`` quotes a text
-    (doubling its quotes), writes an integer as it is and leaves NULL bare; SQLite would write a float with fewer
-    digits than it has."""
-    line = [sql or name for name, sql in columns.items() if numbers.get(name) != "float64"]
+    """What to select for ``arrow_columns``: a row's texts and integers as one line of CSV (``store.csv_line``),
+    then its floats as they are. ``columns``: name -> its SQL (None: the registry column of that name);
+    ``numbers``: the names of the number columns -> ``"int64"`` or ``"float64"`` (the others are texts)."""
     floats = [sql or name for name, sql in columns.items() if numbers.get(name) == "float64"]
-    return ", ".join([f"printf('{','.join(['%Q'] * len(line))}', {', '.join(line)})", *floats])
+    return ", ".join([store.csv_line(columns, numbers, floats=False), *floats])
 
 
-def arrow_columns(cursor: Any, names: list[str], numbers: dict[str, str]) -> dict[str, Any] | None:
+def arrow_columns(cursor: Any, names: list[str], numbers: dict[str, str], *, floats_apart: bool = True
+                  ) -> dict[str, Any] | None:
     """The columns of ``csv_select`` rows (``names`` in its order) as pyarrow arrays of their type, by name:
     pyarrow parses the lines at once, so no text or integer becomes a Python object (which is most of what
-    sqlite3 spends on a large query). None when a value is not of its column's type (a number SQLite stored as
-    text, text that is not UTF-8): the caller then reads the rows as tuples. A text with a NUL character ends
-    there (``printf`` stops at it)."""
+    sqlite3 spends on a large query). ``floats_apart=False``: the floats are in the line too (run_lines'
+    lines). None when a value is not of its column's type (a number SQLite stored as text, text that is not
+    UTF-8): the caller then reads the rows as tuples. A text with a NUL character ends there (``printf`` stops
+    at it)."""
     import pyarrow as pa
     import pyarrow.csv as csv
 
-    floats = [name for name in names if numbers.get(name) == "float64"]
+    floats = [name for name in names if numbers.get(name) == "float64"] if floats_apart else []
     line = [name for name in names if name not in floats]
     types = {name: pa.type_for_alias(numbers.get(name, "large_string")) for name in line}
     conn, factory = cursor.connection, cursor.row_factory
