@@ -208,14 +208,13 @@ class _Connection:
     def _take(self) -> sqlite3.Connection | None:
         """The held connection when it is free and still the registry's, marked busy; else None."""
         with _lock:
-            held, db = _held["conn"], _held.get("db")
+            held, db, bad = _held["conn"], _held.get("db"), None
             if held is None or _held["busy"]:
                 return None
             if db == self.db and _state(self.db) == _held["state"]:
                 _held["busy"] = True
             else:
-                bad = _let_go()
-                held = None
+                held, bad = None, _let_go()
         if held is None:
             if bad is not None:  # overwritten or emptied in place: the WAL it kept must not hide that
                 heal(db, bad=bad)
@@ -300,18 +299,21 @@ def _let_go() -> tuple[int, ...] | None:
     if conn is None:
         return None
     now = _state(db) if db is not None else None
-    same = now is not None and state is not None and now[:2] == state[:2]
-    if same and now != state:  # written since: by a checkpoint (still a database), or overwritten (not one)
-        try:
-            with open(db, "rb") as fh:
-                same = fh.read(16) == b"SQLite format 3\x00"
-        except OSError:
-            same = False
-    if same:
+    opened = now is not None and state is not None and now[:2] == state[:2]  # the file it opened is still there
+    # written since: by a checkpoint (still a database), or overwritten (not one)
+    if opened and (now == state or _is_database(db)):
         conn.close()
         return None
     _kept_open.append(conn)
-    return now if now is not None and state is not None and now[:2] == state[:2] else None
+    return now if opened else None
+
+
+def _is_database(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def release() -> None:
