@@ -200,7 +200,9 @@ class TalkBox:
         """Post the message box's text as a steer or a follow-up."""
         with self._lock:
             text = self.steer_text.value.strip()
-            if self.ended:
+            if self.ended:  # it ended between the typing and the click: say so rather than drop it unseen
+                self.note.value = (f'<span style="{MUTED_STYLE}">The run had ended: this was not sent. '
+                                   f'run.follow_up(text) continues its session as a new run.</span>')
                 return
             if not text:
                 self.note.value = (f'<span style="{MUTED_STYLE}">Type a message first: Steer delivers it after '

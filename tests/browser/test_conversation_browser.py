@@ -38,12 +38,13 @@ def test_a_question_is_answered_and_the_run_steered_from_its_panel(project, tmp_
     from playwright.sync_api import expect
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
-    # The child asks first; the next step is slow (the scripted model takes 8 s) so that the steer lands while
+    # The child asks first; the next step is slow (the scripted model takes 20 s) so that the steer lands while
     # the model thinks: after that step's tool call the steer's words are the last user message, which the
-    # scripted model plans from, so the run then reads src/app.py.
+    # scripted model plans from, so the run then reads src/app.py. (With 8 s, the whole suite at once once left the
+    # click to the kernel after the run's end.)
     write_notebook(project / "talk.ipynb", [
         SETUP,
-        'talk = nbsubagents.run("scout", "ask: Which file? [a.md | b.md]\\nsleep: 8\\nread README.md", '
+        'talk = nbsubagents.run("scout", "ask: Which file? [a.md | b.md]\\nsleep: 20\\nread README.md", '
         'name="talk", ask=True)',
     ])
     with JupyterLab(project, tmp_path / "jupyter") as lab, lab_page(lab, "talk.ipynb") as session:

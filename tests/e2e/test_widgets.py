@@ -871,7 +871,8 @@ def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_wh
     assert talk.message_button.layout.display == "none"
     talk.steer_text.value = "too late"
     talk.steer_button.click()
-    assert inbox.take(run.dir) == []  # an ended run's box posts nothing
+    assert inbox.take(run.dir) == []  # an ended run's box posts nothing, and says so
+    assert "had ended: this was not sent" in talk.note.value and talk.steer_text.value == "too late"
 
 
 def test_a_queued_run_offers_no_message_box_yet(tmp_path):
