@@ -37,7 +37,7 @@ from ..child import artifacts
 from ..child.artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json
 from ..child.isolation import salvage
 from ..child.procs import kill_run_processes
-from ..child.run_files import sync
+from ..child.run_files import best_effort, sync
 from ..child.supervisor import CANCEL_FILE, WORKER_LOST
 
 __all__ = ["LOST", "WORKER_LOST", "CANCELLED", "NOT_STARTED", "request_cancel", "cancel_requested", "never_ran",
@@ -85,10 +85,7 @@ def unwritten(paths: RunPaths) -> dict[str, Any] | None:
 
 def never_ran(paths: RunPaths, meta: dict[str, Any], status: str, message: str) -> bool:
     """The result of a run whose supervisor never started: now, 0 s. False when it already had one."""
-    try:
-        sync(paths.meta)  # prepare leaves meta.json's fsync to the supervisor, which never came
-    except OSError:
-        pass
+    best_effort(sync, paths.meta)  # prepare leaves meta.json's fsync to the supervisor, which never came
     return _write(paths, meta, status, message, "cancelled" if status == "aborted" else "not_started", lost=False)
 
 

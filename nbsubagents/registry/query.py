@@ -29,18 +29,12 @@ _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_
            "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
            "stop_reason, files_changed, lines_added, lines_removed, data, resumed_from, harness")
 SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
-# What runs() selects, by name: the registry column of that name, or the SQL that gives it (SQLite does what
-# needs no Python); the ones that are numbers.
-_FRAME = store.FRAME
-_NUMBERS = store.FRAME_NUMBERS
-
-
 def _select(columns: dict[str, str | None]) -> str:
     """The SELECT list of ``columns`` (name -> its SQL, None: the registry column of that name)."""
     return ", ".join(name if sql is None else f"{sql} AS {name}" for name, sql in columns.items())
 
 
-FRAME_SELECT = _select(_FRAME)
+FRAME_SELECT = _select(store.FRAME)  # what runs() selects (``store.FRAME``), as columns
 # A task that ``shorten`` leaves as it is: printable ASCII words, each after a single space, at most TASK_WIDTH
 # characters (or nothing at all). pyarrow finds them at once; only the others are folded in Python.
 _PLAIN_TASK = r"^([!-~]+( [!-~]+)*)?$"
@@ -149,19 +143,19 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
     """
     import pandas as pd
 
-    frame = {**_FRAME, **({"data": None} if expand_data else {})}
+    frame = {**store.FRAME, **({"data": None} if expand_data else {})}
     db = store.db_path(root)
     store.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
     filters = dict(status=status, preset=preset, model=model, harness=harness, since=since, until=until, text=text,
                    limit=limit)
     with store.collector_paused(), store.connect(db) as conn:
         got = None
-        if pd.StringDtype().storage == "pyarrow" and not expand_data:  # each row's line as the registry keeps it
+        if pd.StringDtype().storage == "pyarrow" and expand_data:
+            sql, args = build_query(**filters, select=csv_select(frame, store.FRAME_NUMBERS))
+            got = arrow_columns(conn.execute(sql, args), list(frame), store.FRAME_NUMBERS)
+        elif pd.StringDtype().storage == "pyarrow":  # each row's line as the registry keeps it
             sql, args = build_query(**filters, select="line", source=store.FRAME_SOURCE)
-            got = arrow_columns(conn.execute(sql, args), list(frame), _NUMBERS, floats_apart=False)
-        elif pd.StringDtype().storage == "pyarrow":
-            sql, args = build_query(**filters, select=csv_select(frame, _NUMBERS))
-            got = arrow_columns(conn.execute(sql, args), list(frame), _NUMBERS)
+            got = arrow_columns(conn.execute(sql, args), list(frame), store.FRAME_NUMBERS, floats_apart=False)
         if got is None:
             sql, args = build_query(**filters, select=_select(frame))
             rows = conn.execute(sql, args).fetchall()

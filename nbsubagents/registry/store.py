@@ -206,34 +206,25 @@ class _Connection:
             return self._open()
 
     def _take(self) -> sqlite3.Connection | None:
-        """The held connection when it is free and still the registry's, marked busy; else None."""
+        """The held connection when it is free and still the registry's, marked busy; else None (and a held one
+        no longer fit for this use is given up)."""
         with _lock:
-            held, db, bad = _held["conn"], _held.get("db"), None
+            held = _held["conn"]
             if held is None or _held["busy"]:
                 return None
-            if db == self.db and _state(self.db) == _held["state"]:
-                _held["busy"] = True
-            else:
-                held, bad = None, _let_go()
-        if held is None:
-            if bad is not None:  # overwritten or emptied in place: the WAL it kept must not hide that
-                heal(db, bad=bad)
-            return None
-        try:
-            if held.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
-                return held
-        except sqlite3.DatabaseError:
-            pass
-        with _lock:
-            _held["busy"] = False
-            bad = _let_go()
-        if bad is not None:
-            heal(self.db, bad=bad)
+            _held["busy"] = True
+        if _held["db"] == self.db and _state(self.db) == _held["state"]:
+            try:
+                if held.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+                    return held
+            except sqlite3.DatabaseError:
+                pass
+        _give_up()
         return None
 
     def _keep(self, conn: sqlite3.Connection) -> None:
         with _lock:
-            if _held.get("conn") is None:
+            if _held["conn"] is None:
                 _held.update(conn=conn, db=self.db, busy=True, state=_state(self.db))
 
     def _open(self) -> sqlite3.Connection:
@@ -261,19 +252,19 @@ class _Connection:
 
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         conn = self.conn
-        with _lock:
-            held = _held["conn"] is conn
-            if held and kind is None and not conn.in_transaction:
-                conn.row_factory, conn.text_factory = sqlite3.Row, str  # as a new one would be
+        if _held["conn"] is not conn:  # its own (the held one, busy, is this use's alone: read without the lock)
+            conn.close()
+        elif kind is None and not conn.in_transaction:
+            conn.row_factory, conn.text_factory = sqlite3.Row, str  # as a new one would be
+            with _lock:
                 _held.update(busy=False, state=_state(self.db))  # after our own writes (a checkpoint among them)
-                return
-            if held:  # given up after a use that raised: whatever state it was left in
-                _let_go()
-                return
-        conn.close()
+        else:  # after a use that raised: whatever state it was left in
+            _give_up()
 
 
-_held: dict[str, Any] = {"conn": None, "busy": False}  # the process's kept connection (_Connection), under _lock
+# the process's kept connection (``_Connection``), the registry it is for and that file's ``_state`` after its last
+# use; changed under _lock
+_held: dict[str, Any] = {"conn": None, "busy": False, "db": None, "state": None}
 _kept_open: list[sqlite3.Connection] = []  # connections given up but never closed (_let_go), for the process's life
 
 
@@ -288,17 +279,17 @@ def _state(db: Path) -> tuple[int, ...] | None:
 
 
 def _let_go() -> tuple[int, ...] | None:
-    """Give up the held connection (free, under ``_lock``). It is closed when the file at its path is still a
-    database and the one it opened. Else it is kept open, unused: closing SQLite's last connection to a file
-    folds its WAL into it and deletes the WAL by name. Into a file overwritten in place, that writes pages of
-    the old database among another's bytes; and the name may be the WAL of a database that has taken the path
-    (``heal``'s rebuilt one, another process's new registry). Returns the file's identity when it is no
-    database any more (for ``heal``), else None."""
-    conn, db, state = _held["conn"], _held.get("db"), _held.get("state")
-    _held.update(conn=None, busy=False, state=None)
+    """Give up the held connection (under ``_lock``). It is closed when the file at its path is still a database
+    and the one it opened. Else it is kept open, unused: closing SQLite's last connection to a file folds its WAL
+    into it and deletes the WAL by name. Into a file overwritten in place, that writes pages of the old database
+    among another's bytes; and the name may be the WAL of a database that has taken the path (``heal``'s rebuilt
+    one, another process's new registry). Returns the file's identity when it is no database any more (for
+    ``heal``), else None."""
+    conn, db, state = _held["conn"], _held["db"], _held["state"]
+    _held.update(conn=None, busy=False, db=None, state=None)
     if conn is None:
         return None
-    now = _state(db) if db is not None else None
+    now = _state(db)
     opened = now is not None and state is not None and now[:2] == state[:2]  # the file it opened is still there
     # written since: by a checkpoint (still a database), or overwritten (not one)
     if opened and (now == state or _is_database(db)):
@@ -306,6 +297,15 @@ def _let_go() -> tuple[int, ...] | None:
         return None
     _kept_open.append(conn)
     return now if opened else None
+
+
+def _give_up() -> None:
+    """``_let_go``, then ``heal`` a registry found overwritten or emptied in place: the WAL the held connection
+    kept must not hide that from the processes that open it next."""
+    with _lock:
+        db, bad = _held["db"], _let_go()
+    if bad is not None:
+        heal(db, bad=bad)
 
 
 def _is_database(path: Path) -> bool:
@@ -328,7 +328,7 @@ def _forked() -> None:
     # parent still writes. Kept unreachable instead, for the child's life.
     if _held["conn"] is not None:
         _kept_open.append(_held["conn"])
-    _held.update(conn=None, busy=False, state=None)
+    _held.update(conn=None, busy=False, db=None, state=None)
 
 
 os.register_at_fork(after_in_child=_forked)

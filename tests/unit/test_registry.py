@@ -508,7 +508,7 @@ def test_runs_reads_awkward_texts_and_exact_numbers_through_sqlites_csv_lines_as
 
     import pandas as pd
 
-    from nbsubagents.registry import query
+    from nbsubagents.registry import query, store
 
     tasks = ["it's 'quoted', twice", "NULL", "", "line\nbreak\r\nand, comma", "\"double\" quotes", "日本語 ü"]
     for i, task in enumerate(tasks):
@@ -517,9 +517,9 @@ def test_runs_reads_awkward_texts_and_exact_numbers_through_sqlites_csv_lines_as
                          "durationSeconds": 1e-7 * (i + 1) / 3, "data": {"note": task, "n": i}})
     with sqlite3.connect(registry.db_path(root)) as conn:
         conn.execute("UPDATE runs SET error_message = 'NULL', stop_reason = '' WHERE run_id LIKE '%2'")
-    sql, args = query.build_query(select=query.csv_select(query._FRAME, query._NUMBERS))
+    sql, args = query.build_query(select=query.csv_select(store.FRAME, store.FRAME_NUMBERS))
     with registry.connect(registry.db_path(root)) as conn:
-        assert query.arrow_columns(conn.execute(sql, args), list(query._FRAME), query._NUMBERS) is not None
+        assert query.arrow_columns(conn.execute(sql, args), list(store.FRAME), store.FRAME_NUMBERS) is not None
 
     arrow = query.runs(root=root)
     with pd.option_context("mode.string_storage", "python"):
