@@ -19,15 +19,24 @@ RESERVE_BYTES = 64 * 1024
 
 
 class Sink:
-    """An append-only artifact file that stops trying after its first write error."""
+    """An append-only artifact file that stops trying after its first write error. It is opened (made) at its first
+    write, or at its close when nothing was written: a run's files are not made before its child is started."""
 
     def __init__(self, path: Path, mode: str = "ab") -> None:
+        self.path, self.mode = path, mode
+        self.fh: IO[bytes] | None = None
+        self.opened = False
+
+    def _open(self) -> None:
+        self.opened = True
         try:
-            self.fh: IO[bytes] | None = open(path, mode)
+            self.fh = open(self.path, self.mode)  # noqa: SIM115 (kept open until close())
         except OSError:
             self.fh = None
 
     def write(self, data: bytes) -> None:
+        if not self.opened:
+            self._open()
         if self.fh is None:
             return
         try:
@@ -43,6 +52,8 @@ class Sink:
                 self.close()
 
     def close(self) -> None:
+        if not self.opened:
+            self._open()  # an artifact of the run even when empty
         if self.fh is not None:
             try:
                 self.fh.close()

@@ -103,6 +103,7 @@ class Supervisor:
         self.stdout = Sink(paths.stdout)
         self.heartbeat_at = 0.0
         self.broken: str | None = None  # the first failure of a step of our own (the run's error when set)
+        self.begun = False  # the run's opening is written (_begin)
         worker = os.environ.get(WORKER_PID, "")
         self.worker_pid: int | None = int(worker) if worker.isdigit() else None
 
@@ -214,22 +215,18 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         self.info = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "startedAt": started_at,
                      "host": os.uname().nodename}
-        best_effort(describe, self.paths.supervisor, self.info)
-        self._beat(time.monotonic())
         self._requests()  # a cancel asked while the run was queued
         exit_code: int | None = None
         spawn_error = None
         try:
-            header = transcript_header({**self.meta, "startedAt": started_at})
-            self.transcript.write(header.encode(errors="backslashreplace") + b"\n")
-            self.emit({"type": "run_start", "runId": self.meta.get("runId"), "preset": self.meta.get("preset"),
-                       "model": self.meta.get("resolvedModel"), "cwd": self.meta.get("cwd"),
-                       "task": self.meta.get("task")})
             if self.isolation is not None and self.stop_reason is None:
+                self._begin(started_at)  # a worktree takes a while: the run shows as started meanwhile
                 spawn_error = self._setup_isolation()
             if self.stop_reason is None and spawn_error is None:  # a cancel can arrive before the child exists
                 try:
-                    exit_code = self._spawn_and_pump()
+                    self._spawn()
+                    self._begin(started_at)  # while pi starts: nothing of ours comes before it
+                    exit_code = self._pump()
                 except OSError as exc:
                     spawn_error = _spawn_message(self.harness, self.meta.get("argv", ["pi"])[0], exc)
                 finally:
@@ -237,6 +234,7 @@ class Supervisor:
                     self.rpc.end()  # no question stays open
         except Exception as exc:  # noqa: BLE001 (a step of ours broke: the run fails saying so, never silently)
             self._broke("running pi", exc)
+        self._safely("writing the run's opening", self._begin, started_at)  # also when no child was started
         self.child = None  # pi is gone and reaped: no later stop may signal its (reusable) group id
         # Every step after the child is guarded: whatever breaks, the run ends failed with the reason,
         # and what the child produced (its text, transcript, events) is kept.
@@ -296,7 +294,22 @@ class Supervisor:
             self._broke(step, exc)
             return default
 
-    def _spawn_and_pump(self) -> int:
+    def _begin(self, started_at: str) -> None:
+        """The run's opening, once: ``supervisor.json`` (the run has started; with pi's process group once there is
+        one), the heartbeat, the transcript's header and the ``run_start`` event."""
+        if self.begun:
+            return
+        self.begun = True
+        best_effort(describe, self.paths.supervisor, self.info)
+        self._beat(time.monotonic())
+        header = transcript_header({**self.meta, "startedAt": started_at})
+        self.transcript.write(header.encode(errors="backslashreplace") + b"\n")
+        self.emit({"type": "run_start", "runId": self.meta.get("runId"), "preset": self.meta.get("preset"),
+                   "model": self.meta.get("resolvedModel"), "cwd": self.meta.get("cwd"),
+                   "task": self.meta.get("task")})
+
+    def _spawn(self) -> None:
+        """Start pi (or the run's harness) and hand it the task: the first thing a run does."""
         env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1",
                MARKER: str(self.meta.get("runId") or "")}  # finds leftovers if we die
         contain = None
@@ -317,16 +330,21 @@ class Supervisor:
             if stdin is not subprocess.PIPE:
                 stdin.close()
         self.rpc.attach(self.child.stdin, task, self.workdir)
+        # the child's group, for a reconcile after our death (a run that began before, with a worktree, says it now)
+        self.info.update(childPid=self.child.pid, childStartTicks=process_start_ticks(self.child.pid))
+        if self.begun:
+            best_effort(describe, self.paths.supervisor, self.info)
+
+    def _pump(self) -> int:
+        """Read the child's stdout until it ends, keeping the guards and the conversation; its exit code."""
+        assert self.child is not None and self.child.stdout is not None
         # Orphaned tool processes come to us, not init. Done once pi is started (off the start-up's path):
-        # pi needs far longer to start its first tool than this takes (~2 ms, mostly importing ctypes).
+        # pi needs far longer to start its first tool than this takes.
         self.subreaper = become_subreaper()
-        best_effort(describe, self.paths.supervisor,  # the child's group, for a reconcile after our death
-                     {**self.info, "childPid": self.child.pid, "childStartTicks": process_start_ticks(self.child.pid)})
         # while pi starts: meta.json to disk (the kernel leaves its fsync to us), room for result.json when the
         # disk fills up
         best_effort(sync, self.paths.meta)
         best_effort(reserve, self.paths.dir / RESERVE)
-        assert self.child.stdout is not None
         fd = self.child.stdout.fileno()
         os.set_blocking(fd, False)
         selector = selectors.DefaultSelector()
