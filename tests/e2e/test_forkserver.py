@@ -51,6 +51,56 @@ def test_a_forked_supervisor_reports_its_exit_code_and_log(tmp_path):
         assert server.proc.returncode == 0  # its stdin closed: the server ends
 
 
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (zombies left out)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            state, ppid = stat.rpartition(")")[2].split()[:2]
+            if int(ppid) == pid and state != "Z":
+                found.add(int(entry))
+    return found
+
+
+def _one_child(pid: int) -> int:
+    deadline = time.monotonic() + 10
+    while len(children := _children(pid)) != 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(children) == 1, f"the server has {len(children)} waiting children, not one spare"
+    return children.pop()
+
+
+def test_each_supervisor_is_forked_before_its_run_and_a_lost_one_is_replaced(tmp_path):
+    server = _ready(ForkServer())
+    try:
+        spare = _one_child(server.proc.pid)  # forked before any request
+        assert os.getsid(spare) == spare  # already in a session of its own
+        runs = []
+        for name in ("first", "second"):
+            run_dir = tmp_path / name
+            run_dir.mkdir()
+            runs.append(server.spawn(run_dir, str(tmp_path)))
+            assert runs[-1].pid == spare, "the request was not taken by the supervisor that was waiting"
+            assert runs[-1].wait(timeout=30) == 2  # no meta.json: it says so and exits 2
+            spare = _one_child(server.proc.pid)  # the next one, already waiting
+            assert spare not in (run.pid for run in runs)
+        os.kill(spare, 9)  # a spare lost while it waited: the run is served all the same
+        assert _gone(spare)
+        run_dir = tmp_path / "third"
+        run_dir.mkdir()
+        third = server.spawn(run_dir, str(tmp_path))
+        assert isinstance(third, Forked) and third.pid != spare and third.wait(timeout=30) == 2
+        assert "no readable meta.json" in (run_dir / "supervisor.log").read_text()
+        spare = _one_child(server.proc.pid)
+    finally:
+        server.close()
+    assert _gone(spare), "the spare outlived its server"
+
+
 def test_runs_after_the_first_are_forked_with_the_environment_of_the_moment(project, monkeypatch):
     monkeypatch.setattr(forkserver, "_server", None)
     first = nbsubagents.run("scout", "run: echo first", show=False)
