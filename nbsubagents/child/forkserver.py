@@ -128,7 +128,9 @@ def _hand(spare: tuple[int, int], request: bytes) -> bool:
     """Write the request to the spare's pipe and close it; False when the spare is gone (killed while it waited)."""
     _pid, w = spare
     try:
-        os.write(w, request)  # far below a pipe's capacity: written whole
+        left = memoryview(request)
+        while left:  # a large environment is more than a pipe holds: the spare reads it as it comes
+            left = left[os.write(w, left):]
         return True
     except OSError:
         return False

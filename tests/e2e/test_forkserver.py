@@ -108,10 +108,11 @@ def test_runs_after_the_first_are_forked_with_the_environment_of_the_moment(proj
     _ready(forkserver._server)
     try:
         monkeypatch.setenv("NBS_FORKED_VALUE", "set-after-the-server-started")
-        second = nbsubagents.run("scout", "run: echo $NBS_FORKED_VALUE", show=False)
+        monkeypatch.setenv("NBS_FORKED_LARGE", "x" * 100_000)  # the request is more than a pipe holds at once
+        second = nbsubagents.run("scout", "run: echo $NBS_FORKED_VALUE ${#NBS_FORKED_LARGE}", show=False)
         assert isinstance(second.process, Forked)
         assert second.status == "completed", second.error
-        assert "set-after-the-server-started" in second.output
+        assert "set-after-the-server-started 100000" in second.output
         assert os.getsid(forkserver._server.proc.pid) != os.getsid(0)  # a kernel interrupt does not reach it
     finally:
         forkserver._server.close()
