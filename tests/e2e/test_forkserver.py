@@ -78,7 +78,10 @@ def test_each_supervisor_is_forked_before_its_run_and_a_lost_one_is_replaced(tmp
     server = _ready(ForkServer())
     try:
         spare = _one_child(server.proc.pid)  # forked before any request
-        assert os.getsid(spare) == spare  # already in a session of its own
+        deadline = time.monotonic() + 10
+        while os.getsid(spare) != spare and time.monotonic() < deadline:
+            time.sleep(0.01)  # it detaches right after its fork
+        assert os.getsid(spare) == spare, "the spare did not go into a session of its own before a request came"
         runs = []
         for name in ("first", "second"):
             run_dir = tmp_path / name
