@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
+from nbsubagents.child.procs import descendants
 from nbsubagents.lifecycle import forkserver
 from nbsubagents.lifecycle.forkserver import Forked, ForkServer
 
@@ -51,24 +52,9 @@ def test_a_forked_supervisor_reports_its_exit_code_and_log(tmp_path):
         assert server.proc.returncode == 0  # its stdin closed: the server ends
 
 
-def _children(pid: int) -> set[int]:
-    """The processes whose parent is ``pid`` (zombies left out)."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            state, ppid = stat.rpartition(")")[2].split()[:2]
-            if int(ppid) == pid and state != "Z":
-                found.add(int(entry))
-    return found
-
-
 def _one_child(pid: int) -> int:
     deadline = time.monotonic() + 10
-    while len(children := _children(pid)) != 1 and time.monotonic() < deadline:
+    while len(children := set(descendants(pid))) != 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert len(children) == 1, f"the server has {len(children)} waiting children, not one spare"
     return children.pop()
