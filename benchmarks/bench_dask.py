@@ -10,7 +10,11 @@ The Dask arm submits every run at once (``run_parallel`` without ``concurrency``
 scheduler refills them); a third arm passes ``concurrency=2 * SLOTS``, so the notebook refills the slots as runs
 end, as ``experiment()`` and ``bench_sweep1000.py`` do: how soon the kernel sees a run's end counts there.
 
-``make bench`` runs it; ``.venv/bin/python benchmarks/bench_dask.py [RUNS] [SLOTS]``.
+The cluster is set up as the Dask guide (docs/user/dask.md) sets it up: with the workers' profiler off, since a
+run's task only waits for its supervisor (the profiler samples every task's stack 100 times a second, ~2 % of a
+core per busy worker here). ``--profiler`` leaves it on, as Dask's default has it, to measure what it costs.
+
+``make bench`` runs it; ``.venv/bin/python benchmarks/bench_dask.py [RUNS] [SLOTS] [--profiler]``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scri
 ROUNDS = 4  # two rounds left the ratio within several hundredths of itself
 
 
-def main(runs: int = 64, slots: int = 4) -> None:
+def main(runs: int = 64, slots: int = 4, profiler: bool = False) -> None:
+    import dask
     import distributed
 
     from nbsubagents.lifecycle.dask_launcher import RESOURCE
@@ -40,6 +45,7 @@ def main(runs: int = 64, slots: int = 4) -> None:
     concurrency = 2 * slots
     items = [{"preset": "scout", "task": f"read README.md\nrun: echo run{i}"} for i in range(runs)]
     times: dict[str, list[float]] = {"dask": [], "local": [], "dask, kernel refills": []}
+    dask.config.set({"distributed.worker.profile.enabled": profiler})  # before the cluster: its workers take it
     with distributed.LocalCluster(n_workers=2, threads_per_worker=slots, processes=True,
                                   resources={RESOURCE: slots}, local_directory=str(base / "workers"),
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
@@ -61,7 +67,8 @@ def main(runs: int = 64, slots: int = 4) -> None:
                 assert all(r.status == "completed" for r in done), [r.error for r in done if r.status != "completed"]
     stop_scripted_model()
     print(f"{runs} scripted runs, concurrency {concurrency} ({2} Dask workers x {slots} slots), "
-          f"{ROUNDS} rounds, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+          f"{ROUNDS} rounds, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
+          f"the workers' profiler {'on' if profiler else 'off'}")
     p = statistics.median(times["local"])
     print(f"local process launcher : median {p:.1f} s ({p / runs * 1000:.0f} ms/run)  {times['local']}")
     for name in ("dask", "dask, kernel refills"):
@@ -73,4 +80,5 @@ def main(runs: int = 64, slots: int = 4) -> None:
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:3]))
+    numbers = [int(a) for a in sys.argv[1:] if a != "--profiler"]
+    main(*numbers[:2], profiler="--profiler" in sys.argv[1:])
