@@ -36,11 +36,13 @@ SHARE_LIMIT are copied there (so a later check can restore that state exactly).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from .artifacts import atomic_write_json, now_iso, read_json
@@ -49,7 +51,7 @@ from .procs import alive, process_start_ticks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Iterator
 
 MODES = ("worktree", "none")
 SHARE_LIMIT = 256 * 1024  # a starting state's file up to this size may enter the repository's store (``_share_base``)
@@ -90,6 +92,30 @@ def _git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None 
         raise IsolationError(f"git {' '.join(args[:2])} failed in {cwd}: "
                              f"{proc.stderr.decode(errors='replace').strip()}")
     return proc
+
+
+@contextmanager
+def _worktrees_of(repo: Path, iso: dict[str, Any]) -> Iterator[None]:
+    """Hold the repository's worktree lock while git adds or removes a worktree: ``git worktree add`` reads every
+    other worktree's entry and fails on one that another ``add`` is writing at that moment (the runs of a sweep set
+    up at once; 11 of 80 concurrent adds failed here). A file in the repository's git folder, so every process of
+    every kernel takes the same one; released when the holder ends, however it ends."""
+    shared = iso.get("sharedObjects")
+    try:
+        if shared:
+            common = Path(shared).parent
+        else:
+            found = _git(["rev-parse", "--git-common-dir"], repo, check=False)
+            common = repo / found.stdout.decode().strip() if found.returncode == 0 else None
+        held = open(common / "nbsubagents-worktrees.lock", "ab") if common else None  # noqa: SIM115 (closed below)
+    except (OSError, IsolationError):  # no repository any more, or a git folder we cannot write to: git's own
+        held = None                    # command then fails as it would have (or, removing, does nothing)
+    if held is None:
+        yield
+        return
+    with held:  # closing it releases the lock
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 def _own(rel: str) -> bool:
@@ -285,7 +311,8 @@ def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
     if iso["kind"] == "git":
         Path(iso["objects"], "info").mkdir(parents=True, exist_ok=True)
         Path(iso["objects"], "pack").mkdir(exist_ok=True)
-        _git(["worktree", "add", "-q", "-b", iso["branch"], str(path), "HEAD"], repo)
+        with _worktrees_of(repo, iso):
+            _git(["worktree", "add", "-q", "-b", iso["branch"], str(path), "HEAD"], repo)
         _add_parent_state(repo, path)
         workdir = path / iso.get("subdir", ".")
         _hold_links(repo, path)
@@ -449,14 +476,16 @@ def remove(iso: dict[str, Any]) -> None:
         return
     if iso.get("kind") == "git":
         repo = Path(iso["applyRoot"])
-        _git(["worktree", "remove", "--force", str(path)], repo, check=False)
+        with _worktrees_of(repo, iso):
+            _git(["worktree", "remove", "--force", str(path)], repo, check=False)
         if iso.get("branch"):
             _git(["branch", "-D", iso["branch"]], repo, check=False)
     shutil.rmtree(path, ignore_errors=True)
     if iso.get("objects"):
         shutil.rmtree(iso["objects"], ignore_errors=True)
     if iso.get("kind") == "git":
-        _git(["worktree", "prune"], Path(iso["applyRoot"]), check=False)
+        with _worktrees_of(Path(iso["applyRoot"]), iso):
+            _git(["worktree", "prune"], Path(iso["applyRoot"]), check=False)
 
 
 def salvage(run_dir: Path) -> dict[str, Any]:
@@ -533,7 +562,8 @@ def _restore(iso: dict[str, Any], state: dict[str, Any], dest: Path) -> str:
     """``dest`` as the run's starting state (git, while the tree exists), else the source as it is now."""
     source = Path(iso["applyRoot"] if iso["kind"] == "git" else iso["source"])
     if iso["kind"] == "git":
-        _git(["worktree", "add", "-q", "--detach", str(dest), "HEAD"], source)
+        with _worktrees_of(source, iso):
+            _git(["worktree", "add", "-q", "--detach", str(dest), "HEAD"], source)
         base = iso.get("base")
         if base and _has_all(base, dest):
             _git(["read-tree", "-u", "--reset", base], dest)

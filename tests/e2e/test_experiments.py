@@ -288,7 +288,8 @@ def test_an_isolated_sweep_gives_each_run_its_worktree_and_checks_score_each_run
     shown = capsys.readouterr().err  # outside a notebook the sweep's lines go to stderr
     for cell in ("scribe · demo/scripted · alpha · #1", "scribe · demo/scripted · alpha · #2",
                  "scribe · demo/scripted · beta · #2"):
-        line = next(ln for ln in shown.splitlines() if ln.startswith(f"✓ {cell} "))
+        line = next((ln for ln in shown.splitlines() if ln.startswith(f"✓ {cell} ")), None)
+        assert line is not None, shown
         assert "says_alpha=" in line and "1 file +1" in line  # each cell's end shows its scores and change
     runs = exp.runs()
     assert len(runs) == 4 and {r.status for r in runs} == {"completed"}, [r.error for r in runs]

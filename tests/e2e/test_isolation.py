@@ -412,3 +412,38 @@ def test_settlers_racing_on_a_lost_isolated_run_capture_once_and_leave_no_worktr
         assert result["changes"] == {"files": 1, "added": 1, "removed": 0} and "changesError" not in result
         assert "+made before the supervisor died" in (run_dir / "changes.patch").read_text()
         assert_no_workspace_left(project, worktrees)
+
+
+def test_workspaces_of_one_repository_set_up_and_removed_at_once_all_succeed(project, worktrees):
+    """The runs of a sweep set up their worktrees at the same moment; git's own `worktree add` fails on an entry
+    another add is writing (without the repository's lock, 11 of 80 concurrent adds failed here)."""
+    from nbsubagents.child import isolation
+
+    make_repo(project)
+    for attempt in range(3):
+        start = threading.Barrier(8)
+        made: list[object] = []
+
+        def make(i: int) -> None:
+            run_dir = project / ".pi" / "subagents" / "runs" / f"20261128-00000{attempt}-{i:06d}"
+            run_dir.mkdir(parents=True)
+            iso = isolation.plan(project)
+            start.wait()
+            try:
+                made.append((iso, isolation.setup(iso, run_dir.name, run_dir)))
+            except Exception as exc:  # noqa: BLE001 - which add failed, and how, is the finding
+                made.append(exc)
+
+        threads = [threading.Thread(target=make, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not [m for m in made if isinstance(m, Exception)], made
+        assert all((workdir / "README.md").is_file() for _, workdir in made)  # each a checkout of the repository
+        removers = [threading.Thread(target=isolation.remove, args=(iso,)) for iso, _ in made]
+        for t in removers:
+            t.start()
+        for t in removers:
+            t.join()
+        assert_no_workspace_left(project, worktrees)
