@@ -113,6 +113,16 @@ class interrupt_when_running:
         signal.signal(signal.SIGINT, self._old_handler)
 
 
+def at_once(target: Callable[..., object], calls: list[tuple]) -> None:
+    """``target(*args)`` for each ``args`` of ``calls``, each in a thread of its own, all started before any is
+    joined (racers meet at a ``threading.Barrier`` of their own when the moment matters); returns when all ended."""
+    threads = [threading.Thread(target=target, args=args) for args in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
     """Poll ``predicate`` until it returns something true (which is returned), or fail the test."""
     deadline = time.monotonic() + timeout

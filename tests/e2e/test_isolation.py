@@ -15,7 +15,7 @@ import nbsubagents
 from nbsubagents.child import procs
 from nbsubagents.config import NbSubagentsError
 
-from helpers import processes_inside, wait_for
+from helpers import at_once, processes_inside, wait_for
 from test_background import python, row_of, started_by_a_killed_launcher
 
 
@@ -402,11 +402,7 @@ def test_settlers_racing_on_a_lost_isolated_run_capture_once_and_leave_no_worktr
             except BaseException as exc:  # noqa: BLE001 - what a racing settler raised is the finding
                 outcomes.append(exc)
 
-        threads = [threading.Thread(target=settler) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        at_once(settler, [()] * 6)
         assert sorted(map(str, outcomes)) == ["False"] * 5 + ["True"]
         result = json.loads((run_dir / "result.json").read_text())
         assert result["changes"] == {"files": 1, "added": 1, "removed": 0} and "changesError" not in result
@@ -434,16 +430,8 @@ def test_workspaces_of_one_repository_set_up_and_removed_at_once_all_succeed(pro
             except Exception as exc:  # noqa: BLE001 - which add failed, and how, is the finding
                 made.append(exc)
 
-        threads = [threading.Thread(target=make, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        at_once(make, [(i,) for i in range(8)])
         assert not [m for m in made if isinstance(m, Exception)], made
         assert all((workdir / "README.md").is_file() for _, workdir in made)  # each a checkout of the repository
-        removers = [threading.Thread(target=isolation.remove, args=(iso,)) for iso, _ in made]
-        for t in removers:
-            t.start()
-        for t in removers:
-            t.join()
+        at_once(isolation.remove, [(iso,) for iso, _ in made])
         assert_no_workspace_left(project, worktrees)

@@ -21,6 +21,8 @@ from nbsubagents.child.artifacts import RunPaths, atomic_write_json, now_iso, re
 from nbsubagents.lifecycle import handle, reconcile, settle, watcher
 from nbsubagents.lifecycle.handle import Run
 
+from helpers import at_once
+
 
 def make_run(root: Path, run_id: str, *, supervisor: bool = True) -> RunPaths:
     """A run directory as a launched run leaves it: meta.json, supervisor.log and (if ``supervisor``)
@@ -55,11 +57,7 @@ def test_threads_settling_one_run_at_once_write_one_result_and_never_raise(tmp_p
             except BaseException as exc:  # noqa: BLE001 - what a racing writer raised is the finding
                 outcomes.append(exc)
 
-        threads = [threading.Thread(target=settler, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        at_once(settler, [(i,) for i in range(8)])
         assert [o for o in outcomes if isinstance(o, BaseException)] == []
         assert outcomes.count(True) == 1, outcomes  # exactly one settler wrote the result
         assert read_json(paths.result)["status"] in ("failed", "aborted")
