@@ -42,7 +42,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from .artifacts import atomic_write_json, now_iso, read_json
@@ -94,27 +94,25 @@ def _git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None 
     return proc
 
 
+def _common_dir(repo: Path) -> Path:
+    """The repository's common git folder: its objects, refs and every worktree's entry."""
+    return repo / _git(["rev-parse", "--git-common-dir"], repo).stdout.decode().strip()
+
+
 @contextmanager
 def _worktrees_of(repo: Path, iso: dict[str, Any]) -> Iterator[None]:
     """Hold the repository's worktree lock while git adds or removes a worktree: ``git worktree add`` reads every
     other worktree's entry and fails on one that another ``add`` is writing at that moment (the runs of a sweep set
     up at once; 11 of 80 concurrent adds failed here). A file in the repository's git folder, so every process of
     every kernel takes the same one; released when the holder ends, however it ends."""
-    shared = iso.get("sharedObjects")
     try:
-        if shared:
-            common = Path(shared).parent
-        else:
-            found = _git(["rev-parse", "--git-common-dir"], repo, check=False)
-            common = repo / found.stdout.decode().strip() if found.returncode == 0 else None
-        held = open(common / "nbsubagents-worktrees.lock", "ab") if common else None  # noqa: SIM115 (closed below)
+        common = Path(iso["sharedObjects"]).parent if iso.get("sharedObjects") else _common_dir(repo)
+        held = open(common / "nbsubagents-worktrees.lock", "ab")  # noqa: SIM115 (closed below: that releases it)
     except (OSError, IsolationError):  # no repository any more, or a git folder we cannot write to: git's own
         held = None                    # command then fails as it would have (or, removing, does nothing)
-    if held is None:
-        yield
-        return
-    with held:  # closing it releases the lock
-        fcntl.flock(held, fcntl.LOCK_EX)
+    with held or nullcontext():
+        if held:
+            fcntl.flock(held, fcntl.LOCK_EX)
         yield
 
 
@@ -303,8 +301,7 @@ def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
     if iso["kind"] == "git":
         iso["branch"] = f"nbsubagents/{run_id}"
         repo = Path(iso["applyRoot"])
-        common = _git(["rev-parse", "--git-common-dir"], repo).stdout.decode().strip()
-        iso["sharedObjects"] = str((repo / common / "objects").resolve())
+        iso["sharedObjects"] = str((_common_dir(repo) / "objects").resolve())
         iso["objects"] = str(path.parent / f"{run_id}.objects")  # the snapshots' own store (never the user's)
     # Recorded before anything is made: whoever settles a supervisor killed from here on finds it (``salvage``).
     _write_state(run_dir, iso)
@@ -536,6 +533,7 @@ def checkout(run_dir: Path, dest: Path) -> tuple[Path, str]:
     if not iso:
         raise IsolationError(f"run {run_dir.name} did not run with isolation='worktree': it has no workspace")
     state = {"kind": iso["kind"], "source": iso["source"], "applyRoot": iso["applyRoot"],
+             "sharedObjects": iso.get("sharedObjects"),  # its removal finds the repository's lock without git
              "subdir": iso.get("subdir", "."), "path": str(dest),
              "owner": {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid())}}
     dest.parent.mkdir(parents=True, exist_ok=True)
