@@ -10,11 +10,12 @@ The Dask arm submits every run at once (``run_parallel`` without ``concurrency``
 scheduler refills them); a third arm passes ``concurrency=2 * SLOTS``, so the notebook refills the slots as runs
 end, as ``experiment()`` and ``bench_sweep1000.py`` do: how soon the kernel sees a run's end counts there.
 
-The cluster is set up as the Dask guide (docs/user/dask.md) sets it up: with the workers' profiler off, since a
-run's task only waits for its supervisor (the profiler samples every task's stack 100 times a second, ~2 % of a
-core per busy worker here). ``--profiler`` leaves it on, as Dask's default has it, to measure what it costs.
+The cluster is set up as the Dask guide (docs/user/dask.md) sets it up: with Dask's timers that a run's task does
+not need (the profiler, the event loop's watchdog, the memory monitor: ``dask_launcher.CLUSTER_CONFIG``) turned off
+or slowed, since a run's task only waits for its supervisor and on 2 busy cores their CPU is taken from pi.
+``--dask-defaults`` leaves Dask's defaults, to measure what they cost.
 
-``make bench`` runs it; ``.venv/bin/python benchmarks/bench_dask.py [RUNS] [SLOTS] [--profiler]``.
+``make bench`` runs it; ``.venv/bin/python benchmarks/bench_dask.py [RUNS] [SLOTS] [--dask-defaults]``.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scri
 ROUNDS = 4  # two rounds left the ratio within several hundredths of itself
 
 
-def main(runs: int = 64, slots: int = 4, profiler: bool = False) -> None:
+def main(runs: int = 64, slots: int = 4, dask_defaults: bool = False) -> None:
     import dask
     import distributed
 
-    from nbsubagents.lifecycle.dask_launcher import RESOURCE
+    from nbsubagents.lifecycle.dask_launcher import CLUSTER_CONFIG, RESOURCE
 
     base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-dask-"))
     project = copy_example_project(base / "project")
@@ -45,7 +46,8 @@ def main(runs: int = 64, slots: int = 4, profiler: bool = False) -> None:
     concurrency = 2 * slots
     items = [{"preset": "scout", "task": f"read README.md\nrun: echo run{i}"} for i in range(runs)]
     times: dict[str, list[float]] = {"dask": [], "local": [], "dask, kernel refills": []}
-    dask.config.set({"distributed.worker.profile.enabled": profiler})  # before the cluster: its workers take it
+    if not dask_defaults:
+        dask.config.set(CLUSTER_CONFIG)  # before the cluster: its workers take it
     with distributed.LocalCluster(n_workers=2, threads_per_worker=slots, processes=True,
                                   resources={RESOURCE: slots}, local_directory=str(base / "workers"),
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
@@ -68,7 +70,7 @@ def main(runs: int = 64, slots: int = 4, profiler: bool = False) -> None:
     stop_scripted_model()
     print(f"{runs} scripted runs, concurrency {concurrency} ({2} Dask workers x {slots} slots), "
           f"{ROUNDS} rounds, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
-          f"the workers' profiler {'on' if profiler else 'off'}")
+          f"{'Dask' if dask_defaults else 'the Dask guide'}'s timers")
     p = statistics.median(times["local"])
     print(f"local process launcher : median {p:.1f} s ({p / runs * 1000:.0f} ms/run)  {times['local']}")
     for name in ("dask", "dask, kernel refills"):
@@ -80,5 +82,5 @@ def main(runs: int = 64, slots: int = 4, profiler: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    numbers = [int(a) for a in sys.argv[1:] if a != "--profiler"]
-    main(*numbers[:2], profiler="--profiler" in sys.argv[1:])
+    numbers = [int(a) for a in sys.argv[1:] if a != "--dask-defaults"]
+    main(*numbers[:2], dask_defaults="--dask-defaults" in sys.argv[1:])

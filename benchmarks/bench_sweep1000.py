@@ -2,8 +2,8 @@
 
 Three arms run the same scripted tasks at the same concurrency: bare ``pi --mode json`` (16 threads, each starting
 pi and waiting for it), ``nbsubagents.experiment(..., concurrency=16)`` with the local process launcher, and the
-same experiment on a Dask LocalCluster (2 worker processes x 8 slots, the workers' profiler off as the Dask guide
-sets them up: ``bench_dask.py`` says why). The runs are split into BLOCKS blocks and
+same experiment on a Dask LocalCluster (2 worker processes x 8 slots, Dask's timers set as the Dask guide
+sets them: ``bench_dask.py`` says why). The runs are split into BLOCKS blocks and
 the arms alternate block by block, so a change of the machine's load falls on every arm alike. Printed:
 
 - each arm's throughput (runs per second) and its ratio to bare pi (target: within 10 %);
@@ -121,7 +121,7 @@ def main() -> None:
     import dask
     import distributed
 
-    from nbsubagents.lifecycle.dask_launcher import RESOURCE
+    from nbsubagents.lifecycle.dask_launcher import CLUSTER_CONFIG, RESOURCE
 
     base = Path(os.environ.get("TMPDIR", "/tmp")) / f"nbsubagents-bench-sweep-{os.getpid()}"
     project = copy_example_project(base / "project")
@@ -131,7 +131,7 @@ def main() -> None:
     per_block = max(1, args.runs // args.blocks)
     seconds = {"bare pi": 0.0, "experiment, local": 0.0, "experiment, dask": 0.0}
     kernel = [rss_mb()]
-    dask.config.set({"distributed.worker.profile.enabled": False})  # before the cluster: its workers take it
+    dask.config.set(CLUSTER_CONFIG)  # before the cluster: its workers take it
     with distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=SLOTS, processes=True,
                                   resources={RESOURCE: SLOTS}, local_directory=str(base / "workers"),
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client, \

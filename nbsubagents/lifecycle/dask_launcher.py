@@ -50,7 +50,7 @@ from .process import start_supervisor
 if TYPE_CHECKING:
     from .handle import Run
 
-__all__ = ["RESOURCE", "SCHEDULER_GRACE", "DaskLauncher", "scheduler_gone",
+__all__ = ["RESOURCE", "CLUSTER_CONFIG", "SCHEDULER_GRACE", "DaskLauncher", "scheduler_gone",
            "DaskProcess", "run_supervisor", "liveness", "client_for", "bind",
            "check_cluster", "require_cluster", "cancel", "versions"]
 
@@ -63,6 +63,16 @@ SCHEDULER_GRACE = 10.0    # seconds a queued run's scheduler may stay unreachabl
 PROBE_TIMEOUT = 1.0       # seconds a connection to a scheduler may take
 WORKERS_FRESH = 1.0       # seconds the starts that follow reuse a client's list of workers (a call's runs share it)
 HOST = os.uname().nodename
+
+# Dask's settings for a cluster whose tasks only wait on their supervisors (the Dask guide sets them, `doctor --dask`
+# notes a worker without them): timers every Dask process runs by default, which buy nothing for such a task. On a
+# machine the runs keep busy what they take is taken from pi: a LocalCluster of 2 workers idled at 6.75 % of a core
+# with the profiler off, 1.15 % with all three.
+CLUSTER_CONFIG: dict[str, Any] = {
+    "distributed.worker.profile.enabled": False,        # samples every running task's stack 100 times a second
+    "distributed.admin.tick.interval": "1s",             # the event loop's watchdog, every 20 ms
+    "distributed.worker.memory.monitor-interval": "1s",  # memory limits checked every 100 ms
+}
 
 _bound: dict[str, Any] = {}       # run id -> the client its call named (dask_client=)
 _by_address: dict[str, Any] = {}  # scheduler address (settings.dask_scheduler) -> this process's client
@@ -373,7 +383,7 @@ def client_for(run_id: str | None = None, client: Any = None) -> Any:
 
 # -- checking a cluster -------------------------------------------------------------------------
 def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
-    """On a worker: what it sees of the project and of pi, its versions, and whether Dask's profiler is on."""
+    """On a worker: what it sees of the project and of pi, its versions, and its settings of CLUSTER_CONFIG."""
     from dask import config  # noqa: PLC0415 (on a worker: Dask is there)
 
     try:
@@ -381,8 +391,27 @@ def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
     except OSError:
         sees = False
     missing = [p for i, p in enumerate(programs) if not os.path.isfile(p) or (i == 0 and not os.access(p, os.X_OK))]
-    profiler = bool(config.get("distributed.worker.profile.enabled", True))
-    return {"host": HOST, "sees": sees, "missing": missing, "profiler": profiler, **versions()}
+    timers = {key: config.get(key, None) for key in CLUSTER_CONFIG}
+    return {"host": HOST, "sees": sees, "missing": missing, "settings": timers, **versions()}
+
+
+def _unlike_cluster_config(seen: dict[str, Any]) -> list[str]:
+    """The keys of CLUSTER_CONFIG a worker's settings ``seen`` differ from (durations compared as durations)."""
+    from dask.utils import parse_timedelta  # noqa: PLC0415 (a client is there: so is Dask)
+
+    def same(want: Any, have: Any) -> bool:
+        if isinstance(want, str):
+            try:
+                return have is not None and parse_timedelta(have) == parse_timedelta(want)
+            except (TypeError, ValueError):
+                return False
+        return bool(have) == want
+    return [key for key, want in CLUSTER_CONFIG.items() if not same(want, seen.get(key))]
+
+
+def _variable(key: str) -> str:
+    """The environment variable that sets Dask's config ``key`` (a worker's environment on Slurm or Kubernetes)."""
+    return "DASK_" + key.upper().replace(".", "__").replace("-", "_")
 
 
 def versions() -> dict[str, str | None]:
@@ -424,7 +453,7 @@ def _recent_workers(client: Any) -> dict[str, dict[str, Any]]:
 
 def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bool | None, str, str]]:
     """One line per finding, (ok, what, detail) as ``nbsubagents doctor`` prints them: workers, the project
-    folder seen from each (a probe file written here and read there), pi on each, versions, Dask's profiler."""
+    folder seen from each (a probe file written here and read there), pi on each, versions, Dask's timers."""
     lines: list[tuple[bool | None, str, str]] = []
     workers = _workers(client)
     if not workers:
@@ -455,12 +484,16 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
         if differ:  # another Python is worth a note; another nbsubagents or distributed is a problem
             lines.append((None if differ == ["python"] else False, "versions",
                           f"{where}: " + "; ".join(f"{k} {seen.get(k)} here {mine[k]}" for k in differ)))
-    profiling = sorted(address for address, seen in found.items() if seen.get("profiler"))
-    if profiling:  # a note, not a problem: what a cluster of sub-agent runs spends on it for nothing
-        lines.append((None, "dask profiler", f"on at {len(profiling)} of {len(found)} workers: it samples every "
-                      "running task's stack 100 times a second, and a run's task only waits on its supervisor "
-                      "(~2% of a core per busy worker here); off: DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False "
-                      "in the workers' environment"))
+    unlike = {address: _unlike_cluster_config(seen.get("settings") or {}) for address, seen in found.items()}
+    keys = [key for key in CLUSTER_CONFIG if any(key in differ for differ in unlike.values())]
+    if keys:  # a note, not a problem: what a cluster of sub-agent runs spends on Dask's timers for nothing
+        address = next(a for a, differ in sorted(unlike.items()) if differ)
+        has = found[address].get("settings") or {}
+        lines.append((None, "dask timers", f"{sum(map(bool, unlike.values()))} of {len(found)} workers run timers "
+                      "that take CPU from pi for tasks that only wait on their supervisors ("
+                      + ", ".join(f"{key}={has.get(key)}" for key in keys if key in unlike[address])
+                      + f" at {address}); set in the workers' environment: "
+                      + " ".join(f"{_variable(key)}={CLUSTER_CONFIG[key]}" for key in keys)))
     if all(ok is not False for ok, what, _ in lines[1:]):
         lines.append((True, "each worker", f"sees {root} and runs pi; nbsubagents {mine['nbsubagents']}, "
                                            f"distributed {mine['distributed']}"))

@@ -13,6 +13,8 @@ import sys
 import time
 import warnings
 
+from pathlib import Path
+
 import pytest
 
 distributed = pytest.importorskip("distributed", reason="the dask extra: pip install -e '.[dask]'")
@@ -355,8 +357,12 @@ def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project)
     assert f"✓ dask workers   2 at {client.scheduler.address}, {2 * SLOTS} run slots (resource 'nbsubagents')" \
         in lines, out.stdout
     assert any(ln.startswith(f"✓ each worker    sees {root} and runs pi; nbsubagents ") for ln in lines), out.stdout
-    assert "! dask profiler  on at 2 of 2 workers: it samples every running task's stack 100 times a second" \
-        in out.stdout, out.stdout  # Dask's default: a note that names the variable turning it off
+    timers = next(ln for ln in lines if ln.startswith("! dask timers    2 of 2 workers run timers that take CPU from pi"))
+    assert "(distributed.worker.profile.enabled=True, distributed.admin.tick.interval=20ms, " \
+           "distributed.worker.memory.monitor-interval=100ms at tcp://" in timers  # Dask's defaults: a note
+    assert timers.endswith("set in the workers' environment: DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False "
+                           "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL=1s "
+                           "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL=1s"), timers
     assert not list((root / ".pi" / "subagents").glob(".dask-probe-*"))  # the probe is removed
 
     missing = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask"], capture_output=True,
@@ -364,6 +370,28 @@ def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project)
                              env={k: v for k, v in os.environ.items() if not k.startswith("DASK_")})
     assert missing.returncode == 1 and "✗ dask           no scheduler to check (give one, or set the " \
         "dask_scheduler setting)\n                 fix: nbsubagents doctor --dask tcp://HOST:8786" in missing.stdout
+
+
+def test_the_dask_guide_sets_the_timers_doctor_checks_and_its_variables_set_the_same():
+    import ast
+
+    import dask
+
+    guide = (Path(__file__).parents[2] / "docs" / "user" / "dask.md").read_text(encoding="utf-8")
+    call = guide[guide.index("dask.config.set({"):]
+    call = call[:call.index("})") + 2]
+    assert ast.literal_eval(call[len("dask.config.set("):-1]) == dask_launcher.CLUSTER_CONFIG
+    variables = {dask_launcher._variable(key): str(value) for key, value in dask_launcher.CLUSTER_CONFIG.items()}
+    for name, value in variables.items():
+        assert f"`{name}={value}`" in guide  # what a Slurm or Kubernetes cluster's workers are given
+    read = dask.config.collect(paths=[], env=variables)  # as a worker started in that environment reads it
+    seen = {key: dask.config.get(key, None, config=read) for key in dask_launcher.CLUSTER_CONFIG}
+    assert dask_launcher._unlike_cluster_config(seen) == []
+    defaults = {key: dask.config.get(key) for key in dask_launcher.CLUSTER_CONFIG}
+    assert dask_launcher._unlike_cluster_config(defaults) == list(dask_launcher.CLUSTER_CONFIG)
+    assert dask_launcher._unlike_cluster_config({**dask_launcher.CLUSTER_CONFIG,
+                                                 "distributed.admin.tick.interval": "1000ms",
+                                                 "distributed.worker.memory.monitor-interval": 1}) == []
 
 
 def test_an_experiment_runs_its_cells_on_the_cluster(dask_project):
