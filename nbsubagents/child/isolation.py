@@ -36,7 +36,6 @@ SHARE_LIMIT are copied there (so a later check can restore that state exactly).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -48,6 +47,7 @@ from pathlib import Path
 from .artifacts import atomic_write_json, now_iso, read_json
 from .errors import NbSubagentsError
 from .procs import alive, process_start_ticks
+from .run_files import exclusive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -104,15 +104,13 @@ def _worktrees_of(repo: Path, iso: dict[str, Any]) -> Iterator[None]:
     """Hold the repository's worktree lock while git adds or removes a worktree: ``git worktree add`` reads every
     other worktree's entry and fails on one that another ``add`` is writing at that moment (the runs of a sweep set
     up at once; 11 of 80 concurrent adds failed here). A file in the repository's git folder, so every process of
-    every kernel takes the same one; released when the holder ends, however it ends."""
+    every kernel takes the same one. No repository any more: git's own command then fails as it would have (or,
+    removing, does nothing)."""
     try:
-        common = Path(iso["sharedObjects"]).parent if iso.get("sharedObjects") else _common_dir(repo)
-        held = open(common / "nbsubagents-worktrees.lock", "ab")  # noqa: SIM115 (closed below: that releases it)
-    except (OSError, IsolationError):  # no repository any more, or a git folder we cannot write to: git's own
-        held = None                    # command then fails as it would have (or, removing, does nothing)
-    with held or nullcontext():
-        if held:
-            fcntl.flock(held, fcntl.LOCK_EX)
+        common: Path | None = Path(iso["sharedObjects"]).parent if iso.get("sharedObjects") else _common_dir(repo)
+    except IsolationError:
+        common = None
+    with exclusive(common / "nbsubagents-worktrees.lock") if common else nullcontext():
         yield
 
 

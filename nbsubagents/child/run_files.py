@@ -5,14 +5,16 @@ the start) or for a value JSON cannot hold. Standard library only: the superviso
 
 from __future__ import annotations
 
+import fcntl
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from .artifacts import RunPaths, atomic_write_json
 
 TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
 if TYPE_CHECKING:
-    from typing import IO, Any
+    from typing import IO, Any, Iterator
 
 RESERVE = ".result-reserve"      # space held from the start so that result.json fits on a full disk
 RESERVE_BYTES = 64 * 1024
@@ -147,3 +149,21 @@ def best_effort(fn: Any, *args: Any) -> None:
         fn(*args)
     except OSError:
         pass
+
+
+@contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """Hold an advisory lock across processes (``flock`` on the file ``lock``, made if missing) while the block runs;
+    released when the holder ends, however it ends. Without one when the file cannot be made (the block runs
+    unlocked, as the callers' work would fail or do nothing there anyway)."""
+    try:
+        fd: int | None = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the block's processes
+    except OSError:
+        fd = None
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)

@@ -23,21 +23,19 @@ results and nothing else does.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .. import registry
 from ..child import artifacts
 from ..child.artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json
 from ..child.isolation import salvage
 from ..child.procs import kill_run_processes
-from ..child.run_files import best_effort, sync
+from ..child.run_files import best_effort, exclusive, sync
 from ..child.supervisor import CANCEL_FILE, WORKER_LOST
 
 __all__ = ["LOST", "WORKER_LOST", "CANCELLED", "NOT_STARTED", "request_cancel", "cancel_requested", "never_ran",
@@ -105,7 +103,7 @@ def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None,
     if not meta.get("isolation"):
         return _lost(paths, meta, exit_code, {}, worker_lost)
     lock = paths.dir / ".settle.lock"
-    with _exclusive(lock):  # one settler at a time works in the run's workspace
+    with exclusive(lock):  # one settler at a time works in the run's workspace
         if paths.result.exists():
             return False
         written = _lost(paths, meta, exit_code, _salvage(paths), worker_lost)
@@ -137,21 +135,6 @@ def _salvage(paths: RunPaths) -> dict[str, Any]:
         return salvage(paths.dir)
     except Exception as exc:  # the verdict is written all the same; the result says what went wrong
         return {"changesError": f"the run's workspace could not be cleaned up: {exc}"}
-
-
-@contextmanager
-def _exclusive(lock: Path) -> Iterator[None]:
-    """An advisory lock across processes (``flock``); none when the run directory cannot hold the file."""
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, reason: str, *, lost: bool,
