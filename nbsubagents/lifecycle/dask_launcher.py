@@ -392,7 +392,7 @@ def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
         sees = False
     missing = [p for i, p in enumerate(programs) if not os.path.isfile(p) or (i == 0 and not os.access(p, os.X_OK))]
     timers = {key: config.get(key, None) for key in CLUSTER_CONFIG}
-    return {"host": HOST, "sees": sees, "missing": missing, "settings": timers, **versions()}
+    return {"host": HOST, "sees": sees, "missing": missing, "timers": timers, **versions()}
 
 
 def _unlike_cluster_config(seen: dict[str, Any]) -> list[str]:
@@ -484,16 +484,17 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
         if differ:  # another Python is worth a note; another nbsubagents or distributed is a problem
             lines.append((None if differ == ["python"] else False, "versions",
                           f"{where}: " + "; ".join(f"{k} {seen.get(k)} here {mine[k]}" for k in differ)))
-    unlike = {address: _unlike_cluster_config(seen.get("settings") or {}) for address, seen in found.items()}
-    keys = [key for key in CLUSTER_CONFIG if any(key in differ for differ in unlike.values())]
-    if keys:  # a note, not a problem: what a cluster of sub-agent runs spends on Dask's timers for nothing
-        address = next(a for a, differ in sorted(unlike.items()) if differ)
-        has = found[address].get("settings") or {}
-        lines.append((None, "dask timers", f"{sum(map(bool, unlike.values()))} of {len(found)} workers run timers "
-                      "that take CPU from pi for tasks that only wait on their supervisors ("
-                      + ", ".join(f"{key}={has.get(key)}" for key in keys if key in unlike[address])
-                      + f" at {address}); set in the workers' environment: "
-                      + " ".join(f"{_variable(key)}={CLUSTER_CONFIG[key]}" for key in keys)))
+    unlike = {address: keys for address, seen in sorted(found.items())
+              if (keys := _unlike_cluster_config(seen.get("timers") or {}))}
+    if unlike:  # a note, not a problem: what a cluster of sub-agent runs spends on Dask's timers for nothing
+        address, keys = next(iter(unlike.items()))  # one worker's values show what the others' likely are
+        has = found[address].get("timers") or {}
+        every = [key for key in CLUSTER_CONFIG if any(key in differ for differ in unlike.values())]
+        lines.append((None, "dask timers", f"{len(unlike)} of {len(found)} workers run timers that take CPU from pi "
+                      "for tasks that only wait on their supervisors ("
+                      + ", ".join(f"{key}={has.get(key)}" for key in keys) + f" at {address}); "
+                      "set in the workers' environment: "
+                      + " ".join(f"{_variable(key)}={CLUSTER_CONFIG[key]}" for key in every)))
     if all(ok is not False for ok, what, _ in lines[1:]):
         lines.append((True, "each worker", f"sees {root} and runs pi; nbsubagents {mine['nbsubagents']}, "
                                            f"distributed {mine['distributed']}"))

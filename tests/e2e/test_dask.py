@@ -3,6 +3,7 @@ directory, the project folder shared; the real pi against the scripted model. On
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -12,13 +13,13 @@ import subprocess
 import sys
 import time
 import warnings
-
 from pathlib import Path
 
 import pytest
 
 distributed = pytest.importorskip("distributed", reason="the dask extra: pip install -e '.[dask]'")
 
+import dask  # noqa: E402
 from helpers import PI, SCOUT, processes_inside, wait_for  # noqa: E402
 from test_background import row_of, started_by_a_killed_launcher  # noqa: E402
 
@@ -373,10 +374,6 @@ def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project)
 
 
 def test_the_dask_guide_sets_the_timers_doctor_checks_and_its_variables_set_the_same():
-    import ast
-
-    import dask
-
     guide = (Path(__file__).parents[2] / "docs" / "user" / "dask.md").read_text(encoding="utf-8")
     call = guide[guide.index("dask.config.set({"):]
     call = call[:call.index("})") + 2]
