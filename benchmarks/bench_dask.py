@@ -11,7 +11,7 @@ scheduler refills them); a third arm passes ``concurrency=2 * SLOTS``, so the no
 end, as ``experiment()`` and ``bench_sweep1000.py`` do: how soon the kernel sees a run's end counts there.
 
 The cluster is set up as the Dask guide (docs/user/dask.md) sets it up: with Dask's timers that a run's task does
-not need (the profiler, the event loop's watchdog, the memory monitor: ``dask_launcher.CLUSTER_CONFIG``) turned off
+not need (the profiler, the event loop's watchdog, the memory monitor: ``dask_cluster.CLUSTER_CONFIG``) turned off
 or slowed, since a run's task only waits for its supervisor and on 2 busy cores their CPU is taken from pi.
 ``--dask-defaults`` leaves Dask's defaults, to measure what they cost.
 
@@ -37,7 +37,7 @@ def main(runs: int = 64, slots: int = 4, dask_defaults: bool = False) -> None:
     import dask
     import distributed
 
-    from nbsubagents.lifecycle.dask_launcher import CLUSTER_CONFIG, RESOURCE
+    from nbsubagents.lifecycle.dask_cluster import CLUSTER_CONFIG, RESOURCE
 
     base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-dask-"))
     project = copy_example_project(base / "project")

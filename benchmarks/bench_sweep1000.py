@@ -121,7 +121,7 @@ def main() -> None:
     import dask
     import distributed
 
-    from nbsubagents.lifecycle.dask_launcher import CLUSTER_CONFIG, RESOURCE
+    from nbsubagents.lifecycle.dask_cluster import CLUSTER_CONFIG, RESOURCE
 
     base = Path(os.environ.get("TMPDIR", "/tmp")) / f"nbsubagents-bench-sweep-{os.getpid()}"
     project = copy_example_project(base / "project")

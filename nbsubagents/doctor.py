@@ -21,7 +21,8 @@ from pathlib import Path
 from .child import harnesses
 from .child.artifacts import runs_dir
 from .config import NbSubagentsError, agent_dir, configure, file_key, project_root, settings, sources
-from .lifecycle.dask_launcher import check_cluster, client_for, versions
+from .lifecycle.dask_cluster import check_cluster, versions
+from .lifecycle.dask_launcher import client_for
 from .pi import find_pi
 from .pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, HarnessNotFoundError, find_harness, pi_command, pi_package
 from .pi.models import ModelError, available_models, failure_line

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..child.artifacts import RunPaths
 from ..config import NbSubagentsError, project_root, settings
 from ..pi import find_pi, pi_command
-from .dask_launcher import DaskLauncher, client_for, require_cluster
+from .dask_cluster import require_cluster
+from .dask_launcher import DaskLauncher, client_for
 from .process import ProcessLauncher
 from .spec import check_cwd
 from .tmux import TmuxLauncher

@@ -28,7 +28,7 @@ from nbsubagents import config  # noqa: E402
 from nbsubagents.pi.locate import pi_command  # noqa: E402
 from nbsubagents.child import procs  # noqa: E402
 from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir  # noqa: E402
-from nbsubagents.lifecycle import dask_launcher, forkserver, watcher  # noqa: E402
+from nbsubagents.lifecycle import dask_cluster, dask_launcher, forkserver, watcher  # noqa: E402
 from nbsubagents.child.artifacts import RunPaths  # noqa: E402
 from nbsubagents.lifecycle.handle import reread  # noqa: E402
 from nbsubagents.lifecycle.launch import launcher_for  # noqa: E402
@@ -58,7 +58,7 @@ def cluster(tmp_path_factory):
         # Started from here, not from the project: multiprocessing's resource tracker, which lives as long as
         # this pytest process, keeps the folder it started in.
         with distributed.LocalCluster(n_workers=2, threads_per_worker=SLOTS, processes=True,
-                                      resources={dask_launcher.RESOURCE: SLOTS}, local_directory=str(base / "w"),
+                                      resources={dask_cluster.RESOURCE: SLOTS}, local_directory=str(base / "w"),
                                       dashboard_address=None) as lc, distributed.Client(lc) as client:
             mp.chdir(root)
             yield root, client
@@ -268,7 +268,7 @@ def blind_workers(tmp_path, *hidden):
                     procs_.append(subprocess.Popen(
                         ["unshare", "-m", "--propagation", "private", "sh", "-c", BLIND, "sh", str(folder),
                          sys.executable, "-m", "distributed.cli.dask_worker", lc.scheduler_address, "--no-nanny",
-                         "--nthreads", "1", "--resources", f"{dask_launcher.RESOURCE}=1", "--no-dashboard",
+                         "--nthreads", "1", "--resources", f"{dask_cluster.RESOURCE}=1", "--no-dashboard",
                          "--name", f"blind-{i}", "--local-directory", str(local)],
                         cwd=local, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True))
             deadline = time.monotonic() + 60
@@ -377,16 +377,16 @@ def test_the_dask_guide_sets_the_timers_doctor_checks_and_its_variables_set_the_
     guide = (Path(__file__).parents[2] / "docs" / "user" / "dask.md").read_text(encoding="utf-8")
     call = guide[guide.index("dask.config.set({"):]
     call = call[:call.index("})") + 2]
-    assert ast.literal_eval(call[len("dask.config.set("):-1]) == dask_launcher.CLUSTER_CONFIG
-    variables = {dask_launcher._variable(key): str(value) for key, value in dask_launcher.CLUSTER_CONFIG.items()}
+    assert ast.literal_eval(call[len("dask.config.set("):-1]) == dask_cluster.CLUSTER_CONFIG
+    variables = {dask_cluster._variable(key): str(value) for key, value in dask_cluster.CLUSTER_CONFIG.items()}
     for name, value in variables.items():
         assert f"`{name}={value}`" in guide  # what a Slurm or Kubernetes cluster's workers are given
     read = dask.config.collect(paths=[], env=variables)  # as a worker started in that environment reads it
-    seen = {key: dask.config.get(key, None, config=read) for key in dask_launcher.CLUSTER_CONFIG}
-    assert dask_launcher._unlike_cluster_config(seen) == []
-    defaults = {key: dask.config.get(key) for key in dask_launcher.CLUSTER_CONFIG}
-    assert dask_launcher._unlike_cluster_config(defaults) == list(dask_launcher.CLUSTER_CONFIG)
-    assert dask_launcher._unlike_cluster_config({**dask_launcher.CLUSTER_CONFIG,
+    seen = {key: dask.config.get(key, None, config=read) for key in dask_cluster.CLUSTER_CONFIG}
+    assert dask_cluster._unlike_cluster_config(seen) == []
+    defaults = {key: dask.config.get(key) for key in dask_cluster.CLUSTER_CONFIG}
+    assert dask_cluster._unlike_cluster_config(defaults) == list(dask_cluster.CLUSTER_CONFIG)
+    assert dask_cluster._unlike_cluster_config({**dask_cluster.CLUSTER_CONFIG,
                                                  "distributed.admin.tick.interval": "1000ms",
                                                  "distributed.worker.memory.monitor-interval": 1}) == []
 
