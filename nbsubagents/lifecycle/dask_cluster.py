@@ -21,7 +21,7 @@ from typing import Any
 from ..config import NbSubagentsError
 
 __all__ = ["RESOURCE", "HOST", "CLUSTER_CONFIG", "check_cluster", "require_cluster", "programs_of", "versions",
-           "run_workers"]
+           "run_workers", "unlike_cluster_config", "dask_variable"]
 
 RESOURCE = "nbsubagents"  # the worker resource one run takes
 HOST = os.uname().nodename
@@ -53,7 +53,7 @@ def _probe(probe: str, token: str, programs: list[str]) -> dict[str, Any]:
     return {"host": HOST, "sees": sees, "missing": missing, "timers": timers, **versions()}
 
 
-def _unlike_cluster_config(seen: dict[str, Any]) -> list[str]:
+def unlike_cluster_config(seen: dict[str, Any]) -> list[str]:
     """The keys of CLUSTER_CONFIG a worker's settings ``seen`` differ from (durations compared as durations)."""
     from dask.utils import parse_timedelta  # noqa: PLC0415 (a client is there: so is Dask)
 
@@ -67,7 +67,7 @@ def _unlike_cluster_config(seen: dict[str, Any]) -> list[str]:
     return [key for key, want in CLUSTER_CONFIG.items() if not same(want, seen.get(key))]
 
 
-def _variable(key: str) -> str:
+def dask_variable(key: str) -> str:
     """The environment variable that sets Dask's config ``key`` (a worker's environment on Slurm or Kubernetes)."""
     return "DASK_" + key.upper().replace(".", "__").replace("-", "_")
 
@@ -127,7 +127,7 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
             lines.append((None if differ == ["python"] else False, "versions",
                           f"{where}: " + "; ".join(f"{k} {seen.get(k)} here {mine[k]}" for k in differ)))
     unlike = {address: keys for address, seen in sorted(found.items())
-              if (keys := _unlike_cluster_config(seen.get("timers") or {}))}
+              if (keys := unlike_cluster_config(seen.get("timers") or {}))}
     if unlike:  # a note, not a problem: what a cluster of sub-agent runs spends on Dask's timers for nothing
         address, keys = next(iter(unlike.items()))  # one worker's values show what the others' likely are
         has = found[address].get("timers") or {}
@@ -136,7 +136,7 @@ def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bo
                       "for tasks that only wait on their supervisors ("
                       + ", ".join(f"{key}={has.get(key)}" for key in keys) + f" at {address}); "
                       "set in the workers' environment: "
-                      + " ".join(f"{_variable(key)}={CLUSTER_CONFIG[key]}" for key in every)))
+                      + " ".join(f"{dask_variable(key)}={CLUSTER_CONFIG[key]}" for key in every)))
     if all(ok is not False for ok, what, _ in lines[1:]):
         lines.append((True, "each worker", f"sees {root} and runs pi; nbsubagents {mine['nbsubagents']}, "
                                            f"distributed {mine['distributed']}"))

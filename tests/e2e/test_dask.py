@@ -378,15 +378,15 @@ def test_the_dask_guide_sets_the_timers_doctor_checks_and_its_variables_set_the_
     call = guide[guide.index("dask.config.set({"):]
     call = call[:call.index("})") + 2]
     assert ast.literal_eval(call[len("dask.config.set("):-1]) == dask_cluster.CLUSTER_CONFIG
-    variables = {dask_cluster._variable(key): str(value) for key, value in dask_cluster.CLUSTER_CONFIG.items()}
+    variables = {dask_cluster.dask_variable(key): str(value) for key, value in dask_cluster.CLUSTER_CONFIG.items()}
     for name, value in variables.items():
         assert f"`{name}={value}`" in guide  # what a Slurm or Kubernetes cluster's workers are given
     read = dask.config.collect(paths=[], env=variables)  # as a worker started in that environment reads it
     seen = {key: dask.config.get(key, None, config=read) for key in dask_cluster.CLUSTER_CONFIG}
-    assert dask_cluster._unlike_cluster_config(seen) == []
+    assert dask_cluster.unlike_cluster_config(seen) == []
     defaults = {key: dask.config.get(key) for key in dask_cluster.CLUSTER_CONFIG}
-    assert dask_cluster._unlike_cluster_config(defaults) == list(dask_cluster.CLUSTER_CONFIG)
-    assert dask_cluster._unlike_cluster_config({**dask_cluster.CLUSTER_CONFIG,
+    assert dask_cluster.unlike_cluster_config(defaults) == list(dask_cluster.CLUSTER_CONFIG)
+    assert dask_cluster.unlike_cluster_config({**dask_cluster.CLUSTER_CONFIG,
                                                  "distributed.admin.tick.interval": "1000ms",
                                                  "distributed.worker.memory.monitor-interval": 1}) == []
 
