@@ -96,6 +96,16 @@ class ForkServer:
                 self._take(deadline - time.monotonic())
             return self.codes.pop(pid, None)
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether the server is ready to serve, waiting up to ``timeout`` s for its word (read lazily otherwise:
+        a process that launched nothing since the server started has not heard it)."""
+        with self.lock:
+            deadline = time.monotonic() + timeout
+            self._take()
+            while not self.ready and not self.gone and time.monotonic() < deadline:
+                self._take(deadline - time.monotonic())
+            return self.ready and not self.gone
+
     def _take(self, wait: float = 0.0) -> None:
         """Read what the server said (waiting up to ``wait`` s for something)."""
         if self.gone:

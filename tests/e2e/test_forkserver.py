@@ -19,10 +19,7 @@ from nbsubagents.lifecycle.forkserver import Forked, ForkServer
 
 
 def _ready(server: ForkServer) -> ForkServer:
-    deadline = time.monotonic() + 30
-    while not server.ready and time.monotonic() < deadline:
-        server._take(0.1)
-    assert server.ready, "the fork server never said it was ready"
+    assert server.wait_ready(30), "the fork server never said it was ready"
     return server
 
 
@@ -123,8 +120,7 @@ def test_the_server_ends_with_its_process_and_its_runs_go_on(project, tmp_path):
         "import json, os, time, nbsubagents\n"
         "from nbsubagents.lifecycle import forkserver\n"
         "nbsubagents.run('scout', 'ls src', show=False)\n"
-        "while not forkserver._server.ready:\n"
-        "    forkserver._server._take(0.1)\n"
+        "assert forkserver._server.wait_ready(30)\n"
         "run = nbsubagents.start('scout', 'run: sleep 2', show=False)\n"
         "print(json.dumps({'server': forkserver._server.proc.pid, 'forked': run.process.pid, 'dir': str(run.dir)}))\n"
         "os._exit(0)  # the kernel dies with the run going on\n")
