@@ -93,13 +93,11 @@ def run_workers(client: Any) -> dict[str, dict[str, Any]]:
     return with_resource or info
 
 
-def check_cluster(client: Any, root: Path, programs: list[str],
-                  workers: dict[str, Any] | None = None) -> list[tuple[bool | None, str, str]]:
+def check_cluster(client: Any, root: Path, programs: list[str]) -> list[tuple[bool | None, str, str]]:
     """One line per finding, (ok, what, detail) as ``nbsubagents doctor`` prints them: workers, the project
-    folder seen from each (a probe file written here and read there), pi on each, versions, Dask's timers.
-    ``workers``: the caller's ``run_workers(client)``, if it has just asked."""
+    folder seen from each (a probe file written here and read there), pi on each, versions, Dask's timers."""
     lines: list[tuple[bool | None, str, str]] = []
-    workers = run_workers(client) if workers is None else workers
+    workers = run_workers(client)
     if not workers:
         return [(False, "dask workers", f"none connected to {client.scheduler.address}: start some workers")]
     slots = sum(int((w.get("resources") or {}).get(RESOURCE, 0)) for w in workers.values())
@@ -148,13 +146,11 @@ def check_cluster(client: Any, root: Path, programs: list[str],
 def require_cluster(client: Any, root: Path, programs: list[str], workers: dict[str, Any] | None = None) -> None:
     """``check_cluster`` before the first submit of a project to a set of workers; its problems as an error.
     ``workers``: the caller's ``run_workers(client)``, if it has just asked."""
-    workers = run_workers(client) if workers is None else workers
-    key = (id(client), str(root), frozenset(workers))
+    key = (id(client), str(root), frozenset(run_workers(client) if workers is None else workers))
     with _lock:
         if key in _checked:
             return
-    problems = [f"{what}: {detail}" for ok, what, detail in check_cluster(client, root, programs, workers)
-                if ok is False]
+    problems = [f"{what}: {detail}" for ok, what, detail in check_cluster(client, root, programs) if ok is False]
     if problems:
         raise NbSubagentsError("The Dask cluster cannot run these sub-agents:\n  " + "\n  ".join(problems))
     with _lock:
