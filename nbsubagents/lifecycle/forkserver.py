@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["Forked", "ForkServer", "server"]
@@ -79,7 +78,9 @@ class ForkServer:
             except (OSError, ValueError):
                 self.gone = True
                 return None
-            self._take_until(lambda: bool(self.replies), REPLY_SECONDS)
+            deadline = time.monotonic() + REPLY_SECONDS
+            while not self.replies and not self.gone and time.monotonic() < deadline:
+                self._take(deadline - time.monotonic())
             if not self.replies:
                 self.gone = True  # it does not answer: runs start the usual way from now on
                 return None
@@ -89,22 +90,21 @@ class ForkServer:
     def code(self, pid: int, wait: float = 0.0) -> int | None:
         """How forked supervisor ``pid`` ended, once the server said so (waiting up to ``wait`` s for that)."""
         with self.lock:
-            self._take_until(lambda: pid in self.codes, wait)
+            deadline = time.monotonic() + wait
+            self._take()
+            while pid not in self.codes and not self.gone and time.monotonic() < deadline:
+                self._take(deadline - time.monotonic())
             return self.codes.pop(pid, None)
 
     def wait_ready(self, timeout: float) -> bool:
         """Whether the server is ready to serve, waiting up to ``timeout`` s for its word (read lazily otherwise:
         a process that launched nothing since the server started has not heard it)."""
         with self.lock:
-            self._take_until(lambda: self.ready, timeout)
+            deadline = time.monotonic() + timeout
+            self._take()
+            while not self.ready and not self.gone and time.monotonic() < deadline:
+                self._take(deadline - time.monotonic())
             return self.ready and not self.gone
-
-    def _take_until(self, done: Callable[[], bool], wait: float) -> None:
-        """Read what the server says until ``done()``, it is gone, or ``wait`` s have passed (the lock held)."""
-        deadline = time.monotonic() + wait
-        self._take()
-        while not done() and not self.gone and time.monotonic() < deadline:
-            self._take(deadline - time.monotonic())
 
     def _take(self, wait: float = 0.0) -> None:
         """Read what the server said (waiting up to ``wait`` s for something)."""
