@@ -63,11 +63,19 @@ if TYPE_CHECKING:
 __all__ = ["experiment", "experiments", "get_experiment", "Experiment"]
 
 
-def _cells(params: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """The plan cell of each run's params, as ``cell_key`` names it: ``cell_values`` (task, preset, model, repeat,
-    and the harness where a cell names one) as a tuple, worked out a key at a time for all runs."""
-    cells = list(zip(*([given.get(key) for given in params] for key in ("task_id", "preset", "model", "repeat"))))
-    harness = [given.get("harness") for given in params]
+def _cells(params: Any) -> list[tuple[Any, ...]]:
+    """The plan cell of each run's params (``frames.parse``d), as ``cell_key`` names it: ``cell_values`` (task,
+    preset, model, repeat, and the harness where a cell names one) as a tuple, worked out a key at a time."""
+    if isinstance(params, dict):  # a column per key, every run having each (frames.json_columns)
+        n = len(next(iter(params.values())))
+
+        def column(key: str) -> list[Any]:
+            return params[key].to_pylist() if key in params else [None] * n
+    else:
+        def column(key: str) -> list[Any]:
+            return [given.get(key) for given in params]
+    cells = list(zip(*(column(key) for key in ("task_id", "preset", "model", "repeat"))))
+    harness = column("harness")
     if harness.count(None) < len(harness):
         cells = [cell if named is None else (*cell, named) for cell, named in zip(cells, harness)]
     return cells
@@ -153,12 +161,11 @@ class Experiment:
         return [dict(zip(got, values)) for values in zip(*got.values())]
 
     @staticmethod
-    def _current(got: dict[str, list[Any]], plan: dict[str, Any],
-                 all_runs: bool) -> tuple[dict[str, list[Any]], list[dict[str, Any]]]:
-        """``current_rows()`` of the columns ``got`` (``_columns()``), as columns, with each run's params parsed (in
-        the same order)."""
+    def _current(got: dict[str, list[Any]], plan: dict[str, Any], all_runs: bool) -> tuple[dict[str, list[Any]], Any]:
+        """``current_rows()`` of the columns ``got`` (``_columns()``), as columns, with the runs' params parsed
+        (``frames.parse``, in the same order)."""
         retried = {a["runId"]: a["retried"] for cell in plan.get("cells") or [] for a in cell.get("attempts") or []}
-        params = frames.objects(frames.values(got["params"]))  # one parse for all
+        params = frames.parse(got["params"])  # one parse for all
         cells = _cells(params)
         counts = Counter(cells)
         if len(counts) == len(cells):  # every cell has one run (a sweep without retries)
@@ -175,9 +182,12 @@ class Experiment:
                    [None] * len(cells))
         if all_runs:
             return got, params
-        planned = {tuple(json.loads(cell["key"])) for cell in plan.get("cells") or []}
-        latest = [i for i, (number, cell) in enumerate(zip(attempt, cells))
-                  if number == attempts[i] and (cell in planned or not planned)]
+        planned = set(map(tuple, json.loads("[" + ",".join(cell["key"] for cell in plan.get("cells") or []) + "]")))
+        if len(counts) == len(cells) and (not planned or planned.issuperset(cells)):
+            latest = list(range(len(cells)))  # each run the only one of a planned cell
+        else:
+            latest = [i for i, (number, cell) in enumerate(zip(attempt, cells))
+                      if number == attempts[i] and (cell in planned or not planned)]
         created = frames.values(got["created_at"]) if "created_at" in got else None
         # by (created_at or "", run_id): the order the rows came in (SQL's ORDER BY created_at, run_id; text compares
         # alike in both) unless a row has no created_at and another an empty one (SQL puts every NULL first)
@@ -186,7 +196,7 @@ class Experiment:
             latest.sort(key=list(zip(created, frames.values(got["run_id"]))).__getitem__)
         if latest == list(range(len(cells))):  # every run is its cell's latest, in order: the columns as they are
             return got, params
-        return frames.take(got, latest), [params[i] for i in latest]
+        return frames.take(got, latest), frames.take_parsed(params, latest)
 
     def runs(self) -> list[Run]:
         return [Run(r["run_dir"]) for r in self.current_rows()]

@@ -2,9 +2,13 @@
 
 The columns come as Python lists (registry rows, or a pandas whose texts are not pyarrow strings) or as pyarrow
 arrays (``registry.query.arrow_columns``): then the plain columns (ids, status, model, times, metrics) go to
-pandas at once, and Python works only where it must: the JSON of params, scores and tags, masking each distinct
-text, a run's failed steps, why a run does not count. Either way the frame is the same, column for column.
-pandas and pyarrow are imported only when a frame is built.
+pandas at once, and so do the JSON objects of params, scores and tags when every run's have the same keys, each
+holding one kind of scalar (``json_columns``: a sweep's usual shape). Python works only where it must: other
+JSON, masking each distinct text, a run's failed steps, why a run does not count. Either way the frame is the
+same, column for column. pandas and pyarrow are imported only when a frame is built.
+
+A column of JSON objects, parsed (``parse``), is either a list of dicts or (``json_columns``) a dict of pyarrow
+arrays, one per key; ``keys``, ``key_values`` and ``take_parsed`` read both alike.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ _BASE = ["run_id", "experiment", "status", "stop_reason", "excluded", "error", "
          "harness", "created_at", "run_dir"]
 NAN = float("nan")  # what a list of records gives a run that lacks a column
 _REGISTRY_TIME = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"  # a time as the registry writes it (query.to_utc_iso)
+_JSON_SCALARS = ("int64", "double", "bool", "string")  # the pyarrow types json_columns keeps
+_INT64_END = 2.0 ** 63  # pyarrow reads an integer beyond int64 as a float: json.loads as an int
 
 
 def arrow_texts() -> bool:
@@ -89,8 +95,8 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
     def masked(texts: Any) -> Any:
         """The column with each text masked: each distinct text once, and the column as it is when masking changes
         none of them (the usual case)."""
-        if not isinstance(texts, list):
-            return _masked_texts(texts, mask)
+        if not isinstance(texts, list):  # a pyarrow array: of texts, or a JSON key's numbers (json_columns)
+            return _masked_texts(texts, mask) if "string" in str(texts.type) else texts
         try:
             distinct = set(texts)
         except TypeError:  # a list or an object among a param's values: these are not masked, only texts
@@ -106,8 +112,8 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
     excluded = [why_not[end] for end in ends]
     counted = not any(excluded)  # no run excluded: numbers are kept as read
     if params is None:
-        params = objects(values(column("params")))
-    scores, tags = (objects(values(column(key))) for key in ("scores", "tags"))
+        params = parse(column("params"))
+    scores, tags = (parse(column(key)) for key in ("scores", "tags"))
     changed = {name: _present(column(key)) for name, key in CHANGE_METRICS.items()}
     out: dict[str, Any] = {
         "run_id": column("run_id"), "experiment": column("experiment"), "status": column("status"),
@@ -119,10 +125,10 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
     # the columns in the order a list of records gives them: each new key where a run first has it (the first
     # run's keys when every run has the same ones, as in most sweeps)
     if n and all(map(_same_keys, (params, scores, tags))) and all(all(has) or not any(has) for has in changed.values()):
-        kinds: Any = [(params[0], [has[0] for has in changed.values()], scores[0], tags[0])]
+        kinds: Any = [(keys(params), [has[0] for has in changed.values()], keys(scores), keys(tags))]
     else:
-        kinds = dict.fromkeys(zip(map(tuple, params), zip(*changed.values()) if changed else [()] * n,
-                                  map(tuple, scores), map(tuple, tags)))
+        kinds = dict.fromkeys(zip(_row_keys(params, n), zip(*changed.values()) if changed else [()] * n,
+                                  _row_keys(scores, n), _row_keys(tags, n)))
     order = dict.fromkeys(_BASE)
     for param_keys, has_changes, score_keys, tag_keys in kinds:
         order.update(dict.fromkeys(f"params.{key}" for key in param_keys))
@@ -134,13 +140,15 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
         if name in out:
             continue
         kind, _, key = name.partition(".")
-        if kind == "params":
-            out[name] = masked([p.get(key, NAN) for p in params])
-        elif kind == "tags":
-            out[name] = masked([t.get(key, NAN) for t in tags])
-        elif kind == "scores":
+        if kind in ("params", "tags"):
+            out[name] = masked(key_values(params if kind == "params" else tags, key))
+        elif kind == "scores" and isinstance(scores, list):
             out[name] = [s.get(key, NAN) for s in scores] if counted else \
                 [NAN if key not in s else None if why else s[key] for s, why in zip(scores, excluded)]
+        elif kind == "scores":  # every run has it
+            got = key_values(scores, key)
+            out[name] = got if counted else [None if why else value
+                                             for value, why in zip(got.to_pylist(), excluded)]
         elif arrow:  # a metric: NaN where a run has none or is excluded (floats then, as pandas makes them)
             got = column({**METRICS, **CHANGE_METRICS}[key]).to_numpy(zero_copy_only=False)
             out[name] = got if counted else np.where([bool(why) for why in excluded], NAN, got)
@@ -154,6 +162,9 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
         for name in ("run_id", "experiment", "status", "stop_reason", "error", "model_resolved", "harness", "run_dir"):
             out[name] = _texts(out[name])
         out["created_at"] = _times(out["created_at"])
+    for name, got in out.items():  # a JSON key's column (json_columns): its texts as above, its numbers as numpy's
+        if not isinstance(got, (list, np.ndarray)) and name.partition(".")[0] in ("params", "scores", "tags"):
+            out[name] = _texts(got) if str(got.type) == "string" else got.to_numpy(zero_copy_only=False)
     out.update((name, columns[name]) for name in more)
     order.update(dict.fromkeys(more))
     if not n:
@@ -171,10 +182,71 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
     return data
 
 
-def _same_keys(objects: list[dict[str, Any]]) -> bool:
-    """Whether every object has the keys of the first (in any order)."""
-    keys = objects[0].keys()
-    return all(obj.keys() == keys for obj in objects)
+def _same_keys(objects: Any) -> bool:
+    """Whether every parsed object has the keys of the first (in any order)."""
+    if isinstance(objects, dict):  # json_columns: by its making
+        return True
+    first = objects[0].keys()
+    return all(obj.keys() == first for obj in objects)
+
+
+def keys(objects: Any) -> list[str]:
+    """The keys of the first parsed object, in its order (``json_columns``: every object's)."""
+    return list(objects if isinstance(objects, dict) else objects[0])
+
+
+def _row_keys(objects: Any, n: int) -> Any:
+    """The keys of each of ``n`` parsed objects, as tuples."""
+    return [tuple(objects)] * n if isinstance(objects, dict) else map(tuple, objects)
+
+
+def key_values(objects: Any, key: str) -> Any:
+    """Each parsed object's value of ``key`` (NaN where one has none): a list, or ``json_columns``' array."""
+    return objects[key] if isinstance(objects, dict) else [obj.get(key, NAN) for obj in objects]
+
+
+def take_parsed(objects: Any, rows: Sequence[int]) -> Any:
+    """The parsed objects at ``rows`` only."""
+    return {key: column.take(rows) for key, column in objects.items()} if isinstance(objects, dict) else \
+        [objects[i] for i in rows]
+
+
+def parse(texts: Any) -> Any:
+    """A column of JSON object texts parsed: ``json_columns`` of a pyarrow array of them when it can, else each
+    object (``objects``)."""
+    return (not isinstance(texts, list) and json_columns(texts)) or objects(values(texts))
+
+
+def json_columns(texts: Any) -> dict[str, Any] | None:
+    """JSON object texts (a pyarrow array) as one pyarrow array per key, in the first object's order, read by
+    pyarrow at once, when each object has the same keys and each key's values are all numbers (integers in
+    int64: else floats), all booleans or all texts, none null: no object is made per run. None when they are not
+    so (nested values, a null, a missing key, a date pyarrow would read as a time), or there is no key at all."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    if not len(texts) or texts.null_count:
+        return None
+    encoded = texts.dictionary_encode()  # each distinct text parsed once (a sweep's tags are often one text)
+    distinct = encoded.dictionary
+    lines = "\n".join(distinct.to_pylist()).encode()
+    try:
+        table = pj.read_json(pa.py_buffer(lines), read_options=pj.ReadOptions(use_threads=False,
+                                                                               block_size=len(lines) + 1))
+    except (TypeError, ValueError):  # pyarrow's ArrowInvalid among them: a key whose values change kind, say
+        return None
+    first = list(json.loads(distinct[0].as_py()))
+    if table.num_rows != len(distinct) or not first or sorted(first) != sorted(table.column_names) or any(
+            column.null_count or str(column.type) not in _JSON_SCALARS for column in table.columns):
+        return None  # a text of several lines (or none), another shape, or a key some object lacks
+    if any(str(column.type) == "double" and pc.any(pc.greater_equal(pc.abs(column), _INT64_END)).as_py()
+           for column in table.columns):
+        return None  # maybe an integer beyond int64
+    columns = {key: table.column(key).combine_chunks() for key in first}
+    if len(distinct) == len(texts):  # every text distinct: the dictionary is the texts, in their order
+        return columns
+    return {key: column.take(encoded.indices) for key, column in columns.items()}
 
 
 def _masked_texts(texts: Any, mask: Any) -> Any:

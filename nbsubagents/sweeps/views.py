@@ -395,7 +395,7 @@ class _Sample(NamedTuple):
     def of(cls, values: Any) -> _Sample:
         """``values``: a float array without NaN. The mean is ``math.fsum``'s (as ``statistics.fmean``)."""
         n = len(values)
-        mean = math.fsum(values) / n if n else float("nan")
+        mean = math.fsum(values.tolist()) / n if n else float("nan")  # Python's floats: fsum takes them at once
         var = float(((values - mean) ** 2).sum() / (n - 1)) if n > 1 else float("nan")
         return cls(n, float(values.sum()), mean, var)
 

@@ -242,3 +242,46 @@ def test_the_frame_is_the_same_when_pandas_keeps_texts_as_python_strings(root, m
     assert [str(dtype) for dtype in python.dtypes] == [str(dtype) for dtype in frame.dtypes]
     pd.testing.assert_frame_equal(python, frame, check_dtype=False, check_index_type=False,  # the same texts
                                   check_column_type=False, check_exact=True)
+
+
+def test_json_objects_of_one_shape_are_read_by_pyarrow_into_the_frame_read_as_lists(root, monkeypatch):
+    """A sweep's usual params, scores and tags (the same keys in every run, a scalar of one kind each) become
+    columns at once; any other shape is parsed per run: either way the frame is the one read as lists."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    for n in range(1, 7):  # n=3: excluded (never started), so its scores are None, not NaN
+        make_run(root, n, cell(f"t{n % 2}", n, weight=n if n % 2 else n + 0.5, note=f"{SECRET} #{n}", on=n > 2),
+                 status="aborted" if n == 3 else "completed", stop="not_started" if n == 3 else "stop",
+                 scores={"ok": n % 2 == 0, "q": n / 7, "label": "a'b,\"c\"\n\u00e9"})
+    registry.rebuild(root)
+    exp = Experiment("exp", root)
+    got = exp._columns(frames.READ, exp.plan, arrow=True)
+    params, scores, tags = (frames.json_columns(got[key]) for key in ("params", "scores", "tags"))
+    assert list(params) == ["task_id", "preset", "model", "repeat", "weight", "note", "on"]
+    assert [str(params[k].type) for k in ("repeat", "weight", "note", "on")] == ["int64", "double", "string", "bool"]
+    assert list(scores) == ["ok", "q", "label"] and list(tags) == ["who", "key"]
+    frame = frame_read(exp, arrow=True)
+    pd.testing.assert_frame_equal(frame, frame_read(exp, arrow=False), check_exact=True)
+    assert SECRET not in frame.to_csv() and frame["params.weight"].tolist() == [1.0, 2.5, 3.0, 4.5, 5.0, 6.5]
+    assert frame["scores.ok"].tolist() == [False, True, None, True, False, True]
+
+    # a shape pyarrow would read otherwise than json.loads: parsed per run, and still the same frame
+    for odd in ({"big": 2**70}, {"day": "2026-01-01"}, {"nested": {"a": 1}}, {"none": None}, {"mixed": "x"}):
+        with sqlite3.connect(registry.db_path(root)) as conn:
+            one = conn.execute("SELECT run_id, params FROM runs ORDER BY run_id LIMIT 1").fetchone()
+            if "mixed" in odd:
+                odd = {**json.loads(one[1]), "repeat": "x"}  # a key whose values change kind
+            else:
+                odd = {**json.loads(one[1]), **odd}
+            conn.execute("UPDATE runs SET params = ? WHERE run_id = ?", (json.dumps(odd), one[0]))
+        got = exp._columns(frames.READ, exp.plan, arrow=True)
+        assert frames.json_columns(got["params"]) is None, odd
+        pd.testing.assert_frame_equal(frame_read(exp, arrow=True), frame_read(exp, arrow=False), check_exact=True)
+    assert frames.json_columns(pa_texts(['{"a": 1}', '{\n"a": 2}\n']))["a"].to_pylist() == [1, 2]  # lines within
+    assert frames.json_columns(pa_texts(['{"a": 1}', '{"a": 2}\n{"a": 3}'])) is None  # a text of two objects
+    assert frames.json_columns(pa_texts(['{}', '{}'])) is None and frames.json_columns(pa_texts([])) is None
+
+
+def pa_texts(texts: list[str]):
+    import pyarrow as pa
+
+    return pa.array(texts, type=pa.large_string())
