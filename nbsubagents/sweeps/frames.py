@@ -14,6 +14,7 @@ arrays, one per key; ``keys``, ``key_values`` and ``take_parsed`` read both alik
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 from typing import TYPE_CHECKING, Any, Sequence
@@ -118,8 +119,7 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
     out: dict[str, Any] = {
         "run_id": column("run_id"), "experiment": column("experiment"), "status": column("status"),
         "stop_reason": column("stop_reason"), "excluded": excluded, "error": masked(column("error_message")),
-        "failed_steps": [None if why else _failed_steps(run_dir, status)
-                         for run_dir, status, why in zip(run_dirs, statuses, excluded)],
+        "failed_steps": _all_failed_steps(run_dirs, statuses, excluded),
         "model_resolved": column("model"), "harness": _harness(column("harness")),
         "created_at": column("created_at"), "run_dir": column("run_dir")}
     # the columns in the order a list of records gives them: each new key where a run first has it (the first
@@ -302,6 +302,15 @@ def objects(texts: list[Any]) -> list[dict[str, Any]]:
 
 
 _ENDED_STEPS: dict[str, int | None] = {}  # an ended run's count by its run directory: its events are complete
+_UNSEEN = object()
+
+
+def _all_failed_steps(run_dirs: list[Any], statuses: list[Any], excluded: list[Any]) -> list[int | None]:
+    """``_failed_steps`` of each run (None for an excluded one), the ended runs' counts seen before looked up at
+    once."""
+    seen = map(_ENDED_STEPS.get, run_dirs, itertools.repeat(_UNSEEN))
+    return [None if why else count if count is not _UNSEEN and status in TERMINAL else _failed_steps(run_dir, status)
+            for run_dir, status, why, count in zip(run_dirs, statuses, excluded, seen)]
 
 
 def _failed_steps(run_dir: str | None, status: str | None = None) -> int | None:
