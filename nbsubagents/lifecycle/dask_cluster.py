@@ -84,11 +84,15 @@ def versions() -> dict[str, str | None]:
 
 
 def run_workers(client: Any) -> dict[str, dict[str, Any]]:
-    """The workers runs go to: those with the ``nbsubagents`` resource when any has it, else all."""
+    """The workers runs go to: those with the ``nbsubagents`` resource when any has it, else all.
+
+    Asked of the scheduler, not read from ``client.scheduler_info()``: that returns the client's copy, which its
+    own refresh every few seconds replaces with one that lists no worker (counts only), and a refresh ending
+    just before the copy is read made a cluster of live workers look empty ("none connected")."""
     try:
-        info = client.scheduler_info(n_workers=-1).get("workers", {})
+        info = client.sync(client.scheduler.identity, n_workers=-1).get("workers", {})
     except TypeError:  # distributed before 2025 lists every worker without being asked
-        info = client.scheduler_info().get("workers", {})
+        info = client.sync(client.scheduler.identity).get("workers", {})
     with_resource = {a: w for a, w in info.items() if (w.get("resources") or {}).get(RESOURCE)}
     return with_resource or info
 

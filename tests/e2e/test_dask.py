@@ -343,6 +343,16 @@ def test_a_worker_that_cannot_read_the_run_directory_fails_the_run_saying_so(das
     assert row_of(root, run.id)["status"] == "failed"
 
 
+def test_the_workers_are_listed_while_the_clients_own_refresh_of_its_copy_runs(dask_project):
+    """The client's refresh of its copy of the scheduler's identity (every 2 s by default; every millisecond here)
+    lists no worker: a look at the workers must never come back empty from a race with it."""
+    _, client = dask_project
+    with dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}), \
+            distributed.Client(client.scheduler.address, set_as_default=False) as busy:
+        listed = [len(dask_cluster.run_workers(busy)) for _ in range(200)]
+    assert listed == [2] * 200
+
+
 def test_bad_executor_settings_are_named():
     with pytest.raises(nbsubagents.NbSubagentsError, match='executor.*"local" or "dask"'):
         nbsubagents.configure(executor="slurm")
