@@ -66,16 +66,8 @@ __all__ = ["experiment", "experiments", "get_experiment", "Experiment"]
 def _cells(params: Any) -> list[tuple[Any, ...]]:
     """The plan cell of each run's params (``frames.parse``d), as ``cell_key`` names it: ``cell_values`` (task,
     preset, model, repeat, and the harness where a cell names one) as a tuple, worked out a key at a time."""
-    if isinstance(params, dict):  # a column per key, every run having each (frames.json_columns)
-        n = len(next(iter(params.values())))
-
-        def column(key: str) -> list[Any]:
-            return params[key].to_pylist() if key in params else [None] * n
-    else:
-        def column(key: str) -> list[Any]:
-            return [given.get(key) for given in params]
-    cells = list(zip(*(column(key) for key in ("task_id", "preset", "model", "repeat"))))
-    harness = column("harness")
+    cells = list(zip(*(frames.key_list(params, key) for key in ("task_id", "preset", "model", "repeat"))))
+    harness = frames.key_list(params, "harness")
     if harness.count(None) < len(harness):
         cells = [cell if named is None else (*cell, named) for cell, named in zip(cells, harness)]
     return cells

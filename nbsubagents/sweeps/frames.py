@@ -141,14 +141,14 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
             continue
         kind, _, key = name.partition(".")
         if kind in ("params", "tags"):
-            out[name] = masked(key_values(params if kind == "params" else tags, key))
+            out[name] = _for_pandas(masked(key_values(params if kind == "params" else tags, key)))
         elif kind == "scores" and isinstance(scores, list):
             out[name] = [s.get(key, NAN) for s in scores] if counted else \
                 [NAN if key not in s else None if why else s[key] for s, why in zip(scores, excluded)]
         elif kind == "scores":  # every run has it
             got = key_values(scores, key)
-            out[name] = got if counted else [None if why else value
-                                             for value, why in zip(got.to_pylist(), excluded)]
+            out[name] = _for_pandas(got) if counted else [None if why else value
+                                                          for value, why in zip(got.to_pylist(), excluded)]
         elif arrow:  # a metric: NaN where a run has none or is excluded (floats then, as pandas makes them)
             got = column({**METRICS, **CHANGE_METRICS}[key]).to_numpy(zero_copy_only=False)
             out[name] = got if counted else np.where([bool(why) for why in excluded], NAN, got)
@@ -162,9 +162,6 @@ def frame_of_columns(columns: dict[str, Any], params: list[dict[str, Any]] | Non
         for name in ("run_id", "experiment", "status", "stop_reason", "error", "model_resolved", "harness", "run_dir"):
             out[name] = _texts(out[name])
         out["created_at"] = _times(out["created_at"])
-    for name, got in out.items():  # a JSON key's column (json_columns): its texts as above, its numbers as numpy's
-        if not isinstance(got, (list, np.ndarray)) and name.partition(".")[0] in ("params", "scores", "tags"):
-            out[name] = _texts(got) if str(got.type) == "string" else got.to_numpy(zero_copy_only=False)
     out.update((name, columns[name]) for name in more)
     order.update(dict.fromkeys(more))
     if not n:
@@ -198,6 +195,21 @@ def keys(objects: Any) -> list[str]:
 def _row_keys(objects: Any, n: int) -> Any:
     """The keys of each of ``n`` parsed objects, as tuples."""
     return [tuple(objects)] * n if isinstance(objects, dict) else map(tuple, objects)
+
+
+def _for_pandas(column: Any) -> Any:
+    """A JSON key's column as pandas makes a list of its values: a list as it is; ``json_columns``' texts as
+    ``_texts``, its numbers and booleans as numpy's."""
+    if isinstance(column, list):
+        return column
+    return _texts(column) if "string" in str(column.type) else column.to_numpy(zero_copy_only=False)
+
+
+def key_list(objects: Any, key: str) -> list[Any]:
+    """Each parsed object's value of ``key`` as a Python value (None where one has none)."""
+    if isinstance(objects, dict):
+        return objects[key].to_pylist() if key in objects else [None] * len(next(iter(objects.values())))
+    return [obj.get(key) for obj in objects]
 
 
 def key_values(objects: Any, key: str) -> Any:
