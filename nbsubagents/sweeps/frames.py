@@ -218,9 +218,8 @@ def key_values(objects: Any, key: str) -> Any:
 
 
 def take_parsed(objects: Any, rows: Sequence[int]) -> Any:
-    """The parsed objects at ``rows`` only."""
-    return {key: column.take(rows) for key, column in objects.items()} if isinstance(objects, dict) else \
-        [objects[i] for i in rows]
+    """The parsed objects at ``rows`` only (``parse``'s columns, or its list of objects)."""
+    return take(objects, rows) if isinstance(objects, dict) else [objects[i] for i in rows]
 
 
 def parse(texts: Any) -> Any:
