@@ -40,8 +40,8 @@ from ..views.panel_state import (
     group_static_record,
     group_static_text,
 )
-from .kernel import NotebookRecord, click_subshell, load_ipywidgets, new_widget, route_clicks
-from .talk import BUTTON_LAYOUT, TalkBox
+from .kernel import NotebookRecord, click_subshell, load_ipywidgets, new_widget, route_clicks, shared
+from .talk import BUTTON_LAYOUT, HIDDEN_LAYOUT, TalkBox
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -215,58 +215,36 @@ class RunPanel(PanelState, _StaticRecord):
         self.shown = ""              # the status the header shows (``waiting`` or the run's)
 
         # Each widget opens with what the panel shows first (a message each: a trait set after it would be one
-        # more), with shared layouts and styles (``kernel.new_widget``); a part only some runs need (the history
-        # toggle, the final output, the conversation's) is built when the run first needs it, and the panel's
-        # boxes hold the parts that show (``_place``), so nothing is sent to hide what was never needed.
+        # more), with shared layouts and styles (``kernel.new_widget``); the first render then sends nothing new.
         status = self._current_status()
+        shown = self.shown_status(status)
+        window = self.window()
         self.header = new_widget(w.HTML, "nbsubagents-header", layout={"flex": "1 1 auto"},
-                                 value=self._header_html(self.shown_status(status), status))
+                                 value=self._header_html(shown, status))
         self.cancel_button = new_widget(w.Button, "nbsubagents-cancel", description="Cancel", icon="stop",
                                         tooltip="Abort this run only", layout=BUTTON_LAYOUT)
         self.cancel_button.on_click(self._on_cancel)
-        self.window_html = new_widget(w.HTML, "nbsubagents-window", value=self._window_html(status, self.window()))
-        self.history_box: Any = None   # the toggle of the lines above the window, once there are some
-        self.history_html: Any = None  # its content, written when it is opened
-        self._earlier = 0              # lines above the window at the last render
-        self.final_html: Any = None    # the final output and error, once the run ended
+        self.window_html = new_widget(w.HTML, "nbsubagents-window", value=self._window_html(status, window))
+        self.history_html = new_widget(w.HTML, "nbsubagents-history")
+        self.history_box = new_widget(w.Accordion, "nbsubagents-history-toggle", children=[self.history_html],
+                                      selected_index=None, titles=(self._history_title(self.earlier_lines(window)),),
+                                      layout=HIDDEN_LAYOUT)
+        self.history_box.observe(self._on_toggle, names="selected_index")
+        self.final_html = new_widget(w.HTML, "nbsubagents-final")
         self._w = w
         self._subshell = click_subshell()
         # the conversation: one row per open question, then the message box (ui/talk.py)
-        self.talk = TalkBox(run, self._lock, w, self._subshell, self._place)
-        self._top: Any = None
-        self.widget: Any = None
+        self.talk = TalkBox(run, self._lock, w, self._subshell, live=status == "running")
+        self.questions_box, self.steer_box = self.talk.questions_box, self.talk.steer_box
+        top = new_widget(w.HBox, children=[self.header, self.talk.message_button, self.cancel_button],
+                         layout={"align_items": "center", "justify_content": "space-between"})
+        self.widget = new_widget(w.VBox, "nbsubagents-panel", "nbsubagents-live", f"nbsubagents-run-{run.run_id}",
+                                 children=[top, self.history_box, self.window_html, self.questions_box,
+                                           self.steer_box, self.final_html])
         _live[run.run_id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
-        route_clicks(self.cancel_button, self._subshell)
-        self.render()  # builds the boxes (``_place``) with what the state shows
-
-    @property
-    def questions_box(self) -> Any:
-        """The open questions' rows (None before the run's first question)."""
-        return self.talk.questions_box
-
-    @property
-    def steer_box(self) -> Any:
-        """The message box (None until a person opens it)."""
-        return self.talk.steer_box
-
-    def _place(self) -> None:
-        """Put the parts that show in the panel's boxes, in their order (a message for a box whose parts changed;
-        a new panel's boxes open with theirs)."""
-        w = self._w
-        top = (self.header, *self.talk.buttons(), *(() if self._final_rendered else (self.cancel_button,)))
-        if self._top is None:
-            self._top = new_widget(w.HBox, children=top,
-                                   layout={"align_items": "center", "justify_content": "space-between"})
-        elif self._top.children != top:
-            self._top.children = top
-        parts = (self._top, self.history_box if self._earlier else None, self.window_html, *self.talk.boxes(),
-                 self.final_html)
-        parts = tuple(part for part in parts if part is not None)
-        if self.widget is None:
-            self.widget = new_widget(w.VBox, "nbsubagents-panel", "nbsubagents-live",
-                                     f"nbsubagents-run-{self.run.run_id}", children=parts)
-        elif self.widget.children != parts:
-            self.widget.children = parts
+        for control in (self.cancel_button, self.history_box):
+            route_clicks(control, self._subshell)
+        self.render()
 
     @classmethod
     def from_run(cls, run: Run, **kwargs: Any) -> RunPanel:
@@ -312,33 +290,28 @@ class RunPanel(PanelState, _StaticRecord):
                 self.drop_repeated_output()
             window = self.window()
             self.window_html.value = self._window_html(status, window)
-            self._earlier = earlier = self.earlier_lines(window)
-            if earlier:  # the toggle is offered only when the window hides some lines
-                self._history_toggle(self._history_title(earlier))
-            if self.history_box is not None and self.history_box.selected_index is not None:
+            earlier = self.earlier_lines(window)
+            title = self._history_title(earlier)
+            if self.history_box.titles != (title,):
+                self.history_box.titles = (title,)
+            layout = shared(self._w.Layout) if earlier else shared(self._w.Layout, **HIDDEN_LAYOUT)
+            if self.history_box.layout is not layout:  # offered only when the window hides some lines
+                self.history_box.layout = layout
+            if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
             live = status == "running" and not final and not self._final_rendered
             self.talk.update(questions if live else [], live=live, taken=len(self.conversation.messages))
             if final:
-                self.final_html = new_widget(self._w.HTML, "nbsubagents-final", value=self._final_html(status))
-                self.talk.end()  # Cancel and the conversation's controls leave the panel (``_place``)
+                self.final_html.value = self._final_html(status)
+                with self.cancel_button.hold_sync():  # one message
+                    self.cancel_button.disabled = True
+                    self.cancel_button.layout = shared(self._w.Layout, **BUTTON_LAYOUT, **HIDDEN_LAYOUT)
+                self.talk.end()
                 self._final_rendered = True
-            self._place()
             self.renders += 1
             self.dirty = False
             self.last_render = time.monotonic()
             self._static_step()
-
-    def _history_toggle(self, title: str) -> None:
-        """The toggle of the lines above the window, built the first time there are some, titled ``title``."""
-        if self.history_box is None:
-            self.history_html = new_widget(self._w.HTML, "nbsubagents-history")
-            self.history_box = new_widget(self._w.Accordion, "nbsubagents-history-toggle",
-                                          children=[self.history_html], selected_index=None, titles=(title,))
-            self.history_box.observe(self._on_toggle, names="selected_index")
-            route_clicks(self.history_box, self._subshell)
-        elif self.history_box.titles != (title,):
-            self.history_box.titles = (title,)
 
     def _history_title(self, earlier: int) -> str:
         title = plural(earlier, "earlier line")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import html
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..child import inbox
 from ..style import MUTED_STYLE, attrs, glyph
 from ..views.conversation import at_words, question_text
-from .kernel import new_widget, route_clicks
+from .kernel import new_widget, route_clicks, shared
 
 if TYPE_CHECKING:
     from ..lifecycle.handle import Run
@@ -24,52 +24,46 @@ if TYPE_CHECKING:
 __all__ = ["TalkBox"]
 
 
-# The layout of a panel's buttons (a shared part: ``kernel.shared``).
+# The layouts of a panel's buttons and of what it hides (each a shared part: ``kernel.shared``).
 BUTTON_LAYOUT = {"width": "auto", "flex": "0 0 auto"}
+HIDDEN_LAYOUT = {"display": "none"}
 
 
 class TalkBox:
     """The open questions' rows (``questions_box``) and the message box (``steer_box``) of one run's panel, which
     the Message button (``message_button``, placed by the panel beside Cancel) opens while the run goes.
 
-    Each part is built when it is first needed, since most runs are never written to: the Message button when
-    the run goes, the questions' box at its first question, the message box (a text box, Steer, Follow up and a
-    note) when a person opens it; until then each is None. The panel shows what ``buttons()`` and ``boxes()``
-    give, and ``place`` (the panel's) shows them again when a click opened the message box.
+    The message box (a text box, Steer, Follow up and a note) is built when a person first opens it: most runs
+    are never written to, and its widgets would be a third of every panel's. Until then ``steer_text``,
+    ``steer_button``, ``follow_button`` and ``note`` are None.
     """
 
-    def __init__(self, run: Run, lock: threading.RLock, widgets: Any, subshell: Any,
-                 place: Callable[[], None]) -> None:
-        self._w = widgets
-        self.run, self._lock, self._subshell, self._place = run, lock, subshell, place
-        self.message_button: Any = None
-        self.questions_box: Any = None
-        self.steer_box: Any = None
-        self.steer_text: Any = None
-        self.steer_button: Any = None
-        self.follow_button: Any = None
-        self.note: Any = None
+    def __init__(self, run: Run, lock: threading.RLock, widgets: Any, subshell: Any, *, live: bool = False) -> None:
+        w = self._w = widgets
+        self.run, self._lock, self._subshell = run, lock, subshell
+        self.questions_box = new_widget(w.VBox, "nbsubagents-questions")
         self._rows: dict[str, Any] = {}         # open question id -> its row (rebuilt when the open ones change)
         self._sent: dict[str, Any] = {}         # question id -> the answer posted from here (until it is taken)
         self._taken = 0                         # messages the run has taken (its user_message events)
         self._taken_at_note: int | None = None  # ... when the note said one was sent
-        self._live = False
+        self._live = live
+        self.message_button = new_widget(w.Button, "nbsubagents-message", description="Message", icon="comment",
+                                         tooltip="Write to the run: Steer or Follow up",
+                                         layout=BUTTON_LAYOUT if live else {**BUTTON_LAYOUT, **HIDDEN_LAYOUT})
+        self.message_button.on_click(lambda _b: self.open())
+        self.steer_box = new_widget(w.VBox, "nbsubagents-steer-box", layout=HIDDEN_LAYOUT)
+        self.steer_text: Any = None
+        self.steer_button: Any = None
+        self.follow_button: Any = None
+        self.note: Any = None
         self.ended = False
-
-    def buttons(self) -> tuple[Any, ...]:
-        """What shows beside Cancel: the Message button while the run goes and its box is not open."""
-        return (self.message_button,) if self._live and self.steer_box is None else ()
-
-    def boxes(self) -> tuple[Any, ...]:
-        """What shows under the run's lines: the questions' rows, and the message box while the run goes."""
-        boxes = () if self.questions_box is None else (self.questions_box,)
-        return boxes + ((self.steer_box,) if self._live and self.steer_box is not None else ())
+        route_clicks(self.message_button, subshell)
 
     def open(self) -> None:
         """Build and show the message box (the Message button's click; may run on the click subshell)."""
         w = self._w
         with self._lock:
-            if self.steer_box is not None or self.ended:
+            if self.steer_text is not None or self.ended:
                 return
             self.steer_text = new_widget(w.Textarea, "nbsubagents-steer-text", rows=1,
                                          placeholder="A message to the run: Steer (after the current tool call) "
@@ -87,32 +81,36 @@ class TalkBox:
                 route_clicks(control, self._subshell)  # a typed message syncs on the subshell too, before its click
             row = new_widget(w.HBox, children=[self.steer_text, self.steer_button, self.follow_button],
                              layout={"align_items": "center"})
-            self.steer_box = new_widget(w.VBox, "nbsubagents-steer-box", children=[row, self.note])
-            self._place()
+            with self.steer_box.hold_sync():  # its children and its layout in one message
+                self.steer_box.children = (row, self.note)
+                self._show(self.steer_box, self._live, {})
+            self._show(self.message_button, False, BUTTON_LAYOUT)
 
     # -- what the panel calls ---------------------------------------------------------------------------
     def update(self, questions: list[dict[str, Any]], *, live: bool, taken: int) -> None:
-        """Keep these open questions' rows and, while the run is ``live``, the Message button; ``taken`` is how
-        many messages the run has taken so far (a note that one was sent goes once the run took it). The panel
-        places ``buttons()`` and ``boxes()`` after."""
+        """Show these open questions and, while the run is ``live``, the message box or the button that opens it;
+        ``taken`` is how many messages the run has taken so far (a note that one was sent goes once the run
+        took it)."""
         self._taken = taken
         if self._taken_at_note is not None and taken > self._taken_at_note:
             self._taken_at_note = None  # the run took the message: its line says it, the note goes
             self.note.value = ""
         self._show_questions(questions)
         self._live = live
-        if live and self.message_button is None:
-            self.message_button = new_widget(self._w.Button, "nbsubagents-message", description="Message",
-                                             icon="comment", tooltip="Write to the run: Steer or Follow up",
-                                             layout=BUTTON_LAYOUT)
-            self.message_button.on_click(lambda _b: self.open())
-            route_clicks(self.message_button, self._subshell)
+        opened = self.steer_text is not None
+        self._show(self.message_button, live and not opened, BUTTON_LAYOUT)
+        self._show(self.steer_box, live and opened, {})
+
+    def _show(self, widget: Any, shown: bool, layout: dict[str, Any]) -> None:
+        """Show or hide ``widget`` by giving it the shared layout that does (one message, none if it has it)."""
+        wanted = shared(self._w.Layout, **(layout if shown else {**layout, **HIDDEN_LAYOUT}))
+        if widget.layout is not wanted:
+            widget.layout = wanted
 
     def end(self) -> None:
         """The run ended: nothing more can be sent."""
         with self._lock:
             self.ended = True
-            self._live = False
             for control in (self.steer_button, self.follow_button, self.steer_text):
                 if control is not None:
                     control.disabled = True
@@ -137,10 +135,7 @@ class TalkBox:
         for row in self._rows.values():
             row.close()
         self._rows = rows
-        if self.questions_box is None:  # the run's first question: the box opens with its row
-            self.questions_box = new_widget(self._w.VBox, "nbsubagents-questions", children=tuple(rows.values()))
-        else:
-            self.questions_box.children = tuple(rows.values())
+        self.questions_box.children = tuple(rows.values())
 
     def _question_row(self, question: dict[str, Any]) -> Any:
         """The controls of one question: a text box and Answer (input, editor), a button per option (select),

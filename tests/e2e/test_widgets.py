@@ -105,11 +105,8 @@ def test_panel_of_a_finished_run_shows_icon_counts_tokens_cost_and_final_text(pr
     # The final message is in the output box; the window ends with what led to it, not a second copy.
     assert "Done. 3 steps:" in panel.final_html.value
     assert texts[-2:] == ["Command finished — hello", "Completed"]
-    assert panel.history_box is None  # the window shows every line: no history to offer
-    # the ended panel: its header, lines and output; no Message or Cancel, and no conversation box was built
-    assert panel.widget.children[0].children == (panel.header,)
-    assert panel.widget.children[1:] == (panel.window_html, panel.final_html)
-    assert (panel.questions_box, panel.steer_box) == (None, None)
+    assert panel.history_box.layout.display == "none"  # the window shows every line: no history to offer
+    assert panel.cancel_button.disabled
 
     assert panel.elapsed() == pytest.approx(run.result["durationSeconds"])  # frozen at the end
     time.sleep(1.3)
@@ -201,7 +198,7 @@ def test_rolling_window_keeps_the_latest_lines_and_history_is_bounded(tmp_path):
     assert lines_of(panel.window_html.value) == [("tool", f"Reading f{i}.txt") for i in range(595, 600)]
     assert panel.line_count == 600 and len(panel.history) == HISTORY_LIMIT == 500
     assert panel.history_box.titles == ("595 earlier lines (latest 500 kept)",)  # what the window does not show
-    assert panel.widget.children[1] is panel.history_box  # above the window
+    assert panel.history_box.layout.display is None
     assert panel.history_html.value == ""  # built only when expanded
     panel.history_box.selected_index = 0
     history = lines_of(panel.history_html.value)
@@ -273,7 +270,7 @@ def test_the_end_is_drawn_once_every_event_is_in_not_when_result_json_appears(tm
     panel.add({"type": "tool_call"}, ProgressLine("tool", "Reading a.py"))
     finish(run.dir, "completed", text="All done")  # the result is written; its last events are not read yet
     panel.render()
-    assert panel.final_html is None and panel.active
+    assert panel.final_html.value == "" and panel.active
     panel.add({"type": "assistant_text"}, ProgressLine("assistant", "All done"))
     panel.add({"type": "run_end", "status": "completed"}, ProgressLine("done", "Completed"))
     panel.render()
@@ -434,7 +431,7 @@ def test_final_text_waits_for_the_result_written_after_the_run_end_event(tmp_pat
     panel = RunPanel(run)
     panel.add({"type": "run_end", "status": "completed", "ts": time.time()}, ProgressLine("done", "Completed"))
     panel.render()  # the supervisor has said run_end but not yet written result.json
-    assert "✓" in panel.header.value and panel.active and panel.final_html is None
+    assert "✓" in panel.header.value and panel.active and "nbsubagents-output" not in panel.final_html.value
     finish(run.dir, "completed", text="the final words")
     panel.finish()
     assert "the final words" in panel.final_html.value and not panel.active
@@ -555,8 +552,7 @@ first = RunPanel(running("first"))
 @pytest.mark.notebook
 def test_in_a_kernel_each_widget_of_a_panel_opens_with_its_state_in_one_message(project, monkeypatch):
     """Every comm message is kernel CPU: building panels sends one comm_open per widget of their own (each with its
-    CSS classes, values and shared layout and style) and no update after it; what only some runs need is not built
-    yet."""
+    CSS classes, values and shared layout and style) and no update after it; the message box is not built yet."""
     from jupyter_client.manager import start_new_kernel
 
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
@@ -575,14 +571,13 @@ def test_in_a_kernel_each_widget_of_a_panel_opens_with_its_state_in_one_message(
     assert [m for m in sent if m["msg_type"] != "comm_open"] == []  # no update once open
     models = {state["_model_name"] for state in opened}
     assert "LayoutModel" not in models and not any(name.endswith("StyleModel") for name in models)  # shared
-    # 6 widgets a running run's panel (header, Message, Cancel, window and two boxes) and 3 of the group's: the
-    # history toggle, the questions, the message box and the final text are built when the run first needs them
-    assert len(opened) == 2 * 6 + 3, sorted(state["_model_name"] for state in opened)
+    assert "TextareaModel" not in models  # the message box: built when a person opens it
+    # 11 widgets a panel (header, Message, Cancel, window, history toggle and lines, questions, message box, the
+    # final text and two boxes) and 3 of the group's
+    assert len(opened) == 2 * 11 + 3, sorted(state["_model_name"] for state in opened)
     classes = [c for state in opened for c in state.get("_dom_classes", [])]
     assert {"nbsubagents-panel", "nbsubagents-header", "nbsubagents-cancel", "nbsubagents-message",
-            "nbsubagents-window", "nbsubagents-group-header"} <= set(classes)
-    assert not {"nbsubagents-history-toggle", "nbsubagents-questions", "nbsubagents-steer-box",
-                "nbsubagents-final"} & set(classes)
+            "nbsubagents-window", "nbsubagents-steer-box", "nbsubagents-group-header"} <= set(classes)
     (group_header,) = [state for state in opened if "nbsubagents-group-header" in state.get("_dom_classes", [])]
     assert "Sub-agents: 2 running" in group_header["value"]
 
@@ -814,7 +809,7 @@ def test_a_static_record_says_each_line_once_with_one_toggle_for_hidden_lines_an
     small = RunPanel(fake_run(tmp_path, "r2", "running"), lines=15)  # nothing hidden: no toggle, live or static
     small.add({"type": "tool_call", "id": "a", "name": "ls", "ts": time.time()}, ProgressLine("tool", "Listing"))
     small.render()
-    assert small.history_box is None and "<details" not in small.static_html()
+    assert small.history_box.layout.display == "none" and "<details" not in small.static_html()
 
 
 # -- the conversation (issue 26): steer, follow up, questions, approvals, fallbacks, context use --------------
@@ -845,11 +840,11 @@ def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_wh
     run, panel = conversation_panel(tmp_path)
     talk = panel.talk
     # while the run goes, its Message button shows beside Cancel; the box is built when a person opens it
-    assert panel.widget.children[0].children == (panel.header, talk.message_button, panel.cancel_button)
-    assert panel.steer_box is None and talk.steer_text is None
+    assert talk.message_button in panel.widget.children[0].children and talk.message_button.layout.display is None
+    assert panel.steer_box.layout.display == "none" and talk.steer_text is None
     talk.message_button.click()
-    assert panel.widget.children[-1] is panel.steer_box
-    assert talk.message_button not in panel.widget.children[0].children  # the box is open: no second one
+    assert panel.steer_box.layout.display is None and panel.steer_box in panel.widget.children
+    assert talk.message_button.layout.display == "none"  # the box is open: no second one
     assert "nbsubagents-steer-box" in panel.steer_box._dom_classes
     talk.steer_button.click()  # nothing typed: nothing posted, the box says why
     assert inbox.take(run.dir) == [] and "Type a message first" in talk.note.value
@@ -872,8 +867,8 @@ def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_wh
                                                  ("user", f"you (follow-up, {stamp}): now summarise b.md")]
     finish(run.dir, "completed", text="done")
     panel.finish()
-    assert panel.steer_box not in panel.widget.children and talk.steer_button.disabled and talk.follow_button.disabled
-    assert panel.widget.children[0].children == (panel.header,)  # no Message, no Cancel
+    assert panel.steer_box.layout.display == "none" and talk.steer_button.disabled and talk.follow_button.disabled
+    assert talk.message_button.layout.display == "none"
     talk.steer_text.value = "too late"
     talk.steer_button.click()
     assert inbox.take(run.dir) == []  # an ended run's box posts nothing, and says so
@@ -882,17 +877,17 @@ def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_wh
 
 def test_a_queued_run_offers_no_message_box_yet(tmp_path):
     panel = RunPanel(fake_run(tmp_path, "r1"))
-    assert panel.status == "queued" and panel.steer_box is None
-    assert panel.widget.children[0].children == (panel.header, panel.cancel_button)  # Cancel only
+    assert panel.status == "queued" and panel.steer_box.layout.display == "none"
+    assert panel.talk.message_button.layout.display == "none"
 
 
 def test_an_ended_run_opens_no_message_box(tmp_path):
     run, panel = conversation_panel(tmp_path)
     finish(run.dir, "completed", text="done")
     panel.finish()
-    assert panel.talk.message_button not in panel.widget.children[0].children
+    assert panel.talk.message_button.layout.display == "none"
     panel.talk.open()  # a click that was on its way
-    assert panel.talk.steer_text is None and panel.steer_box is None
+    assert panel.talk.steer_text is None and panel.steer_box.children == ()
 
 
 def test_open_questions_show_their_controls_and_each_answer_posts_the_question_id_and_value(tmp_path):
