@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import json
 import time
 from pathlib import Path
 
@@ -46,11 +47,18 @@ def main() -> None:
         assert proc.returncode == 0 and b'"agent_end"' in proc.stdout
         return took
 
+    spans: list[tuple[float, float, float]] = []  # per run(): before run_start, run_start to run_end, after run_end
+
     def wrapped_run() -> float:
-        t0 = time.perf_counter()
+        called, t0 = time.time(), time.perf_counter()
         run = nbsubagents.run("scout", TASK, show=False)
         took = time.perf_counter() - t0
+        returned = time.time()
         assert run.status == "completed", run.error
+        lines = run.paths.events.read_text(encoding="utf-8").splitlines()
+        start, end = json.loads(lines[0]), json.loads(lines[-1])
+        assert (start["type"], end["type"]) == ("run_start", "run_end")
+        spans.append((start["ts"] - called, end["ts"] - start["ts"], returned - end["ts"]))
         return took
 
     direct, wrapped = [], []
@@ -71,6 +79,18 @@ def main() -> None:
     low, high = mean - 1.96 * error, mean + 1.96 * error  # the 95 % interval, in ms
     print(f"run() over direct pi, {n} pairs: mean difference {mean:.1f} ms +- {error:.1f} (95 %: {low:.1f} to "
           f"{high:.1f} ms, {low / d / 10:+.1f} to {high / d / 10:+.1f} % of a direct run)")
+    # Where the difference lies: the supervisor writes run_start just after it starts pi (1-3 ms: pi starts first)
+    # and run_end once pi has exited (timestamps in ms). Before run_start: the kernel's preparation, the supervisor's
+    # start and pi's spawn; between them: pi's life under a supervisor, against a direct run's whole wall time;
+    # after run_end: result.json, the supervisor's exit and the kernel's registry row.
+    before, during, after = ([span[i] * 1000 for span in spans] for i in range(3))
+    lives = [b - a * 1000 for a, b in zip(direct, during)]
+    print(f"run() split (medians): call to run_start {statistics.median(before):.1f} ms, run_start to run_end "
+          f"{statistics.median(during):.0f} ms (a direct run: {d * 1000:.0f} ms), run_end to return "
+          f"{statistics.median(after):.1f} ms")
+    print(f"the mean difference, split: before run_start {statistics.mean(before):.1f} ms, run_start to run_end "
+          f"{statistics.mean(lives):+.1f} ms +- {statistics.stdev(lives) / len(lives) ** 0.5:.1f} over a direct run, "
+          f"after run_end {statistics.mean(after):.1f} ms")
     print(f"ratio, median of the pairs (target <= 1.02): {pairs:.3f}")
 
 
