@@ -16,7 +16,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import json
 import time
 from pathlib import Path
 
@@ -47,7 +46,7 @@ def main() -> None:
         assert proc.returncode == 0 and b'"agent_end"' in proc.stdout
         return took
 
-    spans: list[tuple[float, float, float]] = []  # per run(): before run_start, run_start to run_end, after run_end
+    spans: list[tuple[float, ...]] = []  # per run(), in ms: before run_start, to run_end, after run_end
 
     def wrapped_run() -> float:
         called, t0 = time.time(), time.perf_counter()
@@ -55,10 +54,10 @@ def main() -> None:
         took = time.perf_counter() - t0
         returned = time.time()
         assert run.status == "completed", run.error
-        lines = run.paths.events.read_text(encoding="utf-8").splitlines()
-        start, end = json.loads(lines[0]), json.loads(lines[-1])
+        events = run.events()
+        start, end = events[0], events[-1]
         assert (start["type"], end["type"]) == ("run_start", "run_end")
-        spans.append((start["ts"] - called, end["ts"] - start["ts"], returned - end["ts"]))
+        spans.append(tuple(1000 * t for t in (start["ts"] - called, end["ts"] - start["ts"], returned - end["ts"])))
         return took
 
     direct, wrapped = [], []
@@ -83,8 +82,8 @@ def main() -> None:
     # and run_end once pi has exited (timestamps in ms). Before run_start: the kernel's preparation, the supervisor's
     # start and pi's spawn; between them: pi's life under a supervisor, against a direct run's whole wall time;
     # after run_end: result.json, the supervisor's exit and the kernel's registry row.
-    before, during, after = ([span[i] * 1000 for span in spans] for i in range(3))
-    lives = [b - a * 1000 for a, b in zip(direct, during)]
+    before, during, after = zip(*spans)
+    lives = [b - 1000 * a for a, b in zip(direct, during)]  # pi's life under a supervisor over a direct run, in ms
     print(f"run() split (medians): call to run_start {statistics.median(before):.1f} ms, run_start to run_end "
           f"{statistics.median(during):.0f} ms (a direct run: {d * 1000:.0f} ms), run_end to return "
           f"{statistics.median(after):.1f} ms")
