@@ -71,7 +71,7 @@ def main() -> None:
     d, w = statistics.median(direct), statistics.median(wrapped)
     pairs = statistics.median(b / a for a, b in zip(direct, wrapped))
     diffs = [(b - a) * 1000 for a, b in zip(direct, wrapped)]
-    error = statistics.stdev(diffs) / len(diffs) ** 0.5
+    error = standard_error(diffs)
     print(f"direct pi --mode json : median {d:.3f} s over {n} runs")
     print(f"nbsubagents.run       : median {w:.3f} s over {n} runs (ratio of the medians {w / d:.3f})")
     mean = statistics.mean(diffs)
@@ -88,9 +88,14 @@ def main() -> None:
           f"{statistics.median(during):.0f} ms (a direct run: {d * 1000:.0f} ms), run_end to return "
           f"{statistics.median(after):.1f} ms")
     print(f"the mean difference, split: before run_start {statistics.mean(before):.1f} ms, run_start to run_end "
-          f"{statistics.mean(lives):+.1f} ms +- {statistics.stdev(lives) / len(lives) ** 0.5:.1f} over a direct run, "
+          f"{statistics.mean(lives):+.1f} ms +- {standard_error(lives):.1f} over a direct run, "
           f"after run_end {statistics.mean(after):.1f} ms")
     print(f"ratio, median of the pairs (target <= 1.02): {pairs:.3f}")
+
+
+def standard_error(values: list[float]) -> float:
+    """The standard error of the mean of ``values``."""
+    return statistics.stdev(values) / len(values) ** 0.5
 
 
 if __name__ == "__main__":
