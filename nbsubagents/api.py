@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import registry
 from .config import NbSubagentsError, find_project, project_arg, settings
-from .lifecycle import batch, converse, handle, launch, reconcile, watcher
+from .lifecycle import batch, converse, handle, reconcile, watcher
 from .lifecycle.drive import drive
 from .lifecycle.handle import Run
 from .lifecycle.spec import declare_options, spec_from_call
@@ -50,7 +50,6 @@ def run(preset: str, task: str, *, show: bool = True, executor: str | None = Non
     setting, else ``distributed.get_client()``); the project folder must be on storage every worker sees.
     """
     spec = spec_from_call(preset, task, options, "run()", ("show", "executor", "dask_client"))
-    launch.check_runner()
     the_run = batch.prepare_one(spec, mode="single", executor=executor, dask_client=dask_client)
     (the_run,) = drive([the_run], concurrency=1, renderer=renderer_for(show))
     return the_run

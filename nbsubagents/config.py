@@ -6,7 +6,8 @@ variable that sets it. ``configure()``, the settings files, ``sources()`` (what 
 docs/user/settings.md all follow from it.
 
 Everything here is resolved on demand (not at import) so that changing an environment variable, a settings file or
-``nbsubagents.configure(...)`` takes effect for the next run.
+``nbsubagents.configure(...)`` takes effect for the next run. Within ``one_view()`` (a call preparing its runs) each
+folder's settings are read once: the call sees one view of them, and its dozen reads cost one.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import json
 import math
 import os
 import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .child.budgets import problem
 from .child.errors import NbSubagentsError
 from .child.secrets import compile_patterns
 
 __all__ = ["NbSubagentsError", "Settings", "configure", "current", "sources", "settings", "reset", "agent_dir",
-           "project_root", "find_project", "project_arg", "file_key", "SPECS"]
+           "project_root", "find_project", "project_arg", "file_key", "SPECS", "one_view"]
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,7 @@ def _checked(name: str, value: object, where: str) -> object:
 
 
 _overrides: dict[str, object] = {}
+_view: ContextVar[dict[Any, Any] | None] = ContextVar("nbsubagents_settings_view", default=None)
 _file_cache: dict[Path, tuple[tuple[int, int], dict[str, object]]] = {}
 
 
@@ -237,8 +241,32 @@ def _file_folder(path: Path) -> Path:
     return path.parent.parent if path.parent.name == ".pi" else path.parent
 
 
+@contextmanager
+def one_view() -> Iterator[None]:
+    """Within it, each folder's settings and project are read once (the first read is kept until it ends, a
+    ``configure()`` aside): what a call that prepares runs sees, however many settings it reads. Nests."""
+    if _view.get() is not None:
+        yield
+        return
+    token = _view.set({})
+    try:
+        yield
+    finally:
+        _view.reset(token)
+
+
 def _layers(cwd: Path | None) -> list[tuple[str, dict[str, object]]]:
     """Where settings come from, lowest precedence first: each source's name and the values it sets."""
+    view = _view.get()
+    if view is None:
+        return _read_layers(cwd)
+    key = ("layers", cwd or Path.cwd())
+    if key not in view:
+        view[key] = _read_layers(cwd)
+    return view[key]
+
+
+def _read_layers(cwd: Path | None) -> list[tuple[str, dict[str, object]]]:
     project = project_root(cwd) / ".pi" / "settings.json"
     layers = [(str(path), _read_subagents_settings(path)) for path in (agent_dir() / "settings.json", project)]
     for name, spec in SPECS.items():
@@ -252,10 +280,17 @@ def current(cwd: Path | None = None) -> Settings:
     """The settings in force for a folder (default: the current one): the defaults, then
     ``<agent dir>/settings.json``, then the project's ``.pi/settings.json``, then the environment variables, then
     ``configure()``."""
+    view = _view.get()
+    key = ("current", cwd or Path.cwd())
+    if view is not None and key in view:
+        return view[key]
     merged: dict[str, object] = {}
     for _source, values in _layers(cwd):
         merged.update(values)
-    return Settings(**merged)  # type: ignore[arg-type]
+    found = Settings(**merged)  # type: ignore[arg-type]
+    if view is not None:
+        view[key] = found
+    return found
 
 
 def sources(cwd: Path | str | None = None) -> dict[str, tuple[object, str]]:
@@ -295,12 +330,21 @@ def configure(**changes: object) -> Settings:
             _overrides.pop(key, None)
         else:
             _overrides[key] = value
+    _forget_view()
     return current()
 
 
 def reset() -> None:
     """Forget every ``configure()`` change (tests, and notebooks that want a clean slate)."""
     _overrides.clear()
+    _forget_view()
+
+
+def _forget_view() -> None:
+    """A ``configure()`` inside ``one_view()``: what the view kept is read again."""
+    view = _view.get()
+    if view is not None:
+        view.clear()
 
 
 def agent_dir() -> Path:
@@ -313,7 +357,13 @@ def project_root(cwd: Path | None = None, *, _explicit: str | None = None) -> Pa
     explicit = (_explicit if _explicit is not None else _overrides.get("root")) or os.environ.get("NBSUBAGENTS_ROOT")
     if explicit:
         return Path(explicit).expanduser().resolve()  # type: ignore[arg-type]
-    return _nearest_project(Path(cwd or Path.cwd()).resolve())
+    view = _view.get()
+    if view is None:
+        return _nearest_project(Path(cwd or Path.cwd()).resolve())
+    key = ("project", cwd or Path.cwd())
+    if key not in view:
+        view[key] = _nearest_project(Path(cwd or Path.cwd()).resolve())
+    return view[key]
 
 
 def find_project(project: str | Path | None = None) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..config import one_view
 from . import launch, reconcile
 from . import prepare as preparing
 from .dask_launcher import bind
@@ -19,18 +20,24 @@ def build(items: Iterable[Any], *, mode: str, executor: str | None = None, dask_
           cwd: Any = None) -> list[Run]:
     """The runs of several tasks (``prepare.build_runs``: one bad task fails alone) on the call's executor.
 
-    ``cwd`` is where a Dask cluster's shared folder is checked (default: the current directory)."""
-    launch.check_runner()
-    client = launch.executor_client(executor, dask_client, cwd)
-    return _ready(preparing.build_runs(items, mode=mode, runner="dask" if client is not None else None), client)
+    ``cwd`` is where a Dask cluster's shared folder is checked (default: the current directory). The call reads
+    the settings once (``config.one_view``)."""
+    with one_view():
+        if mode != "background":  # a background run is the process launcher's, whatever the runner setting
+            launch.check_runner()
+        client = launch.executor_client(executor, dask_client, cwd)
+        return _ready(preparing.build_runs(items, mode=mode, runner="dask" if client is not None else None), client)
 
 
 def prepare_one(spec: TaskSpec, *, mode: str, executor: str | None = None, dask_client: Any = None) -> Run:
     """The run of one ``run()`` or ``start()`` call (``prepare.prepare``: bad input raises), which launches it at
-    once."""
-    client = launch.executor_client(executor, dask_client, spec.cwd)
-    (run,) = _ready([preparing.prepare(spec, mode=mode, runner="dask" if client is not None else None,
-                                       launching=True)], client)
+    once. The call reads the settings once (``config.one_view``)."""
+    with one_view():
+        if mode != "background":  # a background run is the process launcher's, whatever the runner setting
+            launch.check_runner()
+        client = launch.executor_client(executor, dask_client, spec.cwd)
+        (run,) = _ready([preparing.prepare(spec, mode=mode, runner="dask" if client is not None else None,
+                                           launching=True)], client)
     return run
 
 
