@@ -7,7 +7,7 @@ docs/user/settings.md all follow from it.
 
 Everything here is resolved on demand (not at import) so that changing an environment variable, a settings file or
 ``nbsubagents.configure(...)`` takes effect for the next run. Within ``one_view()`` (a call preparing its runs) each
-folder's settings are read once: the call sees one view of them, and its dozen reads cost one.
+folder's settings are read once: the call sees one view of them, however often it reads one.
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def current(cwd: Path | None = None) -> Settings:
     ``<agent dir>/settings.json``, then the project's ``.pi/settings.json``, then the environment variables, then
     ``configure()``."""
     view = _view.get()
-    key = ("current", cwd or Path.cwd())
+    key = ("current", cwd or Path.cwd()) if view is not None else None
     if view is not None and key in view:
         return view[key]
     merged: dict[str, object] = {}
