@@ -34,8 +34,8 @@ import psutil
 import nbsubagents
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
-ROUNDS = 6  # a round's ratio varies by +-5 % here: two rounds left the median within several hundredths of itself,
-# four (the eleventh to seventeenth sessions) between 0.96 and 1.11
+ROUNDS = 6  # a round's ratio moves by 5-10 % here: two rounds left the median within several hundredths of itself,
+# four (the tenth to eighteenth sessions) anywhere between 0.96 and 1.11
 
 
 def main(runs: int = 64, slots: int = 4, dask_defaults: bool = False) -> None:
