@@ -257,12 +257,17 @@ def one_view() -> Iterator[None]:
 
 def _layers(cwd: Path | None) -> list[tuple[str, dict[str, object]]]:
     """Where settings come from, lowest precedence first: each source's name and the values it sets."""
+    return _kept("layers", cwd, _read_layers)
+
+
+def _kept(kind: str, cwd: Path | None, read: Callable[[Path | None], Any]) -> Any:
+    """``read(cwd)``, or within ``one_view()`` the view's answer for ``kind`` of that folder (read at its first ask)."""
     view = _view.get()
     if view is None:
-        return _read_layers(cwd)
-    key = ("layers", cwd or Path.cwd())
+        return read(cwd)
+    key = (kind, cwd or Path.cwd())
     if key not in view:
-        view[key] = _read_layers(cwd)
+        view[key] = read(cwd)
     return view[key]
 
 
@@ -280,17 +285,10 @@ def current(cwd: Path | None = None) -> Settings:
     """The settings in force for a folder (default: the current one): the defaults, then
     ``<agent dir>/settings.json``, then the project's ``.pi/settings.json``, then the environment variables, then
     ``configure()``."""
-    view = _view.get()
-    key = ("current", cwd or Path.cwd()) if view is not None else None
-    if view is not None and key in view:
-        return view[key]
     merged: dict[str, object] = {}
     for _source, values in _layers(cwd):
         merged.update(values)
-    found = Settings(**merged)  # type: ignore[arg-type]
-    if view is not None:
-        view[key] = found
-    return found
+    return Settings(**merged)  # type: ignore[arg-type]
 
 
 def sources(cwd: Path | str | None = None) -> dict[str, tuple[object, str]]:
@@ -357,13 +355,7 @@ def project_root(cwd: Path | None = None, *, _explicit: str | None = None) -> Pa
     explicit = (_explicit if _explicit is not None else _overrides.get("root")) or os.environ.get("NBSUBAGENTS_ROOT")
     if explicit:
         return Path(explicit).expanduser().resolve()  # type: ignore[arg-type]
-    view = _view.get()
-    if view is None:
-        return _nearest_project(Path(cwd or Path.cwd()).resolve())
-    key = ("project", cwd or Path.cwd())
-    if key not in view:
-        view[key] = _nearest_project(Path(cwd or Path.cwd()).resolve())
-    return view[key]
+    return _kept("project", cwd, lambda folder: _nearest_project(Path(folder or Path.cwd()).resolve()))
 
 
 def find_project(project: str | Path | None = None) -> Path:
