@@ -23,7 +23,7 @@ def build(items: Iterable[Any], *, mode: str, executor: str | None = None, dask_
     ``cwd`` is where a Dask cluster's shared folder is checked (default: the current directory). The call reads
     the settings once (``config.one_view``)."""
     with one_view():
-        client = _executor(mode, executor, dask_client, cwd)
+        client = _checked_client(mode, executor, dask_client, cwd)
         return _ready(preparing.build_runs(items, mode=mode, runner="dask" if client is not None else None), client)
 
 
@@ -31,13 +31,13 @@ def prepare_one(spec: TaskSpec, *, mode: str, executor: str | None = None, dask_
     """The run of one ``run()`` or ``start()`` call (``prepare.prepare``: bad input raises), which launches it at
     once. The call reads the settings once (``config.one_view``)."""
     with one_view():
-        client = _executor(mode, executor, dask_client, spec.cwd)
+        client = _checked_client(mode, executor, dask_client, spec.cwd)
         (run,) = _ready([preparing.prepare(spec, mode=mode, runner="dask" if client is not None else None,
                                            launching=True)], client)
     return run
 
 
-def _executor(mode: str, executor: str | None, dask_client: Any, cwd: Any) -> Any:
+def _checked_client(mode: str, executor: str | None, dask_client: Any, cwd: Any) -> Any:
     """The call's Dask client (None: local), once its runner is known to work here (``launch.check_runner``; a
     background run is the process launcher's, whatever the runner setting)."""
     if mode != "background":
