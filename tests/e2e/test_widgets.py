@@ -850,6 +850,7 @@ def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_wh
     assert inbox.take(run.dir) == [] and "Type a message first" in talk.note.value
     talk.steer_text.value = "read b.md instead"
     talk.steer_button.click()
+    assert talk.steer_text.value == "" and "steer sent at " in talk.note.value  # the browser may not see it: gone fast
     talk.steer_text.value = "now summarise b.md"
     talk.follow_button.click()
     posted = inbox.take(run.dir)
