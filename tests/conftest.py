@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -167,3 +168,45 @@ def pytest_testnodedown(node, error):
 def pytest_terminal_summary(terminalreporter):
     for text in FAULT_REPORTS:
         terminalreporter.write_line(text)
+
+
+# -- the registry's files are SQLite's (issue 59) ----------------------------------------------------------------
+# Package code that opens, renames, links, truncates or deletes `registry.sqlite` (or its -wal, -shm) anywhere but
+# where `store.FILE_TOUCHES` says drops SQLite's POSIX locks or moves a live database: every test of the suite is
+# watched for it, through an audit hook (CPython's `open`, `os.*` events; SQLite's own C calls raise none).
+_FILE_EVENTS = {"open": 1, "os.remove": 1, "os.truncate": 1, "os.rename": 2, "os.link": 2, "os.symlink": 2,
+                "shutil.copyfile": 2}
+_REGISTRY_TOUCHES: list[tuple[str, str]] = []  # (module.function, path) of each touch outside FILE_TOUCHES
+
+
+def _watch_registry_files(event: str, args: tuple) -> None:
+    count = _FILE_EVENTS.get(event)
+    if count is None:
+        return
+    paths = [os.fsdecode(p) for p in args[:count] if isinstance(p, (str, bytes, os.PathLike))]
+    touched = [p for p in paths if "registry.sqlite" in os.path.basename(p)]
+    if not touched:
+        return
+    from nbsubagents.registry import store
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module == "nbsubagents" or module.startswith("nbsubagents."):  # the package's nearest frame judges
+            where = f"{module}.{frame.f_code.co_name}"
+            if where not in store.FILE_TOUCHES:
+                _REGISTRY_TOUCHES.append((where, touched[0]))
+            return
+        frame = frame.f_back
+
+
+sys.addaudithook(_watch_registry_files)
+
+
+@pytest.fixture(autouse=True)
+def registry_file_touches():
+    """The touches of the registry's files this test made outside ``store.FILE_TOUCHES``: none, or it fails."""
+    _REGISTRY_TOUCHES.clear()
+    yield _REGISTRY_TOUCHES
+    touches, _REGISTRY_TOUCHES[:] = list(_REGISTRY_TOUCHES), []
+    assert touches == [], "the registry's files touched outside SQLite (store.FILE_TOUCHES says where that is safe)"

@@ -38,7 +38,6 @@ from .store import (
                     note,
                     rebuild,
                     record,
-                    release,
                     resolve,
                     row_from_dir,
                     take_over,
@@ -53,5 +52,5 @@ __all__ = ["Status", "snapshot", "MAX_TABLE_ROWS", "ACTIVE", "ACTIVE_SQL", "TERM
            "RUN_ID_CHARS", "SCHEMA_VERSION", "age", "claim", "connect", "counts", "db_of", "db_path",
            "ensure_loaded", "fetch", "forget_loaded", "gone", "heal", "ingest_ended", "is_waiting", "launcher_identity",
            "note", "waiting_count", "with_waiting",
-           "rebuild", "record", "release",
+           "rebuild", "record",
            "resolve", "row_from_dir", "take_over", "upsert", "valid_run_id"]

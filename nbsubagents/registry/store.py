@@ -17,7 +17,6 @@ announced = 0``: exactly one process announces a run's end) and ``take_over()``.
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import gc
 import json
@@ -39,7 +38,7 @@ from ..child.text import clip
 from ..config import NbSubagentsError, project_root
 
 __all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
-           "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "release", "valid_run_id", "resolve",
+           "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
            "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting", "waiting_count",
            "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION", "FRAME",
            "FRAME_NUMBERS", "FRAME_SOURCE", "csv_line"]
@@ -171,168 +170,67 @@ def db_of(run_dir: Path) -> Path:
     return Path(run_dir).parent.parent / "registry.sqlite"  # <root>/.pi/subagents/runs/<id>
 
 
-class _Connection:
-    """``with _Connection(db) as conn``: an autocommit connection, schema ensured; a registry that is no database
-    any more is moved aside and rebuilt first (``heal``).
-
-    The process keeps its last connection open between uses (``_held``), for the next one to the same registry.
-    Opening and closing costs more than most uses: SQLite folds the WAL into the database and deletes it when
-    the last connection to it closes (a checkpoint and an fsync), and creates it again at the next open (another
-    fsync), ~1 ms each time here, twice in every run. A use while the held one is busy (another thread, a use
-    inside a use) or with ``hold=False`` gets a connection of its own, closed after it. The held one is given up
-    when the registry's file is no longer the one it opened (deleted, replaced by ``heal``), when another registry
-    is used, after a use that raised, and at exit; a forked child never uses (nor closes) its parent's.
-    """
-
-    def __init__(self, db: Path, hold: bool = True) -> None:
-        self.db, self.hold = db, hold
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn = self._take() if self.hold else None
-        if self.conn is None:
-            self.conn = self._connect()
-            if self.hold:
-                self._keep(self.conn)
-        return self.conn
-
-    def _connect(self) -> sqlite3.Connection:
-        self.db.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            return self._open()
-        except sqlite3.DatabaseError as exc:
-            if not _corrupt(exc) or getattr(_healing, "db", None) == self.db:
-                raise
-            heal(self.db, exc)
-            return self._open()
-
-    def _take(self) -> sqlite3.Connection | None:
-        """The held connection when it is free and still the registry's, marked busy; else None (and a held one
-        no longer fit for this use is given up)."""
-        with _lock:
-            held = _held["conn"]
-            if held is None or _held["busy"]:
-                return None
-            _held["busy"] = True
-        if _held["db"] == self.db and _state(self.db) == _held["state"]:
-            try:
-                if held.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
-                    return held
-            except sqlite3.DatabaseError:
-                pass
-        _give_up()
-        return None
-
-    def _keep(self, conn: sqlite3.Connection) -> None:
-        with _lock:
-            if _held["conn"] is None:
-                _held.update(conn=conn, db=self.db, busy=True, state=_state(self.db))
-
-    def _open(self) -> sqlite3.Connection:
-        if not self.db.exists():  # new, or deleted under us: set it up again
-            _ready.discard(self.db)
-            _loaded.discard(self.db)
-        # timeout: SQLite's busy timeout; check_same_thread: the held connection serves one use at a time, from
-        # whichever thread (``busy``)
-        conn = sqlite3.connect(self.db, timeout=30.0, isolation_level=None, check_same_thread=False)
-        try:
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA synchronous = NORMAL")
-            # user_version reads the file's header: a file overwritten since raises here; one emptied since is
-            # set up again and filled from the run directories on the next ensure_loaded
-            if self.db not in _ready or conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-                _init_schema(conn)
-                with _lock:
-                    if self.db in _ready:
-                        _loaded.discard(self.db)
-                    _ready.add(self.db)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
-        conn = self.conn
-        if _held["conn"] is not conn:  # its own (the held one, busy, is this use's alone: read without the lock)
-            conn.close()
-        elif kind is None and not conn.in_transaction:
-            conn.row_factory, conn.text_factory = sqlite3.Row, str  # as a new one would be
-            with _lock:
-                _held.update(busy=False, state=_state(self.db))  # after our own writes (a checkpoint among them)
-        else:  # after a use that raised: whatever state it was left in
-            _give_up()
+# Every place in the package that opens, renames, links or deletes the registry's files (registry.sqlite, its -wal
+# and -shm) other than through SQLite, and why it is safe there. Anywhere else it is not: SQLite's locks are POSIX
+# locks, held by the process, so closing any descriptor of the file drops those of every connection the process
+# has, and another process that closes its last connection then believes itself the last user and folds the WAL in
+# and deletes it under a live connection ("How To Corrupt An SQLite Database File", 2.2). The test suite fails on
+# a touch from any other function (tests/conftest.py, an audit hook); whether a file is a database is asked of SQLite.
+FILE_TOUCHES = {
+    f"{__name__}.heal": "moves a registry that SQLite itself has just found unreadable (``_readable``, under the "
+                        "folder's lock every healer takes) aside: a hard link and renames, which open no descriptor "
+                        "of the file and so drop no lock; then renames the rebuilt file (closed) over it, or deletes "
+                        "that half-built file of its own when it could not",
+}
 
 
-# the process's kept connection (``_Connection``), the registry it is for and that file's ``_state`` after its last
-# use; changed under _lock
-_held: dict[str, Any] = {"conn": None, "busy": False, "db": None, "state": None}
-_kept_open: list[sqlite3.Connection] = []  # connections given up but never closed (_let_go), for the process's life
+@contextmanager
+def connect(db: Path) -> Iterator[sqlite3.Connection]:
+    """``with connect(db) as conn``: an autocommit connection for one use, schema ensured, closed after it; a
+    registry that is no database any more is moved aside and rebuilt first (``heal``).
 
-
-def _state(db: Path) -> tuple[int, ...] | None:
-    """What tells the registry's file changed since the held connection last used it: its identity (a file
-    put in its place), and its size and time (written by another process's checkpoint, or overwritten)."""
+    A connection never outlives its use, so none is carried across a fork or kept while another part of the
+    process looks at the files. Opening one costs ~1 ms (SQLite makes the WAL again when it was folded in by the
+    last close), a few times in a run whose model takes seconds: nothing a person notices
+    (docs/developer/benchmarks.md has the measurement)."""
+    conn = _open_healing(Path(db))
     try:
-        st = os.stat(db)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def _let_go() -> tuple[int, ...] | None:
-    """Give up the held connection (under ``_lock``). It is closed when the file at its path is still a database
-    and the one it opened. Else it is kept open, unused: closing SQLite's last connection to a file folds its WAL
-    into it and deletes the WAL by name. Into a file overwritten in place, that writes pages of the old database
-    among another's bytes; and the name may be the WAL of a database that has taken the path (``heal``'s rebuilt
-    one, another process's new registry). Returns the file's identity when it is no database any more (for
-    ``heal``), else None."""
-    conn, db, state = _held["conn"], _held["db"], _held["state"]
-    _held.update(conn=None, busy=False, db=None, state=None)
-    if conn is None:
-        return None
-    now = _state(db)
-    opened = now is not None and state is not None and now[:2] == state[:2]  # the file it opened is still there
-    # written since: by a checkpoint (still a database), or overwritten (not one)
-    if opened and (now == state or _is_database(db)):
+        yield conn
+    finally:
         conn.close()
-        return None
-    _kept_open.append(conn)
-    return now if opened else None
 
 
-def _give_up() -> None:
-    """``_let_go``, then ``heal`` a registry found overwritten or emptied in place: the WAL the held connection
-    kept must not hide that from the processes that open it next."""
-    with _lock:
-        db, bad = _held["db"], _let_go()
-    if bad is not None:
-        heal(db, bad=bad)
-
-
-def _is_database(path: Path) -> bool:
+def _open_healing(db: Path) -> sqlite3.Connection:
+    db.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
+        return _open(db)
+    except sqlite3.DatabaseError as exc:
+        if not _corrupt(exc) or getattr(_healing, "db", None) == db:
+            raise
+        heal(db, exc)
+        return _open(db)
 
 
-def release() -> None:
-    """Close the connection this process keeps (at exit; a test that wants the registry's files settled)."""
-    with _lock:
-        if not _held["busy"]:
-            _let_go()
-
-
-def _forked() -> None:
-    # SQLite's files and locks belong to the parent: closing its connection here could fold and delete a WAL the
-    # parent still writes. Kept unreachable instead, for the child's life.
-    if _held["conn"] is not None:
-        _kept_open.append(_held["conn"])
-    _held.update(conn=None, busy=False, db=None, state=None)
-
-
-os.register_at_fork(after_in_child=_forked)
-atexit.register(release)
+def _open(db: Path) -> sqlite3.Connection:
+    if not db.exists():  # new, or deleted under us: set it up again
+        _ready.discard(db)
+        _loaded.discard(db)
+    conn = sqlite3.connect(db, timeout=30.0, isolation_level=None)  # timeout: SQLite's busy timeout
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA synchronous = NORMAL")
+        # user_version reads the file's header: a file overwritten since raises here; one emptied since is set up
+        # again and filled from the run directories on the next ensure_loaded
+        if db not in _ready or conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _init_schema(conn)
+            with _lock:
+                if db in _ready:
+                    _loaded.discard(db)
+                _ready.add(db)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 _healing = threading.local()  # the registry this thread is rebuilding (a second failure then is an error)
@@ -347,30 +245,28 @@ def _corrupt(exc: sqlite3.DatabaseError) -> bool:
 
 
 def _readable(db: Path) -> bool:
+    """SQLite reads ``db`` as a whole database (its quick check finds nothing); a locked or busy one is in use, so
+    a database."""
     try:
         conn = sqlite3.connect(db, timeout=30.0, isolation_level=None)
     except sqlite3.Error:
         return False
     try:
-        conn.execute("PRAGMA schema_version").fetchone()
-        conn.execute("PRAGMA quick_check(1)").fetchone()
-        return True
+        return conn.execute("PRAGMA quick_check(1)").fetchone() == ("ok",)
     except sqlite3.OperationalError:
-        return True  # locked or busy: somebody uses it, so it is a database
+        return True
     except sqlite3.DatabaseError:
         return False
     finally:
         conn.close()
 
 
-def heal(db: Path, exc: BaseException | None = None, *, bad: tuple[int, ...] | None = None) -> Path | None:
-    """Move a registry that is no database any more aside (``registry.sqlite.corrupt-<time>``, with its -wal
-    and -shm) with a warning, in favour of one rebuilt from the run directories. The new one is built beside it
-    and takes its place in one rename, so no process ever reads a half-built registry. One process heals
-    (``flock`` on the registry's folder); the others find it healed. Returns where the old file went, None when
-    it was readable after all. ``bad``: the identity (``_state``) of a file this process found to be no database
-    under the connection it held, whose WAL would still make it readable: it is moved aside unless a new file has
-    taken its place."""
+def heal(db: Path, exc: BaseException | None = None) -> Path | None:
+    """Move a registry that SQLite cannot read aside (``registry.sqlite.corrupt-<time>``, with its -wal and -shm)
+    with a warning, in favour of one rebuilt from the run directories. The new one is built beside it and takes its
+    place in one rename, so no process ever reads a half-built registry. One process heals (``flock`` on the
+    registry's folder) and only a file SQLite finds unreadable then: a registry that others use and SQLite reads is
+    left alone, whatever error led here. Returns where the old file went, None when it was readable after all."""
     db = Path(db)
     fd = os.open(db.parent, os.O_RDONLY)  # the lock is on the registry's folder: no lock file is left
     try:
@@ -378,9 +274,8 @@ def heal(db: Path, exc: BaseException | None = None, *, bad: tuple[int, ...] | N
         with _lock:
             _ready.discard(db)
             _loaded.discard(db)
-        now = _state(db)
-        if now is None or (now[:2] != bad[:2] if bad else _readable(db)):
-            return None  # another process healed it first
+        if not db.exists() or _readable(db):
+            return None  # another process healed it first, or it was never damaged
         stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
         aside = db.with_name(f"{db.name}.corrupt-{stamp}")
         while aside.exists():  # an earlier one of the same second is kept too
@@ -454,10 +349,6 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
     for name, kind in COLUMNS:
         if name not in have:
             conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
-
-
-def connect(db: Path) -> _Connection:
-    return _Connection(db)
 
 
 # -- rows from run directories --------------------------------------------------------------------
@@ -770,7 +661,7 @@ def _rebuild(db: Path) -> int:
                 row = row_from_dir(entry.path)
                 if row is not None:
                     rows.append(row)
-    with _Connection(db, hold=False) as conn:  # closed at the end: heal renames the file it built
+    with connect(db) as conn:
         old = {r["run_id"]: (r["announced"], r["owner_pid"], r["owner_ticks"], r["owner_host"])
                for r in conn.execute("SELECT run_id, announced, owner_pid, owner_ticks, owner_host FROM runs")}
         now = now_iso()

@@ -287,7 +287,6 @@ def test_a_corrupt_registry_is_healed_once_when_processes_find_it_at_once_and_an
     make_run(root, "20260101-000001-aaaaaa", result=RESULT)
     make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "status": "failed", "errorMessage": "boom"})
     db = registry.db_path(root)
-    registry.release()  # no process has it open (an open one's WAL would still give the rows)
     db.write_bytes(b"not sqlite at all\n" * 300)
     code = ("import sys, warnings\nfrom nbsubagents import registry\nwarnings.simplefilter('ignore')\n"
             "print(registry.counts(sys.argv[1])['total'])\n")
@@ -305,35 +304,28 @@ def test_a_corrupt_registry_is_healed_once_when_processes_find_it_at_once_and_an
         "20260101-000001-aaaaaa", "20260101-000002-bbbbbb"}
 
 
-def test_a_process_keeps_one_registry_connection_between_uses_and_a_forked_child_leaves_it_alone(root):
-    """Uses one after another share a connection, so SQLite's WAL is not folded in, deleted and made again at
-    each; a use inside a use gets its own. A forked child opens its own and never closes its parent's (which would
-    fold in and delete the WAL the parent writes): the parent's rows and writes go on after the child's end."""
+def test_no_connection_to_the_registry_outlives_its_use_so_a_fork_inherits_none(root):
+    """Each use opens its own connection and closes it: between uses the process holds no descriptor of the
+    registry's files (none to carry across a fork, none whose locks another part of the process could drop), and
+    the last close folds the WAL in as SQLite does."""
     make_run(root, "20260101-000001-aaaaaa", result=RESULT)
     db = registry.db_path(root)
-    wal = db.with_name(db.name + "-wal")
+
+    def open_files() -> list[str]:
+        return [name for fd in os.listdir("/proc/self/fd") if "registry.sqlite" in (name := _link(fd))]
+
     with registry.connect(db) as first:
         with registry.connect(db) as inner:
-            assert inner is not first
-    with registry.connect(db) as second:
-        assert second is first and second.row_factory is not None
-    assert wal.exists()
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 1
-        try:
-            with registry.connect(db) as conn:
-                code = 0 if conn is not first and conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1 else 3
-        finally:
-            os._exit(code)
-    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-    make_run(root, "20260101-000002-bbbbbb", result=RESULT)
-    assert sorted(rows(root)) == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb"]
-    with registry.connect(db) as third:
-        assert third is first
-    registry.release()  # the last connection closed: SQLite folds the WAL in and deletes it
-    assert not wal.exists()
-    assert sorted(rows(root)) == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb"]
+            assert inner is not first and open_files()
+    assert rows(root) and open_files() == []
+    assert not db.with_name(db.name + "-wal").exists()
+
+
+def _link(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
 
 
 def test_runs_folds_and_clips_each_task_as_shorten_does_and_types_its_columns(root):
@@ -423,7 +415,6 @@ def test_run_lines_follow_every_write_and_a_registry_of_schema_7_gets_them(root)
         conn.execute("DELETE FROM runs WHERE run_id = '20260101-000002-bbbbbb'")
     assert in_step() == ["20260101-000001-aaaaaa", "20260101-000003-cccccc"]
 
-    registry.release()
     with sqlite3.connect(db) as conn:  # as schema 7 left it: rows, no lines
         conn.execute("DROP TABLE run_lines")
         for trigger in ("insert", "update", "delete"):
