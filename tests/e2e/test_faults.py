@@ -17,8 +17,10 @@ import os
 import shlex
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -1096,3 +1098,75 @@ def test_a_check_killed_mid_way_leaves_no_worktree_and_no_process(proj, worktree
     REPORT.append(("check: scorer killed mid-check", f"left {len(stale)} stale entries, swept by the next check; "
                    f"worktrees left: {after or 'none'}", left))
     assert stale and left == [] and after == []
+
+
+# -- the registry under several processes at once (issue 59) -------------------------------------------------------
+READS = """
+import os, sys, threading, nbsubagents
+
+def read(until):
+    while not until():
+        nbsubagents.runs(); nbsubagents.status(include_completed=True)
+"""
+# Each starter reads in a thread of its own too: a process with two connections to the registry at once is what the
+# bug of issue 59 needed (one use dropped the other's locks).
+STARTER = READS + """
+waves, per_wave, me = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+finished = threading.Event()
+reader = threading.Thread(target=read, args=(finished.is_set,))
+reader.start()
+for wave in range(waves):
+    runs = [nbsubagents.start("scout", f"say: {me} {wave} {i}", show=False) for i in range(per_wave)]
+    read(lambda: all(r.done for r in runs))
+    for r in runs:
+        assert r.wait(300).status == "completed", (r.id, r.status, r.error)
+finished.set()
+reader.join()
+"""
+# A reader that starts, reads and exits, as `nbsubagents runs` in a terminal would: its exit closes its last
+# connection, which folds the WAL in and deletes it when SQLite believes no other process has the registry open.
+READER = "import nbsubagents\nnbsubagents.runs(); nbsubagents.status(include_completed=True)\n"
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("repetition", range(5))
+def test_four_processes_starting_and_reading_runs_at_once_leave_a_whole_registry(proj, tmp_path, repetition):
+    """Four processes each start three waves of 20 background runs and read the registry while they run (in two
+    threads), beside short-lived readers one after another: every run completes, no process saw an error, the
+    registry's integrity check is ok, every run folder has its row with its folder's status (no write was lost with
+    a WAL) and nothing was healed. On the code before issue 59's fix, 2 of 5 repetitions failed (one with "database
+    disk image is malformed"): a process's own open() of the file dropped SQLite's locks."""
+    stop, failures = threading.Event(), []
+
+    def read_and_exit() -> None:
+        while not stop.is_set():
+            out = subprocess.run([sys.executable, "-c", READER], cwd=proj, capture_output=True, text=True,
+                                 stdin=subprocess.DEVNULL, timeout=300)
+            if out.returncode != 0 or "malformed" in out.stderr or "Traceback" in out.stderr:
+                failures.append(out.stderr[-2000:])
+
+    starters = [subprocess.Popen([sys.executable, "-c", STARTER, "3", "20", f"p{n}"], cwd=proj, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                for n in range(4)]
+    readers = [threading.Thread(target=read_and_exit) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        outs = [p.communicate(timeout=900) for p in starters]
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert [p.returncode for p in starters] == [0] * 4, [err.strip().splitlines()[-1:] for _, err in outs]
+    assert failures == []
+    assert all("Traceback" not in err and "malformed" not in err for _, err in outs), [e[-2000:] for _, e in outs]
+    db = registry.db_path(proj)
+    assert list(db.parent.glob("registry.sqlite.corrupt-*")) == [], "the registry had to be healed"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        rows = dict(conn.execute("SELECT run_id, status FROM runs").fetchall())
+    folders = {d.name: json.loads((d / "result.json").read_text())["status"]
+               for d in (proj / ".pi" / "subagents" / "runs").iterdir()}
+    assert len(folders) == 240 and set(folders.values()) == {"completed"}
+    assert rows == folders
+    assert record("4 processes x 60 runs", proj, list(folders), f"240 rows, integrity ok (#{repetition + 1})") == []
