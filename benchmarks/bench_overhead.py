@@ -4,8 +4,7 @@ Both sides run the real pinned pi against the same scripted model, in pairs whos
 then run() first), so a drift of the machine's speed falls on both sides alike. Printed: each side's median and their
 ratio, the median of the pairs' own ratios (the figure judged: a pair's two runs share the machine's state of the
 moment), and the mean difference in ms with its standard error. Target: <= 1.02. A warm-up run comes first (the
-model list, the OS page cache, and the fork server the process launcher starts at a process's first run: the runs
-measured are forked, as a kernel's runs after its first are). Run with `make bench` or
+model list, the OS page cache). Run with `make bench` or
 `.venv/bin/python benchmarks/bench_overhead.py [N]`.
 """
 

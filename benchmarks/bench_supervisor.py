@@ -4,9 +4,8 @@ Three figures: start-up (spawn until ``supervisor.json`` exists: interpreter, im
 whole life (spawn to exit: also the child, events, ``result.json`` and the end-of-run sweep for leftover
 processes), and its cost per event: the same around ``cat`` of a recorded pi stream (the fixtures of
 ``tests/fixtures/pi-0.73.1``, about 2,000 lines), less the ``/bin/true`` run, per normalized event written.
-The supervisor is started both ways the process launcher starts it, alternating: as a new interpreter
-(``lifecycle.process.supervisor_argv``: a run's first start in a process) and forked by the fork server
-(``lifecycle.forkserver``: the runs after it). Prints medians and quartiles of N runs (default 60).
+The supervisor is started as the process launcher starts it (``lifecycle.process.supervisor_argv``). Prints medians
+and quartiles of N runs (default 60).
 """
 
 from __future__ import annotations
@@ -19,23 +18,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from nbsubagents.lifecycle.forkserver import ForkServer
 from nbsubagents.lifecycle.process import supervisor_argv
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pi-0.73.1"
 
 
-def once(run_dir: Path, argv: list[str] = ["/bin/true"], server: ForkServer | None = None  # noqa: B006 (never changed)
-         ) -> tuple[float, float]:
-    """(spawn to ``supervisor.json``, spawn to exit) of one supervisor: a new interpreter, or forked by ``server``."""
+def once(run_dir: Path, argv: list[str] = ["/bin/true"]) -> tuple[float, float]:  # noqa: B006 (never changed)
+    """(spawn to ``supervisor.json``, spawn to exit) of one supervisor."""
     run_dir.mkdir()
     meta = {"runId": f"20260101-000000-{run_dir.name}", "argv": argv, "cwd": str(run_dir), "timeout": 60,
             "loopingToolCount": 0}  # the recorded streams repeat: no loop guard
     (run_dir / "meta.json").write_text(json.dumps(meta))
     t0 = time.perf_counter()
-    proc = server.spawn(run_dir, str(run_dir)) if server is not None else subprocess.Popen(supervisor_argv(run_dir))
-    assert proc is not None, "the fork server could not fork"
+    proc = subprocess.Popen(supervisor_argv(run_dir))
     while not (run_dir / "supervisor.json").exists() and proc.poll() is None:
         time.sleep(0.0005)
     started = time.perf_counter() - t0
@@ -63,21 +59,16 @@ def describe(label: str, values: list[float]) -> str:
 
 
 def main(n: int = 60) -> None:
-    server = ForkServer()
-    while not server.ready:
-        server._take(0.1)
     with tempfile.TemporaryDirectory() as tmp:
         recorded = stream(Path(tmp))
-        times, forked, streamed = [], [], []
+        times, streamed = [], []
         for i in range(n):  # alternating: the machine's load falls on each alike
             times.append(once(Path(tmp) / f"{i:06x}"))
-            forked.append(once(Path(tmp) / f"f{i:06x}", server=server))
             streamed.append(once(Path(tmp) / f"s{i:06x}", ["cat", str(recorded)])[1])
         events = len((Path(tmp) / f"s{0:06x}" / "events.jsonl").read_bytes().splitlines()) - 2  # less start, end
         lines = len(recorded.read_bytes().splitlines())
-    for label, values in (("a new interpreter", times), ("forked by the fork server", forked)):
-        print(f"supervisor around /bin/true, {label}, n={n}: " + describe("start-up", [t[0] for t in values]) + "; "
-              + describe("spawn to exit", [t[1] for t in values]))
+    print(f"supervisor around /bin/true, n={n}: " + describe("start-up", [t[0] for t in times]) + "; "
+          + describe("spawn to exit", [t[1] for t in times]))
     per_event = (statistics.median(streamed) - statistics.median([t[1] for t in times])) / events
     print(f"per event of pi's stream ({events} events of {lines} lines, cat of a "
           f"recorded stream): {per_event * 1e6:.1f} us (stdout.log, events.jsonl, transcript.log, guards)")

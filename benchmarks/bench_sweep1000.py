@@ -53,13 +53,11 @@ def rss_mb(pid: int | str = "self", field: str = "VmRSS") -> float | None:
 
 class SupervisorPeaks:
     """Samples the peak resident memory (``VmHWM``) of every supervisor of the runs under ``runs`` every ``every``
-    seconds: one started as a new interpreter names its run directory in its argv; one a fork server forked has
-    the server's argv and the run's cwd (the project; the server's own is ``/``). Other jobs' supervisors on the
-    machine are left out."""
+    seconds: a supervisor names its run directory in its argv. Other jobs' supervisors on the machine are left
+    out."""
 
     def __init__(self, runs: Path, every: float = 0.5) -> None:
         self.marker = str(runs).encode()
-        self.project = str(runs.parents[2])
         self.peaks: dict[int, float] = {}
         self.every = every
         self.stop = threading.Event()
@@ -73,10 +71,7 @@ class SupervisorPeaks:
                 try:
                     with open(f"/proc/{name}/cmdline", "rb") as fh:
                         argv = fh.read()
-                    started = b"nbsubagents.child.supervisor" in argv and self.marker in argv
-                    forked = (b"nbsubagents.child.forkserver" in argv
-                              and os.readlink(f"/proc/{name}/cwd").startswith(self.project))
-                    if not (started or forked):
+                    if b"nbsubagents.child.supervisor" not in argv or self.marker not in argv:
                         continue
                 except OSError:
                     continue

@@ -92,7 +92,7 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
              "worker": _worker_address(), "claimedAt": now_iso()}
     if not atomic_write_json(paths.dir / CLAIM, claim, exclusive=True):
         return {"state": "elsewhere"}  # a resubmission of a run that had started: never twice
-    # The supervisor ends its run if its parent dies: this worker, or the worker's fork server (which ends with it).
+    # The supervisor ends its run if its parent, this worker, dies.
     proc = start_supervisor(paths.dir, meta.get("cwd"), end_with_parent=True)
     return {"state": "ran", "exitCode": proc.wait(), "host": HOST}
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..child.artifacts import RunPaths
 from ..child.procs import WORKER_PID
-from . import forkserver
 
 if TYPE_CHECKING:
     from .handle import Run
@@ -22,18 +21,17 @@ __all__ = ["ProcessLauncher", "spawn_supervisor", "supervisor_argv", "wait_any"]
 
 # The folder this package is imported from: the supervisor imports it from there, whatever its cwd.
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-# The supervisor needs the standard library and ``nbsubagents.child`` only, so it starts without ``site`` (-S: no
-# site-packages scan, no .pth files: a few ms of every run's start) and finds the package where this process
-# found it, in the place of the run's cwd on its path (a module of the user's project, such as a ``signal.py``,
-# cannot shadow one it imports). Its own children (pi, a reply check) get the environment unchanged.
+# The supervisor finds the package where this process found it, in the place of the run's cwd on its path (a module
+# of the user's project, such as a ``signal.py``, cannot shadow one it imports). Its own children (pi, a reply
+# check) get the environment unchanged.
 _SUPERVISOR_CODE = ("import sys; sys.path[0] = sys.argv[1]; from nbsubagents.child.supervisor import exit_now, main; "
                     "exit_now(main(sys.argv[2:]))")
 
 
 def supervisor_argv(run_dir: Path) -> list[str]:
-    """The argv of a run's supervisor: ``main(RUN_DIR)`` of ``nbsubagents.child.supervisor`` in a Python started
-    with ``-S`` (``python -m nbsubagents.child.supervisor RUN_DIR`` does the same, with ``site``)."""
-    return [sys.executable, "-S", "-c", _SUPERVISOR_CODE, _PACKAGE_PARENT, str(run_dir)]
+    """The argv of a run's supervisor: ``main(RUN_DIR)`` of ``nbsubagents.child.supervisor`` (as
+    ``python -m nbsubagents.child.supervisor RUN_DIR``, without the cwd on its path)."""
+    return [sys.executable, "-c", _SUPERVISOR_CODE, _PACKAGE_PARENT, str(run_dir)]
 
 
 def spawn_supervisor(run_dir: Path, cwd: str | None, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -44,23 +42,17 @@ def spawn_supervisor(run_dir: Path, cwd: str | None, env: dict[str, str] | None 
                                 start_new_session=True, cwd=cwd, env=env)
 
 
-def start_supervisor(run_dir: Path, cwd: str | None, *, end_with_parent: bool = False) -> Process:
-    """The run's supervisor: forked by this process's fork server when it serves (a process's runs after its
-    first), else a new interpreter (``spawn_supervisor``). ``end_with_parent``: the supervisor ends its run when
-    its parent dies (the server, which ends with this process, or this process): a Dask worker's runs."""
-    def env(parent: int) -> dict[str, str] | None:  # None: the caller's environment as it is now
-        return {**os.environ, WORKER_PID: str(parent)} if end_with_parent else None
-
-    serving = forkserver.server()
-    proc = serving.spawn(run_dir, cwd, env(serving.proc.pid)) if serving is not None else None
-    return proc or spawn_supervisor(run_dir, cwd, env(os.getpid()))
+def start_supervisor(run_dir: Path, cwd: str | None, *, end_with_parent: bool = False) -> subprocess.Popen:
+    """The run's supervisor (``spawn_supervisor``). ``end_with_parent``: the supervisor ends its run when this
+    process dies: a Dask worker's runs."""
+    return spawn_supervisor(run_dir, cwd, {**os.environ, WORKER_PID: str(os.getpid())} if end_with_parent else None)
 
 
 def wait_any(processes: list[Process], timeout: float) -> None:
     """Return as soon as one of ``processes`` has exited, or after ``timeout`` seconds.
 
-    Supervisors this process started, or its fork server forked, are waited for through pidfds (Linux): the wait
-    ends the moment one exits, not at the next poll. Anything else (a tmux pane's handle; no pidfd here) is waited
+    Supervisors this process started are waited for through pidfds (Linux): the wait ends the moment one exits,
+    not at the next poll. Anything else (a tmux pane's handle; no pidfd here) is waited
     for by the first one's own ``wait(timeout)``. A Dask run's handles have their own wait
     (``DaskLauncher.wait_any``)."""
     fds: list[int] = []
@@ -68,12 +60,8 @@ def wait_any(processes: list[Process], timeout: float) -> None:
         if processes and all(_pidfd_able(p) for p in processes):
             poller = select.poll()
             for proc in processes:
-                # our unreaped child (its pid cannot have been reused), or a copy of the pidfd a forked one keeps
-                fd = proc.watch_fd() if isinstance(proc, forkserver.Forked) else os.pidfd_open(proc.pid)
-                if fd is None:  # it has just ended
-                    return
-                fds.append(fd)
-                poller.register(fd, select.POLLIN)
+                fds.append(os.pidfd_open(proc.pid))  # our unreaped child: its pid cannot have been reused
+                poller.register(fds[-1], select.POLLIN)
             poller.poll(timeout * 1000)
             return
     except (AttributeError, OSError):  # no os.pidfd_open (not Linux, Python < 3.9), a kernel without it
@@ -89,9 +77,7 @@ def wait_any(processes: list[Process], timeout: float) -> None:
 
 
 def _pidfd_able(proc: Process) -> bool:
-    """A running supervisor whose exit a pidfd shows: our child, or one the fork server forked."""
-    if isinstance(proc, forkserver.Forked):
-        return proc.returncode is None and proc.pidfd is not None
+    """A running supervisor whose exit a pidfd shows: our child."""
     return isinstance(proc, subprocess.Popen) and proc.returncode is None
 
 
