@@ -32,7 +32,7 @@ from importlib import import_module
 
 from .child import VERSION as __version__  # noqa: F401  (public: nbsubagents.__version__)
 
-TYPE_CHECKING = False  # typing is not imported at run time: the supervisor starts on this import
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 

@@ -14,7 +14,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, Iterator

@@ -11,7 +11,7 @@ import math
 
 from .errors import NbSubagentsError
 
-TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 

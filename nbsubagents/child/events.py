@@ -36,7 +36,7 @@ import json
 
 from .text import clip
 
-TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, Iterator

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from .events import RESULT_TEXT_LIMIT
 from .text import ELLIPSIS, clip
 
-TYPE_CHECKING = False  # typing is not imported at run time: it would slow the supervisor's start
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, Callable

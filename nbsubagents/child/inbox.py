@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .artifacts import atomic_write_json, now_iso, read_json
 
-TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 

@@ -49,7 +49,7 @@ from .errors import NbSubagentsError
 from .procs import alive, process_start_ticks
 from .run_files import exclusive
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Iterator
 

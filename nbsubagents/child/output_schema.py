@@ -20,7 +20,7 @@ from urllib.parse import unquote, urldefrag, urljoin
 
 from .errors import NbSubagentsError
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Iterable
 

@@ -31,7 +31,7 @@ from . import inbox
 from .artifacts import iso, now_iso
 from .events import PiEventAdapter
 
-TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import IO, Any
 

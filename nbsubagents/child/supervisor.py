@@ -43,7 +43,7 @@ from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, 
                         touch, write_result)
 from .text import clip
 
-TYPE_CHECKING = False  # typing itself is not imported: it would slow the supervisor's start
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 

@@ -5,7 +5,7 @@ way."""
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing itself is not imported: the supervisor imports this module
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import TextIO
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from types import ModuleType
 

@@ -25,7 +25,7 @@ from ..events import RESULT_TEXT_LIMIT, text_of
 from ..text import clip
 from . import version_of
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from ..text import clip
 from . import version_of
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 

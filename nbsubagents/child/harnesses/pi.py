@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..events import PiEventAdapter as Adapter
 from . import version_of
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 

@@ -9,7 +9,7 @@ with its message, and its native total cost wins over the sum of its events.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import IO, Any
 
