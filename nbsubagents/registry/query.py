@@ -148,7 +148,7 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
     store.ensure_loaded(db)  # rows for directories it has not seen (a pure read otherwise)
     filters = dict(status=status, preset=preset, model=model, harness=harness, since=since, until=until, text=text,
                    limit=limit)
-    with store.collector_paused(), store.connect(db) as conn:
+    with store.connect(db) as conn:
         got = None
         if pd.StringDtype().storage == "pyarrow" and expand_data:
             sql, args = build_query(**filters, select=csv_select(frame, store.FRAME_NUMBERS))

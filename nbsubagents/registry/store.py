@@ -18,7 +18,6 @@ announced = 0``: exactly one process announces a run's end) and ``take_over()``.
 from __future__ import annotations
 
 import fcntl
-import gc
 import json
 import os
 import re
@@ -506,25 +505,10 @@ def fetch(db: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
         return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's garbage collector paused (for this process) while a query's rows become objects: a read of
-    100,000 rows makes as many tuples, none of them in a cycle, and each pass of the collector while they are made
-    also walks every object the process holds (a kernel holds many: the passes took a tenth of ``compare()``,
-    and a sixth of ``runs()`` beside one earlier result). It runs again after, as before."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def fetch_columns(db: Path, sql: str, args: Iterable[Any] = ()) -> dict[str, list[Any]]:
     """The rows of a query as columns: each column's name and its values in the rows' order (no object per row:
     what a frame is built from)."""
-    with collector_paused(), connect(db) as conn:
+    with connect(db) as conn:
         conn.row_factory = None
         cursor = conn.execute(sql, tuple(args))
         names = [column[0] for column in cursor.description or ()]

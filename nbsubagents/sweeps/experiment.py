@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .. import registry
 from ..registry.query import arrow_columns, csv_select
-from ..registry.store import collector_paused, connect, fetch_columns
+from ..registry.store import connect, fetch_columns
 from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, read_json
 from ..config import NbSubagentsError, configure, project_arg, project_root, settings
 from ..lifecycle import batch, launch, reconcile
@@ -132,7 +132,7 @@ class Experiment:
         got = None
         if arrow and (query := self._query(names, csv_select(dict.fromkeys(names), frames.NUMBERS))):
             db, sql, args = query
-            with collector_paused(), connect(db) as conn:
+            with connect(db) as conn:
                 got = arrow_columns(conn.execute(sql, args), names, frames.NUMBERS)
         if got is None:
             query = self._query(columns)
@@ -364,9 +364,8 @@ class Experiment:
     to_frame = frame
 
     def _frame(self, plan: dict[str, Any], all_runs: bool = False) -> pandas.DataFrame:
-        with collector_paused():
-            got, params = self._current(self._columns(frames.READ, plan, arrow=frames.arrow_texts()), plan, all_runs)
-            return frames.frame_of_columns(got, params, more=("attempt", "attempts", "retried"))
+        got, params = self._current(self._columns(frames.READ, plan, arrow=frames.arrow_texts()), plan, all_runs)
+        return frames.frame_of_columns(got, params, more=("attempt", "attempts", "retried"))
 
     def axes(self) -> tuple[str, ...]:
         """What ``compare()`` and ``plot()`` group by unless told: ``("harness", "preset", "model")`` when the
