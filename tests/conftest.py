@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import NOMODEL, PI, REPO, SCOUT, SCRIBE, interrupt_when_running, processes_inside, wait_for  # noqa: F401
+from helpers import (NOMODEL, PI, REPO, SCOUT, SCRIBE, interrupt_when_running, processes_inside,  # noqa: F401
+                     seed_model_list, wait_for)
 
 from nbsubagents import config
 from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir
@@ -75,6 +76,7 @@ def project(tmp_path, monkeypatch, scripted):
     monkeypatch.setenv("PI_OFFLINE", "1")
     monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the model-list cache stays in the test
+    seed_model_list(agent)
     from nbsubagents.preset_files import locations  # the machine's own ~/.claude/agents must not change what tests see
     monkeypatch.setattr(locations, "claude_user_dir", lambda: tmp_path / "home" / ".claude" / "agents")
     monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)

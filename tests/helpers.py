@@ -163,3 +163,38 @@ def live_run_dir(root: Path, run_id: str, *, ended: str | None = None, questions
         inbox.set_waiting(run_dir, questions)
     registry.record(run_dir)
     return run_dir
+
+
+_SCRIPTED_ANSWERS: dict[str, tuple[tuple[str, ...], dict[str, bytes]]] = {}
+
+
+def seed_model_list(agent: Path) -> None:
+    """Give the model-list cache (``$XDG_CACHE_HOME`` as it is now) pi's own answer for ``agent``, an agent dir that
+    ``write_agent_dir`` made with its defaults, and the files that asking leaves there (pi 1.x writes an empty
+    ``auth.json`` and ``models-store.json``): the tests' runs then do not each start pi to ask it again (~1.3 s of
+    CPU). The answer is pi's, asked once per test process of an agent dir made the same way; asking on a cold cache
+    is tested in test_models.py."""
+    from nbsubagents.pi import models
+    from nbsubagents.pi.scripted import write_agent_dir
+
+    if str(PI) not in _SCRIPTED_ANSWERS:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            reference = write_agent_dir(Path(tmp), "http://127.0.0.1:9/v1")
+            before = set(os.listdir(reference))
+            saved = dict(os.environ)
+            os.environ["PI_CODING_AGENT_DIR"] = str(reference)
+            try:
+                answer = models.ask_pi(str(PI))
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+            left = {name: (reference / name).read_bytes() for name in set(os.listdir(reference)) - before}
+        _SCRIPTED_ANSWERS[str(PI)] = answer, left
+    answer, left = _SCRIPTED_ANSWERS[str(PI)]
+    for name, data in left.items():
+        if not (agent / name).exists():
+            (agent / name).write_bytes(data)
+            (agent / name).chmod(0o600)
+    models.remember(models.state_key(str(PI), agent), answer)

@@ -10,9 +10,8 @@ Asking pi costs a pi start-up (~0.6 s and more), so the answer is cached in memo
 (``$XDG_CACHE_HOME/nbsubagents/models.json``), keyed by files only: pi's package.json (path, mtime,
 size), the agent dir's models.json, auth.json, settings.json and models-store.json (pi 1.x's cached remote
 catalogues; mtime, size), and the *names* of the provider key variables that are set (never their values).
-A fresh kernel whose pi and providers did not change resolves a model without starting pi. Without a cached
-answer, the list is read from the files pi reads (``catalogue.read_available``) when that gives pi's answer
-exactly (a pi version whose rules it reproduces, no extension, no OAuth login); pi is asked only otherwise.
+A fresh kernel whose pi and providers did not change resolves a model without starting pi; whatever pi version it
+is, the list is pi's own answer, never a reading of pi's internals.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import NbSubagentsError, agent_dir
-from .catalogue import read_available
 from .locate import pi_command, pi_package
 
 _cache: dict[str, tuple[str, ...]] = {}
@@ -138,6 +136,13 @@ def _disk_put(key: str, models: tuple[str, ...]) -> None:
         pass
 
 
+def remember(key: str, models: tuple[str, ...]) -> None:
+    """Keep ``models`` as the answer for ``key`` (``state_key``), in this process and on disk."""
+    _disk_put(key, models)
+    with _lock:
+        _cache[key] = models
+
+
 def clear_cache() -> None:
     """Forget the model lists (this process's and the disk's)."""
     with _lock:
@@ -173,7 +178,7 @@ def failure_line(text: str) -> str:
     return ((errors or lines or [""])[-1])[:300]
 
 
-def _ask_pi(pi: str) -> tuple[str, ...]:
+def ask_pi(pi: str) -> tuple[str, ...]:
     """pi's table, written to files: pi exits right after writing it, and into a pipe a long table is then cut
     short at random (seen with every provider configured: 575 of 959 models)."""
     import tempfile  # noqa: PLC0415 (start-up: only a list pi must give loads it)
@@ -207,17 +212,11 @@ def available_models(pi: str) -> tuple[str, ...]:
             return _cache[key]
     models = _disk_get(key)
     if models is None:
-        models = read_available(pi_package(pi), adir)
-        if models is not None:
-            _disk_put(key, models)  # the same answer pi would give, so the next kernel reads one small file
-    if models is None:
-        models = _ask_pi(pi)
+        models = ask_pi(pi)
         _disk_put(key, models)
         after = state_key(pi, adir)  # pi may have just created auth.json or settings.json: key what it left
         if after != key:
-            _disk_put(after, models)
-            with _lock:
-                _cache[after] = models
+            remember(after, models)
     with _lock:
         _cache[key] = models
     return models

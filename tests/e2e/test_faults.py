@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PI, SCOUT, SCRIBE, processes_inside, wait_for
+from helpers import PI, SCOUT, SCRIBE, processes_inside, seed_model_list, wait_for
 
 import nbsubagents
 from nbsubagents import config, registry
@@ -70,6 +70,8 @@ def proj(tmp_path, monkeypatch, model):
     (root / ".pi" / "subagents" / "scout.md").write_text(SCOUT)
     (root / "README.md").write_text("# Fault project\n")
     agent = write_agent_dir(tmp_path / "agent", model.url)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    seed_model_list(agent)
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     monkeypatch.setenv("PI_OFFLINE", "1")
     monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))

@@ -127,10 +127,10 @@ def test_model_list_is_cached_on_disk_and_keyed_by_files(project, tmp_path, monk
 
 
 def test_a_pi_that_cannot_list_models_is_a_clear_error_and_not_cached(project, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
     broken = tmp_path / "pi"
     broken.write_text("#!/bin/sh\necho 'SyntaxError: enableCompileCache' >&2\nexit 1\n")
     broken.chmod(0o755)
     with pytest.raises(ModelError, match=r"failed to list its models \(exit code 1\): SyntaxError: enableCompileCache"):
         models.available_models(str(broken))
-    assert not (tmp_path / "cache" / "nbsubagents" / "models.json").exists()
+    assert not (tmp_path / "empty-cache" / "nbsubagents" / "models.json").exists()
