@@ -1131,6 +1131,7 @@ READER = "import nbsubagents\nnbsubagents.runs(); nbsubagents.status(include_com
 
 
 @pytest.mark.stress
+@pytest.mark.timeout(1800)  # ~80 s on a quiet machine; a loaded one (CI beside other work) takes several times that
 @pytest.mark.parametrize("repetition", range(5))
 def test_four_processes_starting_and_reading_runs_at_once_leave_a_whole_registry(proj, tmp_path, repetition):
     """Four processes each start three waves of 20 background runs and read the registry while they run (in two
@@ -1154,7 +1155,7 @@ def test_four_processes_starting_and_reading_runs_at_once_leave_a_whole_registry
     for reader in readers:
         reader.start()
     try:
-        outs = [p.communicate(timeout=900) for p in starters]
+        outs = [p.communicate(timeout=1500) for p in starters]
     finally:
         stop.set()
         for reader in readers:
