@@ -13,7 +13,8 @@ from .lifecycle.handle import Run
 from .lifecycle.spec import declare_options, spec_from_call
 from .preset_files import Preset, write
 from .registry import query
-from .ui import browser, statusbar, timeline
+from .ui import browser, statusbar
+from .views import timeline
 from .ui.attach import attach
 from .ui.display import renderer_for
 from .views import reports

@@ -91,26 +91,36 @@ class Hooks:
     - ``text_stream()``: where a notice is printed, None for nowhere (stderr by default; in a notebook the
       cell's output, and None under ``NBSUBAGENTS_DISPLAY=none``);
     - ``cell_parent()``: the cell running now, whose output a run launched now belongs to (None by default);
-    - ``in_cell(parent)``: a context in which what this thread prints goes to that cell (nothing by default).
+    - ``in_cell(parent)``: a context in which what this thread prints goes to that cell (nothing by default);
+    - ``sweep_panel(title, concurrency)``: a sweep's live panel (a ``Renderer``), None for its text lines (the
+      default; a notebook with widgets lends its panel);
+    - ``show(obj)``: shows a small display object before a sweep (its text where notices go by default; in a
+      notebook its HTML in the cell's output).
     """
 
     text_stream: Callable[[], Any] = lambda: sys.stderr
     cell_parent: Callable[[], Any] = lambda: None
     in_cell: Callable[[Any], AbstractContextManager[Any]] = lambda parent: nullcontext()
+    sweep_panel: Callable[[str, int], Any] = lambda title, concurrency: None
+    show: Callable[[Any], None] = lambda obj: _print_repr(obj)
+
+
+def _print_repr(obj: Any) -> None:
+    stream = hooks.text_stream()
+    if stream is not None:
+        write_line(stream, repr(obj))
 
 
 hooks = Hooks()
 
 
-def set_hooks(*, text_stream: Callable[[], Any] | None = None, cell_parent: Callable[[], Any] | None = None,
-              in_cell: Callable[[Any], AbstractContextManager[Any]] | None = None) -> None:
-    """Set the hooks given (``nbsubagents.ui.attach`` sets all three when the notebook edge is loaded)."""
-    if text_stream is not None:
-        hooks.text_stream = text_stream
-    if cell_parent is not None:
-        hooks.cell_parent = cell_parent
-    if in_cell is not None:
-        hooks.in_cell = in_cell
+def set_hooks(**given: Any) -> None:
+    """Set the hooks given by name (``nbsubagents.ui.attach`` sets them all when the notebook edge is loaded)."""
+    unknown = set(given) - set(Hooks.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"no such watcher hook: {', '.join(sorted(unknown))}")
+    for name, hook in given.items():
+        setattr(hooks, name, hook)
 
 
 def print_notice(notice: Notice) -> None:

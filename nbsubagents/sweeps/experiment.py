@@ -37,12 +37,11 @@ from ..registry.query import arrow_columns, csv_select
 from ..registry.store import connect, fetch_columns
 from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, read_json
 from ..config import NbSubagentsError, configure, project_arg, project_root, settings
-from ..lifecycle import batch, launch, reconcile
+from ..lifecycle import batch, launch, reconcile, watcher
 from ..lifecycle.drive import drive
 from ..lifecycle.handle import Run
 from ..lifecycle.settle import LOST, NOT_STARTED
 from ..lifecycle.spec import declare_options
-from ..ui.sweep_panel import sweep_renderer
 from . import driver, frames, views
 from .grid import cell_key, expand
 from .outcomes import retry_reason
@@ -50,7 +49,8 @@ from .plan import (check_name, differences, fingerprint, listing, locked, plan_p
                    replaced_runs, save_plan)
 from .report import ExperimentReport, report
 from .scorers import SCORER_TIMEOUT, Check, as_scorer, check_timeout, load_scorers, score, unique_names
-from .spend import Guard, Limits, estimate, show_line, stopped_reason, usd
+from .progress import sweep_renderer
+from .spend import Guard, Limits, estimate, stopped_reason, usd
 
 if TYPE_CHECKING:
     import subprocess
@@ -239,7 +239,7 @@ class Experiment:
         if show and todo:
             guess = estimate(self.root, [cells[k]["spec"] for k in todo], limits, guard.spent)
             if guess.known or limits.max_total_cost is not None:
-                show_line(guess)
+                watcher.hooks.show(guess)
         first = True
         while first or todo:
             if guard.check():  # reached before this round: a cell that has a run keeps it (it says why)

@@ -5,14 +5,13 @@ it counts the failed runs this call launched and the sweep's spend (the cost of 
 plus what its running runs have cost so far, from their usage events), and once a limit is reached it ends
 the runs not started yet as ``not_started`` with the reason (``stopped_reason`` tells a resume to start them
 again). ``estimate`` is what the cells about to run cost before (the same preset, model and task in the
-project's registry), shown before the launch as a ``CostEstimate`` line (``show_line``).
+project's registry), shown before the launch as a ``CostEstimate`` line (``watcher.hooks.show``).
 """
 
 from __future__ import annotations
 
 import html
 import math
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +23,9 @@ from ..child.text import plural
 from ..config import NbSubagentsError
 from ..lifecycle import settle
 from ..lifecycle.handle import Run
-from ..ui.display import silenced
-from ..ui.kernel import in_kernel
 from .outcomes import excluded_reason
 
-__all__ = ["Limits", "Guard", "CostEstimate", "estimate", "show_line", "stopped_reason", "usd", "STOPS"]
+__all__ = ["Limits", "Guard", "CostEstimate", "estimate", "stopped_reason", "usd", "STOPS"]
 
 # The words a run a sweep stopped before it started says (its error message begins with one): resume starts it.
 STOPS = ("max_failures reached", "max_total_cost reached")
@@ -204,16 +201,3 @@ def estimate(root: Path, specs: list[dict[str, Any]], limits: Limits, spent: flo
             used.add(key)
     samples = sum(len(history[key]) for key in used)
     return CostEstimate(len(specs), total, known, samples, limits.max_total_cost, spent)
-
-
-def show_line(obj: Any) -> None:
-    """Show a small display object before a sweep's panel: in the cell's output in a notebook (its HTML), on
-    stderr elsewhere (stdout belongs to the user's program); nothing under ``NBSUBAGENTS_DISPLAY=none``."""
-    if silenced():
-        return
-    if in_kernel():
-        from IPython.display import display
-
-        display(obj)
-    else:
-        print(repr(obj), file=sys.stderr, flush=True)

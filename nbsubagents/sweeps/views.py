@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from ..child.artifacts import TERMINAL, parse_iso
 from ..config import NbSubagentsError
 from ..style import DARK_SCOPE, MUTED, PALETTE
-from ..ui.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
+from ..views.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
 from ..views.masking import masker
 from . import stats, traces
 from .frames import CHANGE_METRICS, METRICS

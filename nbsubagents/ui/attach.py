@@ -5,7 +5,8 @@ name, and at ``%load_ext nbsubagents``):
 
 - sets the watcher's hooks: notices print on the cell's output in a kernel and on stderr elsewhere (nowhere
   under ``NBSUBAGENTS_DISPLAY=none``), and what the clock's thread prints for a run goes to the cell that
-  launched it; a run's questions wait for an answer only where a person can give one
+  launched it; a sweep shows its live panel where runs show as widgets, and its cost estimate in the cell; a
+  run's questions wait for an answer only where a person can give one
   (``prepare.set_person_check``: a notebook's cell, not a script or papermill);
 - registers IPython's display formatters for ``Run`` by name (``for_type_by_name``, so the class is not
   imported for it): its mimebundle is ``display.run_mimebundle`` (the static record, or the summary), and a
@@ -23,8 +24,9 @@ import sys
 from typing import Any
 
 from ..lifecycle import prepare, watcher
-from .display import live_display, notice_stream, run_mimebundle
+from .display import live_display, notice_stream, run_mimebundle, show_object
 from .kernel import cell_parent, in_cell, kernel_shell, person_at_frontend
+from .sweep_panel import live_sweep
 
 __all__ = ["attach", "register_display", "mark_shown", "forget_shown", "skip_if_shown"]
 
@@ -35,7 +37,8 @@ _shown: dict[int, Any] = {}  # id -> value: values this cell already shows (kept
 
 def attach(shell: Any = None) -> None:
     """Set the watcher's hooks and, in a running IPython (``shell`` or the current one), Run's display."""
-    watcher.set_hooks(text_stream=notice_stream, cell_parent=cell_parent, in_cell=in_cell)
+    watcher.set_hooks(text_stream=notice_stream, cell_parent=cell_parent, in_cell=in_cell, sweep_panel=live_sweep,
+                      show=show_object)
     prepare.set_person_check(person_at_frontend)
     register_display(shell)
 

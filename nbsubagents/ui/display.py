@@ -20,7 +20,7 @@ from ..lifecycle import watcher
 from ..lifecycle.drive import NullRenderer, Renderer
 from ..style import STATUS_CSS, color, glyph
 from ..views.panel_state import PanelState
-from .kernel import in_kernel, in_widget_kernel, text_stream  # noqa: F401  (where runs show is decided here)
+from .kernel import in_kernel, in_widget_kernel, text_stream
 from .panels import RunPanel, WidgetRenderer, live_panel
 from .renderers import TextRenderer
 
@@ -66,6 +66,19 @@ def notice_stream() -> Any:
     """Where the watcher prints a completion notice (its ``text_stream`` hook, set by ``ui.attach``): the
     cell's output in a kernel, stderr elsewhere, None (nothing printed) under ``NBSUBAGENTS_DISPLAY=none``."""
     return None if silenced() else text_stream()
+
+
+def show_object(obj: Any) -> None:
+    """A small display object (a sweep's cost estimate) where notices go: its HTML in the cell's output in a
+    kernel, its text on stderr elsewhere, nothing under ``NBSUBAGENTS_DISPLAY=none``."""
+    if silenced():
+        return
+    if in_kernel():
+        from IPython.display import display
+
+        display(obj)
+    else:
+        print(repr(obj), file=text_stream(), flush=True)
 
 
 def choose_renderer() -> Renderer:

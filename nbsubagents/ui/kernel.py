@@ -1,6 +1,6 @@
 """The kernel and its frontend, quarantined: every use of ipykernel's and ipywidgets' private APIs is here.
 
-- which kernel we run in: ``kernel_shell()``, ``in_kernel()``, ``in_widget_kernel()``, ``in_ipython()``
+- which kernel we run in: ``kernel_shell()``, ``in_kernel()``, ``in_widget_kernel()``
   (IPython is never imported: only looked up when already loaded), and so where plain text goes
   (``text_stream()``); whether a person can answer there (``person_at_frontend()``: a cell run with stdin);
 - whose cell a thread's output belongs to: ``cell_parent()`` and ``in_cell()`` (ipykernel's per-thread
@@ -31,7 +31,7 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-__all__ = ["NotebookRecord", "end_live_records", "kernel_shell", "in_kernel", "in_widget_kernel", "in_ipython",
+__all__ = ["NotebookRecord", "end_live_records", "kernel_shell", "in_kernel", "in_widget_kernel",
            "person_at_frontend", "text_stream", "cell_parent", "in_cell", "click_subshell", "route_clicks",
            "keep_widget_channel", "load_ipywidgets", "new_widget", "shared", "widget_view"]
 
@@ -85,15 +85,6 @@ def text_stream() -> Any:
     """Where plain-text progress and notices go: the cell's output in a kernel, else stderr (as tqdm and
     pip do), so a script's stdout holds only what the script prints."""
     return sys.stdout if in_kernel() else sys.stderr
-
-
-def in_ipython() -> bool:
-    """True when IPython (a terminal or a kernel) is running this process."""
-    ipython = sys.modules.get("IPython")
-    try:
-        return ipython is not None and ipython.get_ipython() is not None
-    except Exception:
-        return False
 
 
 def cell_parent() -> dict[str, Any] | None:

@@ -11,18 +11,18 @@ import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..child.artifacts import ACTIVE, STATUSES
 from ..config import NbSubagentsError
 from ..registry import query
 from ..style import color, is_missing, plural, pydatetime
-from .kernel import in_ipython
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["runs_timeline", "new_figure", "jupyterlab_theme", "TIMELINE_LIMIT"]
+__all__ = ["runs_timeline", "new_figure", "jupyterlab_theme", "in_ipython", "TIMELINE_LIMIT"]
 
 TIMELINE_LIMIT = 200     # newest runs drawn by runs_timeline()
 
@@ -36,6 +36,15 @@ def _matplotlib() -> Any:
         raise ImportError("runs_timeline() draws with matplotlib, which is not installed: "
                           "pip install 'nbsubagents[timeline]' (or pip install matplotlib)") from None
     return matplotlib
+
+
+def in_ipython() -> bool:
+    """True when IPython (a terminal or a kernel) is running this process; IPython is only looked up."""
+    ipython = sys.modules.get("IPython")
+    try:
+        return ipython is not None and ipython.get_ipython() is not None
+    except Exception:
+        return False
 
 
 def new_figure(figsize: tuple[float, float]) -> Figure:

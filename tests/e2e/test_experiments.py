@@ -349,3 +349,20 @@ def test_the_magic_runs_an_isolated_budgeted_sweep_from_its_yaml(shell, project,
     assert all(r.meta["budget"] == {"maxToolCalls": 3} and r.meta["isolation"] for r in runs)
     assert not (project / "answer.txt").exists()
     assert_no_workspace_left(project, worktrees)
+
+
+def test_the_detached_sweep_driver_loads_no_notebook_side(project):
+    """The driver of a background sweep (``python -m nbsubagents.sweeps.experiment ROOT NAME N``) runs its
+    experiment without IPython, ipywidgets or anything of ``ui/``: sweeps sit below the notebook edge."""
+    exp = nbsubagents.experiment("driven", tasks=TASKS, presets="scout", background=True)
+    exp.wait(120)
+    assert set(exp.frame()["status"]) == {"completed"}
+    code = ("import runpy, sys\nsys.argv = ['driver', *sys.argv[1:]]\n"
+            "try:\n    runpy.run_module('nbsubagents.sweeps.experiment', run_name='__main__', alter_sys=True)\n"
+            "except SystemExit as end:\n    print('exit', end.code)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets', 'ipykernel')"
+            " or m.startswith('nbsubagents.ui')))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(project), "driven", "2"], capture_output=True, text=True,
+                         timeout=120, cwd=project, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["exit 0", "[]"], out.stdout

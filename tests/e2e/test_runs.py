@@ -176,7 +176,7 @@ def test_bad_inputs_raise_before_anything_starts(project):
                                     "lifecycle.watcher", "registry.query", "lifecycle.inspection", "ui.browser",
                                     "ui.panels", "ui.display", "cli", "demo", "views.panel_state", "views.reports", "ui.attach",
                                     "lifecycle.reconcile", "lifecycle.settle", "lifecycle.spec", "lifecycle.launch",
-                                    "style", "ui.statusbar", "ui.timeline", "ui.kernel", "registry.store",
+                                    "style", "ui.statusbar", "views.timeline", "ui.kernel", "registry.store",
                                     "registry.status"])
 def test_import_stays_light(module):
     """Every module but the magics imports no IPython, ipywidgets or pandas until a function needs them."""

@@ -2,7 +2,7 @@
 
 - ``child/`` (what runs outside the kernel) imports only the standard library and itself;
 - ``registry/`` (storage) never imports ``lifecycle/`` or ``ui/``;
-- each band imports only the bands below it (child, storage and settings, views, lifecycle, ui, sweeps, faces),
+- each band imports only the bands below it (child, storage and settings, views, lifecycle, sweeps, ui, faces),
   with no exception: the notebook edge attaches itself from above (``ui.attach``);
 - every module belongs to a band (the folders are the architecture);
 - no import cycles: the run-time import graph has no strongly connected component of two or more modules;
@@ -188,7 +188,7 @@ def test_run_has_no_private_friends():
 @pytest.mark.parametrize("imports, touch, heavy", [
     ("nbsubagents, nbsubagents.api, nbsubagents.registry, nbsubagents.lifecycle.reconcile", "",
      ("IPython", "ipywidgets", "pandas")),
-    ("nbsubagents.ui.browser, nbsubagents.ui.statusbar, nbsubagents.ui.timeline, nbsubagents",
+    ("nbsubagents.ui.browser, nbsubagents.ui.statusbar, nbsubagents.views.timeline, nbsubagents",
      "nbsubagents.status_bar; nbsubagents.browse",  # the explorer imports nothing heavy until used
      ("IPython", "ipywidgets", "pandas", "matplotlib")),
     ("nbsubagents, nbsubagents.api, nbsubagents.lifecycle.handle", "", ("dask", "distributed")),
@@ -215,8 +215,8 @@ BANDS = [  # lowest first
                               "nbsubagents.preset_files", "nbsubagents.style")),
     ("views", ("nbsubagents.views",)),
     ("lifecycle", ("nbsubagents.lifecycle",)),
-    ("ui", ("nbsubagents.ui",)),
     ("sweeps", ("nbsubagents.sweeps",)),
+    ("ui", ("nbsubagents.ui",)),
     ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.magic_args", "nbsubagents.cli",
                "nbsubagents.doctor", "nbsubagents.__main__", "nbsubagents.project_init",
                "nbsubagents.demo", "nbsubagents.sweeps.magic",
@@ -257,6 +257,7 @@ def band_violations(module: str, source: str, is_package: bool = False) -> list[
 
 def test_each_band_imports_only_the_bands_below_it():
     assert band_violations("nbsubagents.lifecycle.handle", "from ..sweeps import scorers\n")
+    assert band_violations("nbsubagents.sweeps.experiment", "def f():\n    from ..ui import sweep_panel\n")
     assert not band_violations("nbsubagents.ui.panels", "from ..lifecycle import handle\n")
     assert not band_violations("nbsubagents.lifecycle.x", "if TYPE_CHECKING:\n    from ..ui.renderers import R\n")
     assert band_violations("nbsubagents.views.reports", "def f():\n    from ..lifecycle.handle import get_run\n")

@@ -9,14 +9,8 @@ import re
 import pytest
 
 from nbsubagents.child.formatter import ProgressLine
-from nbsubagents.ui.sweep_panel import (
-    LINE_CAP,
-    SweepPanel,
-    SweepRenderer,
-    SweepState,
-    SweepTextRenderer,
-    lines_html,
-)
+from nbsubagents.sweeps.progress import LINE_CAP, SweepState, SweepTextRenderer
+from nbsubagents.ui.sweep_panel import SweepPanel, SweepRenderer, lines_html
 
 NOW = 1_000_000.0
 VIEW = "application/vnd.jupyter.widget-view+json"
