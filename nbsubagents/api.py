@@ -109,7 +109,7 @@ def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None
         renderer.start([the_run])  # in the launching cell; events and the end come from the watcher
     handle.launch(the_run)
     watcher.watch(the_run, renderer=renderer, on_done=on_done, quiet=not show)
-    the_run.counts = registry.counts(the_run.dir.parents[3])
+    the_run.counts = registry.counts(the_run.project)
     return the_run
 
 

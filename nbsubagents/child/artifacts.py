@@ -48,6 +48,11 @@ class RunPaths:
         return f"RunPaths({str(self.dir)!r})"
 
     @property
+    def project(self) -> Path:
+        """The project folder the run belongs to: ``<project>/.pi/subagents/runs/<id>``."""
+        return self.dir.parents[3]
+
+    @property
     def meta(self) -> Path: return self.dir / "meta.json"
     @property
     def events(self) -> Path: return self.dir / "events.jsonl"

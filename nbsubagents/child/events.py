@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Iterator
 
-    from .rpc import Conversation
+    from .rpc import RpcSession
 
     Event = dict[str, Any]
 
@@ -136,7 +136,7 @@ def _short_details(details: Any) -> dict[str, Any] | None:
             if isinstance(v, (str, int, float, bool))}
 
 
-def parse_line(raw: bytes, adapter: PiEventAdapter | Conversation) -> list[Event]:
+def parse_line(raw: bytes, adapter: PiEventAdapter | RpcSession) -> list[Event]:
     """One raw stdout line (without its newline) -> normalized events. Never raises."""
     text = raw.decode("utf-8", errors="replace").rstrip("\r")
     if not text.strip():

@@ -1,6 +1,6 @@
 """The conversation with a pi child in RPC mode (``pi --mode rpc``): commands out, replies and dialogs in.
 
-The supervisor starts pi with a pipe on its stdin and hands it to a ``Conversation``, which sends the task as the
+The supervisor starts pi with a pipe on its stdin and hands it to an ``RpcSession``, which sends the task as the
 first ``prompt`` and then, while the run goes on:
 
 - relays what a person posted to the run's inbox (``child/inbox.py``): a steer while pi works becomes an RPC
@@ -49,7 +49,7 @@ CONTINUE = CONTINUE_PREFIX + " the previous model failed ({error}), so {model} n
 BUSY = re.compile(r"already processing|streaming", re.I)  # pi refused a prompt because it still works
 
 
-class Conversation:
+class RpcSession:
     """One pi child's RPC conversation; ``adapt`` takes its stdout records, ``tick`` does the timed work."""
 
     def __init__(self, run_dir: Path, meta: dict[str, Any], adapter: PiEventAdapter) -> None:

@@ -38,7 +38,7 @@ from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, read_json, result_record
 from .events import PiEventAdapter, Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .procs import MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children
-from .rpc import Conversation
+from .rpc import RpcSession
 from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, sync,
                         touch, write_result)
 from .text import clip
@@ -71,7 +71,7 @@ class Supervisor:
         self.harness = str(meta.get("harness") or "pi")
         if self.harness == "pi":
             self.adapter = PiEventAdapter()
-            self.rpc: Any = Conversation(paths.dir, meta, self.adapter)
+            self.rpc: Any = RpcSession(paths.dir, meta, self.adapter)
         else:  # another harness: its module and the plain stream (child/harnesses/), loaded by its runs only
             from .harnesses import get  # noqa: PLC0415 (start-up: only runs that use it load it)
             from .harnesses.stream import Stream  # noqa: PLC0415

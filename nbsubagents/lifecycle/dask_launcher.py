@@ -436,7 +436,7 @@ class DaskLauncher:
         client = client_for(run.run_id)
         workers = _recent_workers(client)  # they serve both checks
         try:
-            require_cluster(client, Path(run.meta.get("root") or run.dir.parents[3]), programs_of(run.meta.get("argv")),
+            require_cluster(client, Path(run.meta.get("root") or run.project), programs_of(run.meta.get("argv")),
                             workers)
         except NbSubagentsError as exc:
             settle.never_ran(run.paths, run.meta, "failed", str(exc))

@@ -98,6 +98,11 @@ class Run:
         return self.paths.dir
 
     @property
+    def project(self) -> Path:
+        """The project folder the run belongs to (its run folder is ``<project>/.pi/subagents/runs/<id>``)."""
+        return self.paths.project
+
+    @property
     def name(self) -> str:
         return self.meta.get("name") or self.meta.get("preset") or self.run_id
 
@@ -373,7 +378,7 @@ class Run:
     def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
         """Write this run's report (self-contained HTML, or Markdown for ``.md``; by default into its project's
         ``.pi/subagents/reports/``); see ``nbsubagents.report``."""
-        return reports.report([self], path, format=format, root=self.dir.parents[3])  # <root>/.pi/subagents/runs/<id>
+        return reports.report([self], path, format=format, root=self.project)
 
 
 # -- what the lifecycle does with a run (functions, not methods: a Run's public face is what a user may call) ----

@@ -103,7 +103,7 @@ def first_use_of(runs: list[Run]) -> None:
     """``first_use`` for the projects of ``runs``: the first call after a restart brings the news, whichever
     call it is. A registry problem never fails a run: it is a warning."""
 
-    for root in dict.fromkeys(Path(r.dir).parents[3] for r in runs):  # <root>/.pi/subagents/runs/<id>
+    for root in dict.fromkeys(r.project for r in runs):
         try:
             first_use(root)
         except (sqlite3.Error, OSError) as exc:

@@ -9,7 +9,7 @@ import pytest
 
 from nbsubagents.child import inbox
 from nbsubagents.child.events import PiEventAdapter
-from nbsubagents.child.rpc import Conversation
+from nbsubagents.child.rpc import RpcSession
 
 
 class Pipe:
@@ -48,8 +48,8 @@ def pipe():
         pipe.file.close()
 
 
-def conversation(tmp_path, pipe, **meta) -> Conversation:
-    talk = Conversation(tmp_path, {"resolvedModel": "demo/scripted", **meta}, PiEventAdapter())
+def conversation(tmp_path, pipe, **meta) -> RpcSession:
+    talk = RpcSession(tmp_path, {"resolvedModel": "demo/scripted", **meta}, PiEventAdapter())
     talk.attach(pipe, "the task", "/work")
     state, pipe.task = pipe.sent()
     assert state["type"] == "get_state"
@@ -57,7 +57,7 @@ def conversation(tmp_path, pipe, **meta) -> Conversation:
     return talk
 
 
-def feed(talk: Conversation, *records: dict) -> list[dict]:
+def feed(talk: RpcSession, *records: dict) -> list[dict]:
     return [event for record in records for event in talk.adapt(record)]
 
 
@@ -159,7 +159,7 @@ def test_session_stats_after_each_turn(tmp_path, pipe):
     assert talk.record()["contextUsage"] == {"tokens": 90, "window": 1000, "percent": 9.0}
 
 
-def failed_turn(talk: Conversation, error: str) -> None:
+def failed_turn(talk: RpcSession, error: str) -> None:
     feed(talk, {"type": "agent_start"},
          {"type": "message_end", "message": {"role": "assistant", "stopReason": "error", "errorMessage": error}},
          {"type": "agent_end", "messages": []}, {"type": "agent_settled"})

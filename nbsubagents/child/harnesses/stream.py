@@ -1,6 +1,6 @@
 """The conversation with a harness other than pi: the task went in on stdin (``prompt.md``), its stdout is read.
 
-``Stream`` stands where ``child/rpc.py``'s ``Conversation`` stands for pi, with the same methods the supervisor
+``Stream`` stands where ``child/rpc.py``'s ``RpcSession`` stands for pi, with the same methods the supervisor
 calls, most of which have nothing to do here: such a child takes no steer, follow-up or answer while it runs
 (its harness's ``REFUSES`` says so, and the call is refused before the run is written). What the harness said at
 its end (``Adapter.final``) decides the run's end where it differs from pi's: its own error end fails the run
