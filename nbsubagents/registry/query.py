@@ -17,6 +17,7 @@ from ..child.artifacts import STATUSES
 from ..config import NbSubagentsError
 from ..style import shorten
 from . import store
+from .rows import is_waiting, with_waiting
 
 if TYPE_CHECKING:
     import pandas
@@ -124,7 +125,7 @@ def split_running(status: Any) -> bool:
 def shown(rows: list[dict[str, Any]], status: Any = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows of a runs query as a reader shows them: ``waiting`` for a running run with an open question, and the
     status filter and limit applied again where ``split_running``."""
-    rows = store.with_waiting(rows)
+    rows = with_waiting(rows)
     if split_running(status):
         wanted = set(_one_or_many(status, "status") or ())
         rows = [row for row in rows if row["status"] in wanted][:limit]
@@ -309,7 +310,7 @@ def _with_waiting(out: pandas.DataFrame, status: Any, limit: int | None) -> pand
     asked = set(_one_or_many(status, "status") or STATUSES)
     running = (out["status"] == "running").to_numpy()
     if asked & {"running", "waiting"} and running.any():
-        waiting = [store.is_waiting(run_dir) for run_dir in out["run_dir"][running]]
+        waiting = [is_waiting(run_dir) for run_dir in out["run_dir"][running]]
         out.loc[out.index[running][waiting], "status"] = "waiting"
     if split_running(status):
         out = out[out["status"].isin(_one_or_many(status, "status") or ())][:limit]

@@ -17,7 +17,9 @@ from ..child.artifacts import TERMINAL
 from ..child.secrets import terminal_safe
 from ..child.tmux_pane import attach_command
 from ..style import STATUS_CSS, attrs, glyph, html_table, shorten
-from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, ensure_loaded, fetch, resolve, with_waiting
+from .lookup import resolve
+from .rows import with_waiting
+from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, ensure_loaded, fetch
 
 if TYPE_CHECKING:
     import pandas

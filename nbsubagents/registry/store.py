@@ -18,11 +18,8 @@ announced = 0``: exactly one process announces a run's end) and ``take_over()``.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import re
 import sqlite3
-import sys
 import threading
 import time
 import warnings
@@ -31,112 +28,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ..child import artifacts, inbox, procs
-from ..child.artifacts import ACTIVE, RUN_DIR_GONE, TERMINAL, RunPaths, now_iso, read_json
-from ..child.text import clip
+from ..child import artifacts, procs
+from ..child.artifacts import ACTIVE, RUN_DIR_GONE, TERMINAL, RunPaths, now_iso
 from ..config import NbSubagentsError, project_root
+from .rows import HOST, is_waiting, row_from_dir, valid_run_id
+from .schema import COLUMNS, FRAME, FRAME_NUMBERS, FRAME_SOURCE, NAMES, SCHEMA_VERSION, csv_line, init_schema
 
-__all__ = ["db_path", "db_of", "connect", "row_from_dir", "upsert", "record", "note", "claim", "take_over", "fetch",
-           "counts", "age", "ensure_loaded", "forget_loaded", "rebuild", "valid_run_id", "resolve",
-           "launcher_identity", "heal", "ingest_ended", "gone", "is_waiting", "with_waiting", "waiting_count",
-           "COLUMNS", "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "HOST", "SCHEMA_VERSION", "FRAME",
-           "FRAME_NUMBERS", "FRAME_SOURCE", "csv_line"]
+__all__ = ["db_path", "db_of", "connect", "upsert", "record", "note", "claim", "take_over", "fetch", "counts", "age",
+           "ensure_loaded", "forget_loaded", "rebuild", "heal", "ingest_ended", "gone", "waiting_count", "COLUMNS",
+           "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "SCHEMA_VERSION", "FRAME", "FRAME_NUMBERS",
+           "FRAME_SOURCE", "csv_line", "FILE_TOUCHES"]
 
-SCHEMA_VERSION = 8  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
-# 4: resumed_from; 5: harness; 6: two indexes that give rows in the order they are read, so nothing is sorted:
-# runs_experiment_created (an experiment's runs, oldest first) and runs_status_preset (runs() filtered by a status
-# and a preset, newest first, reading the index backwards); 7: runs_experiment dropped, runs_experiment_created
-# serves every look-up by experiment (one index less to keep up at each write); 8: run_lines, each row's values as
-# runs() reads them, kept by triggers
-FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
-
-# (column, SQL type); the order is the table's.
-COLUMNS: list[tuple[str, str]] = [
-    ("run_id", "TEXT PRIMARY KEY"), ("name", "TEXT"), ("preset", "TEXT"), ("mode", "TEXT"),
-    ("runner", "TEXT"), ("status", "TEXT NOT NULL"), ("task", "TEXT"), ("cwd", "TEXT"),
-    ("requested_model", "TEXT"), ("model", "TEXT"), ("run_dir", "TEXT NOT NULL"),
-    ("created_at", "TEXT"), ("started_at", "TEXT"), ("ended_at", "TEXT"), ("duration", "REAL"),
-    ("exit_code", "INTEGER"), ("stop_reason", "TEXT"), ("error_message", "TEXT"), ("final_text", "TEXT"),
-    ("input_tokens", "INTEGER"), ("output_tokens", "INTEGER"), ("cache_read_tokens", "INTEGER"),
-    ("cache_write_tokens", "INTEGER"), ("total_tokens", "INTEGER"), ("cost", "REAL"),
-    ("tool_calls", "INTEGER"), ("turns", "INTEGER"),
-    ("host", "TEXT"), ("launcher_pid", "INTEGER"), ("launcher_ticks", "INTEGER"),
-    ("notebook", "TEXT"), ("kernel", "TEXT"),
-    ("supervisor_pid", "INTEGER"), ("supervisor_ticks", "INTEGER"), ("child_pid", "INTEGER"),
-    ("owner_pid", "INTEGER"), ("owner_ticks", "INTEGER"), ("owner_host", "TEXT"),
-    ("announced", "INTEGER NOT NULL DEFAULT 0"), ("updated_at", "TEXT"),
-    # experiments (nbsubagents.experiment): params/tags/scores are JSON objects, rebuilt from meta.json/scores.json
-    ("experiment", "TEXT"), ("params", "TEXT"), ("tags", "TEXT"), ("scores", "TEXT"),
-    # issue 14: an isolated run's changes, a typed run's data (JSON)
-    ("files_changed", "INTEGER"), ("lines_added", "INTEGER"), ("lines_removed", "INTEGER"), ("data", "TEXT"),
-    # issue 26: the run this one continues (a resume, or a follow-up to a run that had ended)
-    ("resumed_from", "TEXT"),
-    # issue 28: the agent harness that ran it; the rows of an older registry were all pi's
-    ("harness", "TEXT DEFAULT 'pi'"),
-]
-NAMES = [name for name, _ in COLUMNS]
 _INSERT_ONLY = {"run_id", "owner_pid", "owner_ticks", "owner_host"}  # owner changes only by take_over()
-
-# The runs() view's columns (``registry.query``): name -> the SQL that gives it from a row (None: the column of
-# that name), and the ones that are numbers (the others are texts).
-FRAME: dict[str, str | None] = {
-    "run_id": None, "name": None, "preset": None, "harness": None, "status": None, "model": None, "task": None,
-    "cwd": None, "started": "COALESCE(started_at, created_at)", "ended_at": None, "duration": None,
-    "tool_calls": None, "total_tokens": None, "cost": None, "error_message": None, "run_dir": None, "mode": None,
-    "notebook": None, "kernel": None, "stop_reason": None,
-    "changes": "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
-               "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END",
-    "files_changed": None, "resumed_from": None}
-FRAME_NUMBERS = {"duration": "float64", "cost": "float64", "tool_calls": "int64", "total_tokens": "int64",
-                 "files_changed": "int64"}
-
-
-def csv_line(columns: dict[str, str | None], numbers: dict[str, str], *, floats: bool = True) -> str:
-    """The SQL of one line of CSV of a row's ``columns`` (as ``FRAME``), which pyarrow parses at once
-    (``query.arrow_columns``). ``printf``'s ``%Q`` quotes a text (doubling its quotes) and leaves NULL bare. A float
-    is written with 17 digits, all that it holds (SQLite's own text of it has 15); a value of another type than its
-    column's is quoted, so that pyarrow refuses it. ``floats=False`` leaves the floats out, for the caller to
-    select apart."""
-    parts: list[tuple[str, str]] = []
-    for name, sql in columns.items():
-        sql = sql or name
-        if numbers.get(name) != "float64":
-            parts.append(("%Q", sql))
-        elif floats:
-            parts.append(("%s", f"CASE WHEN typeof({sql}) IN ('real', 'integer') THEN printf('%!.17g', {sql}) "
-                                f"ELSE quote({sql}) END"))
-    return f"printf('{','.join(spec for spec, _ in parts)}', {', '.join(sql for _, sql in parts)})"
-
-
-# run_lines holds each row's FRAME as one line of CSV, written by triggers in the transaction of every write to
-# the row: runs() reads those lines (``FRAME_SOURCE``) instead of formatting every row it returns, which was most
-# of its time (25,000 rows: ~75 ms of printf against ~40 ms to read them kept). The lines are rebuilt whenever
-# the schema is set up (``_init_schema``), so a changed FRAME comes with a new SCHEMA_VERSION and nothing else.
-_LINE = f"INSERT INTO run_lines SELECT run_id, {csv_line(FRAME, FRAME_NUMBERS)} FROM runs"
-_LINE_AGAIN = "ON CONFLICT(run_id) DO UPDATE SET line = excluded.line"  # (an upsert: in a trigger, INSERT OR REPLACE
-# would give way to the conflict rule of the statement that fired it)
-FRAME_SOURCE = "runs JOIN run_lines USING (run_id)"
-_SCHEMA = [
-    f"CREATE TABLE IF NOT EXISTS runs ({', '.join(f'{n} {t}' for n, t in COLUMNS)})",
-    "CREATE INDEX IF NOT EXISTS runs_status ON runs(status)",
-    "CREATE INDEX IF NOT EXISTS runs_preset ON runs(preset)",
-    "CREATE INDEX IF NOT EXISTS runs_model ON runs(model)",
-    "CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at)",
-    "CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at)",
-    "CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0",
-    "CREATE INDEX IF NOT EXISTS runs_experiment_created ON runs(experiment, created_at, run_id)",
-    "CREATE INDEX IF NOT EXISTS runs_status_preset ON runs(status, preset, created_at, run_id)",
-    "DROP INDEX IF EXISTS runs_experiment",
-    "CREATE TABLE IF NOT EXISTS run_lines (run_id TEXT PRIMARY KEY, line TEXT NOT NULL) WITHOUT ROWID",
-    "DROP TRIGGER IF EXISTS run_lines_insert",
-    "DROP TRIGGER IF EXISTS run_lines_update",
-    "DROP TRIGGER IF EXISTS run_lines_delete",
-    f"CREATE TRIGGER run_lines_insert AFTER INSERT ON runs BEGIN {_LINE} WHERE rowid = NEW.rowid {_LINE_AGAIN}; END",
-    f"CREATE TRIGGER run_lines_update AFTER UPDATE ON runs BEGIN {_LINE} WHERE rowid = NEW.rowid {_LINE_AGAIN}; END",
-    "CREATE TRIGGER run_lines_delete AFTER DELETE ON runs BEGIN DELETE FROM run_lines WHERE run_id = OLD.run_id; END",
-    "DELETE FROM run_lines",
-    _LINE,
-]
 
 # The status sets as SQL lists, for ``status IN ...`` (the one vocabulary, child/artifacts).
 ACTIVE_SQL = "(" + ", ".join(f"'{s}'" for s in ACTIVE) + ")"
@@ -155,7 +58,6 @@ _ready: set[Path] = set()
 _loaded: set[Path] = set()   # projects whose directories this process has synced
 _lock = threading.Lock()
 _warned = False
-HOST = os.uname().nodename
 
 
 # -- the database ---------------------------------------------------------------------------------
@@ -221,7 +123,7 @@ def _open(db: Path) -> sqlite3.Connection:
         # user_version reads the file's header: a file overwritten since raises here; one emptied since is set up
         # again and filled from the run directories on the next ensure_loaded
         if db not in _ready or conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-            _init_schema(conn)
+            init_schema(conn)
             with _lock:
                 if db in _ready:
                     _loaded.discard(db)
@@ -313,121 +215,6 @@ def heal(db: Path, exc: BaseException | None = None) -> Path | None:
         return aside
     finally:
         os.close(fd)
-
-
-def _init_schema(conn: sqlite3.Connection) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
-            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    create, *others = _SCHEMA
-                    conn.execute(create)
-                    _add_missing_columns(conn)  # a table of an earlier version gets the new columns
-                    for statement in others:
-                        conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                    conn.execute("COMMIT")
-                except BaseException:  # an interrupt too: undo, and let it go on up
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def _add_missing_columns(conn: sqlite3.Connection) -> None:
-    """A registry made by an older version gains the columns added since (all nullable)."""
-    have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-    for name, kind in COLUMNS:
-        if name not in have:
-            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
-
-
-# -- rows from run directories --------------------------------------------------------------------
-def launcher_identity() -> dict[str, Any]:
-    """Who starts a run: pid with its start time, host, and the notebook/kernel when cheaply known."""
-    me = os.getpid()
-    ident: dict[str, Any] = {"pid": me, "host": HOST, "startTicks": procs.process_start_ticks(me)}
-    if os.environ.get("JPY_SESSION_NAME"):
-        ident["notebook"] = os.environ["JPY_SESSION_NAME"]
-    if "ipykernel" in sys.modules:
-        argv = sys.argv
-        for i, arg in enumerate(argv):
-            if arg == "-f" and i + 1 < len(argv):
-                ident["kernel"] = Path(argv[i + 1]).stem
-            elif arg.startswith("--f="):
-                ident["kernel"] = Path(arg[4:]).stem
-    return ident
-
-
-def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
-    usage = result.get("usage") or {}
-    text = result.get("finalText") or ""
-    text = clip(text, FINAL_TEXT_LIMIT)
-    # After a fallback the model that finished is the run's model (the one asked for is in requested_model and
-    # result.json's modelsTried).
-    finished = {"model": result["model"]} if len(result.get("modelsTried") or ()) > 1 and result.get("model") else {}
-    return {
-        **finished,
-        "status": result.get("status") if result.get("status") in TERMINAL else "failed",
-        "exit_code": result.get("exitCode"), "stop_reason": result.get("stopReason"),
-        "error_message": result.get("errorMessage"), "final_text": text,
-        "input_tokens": usage.get("input"), "output_tokens": usage.get("output"),
-        "cache_read_tokens": usage.get("cacheRead"), "cache_write_tokens": usage.get("cacheWrite"),
-        "total_tokens": usage.get("totalTokens"), "cost": usage.get("cost"),
-        "tool_calls": result.get("toolCalls"), "turns": result.get("turns"),
-        "started_at": result.get("startedAt"), "ended_at": result.get("endedAt"),
-        "duration": result.get("durationSeconds"),
-        "files_changed": (result.get("changes") or {}).get("files"),
-        "lines_added": (result.get("changes") or {}).get("added"),
-        "lines_removed": (result.get("changes") or {}).get("removed"),
-        "data": _json_or_none(result.get("data")) if "data" in result else None,
-    }
-
-
-def _json_or_none(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
-    """The registry row a run directory implies (None until its meta.json exists)."""
-    paths = RunPaths(Path(run_dir))
-    meta = read_json(paths.meta)
-    if meta is None:
-        return None
-    launcher = meta.get("launcher") or {}
-    row: dict[str, Any] = {
-        "run_id": meta.get("runId") or paths.dir.name, "name": meta.get("name"), "preset": meta.get("preset"),
-        "mode": meta.get("mode"), "runner": meta.get("runner") or "process", "task": meta.get("task"),
-        "cwd": meta.get("cwd"), "requested_model": meta.get("requestedModel"), "model": meta.get("resolvedModel"),
-        "run_dir": str(paths.dir), "created_at": meta.get("createdAt"), "resumed_from": meta.get("resumedFrom"),
-        "harness": meta.get("harness") or "pi", "host": launcher.get("host"), "launcher_pid": launcher.get("pid"),
-        "launcher_ticks": launcher.get("startTicks"), "notebook": launcher.get("notebook"),
-        "kernel": launcher.get("kernel"),
-        "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),
-    }
-    if meta.get("experiment") is not None:
-        scores = read_json(paths.dir / "scores.json") or {}
-        row.update(experiment=meta["experiment"], params=json.dumps(meta.get("params") or {}, default=str),
-                   tags=json.dumps(meta.get("tags") or {}, default=str),
-                   scores=json.dumps(scores.get("scores") or {}, default=str))
-    sup = read_json(paths.supervisor)
-    if sup:
-        row.update(supervisor_pid=sup.get("pid"), supervisor_ticks=sup.get("startTicks"),
-                   child_pid=sup.get("childPid"), started_at=sup.get("startedAt"))
-    result = read_json(paths.result)
-    if result is not None:
-        row.update(_result_fields(result))
-    else:
-        row["status"] = "running" if sup else "queued"
-    return row
 
 
 def upsert(db: Path, row: dict[str, Any], *, announced: bool = False) -> None:
@@ -528,21 +315,6 @@ def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[st
             out[key] = out.get(key, 0) + n
             out["total"] += n
     return out
-
-
-# -- the status a reader shows --------------------------------------------------------------------
-def is_waiting(run_dir: str | Path) -> bool:
-    """Whether a running run waits on a question: its supervisor keeps ``waiting.json`` while one is open."""
-    return os.path.exists(os.path.join(run_dir, inbox.WAITING))
-
-
-def with_waiting(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` with the status ``waiting`` for each running run that waits on a question (a stat per running
-    row; the rows themselves keep ``running``: it is derived where it is shown)."""
-    for row in rows:
-        if row.get("status") == "running" and row.get("run_dir") and is_waiting(row["run_dir"]):
-            row["status"] = "waiting"
-    return rows
 
 
 def waiting_count(db: Path) -> int:
@@ -670,53 +442,3 @@ def _rebuild(db: Path) -> int:
     return len(rows)
 
 
-# -- finding runs ---------------------------------------------------------------------------------
-RUN_ID_CHARS = re.compile(r"[A-Za-z0-9-]{1,64}")  # the run-id alphabet (new_run_id: digits, '-', hex)
-
-
-def valid_run_id(text: str) -> bool:
-    """True when ``text`` is made of the run-id alphabet only: never a path, a glob or a wildcard."""
-    return isinstance(text, str) and RUN_ID_CHARS.fullmatch(text) is not None
-
-
-def resolve(id_or_prefix: str, root: str | Path | None = None) -> dict[str, Any]:
-    """The row of a run id, a unique prefix of one, or a unique prefix of its random tail (``"a17"``).
-
-    Only the run-id alphabet is looked up: anything else (``../x``, ``/etc``, ``*``) is no run.
-    """
-    if not isinstance(id_or_prefix, str) or not id_or_prefix.strip():
-        raise NbSubagentsError(f"A run id (or a unique prefix of one) is needed, got {id_or_prefix!r}")
-    prefix = id_or_prefix.strip()
-    db = db_path(root)
-    if not valid_run_id(prefix):
-        raise NbSubagentsError(f'No run "{prefix}" in {db.parent / "runs"}: a run id is made of letters, digits '
-                               "and '-' (like 20261126-054801-a1b2c3); "
-                               "nbsubagents.status(include_completed=True) lists the runs")
-    rows: list[dict[str, Any]] = []
-    if db.exists() or db.parent.joinpath("runs").is_dir():
-        ensure_loaded(db)
-        rows = fetch(db, "SELECT * FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT 21",
-                      (prefix, prefix + "\U0010ffff"))
-        tail = "-" not in prefix and len(prefix) <= 6
-        if tail:  # the random tail of YYYYMMDD-HHMMSS-xxxxxx
-            seen = {r["run_id"] for r in rows}
-            rows += [r for r in fetch(db, "SELECT * FROM runs WHERE run_id GLOB ? ORDER BY run_id LIMIT 21",
-                                       (f"????????-??????-{prefix}*",)) if r["run_id"] not in seen]
-        if not rows:  # a directory written since this process synced (another process's lost write)
-            base = db.parent / "runs"
-            patterns = [f"{prefix}*"] + ([f"????????-??????-{prefix}*"] if tail else [])
-            found = sorted({p for pattern in patterns for p in base.glob(pattern)}) if base.is_dir() else []
-            for path in found:
-                row = record(path) if path.is_dir() else None
-                if row is not None:
-                    rows.append(row)
-    exact = [r for r in rows if r["run_id"] == prefix]
-    if exact:
-        return exact[0]
-    if len(rows) == 1:
-        return rows[0]
-    if not rows:
-        raise NbSubagentsError(f'No run "{prefix}" in {db.parent / "runs"}: '
-                               "nbsubagents.status(include_completed=True) lists the runs")
-    listing = ", ".join(r["run_id"] for r in rows[:20]) + (", …" if len(rows) > 20 else "")
-    raise NbSubagentsError(f'Run id prefix "{prefix}" is ambiguous: it matches {listing}. Give more characters.')

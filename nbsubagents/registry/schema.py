@@ -1,0 +1,138 @@
+"""The registry's schema: its columns, indexes and triggers, the runs() view's columns and how a schema of an
+earlier version is brought up to this one (``init_schema``). Definitions only; ``store`` opens the database."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+__all__ = ["SCHEMA_VERSION", "COLUMNS", "NAMES", "FRAME", "FRAME_NUMBERS", "FRAME_SOURCE", "csv_line", "init_schema"]
+
+SCHEMA_VERSION = 8  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
+# 4: resumed_from; 5: harness; 6: two indexes that give rows in the order they are read, so nothing is sorted:
+# runs_experiment_created (an experiment's runs, oldest first) and runs_status_preset (runs() filtered by a status
+# and a preset, newest first, reading the index backwards); 7: runs_experiment dropped, runs_experiment_created
+# serves every look-up by experiment (one index less to keep up at each write); 8: run_lines, each row's values as
+# runs() reads them, kept by triggers
+
+# (column, SQL type); the order is the table's.
+COLUMNS: list[tuple[str, str]] = [
+    ("run_id", "TEXT PRIMARY KEY"), ("name", "TEXT"), ("preset", "TEXT"), ("mode", "TEXT"),
+    ("runner", "TEXT"), ("status", "TEXT NOT NULL"), ("task", "TEXT"), ("cwd", "TEXT"),
+    ("requested_model", "TEXT"), ("model", "TEXT"), ("run_dir", "TEXT NOT NULL"),
+    ("created_at", "TEXT"), ("started_at", "TEXT"), ("ended_at", "TEXT"), ("duration", "REAL"),
+    ("exit_code", "INTEGER"), ("stop_reason", "TEXT"), ("error_message", "TEXT"), ("final_text", "TEXT"),
+    ("input_tokens", "INTEGER"), ("output_tokens", "INTEGER"), ("cache_read_tokens", "INTEGER"),
+    ("cache_write_tokens", "INTEGER"), ("total_tokens", "INTEGER"), ("cost", "REAL"),
+    ("tool_calls", "INTEGER"), ("turns", "INTEGER"),
+    ("host", "TEXT"), ("launcher_pid", "INTEGER"), ("launcher_ticks", "INTEGER"),
+    ("notebook", "TEXT"), ("kernel", "TEXT"),
+    ("supervisor_pid", "INTEGER"), ("supervisor_ticks", "INTEGER"), ("child_pid", "INTEGER"),
+    ("owner_pid", "INTEGER"), ("owner_ticks", "INTEGER"), ("owner_host", "TEXT"),
+    ("announced", "INTEGER NOT NULL DEFAULT 0"), ("updated_at", "TEXT"),
+    # experiments (nbsubagents.experiment): params/tags/scores are JSON objects, rebuilt from meta.json/scores.json
+    ("experiment", "TEXT"), ("params", "TEXT"), ("tags", "TEXT"), ("scores", "TEXT"),
+    # issue 14: an isolated run's changes, a typed run's data (JSON)
+    ("files_changed", "INTEGER"), ("lines_added", "INTEGER"), ("lines_removed", "INTEGER"), ("data", "TEXT"),
+    # issue 26: the run this one continues (a resume, or a follow-up to a run that had ended)
+    ("resumed_from", "TEXT"),
+    # issue 28: the agent harness that ran it; the rows of an older registry were all pi's
+    ("harness", "TEXT DEFAULT 'pi'"),
+]
+NAMES = [name for name, _ in COLUMNS]
+
+# The runs() view's columns (``registry.query``): name -> the SQL that gives it from a row (None: the column of
+# that name), and the ones that are numbers (the others are texts).
+FRAME: dict[str, str | None] = {
+    "run_id": None, "name": None, "preset": None, "harness": None, "status": None, "model": None, "task": None,
+    "cwd": None, "started": "COALESCE(started_at, created_at)", "ended_at": None, "duration": None,
+    "tool_calls": None, "total_tokens": None, "cost": None, "error_message": None, "run_dir": None, "mode": None,
+    "notebook": None, "kernel": None, "stop_reason": None,
+    "changes": "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
+               "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END",
+    "files_changed": None, "resumed_from": None}
+FRAME_NUMBERS = {"duration": "float64", "cost": "float64", "tool_calls": "int64", "total_tokens": "int64",
+                 "files_changed": "int64"}
+
+
+def csv_line(columns: dict[str, str | None], numbers: dict[str, str], *, floats: bool = True) -> str:
+    """The SQL of one line of CSV of a row's ``columns`` (as ``FRAME``), which pyarrow parses at once
+    (``query.arrow_columns``). ``printf``'s ``%Q`` quotes a text (doubling its quotes) and leaves NULL bare. A float
+    is written with 17 digits, all that it holds (SQLite's own text of it has 15); a value of another type than its
+    column's is quoted, so that pyarrow refuses it. ``floats=False`` leaves the floats out, for the caller to
+    select apart."""
+    parts: list[tuple[str, str]] = []
+    for name, sql in columns.items():
+        sql = sql or name
+        if numbers.get(name) != "float64":
+            parts.append(("%Q", sql))
+        elif floats:
+            parts.append(("%s", f"CASE WHEN typeof({sql}) IN ('real', 'integer') THEN printf('%!.17g', {sql}) "
+                                f"ELSE quote({sql}) END"))
+    return f"printf('{','.join(spec for spec, _ in parts)}', {', '.join(sql for _, sql in parts)})"
+
+
+# run_lines holds each row's FRAME as one line of CSV, written by triggers in the transaction of every write to
+# the row: runs() reads those lines (``FRAME_SOURCE``) instead of formatting every row it returns, which was most
+# of its time (25,000 rows: ~75 ms of printf against ~40 ms to read them kept). The lines are rebuilt whenever
+# the schema is set up (``_init_schema``), so a changed FRAME comes with a new SCHEMA_VERSION and nothing else.
+_LINE = f"INSERT INTO run_lines SELECT run_id, {csv_line(FRAME, FRAME_NUMBERS)} FROM runs"
+_LINE_AGAIN = "ON CONFLICT(run_id) DO UPDATE SET line = excluded.line"  # (an upsert: in a trigger, INSERT OR REPLACE
+# would give way to the conflict rule of the statement that fired it)
+FRAME_SOURCE = "runs JOIN run_lines USING (run_id)"
+_SCHEMA = [
+    f"CREATE TABLE IF NOT EXISTS runs ({', '.join(f'{n} {t}' for n, t in COLUMNS)})",
+    "CREATE INDEX IF NOT EXISTS runs_status ON runs(status)",
+    "CREATE INDEX IF NOT EXISTS runs_preset ON runs(preset)",
+    "CREATE INDEX IF NOT EXISTS runs_model ON runs(model)",
+    "CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at)",
+    "CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at)",
+    "CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0",
+    "CREATE INDEX IF NOT EXISTS runs_experiment_created ON runs(experiment, created_at, run_id)",
+    "CREATE INDEX IF NOT EXISTS runs_status_preset ON runs(status, preset, created_at, run_id)",
+    "DROP INDEX IF EXISTS runs_experiment",
+    "CREATE TABLE IF NOT EXISTS run_lines (run_id TEXT PRIMARY KEY, line TEXT NOT NULL) WITHOUT ROWID",
+    "DROP TRIGGER IF EXISTS run_lines_insert",
+    "DROP TRIGGER IF EXISTS run_lines_update",
+    "DROP TRIGGER IF EXISTS run_lines_delete",
+    f"CREATE TRIGGER run_lines_insert AFTER INSERT ON runs BEGIN {_LINE} WHERE rowid = NEW.rowid {_LINE_AGAIN}; END",
+    f"CREATE TRIGGER run_lines_update AFTER UPDATE ON runs BEGIN {_LINE} WHERE rowid = NEW.rowid {_LINE_AGAIN}; END",
+    "CREATE TRIGGER run_lines_delete AFTER DELETE ON runs BEGIN DELETE FROM run_lines WHERE run_id = OLD.run_id; END",
+    "DELETE FROM run_lines",
+    _LINE,
+]
+
+
+def init_schema(conn: sqlite3.Connection) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    create, *others = _SCHEMA
+                    conn.execute(create)
+                    _add_missing_columns(conn)  # a table of an earlier version gets the new columns
+                    for statement in others:
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    conn.execute("COMMIT")
+                except BaseException:  # an interrupt too: undo, and let it go on up
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """A registry made by an older version gains the columns added since (all nullable)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name, kind in COLUMNS:
+        if name not in have:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
