@@ -190,7 +190,8 @@ def seed_model_list(agent: Path) -> None:
             finally:
                 os.environ.clear()
                 os.environ.update(saved)
-            left = {name: (reference / name).read_bytes() for name in set(os.listdir(reference)) - before}
+            left = {name: (reference / name).read_bytes() for name in set(os.listdir(reference)) - before
+                    if (reference / name).is_file()}  # pi 0.73.1 also makes sessions/, made again as needed
         _SCRIPTED_ANSWERS[str(PI)] = answer, left
     answer, left = _SCRIPTED_ANSWERS[str(PI)]
     for name, data in left.items():
