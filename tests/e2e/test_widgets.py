@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import nbformat
@@ -749,18 +750,26 @@ def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replac
 
 
 # -- records a saved notebook keeps true (issue 25) ---------------------------------------------------------
-def test_a_record_carries_the_widget_view_only_while_its_view_lives_and_the_kernels_exit_ends_it(tmp_path):
+def test_a_record_carries_the_widget_view_only_while_its_view_lives_and_the_kernels_exit_ends_it(tmp_path,
+                                                                                                 monkeypatch):
     from nbsubagents.ui import kernel
+    from nbsubagents.views import panel_state
 
+    # the record's "as of" clock moves only when the test moves it (a loaded machine crossing a second between two
+    # updates would otherwise send one more)
+    clock = ["10:00:00"]
+    monkeypatch.setattr(panel_state, "time", types.SimpleNamespace(**{**vars(time), "strftime": lambda *a: clock[0]}))
     sent: list = []
     panel = RunPanel(fake_run(tmp_path, "r1", "running"))
     record = panel.notebook_record(lambda bundle, display_id, update: sent.append((bundle, display_id, update)))
     assert record is panel.notebook_record()  # one record per panel: every display of it updates together
     record.show()
     assert sent[-1][1] == "nbsubagents-run-r1" and not sent[-1][2] and VIEW_MIME in sent[-1][0]
-    assert not record.update() or "as of" in sent[-1][0]["text/plain"]  # nothing new: nothing sent (or a new second)
+    assert "as of 10:00:00" in sent[-1][0]["text/plain"]
     count = len(sent)
-    assert not record.update() or len(sent) == count + 1
+    assert not record.update() and len(sent) == count  # nothing new: nothing sent
+    clock[0] = "10:00:01"
+    assert record.update() and len(sent) == count + 1 and "as of 10:00:01" in sent[-1][0]["text/plain"]
     # the kernel shuts down while the run goes: the output becomes its record alone, which says what is known
     kernel.end_live_records()
     final, display_id, update = sent[-1]
