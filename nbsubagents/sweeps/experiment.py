@@ -17,8 +17,8 @@ caller is refused, naming the process that runs it. ``retries``, ``max_failures`
 stop rules, ``sweeps.spend``) try again a run the infrastructure cut short and stop a broken or costly sweep; a
 cell's latest run is its row, ``attempt`` says which try it is. ``background=True`` hands the sweep
 to a detached driver (``sweeps.driver``; this module is its program). The comparison side
-(``frame``/``compare``/``plot``/``to_mlflow``) lives in ``nbsubagents.sweeps.views``; pandas, matplotlib
-and mlflow are imported only there.
+(``frame``/``compare``/``plot``) lives in ``nbsubagents.sweeps.views``, ``to_mlflow`` in ``sweeps.export``; pandas,
+matplotlib and mlflow are imported only there.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from ..lifecycle.drive import drive
 from ..lifecycle.handle import Run
 from ..lifecycle.settle import LOST, NOT_STARTED
 from ..lifecycle.spec import declare_options
-from . import driver, frames, views
+from . import driver, export, frames, views
 from .grid import cell_key, expand
 from .outcomes import retry_reason
 from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
@@ -397,7 +397,7 @@ class Experiment:
         ``tracking_uri`` as MLflow takes it (``sqlite:///mlflow.db``; None: MLflow's default); runs exported
         before are skipped; one whose export failed half-way is exported again (its unfinished MLflow run
         deleted). Needs ``pip install 'nbsubagents[mlflow]'``."""
-        return views.to_mlflow(self, tracking_uri, artifact_location)
+        return export.to_mlflow(self, tracking_uri, artifact_location)
 
     def report(self, path: str | Path | None = None, *, format: str = "html") -> ExperimentReport:
         """Write one file to send (``"html"``: self-contained; ``"md"``: Markdown): the sweep, the comparison,
