@@ -179,17 +179,13 @@ def seed_model_list(agent: Path) -> None:
 
     if str(PI) not in _SCRIPTED_ANSWERS:
         import tempfile
+        from unittest import mock
 
         with tempfile.TemporaryDirectory() as tmp:
             reference = write_agent_dir(Path(tmp), "http://127.0.0.1:9/v1")
             before = set(os.listdir(reference))
-            saved = dict(os.environ)
-            os.environ["PI_CODING_AGENT_DIR"] = str(reference)
-            try:
+            with mock.patch.dict(os.environ, PI_CODING_AGENT_DIR=str(reference)):
                 answer = models.ask_pi(str(PI))
-            finally:
-                os.environ.clear()
-                os.environ.update(saved)
             left = {name: (reference / name).read_bytes() for name in set(os.listdir(reference)) - before
                     if (reference / name).is_file()}  # pi 0.73.1 also makes sessions/, made again as needed
         _SCRIPTED_ANSWERS[str(PI)] = answer, left

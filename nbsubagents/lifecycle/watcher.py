@@ -102,10 +102,11 @@ class Hooks:
     cell_parent: Callable[[], Any] = lambda: None
     in_cell: Callable[[Any], AbstractContextManager[Any]] = lambda parent: nullcontext()
     sweep_panel: Callable[[str, int], Any] = lambda title, concurrency: None
-    show: Callable[[Any], None] = lambda obj: _print_repr(obj)
+    show: Callable[[Any], None] = lambda obj: print_repr(obj)
 
 
-def _print_repr(obj: Any) -> None:
+def print_repr(obj: Any) -> None:
+    """A display object's text where notices go (``hooks.text_stream``), nothing where they go nowhere."""
     stream = hooks.text_stream()
     if stream is not None:
         write_line(stream, repr(obj))

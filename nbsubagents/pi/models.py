@@ -213,12 +213,10 @@ def available_models(pi: str) -> tuple[str, ...]:
     models = _disk_get(key)
     if models is None:
         models = ask_pi(pi)
-        _disk_put(key, models)
         after = state_key(pi, adir)  # pi may have just created auth.json or settings.json: key what it left
         if after != key:
             remember(after, models)
-    with _lock:
-        _cache[key] = models
+    remember(key, models)
     return models
 
 

@@ -279,7 +279,7 @@ class SweepTextRenderer:
         self.stream = stream if stream is not None else watcher.hooks.text_stream()
         self.state: SweepState | None = None
         self._said = 0.0
-        self.closed = False
+        self.closed = self.stream is None  # notices go nowhere (NBSUBAGENTS_DISPLAY=none): neither do these lines
 
     def _print(self, text: str) -> None:
         if self.closed:

@@ -71,14 +71,12 @@ def notice_stream() -> Any:
 def show_object(obj: Any) -> None:
     """A small display object (a sweep's cost estimate) where notices go: its HTML in the cell's output in a
     kernel, its text on stderr elsewhere, nothing under ``NBSUBAGENTS_DISPLAY=none``."""
-    if silenced():
-        return
-    if in_kernel():
+    if in_kernel() and not silenced():
         from IPython.display import display
 
         display(obj)
     else:
-        print(repr(obj), file=text_stream(), flush=True)
+        watcher.print_repr(obj)
 
 
 def choose_renderer() -> Renderer:
