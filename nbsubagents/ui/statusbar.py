@@ -73,14 +73,15 @@ def _on_change() -> None:
         _show_counts(db, group)
 
 
-def _show_counts(db: Path, bars: Iterable[StatusBar]) -> dict[str, int]:
-    """Read the counts of ``db`` and its running runs, and show them on ``bars``, as one step."""
+def _show_counts(db: Path, bars: Iterable[StatusBar], notice: Notice | None = None) -> dict[str, int]:
+    """Read the counts of ``db`` and its running runs, and show them on ``bars`` (with ``notice``, a run's
+    completion, when given), as one step."""
     with _reading:
         counts = registry.counts(db=db)
         waiting = _waiting(db) if counts["running"] else []
         running = _running(db, {run_id for run_id, _, _ in waiting}) if counts["running"] else []
         for bar in bars:
-            bar._show(counts, running, waiting)
+            bar._show(counts, running, waiting, notice)
     return counts
 
 
@@ -115,15 +116,14 @@ def _waiting(db: Path) -> list[tuple[str, str, str]]:
 
 
 def _on_notice(notice: Notice) -> None:
-    """A run's one completion notice: the bars of its project show it."""
+    """A run's one completion notice: the bars of its project show it with counts read after it (its row is
+    recorded before it), as one step: no bar says ``1 running`` beside ``✓ scout completed``."""
     run_dir = (notice.row or {}).get("run_dir")
     db = registry.db_of(Path(run_dir).resolve()) if run_dir else None
     with _lock:
         bars = [bar for bar in _bars if db is None or bar.db == db]
-    for bar in bars:
-        bar.notice = notice
-        bar.as_of = time.time()
-        bar.refresh()
+    for bar_db, group in _by_db(bars).items():
+        _show_counts(bar_db, group, notice)
 
 
 def _by_db(bars: Iterable[StatusBar]) -> dict[Path, list[StatusBar]]:
@@ -277,12 +277,14 @@ class StatusBar:
         return self
 
     def _show(self, counts: dict[str, int], running: list[tuple[str, str, float | None]] | None = None,
-              waiting: list[tuple[str, str, str]] | None = None) -> None:
+              waiting: list[tuple[str, str, str]] | None = None, notice: Notice | None = None) -> None:
         with self._bar_lock:
             said = (self.text, self.running_text)
             self.counts = dict(counts)
             self.running = list(running or [])
             self.waiting = list(waiting or [])
+            if notice is not None:  # after the counts: a reader that sees the notice sees the counts after it
+                self.notice = notice
             if self.running or said != (self.text, self.running_text):
                 self.as_of = time.time()  # a reading that says something new (or moves a clock) is sent again
             if self._widget is not None:

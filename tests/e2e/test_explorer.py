@@ -131,6 +131,44 @@ def test_a_read_of_the_counts_made_before_a_run_ended_never_lands_after_one_made
     assert bar.counts == after and bar.text == "runs: 0 running / 1 total · 1 failed"
 
 
+def test_a_notice_never_shows_beside_counts_read_before_its_run_ended(explore, monkeypatch):
+    # The race a loaded fresh clone's CI met: the clock's read ("1 running") was in flight when the watcher's
+    # notice arrived, and a reader saw "1 running · ✓ scouter completed" between the two showings.
+    bar = nbsubagents.status_bar()
+    before = {"running": 1, "completed": 0, "failed": 0, "aborted": 0, "total": 1}
+    after = {"running": 0, "completed": 1, "failed": 0, "aborted": 0, "total": 1}
+    read, release, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def counts(*args, **kwargs):  # the registry: "1 running" until the notice's thread reads it (the run ended)
+        name = threading.current_thread().name
+        if name == "tick":
+            read.set()
+            release.wait(10)
+            return before
+        if name == "notice":
+            ended.set()
+        return after if ended.is_set() else before
+
+    monkeypatch.setattr(statusbar.registry, "counts", counts)
+    monkeypatch.setattr(statusbar, "_running", lambda *args: [("scouter", "running", 1.0)])
+    bar._show(before, [("scouter", "running", 1.0)])  # what start() had the bar say
+    ticking = threading.Thread(target=statusbar._show_counts, args=(bar.db, [bar]), name="tick")
+    ticking.start()
+    assert read.wait(10)
+    row = {"run_id": "r1", "name": "scouter", "status": "completed", "run_dir": str(bar.db.parent / "runs" / "r1")}
+    notice = watcher.Notice(run_id="r1", name="scouter", status="completed", mode="background", summary="",
+                            away=False, row=row, quiet=True)
+    noticed = threading.Thread(target=statusbar._on_notice, args=(notice,), name="notice")
+    noticed.start()
+    noticed.join(0.3)
+    seen = bar.text  # while the tick's old read is still in flight
+    release.set()
+    ticking.join(10)
+    noticed.join(10)
+    assert seen == "runs: 1 running / 1 total", seen  # the notice waits for the counts it is shown with
+    assert bar.text == "runs: 0 running / 1 total · ✓ scouter completed"
+
+
 def test_status_bar_sees_runs_its_watcher_does_not(warm, monkeypatch):
     monkeypatch.setattr(statusbar, "BAR_IDLE_POLL", 0.2)
     monkeypatch.setattr(statusbar, "BAR_ACTIVE_POLL", 0.2)
