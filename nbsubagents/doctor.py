@@ -2,7 +2,7 @@
 
 Each check says ✓ (fine), ✗ (a problem: runs cannot start, or a preset file is broken) or ! (worth knowing,
 such as something not made yet), why, and the shell command that fixes it. Each agent harness other than pi
-(``child.harnesses.NAMES``) has a check: its program found with its version, or how to install it. ``--dask``
+(``child.harnesses.names()``) has a check: its program found with its version, or how to install it. ``--dask``
 adds the checks of a Dask cluster. The verdict: exit 0 when runs can start (pi starts, and a model is configured
 or the offline scripted model, which needs nothing but pi, is used), 1 when a check failed.
 """
@@ -70,7 +70,7 @@ def checks() -> list[Check]:
         found.append(Check("node", True, f"{_version([node, '--version']).stdout.strip()} ({node})"))
     pi, pi_checks = _pi(node)
     found += pi_checks
-    found += [_harness(name) for name in harnesses.NAMES if name != "pi"]  # pi's are the checks above
+    found += [_harness(name) for name in harnesses.names() if name != harnesses.DEFAULT]  # the default's: above
     adir = agent_dir()
     if adir.is_dir():
         found.append(Check("agent dir", True, str(adir)))

@@ -379,6 +379,16 @@ class RpcSession:
             self.send({"type": "prompt", "message": CONTINUE.format(error=failed, model=target)}, "retry")
         return []
 
+    def error_end(self) -> tuple[str, str] | None:
+        """pi's own error end is in its stream's events (the tally reads it): none here."""
+        return None
+
+    def totals(self) -> dict[str, Any]:
+        return {}  # pi's cost is the sum of its events
+
+    def structured(self) -> Any:
+        return None  # pi's reply is text; output_schema reads it
+
     def record(self) -> dict[str, Any]:
         """The result.json fields of the conversation."""
         fields: dict[str, Any] = {"conversation": self.conversation, "questions": self.questions}

@@ -1,4 +1,4 @@
-"""The process that runs one pi child and writes its artifacts: ``python -m nbsubagents.child.supervisor RUN_DIR``.
+"""The process that runs one sub-agent and writes its artifacts: ``python -m nbsubagents.child.supervisor RUN_DIR``.
 
 It is started detached from the kernel (its own session), so a run outlives an interrupted,
 restarted or killed kernel. It reads everything it needs from ``meta.json``, runs pi in RPC mode in a process
@@ -16,10 +16,10 @@ full disk costs lines, never the result. A step of its own that breaks (or a rep
 ends the run ``failed`` with the reason (stopReason ``supervisor_error``) and keeps what the child produced;
 a reply is checked against ``output_schema`` in a process of its own (``reply_check``) that the run's timeout
 and cancel end.
-A run of another harness (``meta["harness"]``: claude-code, codex) is driven the same way with the differences its
-module (``child/harnesses/``) states: the task is its stdin (``prompt.md``), its stdout goes through its ``Adapter``
-into the same events, nothing is said to it while it runs, it ends when it exits (or END_GRACE after its own end
-record), a stop is SIGTERM at once, its own error end fails the run and its native total cost wins.
+Every harness is driven this way: its module (``child/harnesses/``) says whether the task is its stdin, how long a
+stop waits for its own abort, and gives the session that talks to it and adapts its stream into the same events (a
+harness that takes nothing after its task ends when it exits, or END_GRACE after its own end record; its own error
+end fails the run and its native total cost wins).
 Imports are kept to the standard library and the small core modules: start-up time is run time.
 """
 
@@ -35,10 +35,10 @@ import time
 from pathlib import Path
 
 from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, read_json, result_record
-from .events import PiEventAdapter, Tally, parse_line
+from . import harnesses
+from .events import Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .procs import MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children
-from .rpc import RpcSession
 from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, sync,
                         touch, write_result)
 from .text import clip
@@ -53,7 +53,6 @@ KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
 MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log but not parsed
 TICK = 0.2                       # guard checks while the child is silent
 END_GRACE = 3.0                  # seconds pi may take to exit after the end of the conversation
-ABORT_GRACE = 2.0                # seconds between the RPC abort of a stopped run and SIGTERM
 HEARTBEAT = 2.0                  # seconds between touches of the run's heartbeat file
 HEARTBEAT_FILE = "heartbeat"
 CANCEL_FILE = "cancel.json"      # a cancel request (lifecycle.settle.request_cancel writes it)
@@ -68,15 +67,9 @@ class Supervisor:
         self.meta = meta
         self.tally = Tally()
         self.formatter = ProgressFormatter(meta.get("cwd"))
-        self.harness = str(meta.get("harness") or "pi")
-        if self.harness == "pi":
-            self.adapter = PiEventAdapter()
-            self.rpc: Any = RpcSession(paths.dir, meta, self.adapter)
-        else:  # another harness: its module and the plain stream (child/harnesses/), loaded by its runs only
-            from .harnesses import get  # noqa: PLC0415 (start-up: only runs that use it load it)
-            from .harnesses.stream import Stream  # noqa: PLC0415
-            self.adapter = get(self.harness).Adapter()
-            self.rpc = Stream(self.adapter)
+        self.harness = harnesses.of(meta)
+        self.rpc = self.harness.session(paths.dir, meta)  # what goes in after the task; its stream adapted
+        self.adapter = self.rpc.adapter
         self.seq = 0
         self.child: subprocess.Popen[bytes] | None = None
         self.subreaper = False  # orphans of the run's process tree come to us (once pi is started)
@@ -146,8 +139,8 @@ class Supervisor:
         if self.stop_reason is None:
             self.stop_reason = (status, message)
             self.stop_word = word
-        if self.term_at is None and self.child is not None:  # only pi takes an RPC abort: others get SIGTERM now
-            self.term_at = time.monotonic() + (ABORT_GRACE if self.harness == "pi" else 0.0)
+        if self.term_at is None and self.child is not None:  # a harness that takes an abort has ABORT_GRACE
+            self.term_at = time.monotonic() + self.harness.ABORT_GRACE
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop("aborted", "cancelled" if signum == signal.SIGTERM
@@ -228,7 +221,8 @@ class Supervisor:
                     self._begin(started_at)  # while pi starts: nothing of ours comes before it
                     exit_code = self._pump()
                 except OSError as exc:
-                    spawn_error = _spawn_message(self.harness, self.meta.get("argv", ["pi"])[0], exc)
+                    program = (self.meta.get("argv") or [self.harness.PROGRAM])[0]
+                    spawn_error = _spawn_message(self.harness, program, exc)
                 finally:
                     self._end_leftovers()  # after any end: nothing of the run may remain
                     self.rpc.end()  # no question stays open
@@ -263,8 +257,7 @@ class Supervisor:
         if self.ended_after_conversation:
             result["endedAfterConversation"] = True  # pi had not exited END_GRACE s after the conversation ended
         result["piStopReason"] = self.tally.stop_reason
-        if self.harness != "pi":
-            result["harness"] = self.harness
+        result["harness"] = self.harness.NAME
         result.update(self.rpc.record())
         result.update(self.extra)
         if not os.path.exists(self.paths.meta):  # its folder was deleted: no half folder is left for it
@@ -319,8 +312,8 @@ class Supervisor:
             contain = self._readonly_original(env)
         prompt = self.meta.get("promptPath")
         task = Path(prompt).read_text(encoding="utf-8", errors="replace") if prompt else ""
-        # pi takes the task (and what follows) through RPC on a pipe; another harness reads prompt.md as its stdin
-        stdin: Any = subprocess.PIPE if self.harness == "pi" else open(prompt or os.devnull, "rb")  # noqa: SIM115
+        # the task is the harness's stdin (prompt.md), or its session sends it (and what follows) on a pipe
+        stdin: Any = open(prompt or os.devnull, "rb") if self.harness.TASK_ON_STDIN else subprocess.PIPE  # noqa: SIM115
         try:
             with open(self.paths.stderr, "ab") as stderr:
                 self.child = subprocess.Popen(
@@ -470,7 +463,7 @@ class Supervisor:
         """The reply checked against output_schema by ``reply_check`` in a process of its own, under the run's
         timeout and cancel and REPLY_CHECK_SECONDS: a reply nested thousands deep, or a pattern that backtracks
         catastrophically (Python's re cannot be interrupted), ends that process, never the supervisor."""
-        structured = self.rpc.structured() if self.harness != "pi" else None  # the harness's own typed output
+        structured = self.rpc.structured()  # the harness's own typed output (Claude's structured_output)
         text = self.tally.final_text if structured is None else json.dumps(structured)
         request = json.dumps({"text": text, "schema": self.meta["outputSchema"]}).encode()
         env = {**os.environ, MARKER: str(self.meta.get("runId") or "")}
@@ -562,7 +555,7 @@ class Supervisor:
         are counted from the events alike for every harness: Claude's num_turns counts a turn it did not take
         when its --max-turns stops it; the result's ``harnessEnd`` keeps it.)"""
         usage = self.tally.usage()
-        if self.harness != "pi" and "cost" in self.rpc.totals():
+        if "cost" in self.rpc.totals():
             usage["cost"] = round(float(self.rpc.totals()["cost"]), 8)
         return usage
 
@@ -585,10 +578,11 @@ class Supervisor:
             return self.stop_reason
         if spawn_error:
             return "failed", spawn_error
-        program = "pi" if self.harness == "pi" else self.harness
-        if self.harness != "pi" and self.rpc.error_end() is not None:
-            self.stop_word = self.rpc.adapter.final.get("stopWord") or "harness_error"
-            return "failed", self.rpc.error_end()
+        program = self.harness.NAME
+        error_end = self.rpc.error_end()
+        if error_end is not None:
+            self.stop_word = error_end[1]
+            return "failed", error_end[0]
         if self.tally.stop_reason == "error":
             return "failed", self.tally.error_message or "The model provider returned an error"
         if self.tally.stop_reason == "aborted":
@@ -613,16 +607,11 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def _spawn_message(harness: str, program: str, exc: OSError) -> str:
+def _spawn_message(harness: harnesses.Harness, program: str, exc: OSError) -> str:
     if isinstance(exc, FileNotFoundError):
-        if harness == "pi":
-            return (f"pi could not be started: {program} does not exist. Install it with "
-                    "`npm install @mariozechner/pi-coding-agent@0.73.1` or set NBSUBAGENTS_PI.")
-        from .harnesses import get  # noqa: PLC0415 (only a failed start needs it)
-        module = get(harness)
-        return (f"{harness} could not be started: {program} does not exist. Install it with "
-                f"`npm install {module.PACKAGE}` or set NBSUBAGENTS_{module.PROGRAM.upper()}.")
-    return f"{harness} could not be started ({program}): {exc.strerror or exc}"
+        return (f"{harness.NAME} could not be started: {program} does not exist. Install it with "
+                f"`npm install {harness.PACKAGE}` or set NBSUBAGENTS_{harness.PROGRAM.upper()}.")
+    return f"{harness.NAME} could not be started ({program}): {exc.strerror or exc}"
 
 
 def main(argv: list[str] | None = None) -> int:

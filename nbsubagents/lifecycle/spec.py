@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ..child.harnesses import NAMES as HARNESSES
+from ..child import harnesses
 from ..config import NbSubagentsError, settings
 from ..preset_files.parse import approval_policy, model_list
 
@@ -85,8 +85,8 @@ def _text(value: Any, where: str, key: str) -> None:
 
 
 def _harness(value: Any, where: str, key: str) -> None:
-    if value is not None and value not in HARNESSES:
-        raise NbSubagentsError(f"{where}: '{key}' must be one of {', '.join(HARNESSES)}, got {value!r}")
+    if value is not None and value not in harnesses.names():
+        raise NbSubagentsError(f"{where}: '{key}' must be one of {', '.join(harnesses.names())}, got {value!r}")
 
 
 def _path(value: Any, where: str, key: str) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ..child import budgets
-from ..child.harnesses import NAMES as HARNESSES
+from ..child import harnesses
 from ..child.text import clip
 from ..config import NbSubagentsError
 from ..pi.args import PI_TOOLS, classify_tool, extension_name, extension_selector, tool_notes
@@ -454,10 +454,10 @@ def _parse_isolation(value: Any, where: str) -> str | None:
 
 
 def _parse_harness(value: Any, where: str) -> str | None:
-    if value is None or value == "pi":
+    if value is None or value == harnesses.DEFAULT:
         return None
-    if value not in HARNESSES:
-        raise PresetError(f"{where}: 'harness' must be one of {', '.join(HARNESSES)}, got {value!r}")
+    if value not in harnesses.names():
+        raise PresetError(f"{where}: 'harness' must be one of {', '.join(harnesses.names())}, got {value!r}")
     return str(value)
 
 

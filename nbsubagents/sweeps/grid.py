@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import config
 from ..child import budgets
-from ..child.harnesses import NAMES as HARNESSES
+from ..child import harnesses as harness_modules
 from ..child.isolation import plan as isolation_plan
 from ..child.output_schema import normalize
 from ..config import NbSubagentsError
@@ -130,10 +130,10 @@ def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1
                                    "rename them")
         for harness in harness_list:
             harness = harness or row["harness"]
-            if harness is not None and harness not in HARNESSES:
+            if harness is not None and harness not in harness_modules.names():
                 where = "harnesses" if harnesses is not None else f"Task {row['task_id']!r}: 'harness'"
                 raise NbSubagentsError(f"{where}: unknown harness {harness!r}; the harnesses are "
-                                       f"{', '.join(HARNESSES)}")
+                                       f"{', '.join(harness_modules.names())}")
             chosen = {"harness": harness} if harness else {}  # a sweep that names no harness: its presets' own
             for preset in preset_list:
                 preset = preset or row["preset"]

@@ -421,6 +421,4 @@ LAZY_IMPORTS = {
     ("nbsubagents.child.supervisor", "nbsubagents.child.budgets"): "supervisor start-up: runs without a budget",
     ("nbsubagents.child.supervisor", "nbsubagents.child.isolation"): "supervisor start-up: runs without isolation",
     ("nbsubagents.child.supervisor", "nbsubagents.child.sandbox"): "supervisor start-up: runs without isolation",
-    ("nbsubagents.child.supervisor", "nbsubagents.child.harnesses"): "supervisor start-up: pi runs",
-    ("nbsubagents.child.supervisor", "nbsubagents.child.harnesses.stream"): "supervisor start-up: pi runs",
 }

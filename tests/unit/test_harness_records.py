@@ -255,7 +255,7 @@ def test_doctor_checks_each_harness_other_than_pi_found_with_its_version_or_how_
              "fake-broken": fake_harness("fake-broken", "h8fakebroken", None)}
     real = harnesses.get
     monkeypatch.setattr(harnesses, "get", lambda name: fakes.get(name) or real(name))
-    monkeypatch.setattr(harnesses, "NAMES", ("pi", *fakes))
+    monkeypatch.setattr(harnesses, "names", lambda: ["pi", *fakes])
     bin_dir = tmp_path / "harnesses" / "node_modules" / ".bin"
     bin_dir.mkdir(parents=True)
     for program in ("h8fakefound", "h8fakebroken"):

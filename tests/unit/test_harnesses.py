@@ -128,7 +128,7 @@ def test_claude_codes_error_end_fails_the_run_with_its_reason():
     adapter, events = adapt_all([STREAM[0], {"type": "result", "subtype": "error_max_turns", "is_error": True,
                                              "num_turns": 2, "total_cost_usd": 0.1, "usage": {}}])
     stream = Stream(adapter)
-    assert stream.finished() and "turn limit" in stream.error_end()
+    assert stream.finished() and "turn limit" in stream.error_end()[0]
     assert adapter.final["stopWord"] == "budget:turns" and events[-1]["type"] == "error"
     assert stream.totals() == {"cost": 0.1} and stream.record()["sessionId"] == "s-1"
     _, events = adapt_all([{"type": "result", "subtype": "success", "is_error": True, "result": "API Error: 500"}])

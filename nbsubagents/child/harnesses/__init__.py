@@ -1,41 +1,89 @@
-"""The agent harnesses a run's child can be: pi (the default), Claude Code, Codex CLI.
+"""The agent harnesses a run's child can be: pi (the default), Claude Code, Codex CLI; each one module here.
 
-Each harness is a module of this package (standard library only, imported when a run uses it) with:
-
-- ``NAME`` (a run's ``meta["harness"]``), ``PROGRAM`` (its executable's name), ``PACKAGE`` (its npm package);
-- ``REFUSES``: run option (``TaskSpec`` spelling) -> why this harness cannot honour it (``prepare`` refuses such a
-  call before anything is written, naming the harness and the option);
-- ``build(run) -> (argv, env)``: the child's argv (program first; the task is not in it: the supervisor gives
-  ``prompt.md`` on stdin) and the environment it adds, from ``run`` (program, model, systemPrompt, tools,
-  disallowedTools, permissionMode, maxTurns, maxCost, outputSchemaPath, resumeSession, cwd, runDir);
-- ``Adapter``: ``adapt(obj) -> list[event]`` turns one JSON line of the harness's stream into the events of
-  ``child/events.py`` (tool names as pi's verbs: read, bash, edit, write, grep, find, ls), with
-  ``conversation_over``, ``session_id`` and ``final`` (the harness's own end record);
-- ``version(program) -> str | None``.
-
-pi's argv comes from ``pi/args.py`` and its conversation from ``child/rpc.py``; every other harness is driven by
-``stream.Stream`` (the harness's stdout read, nothing written to its stdin after the task).
+A harness is a module (standard library only, imported when a run uses it) that has what ``Harness`` lists: what
+the kernel needs (its program, what it refuses, its argv and environment for a run, its version) and what the
+supervisor needs (whether the task is its stdin, how long a stop waits for it, its session and stream adapter).
+Nothing outside a harness's module branches on its name. A third party adds one through the entry point group
+``nbsubagents.harnesses`` (``name = "package.module"``), as papermill's engines are added.
 """
 
 from __future__ import annotations
 
 import importlib
 import subprocess
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from types import ModuleType
+    from typing import IO
 
-NAMES = ("pi", "claude-code", "codex")
-_MODULES = {"pi": "pi", "claude-code": "claude_code", "codex": "codex"}
+    from ..events import Event
+
+DEFAULT = "pi"  # the harness of a run that names none (and of every run older than harnesses)
+BUILT_IN = {"pi": f"{__name__}.pi", "claude-code": f"{__name__}.claude_code", "codex": f"{__name__}.codex"}
+ENTRY_POINTS = "nbsubagents.harnesses"
 VERSION_TIMEOUT = 10.0  # seconds `PROGRAM --version` may take
 
 
-def get(name: str) -> ModuleType:
-    """The harness module called ``name``; an unknown name is a ValueError naming the known ones."""
-    if name not in _MODULES:
-        raise ValueError(f"Unknown harness {name!r}; the harnesses are {', '.join(NAMES)}")
-    return importlib.import_module(f"{__name__}.{_MODULES[name]}")
+class Session(Protocol):
+    """The supervisor's side of one child: what goes in after the task, and what its stream says."""
+
+    adapter: Any
+    open: dict[str, Any]        # questions waiting for an answer
+    refused: str | None         # the child refused the task itself
+
+    def attach(self, pipe: IO[bytes] | None, task: str, cwd: str | None = None) -> None: ...
+    def adapt(self, obj: Any) -> list[Event]: ...
+    def tick(self, stopping: bool = False) -> list[Event]: ...
+    def finished(self) -> bool: ...
+    def abort(self) -> None: ...
+    def close(self, now: bool = False) -> None: ...
+    def end(self) -> None: ...
+    def record(self) -> dict[str, Any]: ...
+    def error_end(self) -> tuple[str, str] | None: ...
+    def totals(self) -> dict[str, Any]: ...
+    def structured(self) -> Any: ...
+
+
+class Harness(Protocol):
+    """A harness module's interface."""
+
+    NAME: str                    # a run's ``harness``
+    PROGRAM: str                 # its executable's name (NBSUBAGENTS_<PROGRAM> points at one)
+    PACKAGE: str                 # its npm package (how to install it)
+    REFUSES: Mapping[str, str]   # run option (TaskSpec spelling) -> why it cannot honour it (refused before writing)
+    TASK_ON_STDIN: bool          # the task is its stdin (prompt.md); else its session sends it
+    ABORT_GRACE: float           # seconds between asking it to stop and SIGTERM
+
+    def build(self, run: dict[str, Any]) -> tuple[list[str], dict[str, str]]: ...
+    def session(self, run_dir: Any, meta: dict[str, Any]) -> Session: ...
+    def version(self, program: str) -> str | None: ...
+
+
+def names() -> list[str]:
+    """Every harness this installation has: the built-in ones, then those of installed packages."""
+    return [*BUILT_IN, *(name for name in _plugins() if name not in BUILT_IN)]
+
+
+def get(name: str) -> Harness:
+    """The harness called ``name``; an unknown name is a ValueError naming the known ones."""
+    if name in BUILT_IN:
+        return importlib.import_module(BUILT_IN[name])  # type: ignore[return-value]
+    plugin = _plugins().get(name)
+    if plugin is None:
+        raise ValueError(f"Unknown harness {name!r}; the harnesses are {', '.join(names())}")
+    return plugin.load()  # type: ignore[no-any-return]
+
+
+def of(meta: Mapping[str, Any]) -> Harness:
+    """The harness of a run's ``meta.json``."""
+    return get(str(meta.get("harness") or DEFAULT))
+
+
+def _plugins() -> dict[str, Any]:
+    """name -> entry point of the harnesses installed packages register (read only when a name is not built in)."""
+    from importlib.metadata import entry_points  # noqa: PLC0415 (start-up: built-in harnesses never need it)
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINTS)}
 
 
 def version_of(program: str) -> str | None:

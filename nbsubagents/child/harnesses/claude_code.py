@@ -24,6 +24,7 @@ import shutil
 from ..events import RESULT_TEXT_LIMIT, text_of
 from ..text import clip
 from . import version_of
+from .stream import Stream
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 NAME = "claude-code"
 PROGRAM = "claude"
+TASK_ON_STDIN = True   # prompt.md is its stdin
+ABORT_GRACE = 0.0      # a stop is SIGTERM at once
 PACKAGE = "@anthropic-ai/claude-code"
 CONFIG_DIR = "claude"  # CLAUDE_CONFIG_DIR, inside the run's folder
 
@@ -69,7 +72,8 @@ PERMISSION_MODES = {"default": "dontAsk", "dontAsk": "dontAsk", "acceptEdits": "
 STOP_WORDS = {"error_max_turns": "budget:turns", "error_max_budget_usd": "budget:cost",
               "error_max_structured_output_retries": "schema"}
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "Adapter", "build", "version"]
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "Adapter", "build", "session",
+           "version"]
 
 
 def _claude_name(tool: str) -> str:
@@ -120,6 +124,11 @@ def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
 
 def version(program: str) -> str | None:
     return version_of(program)
+
+
+def session(run_dir: Any, meta: dict[str, Any]) -> Stream:
+    """Its stdout read through ``Adapter``; nothing said to it after the task (its stdin)."""
+    return Stream(Adapter())
 
 
 def _args(name: str, given: Any) -> dict[str, Any]:

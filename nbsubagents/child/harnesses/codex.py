@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..text import clip
 from . import version_of
+from .stream import Stream
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 
 NAME = "codex"
 PROGRAM = "codex"
+TASK_ON_STDIN = True   # prompt.md is its stdin
+ABORT_GRACE = 0.0      # a stop is SIGTERM at once
 PACKAGE = "@openai/codex"
 REFUSES: dict[str, str] = {
     "ask": "codex exec cannot put a question to the notebook (its own question tool works only in its Plan mode)",
@@ -68,7 +71,8 @@ ALL_TOOLS = READ_TOOLS | {"bash", "edit", "write"}  # pi's tools: Codex's shell 
 SANDBOXES = {None: "workspace-write", "default": "workspace-write", "acceptEdits": "workspace-write",
              "dontAsk": "workspace-write", "plan": "read-only", "bypassPermissions": "danger-full-access"}
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "Adapter", "build", "version"]
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "Adapter", "build", "session",
+           "version"]
 
 
 def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
@@ -144,6 +148,11 @@ def _sandbox(run: dict[str, Any]) -> str:
 
 def version(program: str) -> str | None:
     return version_of(program)
+
+
+def session(run_dir: Any, meta: dict[str, Any]) -> Stream:
+    """Its stdout read through ``Adapter``; nothing said to it after the task (its stdin)."""
+    return Stream(Adapter())
 
 
 # --- the stream -----------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""The conversation with a harness other than pi: the task went in on stdin (``prompt.md``), its stdout is read.
+"""The conversation with a harness that takes nothing after its task: the task went in on stdin (``prompt.md``),
+its stdout is read.
 
-``Stream`` stands where ``child/rpc.py``'s ``RpcSession`` stands for pi, with the same methods the supervisor
-calls, most of which have nothing to do here: such a child takes no steer, follow-up or answer while it runs
-(its harness's ``REFUSES`` says so, and the call is refused before the run is written). What the harness said at
-its end (``Adapter.final``) decides the run's end where it differs from pi's: its own error end fails the run
-with its message, and its native total cost wins over the sum of its events.
+``Stream`` is the session (``harnesses.Session``) of such a harness, as ``child/rpc.py``'s ``RpcSession`` is pi's;
+most of its methods have nothing to do here: such a child takes no steer, follow-up or answer while it runs (its
+harness's ``REFUSES`` says so, and the call is refused before the run is written). What the harness said at its
+end (``Adapter.final``) decides the run's end where it differs from pi's: its own error end fails the run with its
+message, and its native total cost wins over the sum of its events.
 """
 
 from __future__ import annotations
@@ -53,11 +54,13 @@ class Stream:
             out["harnessEnd"] = {k: v for k, v in final.items() if k != "structured"}
         return out
 
-    def error_end(self) -> str | None:
-        """The harness's own error end (Claude's ``is_error``, Codex's ``turn.failed``): its message."""
+    def error_end(self) -> tuple[str, str] | None:
+        """The harness's own error end (Claude's ``is_error``, Codex's ``turn.failed``): its message and the
+        result's stop word."""
         final = self.adapter.final
         if isinstance(final, dict) and final.get("isError"):
-            return str(final.get("message") or f"the harness ended with an error ({final.get('subtype')})")
+            message = str(final.get("message") or f"the harness ended with an error ({final.get('subtype')})")
+            return message, str(final.get("stopWord") or "harness_error")
         return None
 
     def totals(self) -> dict[str, Any]:
