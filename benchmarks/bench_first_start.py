@@ -21,7 +21,8 @@ from pathlib import Path
 
 from nbsubagents.demo import copy_example_project
 from nbsubagents.pi.locate import find_pi, pi_package
-from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir
+from nbsubagents.child.harnesses.pi import write_agent_dir
+from nbsubagents.pi.scripted import ScriptedModel
 
 CHILD = """
 import time

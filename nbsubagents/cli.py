@@ -270,7 +270,7 @@ def show_run(args: argparse.Namespace) -> int:
     run = MaskedRun(get_run(args.run))
     paths = run.paths
     questions = [masker().data(q) for q in run.questions]
-    facts = {"run_id": run.id, "name": run.name, "preset": run.preset, "harness": run.meta.get("harness") or "pi",
+    facts = {"run_id": run.id, "name": run.name, "preset": run.preset, "harness": run.harness,
              "status": run.status, "model": run.model,
              "summary": summary_line(run).partition("\n")[0], "task": run.task, "output": run.output,
              "error": run.error, "resumed_from": run.meta.get("resumedFrom"), "questions": questions,

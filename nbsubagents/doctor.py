@@ -24,7 +24,7 @@ from .config import NbSubagentsError, agent_dir, configure, file_key, project_ro
 from .lifecycle.dask_cluster import check_cluster, versions
 from .lifecycle.dask_launcher import client_for
 from .pi import find_pi
-from .pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, HarnessNotFoundError, find_harness, pi_command, pi_package
+from .pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, HarnessNotFoundError, find_program, pi_command, pi_package
 from .pi.models import ModelError, available_models, failure_line
 from .preset_files import scan
 
@@ -139,7 +139,7 @@ def _harness(name: str) -> Check:
     module = harnesses.get(name)
     install = f"npm install {module.PACKAGE}"
     try:
-        program = find_harness(name)
+        program = find_program(module)
     except HarnessNotFoundError as exc:
         return Check(name, None, f"not found (runs with harness={name!r} need it): {exc}", install)
     said = module.version(program)

@@ -18,7 +18,8 @@ from helpers import (NOMODEL, PI, REPO, SCOUT, SCRIBE, interrupt_when_running, p
                      seed_model_list, wait_for)
 
 from nbsubagents import config
-from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir
+from nbsubagents.child.harnesses.pi import write_agent_dir
+from nbsubagents.pi.scripted import ScriptedModel
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -175,7 +175,7 @@ def seed_model_list(agent: Path) -> None:
     CPU). The answer is pi's, asked once per test process of an agent dir made the same way; asking on a cold cache
     is tested in test_models.py."""
     from nbsubagents.pi import models
-    from nbsubagents.pi.scripted import write_agent_dir
+    from nbsubagents.child.harnesses.pi import write_agent_dir
 
     if str(PI) not in _SCRIPTED_ANSWERS:
         import tempfile
@@ -195,3 +195,15 @@ def seed_model_list(agent: Path) -> None:
             (agent / name).write_bytes(data)
             (agent / name).chmod(0o600)
     models.remember(models.state_key(str(PI), agent), answer)
+
+
+def pi_argv(preset, model: str = "demo/scripted", *, run_dir=".", system_prompt_path=None,
+            **request) -> tuple[list[str], list[str]]:
+    """pi's argv for ``preset`` (its harness's build, as prepare asks it) and the tool entries left out."""
+    from nbsubagents.child.harnesses import Request, pi  # noqa: PLC0415
+    from nbsubagents.lifecycle.prepare import preset_fields  # noqa: PLC0415
+
+    run = Request(program="pi", run_dir=str(run_dir), cwd=str(run_dir), model=model,
+                  system_prompt_path=None if system_prompt_path is None else str(system_prompt_path),
+                  **{**preset_fields(preset), **request})
+    return pi.build(run)[0], pi.left_out(run)

@@ -18,6 +18,7 @@ from collections import namedtuple
 from datetime import datetime, timezone
 
 from .events import RESULT_TEXT_LIMIT
+from .harnesses import DEFAULT
 from .text import ELLIPSIS, clip
 
 from typing import TYPE_CHECKING
@@ -497,7 +498,7 @@ def transcript_header(meta: dict[str, Any]) -> str:
     model = meta.get("model") or meta.get("resolvedModel") or meta.get("requestedModel")
     started = _local_time(meta.get("startedAt") or meta.get("createdAt") or meta.get("ts"),
                           "%Y-%m-%d %H:%M:%S")
-    harness = meta.get("harness") if meta.get("harness") != "pi" else None  # pi's runs keep their header
+    harness = meta.get("harness") if meta.get("harness") != DEFAULT else None  # the default's runs keep their header
     rows = [("Run", meta.get("runId")), ("Preset", meta.get("preset")), ("Harness", harness), ("Model", model),
             ("Cwd", meta.get("cwd")), ("Started", started)]
     lines = [f"{label + ':':<9}{value}" for label, value in rows if value]

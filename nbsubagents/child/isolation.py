@@ -36,7 +36,6 @@ SHARE_LIMIT are copied there (so a later check can restore that state exactly).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -410,25 +409,6 @@ def _apply_base(patch: Path, path: Path) -> None:
 
 def _write_state(run_dir: Path, iso: dict[str, Any], name: str = "isolation.json") -> None:
     atomic_write_json(run_dir / name, iso)
-
-
-def point_session(session: Path, cwd: Path) -> None:
-    """A copied pi session resumed in a new folder: its header's ``cwd`` must name that folder (pi refuses
-    a session whose folder is gone)."""
-    try:
-        lines = session.read_bytes().split(b"\n")
-    except OSError:
-        return
-    for i, raw in enumerate(lines):
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("type") == "session":
-            obj["cwd"] = str(cwd)
-            lines[i] = json.dumps(obj, ensure_ascii=False).encode()
-            session.write_bytes(b"\n".join(lines))
-        return
 
 
 def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:

@@ -416,7 +416,7 @@ class Supervisor:
 
     # -- isolation and typed results (their modules are imported only by runs that use them) ----------
     def _setup_isolation(self) -> str | None:
-        from .isolation import IsolationError, point_session, setup  # noqa: PLC0415 (start-up: only runs that use it load it)
+        from .isolation import IsolationError, setup  # noqa: PLC0415 (start-up: only runs that use it load it)
         assert self.isolation is not None
         try:
             workdir = setup(self.isolation, str(self.meta.get("runId")), self.paths.dir)
@@ -429,7 +429,7 @@ class Supervisor:
         self.workdir = str(workdir)
         self.formatter = ProgressFormatter(self.workdir)
         if self.meta.get("resumedFrom"):
-            point_session(self.paths.session, workdir)
+            self.harness.relocate(str(self.paths.dir), str(workdir))  # its copied session now runs there
         self.extra["worktree"] = {"path": self.isolation["path"], "branch": self.isolation.get("branch"),
                                   "kept": bool(self.isolation.get("keep"))}
         return None

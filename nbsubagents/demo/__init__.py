@@ -17,12 +17,13 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from .. import api
 from ..pi.offline import OFFLINE_MODEL as DEMO_MODEL
 from ..pi.offline import OFFLINE_MODELS, ScriptedServer, scripted_server, stop_scripted_model
-from ..pi.scripted import write_agent_dir
+from ..child.harnesses.pi import write_agent_dir
 
 
 def data_path(name: str) -> Path:
@@ -39,16 +40,16 @@ EXAMPLE_PROJECT = data_path("demo-project")
 QUICKSTART = data_path("notebooks") / "quickstart.ipynb"
 
 
-def use_scripted_model(agent_dir: str | Path | None = None) -> ScriptedServer:
+def use_scripted_model(agent_dir: str | Path | None = None, models: Sequence[str] = OFFLINE_MODELS) -> ScriptedServer:
     """Point pi at the scripted demo model (a detached server, see ``nbsubagents.pi.offline``) through
-    PI_CODING_AGENT_DIR.
+    PI_CODING_AGENT_DIR, offered as ``demo/<name>`` for each of ``models`` (a sweep can compare two names).
 
     Runs started afterwards from this process inherit the setting. Real models need none of this:
     name them in a preset's ``model:`` and give pi their keys as usual.
     """
     server = scripted_server()
     target = Path(agent_dir) if agent_dir else Path(tempfile.mkdtemp(prefix="nbsubagents-demo-agent-"))
-    write_agent_dir(target, server.url, models=OFFLINE_MODELS)
+    write_agent_dir(target, server.url, models=models)
     os.environ["PI_CODING_AGENT_DIR"] = str(target)
     os.environ["PI_OFFLINE"] = "1"
     return server

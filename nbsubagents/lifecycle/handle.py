@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .. import registry
 from ..child import artifacts, inbox, isolation
+from ..child import harnesses
 from ..child.artifacts import TERMINAL, RunPaths, read_json
 from ..child.formatter import ProgressFormatter
 from ..child.procs import alive, send
@@ -109,6 +110,11 @@ class Run:
     @property
     def preset(self) -> str | None:
         return self.meta.get("preset")
+
+    @property
+    def harness(self) -> str:
+        """The agent harness that ran it (``pi``, ``claude-code``, ``codex``, or one a package adds)."""
+        return str(self.meta.get("harness") or harnesses.DEFAULT)
 
     @property
     def model(self) -> str | None:

@@ -18,11 +18,10 @@ from ..child import artifacts, budgets, harnesses, output_schema
 from ..child import isolation as isolating
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso
 from ..config import NbSubagentsError, project_root
-from ..pi import build_argv, choose_model, find_pi, offline, pi_command
-from ..pi.args import conversation_args
-from ..pi.locate import find_harness
-from ..pi.models import ModelChoice
-from ..pi.models import ModelError, available_models, match_model, unknown_model_message
+from ..child.harnesses import Harness, Request
+from ..pi import choose_model, offline
+from ..pi.locate import find_program
+from ..pi.models import ModelChoice, ModelError, available_models, match_model, unknown_model_message
 from ..preset_files.parse import approval_policy, model_list
 from . import settle
 from .context import compose_prompt
@@ -89,15 +88,13 @@ def _resolve_models(names: Iterable[str], source: str, pi: str) -> list[str]:
     return resolved
 
 
-def _resume_source(root: Path, run_id: str) -> tuple[Run, str | None]:
-    """The earlier run, and its transcript when it left no session file to continue."""
+def _resume_source(root: Path, run_id: str, harness: Harness) -> tuple[Run, str | None]:
+    """The earlier run, and the session ``harness`` continues natively (the earlier run's own, when it ran the same
+    harness); without one, the earlier transcript is retold in the prompt."""
     earlier = get_run(run_id, root)
     if not earlier.done:
         raise NbSubagentsError(f"Run {earlier.run_id} is still running: wait for it (or cancel it) before resuming it")
-    session = earlier.paths.session
-    if session.is_file() and session.stat().st_size > 0:
-        return earlier, None
-    return earlier, earlier.transcript
+    return earlier, harness.continues(str(earlier.dir), earlier.meta, earlier.result)
 
 
 def _make_run_dir(root: Path) -> Path:
@@ -133,26 +130,24 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     current = config.current(cwd)
     preset = preset_mod.get(spec.preset, cwd)
     timeout = check_timeout(spec.timeout if spec.timeout is not None else preset.timeout, current.timeout)
-    harness = spec.harness or preset.harness or "pi"
-    if harness != "pi":
-        refuse_unhonoured(harness, spec, preset)
-    pi = find_pi(cwd) if harness == "pi" else find_harness(harness, cwd)
+    harness = harnesses.get(spec.harness or preset.harness or harnesses.DEFAULT)
+    refuse_unhonoured(harness, spec, preset)
+    program = find_program(harness, cwd)
     if current.offline:  # the project's offline setting: the scripted model, whatever the call or preset asks
         choice, env = offline.choice(spec.model, preset.model), offline.child_env(harness)
-    elif harness == "pi":
-        choice, env = choose_model(spec.model, preset.name, preset.model, pi), {}
+    elif harness.LISTS_MODELS:
+        choice, env = choose_model(spec.model, preset.name, preset.model, program), {}
     else:  # the harness resolves its own model names (Claude Code's aliases such as sonnet); none: its default
         requested = spec.model or preset.model
         choice = ModelChoice(requested=requested, source="call" if spec.model else "preset" if requested else None,
                              resolved=requested or "", thinking=None)
         env = {}
     root = project_root(cwd)
-    earlier, previously = _resume_source(root, spec.resume) if spec.resume else (None, None)
-    if harness != "pi" and earlier is not None:  # its own session continued natively, another's retold
-        previously = None if _same_harness_session(earlier, harness) else earlier.transcript
+    earlier, session = _resume_source(root, spec.resume, harness) if spec.resume else (None, None)
+    previously = earlier.transcript if earlier is not None and session is None else None
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     budget, isolation, schema = _limits(spec, preset, current, cwd, earlier)
-    conversation = _conversation(spec, preset, pi, bool(current.offline))
+    conversation = _conversation(spec, preset, program, bool(current.offline))
     if conversation["approval"] is not None:
         env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
     if schema is not None:
@@ -161,23 +156,19 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     run_id = run_dir.name
     paths = RunPaths(run_dir)
     try:
-        if harness == "pi":
-            argv, ignored_tools = build_argv(pi_command(pi), preset, choice.argv_model, session=paths.session,
-                                             system_prompt=paths.system_prompt if preset.prompt else None)
-            argv = conversation_args(argv, ask=conversation["ask"], approval=conversation["approval"] is not None)
-        else:
-            argv, harness_env = _harness_argv(harness, pi, spec, preset, budget, schema, earlier, cwd, paths, env)
-            env, ignored_tools = {**env, **harness_env}, None
+        request = _request(harness, program, choice, spec, preset, budget, schema, conversation, earlier, session,
+                           cwd, paths, env)
+        try:
+            argv, harness_env = harness.build(request)
+        except ValueError as exc:  # what the harness cannot do with this preset (its tools, a permission mode, ...)
+            raise NbSubagentsError(f'Preset "{preset.name}": {exc}') from None
+        env, ignored_tools = {**env, **harness_env}, harness.left_out(request)
         if preset.prompt:
             paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
         paths.prompt.write_text(prompt, encoding="utf-8")
-        if earlier is not None and previously is None and harness == "pi":
-            shutil.copyfile(earlier.paths.session, paths.session)  # pi appends; the earlier run keeps its own
-            if earlier.meta.get("isolation") and isolation is None:  # its worktree is gone: continue in cwd
-                isolating.point_session(paths.session, cwd)
         meta = {
             "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
-            "harness": harness, "mode": mode, "taskIndex": task_index, "preset": preset.name,
+            "harness": harness.NAME, "mode": mode, "taskIndex": task_index, "preset": preset.name,
             "presetSource": str(preset.path), "presetScope": preset.scope, "task": task,
             "cwd": str(cwd), "root": str(root),
             "requestedModel": choice.requested, "requestedModelSource": choice.source,
@@ -212,10 +203,10 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     return run
 
 
-def refuse_unhonoured(harness: str, spec: TaskSpec, preset: Any) -> None:
+def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any) -> None:
     """A run option (of the call or the preset) this harness cannot honour is an error naming both, before
     anything is written: never a silent ignore."""
-    refuses = harnesses.get(harness).REFUSES
+    refuses = harness.REFUSES
     named = f'preset "{preset.name}"'
     asked = {  # option -> where it was set (None: not set)
         "ask": "the call" if spec.ask else named if spec.ask is None and preset.ask else None,
@@ -238,39 +229,42 @@ def refuse_unhonoured(harness: str, spec: TaskSpec, preset: Any) -> None:
     }
     for option, where in asked.items():
         if where is not None and option in refuses:
-            raise NbSubagentsError(f"The {harness} harness cannot honour {option} (set by {where}): "
-                                   f"{refuses[option]}. Remove it, or run this task with harness='pi'.")
+            raise NbSubagentsError(f"The {harness.NAME} harness cannot honour {option} (set by {where}): "
+                                   f"{refuses[option]}. Remove it, or run this task with "
+                                   f"harness={harnesses.DEFAULT!r}.")
 
 
-def _harness_argv(harness: str, program: str, spec: TaskSpec, preset: Any, budget: dict[str, Any] | None,
-                  schema: Any, earlier: Run | None, cwd: Path, paths: RunPaths, env: dict[str, str]
-                  ) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of a harness other than pi (its module's ``build``); the output schema is written
-    beside meta.json, and the session a resumed run continues is found (``_same_harness_session``)."""
+def _request(harness: Harness, program: str, choice: ModelChoice, spec: TaskSpec, preset: Any,
+             budget: dict[str, Any] | None, schema: Any, conversation: dict[str, Any], earlier: Run | None,
+             session: str | None, cwd: Path, paths: RunPaths, env: dict[str, str]) -> Request:
+    """What ``harness`` is asked to start; the output schema is written beside meta.json first."""
     schema_path = None
     if schema is not None:
         schema_path = paths.dir / "output-schema.json"
         atomic_write_json(schema_path, schema)
-    session = _same_harness_session(earlier, harness)
-    run = {"program": program, "model": spec.model or preset.model, "systemPrompt": preset.prompt,
-           "tools": list(preset.tools) if preset.tools is not None else None,
-           "disallowedTools": list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
-           "permissionMode": preset.permission_mode, "maxTurns": (budget or {}).get("maxTurns"),
-           "maxCost": (budget or {}).get("maxCost"), "outputSchemaPath": str(schema_path) if schema_path else None,
-           "resumeSession": session, "resumedRunDir": str(earlier.dir) if session else None,
-           "cwd": str(cwd), "runDir": str(paths.dir), "env": env}  # env: what prepare gives the child (offline)
-    try:
-        return harnesses.get(harness).build(run)
-    except ValueError as exc:  # what the harness cannot do with this preset (its tools, a permission mode, ...)
-        raise NbSubagentsError(f'Preset "{preset.name}": {exc}') from None
+    model = choice.argv_model if harness.LISTS_MODELS else choice.requested
+    return Request(
+        program=program, run_dir=str(paths.dir), cwd=str(cwd), model=model or None,
+        system_prompt_path=str(paths.system_prompt) if preset.prompt else None,
+        max_turns=(budget or {}).get("maxTurns"), max_cost=(budget or {}).get("maxCost"),
+        output_schema_path=str(schema_path) if schema_path else None, ask=bool(conversation["ask"]),
+        approval=conversation["approval"] is not None, resume_session=session,
+        resumed_run_dir=str(earlier.dir) if session and earlier is not None else None, env=dict(env),
+        **preset_fields(preset))
 
 
-def _same_harness_session(earlier: Run | None, harness: str) -> str | None:
-    """The session id a run of ``harness`` continues natively: the earlier run's, when it ran the same harness."""
-    if earlier is None or (earlier.meta.get("harness") or "pi") != harness:
-        return None
-    session = (earlier.result or {}).get("sessionId")
-    return session if isinstance(session, str) and session else None
+def preset_fields(preset: Any) -> dict[str, Any]:
+    """A harness request's fields that come from the preset as written."""
+    def listed(names: Iterable[str] | None) -> tuple[str, ...] | None:
+        return tuple(names) if names is not None else None
+
+    return dict(
+        system_prompt=preset.prompt, tools=listed(preset.tools), disallowed_tools=listed(preset.disallowed_tools),
+        exclude_tools=listed(preset.exclude_tools), no_tools=bool(preset.no_tools),
+        permission_mode=preset.permission_mode, thinking=preset.thinking, skills=tuple(preset.skills or ()),
+        no_skills=bool(preset.no_skills), no_context_files=bool(preset.no_context_files),
+        no_extensions=bool(preset.no_extensions), extension_files=tuple(str(p) for p in preset.extension_files),
+        extra_args=tuple(preset.extra_args))
 
 
 def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:

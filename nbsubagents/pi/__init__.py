@@ -6,10 +6,8 @@ this package, not the reverse."""
 
 from __future__ import annotations
 
-from .args import build_argv, classify_tool, effective_tools, pi_tool_names, tool_notes
 from .locate import PI_PACKAGE, PI_VERSION, TESTED_PI, PiNotFoundError, PiPackage, find_pi, pi_command, pi_package
 from .models import ModelChoice, ModelError, available_models, choose_model
 
 __all__ = ["PI_PACKAGE", "PI_VERSION", "TESTED_PI", "ModelChoice", "ModelError", "PiNotFoundError", "PiPackage",
-           "available_models", "build_argv", "choose_model", "classify_tool", "effective_tools", "find_pi",
-           "pi_command", "pi_package", "pi_tool_names", "tool_notes"]
+           "available_models", "choose_model", "find_pi", "pi_command", "pi_package"]

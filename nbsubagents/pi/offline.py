@@ -25,10 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..child import harnesses
 from ..child.artifacts import atomic_write_json, read_json
+from ..child.harnesses.pi import write_agent_dir
 from ..child.procs import alive, process_start_ticks
 from .models import ModelChoice, ModelError
-from .scripted import ScriptedModel, write_agent_dir
+from .scripted import ScriptedModel
 
 __all__ = ["OFFLINE_MODEL", "IDLE_EXIT", "ScriptedServer", "scripted_server", "stop_scripted_model", "choice",
            "child_env"]
@@ -144,23 +146,13 @@ def choice(requested: str | None, preset_model: str | None) -> ModelChoice:
     return ModelChoice(requested=requested or preset_model, source=source, resolved=OFFLINE_MODEL, thinking=None)
 
 
-def child_env(harness: str = "pi") -> dict[str, str]:
-    """The variables that send a child to the offline model. pi: an agent dir (beside the server's state file,
-    shared by every project) whose models.json names the running server, and ``PI_OFFLINE``. Claude Code: the
-    server as its Anthropic endpoint (``ANTHROPIC_BASE_URL``, a dummy key, no telemetry or other traffic). Codex:
-    the server as its OpenAI endpoint (``OPENAI_BASE_URL``, a dummy key)."""
+def child_env(harness: harnesses.Harness) -> dict[str, str]:
+    """The variables that send a child of ``harness`` to the offline model (its ``offline_env``: pi's agent dir
+    beside the server's state file, shared by every project; Claude Code's Anthropic endpoint; Codex's OpenAI
+    endpoint; each with a dummy key), and ``PI_OFFLINE``."""
     server = scripted_server()
-    if harness == "claude-code":
-        return {"ANTHROPIC_BASE_URL": server.url.removesuffix("/v1"), "ANTHROPIC_API_KEY": "offline-dummy-key",
-                "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "PI_OFFLINE": "1"}
-    if harness == "codex":
-        return {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "offline-dummy-key", "PI_OFFLINE": "1"}
     folder = server.state.with_name(server.state.stem + "-agent")
-    written = read_json(folder / "models.json") or {}
-    if (written.get("providers") or {}).get("demo", {}).get("baseUrl") != server.url:
-        # atomically: a run starting now reads the old file or the new one
-        write_agent_dir(folder, server.url, models=OFFLINE_MODELS)
-    return {"PI_CODING_AGENT_DIR": str(folder), "PI_OFFLINE": "1"}
+    return {**harness.offline_env(server.url, str(folder), OFFLINE_MODELS), "PI_OFFLINE": "1"}
 
 
 # -- the program ---------------------------------------------------------------------------------------------------

@@ -28,7 +28,6 @@ import importlib
 import hashlib
 import json
 import math
-import pathlib
 import re
 import threading
 import time
@@ -36,7 +35,6 @@ from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from ..child.artifacts import atomic_write_json
 from ..child.events import text_of
 from ..child.rpc import CONTINUE_PREFIX
 from ..child.text import clip, plural
@@ -439,59 +437,3 @@ def pieces(text: str) -> list[str]:
     """Split text into stream chunks of three words (whitespace kept)."""
     tokens = re.findall(r"\s*\S+\s*|\s+", text)
     return ["".join(tokens[i : i + 3]) for i in range(0, len(tokens), 3)]
-
-
-def write_agent_dir(
-    path: str | pathlib.Path,
-    url: str,
-    *,
-    provider: str = "demo",
-    models: Sequence[str] = ("scripted",),
-    retry: bool = False,
-) -> pathlib.Path:
-    """Write pi's models.json/settings.json pointing at ``url`` (model ``demo/scripted``).
-
-    Other providers and unrelated settings already there are kept. Unless
-    ``retry`` is true, retries are switched off so a failing step ends the run
-    at once (with default retries a 500 costs ~12 requests and ~20 s).
-    """
-    path = pathlib.Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-
-    def load(name: str) -> dict:
-        try:
-            data = json.loads((path / name).read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    cost = {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0}
-    cfg = load("models.json")
-    if not isinstance(cfg.get("providers"), dict):
-        cfg["providers"] = {}
-    cfg["providers"][provider] = {
-        "baseUrl": url,
-        "api": "openai-completions",
-        "apiKey": "dummy-key",
-        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-        "models": [
-            {
-                "id": m,
-                "name": m.capitalize(),
-                "reasoning": False,
-                "contextWindow": 128000,
-                "maxTokens": 4096,
-                "cost": cost,
-            }
-            for m in models
-        ],
-    }
-    atomic_write_json(path / "models.json", cfg)  # a pi starting now reads the old file or the new one
-    settings = load("settings.json")
-    settings["quietStartup"] = True
-    if not retry:
-        old = settings.get("retry") if isinstance(settings.get("retry"), dict) else {}
-        prov = old.get("provider") if isinstance(old.get("provider"), dict) else {}
-        settings["retry"] = {**old, "enabled": False, "provider": {**prov, "maxRetries": 0}}
-    atomic_write_json(path / "settings.json", settings)
-    return path

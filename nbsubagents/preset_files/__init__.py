@@ -15,7 +15,7 @@ A later scope overrides an earlier one by name; the two Claude scopes can be swi
 ``claude_agents`` setting. Files written for Claude Code (``tools: Read, Grep``, ``disallowedTools``,
 ``permissionMode``, ``model: sonnet``, ``Agent(a, b)``, ``mcp__server__*``) and for pi extensions (no
 ``name``: the file's stem is the name; no ``description``) load as their authors meant. Tool names
-are kept as written here; mapping them onto pi's tools is ``pi.args``' business.
+are kept as written here; mapping them onto pi's tools is its harness's business (``child.harnesses.pi``).
 
 A broken file costs that file only: discovery keeps every good preset and reports each broken file
 as a ``Problem`` (with a warning, once per file and content), and asking for a broken preset by name

@@ -1,6 +1,6 @@
 """One preset file -> a ``Preset``: the frontmatter's keys checked and read, and what a person should be told.
 
-The parser knows the syntax; ``pi.args`` knows which tools a pi child can have (``tool_notes``).
+The parser knows the syntax; ``child.harnesses.pi`` knows which tools a pi child can have (``tool_notes``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..child import budgets
 from ..child import harnesses
 from ..child.text import clip
 from ..config import NbSubagentsError
-from ..pi.args import PI_TOOLS, classify_tool, extension_name, extension_selector, tool_notes
+from ..child.harnesses.pi import PI_TOOLS, classify_tool, extension_name, extension_selector, tool_notes
 from .locations import SCOPES
 
 # pi's --thinking values (pi-coding-agent cli/args VALID_THINKING_LEVELS).

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from ..config import project_root
-from ..pi.args import classify_tool
+from ..child.harnesses.pi import classify_tool
 from .discover import claimed_name, preset_files, scan
 from .locations import find_project_presets_dir, global_presets_dir, resolve_cwd
 from .parse import (

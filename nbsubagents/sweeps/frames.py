@@ -20,6 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..child.artifacts import TERMINAL
+from ..child.harnesses import DEFAULT
 from ..registry.query import arrow_times
 from ..views.masking import masker
 from .outcomes import excluded_reason
@@ -276,12 +277,12 @@ def _present(column: Any) -> list[bool]:
 
 
 def _harness(column: Any) -> Any:
-    """The harness that ran each run: ``pi`` where the row names none (an older registry's)."""
+    """The harness that ran each run: the default (pi) where the row names none (an older registry's)."""
     if isinstance(column, list):
-        return [value or "pi" for value in column]
+        return [value or DEFAULT for value in column]
     import pyarrow.compute as pc
 
-    return pc.if_else(pc.equal(column.fill_null(""), ""), "pi", column)
+    return pc.if_else(pc.equal(column.fill_null(""), ""), DEFAULT, column)
 
 
 def _times(column: Any) -> Any:

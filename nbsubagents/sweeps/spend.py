@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import registry
 from ..child.artifacts import TERMINAL
+from ..child.harnesses import DEFAULT
 from ..child.text import plural
 from ..config import NbSubagentsError
 from ..lifecycle import settle
@@ -190,7 +191,7 @@ def estimate(root: Path, specs: list[dict[str, Any]], limits: Limits, spent: flo
         for row in rows:
             if row.get("status") in TERMINAL and excluded_reason(row) is None:
                 for model in {row["requested_model"], None}:  # None: any model
-                    for harness in {row["harness"] or "pi", None}:  # None: any harness
+                    for harness in {row["harness"] or DEFAULT, None}:  # None: any harness
                         history.setdefault((row["preset"], model, row["task"], harness), []).append(_cost(row))
     total, known, used = 0.0, 0, set()
     for spec in specs:

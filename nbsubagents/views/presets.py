@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from ..pi.args import effective_tools
+from ..child.harnesses.pi import effective_tools
 from ..preset_files import Preset, Problem, find_project_presets_dir, global_presets_dir, resolve_cwd, scan
 from ..style import html_table, plural, shorten
 

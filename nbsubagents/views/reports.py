@@ -46,7 +46,7 @@ def _facts(run: Run) -> dict[str, Any]:
     usage = result.get("usage") or {}
     return {
         "status": run.status, "model": run.model or "no model", "preset": run.preset or "",
-        "harness": run.meta.get("harness") or "pi",
+        "harness": run.harness,
         "tokens": usage.get("totalTokens") or 0, "input": usage.get("input") or 0, "output": usage.get("output") or 0,
         "cacheRead": usage.get("cacheRead") or 0, "cacheWrite": usage.get("cacheWrite") or 0,
         "cost": usage.get("cost") or 0.0, "toolCalls": result.get("toolCalls") or 0, "turns": result.get("turns"),

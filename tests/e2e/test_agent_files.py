@@ -18,9 +18,9 @@ import nbsubagents
 from nbsubagents import config
 from nbsubagents import preset_files as presets
 from nbsubagents.preset_files import parse as preset_parse
-from nbsubagents.pi.args import build_argv
+from helpers import pi_argv
 from nbsubagents.preset_files import PresetError, PresetWarning
-from nbsubagents.pi.scripted import write_agent_dir
+from nbsubagents.child.harnesses.pi import write_agent_dir
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "agent-corpus"
 GOOD = ["architect", "code-reviewer", "doc-writer", "explorer", "generalist", "gh-triage", "git-historian",
@@ -52,7 +52,7 @@ def argv_for(name: str, model: str = "demo/scripted") -> tuple[list[str], list[s
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         preset = presets.get(name)
-    return build_argv("pi", preset, model, session=Path("s.jsonl"), system_prompt=None)
+    return pi_argv(preset, model)
 
 
 def tools_flag(argv: list[str]) -> str | None:

@@ -21,7 +21,8 @@ from nbsubagents.child.artifacts import atomic_write_json
 from nbsubagents.lifecycle.handle import launch
 from nbsubagents.lifecycle.prepare import prepare
 from nbsubagents.lifecycle.spec import TaskSpec
-from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir
+from nbsubagents.child.harnesses.pi import write_agent_dir
+from nbsubagents.pi.scripted import ScriptedModel
 
 DIALOGS = Path(__file__).resolve().parents[1] / "fixtures" / "pi-extensions" / "dialogs.js"
 WAIT_FOR_GO = "run: until [ -f go ]; do sleep 0.05; done; echo went"

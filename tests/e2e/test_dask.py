@@ -27,7 +27,8 @@ import nbsubagents  # noqa: E402
 from nbsubagents import config  # noqa: E402
 from nbsubagents.pi.locate import pi_command  # noqa: E402
 from nbsubagents.child import procs  # noqa: E402
-from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir  # noqa: E402
+from nbsubagents.child.harnesses.pi import write_agent_dir  # noqa: E402
+from nbsubagents.pi.scripted import ScriptedModel  # noqa: E402
 from nbsubagents.lifecycle import dask_cluster, dask_launcher, watcher  # noqa: E402
 from nbsubagents.child.artifacts import RunPaths  # noqa: E402
 from nbsubagents.lifecycle.handle import reread  # noqa: E402

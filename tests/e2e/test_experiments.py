@@ -15,7 +15,7 @@ import pytest
 import nbsubagents
 from nbsubagents import registry
 from nbsubagents.config import NbSubagentsError
-from nbsubagents.pi.scripted import write_agent_dir
+from nbsubagents.child.harnesses.pi import write_agent_dir
 
 from helpers import wait_for
 from test_isolation import assert_no_workspace_left, git, make_repo, worktrees  # noqa: F401 (a fixture)

@@ -19,8 +19,8 @@ import pytest
 from helpers import PI
 
 from nbsubagents.pi import pi_command
-from nbsubagents.pi.args import APPROVE_EXTENSION, ASK_EXTENSION
-from nbsubagents.pi.scripted import write_agent_dir
+from nbsubagents.child.harnesses.pi import APPROVE_EXTENSION, ASK_EXTENSION
+from nbsubagents.child.harnesses.pi import write_agent_dir
 
 pytestmark = pytest.mark.pi_matrix
 

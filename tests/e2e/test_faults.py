@@ -35,7 +35,8 @@ from nbsubagents.pi.locate import pi_command
 from nbsubagents.lifecycle import reconcile
 from nbsubagents.lifecycle.prepare import prepare
 from nbsubagents.lifecycle.spec import TaskSpec
-from nbsubagents.pi.scripted import ScriptedModel, write_agent_dir
+from nbsubagents.child.harnesses.pi import write_agent_dir
+from nbsubagents.pi.scripted import ScriptedModel
 
 pytestmark = pytest.mark.faults
 

@@ -151,9 +151,9 @@ def test_max_turns_counts_codexs_model_answers_as_pis_turns(codex_project):
 
 def test_the_pinned_codex_is_found_and_says_its_version(codex_project):
     from nbsubagents.child.harnesses import codex
-    from nbsubagents.pi.locate import find_harness
+    from nbsubagents.pi.locate import find_program
 
-    assert codex.version(find_harness("codex", codex_project)) == "codex-cli 0.171.0"
+    assert codex.version(find_program(codex, codex_project)) == "codex-cli 0.171.0"
 
 
 def test_a_preset_whose_tools_codex_cannot_honour_is_refused_before_anything_is_written(codex_project):

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from nbsubagents.pi import pi_command
-from nbsubagents.pi.scripted import ScriptedModel, demo_plan, step_index, write_agent_dir
+from nbsubagents.child.harnesses.pi import write_agent_dir
+from nbsubagents.pi.scripted import ScriptedModel, demo_plan, step_index
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -422,3 +422,38 @@ LAZY_IMPORTS = {
     ("nbsubagents.child.supervisor", "nbsubagents.child.isolation"): "supervisor start-up: runs without isolation",
     ("nbsubagents.child.supervisor", "nbsubagents.child.sandbox"): "supervisor start-up: runs without isolation",
 }
+
+
+# -- harnesses are peers: nothing outside a harness's module branches on its name -----------------------------------
+def name_branches(module: str, source: str, names: set[str]) -> list[str]:
+    """Comparisons with a harness's name (``== "pi"``, ``in ("pi", ...)``, ``match``) and defaults to one
+    (``or "pi"``) in ``source``; a harness's own module may speak of itself."""
+    if module.startswith("nbsubagents.child.harnesses."):
+        return []
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.BoolOp):
+            operands = node.values
+        elif isinstance(node, ast.MatchValue):
+            operands = [node.value]
+        else:
+            continue
+        consts = [c for o in operands for c in ([o] if not isinstance(o, (ast.Tuple, ast.List, ast.Set)) else o.elts)]
+        hit = [c.value for c in consts if isinstance(c, ast.Constant) and c.value in names]
+        if hit:
+            found.append(f"{module}:{node.lineno}: branches on harness {hit[0]!r}")
+    return found
+
+
+def test_nothing_outside_a_harness_module_branches_on_a_harness_name():
+    from nbsubagents.child import harnesses
+
+    names = set(harnesses.names())
+    planted = 'def f(meta):\n    if meta["harness"] == "codex":\n        return meta.get("harness") or "pi"\n'
+    assert len(name_branches("nbsubagents.lifecycle.x", planted, names)) == 2
+    assert not name_branches("nbsubagents.child.harnesses.codex", planted, names)
+    found = [hit for module, path, source in _sources()
+             for hit in name_branches(module, source, names)]
+    assert not found, "name branches outside the harness modules:\n" + "\n".join(found)

@@ -7,6 +7,7 @@ that dialect itself over HTTP."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -17,20 +18,24 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.child.harnesses import codex
+from nbsubagents.child.harnesses import Request, codex
 from nbsubagents.pi import scripted_responses as responses
 from nbsubagents.pi.scripted import ScriptedModel, step_index
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex-0.171.0"
 
 
-def run_of(tmp_path: Path, **changes) -> dict:
+PROGRAM, DEFAULTS = "/opt/codex", {"system_prompt": "Be brief."}
+
+
+def run_of(tmp_path: Path, **given) -> Request:
+    """A harness's request: the test's fields (camelCase, as meta.json spells them) over a plain default."""
     (tmp_path / "run").mkdir(exist_ok=True)
-    run = {"program": "/opt/codex", "model": None, "systemPrompt": "Be brief.", "tools": None,
-           "disallowedTools": None, "permissionMode": None, "maxTurns": None, "maxCost": None,
-           "outputSchemaPath": None, "resumeSession": None, "cwd": str(tmp_path), "runDir": str(tmp_path / "run"),
-           "env": {}}
-    return {**run, **changes}
+    fields = {"program": PROGRAM, "cwd": str(tmp_path), "run_dir": str(tmp_path / "run"), **DEFAULTS}
+    for key, value in given.items():
+        fields[re.sub(r"(?<!^)([A-Z])", lambda m: "_" + m[1].lower(), key)] = (
+            tuple(value) if isinstance(value, list) else value)
+    return Request(**fields)
 
 
 @pytest.fixture
@@ -330,8 +335,8 @@ def record_fixtures() -> None:
         (base / "work" / "notes.txt").write_text("one\ntwo\n")
         with ScriptedModel(script) as model:
             env = {"OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "dummy", "PI_OFFLINE": "1"}
-            argv, extra = codex.build({"program": program, "runDir": str(base / "run"), "cwd": str(base / "work"),
-                                       "env": env, "systemPrompt": "Be brief."})
+            argv, extra = codex.build(Request(program=program, run_dir=str(base / "run"), cwd=str(base / "work"),
+                                              env=env, system_prompt="Be brief."))
             done = subprocess.run(argv, input=b"Tidy the notes.", capture_output=True, cwd=base / "work",
                                   env={**os.environ, **env, **extra}, timeout=120, check=False)
         (FIXTURES / f"{name}.jsonl").write_bytes(done.stdout)

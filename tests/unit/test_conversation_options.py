@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,10 @@ from nbsubagents.config import NbSubagentsError
 from nbsubagents.lifecycle import prepare as preparing
 from nbsubagents.lifecycle.prepare import prepare
 from nbsubagents.lifecycle.spec import TaskSpec, as_spec, options
-from nbsubagents.pi.args import APPROVE_EXTENSION, ASK_EXTENSION, conversation_args
+from nbsubagents.child.harnesses.pi import APPROVE_EXTENSION, ASK_EXTENSION
+from helpers import pi_argv
 from nbsubagents.pi.models import ModelError
-from nbsubagents.pi.scripted import write_agent_dir
+from nbsubagents.child.harnesses.pi import write_agent_dir
 from nbsubagents.preset_files import PresetError
 from nbsubagents.preset_files.parse import parse_preset
 
@@ -184,11 +186,15 @@ def test_offline_runs_have_no_fallbacks(talker):
 
 
 def test_no_tools_with_ask_leaves_the_child_only_its_question():
-    argv = conversation_args(["pi", "--mode", "rpc", "--no-tools"], ask=True, approval=False)
-    assert argv == ["pi", "--mode", "rpc", "--tools", "ask", "--extension", str(ASK_EXTENSION)]
-    assert conversation_args(["pi"], ask=False, approval=True) == ["pi", "--extension", str(APPROVE_EXTENSION)]
-    argv = conversation_args(["pi", "--tools", "read,ask"], ask=True, approval=False)  # tools: read, ext:x/ask
-    assert argv[:3] == ["pi", "--tools", "read,ask"]
+    bare = SimpleNamespace(prompt=None, tools=None, disallowed_tools=None, exclude_tools=None, no_tools=False,
+                           permission_mode=None, thinking=None, skills=(), no_skills=False, no_context_files=False,
+                           no_extensions=False, extension_files=(), extra_args=())
+    argv, _ = pi_argv(SimpleNamespace(**{**vars(bare), "no_tools": True}), ask=True)
+    assert argv[-4:] == ["--tools", "ask", "--extension", str(ASK_EXTENSION)]
+    assert pi_argv(bare, approval=True)[0][-2:] == ["--extension", str(APPROVE_EXTENSION)]
+    assert "--tools" not in pi_argv(bare, ask=True)[0]  # every tool already: ask among them
+    argv, _ = pi_argv(SimpleNamespace(**{**vars(bare), "tools": ("read", "ext:x/ask")}), ask=True)
+    assert argv[argv.index("--tools") + 1] == "read,ask"
 
 
 # -- the question_timeout setting ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ checks around them (preset field, call option, refusals, finding the program).""
 from __future__ import annotations
 
 import json
+import re
 import os
 import urllib.request
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from nbsubagents.child import harnesses
 from nbsubagents.child.events import PiEventAdapter
-from nbsubagents.child.harnesses import claude_code
+from nbsubagents.child.harnesses import Request, claude_code
 from nbsubagents.child.harnesses.stream import Stream
 from nbsubagents.config import NbSubagentsError
 from nbsubagents.lifecycle import converse
@@ -24,10 +25,16 @@ from nbsubagents.preset_files.parse import PresetError, parse_preset
 from nbsubagents.child.artifacts import RunPaths, atomic_write_json
 
 
-def run_of(tmp_path: Path, **given) -> dict:
-    return {"program": "/bin/claude", "model": None, "systemPrompt": "", "tools": None, "disallowedTools": None,
-            "permissionMode": None, "maxTurns": None, "maxCost": None, "outputSchemaPath": None,
-            "resumeSession": None, "cwd": str(tmp_path), "runDir": str(tmp_path / "run"), **given}
+PROGRAM, DEFAULTS = "/bin/claude", {}
+
+
+def run_of(tmp_path: Path, **given) -> Request:
+    """A harness's request: the test's fields (camelCase, as meta.json spells them) over a plain default."""
+    fields = {"program": PROGRAM, "cwd": str(tmp_path), "run_dir": str(tmp_path / "run"), **DEFAULTS}
+    for key, value in given.items():
+        fields[re.sub(r"(?<!^)([A-Z])", lambda m: "_" + m[1].lower(), key)] = (
+            tuple(value) if isinstance(value, list) else value)
+    return Request(**fields)
 
 
 # -- the registry ----------------------------------------------------------------------------------------------------
@@ -201,8 +208,8 @@ def test_a_call_names_its_harness():
 def test_a_presets_option_the_harness_cannot_honour_is_refused_naming_both(tmp_path):
     preset = parse_preset(preset_file(tmp_path, "harness: claude-code\nthinking: high"), "project")
     with pytest.raises(NbSubagentsError, match='claude-code harness cannot honour thinking \\(set by preset "agent"'):
-        refuse_unhonoured("claude-code", TaskSpec(preset="agent", task="t"), preset)
-    refuse_unhonoured("claude-code", TaskSpec(preset="agent", task="t", max_cost=1.0),
+        refuse_unhonoured(harnesses.get("claude-code"), TaskSpec(preset="agent", task="t"), preset)
+    refuse_unhonoured(harnesses.get("claude-code"), TaskSpec(preset="agent", task="t", max_cost=1.0),
                       parse_preset(preset_file(tmp_path, "harness: claude-code"), "project"))  # honoured natively
 
 
@@ -218,21 +225,21 @@ def test_a_steer_to_a_claude_code_run_is_refused_naming_both(tmp_path):
 def test_finding_a_harness_program(tmp_path, monkeypatch):
     monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(tmp_path / "nowhere"))
     with pytest.raises(locate.HarnessNotFoundError, match="not found at .*nowhere \\(from NBSUBAGENTS_CLAUDE\\)"):
-        locate.find_harness("claude-code", tmp_path)
+        locate.find_program(harnesses.get("claude-code"), tmp_path)
     monkeypatch.delenv("NBSUBAGENTS_CLAUDE")
     program = tmp_path / "proj" / "harnesses" / "node_modules" / ".bin" / "claude"
     program.parent.mkdir(parents=True)
     program.write_text("")
     (tmp_path / "proj" / "sub").mkdir()
-    assert locate.find_harness("claude-code", tmp_path / "proj" / "sub") == str(program)
+    assert locate.find_program(harnesses.get("claude-code"), tmp_path / "proj" / "sub") == str(program)
     monkeypatch.setattr(locate, "PACKAGE_ROOT", tmp_path / "empty")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(locate.HarnessNotFoundError, match="npm install @anthropic-ai/claude-code"):
-        locate.find_harness("claude-code", tmp_path)
+        locate.find_program(harnesses.get("claude-code"), tmp_path)
 
 
 def test_the_offline_setting_points_claude_code_at_the_scripted_model():
-    env = offline.child_env("claude-code")
+    env = offline.child_env(harnesses.get("claude-code"))
     server = offline.scripted_server()
     assert env["ANTHROPIC_BASE_URL"] + "/v1" == server.url and env["ANTHROPIC_API_KEY"]
     assert env["DISABLE_TELEMETRY"] == env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"

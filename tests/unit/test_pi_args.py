@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.pi.args import build_argv
+from helpers import pi_argv
 from nbsubagents.preset_files import parse_preset
 
 
@@ -18,14 +17,13 @@ def preset(tmp_path: Path, frontmatter: str):
 
 
 def argv_of(tmp_path: Path, frontmatter: str) -> list[str]:
-    argv, _ = build_argv("pi", preset(tmp_path, frontmatter), "demo/scripted", session=tmp_path / "s.jsonl",
-                         system_prompt=tmp_path / "sp.md")
+    argv, _ = pi_argv(preset(tmp_path, frontmatter), run_dir=tmp_path, system_prompt_path=tmp_path / "sp.md")
     return argv
 
 
 def test_base_argv_has_json_mode_session_model_and_prompt_file(tmp_path):
     argv = argv_of(tmp_path, "")
-    assert argv == ["pi", "--mode", "rpc", "--session", str(tmp_path / "s.jsonl"), "--model", "demo/scripted",
+    assert argv == ["pi", "--mode", "rpc", "--session", str(tmp_path / "child-session.jsonl"), "--model", "demo/scripted",
                     "--append-system-prompt", str(tmp_path / "sp.md")]
 
 
@@ -45,7 +43,7 @@ def test_skills_tools_and_no_tools(tmp_path):
 
 
 def test_exclude_tools_naming_no_pi_tool_is_an_error(tmp_path):
-    with pytest.raises(NbSubagentsError, match="excludeTools names WebFetch, which pi does not have"):
+    with pytest.raises(ValueError, match="excludeTools names WebFetch, which pi does not have"):
         argv_of(tmp_path, "excludeTools: [WebFetch]\n")
 
 

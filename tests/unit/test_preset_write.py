@@ -14,7 +14,7 @@ import nbsubagents
 from nbsubagents import cli, config
 from nbsubagents import preset_files as presets
 from nbsubagents.child import budgets
-from nbsubagents.pi.args import build_argv
+from helpers import pi_argv
 from nbsubagents.preset_files import PresetError, PresetWarning, parse_preset
 from nbsubagents.preset_files.write import parse_assignments
 
@@ -47,7 +47,7 @@ def parsed(path: Path):
 
 
 def argv_of(preset) -> list[str]:
-    return build_argv("pi", preset, "demo/scripted", session=Path("s.jsonl"), system_prompt=None)[0]
+    return pi_argv(preset)[0]
 
 
 def tools_flag(argv: list[str]) -> str | None:

