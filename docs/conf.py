@@ -55,7 +55,7 @@ autodoc_default_options = {"members": True, "undoc-members": False}
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
 napoleon_google_docstring = True
-napoleon_numpy_docstring = False
+napoleon_numpy_docstring = True  # run(), start(): numpy-style Parameters sections
 
 html_theme = "pydata_sphinx_theme"
 html_title = "nbsubagents"

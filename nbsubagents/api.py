@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Never
 
 from . import registry
 from .config import NbSubagentsError, find_project, project_arg, settings
 from .lifecycle import batch, converse, handle, reconcile, watcher
 from .lifecycle.drive import drive
 from .lifecycle.handle import Run
-from .lifecycle.spec import declare_options, spec_from_call
+from .lifecycle.spec import call_options, spec_from_call
 from .preset_files import Preset, write
 from .registry import query
 from .ui import browser, statusbar
@@ -30,27 +30,72 @@ if TYPE_CHECKING:
 attach()  # the notebook edge: Run's display in IPython, the watcher's notice stream and cell context
 
 
-def run(preset: str, task: str, *, show: bool = True, executor: str | None = None, dask_client: Any = None,
-        **options: Any) -> Run:
+def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = None, name: str | None = None,
+        timeout: float | None = None, files: list[Any] | None = None, resume: str | None = None,
+        isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
+        max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
+        ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
+        output_schema: Any = None, harness: str | None = None,
+        show: bool = True, executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
-    ``files`` puts file contents before the task (paths, or dicts with ``path`` and ``start``/``end``,
-    ``head`` or ``tail``); ``resume`` continues an earlier run (its id or a unique prefix) with its
-    history. Bad input (unknown preset or model, empty task, missing cwd) raises before anything
+    Bad input (unknown preset or model, empty task, missing cwd, an unknown keyword) raises before anything
     starts. Interrupting the cell aborts the run and returns it with status ``aborted``.
 
-    ``isolation="worktree"`` runs it in a fresh git worktree (or copy) and captures its changes as a
-    patch (``run.diff``, ``run.apply()``, ``run.discard()``); ``max_turns``, ``max_tool_calls``,
-    ``max_tokens`` and ``max_cost`` stop it at a budget; ``output_schema`` (a JSON Schema dict or a
-    pydantic model class) asks for a typed result in ``run.data``.
+    Parameters
+    ----------
+    preset : str
+        The preset's name (``nbsubagents.presets()`` lists them).
+    task : str
+        What the sub-agent is asked to do.
+    model : str, optional
+        The model as ``provider/id`` (or a name pi resolves), instead of the preset's.
+    cwd : str, optional
+        The folder the sub-agent works in (default: the current one); its project holds the run.
+    name : str, optional
+        A name for the run (default: the preset's).
+    timeout : float, optional
+        Seconds before the run is stopped (default: the preset's, the settings', 600); extended while it works.
+    files : list, optional
+        Files whose contents go before the task: paths, or dicts with ``path`` and ``start``/``end``, ``head`` or
+        ``tail``.
+    resume : str, optional
+        An earlier run (its id or a unique prefix) to continue, with its history.
+    isolation : {"worktree", "none"}, optional
+        ``"worktree"`` runs it in a fresh git worktree (or copy) and captures its changes as a patch
+        (``run.diff``, ``run.apply()``, ``run.discard()``).
+    keep_worktree : bool, optional
+        Keep that worktree after the run.
+    max_turns, max_tool_calls, max_tokens, max_cost : optional
+        Budgets: the run stops once it reaches one.
+    ask : bool, optional
+        The sub-agent may ask the notebook questions (its tool ``ask``); default: the preset's.
+    approval : list or dict or False, optional
+        Tool calls that wait for the notebook's approval: tools such as ``["bash", "edit"]``, or ``{"tools": [...],
+        "allow": [bash patterns], "inside": [folders], "otherwise": "deny"}``; ``False``: none.
+    fallback_models : list of str, optional
+        Models to go on with when the model fails for provider reasons (HTTP 429/5xx, quota, authentication).
+    output_schema : dict or pydantic model class, optional
+        A JSON Schema the reply must meet: a typed result in ``run.data``.
+    harness : str, optional
+        The agent harness: ``"pi"``, ``"claude-code"``, ``"codex"`` or one a package adds (default: the
+        preset's, else pi).
+    show : bool, default True
+        Progress as a live panel in a notebook, plain lines on stderr elsewhere; ``False`` (or
+        ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
+    executor : {"local", "dask"}, optional
+        ``"dask"`` runs it on a worker of a Dask cluster (``dask_client``, else the ``dask_scheduler`` setting, else
+        ``distributed.get_client()``); the project folder must be on storage every worker sees.
+    dask_client : distributed.Client, optional
+        The cluster's client for ``executor="dask"``.
 
-    Progress shows as a live panel in a notebook and as plain lines on stderr elsewhere; ``show=False``
-    (or ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
-
-    ``executor="dask"`` runs it on a worker of a Dask cluster (``dask_client=``, else the ``dask_scheduler``
-    setting, else ``distributed.get_client()``); the project folder must be on storage every worker sees.
+    Returns
+    -------
+    Run
+        The ended run: ``status``, ``output``, ``data``, ``usage``, its files.
     """
-    spec = spec_from_call(preset, task, options, "run()", ("show", "executor", "dask_client"))
+    spec = spec_from_call(preset, task, {**call_options(locals()), **unknown}, "run()",
+                          ("show", "executor", "dask_client"))
     the_run = batch.prepare_one(spec, mode="single", executor=executor, dask_client=dask_client)
     (the_run,) = drive([the_run], concurrency=1, renderer=renderer_for(show))
     return the_run
@@ -89,20 +134,41 @@ def presets(project: str | Path | None = None, *, cwd: str | Path | None = None)
     return list_presets(project_arg(project, "presets", cwd=cwd))
 
 
-def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None, show: bool = True,
-          executor: str | None = None, dask_client: Any = None, **options: Any) -> Run:
+def start(preset: str, task: str, *, model: str | None = None, cwd: str | None = None, name: str | None = None,
+          timeout: float | None = None, files: list[Any] | None = None, resume: str | None = None,
+          isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
+          max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
+          ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
+          output_schema: Any = None, harness: str | None = None,
+          on_done: Callable[[Run], Any] | None = None, show: bool = True, executor: str | None = None,
+          dask_client: Any = None, **unknown: Never) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
     interrupted, restarted or killed; this process's watcher follows it, records its end in the
     registry, announces it once and then calls ``on_done(run)``. ``run.counts`` holds the registry's
     counts right after the start. Background runs always use the process runner, or a Dask worker with
-    ``executor="dask"`` (see ``run``; the run goes on when this kernel dies). ``show=False`` shows no panel
-    or progress and prints no completion notice for it. The run options are ``run``'s.
+    ``executor="dask"`` (the run goes on when this kernel dies).
+
+    Parameters
+    ----------
+    preset, task, model, cwd, name, timeout, files, resume, isolation, keep_worktree, max_turns, max_tool_calls, \
+max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, executor, dask_client
+        As for ``run``.
+    on_done : callable, optional
+        Called with the run once it has ended and been recorded.
+    show : bool, default True
+        ``False`` shows no panel or progress and prints no completion notice for it.
+
+    Returns
+    -------
+    Run
+        The running run (``run.wait()`` waits for its end).
     """
     if on_done is not None and not callable(on_done):
         raise NbSubagentsError(f"on_done must be a function taking the finished run, got {on_done!r}")
-    spec = spec_from_call(preset, task, options, "start()", ("on_done", "show", "executor", "dask_client"))
+    spec = spec_from_call(preset, task, {**call_options(locals()), **unknown}, "start()",
+                          ("on_done", "show", "executor", "dask_client"))
     the_run = batch.prepare_one(spec, mode="background", executor=executor, dask_client=dask_client)
     renderer = renderer_for(show) if show else None
     if renderer is not None:
@@ -113,8 +179,6 @@ def start(preset: str, task: str, *, on_done: Callable[[Run], Any] | None = None
     return the_run
 
 
-declare_options(run, "call", first=True)
-declare_options(start, "call", first=True)
 converse.set_starter(start)  # a follow-up to a run that has ended starts its continuation as start() does
 
 

@@ -19,7 +19,6 @@ known keys); what needs the project (the preset exists, the cwd is a directory, 
 from __future__ import annotations
 
 import difflib
-import inspect
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -30,7 +29,7 @@ from ..config import NbSubagentsError, settings
 from ..preset_files.parse import approval_policy, model_list
 
 __all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
-           "UnknownOption", "unknown_names", "declare_options", "check_shape", "check_task", "check_cwd",
+           "UnknownOption", "unknown_names", "call_options", "check_shape", "check_task", "check_cwd",
            "check_timeout", "check_isolation"]
 
 FACES = ("call", "magic", "sweep", "column")
@@ -231,21 +230,11 @@ def spec_from_call(preset: Any, task: Any, given: Mapping[str, Any], where: str,
     return TaskSpec(preset=preset, task=task, **values)
 
 
-def declare_options(func: Callable[..., Any], face: str, *, first: bool = False) -> None:
-    """``func`` (which takes the options as ``**options``) gets a signature and docstring listing each run option
-    of ``face``, for ``help()`` and Shift-Tab: after its own keywords, or before them with ``first``."""
-    signature = inspect.signature(func)
-    params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    leading = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
-    own = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    types = {f.name: f.type for f in fields(TaskSpec)}
-    declared = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                  annotation=types.get(o.name, Any)) for o in options(face)]
-    func.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[*leading, *declared, *own] if first else [*leading, *own, *declared])
-    if func.__doc__:
-        lines = "\n".join(f"    - ``{o.name}``: {o.help}" for o in options(face))
-        func.__doc__ = f"{func.__doc__.rstrip()}\n\n    Run options (``TaskSpec``'s):\n\n{lines}\n"
+def call_options(values: Mapping[str, Any], face: str = "call") -> dict[str, Any]:
+    """The run options given to a call of ``face`` (``run()``/``start()``, ``experiment()``'s ``"sweep"``), from its
+    ``locals()``, by the option table's names."""
+    return {o.name: values[o.name] for o in options(face) if values.get(o.name) is not None}  # a field its
+    # signature does not name yet arrives in its **unknown, and is taken there (the signature test says to add it)
 
 
 def check_shape(item: Mapping[str, Any], where: str) -> None:

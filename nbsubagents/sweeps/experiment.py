@@ -30,7 +30,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Never, Sequence
 
 from .. import registry
 from ..registry.query import arrow_columns, csv_select
@@ -41,7 +41,7 @@ from ..lifecycle import batch, launch, reconcile, watcher
 from ..lifecycle.drive import drive
 from ..lifecycle.handle import Run
 from ..lifecycle.settle import LOST, NOT_STARTED
-from ..lifecycle.spec import declare_options
+from ..lifecycle.spec import call_options
 from . import driver, export, frames, views
 from .grid import cell_key, expand
 from .outcomes import retry_reason
@@ -469,7 +469,12 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
                concurrency: int | None = None, scorers: Iterable[Any] = (), background: bool = False,
                show: bool = True, executor: str | None = None, dask_client: Any = None, replace: bool = False,
                scorer_timeout: float = SCORER_TIMEOUT, retries: int = 0, max_failures: float | None = None,
-               max_total_cost: float | None = None, **run_options: Any) -> Experiment:
+               max_total_cost: float | None = None, cwd: str | None = None, timeout: float | None = None,
+               files: list[Any] | None = None, isolation: str | None = None, keep_worktree: bool | None = None,
+               max_turns: int | None = None, max_tool_calls: int | None = None, max_tokens: int | None = None,
+               max_cost: float | None = None, ask: bool | None = None, approval: Any = None,
+               fallback_models: list[str] | None = None, output_schema: Any = None,
+               tags: dict[str, Any] | None = None, **unknown: Never) -> Experiment:
     """Run the sweep tasks × harnesses × presets × models × repeats as one experiment and return it.
 
     ``tasks`` are strings, dicts (``task``, optional ``id``, ``preset``, ``model``, ``harness``, ``cwd``,
@@ -479,8 +484,9 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     without it each run takes its task's ``harness``, else its preset's (pi unless the preset names another).
     ``isolation="worktree"`` gives every run its own worktree (checks then score each run's own changes, in a
     scratch workspace removed after them).
-    ``run_options`` (listed below: ``cwd``, ``timeout``, ``files``, ``tags``, ``keep_worktree``, the budgets
-    ``max_turns``, ``max_tool_calls``, ``max_tokens``, ``max_cost``, ``output_schema``, ...) apply to every run.
+    The run options (``cwd``, ``timeout``, ``files``, ``isolation``, ``keep_worktree``, the budgets ``max_turns``,
+    ``max_tool_calls``, ``max_tokens``, ``max_cost``, ``ask``, ``approval``, ``fallback_models``, ``output_schema``,
+    as for ``run``, and ``tags``, a dict kept with each run) apply to every run.
     Foreground by default (one live panel; no limit on the number of runs, at most ``concurrency`` at once);
     ``background=True`` hands the sweep to a detached process (``.wait()``). A name used before with the same
     definition resumes: ended runs are kept, the rest start. A name used before with another definition (tasks,
@@ -504,9 +510,10 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     then. The three are how the sweep runs, not what it is: other values resume the same experiment. Before
     the launch, a line estimates the sweep's cost from earlier runs of the same preset, model and task.
     """
+    run_options = {**call_options(locals(), "sweep"), **unknown}
     exp = Experiment(check_name(name), project_root(Path(run_options["cwd"])) if run_options.get("cwd") else None)
     chosen = unique_names([as_scorer(s) for s in scorers])
-    timeout = check_timeout(scorer_timeout)
+    scorer_seconds = check_timeout(scorer_timeout)
     if not isinstance(replace, bool):
         raise NbSubagentsError(f"replace must be True or False, got {replace!r}")
     cells = expand(tasks, presets, models, repeats, run_options, harnesses)
@@ -536,13 +543,10 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
                     f"would mix with this one's. Use a new name, or experiment({exp.name!r}, ..., replace=True) to "
                     "start it afresh (its earlier runs stay on disk and in nbsubagents.runs(), no longer part of "
                     f"it){rescore}")
-        save_plan(exp.root, exp.name, cells, chosen, limit, on_dask, scorer_timeout=timeout, replacing=replacing,
+        save_plan(exp.root, exp.name, cells, chosen, limit, on_dask, scorer_timeout=scorer_seconds, replacing=replacing,
                   limits=limits.record())
         return exp._resume(scorers=chosen, concurrency=limit, show=show, background=background,
-                           dask_client=dask_client, scorer_timeout=timeout)
-
-
-declare_options(experiment, "sweep")
+                           dask_client=dask_client, scorer_timeout=scorer_seconds)
 
 
 def get_experiment(name: str, project: str | Path | None = None, *, root: str | Path | None = None) -> Experiment:

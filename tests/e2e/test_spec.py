@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import re
 
 import pytest
 from IPython.core.error import UsageError
@@ -91,14 +92,20 @@ def test_an_unknown_option_names_the_known_ones_with_a_guess(shell, project):  #
 
 
 def test_signatures_and_help_list_every_option_of_their_face():
-    for func in (nbsubagents.run, nbsubagents.start):
+    """run(), start() and experiment() name each option of their face as written (what type checkers and IDEs
+    read), with TaskSpec's type, and document it; a stray keyword lands in ``**unknown: Never``."""
+    types = {f.name: f.type for f in dataclasses.fields(spec.TaskSpec)}
+    for func, face in ((nbsubagents.run, "call"), (nbsubagents.start, "call"), (nbsubagents.experiment, "sweep")):
         params = inspect.signature(func).parameters
-        for opt in spec.options("call"):
-            assert params[opt.name].kind is inspect.Parameter.KEYWORD_ONLY and params[opt.name].default is None
-            assert f"``{opt.name}``: {opt.help}" in func.__doc__
-        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    params = inspect.signature(nbsubagents.experiment).parameters
-    assert {opt.name for opt in spec.options("sweep")} <= set(params) and "tags" in params
+        declared = [name for name, p in params.items() if name in types and p.kind is p.KEYWORD_ONLY]
+        assert declared == [opt.name for opt in spec.options(face)], func.__name__
+        for name in declared:
+            assert params[name].kind is inspect.Parameter.KEYWORD_ONLY and params[name].default is None
+            assert params[name].annotation == types[name], (func.__name__, name)
+        assert [(p.name, p.annotation) for p in params.values() if p.kind is p.VAR_KEYWORD] == [("unknown", "Never")]
+    documented = nbsubagents.run.__doc__.partition("Parameters\n")[2]
+    assert all(re.search(rf"\b{opt.name}\b", documented) for opt in spec.options("call"))
+    assert all(opt.name in nbsubagents.experiment.__doc__ for opt in spec.options("sweep"))
     flags = magics.SubagentMagics.subagent.__doc__
     assert all(opt.spelling in flags and opt.help in " ".join(flags.split()) for opt in spec.options("magic"))
 
