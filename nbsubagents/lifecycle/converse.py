@@ -133,7 +133,7 @@ def _refuse_while_running(paths: RunPaths, option: str) -> None:
     """A message the run's harness cannot take while it runs is an error naming both (a pi run takes any)."""
     meta = read_json(paths.meta)
     harness = meta.get("harness") if isinstance(meta, dict) else None
-    why = harnesses.get(harness).REFUSES.get(option) if harness in harnesses.names() else None
+    why = harnesses.get(harness).REFUSES.get(option) if isinstance(harness, str) and harnesses.known(harness) else None
     if why:
         raise NbSubagentsError(f"Run {_id(paths)} runs under the {harness} harness, which cannot take a {option} "
                                f"while it runs: {why}")

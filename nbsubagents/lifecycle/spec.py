@@ -84,7 +84,7 @@ def _text(value: Any, where: str, key: str) -> None:
 
 
 def _harness(value: Any, where: str, key: str) -> None:
-    if value is not None and value not in harnesses.names():
+    if value is not None and (not isinstance(value, str) or not harnesses.known(value)):
         raise NbSubagentsError(f"{where}: '{key}' must be one of {', '.join(harnesses.names())}, got {value!r}")
 
 

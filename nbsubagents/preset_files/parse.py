@@ -456,7 +456,7 @@ def _parse_isolation(value: Any, where: str) -> str | None:
 def _parse_harness(value: Any, where: str) -> str | None:
     if value is None or value == harnesses.DEFAULT:
         return None
-    if value not in harnesses.names():
+    if not isinstance(value, str) or not harnesses.known(value):
         raise PresetError(f"{where}: 'harness' must be one of {', '.join(harnesses.names())}, got {value!r}")
     return str(value)
 

@@ -130,7 +130,7 @@ def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1
                                    "rename them")
         for harness in harness_list:
             harness = harness or row["harness"]
-            if harness is not None and harness not in harness_modules.names():
+            if harness is not None and not harness_modules.known(harness):
                 where = "harnesses" if harnesses is not None else f"Task {row['task_id']!r}: 'harness'"
                 raise NbSubagentsError(f"{where}: unknown harness {harness!r}; the harnesses are "
                                        f"{', '.join(harness_modules.names())}")

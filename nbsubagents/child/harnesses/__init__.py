@@ -104,6 +104,11 @@ def names() -> list[str]:
     return [*BUILT_IN, *(name for name in _plugins() if name not in BUILT_IN)]
 
 
+def known(name: str) -> bool:
+    """Whether ``name`` is a harness here (a built-in name is answered without reading the installed packages)."""
+    return name in BUILT_IN or name in _plugins()
+
+
 def get(name: str) -> Harness:
     """The harness called ``name``; an unknown name is a ValueError naming the known ones."""
     if name in BUILT_IN:
