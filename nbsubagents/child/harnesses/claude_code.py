@@ -23,13 +23,13 @@ import shutil
 
 from ..events import RESULT_TEXT_LIMIT, text_of
 from ..text import clip
-from . import DEFAULT, Request, version_of
-from .stream import Stream
+from . import Request, version_of
+from .stream import Stream, command, continues_by_id, left_out, relocate  # noqa: F401 (its protocol)
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any, Mapping
+    from typing import Any
 
     from ..events import Event
 
@@ -128,29 +128,12 @@ def version(program: str) -> str | None:
     return version_of(program)
 
 
-def command(program: str) -> list[str]:
-    return [program]
-
-
-def left_out(run: Request) -> list[str]:
-    return []  # tools it cannot honour are refused by build, never left out
-
-
-def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
-    """The session id an earlier run of this harness left (what ``--resume`` continues); None for another's."""
-    session = (result or {}).get("sessionId")
-    ran_here = str(meta.get("harness") or DEFAULT) == NAME
-    return session if ran_here and isinstance(session, str) and session else None
-
-
 def offline_env(url: str, folder: str, models: Sequence[str]) -> dict[str, str]:
     """The scripted server as its Anthropic endpoint, a dummy key, no telemetry or other traffic."""
     return {"ANTHROPIC_BASE_URL": url.removesuffix("/v1"), "ANTHROPIC_API_KEY": "offline-dummy-key",
             "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
 
-def relocate(run_dir: str, cwd: str) -> None:
-    pass  # its sessions are found by id, wherever it runs
 
 
 def session(run_dir: Any, meta: dict[str, Any]) -> Stream:
@@ -300,3 +283,6 @@ def _end_message(record: dict[str, Any], subtype: str) -> str:
     if subtype == "error_max_budget_usd":
         return f"Claude Code stopped at its cost limit (--max-budget-usd, ${record.get('total_cost_usd') or 0:.4f})"
     return f"Claude Code ended with an error ({subtype or 'is_error'})" + (f": {clip(said, 300)}" if said else "")
+
+
+continues = continues_by_id(NAME)  # its own earlier session, resumed by id

@@ -34,13 +34,13 @@ import shutil
 from pathlib import Path
 
 from ..text import clip
-from . import DEFAULT, Request, version_of
-from .stream import Stream
+from . import Request, version_of
+from .stream import Stream, command, continues_by_id, left_out, relocate  # noqa: F401 (its protocol)
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any, Mapping
+    from typing import Any
 
     Event = dict[str, Any]
 
@@ -152,28 +152,11 @@ def version(program: str) -> str | None:
     return version_of(program)
 
 
-def command(program: str) -> list[str]:
-    return [program]
-
-
-def left_out(run: Request) -> list[str]:
-    return []  # tools it cannot honour are refused by build, never left out
-
-
-def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
-    """The session id an earlier run of this harness left (what ``--resume`` continues); None for another's."""
-    session = (result or {}).get("sessionId")
-    ran_here = str(meta.get("harness") or DEFAULT) == NAME
-    return session if ran_here and isinstance(session, str) and session else None
-
-
 def offline_env(url: str, folder: str, models: Sequence[str]) -> dict[str, str]:
     """The scripted server as its OpenAI endpoint, a dummy key."""
     return {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "offline-dummy-key"}
 
 
-def relocate(run_dir: str, cwd: str) -> None:
-    pass  # its sessions are found by id, wherever it runs
 
 
 def session(run_dir: Any, meta: dict[str, Any]) -> Stream:
@@ -378,3 +361,6 @@ class Adapter:
         else:
             self.final = {"isError": False, "subtype": "success"}
         return out
+
+
+continues = continues_by_id(NAME)  # its own earlier session, resumed by id

@@ -11,8 +11,11 @@ message, and its native total cost wins over the sum of its events.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from . import DEFAULT
+
 if TYPE_CHECKING:
-    from typing import IO, Any
+    from typing import IO, Any, Callable, Mapping
 
     from ..events import Event
 
@@ -74,3 +77,27 @@ class Stream:
         """The harness's native structured output (Claude's ``structured_output``), or None."""
         final = self.adapter.final
         return final.get("structured") if isinstance(final, dict) else None
+
+
+# What a harness driven through ``Stream`` shares: it is started as its program, leaves no tool out (what it
+# cannot honour its ``build`` refuses), finds its sessions by id wherever it runs, and continues its own.
+def command(program: str) -> list[str]:
+    return [program]
+
+
+def left_out(run: Any) -> list[str]:
+    return []
+
+
+def relocate(run_dir: str, cwd: str) -> None:
+    pass
+
+
+def continues_by_id(name: str) -> Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], str | None]:
+    """A harness's ``continues``: the session id an earlier run of harness ``name`` left (what its resume
+    continues); None for another harness's run."""
+    def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
+        session = (result or {}).get("sessionId")
+        ran_here = str(meta.get("harness") or DEFAULT) == name
+        return session if ran_here and isinstance(session, str) and session else None
+    return continues
