@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from .child.budgets import problem
 from .child.errors import NbSubagentsError
+from .child.harnesses.pi import agent_dir
 from .child.secrets import compile_patterns
 
 __all__ = ["NbSubagentsError", "Settings", "configure", "current", "sources", "settings", "reset", "agent_dir",
@@ -343,11 +344,6 @@ def _forget_view() -> None:
     view = _view.get()
     if view is not None:
         view.clear()
-
-
-def agent_dir() -> Path:
-    """pi's agent dir: models, auth, settings and the global presets live here."""
-    return Path(os.environ.get("PI_CODING_AGENT_DIR") or Path.home() / ".pi" / "agent").expanduser()
 
 
 def project_root(cwd: Path | None = None, *, _explicit: str | None = None) -> Path:

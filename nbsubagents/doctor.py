@@ -25,7 +25,8 @@ from .lifecycle.dask_cluster import check_cluster, versions
 from .lifecycle.dask_launcher import client_for
 from .pi import find_pi
 from .pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, HarnessNotFoundError, find_program, pi_command, pi_package
-from .pi.models import ModelError, available_models, failure_line
+from .child.harnesses.pi import failure_line
+from .pi.models import ModelError, available_models
 from .preset_files import scan
 
 __all__ = ["Check", "checks", "dask_checks", "INSTALL_PI", "OFFLINE_MODEL"]

@@ -175,17 +175,19 @@ def seed_model_list(agent: Path) -> None:
     CPU). The answer is pi's, asked once per test process of an agent dir made the same way; asking on a cold cache
     is tested in test_models.py."""
     from nbsubagents.pi import models
+    from nbsubagents.child.harnesses import pi
     from nbsubagents.child.harnesses.pi import write_agent_dir
+
+    from unittest import mock
 
     if str(PI) not in _SCRIPTED_ANSWERS:
         import tempfile
-        from unittest import mock
 
         with tempfile.TemporaryDirectory() as tmp:
             reference = write_agent_dir(Path(tmp), "http://127.0.0.1:9/v1")
             before = set(os.listdir(reference))
             with mock.patch.dict(os.environ, PI_CODING_AGENT_DIR=str(reference)):
-                answer = models.ask_pi(str(PI))
+                answer = pi.models(str(PI))
             left = {name: (reference / name).read_bytes() for name in set(os.listdir(reference)) - before
                     if (reference / name).is_file()}  # pi 0.73.1 also makes sessions/, made again as needed
         _SCRIPTED_ANSWERS[str(PI)] = answer, left
@@ -194,7 +196,8 @@ def seed_model_list(agent: Path) -> None:
         if not (agent / name).exists():
             (agent / name).write_bytes(data)
             (agent / name).chmod(0o600)
-    models.remember(models.state_key(str(PI), agent), answer)
+    with mock.patch.dict(os.environ, PI_CODING_AGENT_DIR=str(agent)):
+        models.remember(pi.models_key(str(PI)), answer)
 
 
 def pi_argv(preset, model: str = "demo/scripted", *, run_dir=".", system_prompt_path=None,

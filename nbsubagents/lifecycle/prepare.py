@@ -57,7 +57,7 @@ def question_timeout(cwd: Path) -> float:
     return float(value) if source != "default" or _person_check() else 0.0
 
 
-def _conversation(spec: TaskSpec, preset: Any, pi: str, offline_run: bool) -> dict[str, Any]:
+def _conversation(spec: TaskSpec, preset: Any, program: str, harness: Harness, offline_run: bool) -> dict[str, Any]:
     """meta.json's ``ask``, ``approval`` and ``fallbackModels``: the call's value over the preset's, checked."""
     if spec.ask is not None and not isinstance(spec.ask, bool):
         raise NbSubagentsError(f"The call's ask must be True or False, got {spec.ask!r}")
@@ -68,13 +68,13 @@ def _conversation(spec: TaskSpec, preset: Any, pi: str, offline_run: bool) -> di
         names, source = model_list(spec.fallback_models, "The call's fallback_models"), "the call's fallback_models"
     else:
         names, source = preset.fallback_models, f'preset "{preset.name}" fallbackModels'
-    fallbacks = [] if offline_run or not names else _resolve_models(names, source, pi)
+    fallbacks = [] if offline_run or not names else _resolve_models(names, source, program, harness)
     return {"ask": bool(ask), "approval": approval, "fallbackModels": fallbacks}
 
 
-def _resolve_models(names: Iterable[str], source: str, pi: str) -> list[str]:
+def _resolve_models(names: Iterable[str], source: str, program: str, harness: Harness) -> list[str]:
     """Each fallback model as ``provider/id``, resolved the way ``model`` is; an unknown one is an error now."""
-    available = available_models(pi)
+    available = available_models(program, harness)
     resolved: list[str] = []
     for name in names:
         found = match_model(name, available)
@@ -136,7 +136,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     if current.offline:  # the project's offline setting: the scripted model, whatever the call or preset asks
         choice, env = offline.choice(spec.model, preset.model), offline.child_env(harness)
     elif harness.LISTS_MODELS:
-        choice, env = choose_model(spec.model, preset.name, preset.model, program), {}
+        choice, env = choose_model(spec.model, preset.name, preset.model, program, harness), {}
     else:  # the harness resolves its own model names (Claude Code's aliases such as sonnet); none: its default
         requested = spec.model or preset.model
         choice = ModelChoice(requested=requested, source="call" if spec.model else "preset" if requested else None,
@@ -147,7 +147,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     previously = earlier.transcript if earlier is not None and session is None else None
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     budget, isolation, schema = _limits(spec, preset, current, cwd, earlier)
-    conversation = _conversation(spec, preset, program, bool(current.offline))
+    conversation = _conversation(spec, preset, program, harness, bool(current.offline))
     if conversation["approval"] is not None:
         env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
     if schema is not None:

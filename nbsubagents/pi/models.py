@@ -6,39 +6,33 @@ provider is configured) and resolve the name the way ``pi --model`` does: ``prov
 id, a part of an id such as ``sonnet`` (an alias without a date wins, else the latest dated one),
 with an optional ``:thinking`` suffix. The child then gets the canonical ``provider/id``.
 
-Asking pi costs a pi start-up (~0.6 s and more), so the answer is cached in memory and on disk
-(``$XDG_CACHE_HOME/nbsubagents/models.json``), keyed by files only: pi's package.json (path, mtime,
-size), the agent dir's models.json, auth.json, settings.json and models-store.json (pi 1.x's cached remote
-catalogues; mtime, size), and the *names* of the provider key variables that are set (never their values).
-A fresh kernel whose pi and providers did not change resolves a model without starting pi; whatever pi version it
-is, the list is pi's own answer, never a reading of pi's internals.
+Asking pi (its harness's ``models``) costs a pi start-up (~0.6 s and more), so the answer is cached in memory and
+on disk (``$XDG_CACHE_HOME/nbsubagents/models.json``), keyed by what the harness's ``models_key`` says the list
+depends on: for pi, files only (its script, the agent dir's models.json, auth.json, settings.json and
+models-store.json) and the *names* of the provider key variables that are set (never their values). A fresh kernel
+whose pi and providers did not change resolves a model without starting pi; whatever pi version it is, the list is
+pi's own answer, never a reading of pi's internals.
 """
 
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import os
 import re
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..child import harnesses
+from ..child.harnesses import Harness
 from ..config import NbSubagentsError, agent_dir
-from .locate import pi_command, pi_package
 
 _cache: dict[str, tuple[str, ...]] = {}
 _lock = threading.Lock()
-CACHE_VERSION = 1
 _CACHE_ENTRIES = 32
 THINKING_SUFFIXES = ("off", "minimal", "low", "medium", "high", "xhigh")
-# Variables pi reads provider credentials from (pi-ai's env-api-keys and providers, pi 1.x's llama.cpp
-# LLAMA_BASE_URL): only whether they are set matters.
-_KEY_VARIABLE = re.compile(r"(_API_KEY|_TOKEN|_KEY|_KEY_ID|_PROFILE|_CREDENTIALS|_BASE_URL)$"
-                           r"|^(AWS_|GOOGLE_|GCLOUD_|AZURE_|ANTHROPIC_|CLOUDFLARE_)")
 _DATED = re.compile(r"-\d{8}$")
 MAX_SUGGESTIONS = 10
 
@@ -80,31 +74,6 @@ def cache_file() -> Path:
     return Path(base).expanduser() / "nbsubagents" / "models.json"
 
 
-def _stamp(path: Path) -> list[int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_size]
-
-
-def state_key(pi: str, adir: Path | None = None) -> str:
-    """A digest of everything the model list depends on; files and variable names only, never values."""
-    adir = agent_dir() if adir is None else adir
-    package = pi_package(pi)
-    parts = {
-        "v": CACHE_VERSION,
-        "pi": os.path.realpath(pi),
-        "command": pi_command(pi)[:-1],  # the node that runs it, when it has its own
-        "package": [str(package.path), _stamp(package.path)] if package else None,
-        "agentDir": str(adir),
-        "files": {name: _stamp(adir / name)
-                  for name in ("models.json", "auth.json", "settings.json", "models-store.json")},
-        "keys": sorted(k for k, v in os.environ.items() if v and _KEY_VARIABLE.search(k)),
-    }
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-
-
 def _read_disk() -> dict[str, dict]:
     try:
         data = json.loads(cache_file().read_text(encoding="utf-8"))
@@ -137,7 +106,7 @@ def _disk_put(key: str, models: tuple[str, ...]) -> None:
 
 
 def remember(key: str, models: tuple[str, ...]) -> None:
-    """Keep ``models`` as the answer for ``key`` (``state_key``), in this process and on disk."""
+    """Keep ``models`` as the answer for ``key`` (a harness's ``models_key``), in this process and on disk."""
     _disk_put(key, models)
     with _lock:
         _cache[key] = models
@@ -153,67 +122,21 @@ def clear_cache() -> None:
         pass
 
 
-# --- asking pi --------------------------------------------------------------------------------
-
-
-def parse_model_table(text: str) -> tuple[str, ...]:
-    """``pi --list-models`` prints an aligned table (provider, model, context, max-out, thinking, images) after
-    a header line; anything else it prints (``No models available. ...``, pi 1.x's warnings on stderr, which
-    follows the table here because pi 0.73.1 prints the table there) is not a model."""
-    models = []
-    seen_header = False
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] == "provider" and parts[1] == "model":
-            seen_header = True
-        elif seen_header and len(parts) == 6 and parts[4] in ("yes", "no") and parts[5] in ("yes", "no"):
-            models.append(f"{parts[0]}/{parts[1]}")
-    return tuple(models)
-
-
-def failure_line(text: str) -> str:
-    """The line that says why pi failed: the last one naming an error (node prints its version last), else the last."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if "Error" in ln or "error:" in ln.lower()]
-    return ((errors or lines or [""])[-1])[:300]
-
-
-def ask_pi(pi: str) -> tuple[str, ...]:
-    """pi's table, written to files: pi exits right after writing it, and into a pipe a long table is then cut
-    short at random (seen with every provider configured: 575 of 959 models)."""
-    import tempfile  # noqa: PLC0415 (start-up: only a list pi must give loads it)
-
-    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
-        try:
-            proc = subprocess.run([*pi_command(pi), "--list-models"], stdin=subprocess.DEVNULL, stdout=stdout,
-                                  stderr=stderr, timeout=60, env={**os.environ, "PI_OFFLINE": "1"})
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ModelError(f"Could not ask pi ({pi}) which models it has: {exc}. "
-                             "Check the pi installation with `nbsubagents doctor`.") from None
-        out, err = _read_all(stdout), _read_all(stderr)
-    if proc.returncode != 0:
-        raise ModelError(f"pi ({pi}) failed to list its models (exit code {proc.returncode}): "
-                         f"{failure_line(err) or failure_line(out)}. "
-                         "Check the pi installation with `nbsubagents doctor`.")
-    return parse_model_table(out + "\n" + err)
-
-
-def _read_all(file) -> str:
-    file.seek(0)
-    return file.read().decode(errors="replace")
-
-
-def available_models(pi: str) -> tuple[str, ...]:
-    """The ``provider/id`` of every model pi can use here (its provider is configured)."""
-    adir = agent_dir()
-    key = state_key(pi, adir)
+def available_models(program: str, harness: Harness | None = None) -> tuple[str, ...]:
+    """The ``provider/id`` of every model ``harness`` (default: pi) can use here, as its program lists them;
+    cached by what the list depends on (the harness's ``models_key``)."""
+    harness = harness or harnesses.get(harnesses.DEFAULT)
+    key = harness.models_key(program)
     with _lock:
         if key in _cache:
             return _cache[key]
     models = _disk_get(key)
     if models is None:
-        models = ask_pi(pi)
-        after = state_key(pi, adir)  # pi may have just created auth.json or settings.json: key what it left
+        try:
+            models = tuple(harness.models(program))
+        except ValueError as exc:
+            raise ModelError(str(exc)) from None
+        after = harness.models_key(program)  # pi may have just created auth.json or settings.json: key what it left
         if after != key:
             remember(after, models)
     remember(key, models)
@@ -313,7 +236,8 @@ def unknown_model_message(name: str, source: str, available: tuple[str, ...]) ->
             "`nbsubagents doctor` or `pi --list-models` lists them all.")
 
 
-def choose_model(requested: str | None, preset_name: str, preset_model: str | None, pi: str) -> ModelChoice:
+def choose_model(requested: str | None, preset_name: str, preset_model: str | None, program: str,
+                 harness: Harness | None = None) -> ModelChoice:
     """Call ``model=`` wins over the preset's ``model``; the name must be one pi resolves to a usable model."""
     chosen = requested or preset_model
     if not chosen or not chosen.strip():
@@ -322,7 +246,7 @@ def choose_model(requested: str | None, preset_name: str, preset_model: str | No
     if chosen.strip() == "inherit":
         raise ModelError(f'No model for preset "{preset_name}": "inherit" means the caller\'s model, and a '
                          'notebook has none; pass model="provider/id" to the call.')
-    available = available_models(pi)
+    available = available_models(program, harness)
     found = match_model(chosen, available)
     source = "the call's model=" if requested else f'preset "{preset_name}"'
     if found is None:

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from nbsubagents.pi import models
-from nbsubagents.pi.models import ModelError, closest_models, match_model, parse_model_table
+from nbsubagents.child.harnesses.pi import parse_model_table
+from nbsubagents.pi.models import ModelError, closest_models, match_model
 
 CLAUDE = ("anthropic/claude-3-5-haiku-20241022", "anthropic/claude-3-5-haiku-latest",
           "anthropic/claude-opus-4-1", "anthropic/claude-opus-4-1-20250805",

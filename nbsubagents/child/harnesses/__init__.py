@@ -87,14 +87,16 @@ class Harness(Protocol):
     TASK_ON_STDIN: bool          # the task is its stdin (prompt.md); else its session sends it
     ABORT_GRACE: float           # seconds between asking it to stop and SIGTERM
 
-    LISTS_MODELS: bool           # its models are the ``provider/id`` list its program prints; else it takes any name
+    LISTS_MODELS: bool           # its models are the ``provider/id`` list ``models`` gives; else it takes any name
 
     def command(self, program: str) -> list[str]: ...                 # how to start ``program``
     def build(self, run: Request) -> tuple[list[str], dict[str, str]]: ...  # argv (no task) and added environment
     def left_out(self, run: Request) -> list[str]: ...                 # the preset's tools it cannot give
+    def models(self, program: str) -> tuple[str, ...]: ...             # what it can use here (LISTS_MODELS)
+    def models_key(self, program: str) -> str: ...                     # what that list depends on (its cache key)
     def continues(self, run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None: ...
     def relocate(self, run_dir: str, cwd: str) -> None: ...            # a resumed session now runs in ``cwd``
-    def offline_env(self, url: str, folder: str, models: Any) -> dict[str, str]: ...  # to the scripted model
+    def offline_env(self, url: str, folder: str, offered: Any) -> dict[str, str]: ...  # to the scripted model
     def session(self, run_dir: Any, meta: dict[str, Any]) -> Session: ...
     def version(self, program: str) -> str | None: ...
 

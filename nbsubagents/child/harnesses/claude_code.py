@@ -24,7 +24,7 @@ import shutil
 from ..events import RESULT_TEXT_LIMIT, text_of
 from ..text import clip
 from . import Request, version_of
-from .stream import Stream, command, continues_by_id, left_out, relocate  # noqa: F401 (its protocol)
+from .stream import Stream, command, continues_by_id, left_out, models, models_key, relocate  # noqa: F401
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def version(program: str) -> str | None:
     return version_of(program)
 
 
-def offline_env(url: str, folder: str, models: Sequence[str]) -> dict[str, str]:
+def offline_env(url: str, folder: str, offered: Sequence[str]) -> dict[str, str]:
     """The scripted server as its Anthropic endpoint, a dummy key, no telemetry or other traffic."""
     return {"ANTHROPIC_BASE_URL": url.removesuffix("/v1"), "ANTHROPIC_API_KEY": "offline-dummy-key",
             "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}

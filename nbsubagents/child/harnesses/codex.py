@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..text import clip
 from . import Request, version_of
-from .stream import Stream, command, continues_by_id, left_out, relocate  # noqa: F401 (its protocol)
+from .stream import Stream, command, continues_by_id, left_out, models, models_key, relocate  # noqa: F401
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def version(program: str) -> str | None:
     return version_of(program)
 
 
-def offline_env(url: str, folder: str, models: Sequence[str]) -> dict[str, str]:
+def offline_env(url: str, folder: str, offered: Sequence[str]) -> dict[str, str]:
     """The scripted server as its OpenAI endpoint, a dummy key."""
     return {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "offline-dummy-key"}
 

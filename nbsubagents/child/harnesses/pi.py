@@ -13,10 +13,13 @@ left out and said so (``tool_notes``). A preset or a request is read by duck typ
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +30,7 @@ from ..rpc import RpcSession
 from . import DEFAULT, Request, version_of
 
 if TYPE_CHECKING:
-    from typing import Any, Mapping
+    from typing import IO, Any, Mapping
 
 NAME = "pi"
 PROGRAM = "pi"
@@ -38,7 +41,8 @@ ABORT_GRACE = 2.0             # seconds between the RPC abort of a stopped run a
 LISTS_MODELS = True           # a model is one of the provider/id pi lists (``pi --list-models``)
 
 __all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter",
-           "build", "command", "continues", "left_out", "offline_env", "relocate", "session", "version",
+           "agent_dir", "build", "command", "continues", "failure_line", "left_out", "models", "models_key",
+           "offline_env", "parse_model_table", "relocate", "session", "version",
            "write_agent_dir", "PI_TOOLS", "classify_tool", "effective_tools", "extension_name", "extension_selector",
            "pi_tool_names", "tool_notes"]
 
@@ -49,6 +53,10 @@ _ALIASES = {"glob": "find", "multiedit": "edit", "notebookread": "read"}
 _CALL_FORM = re.compile(r"^([A-Za-z0-9_.-]+)\((.*)\)$")
 # A pi extension that marks every request of a github-copilot child as agent-initiated (X-Initiator: agent).
 EXTENSIONS = Path(__file__).resolve().parents[2] / "pi_extensions"
+# Variables pi reads provider credentials from (pi-ai's env-api-keys and providers, pi 1.x's llama.cpp
+# LLAMA_BASE_URL): only whether they are set matters to its model list.
+_KEY_VARIABLE = re.compile(r"(_API_KEY|_TOKEN|_KEY|_KEY_ID|_PROFILE|_CREDENTIALS|_BASE_URL)$"
+                           r"|^(AWS_|GOOGLE_|GCLOUD_|AZURE_|ANTHROPIC_|CLOUDFLARE_)")
 COPILOT_EXTENSION = EXTENSIONS / "copilot_agent_initiator.js"
 ASK_EXTENSION = EXTENSIONS / "ask.js"          # the tool `ask`: a question to the person in the notebook
 APPROVE_EXTENSION = EXTENSIONS / "approve.js"  # approvals of tool calls; its policy: NBSUBAGENTS_APPROVAL
@@ -206,6 +214,84 @@ def command(program: str) -> list[str]:
     return [program]
 
 
+def agent_dir() -> Path:
+    """pi's agent dir: models, auth, settings and the global presets live here."""
+    return Path(os.environ.get("PI_CODING_AGENT_DIR") or Path.home() / ".pi" / "agent").expanduser()
+
+
+def models_key(program: str) -> str:
+    """A digest of everything pi's model list depends on (files and variable names only, never values): pi's
+    script (a new pi version rewrites it) and the node that runs it, the agent dir's models.json, auth.json,
+    settings.json and models-store.json (pi 1.x's cached remote catalogues), and which provider key variables
+    are set."""
+    adir = agent_dir()
+    parts = {
+        "v": 2,
+        "command": command(program)[:-1],  # the node that runs it, when it has its own
+        "pi": [os.path.realpath(program), _stamp(Path(os.path.realpath(program)))],
+        "agentDir": str(adir),
+        "files": {name: _stamp(adir / name)
+                  for name in ("models.json", "auth.json", "settings.json", "models-store.json")},
+        "keys": sorted(k for k, v in os.environ.items() if v and _KEY_VARIABLE.search(k)),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _stamp(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size]
+
+
+def models(program: str) -> tuple[str, ...]:
+    """The ``provider/id`` of every model pi can use here, as ``pi --list-models`` prints them (a ValueError says
+    why it could not). Its table is written to files: pi exits right after writing it, and into a pipe a long
+    table is then cut short at random (seen with every provider configured: 575 of 959 models)."""
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        try:
+            proc = subprocess.run([*command(program), "--list-models"], stdin=subprocess.DEVNULL, stdout=stdout,
+                                  stderr=stderr, timeout=60, env={**os.environ, "PI_OFFLINE": "1"})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ValueError(f"Could not ask pi ({program}) which models it has: {exc}. "
+                             "Check the pi installation with `nbsubagents doctor`.") from None
+        out, err = _read_all(stdout), _read_all(stderr)
+    if proc.returncode != 0:
+        raise ValueError(f"pi ({program}) failed to list its models (exit code {proc.returncode}): "
+                         f"{failure_line(err) or failure_line(out)}. "
+                         "Check the pi installation with `nbsubagents doctor`.")
+    return parse_model_table(out + "\n" + err)
+
+
+def _read_all(file: IO[bytes]) -> str:
+    file.seek(0)
+    return file.read().decode(errors="replace")
+
+
+def parse_model_table(text: str) -> tuple[str, ...]:
+    """``pi --list-models`` prints an aligned table (provider, model, context, max-out, thinking, images) after
+    a header line; anything else it prints (``No models available. ...``, pi 1.x's warnings on stderr, which
+    follows the table here because pi 0.73.1 prints the table there) is not a model."""
+    found = []
+    seen_header = False
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "provider" and parts[1] == "model":
+            seen_header = True
+        elif seen_header and len(parts) == 6 and parts[4] in ("yes", "no") and parts[5] in ("yes", "no"):
+            found.append(f"{parts[0]}/{parts[1]}")
+    return tuple(found)
+
+
+def failure_line(text: str) -> str:
+    """The line that says why pi failed: the last one naming an error (node prints its version last), else the
+    last."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "Error" in ln or "error:" in ln.lower()]
+    return ((errors or lines or [""])[-1])[:300]
+
+
 def build(run: Request) -> tuple[list[str], dict[str, str]]:
     """pi's argv for one run (``--mode rpc``; the task is not in it). A resumed run's session is copied first (pi
     appends; the earlier run keeps its own) and pointed at this run's folder. Explicit ``--extension`` paths load
@@ -282,11 +368,12 @@ def relocate(run_dir: str, cwd: str) -> None:
         return
 
 
-def offline_env(url: str, folder: str, models: Sequence[str]) -> dict[str, str]:
-    """An agent dir of its own (``folder``) whose models.json names the scripted server at ``url``."""
+def offline_env(url: str, folder: str, offered: Sequence[str]) -> dict[str, str]:
+    """An agent dir of its own (``folder``) whose models.json names the scripted server at ``url``, offering
+    ``offered`` as ``demo/<name>``."""
     written = read_json(Path(folder) / "models.json") or {}
     if (written.get("providers") or {}).get("demo", {}).get("baseUrl") != url:
-        write_agent_dir(folder, url, models=models)  # atomically: a run starting now reads the old file or the new
+        write_agent_dir(folder, url, models=offered)  # atomically: a run starting now reads the old file or the new
     return {"PI_CODING_AGENT_DIR": str(folder)}
 
 

@@ -80,7 +80,8 @@ class Stream:
 
 
 # What a harness driven through ``Stream`` shares: it is started as its program, leaves no tool out (what it
-# cannot honour its ``build`` refuses), finds its sessions by id wherever it runs, and continues its own.
+# cannot honour its ``build`` refuses), finds its sessions by id wherever it runs, continues its own, and takes a
+# model's name as written.
 def command(program: str) -> list[str]:
     return [program]
 
@@ -91,6 +92,14 @@ def left_out(run: Any) -> list[str]:
 
 def relocate(run_dir: str, cwd: str) -> None:
     pass
+
+
+def models(program: str) -> tuple[str, ...]:
+    return ()  # it takes a model's name as written (LISTS_MODELS is False)
+
+
+def models_key(program: str) -> str:
+    return program
 
 
 def continues_by_id(name: str) -> Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], str | None]:
