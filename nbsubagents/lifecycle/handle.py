@@ -114,7 +114,7 @@ class Run:
     @property
     def harness(self) -> str:
         """The agent harness that ran it (``pi``, ``claude-code``, ``codex``, or one a package adds)."""
-        return str(self.meta.get("harness") or harnesses.DEFAULT)
+        return harnesses.name_of(self.meta)
 
     @property
     def model(self) -> str | None:

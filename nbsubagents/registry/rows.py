@@ -81,7 +81,7 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
         "mode": meta.get("mode"), "runner": meta.get("runner") or "process", "task": meta.get("task"),
         "cwd": meta.get("cwd"), "requested_model": meta.get("requestedModel"), "model": meta.get("resolvedModel"),
         "run_dir": str(paths.dir), "created_at": meta.get("createdAt"), "resumed_from": meta.get("resumedFrom"),
-        "harness": meta.get("harness") or harnesses.DEFAULT, "host": launcher.get("host"),
+        "harness": harnesses.name_of(meta), "host": launcher.get("host"),
         "launcher_pid": launcher.get("pid"), "launcher_ticks": launcher.get("startTicks"),
         "notebook": launcher.get("notebook"), "kernel": launcher.get("kernel"),
         "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),

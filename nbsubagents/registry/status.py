@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..child import inbox
-from ..child.harnesses import DEFAULT
+from ..child.harnesses import DEFAULT, name_of
 from ..child.artifacts import TERMINAL
 from ..child.secrets import terminal_safe
 from ..child.tmux_pane import attach_command
@@ -96,7 +96,7 @@ MAX_TABLE_ROWS = 50
 
 def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The table's columns: a HARNESS column too when a shown run ran under another harness than pi."""
-    if all((row.get("harness") or DEFAULT) == DEFAULT for row in rows):
+    if all(name_of(row) == DEFAULT for row in rows):
         return _TABLE
     return [*_TABLE[:2], ("HARNESS", "harness"), *_TABLE[2:]]
 
@@ -133,7 +133,7 @@ class Status:
                 f"{c['aborted']} aborted · {c['total']} total")
 
     def _cells(self, row: dict[str, Any]) -> dict[str, str]:
-        return {"run_id": row["run_id"], "name": row.get("name") or "", "harness": row.get("harness") or DEFAULT,
+        return {"run_id": row["run_id"], "name": row.get("name") or "", "harness": name_of(row),
                 "status": row.get("status") or "",
                 "model": row.get("model") or "", "started": _local(row.get("started_at") or row.get("created_at"),
                                                                     seconds=False),
@@ -145,7 +145,7 @@ class Status:
 
     def _details(self, row: dict[str, Any]) -> list[tuple[str, str]]:
         items = [("status", row.get("status") or ""), ("name", row.get("name") or ""),
-                 ("preset", row.get("preset") or ""), ("harness", row.get("harness") or DEFAULT),
+                 ("preset", row.get("preset") or ""), ("harness", name_of(row)),
                  ("mode", row.get("mode") or ""),
                  ("runner", row.get("runner") or ""), ("model", row.get("model") or ""),
                  ("task", (row.get("task") or "").strip()), ("cwd", row.get("cwd") or ""),

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..child.artifacts import TERMINAL, parse_iso
-from ..child.harnesses import DEFAULT
+from ..child.harnesses import name_of
 from ..config import NbSubagentsError
 from ..views.masking import masker
 from . import traces
@@ -68,14 +68,14 @@ def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric:
             continue
         params = {k: None if v is None else masks.text(str(v))
                   for k, v in json.loads(row.get("params") or "{}").items()}
-        params.setdefault("harness", row.get("harness") or DEFAULT)  # each MLflow run says which harness ran it
+        params.setdefault("harness", name_of(row))  # each MLflow run says which harness ran it
         scores = json.loads(row.get("scores") or "{}")
         tags = {f"tags.{k}" if k.startswith("mlflow.") else k: masks.text(str(v))
                 for k, v in json.loads(row.get("tags") or "{}").items()}
         tags.update({"nbsubagents.run_id": row["run_id"], "nbsubagents.status": row.get("status") or "",
                      "nbsubagents.stop_reason": masks.text(str(row.get("stop_reason"))),
                      "nbsubagents.experiment": exp.name, "nbsubagents.model": masks.text(str(row.get("model"))),
-                     "nbsubagents.harness": row.get("harness") or DEFAULT})
+                     "nbsubagents.harness": name_of(row)})
         start = _ms(row.get("started_at") or row.get("created_at"), parse_iso)
         end = _ms(row.get("ended_at"), parse_iso)
         run = client.create_run(experiment_id, start_time=start, tags=tags,

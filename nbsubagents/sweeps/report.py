@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..child import VERSION
-from ..child.harnesses import DEFAULT
+from ..child.harnesses import name_of
 from ..child.secrets import strip_controls
 from ..config import NbSubagentsError
 from ..lifecycle.handle import Run
@@ -88,7 +88,7 @@ def _versions(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     except NbSubagentsError:
         pi = "not found"
     models = Counter(str(r.get("model") or r.get("requested_model") or "default") for r in rows)
-    harnesses = Counter(str(r.get("harness") or DEFAULT) for r in rows)
+    harnesses = Counter(name_of(r) for r in rows)
     return [("nbsubagents", VERSION), ("pi", pi), ("Python", platform.python_version()),
             ("Harnesses used", _counted(harnesses)), ("Models used", _counted(models))]
 

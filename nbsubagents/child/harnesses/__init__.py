@@ -121,9 +121,15 @@ def get(name: str) -> Harness:
     return plugin.load()  # type: ignore[no-any-return]
 
 
+def name_of(record: Mapping[str, Any]) -> str:
+    """The harness that ran a run, from its ``meta.json`` or its registry row (neither names one before harnesses:
+    those runs were pi's)."""
+    return str(record.get("harness") or DEFAULT)
+
+
 def of(meta: Mapping[str, Any]) -> Harness:
     """The harness of a run's ``meta.json``."""
-    return get(str(meta.get("harness") or DEFAULT))
+    return get(name_of(meta))
 
 
 def _plugins() -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ..artifacts import RunPaths, atomic_write_json, read_json
 from ..events import PiEventAdapter as Adapter
 from ..rpc import RpcSession
-from . import DEFAULT, Request, version_of
+from . import Request, name_of, version_of
 
 if TYPE_CHECKING:
     from typing import IO, Any, Mapping
@@ -344,7 +344,7 @@ def left_out(run: Request) -> list[str]:
 def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
     """The session file an earlier pi run left (what this run continues); None when it left none."""
     session = RunPaths(Path(run_dir)).session
-    ran_here = str(meta.get("harness") or DEFAULT) == NAME
+    ran_here = name_of(meta) == NAME
     return str(session) if ran_here and session.is_file() and session.stat().st_size > 0 else None
 
 

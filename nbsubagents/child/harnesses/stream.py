@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import DEFAULT
+from . import name_of
 
 if TYPE_CHECKING:
     from typing import IO, Any, Callable, Mapping
@@ -107,6 +107,6 @@ def continues_by_id(name: str) -> Callable[[str, Mapping[str, Any], Mapping[str,
     continues); None for another harness's run."""
     def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
         session = (result or {}).get("sessionId")
-        ran_here = str(meta.get("harness") or DEFAULT) == name
+        ran_here = name_of(meta) == name
         return session if ran_here and isinstance(session, str) and session else None
     return continues
