@@ -273,7 +273,7 @@ def show_run(args: argparse.Namespace) -> int:
     facts = {"run_id": run.id, "name": run.name, "preset": run.preset, "harness": run.harness,
              "status": run.status, "model": run.model,
              "summary": summary_line(run).partition("\n")[0], "task": run.task, "output": run.output,
-             "error": run.error, "resumed_from": run.meta.get("resumedFrom"), "questions": questions,
+             "error": run.error, "resumed_from": run.record.resumed_from, "questions": questions,
              "run_dir": str(paths.dir), "transcript": str(paths.transcript), "events": str(paths.events)}
     if args.json:
         _print_json(facts)

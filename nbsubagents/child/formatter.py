@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from .record import RunRecord
+
 __all__ = ["ProgressLine", "ProgressFormatter", "transcript_header", "transcript_line"]
 
 SEP = " — "            # joins our words to pi's own text (a reason, an output line)
@@ -493,16 +495,15 @@ def _local_time(value: Any, fmt: str) -> str | None:
     return None
 
 
-def transcript_header(meta: dict[str, Any]) -> str:
+def transcript_header(record: RunRecord, started_at: str | None = None) -> str:
     """The generic head of ``transcript.log``: what ran, where, with what (no agent-role line)."""
-    model = meta.get("model") or meta.get("resolvedModel") or meta.get("requestedModel")
-    started = _local_time(meta.get("startedAt") or meta.get("createdAt") or meta.get("ts"),
-                          "%Y-%m-%d %H:%M:%S")
-    harness = meta.get("harness") if meta.get("harness") != DEFAULT else None  # the default's runs keep their header
-    rows = [("Run", meta.get("runId")), ("Preset", meta.get("preset")), ("Harness", harness), ("Model", model),
-            ("Cwd", meta.get("cwd")), ("Started", started)]
+    model = record.resolved_model or record.requested_model
+    started = _local_time(started_at or record.created_at, "%Y-%m-%d %H:%M:%S")
+    harness = record.harness if record.harness != DEFAULT else None  # the default's runs keep their header
+    rows = [("Run", record.run_id), ("Preset", record.preset), ("Harness", harness), ("Model", model),
+            ("Cwd", record.cwd), ("Started", started)]
     lines = [f"{label + ':':<9}{value}" for label, value in rows if value]
-    task = meta.get("task")
+    task = record.task
     if isinstance(task, str) and task.strip():
         task_lines = task.strip().split("\n")
         shown = task_lines[:TASK_HEADER_LINES]

@@ -46,6 +46,7 @@ from pathlib import Path
 from .artifacts import atomic_write_json, now_iso, read_json
 from .errors import NbSubagentsError
 from .procs import alive, process_start_ticks
+from .record import load
 from .run_files import exclusive
 
 from typing import TYPE_CHECKING
@@ -507,7 +508,7 @@ def checkout(run_dir: Path, dest: Path) -> tuple[Path, str]:
     Remove it with ``remove_checkout(dest)``. IsolationError when the patch does not apply;
     the workspace is then removed.
     """
-    iso = _read(run_dir / "isolation.json") or (_read(run_dir / "meta.json") or {}).get("isolation")
+    iso = _read(run_dir / "isolation.json") or getattr(load(run_dir), "isolation", None)
     if not iso:
         raise IsolationError(f"run {run_dir.name} did not run with isolation='worktree': it has no workspace")
     state = {"kind": iso["kind"], "source": iso["source"], "applyRoot": iso["applyRoot"],

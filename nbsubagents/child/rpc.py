@@ -33,6 +33,7 @@ from .events import PiEventAdapter
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
+    from .record import RunRecord
     from typing import IO, Any
 
     from .events import Event
@@ -52,14 +53,14 @@ BUSY = re.compile(r"already processing|streaming", re.I)  # pi refused a prompt 
 class RpcSession:
     """One pi child's RPC conversation; ``adapt`` takes its stdout records, ``tick`` does the timed work."""
 
-    def __init__(self, run_dir: Path, meta: dict[str, Any], adapter: PiEventAdapter) -> None:
+    def __init__(self, run_dir: Path, record: RunRecord, adapter: PiEventAdapter) -> None:
         self.run_dir = run_dir
         self.adapter = adapter
-        self.question_timeout = max(0.0, float(meta.get("questionTimeout") or 0))
-        approval = meta.get("approval")
+        self.question_timeout = max(0.0, float(record.question_timeout or 0))
+        approval = record.approval
         self.allow_otherwise = isinstance(approval, dict) and approval.get("otherwise") == "allow"
-        self.model = str(meta.get("resolvedModel") or "")
-        self.fallbacks = [m for m in meta.get("fallbackModels") or () if isinstance(m, str) and "/" in m]
+        self.model = str(record.resolved_model or "")
+        self.fallbacks = [m for m in record.fallback_models if isinstance(m, str) and "/" in m]
         self.models_tried: list[dict[str, Any]] = [{"model": self.model, "error": None}]
         self.me = f"{os.uname().nodename}:{os.getpid()}"
         self.pipe: IO[bytes] | None = None

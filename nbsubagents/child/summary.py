@@ -2,7 +2,7 @@
 
 ``summary_line(run)`` is what a person reads when a run ends (``repr(run)``, the text renderer's last
 line, a panel's plain record); ``extra_parts`` are the budget and isolation words a panel's header shares
-with it. They take any run-like object (``result``, ``status``, ``name``, ``meta``, ``id``, ``done`` and
+with it. They take any run-like object (``result``, ``status``, ``name``, ``record``, ``id``, ``done`` and
 optionally ``scores``), so they sit next to the formatter, below everything that shows runs. Standard
 library only.
 """
@@ -61,13 +61,13 @@ def extra_parts(run: Any, spent: dict[str, Any]) -> list[str]:
     """``offline model`` (the project's offline setting sent the run to the scripted model), spend against the
     run's budget (``budget tools 3/20``) and an isolated run's ``+N −M``: the words every surface (summary line,
     panel header) shows for them."""
-    parts = ["offline model"] if run.meta.get("offline") else []
-    budget = run.meta.get("budget")
+    parts = ["offline model"] if run.record.offline else []
+    budget = run.record.budget
     if budget:
         parts.append("budget " + describe(budget, spent))
     changes = (run.result or {}).get("changes")
     if changes:
         parts.append(change_words(changes))
-    elif run.meta.get("isolation") and not run.done:
+    elif run.record.isolation and not run.done:
         parts.append("isolated")
     return parts

@@ -34,10 +34,11 @@ import sys
 import time
 from pathlib import Path
 
-from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, read_json, result_record
+from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, result_record
 from . import harnesses
 from .events import Tally, parse_line
 from .formatter import ProgressFormatter, transcript_header, transcript_line
+from .record import RunRecord, load
 from .procs import MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children
 from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, sync,
                         touch, write_result)
@@ -62,13 +63,13 @@ REPLY_CHECK_SECONDS = 30.0       # the most a reply's check may take, within the
 
 
 class Supervisor:
-    def __init__(self, paths: RunPaths, meta: dict[str, Any]) -> None:
+    def __init__(self, paths: RunPaths, record: RunRecord) -> None:
         self.paths = paths
-        self.meta = meta
+        self.record = record
         self.tally = Tally()
-        self.formatter = ProgressFormatter(meta.get("cwd"))
-        self.harness = harnesses.of(meta)
-        self.rpc = self.harness.session(paths.dir, meta)  # what goes in after the task; its stream adapted
+        self.formatter = ProgressFormatter(record.cwd)
+        self.harness = harnesses.get(record.harness)
+        self.rpc = self.harness.session(paths.dir, record)  # what goes in after the task; its stream adapted
         self.adapter = self.rpc.adapter
         self.seq = 0
         self.child: subprocess.Popen[bytes] | None = None
@@ -76,17 +77,17 @@ class Supervisor:
         self.stop_reason: tuple[str, str] | None = None  # (status, message) decided by a guard or cancel
         self.stop_word: str | None = None  # why: timeout, loop, cancelled, budget:<kind>, ... (result's stopReason)
         self.budget = None
-        if meta.get("budget"):
+        if record.budget:
             from .budgets import Budget  # noqa: PLC0415 (start-up: only runs that use it load it)
-            self.budget = Budget(meta["budget"])
-        self.workdir: str | None = meta.get("cwd")
-        self.isolation: dict[str, Any] | None = dict(meta["isolation"]) if meta.get("isolation") else None
+            self.budget = Budget(record.budget)
+        self.workdir: str | None = record.cwd
+        self.isolation: dict[str, Any] | None = dict(record.isolation) if record.isolation else None
         self.extra: dict[str, Any] = {}  # further result.json fields (changes, data, ...)
         self.term_at: float | None = None  # a stopped run: SIGTERM then (after the RPC abort), SIGKILL at kill_at
         self.kill_at: float | None = None
-        self.timeout = float(meta.get("timeout") or 0)
-        self.debounce = float(meta.get("extendTimeoutDebounce", 30))
-        self.loop_limit = int(meta.get("loopingToolCount", 5))
+        self.timeout = float(record.timeout or 0)
+        self.debounce = float(record.extend_timeout_debounce)
+        self.loop_limit = int(record.looping_tool_count)
         self.last_activity: float | None = None  # the last tool call or result: only they extend the timeout
         self.last_signatures: list[str] = []
         self.conversation_over_at: float | None = None
@@ -199,7 +200,7 @@ class Supervisor:
         then nothing of the run is left: the look through every process of the machine is spared."""
         if reap and self.subreaper and not reap_children():
             return
-        end_run_processes(str(self.meta.get("runId") or ""), subtree_of=os.getpid(), settle=settle, reap=reap)
+        end_run_processes(self.record.run_id, subtree_of=os.getpid(), settle=settle, reap=reap)
 
     def run(self) -> dict[str, Any]:
         self.started = time.monotonic()
@@ -221,7 +222,7 @@ class Supervisor:
                     self._begin(started_at)  # while pi starts: nothing of ours comes before it
                     exit_code = self._pump()
                 except OSError as exc:
-                    program = (self.meta.get("argv") or [self.harness.PROGRAM])[0]
+                    program = (self.record.argv or [self.harness.PROGRAM])[0]
                     spawn_error = _spawn_message(self.harness, program, exc)
                 finally:
                     self._end_leftovers()  # after any end: nothing of the run may remain
@@ -236,7 +237,7 @@ class Supervisor:
             "judging how pi ended", self._verdict, exit_code, spawn_error, default=("failed", None))
         if self.isolation is not None and self.isolation.get("base"):
             self._safely("capturing the run's changes", self._capture_changes)
-        if status == "completed" and self.meta.get("outputSchema") is not None and self.broken is None:
+        if status == "completed" and self.record.output_schema is not None and self.broken is None:
             status, error = self._safely("checking the reply against output_schema", self._check_output,
                                          default=("failed", None))
         usage = self._safely("counting the usage", self._usage)
@@ -250,7 +251,7 @@ class Supervisor:
             sink.close()
         ended_at = now_iso()
         result = result_record(
-            self.meta.get("runId"), status, error=error, exit_code=exit_code, stop_reason=reason,
+            self.record.run_id, status, error=error, exit_code=exit_code, stop_reason=reason,
             final_text=self.tally.final_text, model=self.tally.model, usage=usage,
             turns=self.tally.turns, tool_calls=self.tally.tool_calls, started_at=started_at, ended_at=ended_at,
             duration=round(time.monotonic() - self.started, 3))
@@ -295,29 +296,29 @@ class Supervisor:
         self.begun = True
         best_effort(describe, self.paths.supervisor, self.info)
         self._beat(time.monotonic())
-        header = transcript_header({**self.meta, "startedAt": started_at})
+        header = transcript_header(self.record, started_at)
         self.transcript.write(header.encode(errors="backslashreplace") + b"\n")
-        self.emit({"type": "run_start", "runId": self.meta.get("runId"), "preset": self.meta.get("preset"),
-                   "model": self.meta.get("resolvedModel"), "cwd": self.meta.get("cwd"),
-                   "task": self.meta.get("task")})
+        self.emit({"type": "run_start", "runId": self.record.run_id, "preset": self.record.preset,
+                   "model": self.record.resolved_model, "cwd": self.record.cwd,
+                   "task": self.record.task})
 
     def _spawn(self) -> None:
         """Start pi (or the run's harness) and hand it the task: the first thing a run does."""
-        env = {**os.environ, **self.meta.get("env", {}), "PI_SUBAGENTS_CHILD": "1",
-               MARKER: str(self.meta.get("runId") or "")}  # finds leftovers if we die
+        env = {**os.environ, **self.record.env, "PI_SUBAGENTS_CHILD": "1",
+               MARKER: self.record.run_id}  # finds leftovers if we die
         contain = None
         if self.isolation is not None and self.isolation.get("path") and self.workdir:
             from .isolation import workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)
             env = workspace_env(self.isolation, env, self.workdir)  # no variable leads back to the original
             contain = self._readonly_original(env)
-        prompt = self.meta.get("promptPath")
+        prompt = self.record.prompt_path
         task = Path(prompt).read_text(encoding="utf-8", errors="replace") if prompt else ""
         # the task is the harness's stdin (prompt.md), or its session sends it (and what follows) on a pipe
         stdin: Any = open(prompt or os.devnull, "rb") if self.harness.TASK_ON_STDIN else subprocess.PIPE  # noqa: SIM115
         try:
             with open(self.paths.stderr, "ab") as stderr:
                 self.child = subprocess.Popen(
-                    self.meta["argv"], cwd=self.workdir, env=env, stdin=stdin,
+                    self.record.argv, cwd=self.workdir, env=env, stdin=stdin,
                     stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=contain)
         finally:
             if stdin is not subprocess.PIPE:
@@ -419,7 +420,7 @@ class Supervisor:
         from .isolation import IsolationError, setup  # noqa: PLC0415 (start-up: only runs that use it load it)
         assert self.isolation is not None
         try:
-            workdir = setup(self.isolation, str(self.meta.get("runId")), self.paths.dir)
+            workdir = setup(self.isolation, self.record.run_id, self.paths.dir)
         except (IsolationError, OSError) as exc:
             self.stop_word = "isolation"
             if self.isolation.get("path"):
@@ -428,7 +429,7 @@ class Supervisor:
             return f"The run's worktree could not be set up: {exc}"
         self.workdir = str(workdir)
         self.formatter = ProgressFormatter(self.workdir)
-        if self.meta.get("resumedFrom"):
+        if self.record.resumed_from:
             self.harness.relocate(str(self.paths.dir), str(workdir))  # its copied session now runs there
         self.extra["worktree"] = {"path": self.isolation["path"], "branch": self.isolation.get("branch"),
                                   "kept": bool(self.isolation.get("keep"))}
@@ -465,8 +466,8 @@ class Supervisor:
         catastrophically (Python's re cannot be interrupted), ends that process, never the supervisor."""
         structured = self.rpc.structured()  # the harness's own typed output (Claude's structured_output)
         text = self.tally.final_text if structured is None else json.dumps(structured)
-        request = json.dumps({"text": text, "schema": self.meta["outputSchema"]}).encode()
-        env = {**os.environ, MARKER: str(self.meta.get("runId") or "")}
+        request = json.dumps({"text": text, "schema": self.record.output_schema}).encode()
+        env = {**os.environ, MARKER: self.record.run_id}
         checker = subprocess.Popen([sys.executable, "-m", REPLY_CHECK], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True)
@@ -620,24 +621,24 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m nbsubagents.child.supervisor RUN_DIR", file=sys.stderr)
         return 2
     paths = RunPaths(Path(args[0]))
-    meta = read_json(paths.meta)
-    if meta is None:
+    record = load(paths.dir)
+    if record is None:
         print(f"no readable meta.json in {paths.dir}", file=sys.stderr)
         return 2
     supervisor = None
     try:
-        supervisor = Supervisor(paths, meta)
+        supervisor = Supervisor(paths, record)
         supervisor.run()
     except Exception as exc:  # noqa: BLE001 (the last resort: a run never ends without result.json)
-        _last_resort(paths, meta, supervisor, exc)
+        _last_resort(paths, record, supervisor, exc)
         return 1
     return 0
 
 
-def _last_resort(paths: RunPaths, meta: dict[str, Any], supervisor: Supervisor | None, exc: Exception) -> None:
+def _last_resort(paths: RunPaths, record: RunRecord, supervisor: Supervisor | None, exc: Exception) -> None:
     """A failure outside the guarded steps: the run's processes end and, unless result.json was written, a
     failed result says why and keeps the reply read so far."""
-    run_id = str(meta.get("runId") or "") if isinstance(meta, dict) else ""
+    run_id = record.run_id
     try:
         end_run_processes(run_id, subtree_of=os.getpid())
     except Exception:  # noqa: BLE001,S110 (ending them is best effort here; the result matters more)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from .artifacts import RunPaths, read_json
+from .record import RunRecord, load
 
 
 def socket_name(run_id: str) -> str:
@@ -28,10 +29,10 @@ def attach_command(run_id: str) -> str:
 def pane_main(run_dir: str) -> int:
     """Runs in the tmux pane: start the supervisor, print the transcript as it grows, then the end."""
     paths = RunPaths(Path(run_dir))
-    meta = read_json(paths.meta) or {}
+    record = load(paths.dir) or RunRecord(run_id=paths.dir.name)
     signal.signal(signal.SIGINT, lambda *_: None)  # Ctrl-C reaches the supervisor (same group): it aborts
-    print(f"nbsubagents run {meta.get('runId', paths.dir.name)} ({meta.get('name') or meta.get('preset')}) "
-          f"in {meta.get('cwd')}\nCtrl-C aborts the run; Ctrl-b d detaches.\n", flush=True)
+    print(f"nbsubagents run {record.run_id} ({record.display_name}) in {record.cwd}\n"
+          "Ctrl-C aborts the run; Ctrl-b d detaches.\n", flush=True)
     with open(paths.dir / "supervisor.log", "ab") as log:
         supervisor = subprocess.Popen([sys.executable, "-m", "nbsubagents.child.supervisor", str(paths.dir)],
                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log)

@@ -6,7 +6,7 @@ any process that sees the folder talks to a run the same way: the kernel that st
 shell (``nbsubagents answer``), the notebook of a run on a Dask worker.
 
 A follow-up to a run that has ended is no message: it starts a new run that resumes the ended one's session
-(``resume=``, so its meta says ``resumedFrom`` and its registry row ``resumed_from``). Starting a run is the
+(``resume=``, so its record says ``resumed_from`` and its registry row ``resumed_from``). Starting a run is the
 faces' (``api.start`` registers itself with ``set_starter``): this module is below them, and ``Run``'s methods
 are its callers.
 """
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..child import harnesses, inbox
 from ..child.artifacts import RunPaths, read_json
 from ..config import NbSubagentsError
+from ..child.record import load
 from .spec import options
 
 if TYPE_CHECKING:
@@ -31,8 +32,8 @@ __all__ = ["steer", "follow_up", "answer", "approve", "questions", "describe", "
 CONFIRM_WORDS = {"allow": True, "yes": True, "deny": False, "no": False}
 # The options a follow-up of an ended run keeps (call option -> meta.json key); the rest come from its preset
 # and the settings again, as for any resume. Only options the task schema has are passed.
-CARRIED = {"model": "requestedModel", "cwd": "cwd", "name": "name", "timeout": "timeout", "ask": "ask",
-           "approval": "approval", "fallback_models": "fallbackModels", "harness": "harness"}
+CARRIED = {"model": "requested_model", "cwd": "cwd", "name": "name", "timeout": "timeout", "ask": "ask",
+           "approval": "approval", "fallback_models": "fallback_models", "harness": "harness"}
 
 Starter = Callable[..., "Run"]
 _starter: Starter | None = None
@@ -131,8 +132,7 @@ def _id(paths: RunPaths) -> str:
 
 def _refuse_while_running(paths: RunPaths, option: str) -> None:
     """A message the run's harness cannot take while it runs is an error naming both (a pi run takes any)."""
-    meta = read_json(paths.meta)
-    harness = meta.get("harness") if isinstance(meta, dict) else None
+    harness = getattr(load(paths.dir), "harness", None)
     why = harnesses.get(harness).REFUSES.get(option) if isinstance(harness, str) and harnesses.known(harness) else None
     if why:
         raise NbSubagentsError(f"Run {_id(paths)} runs under the {harness} harness, which cannot take a {option} "
@@ -263,10 +263,11 @@ def _resume(paths: RunPaths, text: str, start_options: dict[str, Any]) -> Run:
     if _starter is None:
         raise NbSubagentsError(f"Run {_id(paths)} has ended: a follow-up starts a new run, which needs "
                                "nbsubagents' public API (import nbsubagents; nbsubagents.follow_up(...))")
-    meta = read_json(paths.meta) or {}
-    if not meta.get("preset"):
+    record = load(paths.dir)
+    if record is None or not record.preset:
         raise NbSubagentsError(f"Run {_id(paths)} has ended and names no preset in its meta.json: it cannot be "
                                "continued")
     known = {o.name for o in options("call")}
-    carried = {name: meta[key] for name, key in CARRIED.items() if name in known and meta.get(key) is not None}
-    return _starter(meta["preset"], text, resume=_id(paths), **{**carried, **start_options})
+    carried = {name: getattr(record, field) for name, field in CARRIED.items()
+               if name in known and getattr(record, field) is not None}
+    return _starter(record.preset, text, resume=_id(paths), **{**carried, **start_options})

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .. import registry
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from ..child.procs import alive, process_start_ticks
+from ..child.record import RunRecord, load
 from ..child.supervisor import HEARTBEAT_FILE
 from ..config import NbSubagentsError, settings
 from . import settle
@@ -76,8 +77,8 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
     started it), ``cancelled`` (a cancel arrived while it was queued) or ``settled`` (it already had a result).
     """
     paths = RunPaths(Path(run_dir))
-    meta = read_json(paths.meta)
-    if meta is None:
+    record = load(paths.dir)
+    if record is None:
         worker = _worker_address()  # several workers share a host: which one
         raise NbSubagentsError(f"Dask worker {worker + ' ' if worker else ''}on {HOST} cannot read {paths.meta}: "
                                "the run directory must be on "
@@ -86,14 +87,14 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
     if paths.result.exists():
         return {"state": "settled"}
     if settle.cancel_requested(paths):
-        settle.cancelled_before_start(paths, meta)
+        settle.cancelled_before_start(paths, record)
         return {"state": "cancelled"}
     claim = {"host": HOST, "pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()),
              "worker": _worker_address(), "claimedAt": now_iso()}
     if not atomic_write_json(paths.dir / CLAIM, claim, exclusive=True):
         return {"state": "elsewhere"}  # a resubmission of a run that had started: never twice
     # The supervisor ends its run if its parent, this worker, dies.
-    proc = start_supervisor(paths.dir, meta.get("cwd"), end_with_parent=True)
+    proc = start_supervisor(paths.dir, record.cwd, end_with_parent=True)
     return {"state": "ran", "exitCode": proc.wait(), "host": HOST}
 
 
@@ -155,7 +156,7 @@ def _reachable(address: str, submitter: dict[str, Any]) -> bool:
     return ok
 
 
-def scheduler_gone(paths: RunPaths, meta: dict[str, Any], grace: float | None = None) -> str | None:
+def scheduler_gone(paths: RunPaths, record: RunRecord, grace: float | None = None) -> str | None:
     """Why a run no worker has claimed can never start (its scheduler unreachable for ``grace`` seconds, or it
     was never submitted and the process that queued it is gone), else None. ``grace=0``: unreachable now."""
     grace = SCHEDULER_GRACE if grace is None else grace
@@ -163,10 +164,10 @@ def scheduler_gone(paths: RunPaths, meta: dict[str, Any], grace: float | None = 
         return None
     submitted = read_json(paths.dir / SUBMITTED) or {}
     address = submitted.get("scheduler")
-    queuer = meta.get("launcher") or {}
+    queuer = record.launcher or {}
     if not address:  # never submitted: only a dead process that queued it says it never will be
         if queuer and not alive(queuer.get("pid"), queuer.get("startTicks")) and \
-                registry.age(meta.get("createdAt")) > SCHEDULER_GRACE:
+                registry.age(record.created_at) > SCHEDULER_GRACE:
             return "the process that queued it exited before submitting it"
         return None
     if _reachable(address, queuer):
@@ -178,8 +179,8 @@ def scheduler_gone(paths: RunPaths, meta: dict[str, Any], grace: float | None = 
     return f"its Dask scheduler {address} cannot be reached (its tasks went with it)"
 
 
-def _settle_unstartable(paths: RunPaths, meta: dict[str, Any], why: str) -> None:
-    settle.never_ran(paths, meta, "failed", f"never started: {why}")
+def _settle_unstartable(paths: RunPaths, record: RunRecord, why: str) -> None:
+    settle.never_ran(paths, record, "failed", f"never started: {why}")
 
 
 def _age(path: Path) -> float | None:
@@ -193,10 +194,10 @@ def _age(path: Path) -> float | None:
 class DaskProcess:
     """A run's Dask future seen through the ``Process`` subset the kernel's side uses."""
 
-    def __init__(self, future: Any, paths: RunPaths, meta: dict[str, Any]) -> None:
+    def __init__(self, future: Any, paths: RunPaths, record: RunRecord) -> None:
         self.future = future
         self.paths = paths
-        self.meta = meta
+        self.record = record
         self.returncode: int | None = None
         self._next_check = 0.0
 
@@ -223,21 +224,21 @@ class DaskProcess:
                 return self.returncode
         elif not claimed:
             if status == "error":  # raised before it started: the worker cannot read the run directory, say
-                settle.never_ran(self.paths, self.meta, "failed", f"the Dask task failed: {_task_error(self.future)}")
+                settle.never_ran(self.paths, self.record, "failed", f"the Dask task failed: {_task_error(self.future)}")
                 self.returncode = 1
             elif settle.cancel_requested(self.paths):
                 # Queued: it never starts (the fire-and-forget hold on it goes too: force).
                 self.future.cancel(force=True)
-                settle.cancelled_before_start(self.paths, self.meta)
+                settle.cancelled_before_start(self.paths, self.record)
                 self.returncode = 0
             # else queued (pending; "lost" or "cancelled" here means this client lost sight of a task that the
             # scheduler still holds for the fire-and-forget client): wait for a worker to take it, unless the
             # scheduler is gone (looked at every CHECK_EVERY s)
             elif time.monotonic() >= self._next_check:
                 self._next_check = time.monotonic() + CHECK_EVERY
-                why = scheduler_gone(self.paths, self.meta)
+                why = scheduler_gone(self.paths, self.record)
                 if why is not None:
-                    _settle_unstartable(self.paths, self.meta, why)
+                    _settle_unstartable(self.paths, self.record, why)
                     self.returncode = 1
             return self.returncode
         # Started: its worker may have died (the task then fails, or waits to be resubmitted, or was resubmitted
@@ -248,7 +249,7 @@ class DaskProcess:
         self._next_check = now + CHECK_EVERY
         state = liveness(self.paths)
         if state == "gone":
-            settle.lost(self.paths, self.meta, worker_lost=True)  # its worker died: said so, not "exit code -1"
+            settle.lost(self.paths, self.record, worker_lost=True)  # its worker died: said so, not "exit code -1"
         if state in ("ended", "gone"):
             self.returncode = 0 if state == "ended" else -1
         return self.returncode
@@ -291,12 +292,12 @@ def cancel(run: Run) -> bool:
     settle.request_cancel(run.paths)
     if isinstance(run.process, DaskProcess):
         run.process.look()
-        if run.process.returncode is None and scheduler_gone(run.paths, run.meta, grace=0) is not None:
-            settle.cancelled_before_start(run.paths, run.meta)
+        if run.process.returncode is None and scheduler_gone(run.paths, run.record, grace=0) is not None:
+            settle.cancelled_before_start(run.paths, run.record)
     elif not (run.dir / CLAIM).exists():
         _cancel_queued_elsewhere(run)
     elif liveness(run.paths) == "gone":
-        settle.lost(run.paths, run.meta)  # a cancel was asked: it ends aborted
+        settle.lost(run.paths, run.record)  # a cancel was asked: it ends aborted
     if run.done:  # read afresh: it was not done above, so nothing of it was kept
         registry.note(run)
     return True
@@ -306,8 +307,8 @@ def _cancel_queued_elsewhere(run: Run) -> None:
     """A queued run another process submitted (its kernel may be gone): cancel its task on the scheduler
     ``dask.json`` names and settle it now. Unreachable, the request file still stops it when a worker takes it."""
     submitted = read_json(run.dir / SUBMITTED) or {}
-    if scheduler_gone(run.paths, run.meta, grace=0) is not None:
-        settle.cancelled_before_start(run.paths, run.meta)  # it can never start: cancelled now
+    if scheduler_gone(run.paths, run.record, grace=0) is not None:
+        settle.cancelled_before_start(run.paths, run.record)  # it can never start: cancelled now
         return
     if not submitted.get("scheduler") or not submitted.get("key"):
         return
@@ -318,7 +319,7 @@ def _cancel_queued_elsewhere(run: Run) -> None:
     except (NbSubagentsError, OSError):
         return
     if not (run.dir / CLAIM).exists():
-        settle.cancelled_before_start(run.paths, run.meta)
+        settle.cancelled_before_start(run.paths, run.record)
 
 
 # -- clients ------------------------------------------------------------------------------------
@@ -392,16 +393,16 @@ class DaskLauncher:
     def cancel(self, run: Run) -> bool:
         return cancel(run)  # the request file is the way to a supervisor on a worker
 
-    def check(self, paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str:
+    def check(self, paths: RunPaths, record: RunRecord, row: dict[str, Any]) -> str:
         """A run on a Dask worker: its heartbeat (or its pid, on this host) says whether it is alive; one whose
         worker died ends ``failed: interrupted (worker lost)``. A queued one waits for a worker ("owned") while its
         scheduler is there, and ends ``failed`` once it has been unreachable for ``SCHEDULER_GRACE`` s."""
         state = liveness(paths)
         if state == "queued":
-            why = scheduler_gone(paths, meta)
+            why = scheduler_gone(paths, record)
             if why is None:
                 return "owned"
-            _settle_unstartable(paths, meta, why)
+            _settle_unstartable(paths, record, why)
             registry.record(paths.dir)
             return "ended"
         if state == "live":
@@ -409,7 +410,7 @@ class DaskLauncher:
                 registry.record(paths.dir)
             return "live"
         if state == "gone":
-            settle.lost(paths, meta, worker_lost=True)
+            settle.lost(paths, record, worker_lost=True)
         registry.record(paths.dir)
         return "ended"
 
@@ -436,10 +437,10 @@ class DaskLauncher:
         client = client_for(run.run_id)
         workers = _recent_workers(client)  # they serve both checks
         try:
-            require_cluster(client, Path(run.meta.get("root") or run.project), programs_of(run.meta.get("argv")),
+            require_cluster(client, Path(run.record.root or run.project), programs_of(run.record.argv),
                             workers)
         except NbSubagentsError as exc:
-            settle.never_ran(run.paths, run.meta, "failed", str(exc))
+            settle.never_ran(run.paths, run.record, "failed", str(exc))
             return _Settled(run)
         takes = any((w.get("resources") or {}).get(RESOURCE) for w in workers.values())
         key = f"nbsubagents-run-{run.run_id}"
@@ -451,7 +452,7 @@ class DaskLauncher:
         _confirm(client, key)
         with _lock:
             _bound.pop(run.run_id, None)
-        return DaskProcess(future, run.paths, run.meta)
+        return DaskProcess(future, run.paths, run.record)
 
 
 def _held(key: str, dask_scheduler: Any = None) -> bool:

@@ -50,7 +50,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
         renderer = NullRenderer()
     renderer.start(runs)
     interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
-    if isinstance(renderer, NullRenderer) and all(run.meta.get("questionTimeout") == 0 for run in runs):
+    if isinstance(renderer, NullRenderer) and all(run.record.question_timeout == 0 for run in runs):
         # Nothing to show and no question to say (headless runs: ``watcher.say_questions``): the runs' events are
         # read once each ends, and the loop wakes at an end (its pidfd, its future) or every HEADLESS_WAIT s.
         interval = max(interval, HEADLESS_WAIT)
@@ -72,7 +72,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
             active = _poll_active(active, renderer, interval)
     except KeyboardInterrupt:
         for run in queued:
-            settle.cancelled_before_start(run.paths, run.meta, "the cell was interrupted")
+            settle.cancelled_before_start(run.paths, run.record, "the cell was interrupted")
             registry.note(run, announced=True)
             renderer.end(run)
         for run in active:
@@ -95,7 +95,7 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
         if proc is not None and proc.poll() is not None:
             watcher.say_questions(run, pump(run, renderer))
             if run.result is None:
-                settle.lost(run.paths, run.meta, exit_code=proc.returncode)
+                settle.lost(run.paths, run.record, exit_code=proc.returncode)
             registry.note(run, announced=True)  # seen in its cell: no notice later
             renderer.end(run)
         else:
@@ -104,8 +104,8 @@ def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list
     if started:
         # Woken by the first end its launcher sees: a pidfd each for local supervisors (Linux), the futures of Dask
         # runs. The runs of one call share a launcher; any other's are seen at the next look.
-        runner = started[0].meta.get("runner")
-        launcher_for(runner).wait_any([run.process for run in started if run.meta.get("runner") == runner], interval)
+        runner = started[0].record.runner
+        launcher_for(runner).wait_any([run.process for run in started if run.record.runner == runner], interval)
     elif still:
         time.sleep(interval)  # runs this process did not start: the next look is the only news
     return still

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .. import registry
 from ..child import artifacts, inbox, isolation
-from ..child import harnesses
 from ..child.artifacts import TERMINAL, RunPaths, read_json
 from ..child.formatter import ProgressFormatter
+from ..child.record import RunRecord, load
 from ..child.procs import alive, send
 from ..child.summary import summary_line
 from ..config import NbSubagentsError, settings
@@ -71,14 +71,14 @@ def set_follower(follower: Follower) -> None:
 class Run:
     """One sub-agent run, backed by its run directory."""
 
-    def __init__(self, run_dir: str | Path, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, run_dir: str | Path, record: RunRecord | None = None) -> None:
         self.paths = RunPaths(Path(run_dir))
-        self.meta: dict[str, Any] = meta if meta is not None else (read_json(self.paths.meta) or {})
+        self.record: RunRecord = record or load(self.paths.dir) or RunRecord(run_id=self.paths.dir.name)
         self.process: Process | None = None  # the supervisor this process started (lifecycle.launch)
         self.noted_running = False  # this process wrote the run's registry row as running (prepare, launch)
         self._result: dict[str, Any] | None = None
         self._tail = artifacts.EventTail(self.paths.events)
-        self._formatter = ProgressFormatter(self.meta.get("cwd"))
+        self._formatter = ProgressFormatter(self.record.cwd)
         self.counts: dict[str, int] | None = None  # the registry's counts when nbsubagents.start() returned
         self._says_questions = False  # this process says the run's questions where its notices go (the watcher)
         self._questions_said: set[str] = set()  # the ids of those it has said
@@ -87,7 +87,7 @@ class Run:
     @property
     def run_id(self) -> str:
         """The run's id: its run directory's name (``get_run`` also takes a unique prefix of it)."""
-        return self.meta.get("runId") or self.paths.dir.name
+        return self.record.run_id or self.paths.dir.name
 
     @property
     def id(self) -> str:
@@ -105,16 +105,16 @@ class Run:
 
     @property
     def name(self) -> str:
-        return self.meta.get("name") or self.meta.get("preset") or self.run_id
+        return self.record.name or self.record.preset or self.run_id
 
     @property
     def preset(self) -> str | None:
-        return self.meta.get("preset")
+        return self.record.preset
 
     @property
     def harness(self) -> str:
         """The agent harness that ran it (``pi``, ``claude-code``, ``codex``, or one a package adds)."""
-        return harnesses.name_of(self.meta)
+        return self.record.harness
 
     @property
     def model(self) -> str | None:
@@ -122,11 +122,11 @@ class Run:
         result = self.result
         if result and len(result.get("modelsTried") or ()) > 1 and result.get("model"):
             return result["model"]
-        return self.meta.get("resolvedModel")
+        return self.record.resolved_model
 
     @property
     def task(self) -> str:
-        return self.meta.get("task", "")
+        return self.record.task
 
     # -- state --------------------------------------------------------------------------------
     @property
@@ -141,7 +141,7 @@ class Run:
         result = self.result
         if result is not None:
             return result.get("status", "failed")
-        remote = launcher_for(self.meta.get("runner")).remote
+        remote = launcher_for(self.record.runner).remote
         if (self.process is None or remote) and not self.paths.supervisor.exists():
             return "queued"  # not started yet (on a Dask cluster: no worker took it yet)
         if (self.paths.dir / inbox.WAITING).exists():
@@ -173,7 +173,7 @@ class Run:
 
     def events_frame(self) -> pandas.DataFrame:
         """One row per normalized event with the formatter's words for it (a pandas DataFrame)."""
-        return inspection.events_frame(self.events(), self.meta.get("cwd"))
+        return inspection.events_frame(self.events(), self.record.cwd)
 
     @property
     def artifacts(self) -> Artifacts:
@@ -188,7 +188,7 @@ class Run:
     @property
     def params(self) -> dict[str, Any]:
         """Its cell of an experiment (preset, model, task id, repeat and extra columns); {} outside one."""
-        return dict(self.meta.get("params") or {})
+        return dict(self.record.params or {})
 
     @property
     def files_changed(self) -> list[str]:
@@ -197,7 +197,7 @@ class Run:
         changes = read_json(self.paths.dir / "changes.json")
         if changes is not None:
             return [f["path"] for f in changes.get("fileChanges", [])]
-        return inspection.files_changed(artifacts.read_events(self.paths.events), self.meta.get("cwd"))
+        return inspection.files_changed(artifacts.read_events(self.paths.events), self.record.cwd)
 
     # -- typed results and isolation ----------------------------------------------------------
     @property
@@ -266,7 +266,7 @@ class Run:
                 except subprocess.TimeoutExpired:
                     pass
                 if self.process.poll() is not None and self.result is None:
-                    settle.lost(self.paths, self.meta, exit_code=self.process.returncode)
+                    settle.lost(self.paths, self.record, exit_code=self.process.returncode)
             else:
                 time.sleep(interval)
                 if time.monotonic() >= next_check and _follower.get(self.run_id) is None:
@@ -279,7 +279,7 @@ class Run:
         """Ask the supervisor to abort the child (SIGTERM, SIGKILL after 5 s); False if already done."""
         if self.done:
             return False
-        cancelled = launcher_for(self.meta.get("runner")).cancel(self)
+        cancelled = launcher_for(self.record.runner).cancel(self)
         if cancelled is not None:  # a supervisor its launcher reaches its own way (on a Dask worker)
             return cancelled
         if self.process is not None:
@@ -304,13 +304,13 @@ class Run:
                 return True
             # it ended between the look and the signal: judged below, as any supervisor that is gone
         if self.status == "queued":
-            settle.cancelled_before_start(self.paths, self.meta)
+            settle.cancelled_before_start(self.paths, self.record)
             registry.note(self)
             return True
         if info and info.get("host", registry.HOST) == registry.HOST and not reread(self).done:
             # its supervisor (on this machine) is gone without a result: settled as cancelled
             settle.request_cancel(self.paths)
-            settle.lost(self.paths, self.meta)
+            settle.lost(self.paths, self.record)
             registry.note(self)
             return reread(self).done
         return False
@@ -389,11 +389,11 @@ class Run:
 
 # -- what the lifecycle does with a run (functions, not methods: a Run's public face is what a user may call) ----
 def launch(run: Run) -> None:
-    """Start the run's supervisor through its launcher (``meta["runner"]``: process, tmux or dask)."""
+    """Start the run's supervisor through its launcher (the record's ``runner``: process, tmux or dask)."""
     if not run.noted_running:  # before the start: an interrupt right after it finds the handle set
         registry.note(run, status="running")
         run.noted_running = True
-    run.process = launcher_for(run.meta.get("runner")).start(run)
+    run.process = launcher_for(run.record.runner).start(run)
 
 
 def says_questions(run: Run, says: bool) -> None:

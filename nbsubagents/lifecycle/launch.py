@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..child.artifacts import RunPaths
 from ..config import NbSubagentsError, project_root, settings
 from ..pi import find_pi, pi_command
+from ..child.record import RunRecord
 from .dask_cluster import require_cluster
 from .dask_launcher import DaskLauncher, client_for
 from .process import ProcessLauncher
@@ -43,7 +44,7 @@ class Process(Protocol):
 class Launcher(Protocol):
     """Everything that differs between runners, so nothing outside the launchers asks a run's runner by name."""
 
-    name: str               # what ``meta["runner"]`` says
+    name: str               # what a run record's ``runner`` says
     remote: bool            # the supervisor runs elsewhere: a run is queued until its supervisor.json shows
     log_before_start: bool  # supervisor.log exists once it launched anything: none means it never launched
 
@@ -56,7 +57,7 @@ class Launcher(Protocol):
         (the request file, then a signal to its pid: ``Run.cancel``)."""
         ...
 
-    def check(self, paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str | None:
+    def check(self, paths: RunPaths, record: RunRecord, row: dict[str, Any]) -> str | None:
         """``reconcile.check``'s verdict for a run only this launcher can judge ("live", "owned", "ended"), settling
         it if it is gone; None: judge it by its supervisor's pid on this machine."""
         ...
@@ -78,12 +79,12 @@ DEFAULT = "process"
 
 
 def register(launcher: Launcher) -> None:
-    """Make ``launcher`` the one for runs whose ``meta["runner"]`` is ``launcher.name``."""
+    """Make ``launcher`` the one for runs whose record's ``runner`` is ``launcher.name``."""
     LAUNCHERS[launcher.name] = launcher
 
 
 def launcher_for(runner: str | None) -> Launcher:
-    """The launcher a run's ``meta["runner"]`` names (the process launcher by default)."""
+    """The launcher a run record's ``runner`` names (the process launcher by default)."""
     return LAUNCHERS.get(runner or DEFAULT) or LAUNCHERS[DEFAULT]
 
 

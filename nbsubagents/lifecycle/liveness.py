@@ -13,6 +13,7 @@ from typing import Any
 from .. import registry
 from ..child import procs
 from ..child.artifacts import RunPaths, read_json
+from ..child.record import RunRecord, load
 from . import settle
 from .launch import LAUNCHERS
 
@@ -37,12 +38,13 @@ def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
         registry.record(paths.dir)
         return "ended"
     if not paths.meta.exists():  # its folder was deleted while it ran: end what is left of it, settle it failed
-        settle.lost(paths, {"runId": row.get("run_id") or paths.dir.name})
+        settle.lost(paths, RunRecord(run_id=row.get("run_id") or paths.dir.name))
         registry.record(paths.dir)
         return "ended"
-    meta = read_json(paths.meta) or {}
-    launcher = LAUNCHERS.get(meta.get("runner"))  # None: a run whose meta names no launcher
-    verdict = launcher.check(paths, meta, row) if launcher is not None else None
+    record = load(paths.dir)
+    launcher = LAUNCHERS.get(record.runner) if record is not None else None  # None: an unreadable meta.json
+    record = record or RunRecord(run_id=paths.dir.name)
+    verdict = launcher.check(paths, record, row) if launcher is not None else None
     if verdict is not None:  # a run only its launcher can judge (on a Dask worker)
         return verdict
     if row.get("host") and row["host"] != registry.HOST:
@@ -54,28 +56,28 @@ def check(run_dir: Path, row: dict[str, Any] | None = None) -> str:
                 registry.record(paths.dir)
             return "live"
         if not paths.result.exists():  # it writes result.json before it exits
-            settle.lost(paths, meta)
+            settle.lost(paths, record)
         registry.record(paths.dir)
         return "ended"
     # No supervisor yet: queued in a live process's drive, starting, or never launched.
-    queuer = meta.get("launcher") or {}
+    queuer = record.launcher or {}
     if procs.alive(queuer.get("pid"), queuer.get("startTicks")):
         return "owned"
     launched = paths.dir / "supervisor.log"
     if queuer and not launched.exists() and launcher is not None and launcher.log_before_start:
         # The launcher opens supervisor.log before it spawns: the process that queued it died without launching it.
-        settle.cancelled_before_start(paths, meta, QUEUER_GONE)
+        settle.cancelled_before_start(paths, record, QUEUER_GONE)
         registry.record(paths.dir)
         return "ended"
     try:
         launch_age = time.time() - launched.stat().st_mtime
     except OSError:
         launch_age = float("inf")
-    if min(registry.age(meta.get("createdAt")), launch_age) < STARTING_GRACE:
+    if min(registry.age(record.created_at), launch_age) < STARTING_GRACE:
         return "starting"  # a detached supervisor may still come up after its launcher died
     if launched.exists():
-        settle.lost(paths, meta)
+        settle.lost(paths, record)
     else:
-        settle.cancelled_before_start(paths, meta, QUEUER_GONE)
+        settle.cancelled_before_start(paths, record, QUEUER_GONE)
     registry.record(paths.dir)
     return "ended"

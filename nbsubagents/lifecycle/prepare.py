@@ -17,6 +17,7 @@ from .. import preset_files as preset_mod
 from ..child import artifacts, budgets, harnesses, output_schema
 from ..child import isolation as isolating
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso
+from ..child.record import RunRecord, replace, write
 from ..config import NbSubagentsError, project_root
 from ..child.harnesses import Harness, Request
 from ..pi import choose_model, offline
@@ -58,7 +59,7 @@ def question_timeout(cwd: Path) -> float:
 
 
 def _conversation(spec: TaskSpec, preset: Any, program: str, harness: Harness, offline_run: bool) -> dict[str, Any]:
-    """meta.json's ``ask``, ``approval`` and ``fallbackModels``: the call's value over the preset's, checked."""
+    """The record's ``ask``, ``approval`` and ``fallback_models``: the call's value over the preset's, checked."""
     if spec.ask is not None and not isinstance(spec.ask, bool):
         raise NbSubagentsError(f"The call's ask must be True or False, got {spec.ask!r}")
     ask = spec.ask if spec.ask is not None else preset.ask
@@ -69,7 +70,7 @@ def _conversation(spec: TaskSpec, preset: Any, program: str, harness: Harness, o
     else:
         names, source = preset.fallback_models, f'preset "{preset.name}" fallbackModels'
     fallbacks = [] if offline_run or not names else _resolve_models(names, source, program, harness)
-    return {"ask": bool(ask), "approval": approval, "fallbackModels": fallbacks}
+    return {"ask": bool(ask), "approval": approval, "fallback_models": fallbacks}
 
 
 def _resolve_models(names: Iterable[str], source: str, program: str, harness: Harness) -> list[str]:
@@ -94,7 +95,7 @@ def _resume_source(root: Path, run_id: str, harness: Harness) -> tuple[Run, str 
     earlier = get_run(run_id, root)
     if not earlier.done:
         raise NbSubagentsError(f"Run {earlier.run_id} is still running: wait for it (or cancel it) before resuming it")
-    return earlier, harness.continues(str(earlier.dir), earlier.meta, earlier.result)
+    return earlier, harness.continues(str(earlier.dir), earlier.record, earlier.result)
 
 
 def _make_run_dir(root: Path) -> Path:
@@ -166,37 +167,29 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         if preset.prompt:
             paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
         paths.prompt.write_text(prompt, encoding="utf-8")
-        meta = {
-            "schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_id, "name": spec.name or preset.name,
-            "harness": harness.NAME, "mode": mode, "taskIndex": task_index, "preset": preset.name,
-            "presetSource": str(preset.path), "presetScope": preset.scope, "task": task,
-            "cwd": str(cwd), "root": str(root),
-            "requestedModel": choice.requested, "requestedModelSource": choice.source,
-            "resolvedModel": choice.resolved or None, "modelThinking": choice.thinking,
-            "offline": current.offline or None,
-            "tools": list(preset.tools) if preset.tools is not None else None, "ignoredTools": ignored_tools or None,
-            "disallowedTools": list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
-            "permissionMode": preset.permission_mode, "presetNotes": list(preset.notes) or None,
-            "thinking": preset.thinking,
-            "systemPromptPath": str(paths.system_prompt) if preset.prompt else None,
-            "promptPath": str(paths.prompt), "files": [str(f) if isinstance(f, Path) else f for f in spec.files or []],
-            "resumedFrom": earlier.run_id if earlier is not None else None,
-            "sessionPath": str(paths.session), "argv": argv, "env": {"PI_SUBAGENTS_CHILD": "1", **env},
-            "timeout": timeout, "extendTimeoutDebounce": current.extend_timeout_debounce,
-            "loopingToolCount": current.looping_tool_count, "createdAt": now_iso(),
-            "budget": budget, "isolation": isolation, "outputSchema": schema,
-            **conversation, "questionTimeout": question_timeout(cwd),
-            "launcher": _launcher(),
-            "runner": runner or ("process" if mode == "background" else current.runner),
-            **_experiment_fields(spec),
-        }
-        atomic_write_json(paths.meta, meta, sync=False)  # the supervisor syncs it while pi starts (not before)
+        record = RunRecord(
+            run_id=run_id, name=spec.name or preset.name, harness=harness.NAME, mode=mode, task_index=task_index,
+            preset=preset.name, preset_source=str(preset.path), preset_scope=preset.scope, task=task,
+            cwd=str(cwd), root=str(root), requested_model=choice.requested, requested_model_source=choice.source,
+            resolved_model=choice.resolved or None, model_thinking=choice.thinking, offline=current.offline or None,
+            tools=list(preset.tools) if preset.tools is not None else None, ignored_tools=ignored_tools or None,
+            disallowed_tools=list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
+            permission_mode=preset.permission_mode, preset_notes=list(preset.notes) or None,
+            thinking=preset.thinking, system_prompt_path=str(paths.system_prompt) if preset.prompt else None,
+            prompt_path=str(paths.prompt), files=[str(f) if isinstance(f, Path) else f for f in spec.files or []],
+            resumed_from=earlier.run_id if earlier is not None else None, session_path=str(paths.session),
+            argv=argv, env={"PI_SUBAGENTS_CHILD": "1", **env}, timeout=timeout,
+            extend_timeout_debounce=current.extend_timeout_debounce, looping_tool_count=current.looping_tool_count,
+            created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, **conversation,
+            question_timeout=question_timeout(cwd), launcher=_launcher(),
+            runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec))
+        write(run_dir, record, sync=False)  # the supervisor syncs it while pi starts (not before)
     except OSError as exc:
         raise _write_error(run_dir, exc) from None
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    run = Run(run_dir, meta)
+    run = Run(run_dir, record)
     if note:
         registry.note(run, status="running" if launching else None)
         run.noted_running = launching
@@ -268,7 +261,7 @@ def preset_fields(preset: Any) -> dict[str, Any]:
 
 
 def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:
-    """meta.json's ``experiment``, ``params`` and ``tags`` (only for runs of an experiment)."""
+    """The record's ``experiment``, ``params`` and ``tags`` (only for runs of an experiment)."""
     if spec.experiment is None:
         return {}
     return {"experiment": spec.experiment, "params": dict(spec.params or {}), "tags": dict(spec.tags or {})}
@@ -312,15 +305,15 @@ def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int, 
     """A task that could not start still becomes a run, so it is found and explained later."""
     root = _spec_root(spec)
     run_dir = _make_run_dir(root)
-    meta = {"schemaVersion": artifacts.SCHEMA_VERSION, "runId": run_dir.name, "name": spec.name or spec.preset,
-            "mode": mode, "taskIndex": task_index, "preset": spec.preset,
-            "task": spec.task if isinstance(spec.task, str) else repr(spec.task),
-            "cwd": str(spec.cwd or Path.cwd()), "root": str(root), "requestedModel": spec.model,
-            "resolvedModel": None, "createdAt": now_iso(), "launcher": _launcher(), **_experiment_fields(spec)}
-    run = Run(run_dir, meta)
+    record = RunRecord(run_id=run_dir.name, name=spec.name or spec.preset, mode=mode,
+                       task_index=task_index, preset=spec.preset,
+                       task=spec.task if isinstance(spec.task, str) else repr(spec.task),
+                       cwd=str(spec.cwd or Path.cwd()), root=str(root), requested_model=spec.model,
+                       created_at=now_iso(), launcher=_launcher(), **_experiment_fields(spec))
+    run = Run(run_dir, record)
     try:
-        atomic_write_json(RunPaths(run_dir).meta, meta)
-        settle.never_ran(run.paths, meta, "failed", str(error))
+        write(run_dir, record)
+        settle.never_ran(run.paths, record, "failed", str(error))
     except OSError as exc:
         raise _write_error(run_dir, exc) from None
     if note:
@@ -333,7 +326,7 @@ def build_runs(items: Iterable[Any], *, mode: str, runner: str | None = None) ->
 
     Every task's shape is checked before anything is written, and registry rows are written only
     once every run directory of the call is: when the call raises, nothing of it is left behind.
-    The runs of one call share a ``group`` id in their meta.json (reports link them).
+    The runs of one call share a ``group`` id in their records (reports link them).
     """
     group = uuid.uuid4().hex[:12]
     specs = [as_spec(item, index) for index, item in enumerate(items)]
@@ -347,8 +340,8 @@ def build_runs(items: Iterable[Any], *, mode: str, runner: str | None = None) ->
             except NbSubagentsError as exc:
                 run = failed_run(spec, exc, mode=mode, task_index=index, note=False)
             runs.append(run)
-            run.meta["group"] = group  # before launch: the supervisor reads meta.json when it starts
-            atomic_write_json(run.paths.meta, run.meta)
+            run.record = replace(run.record, group=group)  # before launch: the supervisor reads it when it starts
+            write(run.dir, run.record)
     except BaseException:
         for run in runs:
             shutil.rmtree(run.dir, ignore_errors=True)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..child.artifacts import RunPaths
 from ..child.procs import WORKER_PID
+from ..child.record import RunRecord
 
 if TYPE_CHECKING:
     from .handle import Run
@@ -89,12 +90,12 @@ class ProcessLauncher:
     log_before_start = True  # supervisor.log is opened before the spawn: no log, never launched
 
     def start(self, run: Run) -> Process:
-        return start_supervisor(run.dir, run.meta.get("cwd"))
+        return start_supervisor(run.dir, run.record.cwd)
 
     def cancel(self, run: Run) -> bool | None:
         return None  # a local supervisor: the request file and a signal to its pid (Run.cancel)
 
-    def check(self, paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str | None:
+    def check(self, paths: RunPaths, record: RunRecord, row: dict[str, Any]) -> str | None:
         return None  # a local supervisor: its pid says (reconcile.check)
 
     def require(self) -> None:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import registry
-from ..child.artifacts import RunPaths, read_json
+from ..child.artifacts import RunPaths
+from ..child.record import RunRecord, load
 from . import settle, watcher
 from .handle import Run
 from .liveness import QUEUER_GONE, STARTING_GRACE, check, owner_alive
@@ -142,10 +143,10 @@ def settle_undriven(run_dir: Path, row: dict[str, Any] | None = None) -> str:
     while (verdict := check(run_dir, row)) == "starting" and time.monotonic() < deadline:
         time.sleep(0.1)
     paths = RunPaths(Path(run_dir))
-    meta = read_json(paths.meta) or {}
-    if (verdict == "owned" and (meta.get("launcher") or {}).get("pid") == os.getpid()
+    record = load(paths.dir) or RunRecord(run_id=paths.dir.name)
+    if (verdict == "owned" and (record.launcher or {}).get("pid") == os.getpid()
             and not (paths.dir / "supervisor.log").exists()):
-        settle.cancelled_before_start(paths, meta, UNDRIVEN)
+        settle.cancelled_before_start(paths, record, UNDRIVEN)
         registry.record(paths.dir)
         return "ended"
     return verdict

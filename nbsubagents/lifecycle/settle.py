@@ -37,6 +37,7 @@ from ..child.isolation import salvage
 from ..child.procs import kill_run_processes
 from ..child.run_files import best_effort, exclusive, sync
 from ..child.supervisor import CANCEL_FILE, WORKER_LOST
+from ..child.record import RunRecord
 
 __all__ = ["LOST", "WORKER_LOST", "CANCELLED", "NOT_STARTED", "request_cancel", "cancel_requested", "never_ran",
            "cancelled_before_start", "lost", "unwritten"]
@@ -61,14 +62,14 @@ def cancel_requested(paths: RunPaths) -> bool:
     return (paths.dir / CANCEL_FILE).exists()
 
 
-def _gone(paths: RunPaths, meta: dict[str, Any]) -> bool:
+def _gone(paths: RunPaths, record: RunRecord) -> bool:
     """The verdict of a run whose folder was deleted while it ran: kept by this process (``unwritten``) and
     written to its registry row; False when this process had settled it already."""
     with _lock:
         if paths.dir in _unwritten:
             return False
         now = artifacts.iso(time.time())
-        _unwritten[paths.dir] = artifacts.result_record(str(meta.get("runId") or paths.dir.name), "failed",
+        _unwritten[paths.dir] = artifacts.result_record(record.run_id or paths.dir.name, "failed",
                                                         error=RUN_DIR_GONE, started_at=now, ended_at=now,
                                                         duration=0.0, stop_reason="run_dir_deleted")
     registry.note(paths.dir)
@@ -81,32 +82,32 @@ def unwritten(paths: RunPaths) -> dict[str, Any] | None:
         return _unwritten.get(paths.dir)
 
 
-def never_ran(paths: RunPaths, meta: dict[str, Any], status: str, message: str) -> bool:
+def never_ran(paths: RunPaths, record: RunRecord, status: str, message: str) -> bool:
     """The result of a run whose supervisor never started: now, 0 s. False when it already had one."""
     best_effort(sync, paths.meta)  # prepare leaves meta.json's fsync to the supervisor, which never came
-    return _write(paths, meta, status, message, "cancelled" if status == "aborted" else "not_started", lost=False)
+    return _write(paths, record, status, message, "cancelled" if status == "aborted" else "not_started", lost=False)
 
 
-def cancelled_before_start(paths: RunPaths, meta: dict[str, Any], why: str | None = None) -> bool:
+def cancelled_before_start(paths: RunPaths, record: RunRecord, why: str | None = None) -> bool:
     """A run that was still queued when a cancel came (or, ``why``, when the cell or process that queued it
     went): ``aborted``, never ran. False when it already had a result."""
-    return never_ran(paths, meta, "aborted", NOT_STARTED + (f": {why}" if why else ""))
+    return never_ran(paths, record, "aborted", NOT_STARTED + (f": {why}" if why else ""))
 
 
-def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None, worker_lost: bool = False) -> bool:
+def lost(paths: RunPaths, record: RunRecord, *, exit_code: int | None = None, worker_lost: bool = False) -> bool:
     """Settle a run whose supervisor exited without a result: its leftover processes are ended first (pi
     outlives a killed supervisor), then an isolated run's workspace is dealt with as its supervisor would
     have (changes captured if they still can be, the worktree and its branch removed), then the one
     verdict is written. ``worker_lost``: its launcher says the machine it ran on is gone (a Dask worker), which
     the verdict says as the supervisor itself would. False when it already had a result."""
-    kill_run_processes(str(meta.get("runId") or paths.dir.name))
-    if not meta.get("isolation"):
-        return _lost(paths, meta, exit_code, {}, worker_lost)
+    kill_run_processes(record.run_id or paths.dir.name)
+    if not record.isolation:
+        return _lost(paths, record, exit_code, {}, worker_lost)
     lock = paths.dir / ".settle.lock"
     with exclusive(lock):  # one settler at a time works in the run's workspace
         if paths.result.exists():
             return False
-        written = _lost(paths, meta, exit_code, _salvage(paths), worker_lost)
+        written = _lost(paths, record, exit_code, _salvage(paths), worker_lost)
         if paths.result.exists():  # later settlers see the result first; the lock is not needed any more
             try:
                 lock.unlink()
@@ -115,7 +116,7 @@ def lost(paths: RunPaths, meta: dict[str, Any], *, exit_code: int | None = None,
         return written
 
 
-def _lost(paths: RunPaths, meta: dict[str, Any], exit_code: int | None, extra: dict[str, Any],
+def _lost(paths: RunPaths, record: RunRecord, exit_code: int | None, extra: dict[str, Any],
           worker_lost: bool) -> bool:
     if cancel_requested(paths):
         status, message, reason = "aborted", CANCELLED, "cancelled"
@@ -126,7 +127,7 @@ def _lost(paths: RunPaths, meta: dict[str, Any], exit_code: int | None, extra: d
         reason = "interrupted"
     if extra.get("changesError"):
         message += f"; {extra['changesError']}"
-    return _write(paths, meta, status, message, reason, lost=True, extra=extra)
+    return _write(paths, record, status, message, reason, lost=True, extra=extra)
 
 
 def _salvage(paths: RunPaths) -> dict[str, Any]:
@@ -137,14 +138,14 @@ def _salvage(paths: RunPaths) -> dict[str, Any]:
         return {"changesError": f"the run's workspace could not be cleaned up: {exc}"}
 
 
-def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, reason: str, *, lost: bool,
+def _write(paths: RunPaths, record: RunRecord, status: str, message: str, reason: str, *, lost: bool,
            extra: dict[str, Any] | None = None) -> bool:
     """A lost run keeps its real start (``supervisor.json``, else ``meta.json``) and ends at its last event,
     the last evidence that it was alive, not at the moment someone noticed."""
     if paths.result.exists():
         return False
     if not paths.meta.exists():  # its folder was deleted: no half folder is made for the result
-        return _gone(paths, meta)
+        return _gone(paths, record)
     try:
         os.unlink(paths.dir / ".result-reserve")  # a dead supervisor's reserved space (supervisor.RESERVE)
     except OSError:
@@ -153,9 +154,9 @@ def _write(paths: RunPaths, meta: dict[str, Any], status: str, message: str, rea
     started = ended = now
     if lost:
         sup = read_json(paths.supervisor) or {}
-        started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(meta.get("createdAt")) or now
+        started = artifacts.parse_iso(sup.get("startedAt")) or artifacts.parse_iso(record.created_at) or now
         ended = max(started, artifacts.last_event_time(paths.events) or started)
-    run_id = str(meta.get("runId") or paths.dir.name)
+    run_id = record.run_id or paths.dir.name
     record = artifacts.result_record(run_id, status, error=message, started_at=artifacts.iso(started),
                                      ended_at=artifacts.iso(ended), duration=round(ended - started, 3),
                                      stop_reason=reason)

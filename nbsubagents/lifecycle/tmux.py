@@ -27,6 +27,7 @@ from ..child import procs
 from ..child.artifacts import RunPaths, read_json
 from ..child.tmux_pane import attach_command, socket_name  # noqa: F401 - the session naming is the pane's
 from ..config import NbSubagentsError
+from ..child.record import RunRecord
 from . import settle
 from .process import wait_any
 
@@ -132,7 +133,7 @@ def launch(run: Run) -> TmuxProcess:
     """Start the run's supervisor in a new detached tmux session; a failure to do so fails the run."""
     tmux = require_tmux()
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
-    cwd = run.meta.get("cwd") or str(run.dir)
+    cwd = run.record.cwd or str(run.dir)
     argv = [tmux, "-L", socket_name(run.run_id), "-f", "/dev/null", "new-session", "-d", "-s", run.run_id,
             "-x", "200", "-y", "50", "-c", cwd, "-P", "-F", "#{pane_pid} #{socket_path}", "--",
             sys.executable, "-m", "nbsubagents.child.tmux_pane", str(run.dir)]
@@ -145,7 +146,7 @@ def launch(run: Run) -> TmuxProcess:
         error, pane, socket = str(exc), "", ""
     handle = TmuxProcess(tmux, run.run_id, run.paths, int(pane) if pane.isdigit() else None, socket or None)
     if error is not None:
-        settle.never_ran(run.paths, run.meta, "failed", f"tmux could not start the run's session: {error}")
+        settle.never_ran(run.paths, run.record, "failed", f"tmux could not start the run's session: {error}")
         handle._finish(1)
     return handle
 
@@ -163,7 +164,7 @@ class TmuxLauncher:
     def cancel(self, run: Run) -> bool | None:
         return None  # a local supervisor: the request file and a signal to its pid (Run.cancel)
 
-    def check(self, paths: RunPaths, meta: dict[str, Any], row: dict[str, Any]) -> str | None:
+    def check(self, paths: RunPaths, record: RunRecord, row: dict[str, Any]) -> str | None:
         return None  # a local supervisor: its pid says (reconcile.check)
 
     def require(self) -> None:

@@ -140,7 +140,7 @@ def say_questions(run: Run, events: list[dict[str, Any]]) -> None:
     """A question the child asks, said once where its run's notices go (the launching cell in a notebook, stderr
     elsewhere), with how to answer it: its panel may be scrolled away, or there is none. Not for a run whose
     questions time out at once (``questionTimeout`` 0: headless) or that was started with ``show=False``."""
-    if run.meta.get("questionTimeout") == 0:
+    if run.record.question_timeout == 0:
         return
     for event in events:
         if event.get("type") != "question":
@@ -300,7 +300,7 @@ class _Entry:
     def says_questions(self) -> bool:
         """Its questions are said where its notices go (``_step``): a run shown here, not quietly, whose questions
         are not answered at once."""
-        return self.renderer is not None and not self.quiet and self.run.meta.get("questionTimeout") != 0
+        return self.renderer is not None and not self.quiet and self.run.record.question_timeout != 0
 
 
 class Watcher:
@@ -425,7 +425,7 @@ class Watcher:
         run = entry.run
         if not entry.meta_file.exists() and not entry.result_file.exists():
             # Its folder was deleted under us: it ends failed (its supervisor stops too), in the registry as well.
-            settling.lost(run.paths, run.meta)
+            settling.lost(run.paths, run.record)
             self._finish(entry)
             return True
         if entry.renderer is not None:
@@ -443,7 +443,7 @@ class Watcher:
             if proc.poll() is None:
                 return False
             if not entry.result_file.exists():  # it writes result.json before it exits
-                settling.lost(run.paths, run.meta, exit_code=proc.returncode)
+                settling.lost(run.paths, run.record, exit_code=proc.returncode)
             self._finish(entry)
             return True
         now = time.monotonic()

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..child import harnesses, inbox, procs
+from ..child import inbox, procs
 from ..child.artifacts import TERMINAL, RunPaths, read_json
+from ..child.record import load
 from ..child.text import clip
 
 __all__ = ["FINAL_TEXT_LIMIT", "HOST", "RUN_ID_CHARS", "launcher_identity", "row_from_dir", "is_waiting",
@@ -70,26 +71,25 @@ def _json_or_none(value: Any) -> str:
 
 
 def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
-    """The registry row a run directory implies (None until its meta.json exists)."""
+    """The registry row a run directory implies (None until its record, meta.json, exists)."""
     paths = RunPaths(Path(run_dir))
-    meta = read_json(paths.meta)
-    if meta is None:
+    record = load(paths.dir)
+    if record is None:
         return None
-    launcher = meta.get("launcher") or {}
+    launcher = record.launcher or {}
     row: dict[str, Any] = {
-        "run_id": meta.get("runId") or paths.dir.name, "name": meta.get("name"), "preset": meta.get("preset"),
-        "mode": meta.get("mode"), "runner": meta.get("runner") or "process", "task": meta.get("task"),
-        "cwd": meta.get("cwd"), "requested_model": meta.get("requestedModel"), "model": meta.get("resolvedModel"),
-        "run_dir": str(paths.dir), "created_at": meta.get("createdAt"), "resumed_from": meta.get("resumedFrom"),
-        "harness": harnesses.name_of(meta), "host": launcher.get("host"),
+        "run_id": record.run_id, "name": record.name, "preset": record.preset, "mode": record.mode,
+        "runner": record.runner, "task": record.task, "cwd": record.cwd, "requested_model": record.requested_model,
+        "model": record.resolved_model, "run_dir": str(paths.dir), "created_at": record.created_at,
+        "resumed_from": record.resumed_from, "harness": record.harness, "host": launcher.get("host"),
         "launcher_pid": launcher.get("pid"), "launcher_ticks": launcher.get("startTicks"),
         "notebook": launcher.get("notebook"), "kernel": launcher.get("kernel"),
         "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),
     }
-    if meta.get("experiment") is not None:
+    if record.experiment is not None:
         scores = read_json(paths.dir / "scores.json") or {}
-        row.update(experiment=meta["experiment"], params=json.dumps(meta.get("params") or {}, default=str),
-                   tags=json.dumps(meta.get("tags") or {}, default=str),
+        row.update(experiment=record.experiment, params=json.dumps(record.params or {}, default=str),
+                   tags=json.dumps(record.tags or {}, default=str),
                    scores=json.dumps(scores.get("scores") or {}, default=str))
     sup = read_json(paths.supervisor)
     if sup:

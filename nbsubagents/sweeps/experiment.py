@@ -261,7 +261,7 @@ class Experiment:
             todo = []
             for run in built if guard.stopped is None else []:
                 why = retry_reason({"status": run.status, "stop_reason": (run.result or {}).get("stopReason")})
-                key = cell_key(run.meta.get("params") or {})
+                key = cell_key(run.record.params or {})
                 if why and tries.get(key, 0) < limits.retries:
                     retrying[key] = (run.run_id, why)
                     tries[key] = tries.get(key, 0) + 1

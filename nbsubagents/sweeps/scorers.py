@@ -146,12 +146,12 @@ def run_folder(run: Run) -> Iterator[tuple[Path, str]]:
     worktree, else a scratch workspace holding the run's own changes (its starting state with its
     ``changes.patch`` applied), made for the check and removed after it, so runs of one sweep are scored
     on their own changes and no workspace is left behind."""
-    if not run.meta.get("isolation"):
-        yield Path(run.meta.get("cwd") or run.dir), ""
+    if not run.record.isolation:
+        yield Path(run.record.cwd or run.dir), ""
         return
     kept = (run.result or {}).get("worktree") or {}
     if kept.get("kept") and kept.get("path") and Path(kept["path"]).is_dir():
-        subdir = (run.meta.get("isolation") or {}).get("subdir", ".")
+        subdir = (run.record.isolation or {}).get("subdir", ".")
         yield (Path(kept["path"]) / subdir).resolve(), "the run's kept worktree"
         return
     isolation.sweep_checkouts()  # what checks killed mid-way left (their ``finally`` never ran)

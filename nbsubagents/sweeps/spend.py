@@ -117,7 +117,7 @@ class Guard:
         if self.stopped is not None:
             for run in self.waiting:
                 if run.process is None and not run.done:  # the drive loop has not launched it: it never will
-                    settle.never_ran(run.paths, run.meta, "failed", self.stopped)
+                    settle.never_ran(run.paths, run.record, "failed", self.stopped)
             self.waiting = []
         return self.stopped
 

@@ -8,6 +8,7 @@ import os
 from functools import cached_property
 from typing import Any
 
+from ..child.record import RunRecord
 from ..child.secrets import MASK, Masker, secret_values
 from ..config import agent_dir, settings
 
@@ -43,7 +44,7 @@ def mask_text(text: str) -> str:
 
 
 class MaskedRun:
-    """A run as a report shows it: its task, name, output, error, events, meta and result masked (so a truncation
+    """A run as a report shows it: its task, name, output, error, events, record and result masked (so a truncation
     that follows cannot cut a secret to a form the masking no longer knows); everything else is the run's."""
 
     def __init__(self, run: Any, mask: Masker | None = None) -> None:
@@ -87,8 +88,8 @@ class MaskedRun:
         return self._mask.text(self._run.transcript)
 
     @cached_property
-    def meta(self) -> dict[str, Any]:
-        return self._mask.data(self._run.meta)
+    def record(self) -> RunRecord:
+        return RunRecord.from_json(self._mask.data(self._run.record.to_json()))
 
     @cached_property
     def result(self) -> dict[str, Any] | None:

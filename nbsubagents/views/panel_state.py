@@ -124,7 +124,7 @@ class PanelState:
     def of_run(cls, run: Run, **kwargs: Any) -> PanelState:
         """The state of what a run did so far (all of it when it ended), from its events.jsonl."""
         state = cls(run, **kwargs)
-        formatter = ProgressFormatter(run.meta.get("cwd"))
+        formatter = ProgressFormatter(run.record.cwd)
         masks = masker()
         for event in run.events():
             event = masks.data(event)  # before the formatter cuts a line short
@@ -276,7 +276,7 @@ class PanelState:
             usage = result.get("usage") or {}
             tokens, cost = usage.get("totalTokens") or 0, usage.get("cost") or 0.0
         # the model a run ended on is in its result (after a fallback); while it goes its result.json is not read
-        model = run.model if status in TERMINAL else run.meta.get("resolvedModel")
+        model = run.model if status in TERMINAL else run.record.resolved_model
         fields = [("model", model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
         if self.failed_steps:
             fields.append(("failed", plural(self.failed_steps, "failed step")))
@@ -291,9 +291,8 @@ class PanelState:
         elapsed = self.elapsed() if status == "unknown" else self._elapsed(status)
         if elapsed is not None:
             fields.append(("elapsed", duration(elapsed)))
-        timeout = run.meta.get("timeout")
-        if status not in TERMINAL and isinstance(timeout, (int, float)) and not isinstance(timeout, bool) \
-                and timeout > 0:
+        timeout = run.record.timeout
+        if status not in TERMINAL and timeout is not None and timeout > 0:
             fields.append(("timeout", f"timeout {duration(float(timeout))}"))
         return fields
 

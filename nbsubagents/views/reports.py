@@ -50,15 +50,15 @@ def _facts(run: Run) -> dict[str, Any]:
         "tokens": usage.get("totalTokens") or 0, "input": usage.get("input") or 0, "output": usage.get("output") or 0,
         "cacheRead": usage.get("cacheRead") or 0, "cacheWrite": usage.get("cacheWrite") or 0,
         "cost": usage.get("cost") or 0.0, "toolCalls": result.get("toolCalls") or 0, "turns": result.get("turns"),
-        "created": run.meta.get("createdAt"), "started": result.get("startedAt"), "ended": result.get("endedAt"),
-        "duration": result.get("durationSeconds"), "cwd": run.meta.get("cwd") or "",
-        "group": run.meta.get("group"), "mode": run.meta.get("mode") or "",
+        "created": run.record.created_at, "started": result.get("startedAt"), "ended": result.get("endedAt"),
+        "duration": result.get("durationSeconds"), "cwd": run.record.cwd or "",
+        "group": run.record.group, "mode": run.record.mode or "",
     }
 
 
 def _lines(run: Run) -> list[tuple[str, str]]:
     """(kind, text) of every formatter line of the run, from its events (the transcript's words)."""
-    formatter = ProgressFormatter(run.meta.get("cwd"))
+    formatter = ProgressFormatter(run.record.cwd)
     lines: list[tuple[str, str]] = []
     for event in run.events():
         line = formatter.format(event)
@@ -71,10 +71,10 @@ def _lines(run: Run) -> list[tuple[str, str]]:
 
 
 def call_groups(runs: list[Run]) -> dict[str, list[Run]]:
-    """Runs of one parallel call, by their group id (from meta.json), among the runs of the report."""
+    """Runs of one parallel call, by their group id (from their records), among the runs of the report."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
-        group = run.meta.get("group")
+        group = run.record.group
         if group:
             groups.setdefault(group, []).append(run)
     return groups

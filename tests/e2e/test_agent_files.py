@@ -196,12 +196,12 @@ def test_permission_modes_are_known_and_a_wrong_one_is_refused(corpus):
 def test_disallowed_tools_are_removed_in_the_childs_argv(corpus, scripted):
     run = nbsubagents.run("doc-writer", "read README.md", model="demo/scripted", show=False)
     assert run.status == "completed", run.error
-    argv = run.meta["argv"]
+    argv = run.record.argv
     assert argv[argv.index("--tools") + 1] == "read,bash,grep,find,ls"
-    assert run.meta["disallowedTools"] == ["Write", "Edit", "MultiEdit", "NotebookEdit"]
+    assert run.record.disallowed_tools == ["Write", "Edit", "MultiEdit", "NotebookEdit"]
     offered = sorted(t["function"]["name"] for t in scripted.requests[0]["tools"])
     assert offered == ["bash", "find", "grep", "ls", "read"]  # what pi itself gave the model
-    assert run.meta["requestedModel"] == "demo/scripted" and run.meta["requestedModelSource"] == "call"
+    assert run.record.requested_model == "demo/scripted" and run.record.requested_model_source == "call"
 
 
 @pytest.mark.pi_matrix
@@ -209,7 +209,7 @@ def test_plan_mode_child_gets_read_only_tools(corpus, scripted):
     run = nbsubagents.run("architect", "read README.md", model="demo/scripted", show=False)
     assert run.status == "completed", run.error
     assert sorted(t["function"]["name"] for t in scripted.requests[0]["tools"]) == ["find", "grep", "ls", "read"]
-    assert run.meta["permissionMode"] == "plan"
+    assert run.record.permission_mode == "plan"
 
 
 # --- 3. pi-extension files load ------------------------------------------------------------------
@@ -232,7 +232,7 @@ def test_pi_extension_files_without_name_or_description_load(corpus):
 def test_a_nameless_pi_extension_preset_runs_under_its_file_name(corpus, scripted):
     run = nbsubagents.run("implementer", "run: echo from-implementer", model="demo/scripted", show=False)
     assert run.status == "completed" and "from-implementer" in run.output
-    assert run.meta["preset"] == "implementer"
+    assert run.record.preset == "implementer"
 
 
 # --- 4. model names as pi understands them ----------------------------------------------------------
@@ -247,14 +247,14 @@ def test_a_sonnet_preset_runs_when_pi_has_a_matching_model(corpus, scripted, tmp
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     run = nbsubagents.run("code-reviewer", "read README.md", show=False)
     assert run.status == "completed", run.error
-    assert run.meta["requestedModel"] == "sonnet" and run.meta["requestedModelSource"] == "preset"
-    assert run.meta["resolvedModel"] == "claude-proxy/claude-sonnet-4-5"
-    assert run.meta["argv"][run.meta["argv"].index("--model") + 1] == "claude-proxy/claude-sonnet-4-5"
+    assert run.record.requested_model == "sonnet" and run.record.requested_model_source == "preset"
+    assert run.record.resolved_model == "claude-proxy/claude-sonnet-4-5"
+    assert run.record.argv[run.record.argv.index("--model") + 1] == "claude-proxy/claude-sonnet-4-5"
     assert run.result["model"] == "claude-proxy/claude-sonnet-4-5"  # pi's own answer, from its message_end
     assert scripted.requests[0]["model"] == "claude-sonnet-4-5"
     thinking = nbsubagents.run("code-reviewer", "say: hi", model="opus:high", show=False)
-    assert thinking.meta["resolvedModel"] == "claude-proxy/claude-opus-4-1" and thinking.meta["modelThinking"] == "high"
-    assert "claude-proxy/claude-opus-4-1:high" in thinking.meta["argv"]
+    assert thinking.record.resolved_model == "claude-proxy/claude-opus-4-1" and thinking.record.model_thinking == "high"
+    assert "claude-proxy/claude-opus-4-1:high" in thinking.record.argv
 
 
 def test_model_inherit_means_no_preset_model(corpus):

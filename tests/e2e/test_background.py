@@ -74,8 +74,8 @@ def test_start_returns_at_once_then_the_watcher_records_announces_and_calls_on_d
 
     assert not (run.dir / "result.json").exists()  # it did not wait for the run
     assert took < 10.0  # ~0.02 s here (benchmarks/bench_registry.py); generous for a loaded machine
-    assert run.status in ("queued", "running") and run.meta["mode"] == "background"
-    assert run.meta["runner"] == "process"
+    assert run.status in ("queued", "running") and run.record.mode == "background"
+    assert run.record.runner == "process"
     assert run.counts is not None and run.counts["running"] >= 1 and run.counts["total"] >= 1
     assert row_of(warm, run.id)["status"] in ("queued", "running")
 
@@ -316,7 +316,7 @@ def test_a_run_belongs_to_the_project_of_its_cwd(warm, tmp_path):
     (other / ".pi" / "settings.json").write_text('{"subagents": {"timeout": 77}}')
     assert "helper" in [p.name for p in nbsubagents.presets(project=other)]
     run = nbsubagents.run("helper", "say: there", cwd=other, show=False)
-    assert run.status == "completed" and run.meta["timeout"] == 77
+    assert run.status == "completed" and run.record.timeout == 77
     assert run.dir.parent == other / ".pi" / "subagents" / "runs"
     assert row_of(other, run.id)["status"] == "completed"
     assert not (warm / ".pi" / "subagents" / "runs").exists() or run.id not in os.listdir(

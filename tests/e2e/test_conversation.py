@@ -17,7 +17,7 @@ from helpers import wait_for
 
 import nbsubagents
 from nbsubagents.child import inbox
-from nbsubagents.child.artifacts import atomic_write_json
+from nbsubagents.child.record import RunRecord, write
 from nbsubagents.lifecycle.handle import launch
 from nbsubagents.lifecycle.prepare import prepare
 from nbsubagents.lifecycle.spec import TaskSpec
@@ -47,8 +47,8 @@ def start(project: Path, task: str, preset: str = "scout", options: dict | None 
     """A run started with these run options (TaskSpec) and extra meta.json keys (those a test sets itself: the
     timeout of questions, which prepare.py decides from where it runs)."""
     run = prepare(TaskSpec(preset, task, **(options or {})), mode="single")
-    run.meta.update(meta)
-    atomic_write_json(run.paths.meta, run.meta)
+    run.record = RunRecord.from_json({**run.record.to_json(), **meta})
+    write(run.dir, run.record)
     launch(run)
     STARTED.append(run)
     return run
@@ -185,7 +185,7 @@ def test_a_429_on_the_first_model_ends_the_run_completed_on_the_second(project, 
     # The test's pi does not retry (write_agent_dir): the fallback model is asked to continue.
     run = start(project, "fail for demo/scripted: 429 rate limited\nread README.md",
                 options={"fallback_models": ["backup"]})  # resolved as a model is: demo/backup
-    assert run.meta["fallbackModels"] == ["demo/backup"]
+    assert run.record.fallback_models == ["demo/backup"]
     finish(run)
     assert run.status == "completed", run.error
     assert run.result["model"] == "demo/backup"

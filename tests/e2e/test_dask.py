@@ -99,7 +99,7 @@ def test_sixteen_runs_complete_on_two_workers_with_every_artifact(dask_project):
         names = {p.name for p in run.dir.iterdir()}
         assert {"meta.json", "prompt.md", "events.jsonl", "transcript.log", "stdout.log", "stderr.log",
                 "result.json", "supervisor.json", "heartbeat", "worker.json", "dask.json"} <= names, names
-        assert run.meta["runner"] == "dask"
+        assert run.record.runner == "dask"
         claim = json.loads((run.dir / "worker.json").read_text())
         assert claim["pid"] in pids  # started by a worker process, not by this one
         takers.add(claim["pid"])
@@ -405,7 +405,7 @@ def test_an_experiment_runs_its_cells_on_the_cluster(dask_project):
                                  dask_client=client, scorers=[lambda run: "Demo" in run.output], show=False)
     runs = exp.runs()
     assert len(runs) == 4 and {r.status for r in runs} == {"completed"} and all(r.scores for r in runs)
-    assert {r.meta["runner"] for r in runs} == {"dask"} and all((r.dir / "worker.json").exists() for r in runs)
+    assert {r.record.runner for r in runs} == {"dask"} and all((r.dir / "worker.json").exists() for r in runs)
     assert exp.plan["executor"] == "dask" and exp.plan["daskScheduler"] == client.scheduler.address
     assert exp.plan["concurrency"] == 4  # the cluster bounds it, not the local default
 
@@ -430,7 +430,7 @@ def test_the_magics_send_their_runs_to_the_default_client_with_executor_dask(das
     runs = [one.result, *group.result, *sweep.result.runs()]
     workers = set(worker_pids(client).values())
     for run, word in zip(runs, ("magic-one", "magic-two", "magic-three", "magic-four")):
-        assert run.status == "completed" and word in run.output and run.meta["runner"] == "dask"
+        assert run.status == "completed" and word in run.output and run.record.runner == "dask"
         assert json.loads((run.dir / "worker.json").read_text())["pid"] in workers
     assert "invalid choice: 'slurm'" in str(refused.error_in_exec)
 

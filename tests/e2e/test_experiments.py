@@ -297,7 +297,7 @@ def test_an_isolated_sweep_gives_each_run_its_worktree_and_checks_score_each_run
     assert max(s for s, _ in spans) < min(e for _, e in spans)  # all four ran at once, each in its own worktree
     for run in runs:
         alpha = run.params["task_id"] == "alpha"
-        assert run.meta["isolation"]["mode"] == "worktree" and run.meta["budget"] == {"maxTurns": 5}
+        assert run.record.isolation["mode"] == "worktree" and run.record.budget == {"maxTurns": 5}
         assert run.files_changed == ["answer.txt"] and ("+alpha" in run.diff) == alpha
         assert run.scores == {"says_alpha": alpha, "diff_says_alpha": alpha}  # the check read the run's own file
         log = (run.dir / "checks" / "says_alpha.log").read_text()
@@ -346,7 +346,7 @@ def test_the_magic_runs_an_isolated_budgeted_sweep_from_its_yaml(shell, project,
     runs = exp.runs()
     assert {r.status for r in runs} == {"completed"} and len(runs) == 2
     assert {r.params["task_id"]: r.scores["says_alpha"] for r in runs} == {"alpha": True, "beta": False}
-    assert all(r.meta["budget"] == {"maxToolCalls": 3} and r.meta["isolation"] for r in runs)
+    assert all(r.record.budget == {"maxToolCalls": 3} and r.record.isolation for r in runs)
     assert not (project / "answer.txt").exists()
     assert_no_workspace_left(project, worktrees)
 

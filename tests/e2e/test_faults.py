@@ -344,7 +344,7 @@ def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypa
         "leaky", tasks=[{"id": "t", "task": f"run: echo {LONG_KEY}", "hint": f"key {LONG_KEY}"}], presets="scout",
         tags={"note": f"uses {LONG_KEY}"}, scorers=[lambda run: len(run.output)], show=False)
     (run,) = exp.runs()
-    assert LONG_KEY in (run.dir / "stdout.log").read_text() and LONG_KEY in run.meta["task"]
+    assert LONG_KEY in (run.dir / "stdout.log").read_text() and LONG_KEY in run.record.task
     table = exp.frame()  # what to_parquet/to_csv export travels in
     assert "SUPERSECRET" not in table.to_csv() and table["params.hint"].iloc[0] == "key ••••••"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -819,7 +819,7 @@ def supervise(run, inject: str, timeout: float = 120) -> subprocess.CompletedPro
     code = f"import sys\nfrom nbsubagents.child import supervisor as s\n{inject}\nsys.exit(s.main([sys.argv[1]]))\n"
     with open(run.dir / "supervisor.log", "ab") as log:
         return subprocess.run([sys.executable, "-c", code, str(run.dir)], stdout=log, stderr=log,
-                              stdin=subprocess.DEVNULL, cwd=run.meta["cwd"], timeout=timeout)
+                              stdin=subprocess.DEVNULL, cwd=run.record.cwd, timeout=timeout)
 
 
 def test_a_catastrophic_pattern_is_ended_by_the_checks_own_limit(proj, model):
@@ -957,7 +957,7 @@ def test_an_isolated_run_reaches_the_original_folder_through_no_link(proj, workt
     run = nbsubagents.run("scout", "\n".join(ESCAPES + by_path + git_works), isolation="worktree", show=False)
 
     assert run.status == "completed", run.error
-    assert run.meta["isolation"]["kind"] == kind
+    assert run.record.isolation["kind"] == kind
     assert run.result["worktree"]["contained"] is True, run.result["worktree"]
     assert files_of(proj) == before  # nothing reached the original folder
     said = "".join(str(e.get("text", "")) for e in run.events())

@@ -71,7 +71,7 @@ def test_project_settings_override_global_ones(project):
     config.configure(concurrency=1)
     assert config.current().concurrency == 1
     run = prepare(TaskSpec("scout", "say: hi"), mode="single")
-    assert run.meta["loopingToolCount"] == 4 and run.meta["timeout"] == 99
+    assert run.record.looping_tool_count == 4 and run.record.timeout == 99
 
 
 @pytest.mark.parametrize("text, message", [
@@ -92,7 +92,7 @@ def test_resume_continues_the_pi_session_so_the_model_sees_its_history(project, 
     first = nbsubagents.run("scout", "say: remember the word PELICAN", show=False)
     assert first.status == "completed"
     second = nbsubagents.run("scout", "read README.md", resume=first.id[:-2], show=False)
-    assert second.status == "completed" and second.meta["resumedFrom"] == first.id
+    assert second.status == "completed" and second.record.resumed_from == first.id
     history = json.dumps(scripted.requests[-1]["messages"])
     assert "remember the word PELICAN" in history  # the earlier turn, replayed by pi from the session
     assert user_text(scripted.requests[-1]) == "read README.md"
@@ -162,7 +162,7 @@ def test_a_task_starting_with_a_dash_reaches_the_child_unchanged(project, script
     run = nbsubagents.run("scout", "--help me: say: hi {x} $HOME", show=False)
     assert run.status == "completed"
     assert user_text(scripted.requests[0]) == "--help me: say: hi {x} $HOME"
-    assert "--help me" not in " ".join(run.meta["argv"])
+    assert "--help me" not in " ".join(run.record.argv)
 
 
 @pytest.mark.pi_matrix
@@ -182,7 +182,7 @@ def test_claude_code_agent_file_loads_and_maps_tools(project, scripted):
     run = nbsubagents.run("claude-reviewer", "say: ok", model="demo/scripted", show=False)
     assert run.status == "completed"
     assert sorted(t["function"]["name"] for t in scripted.requests[0]["tools"]) == ["find", "grep", "read"]
-    assert run.meta["ignoredTools"] == ["WebFetch"]
+    assert run.record.ignored_tools == ["WebFetch"]
 
 
 @pytest.mark.parametrize("cwd, message", [
@@ -263,7 +263,7 @@ def test_an_api_key_from_the_environment_never_reaches_argv_meta_logs_or_registr
     monkeypatch.setenv("NBSUBAGENTS_TEST_KEY", secret)
     run = nbsubagents.run("scout", "read README.md", show=False)
     assert run.status == "completed"
-    assert secret not in " ".join(run.meta["argv"])
+    assert secret not in " ".join(run.record.argv)
     for path in [*run.dir.iterdir(), project / ".pi" / "subagents" / "registry.sqlite"]:
         assert secret.encode() not in path.read_bytes(), path.name
 

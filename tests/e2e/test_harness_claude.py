@@ -49,7 +49,7 @@ def test_the_three_scripted_tasks_complete_under_claude_code(claude, scripted):
     read, edit, command = nbsubagents.run_parallel(tasks, show=False)
     for run in (read, edit, command):
         assert run.status == "completed", run.error
-        assert run.meta["harness"] == "claude-code" and run.result["harness"] == "claude-code"
+        assert run.record.harness == "claude-code" and run.result["harness"] == "claude-code"
         assert run.result["usage"]["input"] > 0 and run.result["usage"]["output"] > 0
         assert run.result["usage"]["cost"] > 0 and run.result["sessionId"]
         kinds = [e["type"] for e in events(run)]
@@ -86,7 +86,7 @@ def test_claude_codes_own_turn_limit_ends_the_run_as_the_budget(claude):
     run = nbsubagents.run("scout", "read README.md\nrun: echo two\nrun: echo three", harness="claude-code",
                           max_turns=1, show=False)
     assert run.status == "failed" and run.result["stopReason"] == "budget:turns"
-    assert "--max-turns" in run.meta["argv"] and "turn limit" in run.error
+    assert "--max-turns" in run.record.argv and "turn limit" in run.error
     assert run.result["toolCalls"] == 1
 
 
@@ -121,7 +121,7 @@ def test_a_claude_code_agent_file_runs_with_its_tools_as_written(claude):
     (agents / "git-historian.md").write_text(text)
     run = nbsubagents.run("git-historian", "run: git log -1 --format=%s\nrun: touch made.txt", show=False)
     assert run.status == "completed", run.error
-    argv = run.meta["argv"]
+    argv = run.record.argv
     assert argv[argv.index("--allowedTools") + 1:argv.index("--permission-mode")] == [
         "Read", "Grep", "Bash(git log:*)", "Bash(git diff:*)"]
     results = [e for e in events(run) if e["type"] == "tool_result"]
@@ -135,11 +135,11 @@ def test_a_typed_result_comes_from_claude_codes_structured_output_and_a_follow_u
     first = nbsubagents.run("scout", 'say: {"answer": 42}', harness="claude-code", output_schema=schema,
                             show=False)
     assert first.status == "completed", first.error
-    assert first.data == {"answer": 42} and "--json-schema" in first.meta["argv"]
+    assert first.data == {"answer": 42} and "--json-schema" in first.record.argv
     follow = first.follow_up("run: echo again")  # a new run, under the harness of the one it continues
     follow.wait()
     assert follow.status == "completed", follow.error
-    assert follow.meta["harness"] == "claude-code"
-    argv = follow.meta["argv"]
+    assert follow.record.harness == "claude-code"
+    argv = follow.record.argv
     assert argv[argv.index("--resume") + 1] == first.result["sessionId"]
     assert "Previously" not in follow.paths.prompt.read_text()  # its own session goes on, not retold

@@ -48,7 +48,7 @@ def test_the_three_scripted_tasks_complete_under_codex(codex_project, scripted, 
     run = nbsubagents.run("coder", task, show=False)
 
     assert run.status == "completed", run.error
-    assert run.meta["harness"] == "codex" and run.meta["argv"][1] == "exec"
+    assert run.record.harness == "codex" and run.record.argv[1] == "exec"
     assert scripted.requests[0]["model"] == "gpt-5.5"  # the preset's openai/gpt-5.5, as Codex names it
     events = events_of(run)
     calls = [e for e in events if e["type"] == "tool_call"]
@@ -109,7 +109,7 @@ def test_resume_continues_the_codex_thread(codex_project, scripted):
     second = nbsubagents.run("coder", "ls src", resume=first.id, show=False)
 
     assert second.status == "completed", second.error
-    assert second.meta["argv"][1:3] == ["exec", "resume"] and first.result["sessionId"] in second.meta["argv"]
+    assert second.record.argv[1:3] == ["exec", "resume"] and first.result["sessionId"] in second.record.argv
     assert second.result["sessionId"] == first.result["sessionId"]
     last = json.dumps(scripted.requests[-1]["input"])
     assert "read README.md" in last and "ls src" in last  # the same conversation, told once
@@ -126,7 +126,7 @@ def test_the_offline_setting_sends_codex_to_the_scripted_model(project, monkeypa
     run = nbsubagents.run("coder", "edit README.md: second line -> offline edit", show=False)
 
     assert run.status == "completed", run.error
-    assert run.meta["argv"][run.meta["argv"].index("-m") + 1] == "scripted"  # whatever the preset names
+    assert run.record.argv[run.record.argv.index("-m") + 1] == "scripted"  # whatever the preset names
     assert (project / "README.md").read_text() == "# Demo project\noffline edit\n"  # apply_patch by its shell
 
 

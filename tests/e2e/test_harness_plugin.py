@@ -29,10 +29,10 @@ Adapter = _claude.Adapter
 def command(program): return [program]
 def build(run): return [run.program, "--say", run.system_prompt or ""], {"ECHO_RUN_DIR": run.run_dir}
 def left_out(run): return []
-def continues(run_dir, meta, result): return None
+def continues(run_dir, record, result): return None
 def relocate(run_dir, cwd): pass
 def offline_env(url, folder, models): return {}
-def session(run_dir, meta): return Stream(Adapter())
+def session(run_dir, record): return Stream(Adapter())
 def version(program): return "echo-agent 1.0"
 '''
 
@@ -72,8 +72,8 @@ def test_a_harness_a_package_registers_runs_like_the_built_in_ones(project, tmp_
     run = nbsubagents.run("scout", "hello from the notebook", harness="echo-agent", show=False)
     assert run.status == "completed", run.error
     assert run.output == "echo: hello from the notebook"
-    assert run.harness == "echo-agent" and run.meta["argv"][1] == "--say"
-    assert run.meta["env"]["ECHO_RUN_DIR"] == str(run.dir)
+    assert run.harness == "echo-agent" and run.record.argv[1] == "--say"
+    assert run.record.env["ECHO_RUN_DIR"] == str(run.dir)
     assert run.result["usage"]["cost"] == 0.25  # its own end record's total wins, as Claude Code's does
     assert nbsubagents.runs(harness="echo-agent")["run_id"].tolist() == [run.id]
     with pytest.raises(nbsubagents.NbSubagentsError, match="The echo-agent harness cannot honour ask \\(set by the "

@@ -23,7 +23,7 @@ def test_a_sweep_over_the_harnesses_axis_launches_each_run_with_its_harness(proj
                                  repeats=2, show=False)
     runs = exp.runs()
     assert [r.status for r in runs] == ["completed", "completed"]
-    assert [(r.meta["harness"], r.params["harness"], r.params["repeat"]) for r in runs] == [("pi", "pi", 1),
+    assert [(r.record.harness, r.params["harness"], r.params["repeat"]) for r in runs] == [("pi", "pi", 1),
                                                                                            ("pi", "pi", 2)]
     assert runs[0].name == "task-1 · pi · scout · default · #1"
     assert set(nbsubagents.runs(harness="pi")["run_id"]) == {r.id for r in runs}
@@ -39,7 +39,7 @@ def test_a_sweep_across_pi_claude_code_and_codex_gives_one_comparable_table(proj
                                  harnesses=["pi", "claude-code", "codex"], repeats=2, concurrency=3, show=False)
     runs = exp.runs()
     assert [r.status for r in runs] == ["completed"] * 6, [r.error for r in runs]
-    assert Counter(r.meta["harness"] for r in runs) == {"pi": 2, "claude-code": 2, "codex": 2}
+    assert Counter(r.record.harness for r in runs) == {"pi": 2, "claude-code": 2, "codex": 2}
     table = exp.compare(by="harness").table
     assert list(table.index) == ["claude-code", "codex", "pi"]
     assert table[("runs", "ran")].tolist() == [2, 2, 2] and table[("success", "rate")].tolist() == [1.0] * 3

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
+from nbsubagents.child.record import load as load_record
 from nbsubagents.child import procs
 from nbsubagents.config import NbSubagentsError
 
@@ -287,7 +288,7 @@ def test_a_supervisor_killed_while_setting_up_the_worktree_leaves_nothing_and_sa
     git(project, "worktree", "add", "-q", "-b", f"nbsubagents/{run_dir.name}", str(worktrees / run_dir.name))
     # ... and the supervisor died here, before the starting state was recorded
 
-    assert settle.lost(RunPaths(run_dir), meta)
+    assert settle.lost(RunPaths(run_dir), load_record(run_dir))
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "failed" and "changes" not in result
     assert "could not be captured: its supervisor was lost while it was setting up" in result["changesError"]
@@ -346,7 +347,7 @@ def test_a_check_of_an_isolated_run_in_a_plain_folder_scores_that_runs_changes(p
     from nbsubagents.sweeps.scorers import check, score
 
     run = nbsubagents.run("scribe", "edit README.md: second line -> by the run", isolation="worktree", show=False)
-    assert run.status == "completed" and run.meta["isolation"]["kind"] == "copy"
+    assert run.status == "completed" and run.record.isolation["kind"] == "copy"
     has = check("grep -q 'by the run' README.md", name="has")
     log = run.dir / "checks" / "has.log"
     assert score(run, [has]) == {"has": True}
@@ -398,7 +399,7 @@ def test_settlers_racing_on_a_lost_isolated_run_capture_once_and_leave_no_worktr
         def settler() -> None:
             start.wait()
             try:
-                outcomes.append(settle.lost(RunPaths(run_dir), meta))
+                outcomes.append(settle.lost(RunPaths(run_dir), load_record(run_dir)))
             except BaseException as exc:  # noqa: BLE001 - what a racing settler raised is the finding
                 outcomes.append(exc)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from nbsubagents.child.record import load as load_record
 from nbsubagents import registry
 from nbsubagents.child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from nbsubagents.lifecycle import handle, reconcile, settle, watcher
@@ -43,7 +44,7 @@ def make_run(root: Path, run_id: str, *, supervisor: bool = True) -> RunPaths:
 def test_threads_settling_one_run_at_once_write_one_result_and_never_raise(tmp_path):
     for attempt in range(20):
         paths = make_run(tmp_path, f"20260101-000000-{attempt:06d}")
-        meta = read_json(paths.meta)
+        meta = load_record(paths.dir)
         start = threading.Barrier(8)
         outcomes: list[object] = []
 
@@ -128,7 +129,7 @@ def test_a_disk_that_refuses_the_result_leaves_the_truth_in_this_process(tmp_pat
 
     monkeypatch.setattr(settle, "atomic_write_json", refuse)
     with pytest.warns(RuntimeWarning, match="No space left on device"):
-        assert settle.lost(paths, read_json(paths.meta)) is True
+        assert settle.lost(paths, load_record(paths.dir)) is True
     assert not paths.result.exists()
     assert Run(paths.dir).status == "failed"  # any handle of this process knows it
 

@@ -123,8 +123,8 @@ def test_options_reach_the_run(shell, project):
                                "read here.txt\n")
 
     assert run.status == "completed" and "- read here.txt: inside sub" in run.output
-    assert run.meta["requestedModel"] == "demo/scripted" and run.meta["timeout"] == 90.0
-    assert run.meta["cwd"] == str((project / "sub").resolve()) and run.name == "opt"
+    assert run.record.requested_model == "demo/scripted" and run.record.timeout == 90.0
+    assert run.record.cwd == str((project / "sub").resolve()) and run.name == "opt"
 
 
 def test_bg_starts_a_background_run_and_returns_at_once(shell, capsys):
@@ -132,7 +132,7 @@ def test_bg_starts_a_background_run_and_returns_at_once(shell, capsys):
 
     assert result.error_in_exec is None
     job = shell.user_ns["job"]
-    assert result.result is job and job.meta["mode"] == "background"
+    assert result.result is job and job.record.mode == "background"
     assert job.status in ("queued", "running")
 
     status = shell.run_line_magic("subagent_status", "")
@@ -379,17 +379,17 @@ def test_the_usage_examples_of_subagents_are_valid_task_lists():
 def test_files_and_resume_work_from_the_magics_and_the_yaml_body(shell, project):
     (project / "notes.txt").write_text("the notes say 42\n")
     first = shell.run_cell_magic("subagent", "scout --file notes.txt --name with-file", "say: read it\n")
-    assert first.status == "completed" and first.meta["files"] == ["notes.txt"]
+    assert first.status == "completed" and first.record.files == ["notes.txt"]
     assert "the notes say 42" in first.paths.prompt.read_text()
 
     again = shell.run_line_magic("subagent", f"--resume {first.id[-6:]} --bg scout say: once more")
-    assert again.wait(60).status == "completed" and again.meta["resumedFrom"] == first.id
+    assert again.wait(60).status == "completed" and again.record.resumed_from == first.id
 
     body = ("- preset: scout\n  task: 'say: from yaml'\n  files: [notes.txt]\n"
             f"- preset: scout\n  task: 'say: resumed'\n  resume: {first.id}\n")
     listed, resumed = cell(shell, "%%subagents -o both\n" + body).result
     assert listed.status == "completed" and "the notes say 42" in listed.paths.prompt.read_text()
-    assert resumed.status == "completed" and resumed.meta["resumedFrom"] == first.id
+    assert resumed.status == "completed" and resumed.record.resumed_from == first.id
 
     with pytest.raises(UsageError, match=r"item 1 \(line 1\): 'files' must be a list of paths, got 'notes.txt'"):
         magics.parse_task_list("- preset: scout\n  task: x\n  files: notes.txt\n")
@@ -410,5 +410,5 @@ def test_subagent_magic_passes_isolation_and_budgets(shell, project, scripted, t
     assert run.files_changed == ["made.txt"] and not (project / "made.txt").exists()
     runs = shell.run_cell_magic("subagents", "", "- preset: scout\n  task: \"run: echo y > y.txt\"\n"
                                 "  isolation: worktree\n  max_turns: 5\n")
-    assert runs[0].files_changed == ["y.txt"] and runs[0].meta["budget"] == {"maxTurns": 5}
+    assert runs[0].files_changed == ["y.txt"] and runs[0].record.budget == {"maxTurns": 5}
     assert subprocess.run(["ls", str(tmp_path / "worktrees")], capture_output=True, text=True).stdout == ""

@@ -52,7 +52,7 @@ def test_github_copilot_children_mark_every_request_agent_initiated(project, scr
     assert len(headers) == 3  # two tool calls and the answer; pi itself says "user" for the first one
     assert [h.get("x-initiator") for h in headers] == ["agent", "agent", "agent"]
     assert all(h.get("authorization") == "Bearer dummy-key" for h in headers)  # models.json's key still used
-    assert "--extension" in run.meta["argv"]
+    assert "--extension" in run.record.argv
 
 
 @pytest.mark.pi_matrix
@@ -61,7 +61,7 @@ def test_other_providers_get_no_initiator_header(project, scripted):
     assert run.status == "completed"
     assert len(scripted.request_headers) == 2
     assert all("x-initiator" not in h for h in scripted.request_headers)
-    assert "--extension" not in run.meta["argv"]
+    assert "--extension" not in run.record.argv
 
 
 def test_pi_runs_on_the_node_next_to_it(tmp_path):

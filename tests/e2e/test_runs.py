@@ -126,7 +126,7 @@ def test_model_resolution_call_over_preset_and_clear_errors(project):
     with pytest.raises(ModelError, match=r'Unknown model "demo/gpt-9" \(from the call.s model=\)\. Available models \(1\): demo/scripted'):
         nbsubagents.run("scout", "read README.md", model="demo/gpt-9", show=False)
     run = nbsubagents.run("nomodel", "say: hi", model="demo/scripted", show=False)
-    assert run.status == "completed" and run.meta["requestedModel"] == "demo/scripted"
+    assert run.status == "completed" and run.record.requested_model == "demo/scripted"
 
 
 @pytest.mark.pi_matrix

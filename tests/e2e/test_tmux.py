@@ -38,7 +38,7 @@ def test_a_foreground_run_in_tmux_completes_and_leaves_no_session(project):
 
     assert run.status == "completed", run.error
     assert "# Demo project" in run.output
-    assert run.meta["runner"] == "tmux"
+    assert run.record.runner == "tmux"
     assert (run.dir / "supervisor.json").exists() and (run.dir / "result.json").exists()
     assert wait_gone(run.id)
     assert not socket_path(run.id).exists()  # issue 13, item 8: each run left its socket in /tmp/tmux-<uid>
@@ -101,7 +101,7 @@ def test_background_runs_use_the_process_runner_even_when_tmux_is_configured(pro
     monkeypatch.setenv("PATH", str(only_node))  # no tmux: a background run must not need it
     config.configure(runner="tmux")
     run = nbsubagents.start("scout", "read README.md", show=False)
-    assert run.meta["runner"] == "process"
+    assert run.record.runner == "process"
     assert run.wait(120).status == "completed"
     deadline = time.monotonic() + 30
     while nbsubagents.status(run.id).rows[0]["announced"] != 1 and time.monotonic() < deadline:

@@ -63,7 +63,7 @@ def fake_run(tmp_path: Path, name: str, status: str | None = None, **extra) -> R
         (run_dir / "supervisor.json").write_text("{}")
     elif status is not None:
         finish(run_dir, status)
-    return Run(run_dir, meta)
+    return Run(run_dir)
 
 
 def finish(run_dir: Path, status: str, *, duration: float = 1.0, text: str = "", error: str | None = None) -> None:
@@ -545,7 +545,7 @@ def running(name):
     meta = {"runId": name, "name": name, "resolvedModel": "demo/scripted", "timeout": 600.0}
     (run_dir / "meta.json").write_text(json.dumps(meta))
     (run_dir / "supervisor.json").write_text("{}")
-    return Run(run_dir, meta)
+    return Run(run_dir)
 first = RunPanel(running("first"))
 """
 
@@ -1015,7 +1015,7 @@ def write_conversation_run(tmp_path: Path) -> Run:
             fh.write(json.dumps({**event, "seq": seq, "ts": 1767323045.0 + seq}) + "\n")
     (run.dir / "supervisor.json").unlink()
     finish(run.dir, "completed", text="b.md says beta")
-    return Run(run.dir, run.meta)
+    return Run(run.dir, run.record)
 
 
 def test_the_saved_record_tells_the_conversation_in_order_with_the_tool_calls_without_javascript(tmp_path):

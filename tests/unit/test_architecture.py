@@ -457,3 +457,49 @@ def test_nothing_outside_a_harness_module_branches_on_a_harness_name():
     found = [hit for module, path, source in _sources()
              for hit in name_branches(module, source, names)]
     assert not found, "name branches outside the harness modules:\n" + "\n".join(found)
+
+
+# -- one record of a run: meta.json is read only through child/record.py -------------------------------------------
+READERS = {"read_json", "read_text", "read_bytes", "open", "loads", "load"}
+
+
+def _named_meta(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id.endswith("meta")) or \
+        (isinstance(node, ast.Attribute) and node.attr.endswith("meta"))
+
+
+def _meta_file(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "meta") or \
+        (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant)
+         and node.right.value == "meta.json")
+
+
+def metadata_reads(module: str, source: str) -> list[str]:
+    """Reads of a run's metadata by string key (``meta["runId"]``, ``run.meta.get("cwd")``) and reads of its file
+    (``read_json(paths.meta)``, ``(run_dir / "meta.json").read_text()``) anywhere but the record module."""
+    if module == "nbsubagents.child.record":
+        return []
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and _named_meta(node.value) and isinstance(node.slice, ast.Constant):
+            found.append(f"{module}:{node.lineno}: reads meta[{node.slice.value!r}]")
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name == "get" and isinstance(func, ast.Attribute) and _named_meta(func.value) and node.args and isinstance(node.args[0], ast.Constant):
+            found.append(f"{module}:{node.lineno}: reads meta.get({node.args[0].value!r})")
+        elif name in READERS and (any(_meta_file(a) for a in node.args)
+                                  or (isinstance(func, ast.Attribute) and _meta_file(func.value))):
+            found.append(f"{module}:{node.lineno}: reads the meta file")
+    return found
+
+
+def test_a_runs_metadata_is_read_only_through_its_record():
+    planted = ('def f(run, paths, run_dir):\n    a = run.meta.get("cwd")\n    b = meta["runId"]\n'
+               '    c = read_json(paths.meta)\n    d = (run_dir / "meta.json").read_text()\n'
+               '    e = paths.meta.read_text()\n    return paths.meta.exists(), run.record.cwd\n')
+    assert len(metadata_reads("nbsubagents.views.x", planted)) == 5
+    assert not metadata_reads("nbsubagents.child.record", planted)
+    found = [hit for module, path, source in _sources() for hit in metadata_reads(module, source)]
+    assert not found, "metadata read outside child/record.py:\n" + "\n".join(found)

@@ -157,8 +157,8 @@ def test_the_call_overrides_the_preset(talker):
 
 def test_a_run_without_the_options_has_them_off(project):
     run = prepare(TaskSpec(preset="scout", task="ls"), mode="background", note=False)
-    assert (run.meta["ask"], run.meta["approval"], run.meta["fallbackModels"]) == (False, None, [])
-    assert "--extension" not in run.meta["argv"] and "NBSUBAGENTS_APPROVAL" not in run.meta["env"]
+    assert (run.record.ask, run.record.approval, run.record.fallback_models) == (False, None, [])
+    assert "--extension" not in run.record.argv and "NBSUBAGENTS_APPROVAL" not in run.record.env
 
 
 def test_an_unknown_fallback_model_is_an_error_before_the_run_is_written(talker):

@@ -84,10 +84,10 @@ def test_a_follow_up_to_a_run_that_ended_continues_it_as_a_new_run_linked_to_it(
     monkeypatch.setattr(converse, "_starter", prepare_only)
     new = ended.follow_up("now list the slow tests")
     assert new is not ended and new.run_id != ended.run_id
-    assert (new.preset, new.task, new.name, new.meta["resumedFrom"]) == (
+    assert (new.preset, new.task, new.name, new.record.resumed_from) == (
         "scout", "now list the slow tests", "mapper", ended.run_id)
     assert prepared == [{"resume": ended.run_id, "model": "demo/scripted", "cwd": str(project), "name": "mapper",
-                         "timeout": 120}]
+                         "timeout": 120, "ask": False, "fallback_models": [], "harness": "pi"}]
     assert registry.fetch(registry.db_path(project), "SELECT resumed_from FROM runs WHERE run_id = ?",
                           (new.run_id,)) == [{"resumed_from": ended.run_id}]
     assert not (ended.dir / inbox.INBOX).exists()  # nothing was posted to the run that ended
@@ -104,7 +104,8 @@ def test_the_public_follow_up_of_an_ended_run_starts_through_api_start(root, mon
     converse.set_starter(api.start)
     assert nbsubagents.follow_up(ended.run_id, "again") == "the new run"
     assert started == [(("scout", "again"), {"resume": ended.run_id, "model": "demo/scripted", "cwd": str(root),
-                                             "name": "mapper", "timeout": 120})]
+                                             "name": "mapper", "timeout": 120, "ask": False,
+                                             "fallback_models": [], "harness": "pi"})]
 
 
 def test_a_message_posted_as_the_run_ends_is_withdrawn_not_left_unread(live, monkeypatch):

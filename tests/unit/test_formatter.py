@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nbsubagents.child.events import RESULT_TEXT_LIMIT, iter_stream
+from nbsubagents.child.record import RunRecord
 from nbsubagents.child.formatter import ProgressFormatter, ProgressLine, transcript_header, transcript_line
 
 _IN_REPO = Path(__file__).resolve().parents[1] / "fixtures" / "pi-0.73.1"
@@ -460,12 +461,11 @@ def utc(monkeypatch):
 
 
 META = {"runId": "20260412-212511-ab12", "preset": "scout", "resolvedModel": "openai/gpt-5-mini",
-        "cwd": "/proj", "task": "Find the auth flow\nand list its files.\nBe brief.\nThanks\nbye",
-        "startedAt": "2026-04-12T21:25:11.075Z", "name": "scout"}
+        "cwd": "/proj", "task": "Find the auth flow\nand list its files.\nBe brief.\nThanks\nbye", "name": "scout"}
 
 
 def test_transcript_header_is_generic_and_complete(utc):
-    header = transcript_header(META)
+    header = transcript_header(RunRecord.from_json(META), "2026-04-12T21:25:11.075Z")
     assert "Agent:" not in header
     assert header == (
         "Run:     20260412-212511-ab12\n"
@@ -481,7 +481,7 @@ def test_transcript_header_is_generic_and_complete(utc):
 
 
 def test_transcript_header_leaves_out_what_is_unknown(utc):
-    header = transcript_header({"runId": "r1", "cwd": "/proj", "task": "do it", "ts": 0, "model": None})
+    header = transcript_header(RunRecord(run_id="r1", cwd="/proj", task="do it", created_at="1970-01-01T00:00:00Z"))
     assert header == "Run:     r1\nCwd:     /proj\nStarted: 1970-01-01 00:00:00\nTask:    do it\n"
 
 

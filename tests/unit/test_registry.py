@@ -35,7 +35,7 @@ def make_run(root: Path, run_id: str, *, result: dict | None = None, supervisor:
              task: str = "read README.md", register: bool = True) -> Path:
     run_dir = root / ".pi" / "subagents" / "runs" / run_id
     run_dir.mkdir(parents=True)
-    meta = {"runId": run_id, "name": name, "preset": "scout", "mode": "background", "task": task,
+    meta = {"runId": run_id, "name": name, "preset": "scout", "mode": "background", "runner": "process", "task": task,
             "cwd": str(root), "resolvedModel": "demo/scripted", "createdAt": created_at or now_iso(),
             "launcher": launcher or {"pid": dead_pid(), "host": registry.HOST, "startTicks": 1}}
     (run_dir / "meta.json").write_text(json.dumps(meta))
@@ -97,7 +97,8 @@ def test_reconcile_ingests_results_settles_lost_supervisors_and_leaves_starting_
     # a leftover "pi" of the lost run: found by the run id in its environment, then killed
     leftover = subprocess.Popen(["sleep", "60"], env={**os.environ, "PI_SUBAGENTS_RUN_ID": lost.name},
                                 cwd=root)
-    starting = make_run(root, "20260101-000003-cccccc")  # created just now, no supervisor.json yet
+    starting = make_run(root, "20260101-000003-cccccc")  # launched just now, no supervisor.json yet
+    (starting / "supervisor.log").touch()
     never = make_run(root, "20260101-000004-dddddd", created_at=old)  # launcher gone, never launched
     me = os.getpid()
     queued_here = make_run(root, "20260101-000005-eeeeee", created_at=old,

@@ -9,6 +9,7 @@ import pytest
 
 from nbsubagents.child import inbox
 from nbsubagents.child.events import PiEventAdapter
+from nbsubagents.child.record import RunRecord
 from nbsubagents.child.rpc import RpcSession
 
 
@@ -49,7 +50,7 @@ def pipe():
 
 
 def conversation(tmp_path, pipe, **meta) -> RpcSession:
-    talk = RpcSession(tmp_path, {"resolvedModel": "demo/scripted", **meta}, PiEventAdapter())
+    talk = RpcSession(tmp_path, RunRecord.from_json({"resolvedModel": "demo/scripted", **meta}), PiEventAdapter())
     talk.attach(pipe, "the task", "/work")
     state, pipe.task = pipe.sent()
     assert state["type"] == "get_state"

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from typing import IO
 
     from ..events import Event
+    from ..record import RunRecord
 
 DEFAULT = "pi"  # the harness of a run that names none (and of every run older than harnesses)
 BUILT_IN = {"pi": f"{__name__}.pi", "claude-code": f"{__name__}.claude_code", "codex": f"{__name__}.codex"}
@@ -94,10 +95,10 @@ class Harness(Protocol):
     def left_out(self, run: Request) -> list[str]: ...                 # the preset's tools it cannot give
     def models(self, program: str) -> tuple[str, ...]: ...             # what it can use here (LISTS_MODELS)
     def models_key(self, program: str) -> str: ...                     # what that list depends on (its cache key)
-    def continues(self, run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None: ...
+    def continues(self, run_dir: str, record: RunRecord, result: Mapping[str, Any] | None) -> str | None: ...
     def relocate(self, run_dir: str, cwd: str) -> None: ...            # a resumed session now runs in ``cwd``
     def offline_env(self, url: str, folder: str, offered: Any) -> dict[str, str]: ...  # to the scripted model
-    def session(self, run_dir: Any, meta: dict[str, Any]) -> Session: ...
+    def session(self, run_dir: Any, record: RunRecord) -> Session: ...
     def version(self, program: str) -> str | None: ...
 
 
@@ -121,15 +122,9 @@ def get(name: str) -> Harness:
     return plugin.load()  # type: ignore[no-any-return]
 
 
-def name_of(record: Mapping[str, Any]) -> str:
-    """The harness that ran a run, from its ``meta.json`` or its registry row (neither names one before harnesses:
-    those runs were pi's)."""
-    return str(record.get("harness") or DEFAULT)
-
-
-def of(meta: Mapping[str, Any]) -> Harness:
-    """The harness of a run's ``meta.json``."""
-    return get(name_of(meta))
+def name_of(row: Mapping[str, Any]) -> str:
+    """The harness that ran a run, from its registry row (rows older than harnesses name none: those were pi's)."""
+    return str(row.get("harness") or DEFAULT)
 
 
 def _plugins() -> dict[str, Any]:

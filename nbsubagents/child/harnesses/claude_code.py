@@ -28,6 +28,7 @@ from .stream import Stream, command, continues_by_id, left_out, models, models_k
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
+    from ..record import RunRecord
     from collections.abc import Sequence
     from typing import Any
 
@@ -136,7 +137,7 @@ def offline_env(url: str, folder: str, offered: Sequence[str]) -> dict[str, str]
 
 
 
-def session(run_dir: Any, meta: dict[str, Any]) -> Stream:
+def session(run_dir: Any, record: RunRecord) -> Stream:
     """Its stdout read through ``Adapter``; nothing said to it after the task (its stdin)."""
     return Stream(Adapter())
 

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING
 from ..artifacts import RunPaths, atomic_write_json, read_json
 from ..events import PiEventAdapter as Adapter
 from ..rpc import RpcSession
-from . import Request, name_of, version_of
+from . import Request, version_of
 
 if TYPE_CHECKING:
+    from ..record import RunRecord
     from typing import IO, Any, Mapping
 
 NAME = "pi"
@@ -341,10 +342,10 @@ def left_out(run: Request) -> list[str]:
     return effective_tools(run)[1]
 
 
-def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
+def continues(run_dir: str, record: RunRecord, result: Mapping[str, Any] | None) -> str | None:
     """The session file an earlier pi run left (what this run continues); None when it left none."""
     session = RunPaths(Path(run_dir)).session
-    ran_here = name_of(meta) == NAME
+    ran_here = record.harness == NAME
     return str(session) if ran_here and session.is_file() and session.stat().st_size > 0 else None
 
 
@@ -433,8 +434,8 @@ def write_agent_dir(
     return path
 
 
-def session(run_dir: Path, meta: dict[str, Any]) -> RpcSession:
-    return RpcSession(run_dir, meta, Adapter())
+def session(run_dir: Path, record: RunRecord) -> RpcSession:
+    return RpcSession(run_dir, record, Adapter())
 
 
 def version(program: str) -> str | None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import name_of
 
 if TYPE_CHECKING:
+    from ..record import RunRecord
     from typing import IO, Any, Callable, Mapping
 
     from ..events import Event
@@ -102,11 +102,11 @@ def models_key(program: str) -> str:
     return program
 
 
-def continues_by_id(name: str) -> Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], str | None]:
+def continues_by_id(name: str) -> Callable[[str, RunRecord, Mapping[str, Any] | None], str | None]:
     """A harness's ``continues``: the session id an earlier run of harness ``name`` left (what its resume
     continues); None for another harness's run."""
-    def continues(run_dir: str, meta: Mapping[str, Any], result: Mapping[str, Any] | None) -> str | None:
+    def continues(run_dir: str, record: RunRecord, result: Mapping[str, Any] | None) -> str | None:
         session = (result or {}).get("sessionId")
-        ran_here = name_of(meta) == name
+        ran_here = record.harness == name
         return session if ran_here and isinstance(session, str) and session else None
     return continues
