@@ -53,8 +53,8 @@ from .parse import (
     is_disabled,
     parse_preset,
     read_frontmatter,
-    split_tool_list,
 )
+from .shared_fields import split_tool_list
 
 __all__ = [
     "IGNORED_KEYS",
