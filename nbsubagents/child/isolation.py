@@ -8,8 +8,8 @@ files; for a folder outside git, a copy of its files that ``.gitignore`` does no
 ``changes.json``) and ``remove``. ``apply`` and ``discard`` act on a finished run. ``salvage`` does the
 capture and removal for a run whose supervisor died (the settle step calls it), and ``checkout`` lays an
 ended run's changes out in a scratch workspace for a shell check. The original folder is never written
-before ``apply``. Standard library only, imported by the supervisor only for an
-isolated run; every git call is an argv list with hooks and prompts off.
+before ``apply``. Standard library only, imported by the supervisor only for an isolated run; every git call
+is an argv list with hooks and prompts off (``workspace_git``, the git plumbing).
 
 What keeps the original folder out of the run's reach:
 
@@ -38,90 +38,24 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from .artifacts import atomic_write_json, now_iso, read_json
-from .errors import NbSubagentsError
 from .procs import alive, process_start_ticks
 from .record import load
-from .run_files import exclusive
+from .workspace_git import (SKIP_OWN, IsolationError, add_parent_state, common_dir, copy_folder, copy_listing, git,
+                            has_all, listed, share_base, snapshot, worktrees_of)
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from typing import Any, Iterator
+    from typing import Any
 
 MODES = ("worktree", "none")
-SHARE_LIMIT = 256 * 1024  # a starting state's file up to this size may enter the repository's store (``_share_base``)
 DEFAULT_MAX_COPY_MB = 200.0
 PATCH = "changes.patch"
 CHANGES = "changes.json"
 APPLIED = "applied.json"
-# The project's own run records are never copied into a run's workspace.
-_OWN = (".pi/subagents/runs/", ".pi/subagents/registry.sqlite")
-_SKIP_OWN = ("--exclude=**/.pi/subagents/runs/", "--exclude=**/.pi/subagents/registry.sqlite*")  # not even listed
-
-
-class IsolationError(NbSubagentsError):
-    """Setting up, capturing or applying a run's workspace failed; the message says what and where."""
-
-
-def _git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None = None,
-         check: bool = True, git_dir: str | None = None,
-         objects: dict[str, Any] | None = None) -> subprocess.CompletedProcess[bytes]:
-    """A git command; ``objects`` (a workspace's state) sends the objects it writes to that workspace's own
-    temporary store, reading the repository's store as an alternate."""
-    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off", "-c", "gc.auto=0"]
-    if git_dir:
-        argv += ["--git-dir", git_dir, "--work-tree", str(cwd)]
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                "GIT_ALTERNATE_OBJECT_DIRECTORIES"):
-        env.pop(key, None)
-    if objects and objects.get("objects"):
-        env["GIT_OBJECT_DIRECTORY"] = objects["objects"]
-        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects["sharedObjects"]
-    try:
-        proc = subprocess.run(argv + args, cwd=cwd, input=input, capture_output=True, env=env,
-                              stdin=None if input is not None else subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise IsolationError("isolation='worktree' needs git, and git is not installed (apt-get install git)") from None
-    if check and proc.returncode != 0:
-        raise IsolationError(f"git {' '.join(args[:2])} failed in {cwd}: "
-                             f"{proc.stderr.decode(errors='replace').strip()}")
-    return proc
-
-
-def _common_dir(repo: Path) -> Path:
-    """The repository's common git folder: its objects, refs and every worktree's entry."""
-    return repo / _git(["rev-parse", "--git-common-dir"], repo).stdout.decode().strip()
-
-
-@contextmanager
-def _worktrees_of(repo: Path, iso: dict[str, Any]) -> Iterator[None]:
-    """Hold the repository's worktree lock while git adds or removes a worktree: ``git worktree add`` reads every
-    other worktree's entry and fails on one that another ``add`` is writing at that moment (the runs of a sweep set
-    up at once; 11 of 80 concurrent adds failed here). A file in the repository's git folder, so every process of
-    every kernel takes the same one. No repository any more: git's own command then fails as it would have (or,
-    removing, does nothing)."""
-    try:
-        common: Path | None = Path(iso["sharedObjects"]).parent if iso.get("sharedObjects") else _common_dir(repo)
-    except IsolationError:
-        common = None
-    with exclusive(common / "nbsubagents-worktrees.lock") if common else nullcontext():
-        yield
-
-
-def _own(rel: str) -> bool:
-    rel = "/" + rel
-    return any("/" + own in rel for own in _OWN)
-
-
-def _listed(out: bytes) -> list[str]:
-    return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0")
-            if p and not p.endswith("/") and not _own(p)]
 
 
 def worktrees_dir() -> Path:
@@ -133,17 +67,17 @@ def worktrees_dir() -> Path:
 def plan(cwd: Path, *, keep: bool = False, max_copy_mb: float = DEFAULT_MAX_COPY_MB,
          base_patch: str | None = None) -> dict[str, Any]:
     """What ``setup`` will do for a run in ``cwd``; IsolationError when it cannot be done."""
-    top = _git(["rev-parse", "--show-toplevel"], cwd, check=False)
+    top = git(["rev-parse", "--show-toplevel"], cwd, check=False)
     if top.returncode == 0:
         repo = Path(top.stdout.decode().strip()).resolve()
-        if _git(["rev-parse", "--verify", "-q", "HEAD"], repo, check=False).returncode != 0:
+        if git(["rev-parse", "--verify", "-q", "HEAD"], repo, check=False).returncode != 0:
             raise IsolationError(f"isolation='worktree': the git repository {repo} has no commit yet; "
                                  "commit once (a worktree starts at HEAD) or run without isolation")
-        listed = _listed(_git(["ls-files", "-c", "-o", "--exclude-standard", "-z", *_SKIP_OWN], repo).stdout)
-        _refuse_escaping_links(repo, _links_in(repo, listed))
+        files = listed(git(["ls-files", "-c", "-o", "--exclude-standard", "-z", *SKIP_OWN], repo).stdout)
+        _refuse_escaping_links(repo, _links_in(repo, files))
         return {"mode": "worktree", "kind": "git", "source": str(cwd), "applyRoot": str(repo),
                 "subdir": os.path.relpath(cwd, repo), "keep": keep, "basePatch": base_patch}
-    files, size = _copy_listing(cwd)
+    files, size = copy_listing(cwd)
     _refuse_escaping_links(cwd, _links_in(cwd, files))
     limit = max_copy_mb * 1024 * 1024
     if size > limit:
@@ -154,21 +88,6 @@ def plan(cwd: Path, *, keep: bool = False, max_copy_mb: float = DEFAULT_MAX_COPY
             "or raise configure(isolation_max_copy_mb=...)")
     return {"mode": "worktree", "kind": "copy", "source": str(cwd), "applyRoot": str(cwd), "subdir": ".",
             "keep": keep, "basePatch": base_patch, "files": len(files), "bytes": size}
-
-
-def _copy_listing(source: Path) -> tuple[list[str], int]:
-    """The files of a non-git folder that its .gitignore files do not exclude, and their total size."""
-    with tempfile.TemporaryDirectory(prefix="nbsubagents-ls-") as tmp:
-        _git(["init", "-q", "--bare", tmp], None)
-        out = _git(["ls-files", "-o", "--exclude-standard", "-z", *_SKIP_OWN], source, git_dir=tmp).stdout
-    files = _listed(out)
-    size = 0
-    for rel in files:
-        try:
-            size += os.lstat(source / rel).st_size
-        except OSError:
-            pass
-    return files, size
 
 
 # -- symbolic links: rewritten to stay in the workspace, or refused ----------------------------------
@@ -278,7 +197,7 @@ def readonly_view(iso: dict[str, Any], run_dir: Path, env: dict[str, str]) -> tu
               env.get("PI_CODING_AGENT_DIR")]
     if iso.get("kind") == "git":
         workspace = Path(iso["path"])
-        admin = _git(["rev-parse", "--absolute-git-dir"], workspace).stdout.decode().strip()
+        admin = git(["rev-parse", "--absolute-git-dir"], workspace).stdout.decode().strip()
         common = Path(iso["sharedObjects"]).parent
         wanted += [admin, *(common / name for name in ("objects", "refs", "logs"))]
     holes = []
@@ -299,113 +218,44 @@ def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
     if iso["kind"] == "git":
         iso["branch"] = f"nbsubagents/{run_id}"
         repo = Path(iso["applyRoot"])
-        iso["sharedObjects"] = str((_common_dir(repo) / "objects").resolve())
+        iso["sharedObjects"] = str((common_dir(repo) / "objects").resolve())
         iso["objects"] = str(path.parent / f"{run_id}.objects")  # the snapshots' own store (never the user's)
     # Recorded before anything is made: whoever settles a supervisor killed from here on finds it (``salvage``).
     _write_state(run_dir, iso)
     if iso["kind"] == "git":
         Path(iso["objects"], "info").mkdir(parents=True, exist_ok=True)
         Path(iso["objects"], "pack").mkdir(exist_ok=True)
-        with _worktrees_of(repo, iso):
-            _git(["worktree", "add", "-q", "-b", iso["branch"], str(path), "HEAD"], repo)
-        _add_parent_state(repo, path)
+        with worktrees_of(repo, iso):
+            git(["worktree", "add", "-q", "-b", iso["branch"], str(path), "HEAD"], repo)
+        add_parent_state(repo, path)
         workdir = path / iso.get("subdir", ".")
         _hold_links(repo, path)
     else:
-        _copy_folder(source, path)
+        copy_folder(source, path)
         workdir = path
         _hold_links(source, path)
-    iso["base"] = _snapshot(path, iso)  # the state the run starts from: what changes.patch is measured against
+    iso["base"] = snapshot(path, iso)  # the state the run starts from: what changes.patch is measured against
     if iso.get("objects"):
-        _share_base(iso, path)
+        share_base(iso, path)
     if iso.get("basePatch"):
-        _apply_base(Path(iso["basePatch"]), path)
+        patch = Path(iso["basePatch"])
+        _apply_patch(patch, path, f"the earlier run's {patch} does not apply to the current state of "
+                                  f"{patch.parent}'s folder; apply or discard it by hand before resuming")
     _write_state(run_dir, iso)
     return workdir.resolve()
 
 
-def _add_parent_state(repo: Path, path: Path) -> None:
-    """The parent's uncommitted changes and its untracked, not ignored files, into a worktree at HEAD."""
-    diff = _git(["diff", "--binary", "HEAD"], repo).stdout
-    if diff.strip():
-        _git(["apply", "--binary", "--whitespace=nowarn", "-"], path, input=diff)
-    untracked = _listed(_git(["ls-files", "-o", "--exclude-standard", "-z", *_SKIP_OWN], repo).stdout)
-    _copy_files(repo, path, untracked)
-
-
-def _copy_folder(source: Path, path: Path) -> None:
-    """A copy of a non-git folder. It goes through git: the source's files (its .gitignore files respected)
-    are hashed into the workspace's own repository and checked out there, which leaves the index fresh
-    for the snapshots."""
-    path.mkdir()
-    _git(["init", "-q", str(path)], None)
-    with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as fh:
-        fh.write("".join(f"**/{own}{'' if own.endswith('/') else '*'}\n" for own in _OWN))
-    _git(["add", "-A", "."], source, git_dir=str(path / ".git"))
-    _git(["checkout-index", "-a", "-f"], path)
-
-
-def _copy_files(source: Path, dest: Path, files: list[str]) -> None:
-    for rel in files:
-        src, dst = source / rel, dest / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if os.path.islink(src):
-            if os.path.lexists(dst):
-                os.unlink(dst)
-            os.symlink(os.readlink(src), dst)
-        elif src.is_file():
-            shutil.copy2(src, dst)
-
-
-def _snapshot(path: Path, iso: dict[str, Any] | None = None) -> str:
-    """A git tree of the workspace as it is now (the index of the workspace only; no commit is made), its
-    objects in the workspace's own store when it has one."""
-    _git(["add", "-A", "."], path, objects=iso)
-    return _git(["write-tree"], path, objects=iso).stdout.decode().strip()
-
-
-def _share_base(iso: dict[str, Any], path: Path) -> None:
-    """The starting state's trees and its files up to SHARE_LIMIT bytes, copied from the workspace's store into
-    the repository's, so that a check can restore that state exactly after the workspace is gone (until git
-    prunes them); a bigger file stays in the workspace's store and goes with it (the check then uses the folder
-    as it is now)."""
-    listing = _git(["ls-tree", "-r", "-t", "-l", "-z", iso["base"]], path, objects=iso).stdout
-    wanted = {iso["base"]}
-    for entry in listing.split(b"\0"):
-        fields = entry.split(b"\t", 1)[0].split()
-        if len(fields) == 4 and (fields[1] == b"tree" or (fields[1] == b"blob" and int(fields[3]) <= SHARE_LIMIT)):
-            wanted.add(fields[2].decode())
-    store, shared = Path(iso["objects"]), Path(iso["sharedObjects"])
-    for sha in wanted:
-        src, dst = store / sha[:2] / sha[2:], shared / sha[:2] / sha[2:]
-        if src.is_file() and not dst.exists():
-            dst.parent.mkdir(exist_ok=True)
-            tmp = dst.with_name(f"{dst.name}.{os.getpid()}.tmp")
-            shutil.copyfile(src, tmp)
-            os.replace(tmp, dst)
-
-
-def _has_all(base: str, cwd: Path) -> bool:
-    """True when the repository holds tree ``base`` and every file in it."""
-    if _git(["cat-file", "-e", f"{base}^{{tree}}"], cwd, check=False).returncode != 0:
-        return False
-    listing = _git(["ls-tree", "-r", "-z", base], cwd).stdout
-    blobs = [e.split(b"\t", 1)[0].split()[2] for e in listing.split(b"\0") if b" blob " in e.split(b"\t", 1)[0]]
-    if not blobs:
-        return True
-    found = _git(["cat-file", "--batch-check"], cwd, input=b"\n".join(blobs) + b"\n").stdout
-    return b" missing" not in found
-
-
-def _apply_base(patch: Path, path: Path) -> None:
-    """An earlier run's patch, for a resume: applied unless the parent already has it (applied earlier)."""
+def _apply_patch(patch: Path, path: Path, refused: str) -> bool:
+    """Apply ``patch`` (an earlier run's, for a resume; an ended run's, for a check) in ``path``; False when ``path``
+    already holds it (applied earlier), IsolationError(``refused``) when it applies neither way."""
     if not patch.is_file() or patch.stat().st_size == 0:
-        return
-    if _git(["apply", "--check", "--binary", str(patch)], path, check=False).returncode == 0:
-        _git(["apply", "--binary", str(patch)], path)
-    elif _git(["apply", "--check", "--reverse", "--binary", str(patch)], path, check=False).returncode != 0:
-        raise IsolationError(f"the earlier run's {patch} does not apply to the current state of "
-                             f"{patch.parent}'s folder; apply or discard it by hand before resuming")
+        return True
+    if git(["apply", "--check", "--binary", str(patch)], path, check=False).returncode == 0:
+        git(["apply", "--binary", str(patch)], path)
+        return True
+    if git(["apply", "--check", "--reverse", "--binary", str(patch)], path, check=False).returncode != 0:
+        raise IsolationError(refused)
+    return False
 
 
 def _write_state(run_dir: Path, iso: dict[str, Any], name: str = "isolation.json") -> None:
@@ -417,11 +267,11 @@ def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     path = Path(iso["path"])
     if iso.get("objects") and not Path(iso["objects"]).is_dir():
         raise IsolationError(f"the workspace's object store {iso['objects']} is gone")
-    after = _snapshot(path, iso)
+    after = snapshot(path, iso)
     base = iso["base"]
-    patch = _git(["diff", "--binary", "--no-renames", "--full-index", base, after], path, objects=iso).stdout
-    numstat = _git(["diff", "--numstat", "--no-renames", "-z", base, after], path, objects=iso).stdout
-    status = _git(["diff", "--name-status", "--no-renames", "-z", base, after], path, objects=iso).stdout
+    patch = git(["diff", "--binary", "--no-renames", "--full-index", base, after], path, objects=iso).stdout
+    numstat = git(["diff", "--numstat", "--no-renames", "-z", base, after], path, objects=iso).stdout
+    status = git(["diff", "--name-status", "--no-renames", "-z", base, after], path, objects=iso).stdout
     kinds = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
     parts = status.decode("utf-8", errors="surrogateescape").split("\0")
     change_of = {parts[i + 1]: kinds.get(parts[i][:1], "modified") for i in range(0, len(parts) - 1, 2) if parts[i]}
@@ -440,7 +290,7 @@ def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
                                           "fileChanges": files})
     if iso.get("keep") and iso.get("objects"):
         # A kept worktree outlives its temporary store: its index goes back to HEAD (objects the repository has).
-        _git(["reset", "-q"], path, objects=iso, check=False)
+        git(["reset", "-q"], path, objects=iso, check=False)
         shutil.rmtree(iso["objects"], ignore_errors=True)
     return summary
 
@@ -452,16 +302,16 @@ def remove(iso: dict[str, Any]) -> None:
         return
     if iso.get("kind") == "git":
         repo = Path(iso["applyRoot"])
-        with _worktrees_of(repo, iso):
-            _git(["worktree", "remove", "--force", str(path)], repo, check=False)
+        with worktrees_of(repo, iso):
+            git(["worktree", "remove", "--force", str(path)], repo, check=False)
         if iso.get("branch"):
-            _git(["branch", "-D", iso["branch"]], repo, check=False)
+            git(["branch", "-D", iso["branch"]], repo, check=False)
     shutil.rmtree(path, ignore_errors=True)
     if iso.get("objects"):
         shutil.rmtree(iso["objects"], ignore_errors=True)
     if iso.get("kind") == "git":
-        with _worktrees_of(Path(iso["applyRoot"]), iso):
-            _git(["worktree", "prune"], Path(iso["applyRoot"]), check=False)
+        with worktrees_of(Path(iso["applyRoot"]), iso):
+            git(["worktree", "prune"], Path(iso["applyRoot"]), check=False)
 
 
 def salvage(run_dir: Path) -> dict[str, Any]:
@@ -503,7 +353,7 @@ def checkout(run_dir: Path, dest: Path) -> tuple[Path, str]:
 
     Returns the folder matching the run's cwd inside it and a note on how it was made. In a git
     repository the run's starting tree is restored exactly while the repository has it and every file in it
-    (``_share_base``: files over SHARE_LIMIT never enter the repository's store); otherwise (and for a copied
+    (``share_base``: files over SHARE_LIMIT never enter the repository's store); otherwise (and for a copied
     folder) the source's current state is used, and a patch the source already holds is not applied twice.
     Remove it with ``remove_checkout(dest)``. IsolationError when the patch does not apply;
     the workspace is then removed.
@@ -520,15 +370,9 @@ def checkout(run_dir: Path, dest: Path) -> tuple[Path, str]:
     try:
         note = _restore(iso, state, dest)
         _hold_links(Path(state["applyRoot"]), dest)  # a check is held in its workspace too
-        patch = run_dir / PATCH
-        if patch.is_file() and patch.stat().st_size:
-            if _git(["apply", "--check", "--binary", str(patch)], dest, check=False).returncode == 0:
-                _git(["apply", "--binary", str(patch)], dest)
-            elif _git(["apply", "--check", "--reverse", "--binary", str(patch)], dest, check=False).returncode:
-                raise IsolationError(f"run {run_dir.name}'s changes.patch does not apply to the current state of "
-                                     f"{state['applyRoot']} (its starting state is gone)")
-            else:
-                note = "the source folder as it is now, which already holds the run's changes.patch"
+        if not _apply_patch(run_dir / PATCH, dest, f"run {run_dir.name}'s changes.patch does not apply to the "
+                            f"current state of {state['applyRoot']} (its starting state is gone)"):
+            note = "the source folder as it is now, which already holds the run's changes.patch"
     except BaseException:
         remove_checkout(dest)
         raise
@@ -539,15 +383,15 @@ def _restore(iso: dict[str, Any], state: dict[str, Any], dest: Path) -> str:
     """``dest`` as the run's starting state (git, while the tree exists), else the source as it is now."""
     source = Path(iso["applyRoot"] if iso["kind"] == "git" else iso["source"])
     if iso["kind"] == "git":
-        with _worktrees_of(source, iso):
-            _git(["worktree", "add", "-q", "--detach", str(dest), "HEAD"], source)
+        with worktrees_of(source, iso):
+            git(["worktree", "add", "-q", "--detach", str(dest), "HEAD"], source)
         base = iso.get("base")
-        if base and _has_all(base, dest):
-            _git(["read-tree", "-u", "--reset", base], dest)
+        if base and has_all(base, dest):
+            git(["read-tree", "-u", "--reset", base], dest)
             return "the run's starting state with its changes.patch applied"
-        _add_parent_state(source, dest)
+        add_parent_state(source, dest)
     else:
-        _copy_folder(source, dest)
+        copy_folder(source, dest)
     return "the source folder as it is now with the run's changes.patch applied (its starting state is gone)"
 
 
@@ -596,15 +440,15 @@ def apply(run_dir: Path, *, check: bool = True) -> list[str]:
     root = Path(changes["applyRoot"])
     files = [f["path"] for f in changes.get("fileChanges", [])]
     if patch.stat().st_size:
-        probe = _git(["apply", "--check", "--binary", str(patch)], root, check=False)
+        probe = git(["apply", "--check", "--binary", str(patch)], root, check=False)
         if probe.returncode != 0:
             reason = probe.stderr.decode(errors="replace").strip()
             if check:
                 raise IsolationError(f"run {run_dir.name}'s changes do not apply to {root}; nothing was changed. "
                                      f"{reason}. Resolve the conflict (or run.discard()) and try again")
-            _git(["apply", "--binary", "--reject", str(patch)], root, check=False)
+            git(["apply", "--binary", "--reject", str(patch)], root, check=False)
         else:
-            _git(["apply", "--binary", str(patch)], root)
+            git(["apply", "--binary", str(patch)], root)
     _mark(run_dir, "applied")
     return files
 
