@@ -2,8 +2,8 @@
 
 Each subcommand is one entry of ``COMMANDS``: a function that adds its parser (help, options, examples) and
 sets ``handler``, the function that runs it and returns the exit code. A handler raises ``NbSubagentsError``
-for a problem; ``main`` prints it (in its shell form) and exits 1. Every word printed goes through ``_print``:
-control characters a run wrote are shown escaped, never sent to the terminal.
+for a problem; ``main`` prints it (in its shell form) and exits 1. Every word printed goes through ``echo``
+(``cli_shell``): control characters a run wrote are shown escaped, never sent to the terminal.
 """
 
 from __future__ import annotations
@@ -13,95 +13,39 @@ import csv
 import json
 import os
 import sys
-import textwrap
-import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from . import __version__, api, demo, doctor, registry
 from .child.artifacts import STATUSES
 from .child.secrets import terminal_safe
 from .child.summary import summary_line
-from .child.text import clip
+from .cli_presets import add_presets
+from .cli_shell import EXIT_CODES, echo, echo_json, for_shell, subcommand
 from .config import NbSubagentsError, project_root
 from .lifecycle import converse, reconcile
 from .lifecycle.handle import get_run
 from .pi import find_pi
-from .preset_files import PresetError, PresetWarning, scan, split_tool_list, write
 from .project_init import init
 from .registry.query import SELECTED, build_query, shown, to_utc_iso
 from .views.masking import MaskedRun, masker
 from .views.reports import FORMATS
-
-EXIT_CODES = """\
-exit codes:
-  0    ok
-  1    a problem: doctor found one, a run could not be cancelled or talked to, no such run
-  2    a usage error: an unknown command, option, status or time
-  130  interrupted (Ctrl-C)
-  141  the reader of a pipe went away (`nbsubagents runs | head -3`), as git does"""
 
 TABLE_LIMIT = 50      # the runs table shows the newest 50 unless --limit says otherwise
 CANCEL_WAIT = 15.0    # seconds `cancel` waits for a run to record its end
 BROKEN_PIPE = 141     # 128 + SIGPIPE: what a shell reports for git or cat in the same pipe
 INTERRUPTED = 130     # 128 + SIGINT
 
-# Python calls that some messages of the package suggest, in the form a person in the shell types instead.
-SHELL_FORMS = {
-    "nbsubagents.status(include_completed=True) lists the runs": "`nbsubagents runs` lists them",
-    "nbsubagents.demo.use_scripted_model()": "`nbsubagents init --offline`",
-    # lifecycle.converse's words
-    "run.follow_up(text) continues its session": "`nbsubagents followup RUN TEXT` continues its session",
-    "run.questions lists the open ones; run.wait_for_question() waits for the next":
-        "`nbsubagents show RUN` lists the open ones",
-    "with run.answer(...)": "with `nbsubagents answer RUN TEXT`",
-    "answer True, 'allow' or 'yes' to allow, False, 'deny' or 'no' to deny (None: no answer)":
-        "answer allow or yes to allow, deny or no to deny (or `nbsubagents approve RUN allow|deny`)",
-    " (None: no answer)": "",
-    ", or None for no answer": "",
-    "e.g. run.steer('look at the tests first')": "e.g. `nbsubagents steer RUN look at the tests first`",
-    "e.g. run.follow_up('now write the summary to NOTES.md')":
-        "e.g. `nbsubagents followup RUN now write the summary to NOTES.md`",
-}
-
-
-def _print(*values: object, file: Any = None) -> None:
-    """``print``, with every control character shown escaped (``\\x1b``): what a run or a file wrote never
-    drives the terminal (no clipboard writes, window titles or cleared screens)."""
-    print(*(terminal_safe(str(v)) for v in values), file=file)
-
-
-def _print_json(value: object) -> None:
-    """``value`` as JSON that is safe in a terminal and valid for a program: every non-ASCII character and DEL
-    written as a ``\\u`` escape, so no control character reaches the terminal and none is escaped twice."""
-    print(json.dumps(value, indent=2, ensure_ascii=True).replace("\x7f", "\\u007f"))
-
-
-def for_shell(message: str) -> str:
-    """``message`` with each Python call it suggests replaced by its shell form (``SHELL_FORMS``)."""
-    for python, shell in SHELL_FORMS.items():
-        message = message.replace(python, shell)
-    return message
-
-
-def _command(sub: Any, name: str, summary: str, examples: str, description: str | None = None
-             ) -> argparse.ArgumentParser:
-    """A subcommand's parser whose ``--help`` ends with its examples and the exit codes."""
-    return sub.add_parser(name, help=summary, description=textwrap.fill(description or summary, 79),
-                          epilog=f"examples:\n{examples.rstrip()}\n\n{EXIT_CODES}",
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-
 
 # -- doctor ---------------------------------------------------------------------------------------------
 def add_doctor(sub: Any) -> None:
-    cmd = _command(sub, "doctor", "check python, node, pi, presets and models", """\
+    cmd = subcommand(sub, "doctor", "check python, node, pi, presets and models", """\
   nbsubagents doctor                      # can runs start on this machine?
   nbsubagents doctor --json | jq '.[] | select(.ok == false)'
   nbsubagents doctor --dask tcp://scheduler:8786""",
-                   "Check python, node, pi, the agent dir, presets and models. Each line is ✓ (fine), ✗ (a "
-                   "problem, with the command that fixes it) or ! (worth knowing). Exit 0 when runs can start "
-                   "(pi starts; without a configured model runs can use the offline scripted model).")
+                     "Check python, node, pi, the agent dir, presets and models. Each line is ✓ (fine), ✗ (a "
+                     "problem, with the command that fixes it) or ! (worth knowing). Exit 0 when runs can start "
+                     "(pi starts; without a configured model runs can use the offline scripted model).")
     cmd.add_argument("--dask", nargs="?", const="", metavar="SCHEDULER",
                      help="also check a Dask cluster: workers, pi on each, shared storage, versions")
     cmd.add_argument("--json", action="store_true", help="the checks as a JSON list of {check, ok, detail, fix}")
@@ -113,10 +57,10 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.dask is not None:
         found += doctor.dask_checks(args.dask or None)
     if args.json:
-        _print_json([c.as_dict() for c in found])
+        echo_json([c.as_dict() for c in found])
     else:
         for check in found:
-            _print(check.text())
+            echo(check.text())
     return 1 if any(c.ok is False for c in found) else 0
 
 
@@ -151,7 +95,7 @@ def _positive(text: str) -> int:
 
 
 def add_runs(sub: Any) -> None:
-    cmd = _command(sub, "runs", "this project's runs, newest first: counts and a table (or JSON, CSV)", """\
+    cmd = subcommand(sub, "runs", "this project's runs, newest first: counts and a table (or JSON, CSV)", """\
   nbsubagents runs                        # the newest 50 runs
   nbsubagents runs --status failed,aborted --since 2h
   nbsubagents runs --preset scout --model anthropic/claude-sonnet-4-5 --limit 10
@@ -200,17 +144,17 @@ def list_runs(args: argparse.Namespace) -> int:
     more = limit is not None and len(rows) > limit
     rows = rows[:limit]
     if args.json:
-        _print_json(rows)
+        echo_json(rows)
     elif args.csv:
         _write_csv(rows)
     elif not rows:
-        _print(_no_runs(args))
+        echo(_no_runs(args))
     else:
         db = registry.db_path()
-        _print(repr(registry.Status(registry.counts(db=db), rows, include_completed=True, max_rows=len(rows),
-                                    waiting=registry.waiting_count(db))))
+        echo(repr(registry.Status(registry.counts(db=db), rows, include_completed=True, max_rows=len(rows),
+                                  waiting=registry.waiting_count(db))))
         if more:
-            _print(f"… older runs not shown: --limit {max(2 * limit, 100)} shows more")
+            echo(f"… older runs not shown: --limit {max(2 * limit, 100)} shows more")
     return 0
 
 
@@ -234,7 +178,7 @@ def _write_csv(rows: list[dict[str, Any]]) -> None:
 
 # -- status, show ---------------------------------------------------------------------------------------
 def add_status(sub: Any) -> None:
-    cmd = _command(sub, "status", "active runs (or every run with --all, or one run) and the counts", """\
+    cmd = subcommand(sub, "status", "active runs (or every run with --all, or one run) and the counts", """\
   nbsubagents status                      # what is running now
   nbsubagents status --all
   nbsubagents status 20261126-054801      # one run: a run id or a unique prefix of one""")
@@ -247,16 +191,16 @@ def show_status(args: argparse.Namespace) -> int:
     """The tables of ``nbsubagents.status()``; a terminal look does not take a kernel's announcements."""
     found = reconcile.status(args.run_id, include_completed=args.all, announce=False)
     if not found.total:
-        _print(f"no runs yet in {project_root()}")
+        echo(f"no runs yet in {project_root()}")
         return 0
     masks = masker()
     found.rows = [masks.data(row) for row in found.rows]  # masked before the table cuts a cell short
-    _print(repr(found))
+    echo(repr(found))
     return 0
 
 
 def add_show(sub: Any) -> None:
-    cmd = _command(sub, "show", "one run: its summary, status, output, error and where its files are", """\
+    cmd = subcommand(sub, "show", "one run: its summary, status, output, error and where its files are", """\
   nbsubagents show 20261126-054801-a1b2c3
   nbsubagents show a1b2c3                 # the random tail of a run id is enough when unique
   nbsubagents show a1b2c3 --json | jq -r .output""")
@@ -276,9 +220,9 @@ def show_run(args: argparse.Namespace) -> int:
              "error": run.error, "resumed_from": run.record.resumed_from, "questions": questions,
              "run_dir": str(paths.dir), "transcript": str(paths.transcript), "events": str(paths.events)}
     if args.json:
-        _print_json(facts)
+        echo_json(facts)
         return 0
-    _print(facts["summary"])
+    echo(facts["summary"])
     labels = {"resumed_from": "continues", "questions": "asks"}
     for key in ("status", "preset", "harness", "model", "task", "output", "error", "resumed_from", "questions",
                 "run_dir", "transcript", "events"):
@@ -288,9 +232,9 @@ def show_run(args: argparse.Namespace) -> int:
         if not value:
             continue
         first, *rest = str(value).rstrip().split("\n")
-        _print(f"  {labels.get(key, key.replace('_', ' ')):<11} {first}")
+        echo(f"  {labels.get(key, key.replace('_', ' ')):<11} {first}")
         for line in rest:
-            _print(f"  {'':<11} {line}")
+            echo(f"  {'':<11} {line}")
     return 0
 
 
@@ -305,8 +249,8 @@ def _question_lines(run_id: str, questions: list[dict[str, Any]]) -> list[str]:
 
 # -- report, cancel -------------------------------------------------------------------------------------
 def add_report(sub: Any) -> None:
-    cmd = _command(sub, "report", "write a report of some runs (self-contained HTML, or Markdown) and print "
-                                  "its path", """\
+    cmd = subcommand(sub, "report", "write a report of some runs (self-contained HTML, or Markdown) and print "
+                                    "its path", """\
   nbsubagents report a1b2c3               # .pi/subagents/reports/report-<time>.html
   nbsubagents report a1b2c3 d4e5f6 --format md --out issue.md
   xdg-open "$(nbsubagents report a1b2c3)\"""")
@@ -321,12 +265,12 @@ def add_report(sub: Any) -> None:
 
 def write_report(args: argparse.Namespace) -> int:
     reconcile.reconcile(reattach=False)
-    _print(api.report(args.runs, args.out, format=args.format).resolve())
+    echo(api.report(args.runs, args.out, format=args.format).resolve())
     return 0
 
 
 def add_cancel(sub: Any) -> None:
-    cmd = _command(sub, "cancel", "cancel runs (from any kernel or terminal)", """\
+    cmd = subcommand(sub, "cancel", "cancel runs (from any kernel or terminal)", """\
   nbsubagents cancel a1b2c3
   nbsubagents cancel a1b2c3 d4e5f6
   nbsubagents runs --status running --json | jq -r '.[].run_id' | xargs nbsubagents cancel""")
@@ -342,7 +286,7 @@ def cancel_runs(args: argparse.Namespace) -> int:
         why = _cancel(given)
         if why:
             failed += 1
-            _print(f"{given}: not cancelled: {why}", file=sys.stderr)
+            echo(f"{given}: not cancelled: {why}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -358,15 +302,15 @@ def _cancel(given: str) -> str | None:
         return f"run {run.id} ended before the cancel reached it ({run.refresh().status})"
     run.wait(CANCEL_WAIT)
     if run.done:
-        _print(f"{run.id}: cancelled ({run.status})")
+        echo(f"{run.id}: cancelled ({run.status})")
     else:
-        _print(f"{run.id}: cancelled; it is still ending (`nbsubagents status {run.id}` shows when it has)")
+        echo(f"{run.id}: cancelled; it is still ending (`nbsubagents status {run.id}` shows when it has)")
     return None
 
 
 # -- steer, followup, answer, approve: talking to a run -----------------------------------------------------
 def _run_and_text(sub: Any, name: str, summary: str, examples: str, text_help: str) -> argparse.ArgumentParser:
-    cmd = _command(sub, name, summary, examples)
+    cmd = subcommand(sub, name, summary, examples)
     cmd.add_argument("run", help="a run id or a unique prefix of one")
     cmd.add_argument("text", nargs="+", metavar="TEXT", help=text_help + " (several words are joined by spaces)")
     return cmd
@@ -389,7 +333,7 @@ def add_steer(sub: Any) -> None:
 def steer_run(args: argparse.Namespace) -> int:
     run = _talked_to(args.run)
     run.steer(" ".join(args.text))
-    _print(f"{run.id}: steered (the child reads it after its current tool call)")
+    echo(f"{run.id}: steered (the child reads it after its current tool call)")
     return 0
 
 
@@ -406,10 +350,10 @@ def follow_up_run(args: argparse.Namespace) -> int:
     run = _talked_to(args.run)
     new = converse.follow_up(run.paths, " ".join(args.text), show=False)  # no progress: this command returns
     if new is None:
-        _print(f"{run.id}: followed up (the child reads it after its current turn)")
+        echo(f"{run.id}: followed up (the child reads it after its current turn)")
     else:
-        _print(f"{run.id} had ended ({run.status}): continued as run {new.id} in the background "
-               f"(`nbsubagents show {new.id}`)")
+        echo(f"{run.id} had ended ({run.status}): continued as run {new.id} in the background "
+             f"(`nbsubagents show {new.id}`)")
     return 0
 
 
@@ -429,13 +373,13 @@ def add_answer(sub: Any) -> None:
 def answer_run(args: argparse.Namespace) -> int:
     run = _talked_to(args.run)
     asked = run.answer(" ".join(args.text), question=args.question)
-    _print(f"{run.id}: answered {converse.describe(asked)}: {asked['answer']}")
+    echo(f"{run.id}: answered {converse.describe(asked)}: {asked['answer']}")
     return 0
 
 
 def add_approve(sub: Any) -> None:
-    cmd = _command(sub, "approve", "allow or deny what a run asks approval for (the oldest open approval, or "
-                                   "--question)", """\
+    cmd = subcommand(sub, "approve", "allow or deny what a run asks approval for (the oldest open approval, or "
+                                     "--question)", """\
   nbsubagents approve a1b2c3 allow
   nbsubagents approve a1b2c3 deny --question 7f3e""")
     cmd.add_argument("run", help="a run id or a unique prefix of one")
@@ -448,13 +392,13 @@ def add_approve(sub: Any) -> None:
 def approve_run(args: argparse.Namespace) -> int:
     run = _talked_to(args.run)
     asked = run.approve(args.decision == "allow", question=args.question)
-    _print(f"{run.id}: {'allowed' if asked['answer'] else 'denied'}: {converse.describe(asked)}")
+    echo(f"{run.id}: {'allowed' if asked['answer'] else 'denied'}: {converse.describe(asked)}")
     return 0
 
 
 # -- demo -----------------------------------------------------------------------------------------------
 def add_demo(sub: Any) -> None:
-    cmd = _command(sub, "demo", "the offline tour on the scripted demo model (one run, three in parallel)", """\
+    cmd = subcommand(sub, "demo", "the offline tour on the scripted demo model (one run, three in parallel)", """\
   nbsubagents demo                        # copies the example project to .demo/project and runs there
   nbsubagents demo /tmp/tour
   nbsubagents demo --notebook             # needs nbsubagents[demo]""")
@@ -479,125 +423,14 @@ def run_demo(args: argparse.Namespace) -> int:
     return demo.main([args.dir] if args.dir else [])
 
 
-# -- the parser -----------------------------------------------------------------------------------------
-# The subcommands in the order --help lists them. A new one: a function add_NAME(sub) that makes its parser with
-# _command(...) and sets handler=, appended here.
-# -- nbsubagents presets: list, show, new, set, copy, delete ------------------------------------------------------
-def add_presets(sub: Any) -> None:
-    """``nbsubagents presets [list|show|new|set|copy|delete]``: presets made and changed from the shell."""
-    cmd = _command(sub, "presets", "list, show, make, change, copy and delete presets", """\
-  nbsubagents presets                                  # name, scope, model, description, file
-  nbsubagents presets show scout
-  nbsubagents presets new tester --description "Runs the tests" --tools read,bash --model anthropic/claude-sonnet-4-5
-  nbsubagents presets set tester max_tool_calls=20 thinking=
-  nbsubagents presets copy code-reviewer reviewer      # a Claude Code agent into a pi preset
-  nbsubagents presets delete tester""",
-                   "The presets a run can name here; without an action, the list. new, copy and delete act on "
-                   "the project's .pi/subagents/ (--global: pi's agent dir); set changes the preset a run would "
-                   "pick. Files are checked by the parser that reads them before they are written.")
-    cmd.add_argument("--json", action="store_true", help="the list as JSON")
-    actions = cmd.add_subparsers(dest="action", metavar="ACTION")
-    listing = actions.add_parser("list", help="name, scope, model, description and file of every preset")
-    listing.add_argument("--json", action="store_true", help="as JSON")
-    actions.add_parser("show", help="a preset's file: its fields and prompt").add_argument("name", metavar="NAME")
-    new = actions.add_parser("new", help="write a new preset (refused if one of that name exists in the scope)")
-    new.add_argument("name", metavar="NAME")
-    new.add_argument("--description", required=True, metavar="D", help="when to pick this preset")
-    new.add_argument("--model", metavar="M", help="its default model, e.g. anthropic/claude-sonnet-4-5")
-    new.add_argument("--tools", metavar="a,b", help="the tools the child may use, e.g. read,grep,find")
-    prompt = new.add_mutually_exclusive_group()
-    prompt.add_argument("--prompt", metavar="TEXT", default="", help="the system prompt (the file's body)")
-    prompt.add_argument("--prompt-file", metavar="F", help="read the system prompt from file F")
-    change = actions.add_parser("set", help="change fields: FIELD=VALUE (VALUE read as YAML); FIELD= removes it")
-    change.add_argument("name", metavar="NAME")
-    change.add_argument("fields", nargs="+", metavar="FIELD=VALUE")
-    copy = actions.add_parser("copy", help="copy a preset (a Claude Code agent too) into a new pi preset")
-    copy.add_argument("name", metavar="NAME")
-    copy.add_argument("new_name", metavar="NEW")
-    delete = actions.add_parser("delete", help="delete a preset's file")
-    delete.add_argument("name", metavar="NAME")
-    for action in (new, copy, delete):
-        action.add_argument("--global", dest="global_scope", action="store_true",
-                            help="in pi's agent dir (subagents/) instead of the project's .pi/subagents/")
-    cmd.set_defaults(handler=presets_command)
-
-
-def presets_command(args: argparse.Namespace) -> int:
-    """Run one ``presets`` action; a refused one says why on stderr (exit 1, or 2 for a malformed FIELD=VALUE)."""
-    scope = "global" if getattr(args, "global_scope", False) else "project"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PresetWarning)
-        try:
-            code = _presets_action(args, scope)
-        except PresetError as exc:
-            _print(f"nbsubagents presets: {exc}", file=sys.stderr)
-            code = 2 if isinstance(exc, write.AssignmentError) else 1
-        except OSError as exc:
-            _print(f"nbsubagents presets: {exc}", file=sys.stderr)
-            code = 1
-    for warning in caught:
-        if issubclass(warning.category, PresetWarning):
-            _print(f"! {warning.message}", file=sys.stderr)
-    return code
-
-
-def _presets_action(args: argparse.Namespace, scope: str) -> int:
-    if args.action in (None, "list"):
-        return _list_presets(as_json=args.json)
-    if args.action == "show":
-        return _show_preset(args.name)
-    if args.action == "new":
-        text = Path(args.prompt_file).read_text(encoding="utf-8") if args.prompt_file else args.prompt
-        tools = [t.strip() for t in split_tool_list(args.tools)] if args.tools is not None else None
-        made = write.new_preset(args.name, description=args.description, model=args.model, tools=tools,
-                                prompt=text, scope=scope)
-        _print(f"Wrote {made.scope} preset {made.name}: {made.path}", file=sys.stderr)
-    elif args.action == "set":
-        changed = write.edit_fields(args.name, write.parse_assignments(args.fields))
-        _print(f"Changed {changed.scope} preset {changed.name}: {changed.path}", file=sys.stderr)
-    elif args.action == "copy":
-        made = write.copy_preset(args.name, args.new_name, scope=scope)
-        _print(f"Copied {args.name} to {made.scope} preset {made.name}: {made.path}", file=sys.stderr)
-    elif args.action == "delete":
-        _print(f"Deleted {scope} preset {args.name}: {write.delete_preset(args.name, scope=scope)}", file=sys.stderr)
-    return 0
-
-
-def _list_presets(*, as_json: bool) -> int:
-    found = scan()
-    rows = [{"name": p.name, "scope": p.scope, "model": p.model, "description": p.description, "path": str(p.path)}
-            for p in found.presets.values()]
-    if as_json:
-        _print_json(rows)
-    elif rows:
-        widths = {key: max(len(key), *(len(clip(str(row[key] or "-"), 60)) for row in rows))
-                  for key in ("name", "scope", "model", "description")}
-        _print("  ".join(key.upper().ljust(widths[key]) for key in widths) + "  PATH")
-        for row in rows:
-            _print("  ".join(clip(str(row[key] or "-"), 60).ljust(widths[key]) for key in widths) + "  " + row["path"])
-    else:
-        _print("No presets yet: nbsubagents presets new NAME --description '...' (or nbsubagents init)",
-               file=sys.stderr)
-    for problem in found.problems:
-        _print(f"✗ {problem.message}", file=sys.stderr)
-    return 0
-
-
-def _show_preset(name: str) -> int:
-    path, scope = write.visible_file(name)
-    _print(f"# {scope} preset {name}: {path}", file=sys.stderr)
-    sys.stdout.write(terminal_safe(path.read_text(encoding="utf-8-sig")))
-    return 0
-
-
 # -- init -----------------------------------------------------------------------------------------------
 def add_init(sub: Any) -> None:
-    cmd = _command(sub, "init", "make a project: starter presets, commented settings, .gitignore lines", """\
+    cmd = subcommand(sub, "init", "make a project: starter presets, commented settings, .gitignore lines", """\
   nbsubagents init                        # this folder: .pi/subagents/ with scout, editor, reviewer
   nbsubagents init --offline my-project   # runs there use the scripted model (no key, no network)""",
-                   "Make DIR a project: .pi/subagents/ with three starter presets (scout, editor, reviewer), a "
-                   "commented subagents section in .pi/settings.json, and the lines that keep runs, the registry "
-                   "and reports out of git in .gitignore. Never overwrites a file; says what it made and skipped.")
+                     "Make DIR a project: .pi/subagents/ with three starter presets (scout, editor, reviewer), a "
+                     "commented subagents section in .pi/settings.json, and the lines that keep runs, the registry "
+                     "and reports out of git in .gitignore. Never overwrites a file; says what it made and skipped.")
     cmd.add_argument("dir", nargs="?", default=".", help="the project folder (default: this one)")
     cmd.add_argument("--offline", action="store_true",
                      help="every run of the project uses the scripted model demo/scripted (no key, no network)")
@@ -609,12 +442,15 @@ def run_init(args: argparse.Namespace) -> int:
     try:
         result = init(args.dir, offline=args.offline)
     except (NbSubagentsError, OSError) as exc:
-        _print(f"nbsubagents init: {exc}", file=sys.stderr)
+        echo(f"nbsubagents init: {exc}", file=sys.stderr)
         return 2
-    _print(repr(result))
+    echo(repr(result))
     return 0
 
 
+# -- the parser -----------------------------------------------------------------------------------------
+# The subcommands in the order --help lists them. A new one: a function add_NAME(sub) that makes its parser with
+# subcommand(...) and sets handler=, appended here.
 COMMANDS: list[Callable[[Any], None]] = [add_init, add_runs, add_status, add_show, add_report, add_cancel,
                                          add_steer, add_followup, add_answer, add_approve,
                                          add_presets, add_doctor, add_demo]
@@ -652,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: the shell's usual 128 + SIGINT, without a traceback
         return INTERRUPTED
     except NbSubagentsError as exc:
-        _print(f"nbsubagents {args.command}: {for_shell(str(exc))}", file=sys.stderr)
+        echo(f"nbsubagents {args.command}: {for_shell(str(exc))}", file=sys.stderr)
         return 1
     return code
 
