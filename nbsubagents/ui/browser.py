@@ -24,25 +24,11 @@ from ..config import NbSubagentsError
 from ..lifecycle import watcher
 from ..lifecycle.handle import Run, reread
 from ..registry import query
-from ..style import (
-    DARK_SCOPE,
-    MONO_STYLE,
-    MUTED_STYLE,
-    PALETTE,
-    STATUS_CSS,
-    attrs,
-    clip,
-    duration,
-    filesize,
-    glyph,
-    html_table,
-    is_missing,
-    plural,
-    pydatetime,
-    shorten,
-)
+from ..style import MONO_STYLE, MUTED_STYLE, attrs, plural
 from ..views.masking import MaskedRun, masker
 from ..views.tables import styled_html
+from .browser_html import (BROWSE_CSS, artifacts_html, events_html, header_html, list_colours, list_header,
+                           list_labels, output_html)
 from .display import widget_bundle, widgets_available
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_clicks
 
@@ -55,7 +41,6 @@ __all__ = ["Browser", "browse", "FILTERS", "TIME_RANGES", "BROWSE_LIMIT"]
 
 BROWSE_LIMIT = 500       # newest runs listed by browse()
 TRANSCRIPT_LIMIT = 200_000
-EVENT_ROWS = 400
 ANY = ""  # a dropdown's "any ..." entry (ipywidgets takes a None value for "nothing selected")
 TIME_RANGES: list[tuple[str, str]] = [("any time", ANY), ("last hour", "1h"), ("last 24 hours", "24h"),
                                       ("last 7 days", "7d")]
@@ -81,30 +66,6 @@ def _on_change() -> None:
         browsers = list(_browsers)
     for browser in browsers:
         browser._wake()
-
-
-_BROWSE_CSS = (
-    "<style>"
-    ".nbsubagents-browse-list select{font-family:var(--jp-code-font-family,monospace);font-size:12px}"
-    ".nbsubagents-browse pre{" + MONO_STYLE + ";max-height:420px;overflow:auto;margin:0;padding:4px 6px;"
-    "background:var(--jp-layout-color2,#f5f5f5)}"
-    ".nbsubagents-browse table.nbsubagents-browse-events td{vertical-align:top;padding:1px 6px;text-align:left}"
-    ".nbsubagents-browse table.nbsubagents-browse-events{font-size:12px}"
-    "</style>"
-)
-
-
-def _local(value: Any, fmt: str = "%m-%d %H:%M:%S") -> str:
-    if is_missing(value):
-        return ""
-    try:
-        if hasattr(value, "to_pydatetime"):
-            value = pydatetime(value)
-        elif isinstance(value, str):
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return value.astimezone().strftime(fmt)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 class Browser:
@@ -179,7 +140,7 @@ class Browser:
         filters_box = w.HBox([w.VBox([self.status_filter, self.status_hint]),
                               w.VBox([self.preset_filter, self.model_filter, self.since_filter, self.text_filter]),
                               w.VBox([self.refresh_button])]).add_class("nbsubagents-browse-filters")
-        self._style = w.HTML(_BROWSE_CSS)
+        self._style = w.HTML(BROWSE_CSS)
         self.widget = w.VBox([self._style, self.list_style, filters_box, self.count_html, self.list_header, self.table,
                               self.table_box, self.select_hint, self.details])
         self.widget.add_class("nbsubagents-browse")
@@ -295,7 +256,7 @@ class Browser:
                 raise
             self.error = None
             self.frame = frame
-            options = _labels(frame)
+            options = list_labels(frame)
             self._quiet = True
             try:
                 self._update_choices()
@@ -307,8 +268,8 @@ class Browser:
                     if keep in self.run_ids:
                         self.table.value = keep
                     self.table.rows = max(3, min(12, len(options)))
-                    self.list_header.value = _list_header(frame)
-                    self.list_style.value = _list_colours(frame)
+                    self.list_header.value = list_header(frame)
+                    self.list_style.value = list_colours(frame)
                     columns = [c for c in ("run_id", "name", "preset", "status", "model", "started", "duration_s",
                                            "tool_calls", "tokens", "cost", "task") if c in frame.columns]
                     self.table_html.value = masker().text(styled_html(frame[columns]))
@@ -393,22 +354,22 @@ class Browser:
         self._shown = (row["run_id"], status)
         masks = masker()  # what a browser shows is masked before anything cuts it short (a saved notebook keeps it)
         shown_row, shown_run = masks.data(row), MaskedRun(run, masks)
-        self.header_html.value = masks.text(_header_html(shown_row, shown_run, status, tally))
-        self.output_html.value = masks.text(_output_html(shown_row, shown_run, status))
+        self.header_html.value = masks.text(header_html(shown_row, shown_run, status, tally))
+        self.output_html.value = masks.text(output_html(shown_row, shown_run, status))
         transcript = shown_run.transcript
         if len(transcript) > TRANSCRIPT_LIMIT:
             transcript = f"… ({len(transcript) - TRANSCRIPT_LIMIT:,} characters before this: see " \
                          f"{run.paths.transcript})\n" + transcript[-TRANSCRIPT_LIMIT:]
         self.transcript_html.value = (f'<pre class="nbsubagents-browse-transcript-text">'
                                       f'{html.escape(transcript or "(no transcript yet)", quote=False)}</pre>')
-        self.events_html.value = masks.text(_events_html(run, events, masks.text))
+        self.events_html.value = masks.text(events_html(run, events, masks.text))
         found = run.artifacts
         changed = run.files_changed
         files = (f'<div>files changed: {", ".join(f"<code>{html.escape(masks.text(p))}</code>" for p in changed)}'
                  f'</div>'
                  if changed else "")
         where = f'<div style="{MUTED_STYLE}">in <code>{html.escape(str(run.dir))}</code></div>'
-        self.artifacts_html.value = where + files + (_artifacts_html(found) if found else "<i>(no files)</i>")
+        self.artifacts_html.value = where + files + (artifacts_html(found) if found else "<i>(no files)</i>")
         self.tabs.titles = ("Output", "Transcript", f"Events ({len(events)})", f"Artifacts ({len(found)})")
         self.details.layout.display = None
         self.select_hint.layout.display = "none"
@@ -494,129 +455,6 @@ class Browser:
             self._record.show()
         else:
             display(self._repr_mimebundle_(), raw=True)
-
-
-def _labels(frame: pandas.DataFrame) -> list[tuple[str, str]]:
-    """One aligned line per run for the list: icon, status, name, start, took, task, id."""
-    if frame is None or not len(frame):
-        return []
-    masks = masker()  # names and tasks masked before shorten() cuts a secret short
-    rows = []
-    for row in frame.itertuples(index=False):
-        status = str(row.status)
-        if status in ACTIVE:
-            took = "running…"
-        else:
-            took = "" if is_missing(row.duration_s) else duration(float(row.duration_s))
-        name = shorten(masks.text(str(row.name)) if not is_missing(row.name) else row.run_id, 24)
-        task = shorten("" if is_missing(row.task) else masks.text(str(row.task)), 50)
-        rows.append((glyph(status), status, name, _local(row.started), took, task, str(row.run_id)))
-    width = max(len(r[2]) for r in rows)
-    return [(f"{icon} {status:<9}  {name:<{width}}  {started:<14}  {took:>8}  {task:<50}  {run_id}", run_id)
-            for icon, status, name, started, took, task, run_id in rows]
-
-
-LIST_COLUMNS = ("status", "name", "started", "took", "task", "run id")
-
-
-def _list_header(frame: pandas.DataFrame) -> str:
-    """Column names over the run list, aligned with ``_labels`` (both monospace)."""
-    if frame is None or not len(frame):
-        return ""
-    width = max(len(shorten(n if not is_missing(n) else r, 24)) for n, r in zip(frame["name"], frame["run_id"]))
-    text = f"  {'status':<9}  {'name':<{width}}  {'started':<14}  {'took':>8}  {'task':<50}  run id"
-    return (f'<div class="nbsubagents-browse-columns" style="{MONO_STYLE};white-space:pre;font-weight:600;'
-            f'font-size:12px;padding-left:4px">{html.escape(text)}</div>')
-
-
-def _list_colours(frame: pandas.DataFrame) -> str:
-    """Each listed run in its status colour: one CSS rule per option of the list (the light and dark values)."""
-    if frame is None or not len(frame):
-        return ""
-    rules = []
-    for i, status in enumerate(frame["status"].astype(str), start=1):
-        if status in PALETTE:
-            light, dark = PALETTE[status]
-            rules.append(f".nbsubagents-browse-list option:nth-child({i}){{color:{light}}}"
-                         f"{DARK_SCOPE} .nbsubagents-browse-list option:nth-child({i}){{color:{dark}}}")
-    return "<style>" + "".join(rules) + "</style>"
-
-
-def _artifacts_html(found: Any) -> str:
-    rows = [((f'title="{html.escape(str(a.path))}"', f"<code>{html.escape(a.name)}</code>"),
-             ('style="text-align:right"', html.escape(filesize(a.size)))) for a in found]
-    return html_table(("file", "size"), rows, attrs='class="nbsubagents-browse-artifacts"', sections=False)
-
-
-def _header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
-    esc = html.escape
-    result = run.result or {}
-    usage = result.get("usage") or {}
-    calls = row.get("tool_calls") if row.get("tool_calls") is not None else result.get("toolCalls", tally.tool_calls)
-    tokens = row.get("total_tokens") if row.get("total_tokens") is not None else usage.get("totalTokens", tally.tokens)
-    cost = row.get("cost") if row.get("cost") is not None else usage.get("cost", tally.cost)
-    if row.get("duration") is not None:
-        took = duration(float(row["duration"]))
-    elif result.get("durationSeconds") is not None:
-        took = duration(float(result["durationSeconds"]))
-    elif status in ACTIVE and (row.get("started_at") or row.get("created_at")):
-        age = registry.age(row.get("started_at") or row.get("created_at"))
-        took = f"{duration(age)}…" if age != float("inf") else ""
-    else:
-        took = ""
-    parts = [f"preset {row.get('preset') or '?'}", row.get("model") or run.model or "no model",
-             plural(int(calls or 0), "tool call"), f"{int(tokens or 0):,} tokens", f"${float(cost or 0):.4f}"]
-    if took:
-        parts.append(took)
-    name = row.get("name") or run.name
-    task = shorten(row.get("task") or run.task, 200)
-    started = _local(row.get("started_at") or row.get("created_at"), "%Y-%m-%d %H:%M:%S")
-    ended = _local(row.get("ended_at"), "%H:%M:%S")
-    when = f"started {started}" + (f" · ended {ended}" if ended else "")
-    return (f'<div class="nbsubagents-browse-run nbsubagents-status-{esc(status)}">'
-            f'{STATUS_CSS}<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
-            f'<b class="nbsubagents-name">{esc(name)}</b> '
-            f'<span {attrs(status, "nbsubagents-status", "font-weight:600")}>{esc(status)}</span> '
-            f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">· {esc(" · ".join(parts))}</span>'
-            f'<div style="{MUTED_STYLE};font-size:11px"><code>{esc(row["run_id"])}</code> · {esc(when)}'
-            f'{" · " + esc(row["mode"]) if row.get("mode") else ""}</div>'
-            f'<div class="nbsubagents-browse-task">{esc(task)}</div></div>')
-
-
-def _output_html(row: dict[str, Any], run: Run, status: str) -> str:
-    output = (run.output or row.get("final_text") or "").strip()
-    error = run.error or row.get("error_message")
-    parts = []
-    if output:
-        parts.append(f'<pre class="nbsubagents-browse-output-text">{html.escape(output, quote=False)}</pre>')
-    if error and status not in ("completed",):
-        parts.append(f'<div {attrs("failed", "nbsubagents-error", MONO_STYLE)}>{html.escape(error, quote=False)}</div>')
-    if not parts:
-        parts.append(f'<i style="{MUTED_STYLE}">' + ("(running: the output comes when it ends)" if status in ACTIVE
-                                                 else "(no output)") + "</i>")
-    return "".join(parts)
-
-
-def _events_html(run: Run, events: list[dict[str, Any]], mask: Any = None) -> str:
-    if not events:
-        return f'<i style="{MUTED_STYLE}">(no events yet)</i>'
-    frame = run.events_frame()
-    shown = frame.tail(EVENT_ROWS)
-    note = (f'<div style="{MUTED_STYLE}">the last {EVENT_ROWS} of {len(frame)} events '
-            f'(run.events_frame() has all)</div>' if len(frame) > EVENT_ROWS else "")
-    rows, row_attrs = [], []
-    for item in shown.itertuples(index=False):
-        failed = (not is_missing(item.is_error) and bool(item.is_error)) or \
-            (not is_missing(item.kind) and str(item.kind) in ("error", "failed"))
-        row_attrs.append(attrs("failed") if failed else "")
-        text = "" if is_missing(item.text) else str(item.text)
-        text = mask(text) if mask is not None else text  # before clip() cuts a secret short
-        rows.append(("" if is_missing(item.seq) else str(int(item.seq)), _local(item.time, "%H:%M:%S"),
-                     html.escape(str(item.type)), "" if is_missing(item.tool) else html.escape(str(item.tool)),
-                     ('style="white-space:pre-wrap"', html.escape(clip(text, 600), quote=False))))
-    table = html_table(("seq", "time", "type", "tool", "text"), rows, attrs='class="nbsubagents-browse-events"',
-                       row_attrs=row_attrs)
-    return f"{note}{table}"
 
 
 def browse(*, status: Any = None, preset: str | None = None, model: str | None = None, since: Any = None,
