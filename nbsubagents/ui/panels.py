@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from ..child.artifacts import TERMINAL
 from ..child.formatter import ProgressLine
 from ..lifecycle import watcher
-from ..style import DARK_SCOPE, ERROR_STYLE, MONO_STYLE, MUTED_STYLE, STATUS_CSS, attrs, glyph, plural
-from ..style import color as status_color
+from ..style import MUTED_STYLE, plural
 from ..views.panel_state import (
     GROUP_WORDS,
     HISTORY_LIMIT,
@@ -40,6 +39,7 @@ from ..views.panel_state import (
     group_static_record,
     group_static_text,
 )
+from . import panel_html
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, new_widget, route_clicks, shared
 from .talk import BUTTON_LAYOUT, HIDDEN_LAYOUT, TalkBox
 
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["RunPanel", "GroupPanel", "WidgetRenderer", "live_panel", "HISTORY_LIMIT", "RENDER_INTERVAL",
            "STATIC_INTERVAL"]
 
-VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 RENDER_INTERVAL = 0.1    # at most ~10 renders a second per panel
 TICK_INTERVAL = 0.1      # how often the ticker looks for pending renders
 # Panels a tick draws at most: 10 renders a second across one renderer's panels, whatever their number (each render
@@ -58,57 +57,6 @@ TICK_INTERVAL = 0.1      # how often the ticker looks for pending renders
 PANELS_PER_TICK = 1
 CLOCK_INTERVAL = 1.0     # how often a running panel re-renders only to move its elapsed time
 STATIC_INTERVAL = 15.0   # how often a running panel's static record is refreshed in the notebook
-
-# How each kind of formatter line looks; sent with every window so a saved notebook keeps it.
-_LINE_CSS = (
-    "<style>"
-    ".nbsubagents-lines{" + MONO_STYLE + "}"
-    ".nbsubagents-lines .nbsubagents-failed,.nbsubagents-lines .nbsubagents-error{" + ERROR_STYLE + "}"
-    + DARK_SCOPE + " .nbsubagents-lines .nbsubagents-failed," + DARK_SCOPE + " .nbsubagents-lines .nbsubagents-error"
-    "{color:" + status_color("failed", dark=True) + "}"
-    ".nbsubagents-lines .nbsubagents-assistant{color:var(--jp-brand-color1,#1976d2);"
-    "border-left:2px solid var(--jp-brand-color1,#1976d2);padding-left:6px}"
-    ".nbsubagents-lines .nbsubagents-thinking{" + MUTED_STYLE + ";font-style:italic}"
-    ".nbsubagents-lines .nbsubagents-done,.nbsubagents-lines .nbsubagents-info,"
-    ".nbsubagents-lines .nbsubagents-placeholder{" + MUTED_STYLE + "}"
-    ".nbsubagents-lines .nbsubagents-waiting{" + MUTED_STYLE + ";font-style:italic}"
-    ".nbsubagents-lines .nbsubagents-user{font-weight:600;border-left:3px solid " + status_color("queued")
-    + ";padding-left:6px}"
-    ".nbsubagents-lines .nbsubagents-question{font-weight:600;border-left:3px solid " + status_color("waiting")
-    + ";padding-left:6px}"
-    ".nbsubagents-lines .nbsubagents-answer{border-left:3px solid " + status_color("waiting") + ";padding-left:6px}"
-    ".nbsubagents-lines .nbsubagents-fallback{border-left:3px solid " + status_color("aborted") + ";padding-left:6px}"
-    ".nbsubagents-lines .nbsubagents-notice{" + MUTED_STYLE + "}"
-    "</style>"
-)
-
-
-# One card for queued, running and ended (the static record draws the same card inline). Once the kernel is gone
-# (restart, shutdown), JupyterLab marks every widget view of the old kernel ``jupyter-widgets-disconnected``: the
-# panel then greys out, drops its live controls and its status, and says what is known: nothing, until a kernel
-# looks at the run again (``nbsubagents.get_run(ID)``).
-_PANEL_CSS = (
-    "<style>"
-    ".nbsubagents-panel.nbsubagents-live{border:1px solid rgba(127,127,127,.5);border-left:4px solid "
-    + status_color("queued") + ";border-radius:3px;padding:6px 10px;margin:3px 0}"
-    + "".join(f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-status-{s}){{border-left-color:{status_color(s)}}}"
-              for s in ("running", "waiting", "completed", "failed", "aborted"))
-    + ".nbsubagents-header .nbsubagents-name{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;"
-    "max-width:60ch;display:inline-block;vertical-align:bottom}"
-    ".nbsubagents-header .nbsubagents-gone{display:none}"
-    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-gone{display:block;font-weight:600}"
-    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-status,"
-    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-icon,"
-    ".nbsubagents-header.jupyter-widgets-disconnected .nbsubagents-elapsed{display:none}"
-    ".nbsubagents-panel.nbsubagents-live:has(.jupyter-widgets-disconnected){filter:grayscale(1);opacity:.7;"
-    "border-left-color:rgba(127,127,127,.6)}"
-    ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-waiting{display:none}"
-    ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}"
-    ".nbsubagents-message.jupyter-widgets-disconnected{display:none !important}"
-    ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-steer-box,"
-    ".nbsubagents-panel:has(.jupyter-widgets-disconnected) .nbsubagents-questions{display:none !important}"
-    "</style>"
-)
 
 
 # -- one run ------------------------------------------------------------------------------------------
@@ -220,11 +168,11 @@ class RunPanel(PanelState, _StaticRecord):
         shown = self.shown_status(status)
         window = self.window()
         self.header = new_widget(w.HTML, "nbsubagents-header", layout={"flex": "1 1 auto"},
-                                 value=self._header_html(shown, status))
+                                 value=panel_html.header(self, shown, status))
         self.cancel_button = new_widget(w.Button, "nbsubagents-cancel", description="Cancel", icon="stop",
                                         tooltip="Abort this run only", layout=BUTTON_LAYOUT)
         self.cancel_button.on_click(self._on_cancel)
-        self.window_html = new_widget(w.HTML, "nbsubagents-window", value=self._window_html(status, window))
+        self.window_html = new_widget(w.HTML, "nbsubagents-window", value=panel_html.window(self, status, window))
         self.history_html = new_widget(w.HTML, "nbsubagents-history")
         self.history_box = new_widget(w.Accordion, "nbsubagents-history-toggle", children=[self.history_html],
                                       selected_index=None, titles=(self._history_title(self.earlier_lines(window)),),
@@ -284,12 +232,12 @@ class RunPanel(PanelState, _StaticRecord):
             if (shown == "waiting") != (self.shown == "waiting"):
                 self._record_due = True
             self.shown = shown
-            self.header.value = self._header_html(shown, status)
+            self.header.value = panel_html.header(self, shown, status)
             final = not self._final_rendered and self.ready_to_end(status)
             if final:
                 self.drop_repeated_output()
             window = self.window()
-            self.window_html.value = self._window_html(status, window)
+            self.window_html.value = panel_html.window(self, status, window)
             earlier = self.earlier_lines(window)
             title = self._history_title(earlier)
             if self.history_box.titles != (title,):
@@ -298,11 +246,11 @@ class RunPanel(PanelState, _StaticRecord):
             if self.history_box.layout is not layout:  # offered only when the window hides some lines
                 self.history_box.layout = layout
             if self.history_box.selected_index is not None:
-                self.history_html.value = self._history_html()
+                self.history_html.value = panel_html.history(self)
             live = status == "running" and not final and not self._final_rendered
             self.talk.update(questions if live else [], live=live, taken=len(self.conversation.messages))
             if final:
-                self.final_html.value = self._final_html(status)
+                self.final_html.value = panel_html.final(self)
                 with self.cancel_button.hold_sync():  # one message
                     self.cancel_button.disabled = True
                     self.cancel_button.layout = shared(self._w.Layout, **BUTTON_LAYOUT, **HIDDEN_LAYOUT)
@@ -316,61 +264,6 @@ class RunPanel(PanelState, _StaticRecord):
     def _history_title(self, earlier: int) -> str:
         title = plural(earlier, "earlier line")
         return title + (f" (latest {self.history.maxlen} kept)" if self.line_count > len(self.history) else "")
-
-    def _header_html(self, status: str, run_status: str | None = None) -> str:
-        """The header of ``status`` as shown (``waiting`` for a running run with an open question); its numbers
-        are those of ``run_status`` (the run's own status, the same but for ``waiting``)."""
-        pieces = []
-        for field, text in self.header_fields(run_status or status):
-            text = html.escape(text, quote=False)
-            if field == "failed":
-                pieces.append(f'· <span {attrs("failed", "nbsubagents-failed-steps", "font-weight:600")}>{text}</span>')
-            else:
-                pieces.append(f'<span class="nbsubagents-{field}">· {text}</span>')  # hidden with its dot
-        name = html.escape(self.run.name)
-        hint = html.escape(f'nbsubagents.get_run("{self.run.run_id}")')
-        return (f'{STATUS_CSS}{_PANEL_CSS}<div class="nbsubagents-status-{status}">'
-                f'<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
-                f'<b class="nbsubagents-name" title="{name}">{name}</b> '
-                f'<span {attrs(status, "nbsubagents-status", "font-weight:600")}>{status}</span> '
-                f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">{" ".join(pieces)}</span>'
-                f'<span class="nbsubagents-gone">unknown: kernel restarted · this is the last state it showed; '
-                f'<code>{hint}</code> in a cell says how the run ended</span></div>')
-
-    def _window_html(self, status: str, window: list[tuple[str, str, str]]) -> str:
-        if window:
-            body = "".join(piece for _, _, piece in window)
-        else:
-            placeholder = self.placeholder(status)
-            body = f'<div class="nbsubagents-line nbsubagents-placeholder">{placeholder}</div>' if placeholder else ""
-        waiting = self.waiting(status)
-        if waiting:
-            body += f'<div class="nbsubagents-line nbsubagents-waiting">{waiting}</div>'
-        return f'{_LINE_CSS}<div class="nbsubagents-lines">{body}</div>'
-
-    def _history_html(self) -> str:
-        """The lines above the window (each line shows once: here or in the window)."""
-        dropped = self.line_count - len(self.history)
-        earlier = list(self.history)[:max(0, self.earlier_lines(self.window()) - dropped)]
-        note = (f'<div class="nbsubagents-line nbsubagents-placeholder">({plural(dropped, "earlier line")} '
-                f'not kept here: see {html.escape(str(self.run.paths.transcript), quote=False)})</div>'
-                if dropped > 0 else "")
-        return f'{_LINE_CSS}<div class="nbsubagents-lines">{note}{"".join(piece for _, _, piece in earlier)}</div>'
-
-    def _final_html(self, status: str) -> str:
-        parts = []
-        output = self.final_output()
-        if output:
-            parts.append(f'<div class="nbsubagents-output" style="{MONO_STYLE};border-left:3px solid '
-                         f'var(--jp-success-color1,#388e3c);padding-left:8px;margin:4px 0">'
-                         f'{html.escape(output, quote=False)}</div>')
-        error = self.shown_error()
-        if error:
-            parts.append(f'<div {attrs("failed", "nbsubagents-error", MONO_STYLE)}>'
-                         f'{html.escape(error, quote=False)}</div>')
-        parts.append(f'<div class="nbsubagents-runid" style="{MUTED_STYLE};font-size:11px">'
-                     f'{html.escape(self.run.run_id, quote=False)}</div>')
-        return "".join(parts)
 
     # -- controls -----------------------------------------------------------------------------------
     def _on_cancel(self, _button: Any = None) -> None:
@@ -386,7 +279,7 @@ class RunPanel(PanelState, _StaticRecord):
     def _on_toggle(self, change: dict[str, Any]) -> None:
         if change.get("new") is not None:
             with self._lock:
-                self.history_html.value = self._history_html()
+                self.history_html.value = panel_html.history(self)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         return self.widget._repr_mimebundle_(**kwargs)
