@@ -28,7 +28,6 @@ import json
 import os
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Never, Sequence
 
@@ -42,7 +41,7 @@ from ..lifecycle.drive import drive
 from ..lifecycle.handle import Run
 from ..lifecycle.settle import LOST, NOT_STARTED
 from ..lifecycle.spec import call_options
-from . import driver, export, frames, views
+from . import attempts, driver, export, frames, views
 from .grid import cell_key, expand
 from .outcomes import retry_reason
 from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
@@ -61,16 +60,6 @@ if TYPE_CHECKING:
     from .views import Comparison
 
 __all__ = ["experiment", "experiments", "get_experiment", "Experiment"]
-
-
-def _cells(params: Any) -> list[tuple[Any, ...]]:
-    """The plan cell of each run's params (``frames.parse``d), as ``cell_key`` names it: ``cell_values`` (task,
-    preset, model, repeat, and the harness where a cell names one) as a tuple, worked out a key at a time."""
-    cells = list(zip(*(frames.key_list(params, key) for key in ("task_id", "preset", "model", "repeat"))))
-    harness = frames.key_list(params, "harness")
-    if harness.count(None) < len(harness):
-        cells = [cell if named is None else (*cell, named) for cell, named in zip(cells, harness)]
-    return cells
 
 
 def _axes(plan: dict[str, Any]) -> tuple[str, ...]:
@@ -149,46 +138,8 @@ class Experiment:
         Each row also says which try of its cell it is: ``attempt`` (1, 2, ...), ``attempts`` (its cell's runs so
         far) and ``retried`` (why it was tried again, for a run a retry superseded; else None)."""
         plan = self.plan
-        got, _ = self._current(self._columns(columns, plan), plan, all_runs)
+        got, _ = attempts.current(self._columns(columns, plan), plan, all_runs)
         return [dict(zip(got, values)) for values in zip(*got.values())]
-
-    @staticmethod
-    def _current(got: dict[str, list[Any]], plan: dict[str, Any], all_runs: bool) -> tuple[dict[str, list[Any]], Any]:
-        """``current_rows()`` of the columns ``got`` (``_columns()``), as columns, with the runs' params parsed
-        (``frames.parse``, in the same order)."""
-        retried = {a["runId"]: a["retried"] for cell in plan.get("cells") or [] for a in cell.get("attempts") or []}
-        params = frames.parse(got["params"])  # one parse for all
-        cells = _cells(params)
-        counts = Counter(cells)
-        if len(counts) == len(cells):  # every cell has one run (a sweep without retries)
-            attempt, attempts = [1] * len(cells), [1] * len(cells)
-        else:
-            tried: dict[tuple[Any, ...], int] = {}  # a count per cell, not a list of its rows: fewer objects to keep
-            attempt = []
-            for cell in cells:
-                tried[cell] = number = tried.get(cell, 0) + 1
-                attempt.append(number)
-            attempts = [counts[cell] for cell in cells]
-        got.update(attempt=attempt, attempts=attempts,
-                   retried=[retried.get(run_id) for run_id in frames.values(got["run_id"])] if retried else
-                   [None] * len(cells))
-        if all_runs:
-            return got, params
-        planned = set(map(tuple, json.loads("[" + ",".join(cell["key"] for cell in plan.get("cells") or []) + "]")))
-        if len(counts) == len(cells) and (not planned or planned.issuperset(cells)):
-            latest = list(range(len(cells)))  # each run the only one of a planned cell
-        else:
-            latest = [i for i, (number, cell) in enumerate(zip(attempt, cells))
-                      if number == attempts[i] and (cell in planned or not planned)]
-        created = frames.values(got["created_at"]) if "created_at" in got else None
-        # by (created_at or "", run_id): the order the rows came in (SQL's ORDER BY created_at, run_id; text compares
-        # alike in both) unless a row has no created_at and another an empty one (SQL puts every NULL first)
-        if created is None or (None in created and "" in created):
-            created = [value or "" for value in created] if created is not None else [""] * len(cells)
-            latest.sort(key=list(zip(created, frames.values(got["run_id"]))).__getitem__)
-        if latest == list(range(len(cells))):  # every run is its cell's latest, in order: the columns as they are
-            return got, params
-        return frames.take(got, latest), frames.take_parsed(params, latest)
 
     def runs(self) -> list[Run]:
         return [Run(r["run_dir"]) for r in self.current_rows()]
@@ -364,7 +315,7 @@ class Experiment:
     to_frame = frame
 
     def _frame(self, plan: dict[str, Any], all_runs: bool = False) -> pandas.DataFrame:
-        got, params = self._current(self._columns(frames.READ, plan, arrow=frames.arrow_texts()), plan, all_runs)
+        got, params = attempts.current(self._columns(frames.READ, plan, arrow=frames.arrow_texts()), plan, all_runs)
         return frames.frame_of_columns(got, params, more=("attempt", "attempts", "retried"))
 
     def axes(self) -> tuple[str, ...]:

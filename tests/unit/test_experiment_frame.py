@@ -12,8 +12,8 @@ import pandas as pd
 
 from nbsubagents import registry
 from nbsubagents.registry.store import fetch_columns
-from nbsubagents.sweeps import frames
-from nbsubagents.sweeps.experiment import Experiment, _cells
+from nbsubagents.sweeps import attempts, frames
+from nbsubagents.sweeps.experiment import Experiment
 from nbsubagents.sweeps.grid import cell_key, cell_values
 from nbsubagents.sweeps.plan import plan_path
 
@@ -58,10 +58,11 @@ def write_plan(root: Path, cells: list[dict], *, attempts: dict[str, list[dict]]
 def test_the_cells_of_runs_are_what_cell_key_names():
     params = [cell("a"), cell("b", 2, harness="codex"), cell("a", harness=None), {"task_id": "c"}, {},
               cell("d", 1, extra=[1, 2]), cell("a", repeat=True)]
-    assert _cells(params) == [tuple(cell_values(p)) for p in params]
-    assert _cells(params) == [tuple(json.loads(cell_key(p))) for p in params]
-    assert _cells([cell("a"), cell("b")]) == [("a", "scout", "demo/scripted", 0), ("b", "scout", "demo/scripted", 0)]
-    assert _cells([]) == []
+    assert attempts.cells_of(params) == [tuple(cell_values(p)) for p in params]
+    assert attempts.cells_of(params) == [tuple(json.loads(cell_key(p))) for p in params]
+    assert attempts.cells_of([cell("a"), cell("b")]) == [("a", "scout", "demo/scripted", 0),
+                                                         ("b", "scout", "demo/scripted", 0)]
+    assert attempts.cells_of([]) == []
 
 
 def test_fetch_columns_gives_a_querys_rows_as_columns(root):
@@ -181,7 +182,7 @@ def test_runs_without_a_created_at_and_with_an_empty_one_are_ordered_by_run_id_t
 def frame_read(exp: Experiment, *, arrow: bool) -> pd.DataFrame:
     """The experiment's frame with its columns read as pyarrow arrays (``arrow``) or as lists."""
     plan = exp.plan
-    got, params = exp._current(exp._columns(frames.READ, plan, arrow=arrow), plan, False)
+    got, params = attempts.current(exp._columns(frames.READ, plan, arrow=arrow), plan, False)
     return frames.frame_of_columns(got, params)
 
 
