@@ -21,7 +21,6 @@ import shlex
 from typing import Any, Callable
 
 import yaml
-from IPython.core.completer import SimpleCompletion, context_matcher
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
@@ -34,26 +33,20 @@ from nbsubagents.preset_files import write as preset_write
 from nbsubagents.magic_args import (
     check_var,
     parse,
-    run_flags,
     run_option_arguments,
     run_option_values,
     usage,
     usage_errors,
     yaml_error,
 )
+from nbsubagents.magic_completion import register_completer, suggest, unregister_completer
 from nbsubagents.sweeps.magic import ExperimentMagics
 from nbsubagents.ui import attach
 from nbsubagents.ui.display import widgets_available
 
-from .pi import available_models, find_pi
-
 __all__ = ["RunList", "SubagentMagics", "load_ipython_extension", "parse_task_list", "suggest",
            "unload_ipython_extension"]
 
-# The magics' own flags; the run options' flags come from TaskSpec (magic_args.run_flags()).
-_OWN_VALUE_FLAGS = ("-o", "--out", "--concurrency", "--executor")
-_OWN_RUN_FLAGS = ("--bg", "--expand", "-o", "--executor")
-_GROUP_FLAGS = ("--concurrency", "--expand", "-o", "--executor")
 _EXECUTOR_HELP = "where the runs go: local, or dask (the default Dask client, else settings' dask_scheduler)"
 _MAGIC_NAMES = {"line": ("subagent", "subagent_status", "subagent_presets", "subagent_cancel", "subagent_report",
                          "subagent_preset", "subagent_steer", "subagent_followup", "subagent_answer",
@@ -276,7 +269,6 @@ class SubagentMagics(Magics):
         cancelled = api.cancel(args.run_id)
         print(f"Cancelling run {args.run_id}" if cancelled else f"Run {args.run_id} had already ended")
 
-
     def _run_and_text(self, magic: Callable[..., Any], line: str, *, question: bool = False
                       ) -> tuple[str, str | None, str]:
         """A talking magic's line: the run (IPython's ``{expression}`` and ``$name`` expanded in it alone, so
@@ -350,9 +342,8 @@ class SubagentMagics(Magics):
         print(f"{'Allowed' if asked['answer'] else 'Denied'} for run {args.run_id}: {converse.describe(asked)}")
 
     @magic_arguments()
-    @argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to report (ids or unique prefixes); default: "
-              "every run "
-                                                          "of this project (narrowed by --since)")
+    @argument("run_ids", nargs="*", metavar="RUN_ID",
+              help="runs to report (ids or unique prefixes); default: every run of this project (narrowed by --since)")
     @argument("--since", metavar="AGE", help='only runs started since then, e.g. "2h" or an ISO time')
     @argument("--md", action="store_true", help="Markdown (for an issue) instead of self-contained HTML")
     @argument("-o", "--out", metavar="PATH", help="where to write it (default: .pi/subagents/reports/)")
@@ -430,111 +421,12 @@ class SubagentMagics(Magics):
         return None
 
 
-# -- tab completion -------------------------------------------------------------------------------
-def _preset_names() -> list[str]:
-    try:
-        return [p.name for p in api.presets()]
-    except Exception:  # a broken preset file must not break completion
-        return []
-
-
-def _model_names() -> list[str]:
-    try:
-        return list(available_models(find_pi()))
-    except Exception:
-        return []
-
-
-def _value_flags() -> tuple[str, ...]:
-    return (*run_flags(), *_OWN_VALUE_FLAGS)
-
-
-def suggest(line_before_cursor: str, text_before_cursor: str | None = None) -> tuple[str, list[str]] | None:
-    """What to offer at the cursor: ``("preset"|"model"|"option", names)`` or None (not ours).
-
-    ``line_before_cursor`` is the cursor's line up to the cursor; ``text_before_cursor`` the whole cell
-    up to it (for preset names inside a ``%%subagents`` body).
-    """
-    words = line_before_cursor.split()
-    current = "" if not words or line_before_cursor[-1:].isspace() else words[-1]
-    before = words if not current else words[:-1]
-    cell = (text_before_cursor if text_before_cursor is not None else line_before_cursor).lstrip()
-    if not words or words[0] not in ("%subagent", "%%subagent", "%%subagents"):
-        if cell.startswith("%%subagents") and "\n" in cell and \
-                re.fullmatch(r"\s*(-\s+)?preset:\s*\S*", line_before_cursor):
-            return "preset", _preset_names()
-        return None
-    if words[0] == "%%subagents":
-        return ("option", list(_GROUP_FLAGS)) if current.startswith("-") and len(before) >= 1 else None
-    if len(before) == 0:  # still typing the magic's name
-        return None
-    previous = before[-1]
-    if previous == "--model" or current.startswith("--model="):
-        return "model", _model_names()
-    if previous in _value_flags():
-        return None  # a directory, a number, a name: not ours
-    if current.startswith("-"):
-        return "option", [*run_flags(), *_OWN_RUN_FLAGS]
-    positional, skip = 0, False
-    for word in before[1:]:
-        if skip:
-            skip = False
-        elif word.startswith("-"):
-            skip = "=" not in word and word in _value_flags()
-        else:
-            positional += 1
-    return ("preset", _preset_names()) if positional == 0 else None
-
-
-def _make_matcher() -> Callable[..., Any]:
-
-    @context_matcher()
-    def nbsubagents_matcher(context: Any) -> dict[str, Any]:
-        lines = context.full_text.split("\n")
-        before = "\n".join(lines[:context.cursor_line] + [context.text_until_cursor])
-        found = suggest(context.text_until_cursor, before)
-        if found is None:
-            return {"completions": []}
-        kind, names = found
-        token = context.token.removeprefix("--model=")
-        matches = [SimpleCompletion(name, type=kind) for name in names if name.startswith(token)]
-        return {"completions": matches, "suppress": bool(matches)}
-
-    nbsubagents_matcher._nbsubagents = True  # type: ignore[attr-defined]
-    return nbsubagents_matcher
-
-
-def _legacy_completer(_shell: Any, event: Any) -> list[str]:
-    """``complete_command`` hook for IPython < 8.6 (no matcher API v2)."""
-    found = suggest(event.text_until_cursor)
-    return found[1] if found else []
-
-
-def _register_completer(shell: Any) -> None:
-    completer = getattr(shell, "Completer", None)
-    if completer is None:
-        return
-    _unregister_completer(shell)
-    try:
-        completer.custom_matchers.append(_make_matcher())
-    except ImportError:
-        for key in ("%subagent", "%%subagent", "%%subagents"):
-            shell.set_hook("complete_command", _legacy_completer, str_key=key)
-
-
-def _unregister_completer(shell: Any) -> None:
-    completer = getattr(shell, "Completer", None)
-    matchers = getattr(completer, "custom_matchers", None)
-    if matchers is not None:
-        matchers[:] = [m for m in matchers if not getattr(m, "_nbsubagents", False)]
-
-
 # -- the extension ----------------------------------------------------------------------------------
 def load_ipython_extension(shell: Any) -> None:
     """Register the magics and the completer (again on ``%reload_ext``: nothing is registered twice)."""
     shell.register_magics(SubagentMagics)
     shell.register_magics(ExperimentMagics)
-    _register_completer(shell)
+    register_completer(shell)
     _unregister_event(shell)
     shell.events.register("post_run_cell", _forget_shown)
     shell.display_formatter.ipython_display_formatter.for_type(RunList, attach.skip_if_shown)
@@ -554,5 +446,5 @@ def unload_ipython_extension(shell: Any) -> None:
         table = shell.magics_manager.magics[kind]
         for name in names:
             table.pop(name, None)
-    _unregister_completer(shell)
+    unregister_completer(shell)
     _unregister_event(shell)

@@ -218,7 +218,7 @@ BANDS = [  # lowest first
     ("sweeps", ("nbsubagents.sweeps",)),
     ("ui", ("nbsubagents.ui",)),
     ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.magic_args", "nbsubagents.cli",
-               "nbsubagents.cli_presets", "nbsubagents.cli_shell",
+               "nbsubagents.cli_presets", "nbsubagents.cli_shell", "nbsubagents.magic_completion",
                "nbsubagents.doctor", "nbsubagents.__main__", "nbsubagents.project_init",
                "nbsubagents.demo", "nbsubagents.sweeps.magic",
                "nbsubagents.lab")),  # JupyterLab's server extension (imports jupyter_server; never at import)
