@@ -23,6 +23,7 @@ from .child.artifacts import runs_dir
 from .config import NbSubagentsError, agent_dir, configure, file_key, project_root, settings, sources
 from .lifecycle.dask_cluster import check_cluster, versions
 from .lifecycle.dask_launcher import client_for
+from .lifecycle.spec import options, resolve
 from .pi import find_pi
 from .pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, HarnessNotFoundError, find_program, pi_command, pi_package
 from .child.harnesses.pi import failure_line
@@ -79,6 +80,7 @@ def checks() -> list[Check]:
         found.append(Check("agent dir", None, f"{adir} not made yet: pi makes it on its first run (nothing to do)"))
     found += _presets()
     found += _settings()
+    found += _run_options()
     if settings.offline:
         found.append(Check("offline", None, f"on: every run of this project uses the scripted model {OFFLINE_MODEL}, "
                                             "whatever its preset names"))
@@ -95,6 +97,14 @@ def _settings() -> list[Check]:
     if not changed:
         return [Check("settings", True, "all defaults (nbsubagents init writes a commented .pi/settings.json)")]
     return [Check("settings", True, line) for line in changed]
+
+
+def _run_options() -> list[Check]:
+    """What a run gets where neither its call nor its preset says: each option with a setting below them, its
+    value and where that came from (``spec.resolve``, as a run's record keeps it)."""
+    layered = {o.name for o in options("call") if o.setting}
+    return [Check("run options", True, f"{name} = {json.dumps(value, default=str)} ({source})")
+            for name, (value, source) in resolve(None, None, None).items() if name in layered]
 
 
 def _pi(node: str | None) -> tuple[str | None, list[Check]]:

@@ -67,6 +67,7 @@ class RunRecord:
     approval: dict | None = None
     question_timeout: float | None = None  # 0: nobody can answer where it was started
     launcher: dict | None = None
+    sources: dict = field(default_factory=dict)  # option -> where its value came from (call, preset, a setting's)
     runner: str = "process"
     experiment: str | None = None
     params: dict | None = None

@@ -27,7 +27,9 @@ from ..preset_files.parse import approval_policy, model_list
 from . import settle
 from .context import compose_prompt
 from .handle import Run, get_run
-from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, check_timeout
+from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, check_timeout, resolve
+
+Chosen = dict[str, tuple[Any, str]]  # option -> (value, where it came from): spec.resolve's answer
 
 __all__ = ["RunDirError", "prepare", "failed_run", "build_runs", "set_person_check", "question_timeout"]
 
@@ -58,17 +60,18 @@ def question_timeout(cwd: Path) -> float:
     return float(value) if source != "default" or _person_check() else 0.0
 
 
-def _conversation(spec: TaskSpec, preset: Any, program: str, harness: Harness, offline_run: bool) -> dict[str, Any]:
-    """The record's ``ask``, ``approval`` and ``fallback_models``: the call's value over the preset's, checked."""
-    if spec.ask is not None and not isinstance(spec.ask, bool):
-        raise NbSubagentsError(f"The call's ask must be True or False, got {spec.ask!r}")
-    ask = spec.ask if spec.ask is not None else preset.ask
-    approval = (approval_policy(spec.approval, "The call's approval") if spec.approval is not None
-                else preset.approval)
-    if spec.fallback_models is not None:
-        names, source = model_list(spec.fallback_models, "The call's fallback_models"), "the call's fallback_models"
-    else:
-        names, source = preset.fallback_models, f'preset "{preset.name}" fallbackModels'
+def _conversation(chosen: Chosen, program: str, harness: Harness, offline_run: bool) -> dict[str, Any]:
+    """The record's ``ask``, ``approval`` and ``fallback_models`` as ``resolve`` chose them; a call's value checked
+    (a preset's was, as it was read)."""
+    (ask, ask_from), (approval, approval_from), (names, names_from) = (
+        chosen["ask"], chosen["approval"], chosen["fallback_models"])
+    if ask_from == "call" and not isinstance(ask, bool):
+        raise NbSubagentsError(f"The call's ask must be True or False, got {ask!r}")
+    if approval_from == "call":
+        approval = approval_policy(approval, "The call's approval")
+    if names_from == "call":
+        names = model_list(names, "The call's fallback_models")
+    source = "the call's fallback_models" if names_from == "call" else f"{names_from} fallbackModels"
     fallbacks = [] if offline_run or not names else _resolve_models(names, source, program, harness)
     return {"ask": bool(ask), "approval": approval, "fallback_models": fallbacks}
 
@@ -130,9 +133,10 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     cwd = check_cwd(spec.cwd)
     current = config.current(cwd)
     preset = preset_mod.get(spec.preset, cwd)
-    timeout = check_timeout(spec.timeout if spec.timeout is not None else preset.timeout, current.timeout)
-    harness = harnesses.get(spec.harness or preset.harness or harnesses.DEFAULT)
-    refuse_unhonoured(harness, spec, preset)
+    chosen = resolve(spec, preset, cwd)
+    timeout = check_timeout(chosen["timeout"][0])
+    harness = harnesses.get(chosen["harness"][0] or harnesses.DEFAULT)
+    refuse_unhonoured(harness, spec, preset, chosen)
     program = find_program(harness, cwd)
     if current.offline:  # the project's offline setting: the scripted model, whatever the call or preset asks
         choice, env = offline.choice(spec.model, preset.model), offline.child_env(harness)
@@ -147,8 +151,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     earlier, session = _resume_source(root, spec.resume, harness) if spec.resume else (None, None)
     previously = earlier.transcript if earlier is not None and session is None else None
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
-    budget, isolation, schema = _limits(spec, preset, current, cwd, earlier)
-    conversation = _conversation(spec, preset, program, harness, bool(current.offline))
+    budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
+    conversation = _conversation(chosen, program, harness, bool(current.offline))
     if conversation["approval"] is not None:
         env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
     if schema is not None:
@@ -182,6 +186,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             extend_timeout_debounce=current.extend_timeout_debounce, looping_tool_count=current.looping_tool_count,
             created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, **conversation,
             question_timeout=question_timeout(cwd), launcher=_launcher(),
+            sources={name: source for name, (_, source) in chosen.items()},
             runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec))
         write(run_dir, record, sync=False)  # the supervisor syncs it while pi starts (not before)
     except OSError as exc:
@@ -196,16 +201,15 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     return run
 
 
-def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any) -> None:
+def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any, chosen: Chosen | None = None) -> None:
     """A run option (of the call or the preset) this harness cannot honour is an error naming both, before
     anything is written: never a silent ignore."""
     refuses = harness.REFUSES
     named = f'preset "{preset.name}"'
+    chosen = chosen or resolve(spec, preset, None)
+    set_by = {"call": "the call", named: named}
     asked = {  # option -> where it was set (None: not set)
-        "ask": "the call" if spec.ask else named if spec.ask is None and preset.ask else None,
-        "approval": ("the call" if spec.approval not in (None, False) else
-                     named if spec.approval is None and preset.approval else None),
-        "fallback_models": "the call" if spec.fallback_models else named if preset.fallback_models else None,
+        **{name: set_by.get(source) if value else None for name, (value, source) in chosen.items()},
         "thinking": named if preset.thinking is not None or ":" in (spec.model or preset.model or "") else None,
         "excludeTools": named if preset.exclude_tools is not None else None,
         "noTools": named if preset.no_tools else None,
@@ -217,8 +221,6 @@ def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any) -> None:
         "extraArgs": named if preset.extra_args else None,
         "output_schema": "the call" if spec.output_schema is not None else None,
         "resume": "the call" if spec.resume else None,
-        **{key: "the call" if getattr(spec, key) is not None else named if (preset.budget or {}).get(key)
-           else None for key in budgets.FIELDS},
     }
     for option, where in asked.items():
         if where is not None and option in refuses:
@@ -267,14 +269,10 @@ def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:
     return {"experiment": spec.experiment, "params": dict(spec.params or {}), "tags": dict(spec.tags or {})}
 
 
-def _limits(spec: TaskSpec, preset: Any, current: Any, cwd: Path, earlier: Run | None) -> tuple[Any, Any, Any]:
-    """The run's budget (call or task > preset > settings), isolation plan and output schema, all checked."""
-    chosen = {}
-    for key in budgets.FIELDS:
-        value = getattr(spec, key)
-        chosen[key] = value if value is not None else (preset.budget or {}).get(key, getattr(current, key))
-    budget = budgets.to_meta(budgets.check(chosen))
-    mode = spec.isolation if spec.isolation is not None else (preset.isolation or current.isolation)
+def _limits(spec: TaskSpec, chosen: Chosen, current: Any, cwd: Path, earlier: Run | None) -> tuple[Any, Any, Any]:
+    """The run's budget and isolation plan (as ``resolve`` chose them) and output schema, all checked."""
+    budget = budgets.to_meta(budgets.check({key: chosen[key][0] for key in budgets.FIELDS}))
+    mode = chosen["isolation"][0]
     check_isolation(mode, spec.keep_worktree)
     plan = None
     if mode == "worktree":

@@ -19,18 +19,19 @@ known keys); what needs the project (the preset exists, the cwd is a directory, 
 from __future__ import annotations
 
 import difflib
-import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..child import harnesses
+from .. import config
+from ..child.errors import positive_seconds
 from ..config import NbSubagentsError, settings
 from ..preset_files.parse import approval_policy, model_list
 
 __all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
            "UnknownOption", "unknown_names", "call_options", "check_shape", "check_task", "check_cwd",
-           "check_timeout", "check_isolation"]
+           "check_timeout", "check_isolation", "resolve"]
 
 FACES = ("call", "magic", "sweep", "column")
 
@@ -45,7 +46,8 @@ class Option:
     again and collects a list). ``call``: ``run()``/``start()`` take it; ``magic``: ``%subagent`` takes it;
     ``sweep``: ``experiment()``/``%%subagent_experiment`` give it to every run; ``column``: an experiment's task
     may set it for its own runs. ``usage_order`` places the flag in a magic's usage (default: the field's
-    place).
+    place). ``preset`` and ``setting`` are the layers below the call that may give it: the preset's field
+    (``budget.max_turns``: a key of its budget) and the settings key (``resolve`` applies the precedence).
     """
 
     help: str
@@ -59,6 +61,8 @@ class Option:
     sweep: bool = True
     column: bool = False
     usage_order: float | None = None
+    preset: str | None = None
+    setting: str | None = None
     name: str = ""
 
     @property
@@ -94,9 +98,8 @@ def _path(value: Any, where: str, key: str) -> None:
 
 
 def _seconds(value: Any, where: str, key: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                              or not math.isfinite(value) or value <= 0):
-        raise NbSubagentsError(f"{where}: '{key}' must be a positive number of seconds, got {value!r}")
+    if value is not None:
+        positive_seconds(value, f"{where}: '{key}'")
 
 
 def _paths(value: Any, where: str, key: str) -> None:
@@ -136,37 +139,43 @@ class TaskSpec:
                                                    metavar="PRESET", **_INTERNAL)})
     task: str = field(metadata={"option": Option("what the sub-agent should do", metavar="TASK", **_INTERNAL)})
     model: str | None = option("the model as provider/id, instead of the preset's", check=_text, metavar="M",
-                               sweep=False)  # an experiment's grid sets it
+                               sweep=False, preset="model")  # an experiment's grid sets it
     cwd: str | None = option("the directory the sub-agent works in (default: the current one)", check=_path,
                              metavar="DIR", column=True)
     name: str | None = option("a name for the run (default: the preset's)", check=_text, metavar="N",
                               sweep=False, usage_order=5.5)  # an experiment names each cell's run
     timeout: float | None = option("seconds before the run is stopped (default: preset, settings, 600)",
-                                   check=_seconds, parse=float, metavar="S", column=True)
+                                   check=_seconds, parse=float, metavar="S", column=True, preset="timeout",
+                                   setting="timeout")
     files: list[Any] | None = option("put this file's contents before the task (repeatable)", check=_paths,
                                      metavar="PATH", flag="--file", repeat=True, column=True)
     resume: str | None = option("continue an earlier run (its id or a unique prefix)", check=_text,
                                 metavar="RUN_ID", sweep=False)
-    isolation: str | None = option("work in a fresh git worktree (or copy); see run.apply()", metavar="worktree")
+    isolation: str | None = option("work in a fresh git worktree (or copy); see run.apply()", metavar="worktree",
+                                   preset="isolation", setting="isolation")
     keep_worktree: bool | None = option("keep the worktree after the run (isolation='worktree')", magic=False)
-    max_turns: int | None = option("budget: stop after N turns", parse=int, metavar="N")
-    max_tool_calls: int | None = option("budget: stop after N tool calls", parse=int, metavar="N")
-    max_tokens: int | None = option("budget: stop once N tokens are spent", parse=int, metavar="N")
-    max_cost: float | None = option("budget: stop once the cost reaches X", parse=float, metavar="X")
+    max_turns: int | None = option("budget: stop after N turns", parse=int, metavar="N",
+                                   preset="budget.max_turns", setting="max_turns")
+    max_tool_calls: int | None = option("budget: stop after N tool calls", parse=int, metavar="N",
+                                        preset="budget.max_tool_calls", setting="max_tool_calls")
+    max_tokens: int | None = option("budget: stop once N tokens are spent", parse=int, metavar="N",
+                                    preset="budget.max_tokens", setting="max_tokens")
+    max_cost: float | None = option("budget: stop once the cost reaches X", parse=float, metavar="X",
+                                    preset="budget.max_cost", setting="max_cost")
     ask: bool | None = option("the sub-agent may ask the notebook questions (its tool `ask`); default: the "
-                              "preset's ask", check=_flag, parse=yes_no, metavar="yes|no")
+                              "preset's ask", check=_flag, parse=yes_no, metavar="yes|no", preset="ask")
     approval: Any = option("tool calls that need the notebook's approval: tools such as ['bash', 'edit'], or "
                            "{'tools': [...], 'allow': [bash patterns], 'inside': [folders], 'otherwise': 'deny'}; "
                            "False: none (default: the preset's approval)", check=_approval, metavar="TOOL",
-                           repeat=True)
+                           repeat=True, preset="approval")
     fallback_models: list[str] | None = option("models to go on with when the model fails for provider reasons "
                                                "(HTTP 429/5xx, quota, authentication); default: the preset's "
                                                "fallbackModels", check=_models, metavar="M", flag="--fallback-model",
-                                               repeat=True)
+                                               repeat=True, preset="fallback_models")
     output_schema: Any = option("a JSON Schema dict or a pydantic model class: a typed result in run.data",
                                 magic=False)
     harness: str | None = option("the agent harness: pi, claude-code or codex (default: the preset's, else pi)",
-                                 check=_harness, metavar="H", sweep=False)  # an experiment's grid sets it
+                                 check=_harness, metavar="H", sweep=False, preset="harness")  # a grid sets it
     experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)
     params: dict[str, Any] | None = option("its cell of the experiment: preset, model, task id, repeat, ...",
                                            **_INTERNAL)
@@ -304,8 +313,36 @@ def check_isolation(mode: Any, keep_worktree: Any = None) -> None:
         raise NbSubagentsError(f"keep_worktree must be True or False, got {keep_worktree!r}")
 
 
-def check_timeout(timeout: Any, default: float | None = None) -> float:
-    value = (settings.timeout if default is None else default) if timeout is None else timeout
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise NbSubagentsError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
-    return float(value)
+def check_timeout(timeout: Any) -> float:
+    """A run's timeout (None: the ``timeout`` setting's) in seconds."""
+    return positive_seconds(settings.timeout if timeout is None else timeout, "timeout")
+
+
+# -- where each option's value comes from ------------------------------------------------------------------------
+def _preset_value(preset: Any, path: str) -> Any:
+    """The preset's value of a layer (``budget.max_turns``: a key of its budget); None, False and empty: unset."""
+    head, _, key = path.partition(".")
+    value = getattr(preset, head, None)
+    if key:
+        value = (value or {}).get(key)
+    return value if value not in (None, False, (), [], {}) else None
+
+
+def resolve(spec: TaskSpec | None, preset: Any, cwd: Path | None) -> dict[str, tuple[Any, str]]:
+    """Each option with layers below the call: its value and where it came from, the call over the preset over the
+    settings: ``"call"``, ``'preset "scout"'``, or the setting's source (a settings file, ``configure()``, a
+    variable, ``"default"``). ``spec`` None: what a call that names none would get; ``preset`` None: no preset."""
+    layered = [o for o in _declared() if o.preset or o.setting]
+    in_force = config.sources(cwd) if any(o.setting for o in layered) else {}
+    found: dict[str, tuple[Any, str]] = {}
+    for o in layered:
+        value = getattr(spec, o.name) if spec is not None else None
+        if value is not None:
+            found[o.name] = (value, "call")
+        elif o.preset and preset is not None and (value := _preset_value(preset, o.preset)) is not None:
+            found[o.name] = (value, f'preset "{preset.name}"')
+        elif o.setting:
+            found[o.name] = in_force[o.setting]
+        else:
+            found[o.name] = (None, "default")
+    return found

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
-import math
 import re
 import warnings
 from dataclasses import dataclass, field, replace
@@ -19,6 +18,7 @@ import yaml
 
 from ..child import budgets
 from ..child import harnesses
+from ..child.errors import positive_seconds
 from ..child.text import clip
 from ..config import NbSubagentsError
 from ..child.harnesses.pi import extension_name, extension_selector, tool_notes
@@ -414,10 +414,7 @@ def _flag(data: dict[str, Any], key: str, where: str) -> bool:
 def _parse_timeout(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise PresetError(f"{where}: 'timeout' must be a positive number of seconds (not NaN or infinite), "
-                          f"got {value!r}")
-    return float(value)
+    return positive_seconds(value, f"{where}: 'timeout'", PresetError)
 
 
 def _parse_isolation(value: Any, where: str) -> str | None:

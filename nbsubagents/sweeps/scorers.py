@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 from .. import registry
 from ..child import isolation, procs
 from ..child.artifacts import atomic_write_json, now_iso, read_json
+from ..child.errors import positive_seconds
 from ..config import NbSubagentsError
 from .outcomes import excluded_reason
 
@@ -80,9 +81,7 @@ class Check:
         else:
             raise NbSubagentsError(f"check() needs a command: a string such as 'pytest -q' or a list of "
                                    f"arguments, got {command!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-            raise NbSubagentsError(f"check timeout must be a positive number of seconds, got {timeout!r}")
-        self.timeout = float(timeout)
+        self.timeout = positive_seconds(timeout, "check timeout")
         self.shell = bool(shell)
         self.name = _check_name(name if name is not None else _default_name(self.argv, shell, self.command))
 
@@ -238,9 +237,7 @@ def unique_names(scorers: list[Any]) -> list[Any]:
 
 
 def check_timeout(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise NbSubagentsError(f"scorer_timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
+    return positive_seconds(value, "scorer_timeout")
 
 
 def checked_name(name: Any, pattern: re.Pattern[str], rule: str) -> str:

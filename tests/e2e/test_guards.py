@@ -343,5 +343,5 @@ def test_a_preset_with_a_non_finite_timeout_is_refused_naming_its_file(project, 
     with pytest.raises(nbsubagents.NbSubagentsError) as err:
         nbsubagents.run("slow", "say: hi", show=False)
     assert "slow.md" in str(err.value)
-    assert "'timeout' must be a positive number of seconds (not NaN or infinite)" in str(err.value)
+    assert "'timeout' must be a positive, finite number of seconds" in str(err.value)
     assert run_dirs(project) == []

@@ -244,7 +244,7 @@ def test_help_shows_the_usage(shell):
     ("- preset: scout\n  task: x\n  colour: red\n", r"item 1 \(line 1\): unknown key\(s\) colour; a task may have preset, task, model, cwd, name, timeout, files, resume"),
     ("- preset: scout\n  task: 12\n", r"item 1 \(line 1\): 'task' must be non-empty text, got 12"),
     ("- preset: scout\n  task: x\n\n- preset: scout\n  task: y\n  timeout: soon\n",
-     r"item 2 \(line 4\): 'timeout' must be a positive number of seconds, got 'soon'"),
+     r"item 2 \(line 4\): 'timeout' must be a positive, finite number of seconds, got 'soon'"),
 ])
 def test_malformed_yaml_or_a_wrong_item_is_a_usage_error_naming_it(shell, project, body, message):
     with pytest.raises(UsageError, match=message):

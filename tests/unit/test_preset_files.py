@@ -259,7 +259,7 @@ def test_harms_haus_profile_fields_are_typed(tmp_path):
     ("extraArgs: 7\n", "'extraArgs' must be a list of pi arguments"),
     ("tools: read\nextraArgs: [--tools=bash]\n", 'Refusing extraArg "--tools=bash" which would override'),
     ("noTools: true\nextraArgs: [-t, bash]\n", 'Refusing extraArg "-t"'),
-    ("timeout: -3\n", "'timeout' must be a positive number of seconds"),
+    ("timeout: -3\n", "'timeout' must be a positive, finite number of seconds"),
     ("extraArgs: [--api-key, sk-123]\n", 'Refusing extraArg "--api-key": an API key may only come from the environment'),
 ])
 def test_bad_profile_fields_are_clear_errors(tmp_path, extra, message):

@@ -1,0 +1,68 @@
+"""One table of options: each run option declares the preset field and the setting below the call that may give
+it; ``resolve`` applies call > preset > settings > default and says where each value came from, which a run's
+record keeps and doctor shows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+from nbsubagents import config, doctor
+from nbsubagents.child import budgets
+from nbsubagents.lifecycle.prepare import prepare
+from nbsubagents.lifecycle.spec import TaskSpec, _declared, resolve
+from nbsubagents.preset_files import get as get_preset
+from nbsubagents.preset_files.parse import Preset
+
+
+def test_the_presets_fields_and_the_settings_keys_are_held_to_the_option_table():
+    declared = {o.name: o for o in _declared()}
+    preset_fields = {f.name for f in fields(Preset)}
+    setting_keys = {f.name for f in fields(config.Settings)}
+    for o in declared.values():
+        if o.preset:
+            head, _, key = o.preset.partition(".")
+            assert head in preset_fields and (not key or key in budgets.FIELDS), o.name
+        if o.setting:
+            assert o.setting in setting_keys, o.name
+    # a preset field or a setting spelt like a run option is that option's layer, declared on it
+    assert {name for name in preset_fields & declared.keys() if name != "name"} == {
+        name for name, o in declared.items() if o.preset == name}
+    assert setting_keys & declared.keys() == {name for name, o in declared.items() if o.setting == name}
+    assert {o.preset for o in declared.values() if (o.preset or "").startswith("budget.")} == {
+        f"budget.{key}" for key in budgets.FIELDS}
+
+
+def test_the_call_beats_the_preset_beats_the_settings_beats_the_default(project):
+    (project / ".pi" / "subagents" / "slow.md").write_text(
+        "---\nname: slow\ndescription: d\nmodel: demo/scripted\ntimeout: 45\nmaxTurns: 3\n---\nBody.\n")
+    (project / ".pi" / "settings.json").write_text(json.dumps({"subagents": {"maxTurns": 9, "maxCost": 2.5}}))
+    preset = get_preset("slow", project)
+    chosen = resolve(TaskSpec("slow", "t", timeout=12), preset, project)
+    assert chosen["timeout"] == (12, "call")
+    assert chosen["max_turns"] == (3, 'preset "slow"')
+    assert chosen["max_cost"] == (2.5, str(project / ".pi" / "settings.json"))
+    assert chosen["max_tokens"] == (None, "default") and chosen["isolation"] == (None, "default")
+    assert resolve(TaskSpec("slow", "t"), preset, project)["timeout"] == (45, 'preset "slow"')
+    config.configure(timeout=30)
+    try:
+        assert resolve(None, None, project)["timeout"] == (30, "configure()")
+    finally:
+        config.reset()
+    assert resolve(None, None, project)["timeout"] == (600.0, "default")
+
+
+def test_a_runs_record_says_where_each_option_came_from(project):
+    run = prepare(TaskSpec("scout", "ls", timeout=20, max_turns=4), mode="background", note=False)
+    sources = json.loads(run.paths.meta.read_text())["sources"]
+    assert sources["timeout"] == sources["max_turns"] == "call"
+    assert sources["model"] == 'preset "scout"' and sources["isolation"] == "default"
+    assert run.record.sources == sources
+
+
+def test_doctor_shows_what_a_run_gets_where_the_call_and_preset_say_nothing(project):
+    (project / ".pi" / "settings.json").write_text(json.dumps({"subagents": {"timeout": 90}}))
+    lines = [check.detail for check in doctor.checks() if check.check == "run options"]
+    assert any(line.startswith("timeout = 90 (") and str(project / ".pi" / "settings.json") in line
+               for line in lines), lines
+    assert any(line == "isolation = null (default)" for line in lines), lines
