@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     Event = dict[str, Any]
 
 RESULT_TEXT_LIMIT = 2000  # enough for a person and the formatter; stdout.log keeps everything
+MAX_LINE = 8 * 1024 * 1024  # a longer stdout line is kept in stdout.log but not parsed
 
 # pi event types whose information reaches us through other events, deliberately not repeated.
 _FOLDED = frozenset(
@@ -146,6 +147,42 @@ def parse_line(raw: bytes, adapter: PiEventAdapter | RpcSession) -> list[Event]:
     except ValueError:
         return [{"type": "stdout_text", "text": clip(text, RESULT_TEXT_LIMIT)}]
     return adapter.adapt(obj)
+
+
+class StreamLines:
+    """A child's stdout, in the chunks it comes in, into normalized events line by line. The line being read is
+    joined once it ends (a long line costs its length, not its length times its chunks); past MAX_LINE only its
+    length is counted, and it becomes one ``stdout_text`` saying so."""
+
+    def __init__(self, adapter: PiEventAdapter | RpcSession) -> None:
+        self.adapter = adapter
+        self.partial: list[bytes] = []
+        self.size = self.overflow = 0
+
+    def feed(self, chunk: bytes) -> Iterator[Event]:
+        """The events of the lines ``chunk`` ends."""
+        lines: list[bytes] = []
+        if b"\n" in chunk:
+            *lines, rest = b"".join([*self.partial, chunk]).split(b"\n")
+            self.partial, self.size = [rest], len(rest)
+        else:
+            self.partial.append(chunk)
+            self.size += len(chunk)
+        for raw in lines:
+            if self.overflow:
+                yield {"type": "stdout_text",
+                       "text": f"[a stdout line of {self.overflow + len(raw)} bytes was too long to parse]"}
+                self.overflow = 0
+                continue
+            yield from parse_line(raw, self.adapter)
+        if self.size > MAX_LINE:
+            self.overflow += self.size
+            self.partial, self.size = [], 0
+
+    def end(self) -> list[Event]:
+        """The events of a last line the stream ended without a newline."""
+        rest = b"".join(self.partial)
+        return parse_line(rest, self.adapter) if rest.strip() else []
 
 
 def iter_stream(lines: Iterator[bytes]) -> Iterator[Event]:

@@ -44,12 +44,13 @@ from pathlib import Path
 from .artifacts import atomic_write_json, now_iso, read_json
 from .procs import alive, process_start_ticks
 from .record import load
+from .sandbox import enter, probe
 from .workspace_git import (SKIP_OWN, IsolationError, add_parent_state, common_dir, copy_folder, copy_listing, git,
                             has_all, listed, share_base, snapshot, worktrees_of)
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 MODES = ("worktree", "none")
 DEFAULT_MAX_COPY_MB = 200.0
@@ -206,6 +207,20 @@ def readonly_view(iso: dict[str, Any], run_dir: Path, env: dict[str, str]) -> tu
         if real and real.startswith(root + os.sep) and os.path.isdir(real) and real not in holes:
             holes.append(real)
     return root, holes
+
+
+def containment(iso: dict[str, Any], run_dir: Path,
+                env: dict[str, str]) -> tuple[Callable[[], None] | None, str | None]:
+    """What makes the original folder read-only for pi (run between fork and exec), or None and why that cannot be
+    done here (the run's result says which: ``worktree.contained``, ``uncontainedBecause``)."""
+    view = readonly_view(iso, run_dir, env)
+    if isinstance(view, str):
+        return None, view
+    why = probe(*view)
+    if why is not None:
+        return None, why
+    root, holes = view
+    return (lambda: enter(root, holes)), None
 
 
 # -- the supervisor's side ------------------------------------------------------------------------

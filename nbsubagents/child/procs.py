@@ -128,6 +128,15 @@ def send(pid: int, sig: int) -> bool:
     return True
 
 
+def send_group(pgid: int, sig: int) -> bool:
+    """Signal the process group ``pgid`` (a child started in a session of its own); False when it is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def _signal_all(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
         send(pid, sig)

@@ -14,8 +14,9 @@ machine (a Dask worker's) is read from that file, not from a pid. Started by a D
 when that worker dies, so no run goes on outside the cluster's accounting. Artifact writes are best-effort: a
 full disk costs lines, never the result. A step of its own that breaks (or a reply that would break it)
 ends the run ``failed`` with the reason (stopReason ``supervisor_error``) and keeps what the child produced;
-a reply is checked against ``output_schema`` in a process of its own (``reply_check``) that the run's timeout
-and cancel end.
+a reply is checked against ``output_schema`` in a process of its own (``reply_process`` runs ``reply_check``) that
+the run's timeout and cancel end. ``events.StreamLines`` cuts pi's stdout into lines and ``verdict`` names how a run
+ended.
 Every harness is driven this way: its module (``child/harnesses/``) says whether the task is its stdin, how long a
 stop waits for its own abort, and gives the session that talks to it and adapts its stream into the same events (a
 harness that takes nothing after its task ends when it exits, or END_GRACE after its own end record; its own error
@@ -35,13 +36,14 @@ import time
 from pathlib import Path
 
 from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, result_record
-from . import harnesses
-from .events import Tally, parse_line
+from . import harnesses, reply_process, verdict
+from .events import StreamLines, Tally
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .record import RunRecord, load
-from .procs import MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children
-from .run_files import (RESERVE, Sink, best_effort, clean, describe, last_line, remove_half_folder, reserve, sync,
-                        touch, write_result)
+from .procs import (MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children,
+                    send_group)
+from .run_files import (RESERVE, Sink, best_effort, clean, describe, remove_half_folder, reserve, sync, touch,
+                        write_result)
 from .text import clip
 
 from typing import TYPE_CHECKING
@@ -51,15 +53,12 @@ if TYPE_CHECKING:
     from .events import Event
 
 KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
-MAX_LINE = 8 * 1024 * 1024       # a longer stdout line is kept in stdout.log but not parsed
 TICK = 0.2                       # guard checks while the child is silent
 END_GRACE = 3.0                  # seconds pi may take to exit after the end of the conversation
 HEARTBEAT = 2.0                  # seconds between touches of the run's heartbeat file
 HEARTBEAT_FILE = "heartbeat"
 CANCEL_FILE = "cancel.json"      # a cancel request (lifecycle.settle.request_cancel writes it)
 WORKER_LOST = "interrupted (worker lost)"
-REPLY_CHECK = "nbsubagents.child.reply_check"  # the module that checks a reply against output_schema
-REPLY_CHECK_SECONDS = 30.0       # the most a reply's check may take, within the run's own timeout
 
 
 class Supervisor:
@@ -70,7 +69,6 @@ class Supervisor:
         self.formatter = ProgressFormatter(record.cwd)
         self.harness = harnesses.get(record.harness)
         self.rpc = self.harness.session(paths.dir, record)  # what goes in after the task; its stream adapted
-        self.adapter = self.rpc.adapter
         self.seq = 0
         self.child: subprocess.Popen[bytes] | None = None
         self.subreaper = False  # orphans of the run's process tree come to us (once pi is started)
@@ -181,9 +179,9 @@ class Supervisor:
             self.rpc.abort()
         if self.term_at is not None and now >= self.term_at and self.kill_at is None and self.child is not None:
             self.kill_at = now + KILL_GRACE
-            _killpg(self.child.pid, signal.SIGTERM)  # pi ends the tool commands it is running itself
+            send_group(self.child.pid, signal.SIGTERM)  # pi ends the tool commands it is running itself
         if self.kill_at is not None and now >= self.kill_at and self.child is not None:
-            _killpg(self.child.pid, signal.SIGKILL)
+            send_group(self.child.pid, signal.SIGKILL)
             self._end_leftovers(settle=0.0, reap=False)  # pi's exit status is still to be collected
             self.kill_at = now + KILL_GRACE
         if self.stop_reason is None and self.timeout > 0 and now - self.started >= self.timeout:
@@ -240,8 +238,9 @@ class Supervisor:
         if status == "completed" and self.record.output_schema is not None and self.broken is None:
             status, error = self._safely("checking the reply against output_schema", self._check_output,
                                          default=("failed", None))
-        usage = self._safely("counting the usage", self._usage)
-        reason = self._safely("naming why the run ended", self._reason, status, spawn_error)
+        usage = self._safely("counting the usage", verdict.usage, self.tally, self.rpc)
+        reason = self._safely("naming why the run ended", verdict.reason, self.stop_word, status, spawn_error,
+                              self.tally)
         status, error, reason = self._if_broken(status, error, reason)
         self._safely("writing the run's end event", self.emit,
                      {"type": "run_end", "status": status, "exitCode": exit_code,
@@ -308,9 +307,12 @@ class Supervisor:
                MARKER: self.record.run_id}  # finds leftovers if we die
         contain = None
         if self.isolation is not None and self.isolation.get("path") and self.workdir:
-            from .isolation import workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)
+            from .isolation import containment, workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)
             env = workspace_env(self.isolation, env, self.workdir)  # no variable leads back to the original
-            contain = self._readonly_original(env)
+            contain, why = containment(self.isolation, self.paths.dir, env)
+            self.extra["worktree"]["contained"] = why is None  # the result says whether, and why not
+            if why is not None:
+                self.extra["worktree"]["uncontainedBecause"] = why
         prompt = self.record.prompt_path
         task = Path(prompt).read_text(encoding="utf-8", errors="replace") if prompt else ""
         # the task is the harness's stdin (prompt.md), or its session sends it (and what follows) on a pipe
@@ -343,10 +345,7 @@ class Supervisor:
         os.set_blocking(fd, False)
         selector = selectors.DefaultSelector()
         selector.register(fd, selectors.EVENT_READ)
-        # the line being read, in the chunks it came in (joined once it ends: a long line costs its length, not
-        # its length times its chunks); past MAX_LINE only its length is counted
-        partial: list[bytes] = []
-        partial_size = overflow = 0
+        lines = StreamLines(self.rpc)
         eof = False
         exited_at: float | None = None
         while not eof:
@@ -359,24 +358,8 @@ class Supervisor:
                     eof = True
                 elif chunk:
                     self.stdout.write(chunk)
-                    if b"\n" in chunk:
-                        *lines, rest = b"".join([*partial, chunk]).split(b"\n")
-                        partial, partial_size = [rest], len(rest)
-                    else:
-                        lines = []
-                        partial.append(chunk)
-                        partial_size += len(chunk)
-                    for raw in lines:
-                        if overflow:
-                            self.emit({"type": "stdout_text",
-                                       "text": f"[a stdout line of {overflow + len(raw)} bytes was too long to parse]"})
-                            overflow = 0
-                            continue
-                        for event in parse_line(raw, self.rpc):
-                            self.emit(event)
-                    if partial_size > MAX_LINE:
-                        overflow += partial_size
-                        partial, partial_size = [], 0
+                    for event in lines.feed(chunk):
+                        self.emit(event)
                     self.events.flush()
                     self.transcript.flush()
                     self.stdout.flush()
@@ -390,12 +373,10 @@ class Supervisor:
                 # pi is gone; whatever still holds the pipe open (a stray tool process) must go too.
                 exited_at = exited_at or time.monotonic()
                 if time.monotonic() - exited_at > 0.5:
-                    _killpg(self.child.pid, signal.SIGKILL)
+                    send_group(self.child.pid, signal.SIGKILL)
                     break
-        buffer = b"".join(partial)
-        if buffer.strip():
-            for event in parse_line(buffer, self.rpc):
-                self.emit(event)
+        for event in lines.end():
+            self.emit(event)
         self.rpc.close(now=True)
         selector.close()
         self.child.stdout.close()
@@ -413,18 +394,17 @@ class Supervisor:
               and self.child is not None and self.child.poll() is None):
             self.ended_after_conversation = True
             self.term_at = self.kill_at = now + KILL_GRACE
-            _killpg(self.child.pid, signal.SIGTERM)
+            send_group(self.child.pid, signal.SIGTERM)
 
-    # -- isolation and typed results (their modules are imported only by runs that use them) ----------
+    # -- isolation (imported only by runs that use it) and typed results --------------------------------
     def _setup_isolation(self) -> str | None:
-        from .isolation import IsolationError, setup  # noqa: PLC0415 (start-up: only runs that use it load it)
+        from .isolation import IsolationError, remove, setup  # noqa: PLC0415 (start-up: only runs that use it load it)
         assert self.isolation is not None
         try:
             workdir = setup(self.isolation, self.record.run_id, self.paths.dir)
         except (IsolationError, OSError) as exc:
             self.stop_word = "isolation"
             if self.isolation.get("path"):
-                from .isolation import remove  # noqa: PLC0415 (start-up: only runs that use it load it)
                 remove(self.isolation)  # whatever part of the workspace was made goes
             return f"The run's worktree could not be set up: {exc}"
         self.workdir = str(workdir)
@@ -434,21 +414,6 @@ class Supervisor:
         self.extra["worktree"] = {"path": self.isolation["path"], "branch": self.isolation.get("branch"),
                                   "kept": bool(self.isolation.get("keep"))}
         return None
-
-    def _readonly_original(self, env: dict[str, str]) -> Any:
-        """What makes the original folder read-only for pi (run between fork and exec), or None where that
-        cannot be done here; the run's result says which (``worktree.contained``, and why not)."""
-        from .isolation import readonly_view  # noqa: PLC0415 (start-up: only runs that use it load it)
-        from .sandbox import enter, probe  # noqa: PLC0415 (start-up: only runs that use it load it)
-        assert self.isolation is not None
-        view = readonly_view(self.isolation, self.paths.dir, env)
-        why = view if isinstance(view, str) else probe(*view)
-        self.extra["worktree"]["contained"] = why is None
-        if why is not None or isinstance(view, str):
-            self.extra["worktree"]["uncontainedBecause"] = why
-            return None
-        root, holes = view
-        return lambda: enter(root, holes)
 
     def _capture_changes(self) -> None:
         from .isolation import IsolationError, capture, remove  # noqa: PLC0415 (start-up: only runs that use it load it)
@@ -461,151 +426,41 @@ class Supervisor:
             remove(self.isolation)
 
     def _check_output(self) -> tuple[str, str | None]:
-        """The reply checked against output_schema by ``reply_check`` in a process of its own, under the run's
-        timeout and cancel and REPLY_CHECK_SECONDS: a reply nested thousands deep, or a pattern that backtracks
-        catastrophically (Python's re cannot be interrupted), ends that process, never the supervisor."""
+        """The reply checked against output_schema in a process of its own (``reply_process``), the guards going on:
+        the run's timeout and cancel end the check as they end the child."""
         structured = self.rpc.structured()  # the harness's own typed output (Claude's structured_output)
         text = self.tally.final_text if structured is None else json.dumps(structured)
-        request = json.dumps({"text": text, "schema": self.record.output_schema}).encode()
-        env = {**os.environ, MARKER: self.record.run_id}
-        checker = subprocess.Popen([sys.executable, "-m", REPLY_CHECK], stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
-        out, over = b"", False
-        try:
-            out, over = self._converse(checker, request)
-        finally:
-            try:  # once its answer is read it is exiting: a moment for that, none when it was stopped
-                checker.wait(0 if over or self.stop_reason is not None else 2)
-            except subprocess.TimeoutExpired:
-                _killpg(checker.pid, signal.SIGKILL)  # its own session: the group is the checker's alone
-                checker.wait()
-            for pipe in (checker.stdin, checker.stdout):
-                if pipe is not None and not pipe.closed:
-                    best_effort(pipe.close)
-        if self.stop_reason is not None:  # cancelled, timed out, signalled or orphaned while checking
+        checked = reply_process.check(text, self.record.output_schema, self.record.run_id, self._stopped)
+        if checked is None or self.stop_reason is not None:  # cancelled, timed out, signalled or orphaned meanwhile
+            assert self.stop_reason is not None
             status, message = self.stop_reason
             if self.stop_word == "timeout":
                 message += " The time ran out while the reply was checked against output_schema."
             return status, message
-        if over:
-            self.stop_word = "schema"
-            return "failed", (f"The reply could not be checked against output_schema within "
-                              f"{REPLY_CHECK_SECONDS:g}s: a `pattern` of the schema that backtracks "
-                              "catastrophically on this reply (such as '^(a+)+$'), or a very large reply. "
-                              "Simplify the pattern or the schema.")
-        lines = out.decode(errors="replace").strip().splitlines()
-        try:
-            answer = json.loads(lines[-1])
-            data, error = answer["data"], answer["error"]
-        except (IndexError, ValueError, KeyError, TypeError):
-            tail = lines[-1] if lines else f"it exited with code {checker.returncode} and printed nothing"
-            self.stop_word = "schema"
-            return "failed", f"The reply could not be checked against output_schema: {clip(tail, 300)}"
+        data, error = checked
         if error is not None:
             self.stop_word = "schema"
-            return "failed", str(error)
+            return "failed", error
         self.extra["data"] = data
         return "completed", None
 
-    def _converse(self, proc: subprocess.Popen[bytes], request: bytes) -> tuple[bytes, bool]:
-        """``request`` to ``proc``'s stdin and its whole stdout back, while the guards go on (heartbeat,
-        cancel, signals, the run's timeout). ``(output, True)`` when REPLY_CHECK_SECONDS ran out first; it
-        returns early, with what came so far, once a guard stopped the run."""
-        assert proc.stdin is not None and proc.stdout is not None
-        deadline = time.monotonic() + REPLY_CHECK_SECONDS
-        selector = selectors.DefaultSelector()
-        out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
-        os.set_blocking(out_fd, False)
-        os.set_blocking(in_fd, False)
-        selector.register(out_fd, selectors.EVENT_READ)
-        selector.register(in_fd, selectors.EVENT_WRITE)
-        chunks: list[bytes] = []
-        pending = memoryview(request)
-        try:
-            while True:
-                for key, _ in selector.select(TICK):
-                    if key.fd == in_fd:
-                        try:
-                            pending = pending[os.write(in_fd, pending[:1 << 16]):]
-                        except BlockingIOError:
-                            continue
-                        except OSError:  # it stopped reading (and will say why on stdout)
-                            pending = pending[:0]
-                        if not pending:
-                            selector.unregister(in_fd)
-                            proc.stdin.close()
-                    else:
-                        try:
-                            chunk = os.read(out_fd, 1 << 16)
-                        except BlockingIOError:
-                            continue
-                        if not chunk:
-                            return b"".join(chunks), False
-                        chunks.append(chunk)
-                self._guards()
-                if self.stop_reason is not None:
-                    return b"".join(chunks), False
-                if time.monotonic() >= deadline:
-                    return b"".join(chunks), True
-        finally:
-            selector.close()
-
-    def _usage(self) -> dict[str, Any]:
-        """The run's usage from its events; the harness's native total cost (Claude's total_cost_usd) wins. (Turns
-        are counted from the events alike for every harness: Claude's num_turns counts a turn it did not take
-        when its --max-turns stops it; the result's ``harnessEnd`` keeps it.)"""
-        usage = self.tally.usage()
-        if "cost" in self.rpc.totals():
-            usage["cost"] = round(float(self.rpc.totals()["cost"]), 8)
-        return usage
-
-    def _reason(self, status: str, spawn_error: str | None) -> str | None:
-        """Why the run ended, in one word: the guard's, else what pi said (``error`` is ``provider_error``)."""
-        if self.stop_word is not None:
-            return self.stop_word
-        if spawn_error:
-            return "spawn_error"
-        pi = self.tally.stop_reason
-        if pi == "error":
-            return "provider_error"
-        if status == "failed" and pi in (None, "stop"):
-            return "no_reply" if pi is None else "exit_code"
-        return pi
+    def _stopped(self) -> bool:
+        """The guards' turn while the reply is checked; whether they stopped the run."""
+        self._guards()
+        return self.stop_reason is not None
 
     def _verdict(self, exit_code: int | None, spawn_error: str | None) -> tuple[str, str | None]:
-        """Semantic completion: pi exits 0 even when the provider failed."""
+        """The stop a guard decided, the start that failed, the harness's own error end, else ``verdict.judge``."""
         if self.stop_reason is not None:
             return self.stop_reason
         if spawn_error:
             return "failed", spawn_error
-        program = self.harness.NAME
         error_end = self.rpc.error_end()
         if error_end is not None:
             self.stop_word = error_end[1]
             return "failed", error_end[0]
-        if self.tally.stop_reason == "error":
-            return "failed", self.tally.error_message or "The model provider returned an error"
-        if self.tally.stop_reason == "aborted":
-            return "aborted", self.tally.error_message or "pi aborted the request"
-        if exit_code != 0 and not self.ended_after_conversation:
-            tail = last_line(self.paths.stderr)
-            return "failed", f"{program} exited with code {exit_code}" + (f": {tail}" if tail else "")
-        if self.tally.stop_reason is None:
-            refused = self.rpc.refused
-            return "failed", (f"pi refused the task: {refused}" if refused
-                              else f"{program} ended without a reply from the model")
-        if not self.tally.final_text.strip() and not self.tally.tokens:
-            return "failed", ("The model sent an empty reply and no token usage: the connection to the "
-                              "model provider probably dropped")
-        return "completed", None
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+        return verdict.judge(self.tally, self.rpc, self.harness.NAME, 0 if self.ended_after_conversation else exit_code,
+                             self.paths.stderr)
 
 
 def _spawn_message(harness: harnesses.Harness, program: str, exc: OSError) -> str:
@@ -645,13 +500,11 @@ def _last_resort(paths: RunPaths, record: RunRecord, supervisor: Supervisor | No
         pass
     if paths.result.exists():
         return
-    tally = supervisor.tally if supervisor is not None else None
+    tally = supervisor.tally if supervisor is not None else Tally()  # what was read so far, or nothing
     ended_at = now_iso()
     result = result_record(run_id or None, "failed", stop_reason="supervisor_error",
                            error=f"The supervisor failed: {type(exc).__name__}: {clip(str(exc), 300)}",
-                           final_text=tally.final_text if tally is not None else "",
-                           turns=tally.turns if tally is not None else 0,
-                           tool_calls=tally.tool_calls if tally is not None else 0,
+                           final_text=tally.final_text, turns=tally.turns, tool_calls=tally.tool_calls,
                            started_at=ended_at, ended_at=ended_at)
     write_result(paths, result)
 

@@ -829,7 +829,7 @@ def test_a_catastrophic_pattern_is_ended_by_the_checks_own_limit(proj, model):
                   mode="background")
     started = time.monotonic()
     try:
-        supervise(run, "s.REPLY_CHECK_SECONDS = 2", timeout=60)
+        supervise(run, "s.reply_process.REPLY_CHECK_SECONDS = 2", timeout=60)
     finally:
         for pid in procs.run_processes(run.id):  # before the fix: the check spun on inside the supervisor
             os.kill(pid, signal.SIGKILL)
@@ -845,8 +845,8 @@ def test_a_catastrophic_pattern_is_ended_by_the_checks_own_limit(proj, model):
 
 SUPERVISOR_FAULTS = {
     # a guarded step after the child: the run fails with the step's name, keeping what the child said
-    "a step after the child": ("Supervisor._reason", "The supervisor failed while naming why the run ended: "
-                                                     "ZeroDivisionError"),
+    "a step after the child": ("verdict.reason", "The supervisor failed while naming why the run ended: "
+                                                 "ZeroDivisionError"),
     # outside every guarded step: the last resort still writes a failed result with the reply
     "the supervisor's end": ("result_record", "The supervisor failed: ZeroDivisionError"),
 }

@@ -421,7 +421,6 @@ LAZY_IMPORTS = {
     ("nbsubagents", "nbsubagents.magics"): "import nbsubagents: the magics need IPython, loaded on %load_ext",
     ("nbsubagents.child.supervisor", "nbsubagents.child.budgets"): "supervisor start-up: runs without a budget",
     ("nbsubagents.child.supervisor", "nbsubagents.child.isolation"): "supervisor start-up: runs without isolation",
-    ("nbsubagents.child.supervisor", "nbsubagents.child.sandbox"): "supervisor start-up: runs without isolation",
 }
 
 
