@@ -102,6 +102,20 @@ def attrs(status: str, extra_class: str = "", extra_style: str = "") -> str:
 
 
 MUTED_STYLE = f"color:var(--jp-content-font-color2,{MUTED[0]})"
+# Muted words: the page's own text colour, lighter. Whatever the page (JupyterLab light or dark, GitHub dark,
+# nbviewer, an export without JupyterLab's variables), muted text keeps over 4.5:1 where the page's text has
+# about 10:1 or more; a fixed grey cannot (it fails on one of light and dark pages).
+MUTED_INK = "opacity:.78"
+
+
+def badge(status: str, text: str, extra_class: str = "", icon: str = "") -> str:
+    """A status word that reads on any page: white on the status's strong colour (6.5:1 or more), never a
+    coloured word on an unknown background; ``icon`` (a glyph) before the word."""
+    classes = f"nbsubagents-badge nbsubagents-badge-{status}" + (f" {extra_class}" if extra_class else "")
+    icon = f'<span class="nbsubagents-icon">{icon}</span> ' if icon else ""
+    return (f'<span class="{classes}" style="background:{color(status)};color:#fff;border-radius:3px;'
+            f'padding:0 5px;font-weight:600;white-space:nowrap">{icon}<span class="nbsubagents-status-word">'
+            f'{html.escape(text, quote=False)}</span></span>')
 
 
 def filesize(n: int) -> str:

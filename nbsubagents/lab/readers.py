@@ -4,7 +4,7 @@
   root itself), as a kernel started in the notebook's folder finds it;
 - ``running(project)``: the active runs with their clocks and the line JupyterLab's status bar shows;
 - ``current_record(project, run_ids, group=)``: a run's (or a group's) static record as of now, rendered by the
-  kernel's own renderer (``views.panel_state``), for a saved record the kernel that drew it left behind.
+  kernel's own renderer (``views.panel_record``), for a saved record the kernel that drew it left behind.
 
 Nothing here settles, takes over or launches a run: a run whose supervisor is gone stays as the registry says
 until a kernel reconciles it (``nbsubagents.status()``).
@@ -20,9 +20,10 @@ from .. import registry
 from ..child.artifacts import TERMINAL
 from ..config import NbSubagentsError, find_project
 from ..lifecycle.handle import Run
-from ..style import duration, shorten
+from ..style import MUTED_INK, duration, shorten
 from ..views.masking import mask_text
-from ..views.panel_state import MUTED_INK, PanelState, group_static_record
+from ..views.panel_record import group_static_record
+from ..views.panel_state import PanelState
 
 __all__ = ["NAMED", "project_of", "running", "current_record"]
 

@@ -27,7 +27,7 @@ from ..lifecycle import watcher
 from ..lifecycle.drive import NullRenderer, Renderer
 from ..style import duration, glyph, plural, shorten
 from ..views.masking import masker
-from ..views.panel_state import GROUP_WORDS
+from ..views.panel_record import GROUP_WORDS
 
 if TYPE_CHECKING:
     from ..child.formatter import ProgressLine

@@ -29,16 +29,15 @@ from ..child.artifacts import TERMINAL
 from ..child.formatter import ProgressLine
 from ..lifecycle import watcher
 from ..style import MUTED_STYLE, plural
-from ..views.panel_state import (
+from ..views.panel_record import (
     GROUP_WORDS,
-    HISTORY_LIMIT,
-    PanelState,
     group_header_of,
     group_header_text,
     group_static_html,
     group_static_record,
     group_static_text,
 )
+from ..views.panel_state import HISTORY_LIMIT, PanelState
 from . import panel_html
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, new_widget, route_clicks, shared
 from .talk import BUTTON_LAYOUT, HIDDEN_LAYOUT, TalkBox

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .. import registry
 from ..child import inbox
 from ..lifecycle import reconcile, watcher
-from ..style import duration, glyph
-from ..views.panel_state import MUTED_INK, badge
+from ..style import MUTED_INK, badge, duration, glyph
 from .kernel import NotebookRecord, in_kernel, load_ipywidgets
 
 if TYPE_CHECKING:

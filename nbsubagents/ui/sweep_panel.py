@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..child.artifacts import TERMINAL
 from ..child.secrets import strip_controls, terminal_safe
 from ..lifecycle import watcher
-from ..style import STATUS_CSS, attrs, color, duration, glyph, html_table, shorten
+from ..style import MUTED_INK, STATUS_CSS, attrs, color, duration, glyph, html_table, shorten
 from ..sweeps.progress import FAILURE_CAP, LINE_CAP, SweepLine, SweepState, state_text
 from ..views.masking import masker
-from ..views.panel_state import MUTED_INK
 from .display import widgets_available
 from .kernel import NotebookRecord, Publish, load_ipywidgets
 from .panels import STATIC_INTERVAL

@@ -753,12 +753,12 @@ def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replac
 def test_a_record_carries_the_widget_view_only_while_its_view_lives_and_the_kernels_exit_ends_it(tmp_path,
                                                                                                  monkeypatch):
     from nbsubagents.ui import kernel
-    from nbsubagents.views import panel_state
+    from nbsubagents.views import panel_record
 
     # the record's "as of" clock moves only when the test moves it (a loaded machine crossing a second between two
     # updates would otherwise send one more)
     clock = ["10:00:00"]
-    monkeypatch.setattr(panel_state, "time", types.SimpleNamespace(**{**vars(time), "strftime": lambda *a: clock[0]}))
+    monkeypatch.setattr(panel_record, "time", types.SimpleNamespace(**{**vars(time), "strftime": lambda *a: clock[0]}))
     sent: list = []
     panel = RunPanel(fake_run(tmp_path, "r1", "running"))
     record = panel.notebook_record(lambda bundle, display_id, update: sent.append((bundle, display_id, update)))
