@@ -383,7 +383,7 @@ def checkout(run_dir: Path, dest: Path) -> tuple[Path, str]:
     dest.parent.mkdir(parents=True, exist_ok=True)
     _write_state(dest.parent, state, name=f"{dest.name}.json")  # what remove_checkout() removes
     try:
-        note = _restore(iso, state, dest)
+        note = _restore(iso, dest)
         _hold_links(Path(state["applyRoot"]), dest)  # a check is held in its workspace too
         if not _apply_patch(run_dir / PATCH, dest, f"run {run_dir.name}'s changes.patch does not apply to the "
                             f"current state of {state['applyRoot']} (its starting state is gone)"):
@@ -394,7 +394,7 @@ def checkout(run_dir: Path, dest: Path) -> tuple[Path, str]:
     return (dest / state["subdir"]).resolve(), note
 
 
-def _restore(iso: dict[str, Any], state: dict[str, Any], dest: Path) -> str:
+def _restore(iso: dict[str, Any], dest: Path) -> str:
     """``dest`` as the run's starting state (git, while the tree exists), else the source as it is now."""
     source = Path(iso["applyRoot"] if iso["kind"] == "git" else iso["source"])
     if iso["kind"] == "git":

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Iterable
 
-__all__ = ["process_start_ticks", "alive", "run_processes", "kill_run_processes", "descendants",
+__all__ = ["process_start_ticks", "alive", "run_processes", "descendants",
            "end_run_processes", "reap_children", "become_subreaper", "contained_argv", "MARKER", "WORKER_PID"]
 
 MARKER = "PI_SUBAGENTS_RUN_ID"
@@ -184,11 +184,6 @@ def end_run_processes(run_id: str | None, *, subtree_of: int | None = None, sig:
     if reap:
         reap_children()
     return ended
-
-
-def kill_run_processes(run_id: str) -> list[int]:
-    """SIGKILL every live process of run ``run_id`` (after its supervisor died); returns their pids."""
-    return end_run_processes(run_id)
 
 
 def become_subreaper() -> bool:

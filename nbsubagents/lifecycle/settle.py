@@ -34,7 +34,7 @@ from .. import registry
 from ..child import artifacts
 from ..child.artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json
 from ..child.isolation import salvage
-from ..child.procs import kill_run_processes
+from ..child.procs import end_run_processes
 from ..child.run_files import best_effort, exclusive, sync
 from ..child.supervisor import CANCEL_FILE, WORKER_LOST
 from ..child.record import RunRecord
@@ -100,7 +100,7 @@ def lost(paths: RunPaths, record: RunRecord, *, exit_code: int | None = None, wo
     have (changes captured if they still can be, the worktree and its branch removed), then the one
     verdict is written. ``worker_lost``: its launcher says the machine it ran on is gone (a Dask worker), which
     the verdict says as the supervisor itself would. False when it already had a result."""
-    kill_run_processes(record.run_id or paths.dir.name)
+    end_run_processes(record.run_id or paths.dir.name)  # SIGKILL, until none is left
     if not record.isolation:
         return _lost(paths, record, exit_code, {}, worker_lost)
     lock = paths.dir / ".settle.lock"

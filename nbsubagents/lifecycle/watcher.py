@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .handle import Run
 
 __all__ = ["Notice", "Hooks", "hooks", "set_hooks", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
-           "remove_notice_handler", "print_notice", "add_change_handler", "remove_change_handler",
+           "remove_notice_handler", "print_notice", "add_change_handler",
            "Subscription", "subscribe", "thread"]
 
 POLL = 0.1           # seconds between looks at the watched runs (and the finest tick a subscriber gets)
@@ -177,11 +177,6 @@ def add_change_handler(handler: Callable[[], Any]) -> None:
     re-reads the counts then)."""
     if handler not in _change_handlers:
         _change_handlers.append(handler)
-
-
-def remove_change_handler(handler: Callable[[], Any]) -> None:
-    if handler in _change_handlers:
-        _change_handlers.remove(handler)
 
 
 def changed() -> None:

@@ -132,10 +132,7 @@ def _end(keeper: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         pass
     finally:
-        try:
-            os.killpg(keeper.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        procs.send_group(keeper.pid, signal.SIGKILL)
         keeper.wait()
 
 
