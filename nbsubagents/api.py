@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Never
 
 from . import registry
 from .config import NbSubagentsError, find_project, project_arg, settings
-from .lifecycle import batch, converse, handle, reconcile, watcher
+from .lifecycle import batch, handle, reconcile, watcher
 from .lifecycle.drive import drive
 from .lifecycle.handle import Run
 from .lifecycle.spec import call_options, spec_from_call
@@ -15,7 +15,8 @@ from .preset_files import Preset, write
 from .registry import query
 from .ui import browser, statusbar
 from .views import timeline
-from .ui.attach import attach
+from .ui.attach import lent, register_display
+from .lifecycle.edge import lend
 from .ui.display import renderer_for
 from .views import reports
 from .views.presets import PresetList, list_presets
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
     from .registry import Status
 
-attach()  # the notebook edge: Run's display in IPython, the watcher's notice stream and cell context
 
 
 def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = None, name: str | None = None,
@@ -179,7 +179,16 @@ max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, ex
     return the_run
 
 
-converse.set_starter(start)  # a follow-up to a run that has ended starts its continuation as start() does
+def wire() -> None:
+    """The one place the bands above lend the kernel's side of a run what it needs (``lifecycle.edge``): the
+    notebook edge's notice stream, cell context, sweep panel and person check, this process's watcher as the
+    follower of runs, and ``start`` for a follow-up of an ended run; then IPython's display of a ``Run``, where
+    IPython runs. Called once, as this module loads (the package loads it on the first use of a public name)."""
+    lend(**lent(), follower=watcher.follower(), start=start)
+    register_display()
+
+
+wire()
 
 
 def status(run_id: str | None = None, *, include_completed: bool = False, project: str | Path | None = None

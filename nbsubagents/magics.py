@@ -430,7 +430,7 @@ def load_ipython_extension(shell: Any) -> None:
     _unregister_event(shell)
     shell.events.register("post_run_cell", _forget_shown)
     shell.display_formatter.ipython_display_formatter.for_type(RunList, attach.skip_if_shown)
-    attach.attach(shell)  # Run's display and the watcher's hooks, in this shell
+    attach.register_display(shell)  # Run's display in this shell (what the kernel's side is lent: api.wire)
 
 
 def _unregister_event(shell: Any) -> None:

@@ -7,26 +7,26 @@ shell (``nbsubagents answer``), the notebook of a run on a Dask worker.
 
 A follow-up to a run that has ended is no message: it starts a new run that resumes the ended one's session
 (``resume=``, so its record says ``resumed_from`` and its registry row ``resumed_from``). Starting a run is the
-faces' (``api.start`` registers itself with ``set_starter``): this module is below them, and ``Run``'s methods
+faces' (``api.start``, lent as ``edge.start``): this module is below them, and ``Run``'s methods
 are its callers.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..child import harnesses, inbox
 from ..child.artifacts import RunPaths, read_json
 from ..config import NbSubagentsError
 from ..child.record import load
+from .edge import edge
 from .spec import options
 
 if TYPE_CHECKING:
     from .handle import Run
 
-__all__ = ["steer", "follow_up", "answer", "approve", "questions", "describe", "how_to_answer", "set_starter",
-           "CONFIRM_WORDS"]
+__all__ = ["steer", "follow_up", "answer", "approve", "questions", "describe", "how_to_answer", "CONFIRM_WORDS"]
 
 # What a yes/no question (a confirm: an approval) takes besides True and False, in any case.
 CONFIRM_WORDS = {"allow": True, "yes": True, "deny": False, "no": False}
@@ -34,17 +34,6 @@ CONFIRM_WORDS = {"allow": True, "yes": True, "deny": False, "no": False}
 # and the settings again, as for any resume. Only options the task schema has are passed.
 CARRIED = {"model": "requested_model", "cwd": "cwd", "name": "name", "timeout": "timeout", "ask": "ask",
            "approval": "approval", "fallback_models": "fallback_models", "harness": "harness"}
-
-Starter = Callable[..., "Run"]
-_starter: Starter | None = None
-
-
-def set_starter(start: Starter) -> None:
-    """How a follow-up of an ended run starts its new run: ``start(preset, task, resume=..., **options)``, a
-    background start returning the ``Run`` (``nbsubagents.api`` registers ``start`` as it loads)."""
-    global _starter
-    _starter = start
-
 
 # -- saying something ---------------------------------------------------------------------------------------------
 def steer(paths: RunPaths, text: str) -> dict[str, Any]:
@@ -260,7 +249,7 @@ def _checked(paths: RunPaths, question: dict[str, Any], value: Any) -> Any:
 
 def _resume(paths: RunPaths, text: str, start_options: dict[str, Any]) -> Run:
     """The new run that continues an ended one's session with ``text`` as its task."""
-    if _starter is None:
+    if edge.start is None:
         raise NbSubagentsError(f"Run {_id(paths)} has ended: a follow-up starts a new run, which needs "
                                "nbsubagents' public API (import nbsubagents; nbsubagents.follow_up(...))")
     record = load(paths.dir)
@@ -270,4 +259,4 @@ def _resume(paths: RunPaths, text: str, start_options: dict[str, Any]) -> Run:
     known = {o.name for o in options("call")}
     carried = {name: getattr(record, field) for name, field in CARRIED.items()
                if name in known and getattr(record, field) is not None}
-    return _starter(record.preset, text, resume=_id(paths), **{**carried, **start_options})
+    return edge.start(record.preset, text, resume=_id(paths), **{**carried, **start_options})

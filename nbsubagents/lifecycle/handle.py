@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import registry
 from ..child import artifacts, inbox, isolation
@@ -27,6 +27,7 @@ from ..child.summary import summary_line
 from ..config import NbSubagentsError, settings
 from ..views import reports
 from . import converse, inspection, liveness, settle
+from .edge import edge
 from .launch import launcher_for
 
 if TYPE_CHECKING:
@@ -40,32 +41,6 @@ SUPERVISOR_START_TIMEOUT = 10.0  # seconds cancel() waits for a starting supervi
 SETTLE_TIMEOUT = 10.0  # how long Run.wait() gives the follower (the watcher) to finish with a run that ended
 CHECK_EVERY = 2.0  # seconds between liveness looks while waiting for a run no process of ours follows
 NOTICE_WAIT = 2.0  # the longest wait_for_question waits for the watcher to say the question it returns
-
-
-class Follower(Protocol):
-    """What follows runs in this process: the watcher, which registers itself (``set_follower``) when it is
-    loaded. Until then no run is followed here."""
-
-    def get(self, run_id: str) -> Run | None: ...
-    def settle(self, run_id: str, timeout: float) -> bool: ...
-
-
-class NoFollower:
-    def get(self, run_id: str) -> Run | None:
-        return None
-
-    def settle(self, run_id: str, timeout: float) -> bool:
-        return True
-
-
-_follower: Follower = NoFollower()
-
-
-def set_follower(follower: Follower) -> None:
-    """The process's follower of runs (``lifecycle.watcher`` sets itself): ``get_run`` returns its handle of a
-    run it follows, and ``Run.wait`` waits for it to finish with a run that ended."""
-    global _follower
-    _follower = follower
 
 
 class Run:
@@ -248,7 +223,7 @@ class Run:
             left = SETTLE_TIMEOUT
             if deadline is not None:
                 left = max(0.0, min(left, deadline - time.monotonic()))
-            _follower.settle(self.run_id, left)
+            edge.follower.settle(self.run_id, left)
         return self
 
     def _wait_until(self, until: Callable[[], bool], deadline: float | None) -> None:
@@ -269,7 +244,7 @@ class Run:
                     settle.lost(self.paths, self.record, exit_code=self.process.returncode)
             else:
                 time.sleep(interval)
-                if time.monotonic() >= next_check and _follower.get(self.run_id) is None:
+                if time.monotonic() >= next_check and edge.follower.get(self.run_id) is None:
                     # nobody here follows it: its supervisor (or its Dask scheduler) may be gone; settled if so
                     next_check = time.monotonic() + CHECK_EVERY
                     liveness.check(self.dir)
@@ -423,5 +398,5 @@ def pump(run: Run, renderer: Renderer) -> list[dict[str, Any]]:
 def get_run(id_or_prefix: str, root: str | Path | None = None) -> Run:
     """The ``Run`` of an id or unique prefix: this process's own handle when it watches the run."""
     row = registry.resolve(id_or_prefix, root)
-    return _follower.get(row["run_id"]) or Run(row["run_dir"])
+    return edge.follower.get(row["run_id"]) or Run(row["run_dir"])
 

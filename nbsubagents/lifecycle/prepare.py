@@ -10,7 +10,7 @@ import json
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from .. import config, registry
 from .. import preset_files as preset_mod
@@ -26,30 +26,17 @@ from ..pi.models import ModelChoice, ModelError, available_models, match_model, 
 from ..preset_files.parse import approval_policy, model_list
 from . import settle
 from .context import compose_prompt
+from .edge import edge
 from .handle import Run, get_run
 from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, check_timeout, resolve
 
 Chosen = dict[str, tuple[Any, str]]  # option -> (value, where it came from): spec.resolve's answer
 
-__all__ = ["RunDirError", "prepare", "failed_run", "build_runs", "set_person_check", "question_timeout"]
+__all__ = ["RunDirError", "prepare", "failed_run", "build_runs", "question_timeout"]
 
 
 class RunDirError(NbSubagentsError):
     """The run directory cannot be created or written: a problem of the call, not of one task."""
-
-
-def _nobody() -> bool:
-    return False
-
-
-_person_check: Callable[[], bool] = _nobody  # a script: nobody can answer (ui.attach sets the notebook's check)
-
-
-def set_person_check(check: Callable[[], bool]) -> None:
-    """How this process tells whether a person can answer a run's questions where the run is prepared (the notebook
-    edge sets ``ui.kernel.person_at_frontend``; nothing below ``ui/`` knows a kernel)."""
-    global _person_check
-    _person_check = check
 
 
 def question_timeout(cwd: Path) -> float:
@@ -57,7 +44,7 @@ def question_timeout(cwd: Path) -> float:
     ``configure()``), else its default where a person can answer (a notebook's cell) and 0 elsewhere (a script,
     papermill or nbconvert, a Dask worker): a headless run never waits for an answer."""
     value, source = config.sources(cwd)["question_timeout"]
-    return float(value) if source != "default" or _person_check() else 0.0
+    return float(value) if source != "default" or edge.person_at_frontend() else 0.0
 
 
 def _conversation(chosen: Chosen, program: str, harness: Harness, offline_run: bool) -> dict[str, Any]:

@@ -9,9 +9,8 @@ default handler prints a line); then it calls the run's ``on_done(run)``. What i
 whichever cell happens to be running (ipykernel's per-thread parent). Nothing it calls can stop it:
 exceptions are reported on stderr. No cell is ever executed.
 
-It knows no notebook: where a notice is printed and how a thread's prints reach a cell are ``hooks`` that
-the notebook edge sets when it is loaded (``set_hooks``, from ``nbsubagents.ui.attach``); the defaults
-print on stderr and attribute nothing.
+It knows no notebook: where a notice is printed and how a thread's prints reach a cell are what the notebook
+edge lends (``lifecycle.edge``); the defaults print on stderr and attribute nothing.
 
 The same thread ticks every ``subscribe()``d callback at that subscriber's own interval: panels move
 their clocks and flush pending renders, status bars and browsers re-read the registry. So a process runs
@@ -29,7 +28,7 @@ import sys
 import threading
 import time
 import traceback
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -39,14 +38,15 @@ from ..config import NbSubagentsError
 from ..style import glyph, shorten
 from . import converse
 from . import settle as settling  # `settle()` below is the watcher's own
-from .handle import SETTLE_TIMEOUT, pump, question_said, reread, says_questions, set_follower
+from .edge import edge
+from .handle import SETTLE_TIMEOUT, pump, question_said, reread, says_questions
 from .liveness import check
 
 if TYPE_CHECKING:
     from .drive import Renderer
     from .handle import Run
 
-__all__ = ["Notice", "Hooks", "hooks", "set_hooks", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
+__all__ = ["Notice", "follower", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
            "remove_notice_handler", "print_notice", "add_change_handler",
            "Subscription", "subscribe", "thread"]
 
@@ -84,53 +84,13 @@ def _summary(row: dict[str, Any]) -> str:
     return shorten(text, 120)  # the whole answer on one line, not just its first line
 
 
-@dataclass
-class Hooks:
-    """What the watcher asks of the surface above it, with plain defaults (a script's):
-
-    - ``text_stream()``: where a notice is printed, None for nowhere (stderr by default; in a notebook the
-      cell's output, and None under ``NBSUBAGENTS_DISPLAY=none``);
-    - ``cell_parent()``: the cell running now, whose output a run launched now belongs to (None by default);
-    - ``in_cell(parent)``: a context in which what this thread prints goes to that cell (nothing by default);
-    - ``sweep_panel(title, concurrency)``: a sweep's live panel (a ``Renderer``), None for its text lines (the
-      default; a notebook with widgets lends its panel);
-    - ``show(obj)``: shows a small display object before a sweep (its text where notices go by default; in a
-      notebook its HTML in the cell's output).
-    """
-
-    text_stream: Callable[[], Any] = lambda: sys.stderr
-    cell_parent: Callable[[], Any] = lambda: None
-    in_cell: Callable[[Any], AbstractContextManager[Any]] = lambda parent: nullcontext()
-    sweep_panel: Callable[[str, int], Any] = lambda title, concurrency: None
-    show: Callable[[Any], None] = lambda obj: print_repr(obj)
-
-
-def print_repr(obj: Any) -> None:
-    """A display object's text where notices go (``hooks.text_stream``), nothing where they go nowhere."""
-    stream = hooks.text_stream()
-    if stream is not None:
-        write_line(stream, repr(obj))
-
-
-hooks = Hooks()
-
-
-def set_hooks(**given: Any) -> None:
-    """Set the hooks given by name (``nbsubagents.ui.attach`` sets them all when the notebook edge is loaded)."""
-    unknown = set(given) - set(Hooks.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"no such watcher hook: {', '.join(sorted(unknown))}")
-    for name, hook in given.items():
-        setattr(hooks, name, hook)
-
-
 def print_notice(notice: Notice) -> None:
-    """The default notice handler: one printed line on ``hooks.text_stream()`` (the cell's output in a
+    """The default notice handler: one printed line on ``edge.text_stream()`` (the cell's output in a
     notebook, stderr elsewhere); nothing for a run started with ``show=False`` or where that hook says
     nowhere (``NBSUBAGENTS_DISPLAY=none``), and nothing more once that stream is closed."""
     if notice.quiet:
         return
-    stream = hooks.text_stream()
+    stream = edge.text_stream()
     if stream is None:
         return
     write_line(stream, notice.text)
@@ -145,7 +105,7 @@ def say_questions(run: Run, events: list[dict[str, Any]]) -> None:
     for event in events:
         if event.get("type") != "question":
             continue
-        stream = hooks.text_stream()
+        stream = edge.text_stream()
         if stream is None:
             return
         what = "an approval" if event.get("method") == "confirm" else "an answer"
@@ -282,7 +242,7 @@ class _Entry:
         self.run = run
         # the files each step looks at, made once (a RunPaths property makes a new Path on every access)
         self.meta_file, self.result_file, self.supervisor_file = run.paths.meta, run.paths.result, run.paths.supervisor
-        self.parent = hooks.cell_parent()  # the launching cell: its progress lines and notice go there
+        self.parent = edge.cell_parent()  # the launching cell: its progress lines and notice go there
         self.quiet = quiet
         self.renderer = renderer
         self.on_done = on_done
@@ -307,6 +267,7 @@ class Watcher:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._stops_at_exit = False
 
     def watch(self, run: Run, *, renderer: Renderer | None = None,
               on_done: Callable[[Run], Any] | None = None, quiet: bool = False) -> None:
@@ -335,6 +296,9 @@ class Watcher:
     def _ensure_thread(self) -> None:
         """Start the clock if it is not running (the caller holds the lock)."""
         if self._thread is None or not self._thread.is_alive():
+            if not self._stops_at_exit:  # at the first start, not at import: the clock stops with the process
+                atexit.register(self.stop, 1.0)
+                self._stops_at_exit = True
             self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
             self._thread.start()
@@ -406,7 +370,7 @@ class Watcher:
                 self._thread = None
 
     def _step_in_cell(self, entry: _Entry) -> bool:
-        with nullcontext() if entry.parent is None else hooks.in_cell(entry.parent):
+        with nullcontext() if entry.parent is None else edge.in_cell(entry.parent):
             return self._step(entry)
 
     @staticmethod
@@ -491,8 +455,11 @@ def _safely(fn: Callable[..., Any], *args: Any) -> None:
 
 
 _watcher = Watcher()
-atexit.register(_watcher.stop, 1.0)
-set_follower(_watcher)  # get_run() returns the handle this process follows; Run.wait() waits for its end here
+
+
+def follower() -> Watcher:
+    """This process's watcher, as the follower of runs ``nbsubagents.api`` lends (``lifecycle.edge``)."""
+    return _watcher
 
 
 def watch(run: Run, *, renderer: Renderer | None = None, on_done: Callable[[Run], Any] | None = None,

@@ -36,7 +36,8 @@ from ..registry.query import arrow_columns, csv_select
 from ..registry.store import connect, fetch_columns
 from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, read_json
 from ..config import NbSubagentsError, configure, project_arg, project_root, settings
-from ..lifecycle import batch, launch, reconcile, watcher
+from ..lifecycle import batch, launch, reconcile
+from ..lifecycle.edge import edge
 from ..lifecycle.drive import drive
 from ..lifecycle.handle import Run
 from ..lifecycle.settle import LOST, NOT_STARTED
@@ -190,7 +191,7 @@ class Experiment:
         if show and todo:
             guess = estimate(self.root, [cells[k]["spec"] for k in todo], limits, guard.spent)
             if guess.known or limits.max_total_cost is not None:
-                watcher.hooks.show(guess)
+                edge.show(guess)
         first = True
         while first or todo:
             if guard.check():  # reached before this round: a cell that has a run keeps it (it says why)

@@ -10,7 +10,7 @@ and an estimate of the time left (from the durations of ended runs and the concu
 
 ``SweepState`` is that model (the tests drive it with plain objects); ``state_text`` and ``SweepTextRenderer``
 are its text. ``sweep_renderer`` chooses what shows a sweep: the live panel the notebook edge lends
-(``watcher.hooks.sweep_panel``, ``ui/sweep_panel.py``), else these lines, where notices go (``hooks.text_stream``).
+(``lifecycle.edge.sweep_panel``, ``ui/sweep_panel.py``), else these lines, where notices go (``edge.text_stream``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..child.artifacts import TERMINAL
 from ..child.secrets import terminal_safe
 from ..child.summary import change_words
 from ..child.text import write_line
-from ..lifecycle import watcher
+from ..lifecycle.edge import edge
 from ..lifecycle.drive import NullRenderer, Renderer
 from ..style import duration, glyph, plural, shorten
 from ..views.masking import masker
@@ -276,7 +276,7 @@ class SweepTextRenderer:
     def __init__(self, *, title: str = "Sweep", concurrency: int = 1, stream: TextIO | None = None,
                  every: float = TEXT_INTERVAL) -> None:
         self.title, self.concurrency, self.every = title, concurrency, every
-        self.stream = stream if stream is not None else watcher.hooks.text_stream()
+        self.stream = stream if stream is not None else edge.text_stream()
         self.state: SweepState | None = None
         self._said = 0.0
         self.closed = self.stream is None  # notices go nowhere (NBSUBAGENTS_DISPLAY=none): neither do these lines
@@ -325,8 +325,8 @@ class SweepTextRenderer:
 def sweep_renderer(show: bool, *, title: str, concurrency: int) -> Renderer:
     """The renderer of a sweep's ``show=``: the live panel the notebook edge lends where runs show as widgets,
     else its text lines where notices go; nothing when not shown or silenced (``NBSUBAGENTS_DISPLAY=none``)."""
-    stream = watcher.hooks.text_stream() if show else None
+    stream = edge.text_stream() if show else None
     if stream is None:
         return NullRenderer()
-    panel = watcher.hooks.sweep_panel(title, concurrency)
+    panel = edge.sweep_panel(title, concurrency)
     return panel if panel is not None else SweepTextRenderer(title=title, concurrency=concurrency, stream=stream)

@@ -5,7 +5,7 @@ it counts the failed runs this call launched and the sweep's spend (the cost of 
 plus what its running runs have cost so far, from their usage events), and once a limit is reached it ends
 the runs not started yet as ``not_started`` with the reason (``stopped_reason`` tells a resume to start them
 again). ``estimate`` is what the cells about to run cost before (the same preset, model and task in the
-project's registry), shown before the launch as a ``CostEstimate`` line (``watcher.hooks.show``).
+project's registry), shown before the launch as a ``CostEstimate`` line (``lifecycle.edge.show``).
 """
 
 from __future__ import annotations

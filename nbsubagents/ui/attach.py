@@ -1,17 +1,15 @@
 """The notebook edge attaches itself from above: nothing below ``ui/`` knows a notebook.
 
-``attach()`` (run when ``nbsubagents.api`` is imported, which the package does on the first use of a public
-name, and at ``%load_ext nbsubagents``):
+``lent()`` is what it lends the kernel's side (``lifecycle.edge``, lent by ``nbsubagents.api.wire``): notices
+print on the cell's output in a kernel and on stderr elsewhere (nowhere under ``NBSUBAGENTS_DISPLAY=none``), and
+what the clock's thread prints for a run goes to the cell that launched it; a sweep shows its live panel where
+runs show as widgets, and its cost estimate in the cell; a run's questions wait for an answer only where a person
+can give one (a notebook's cell, not a script or papermill).
 
-- sets the watcher's hooks: notices print on the cell's output in a kernel and on stderr elsewhere (nowhere
-  under ``NBSUBAGENTS_DISPLAY=none``), and what the clock's thread prints for a run goes to the cell that
-  launched it; a sweep shows its live panel where runs show as widgets, and its cost estimate in the cell; a
-  run's questions wait for an answer only where a person can give one
-  (``prepare.set_person_check``: a notebook's cell, not a script or papermill);
-- registers IPython's display formatters for ``Run`` by name (``for_type_by_name``, so the class is not
-  imported for it): its mimebundle is ``display.run_mimebundle`` (the static record, or the summary), and a
-  running run in a notebook with widgets displays its live panel (``display.live_display``), which follows
-  the run under its display id.
+``register_display()`` registers IPython's display formatters for ``Run`` by name (``for_type_by_name``, so the
+class is not imported for it): its mimebundle is ``display.run_mimebundle`` (the static record, or the summary), and
+a running run in a notebook with widgets displays its live panel (``display.live_display``), which follows the run
+under its display id.
 
 The magics mark a value their cell already shows (``mark_shown``, forgotten after the cell with
 ``forget_shown``): such a value is kept as the cell's value but drawn nothing. The mark is a set here, not
@@ -23,24 +21,21 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..lifecycle import prepare, watcher
 from .display import live_display, notice_stream, run_mimebundle, show_object
 from .kernel import cell_parent, in_cell, kernel_shell, person_at_frontend
 from .sweep_panel import live_sweep
 
-__all__ = ["attach", "register_display", "mark_shown", "forget_shown", "skip_if_shown"]
+__all__ = ["lent", "register_display", "mark_shown", "forget_shown", "skip_if_shown"]
 
 RUN_CLASS = ("nbsubagents.lifecycle.handle", "Run")
 
 _shown: dict[int, Any] = {}  # id -> value: values this cell already shows (kept alive, so ids stay theirs)
 
 
-def attach(shell: Any = None) -> None:
-    """Set the watcher's hooks and, in a running IPython (``shell`` or the current one), Run's display."""
-    watcher.set_hooks(text_stream=notice_stream, cell_parent=cell_parent, in_cell=in_cell, sweep_panel=live_sweep,
-                      show=show_object)
-    prepare.set_person_check(person_at_frontend)
-    register_display(shell)
+def lent() -> dict[str, Any]:
+    """What the notebook edge lends the kernel's side of a run (``lifecycle.edge``'s fields)."""
+    return dict(text_stream=notice_stream, cell_parent=cell_parent, in_cell=in_cell, sweep_panel=live_sweep,
+                show=show_object, person_at_frontend=person_at_frontend)
 
 
 def register_display(shell: Any = None) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..lifecycle import watcher
 from ..lifecycle.drive import NullRenderer, Renderer
+from ..lifecycle.edge import print_repr
 from ..style import STATUS_CSS, color, glyph
 from ..views.panel_state import PanelState
 from .kernel import in_kernel, in_widget_kernel, text_stream
@@ -76,7 +77,7 @@ def show_object(obj: Any) -> None:
 
         display(obj)
     else:
-        watcher.print_repr(obj)
+        print_repr(obj)
 
 
 def choose_renderer() -> Renderer:

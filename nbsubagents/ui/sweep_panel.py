@@ -3,7 +3,7 @@ drawn as ipywidgets, with the failures, each with its reason, one click away.
 
 ``SweepPanel`` is re-rendered on the watcher's clock at most every ``RENDER_INTERVAL`` seconds whatever the number
 of runs, and keeps a static record (``static_html``: a compact table, ``static_text``) that a saved notebook
-keeps. ``live_sweep`` is what ``ui.attach`` lends the sweeps (``watcher.hooks.sweep_panel``): this panel where runs
+keeps. ``live_sweep`` is what ``ui.attach`` lends the sweeps (``lifecycle.edge.sweep_panel``): this panel where runs
 show as widgets (``ui.display`` decides), else nothing, and the sweep prints its text lines.
 """
 
@@ -246,5 +246,5 @@ class SweepRenderer:
 
 def live_sweep(title: str, concurrency: int) -> SweepRenderer | None:
     """A sweep's live panel where runs show as widgets (``ui.display`` decides), else None: what ``ui.attach``
-    lends ``sweeps.progress.sweep_renderer`` (``watcher.hooks.sweep_panel``)."""
+    lends ``sweeps.progress.sweep_renderer`` (``lifecycle.edge.sweep_panel``)."""
     return SweepRenderer(title=title, concurrency=concurrency) if widgets_available() else None

@@ -18,6 +18,7 @@ Imports are read from the syntax tree (also those inside functions), so a lazy i
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -503,3 +504,40 @@ def test_a_runs_metadata_is_read_only_through_its_record():
     assert not metadata_reads("nbsubagents.child.record", planted)
     found = [hit for module, path, source in _sources() for hit in metadata_reads(module, source)]
     assert not found, "metadata read outside child/record.py:\n" + "\n".join(found)
+
+
+# -- wiring is explicit: importing a module changes nothing; nbsubagents.api lends the edge in one call ----------
+IMPORT_EFFECTS = """
+import atexit, importlib, json, sys
+exits, register = [], atexit.register
+atexit.register = lambda fn, *a, **k: exits.append(getattr(fn, "__module__", "")) or register(fn, *a, **k)
+from nbsubagents.lifecycle.edge import Edge, edge
+fresh = dict(vars(Edge()))
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+changed = sorted(k for k, v in vars(edge).items() if fresh[k] is not v)
+print(json.dumps({"changed": changed, "exits": [m for m in exits if m.startswith("nbsubagents")]}))
+"""
+
+
+def test_importing_a_module_changes_nothing_and_the_public_api_lends_the_edge_once():
+    sources = _sources()
+    graph = import_graph(sources)
+
+    def reaches_api(module: str, seen: set[str]) -> bool:
+        if module == "nbsubagents.api":
+            return True
+        if module == "nbsubagents":  # the package loads the public API only when a public name is used
+            return False
+        seen.add(module)
+        return any(reaches_api(m, seen) for m in graph.get(module, ()) if m not in seen)
+
+    quiet = [m for m, _, _ in sources if not reaches_api(m, set()) and not m.endswith("__main__")]
+    assert "nbsubagents.lifecycle.watcher" in quiet and "nbsubagents.ui.attach" in quiet
+    done = subprocess.run([sys.executable, "-c", IMPORT_EFFECTS, *quiet], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert json.loads(done.stdout) == {"changed": [], "exits": []}, done.stderr
+    done = subprocess.run([sys.executable, "-c", IMPORT_EFFECTS, "nbsubagents.api"], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert json.loads(done.stdout)["changed"] == ["cell_parent", "follower", "in_cell", "person_at_frontend", "show",
+                                                  "start", "sweep_panel", "text_stream"]

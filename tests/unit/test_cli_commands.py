@@ -16,10 +16,11 @@ import pytest
 from helpers import live_run_dir
 
 import nbsubagents
+from nbsubagents.lifecycle.edge import edge
 from nbsubagents import cli, registry
 from nbsubagents.child import inbox
 from nbsubagents.child.artifacts import STATUSES
-from nbsubagents.lifecycle import batch, converse
+from nbsubagents.lifecycle import batch
 from nbsubagents.lifecycle.spec import spec_from_call
 from nbsubagents.child.secrets import MASK
 
@@ -278,7 +279,7 @@ def test_followup_of_an_ended_run_continues_it_as_a_new_linked_run(project, caps
         shows.append(show)
         return batch.prepare_one(spec_from_call(preset, task, options, "start()"), mode="background")
 
-    monkeypatch.setattr(converse, "_starter", prepare_only)
+    monkeypatch.setattr(edge, "start", prepare_only)
     code, out, err = cli_main(capsys, "followup", "aaaaa1", "and", "the", "tests?")
     assert code == 0, err
     assert shows == [False]  # no progress from a command that returns at once

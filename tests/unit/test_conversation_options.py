@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from nbsubagents.lifecycle.edge import edge
 from nbsubagents import config
 from nbsubagents.config import NbSubagentsError
-from nbsubagents.lifecycle import prepare as preparing
 from nbsubagents.lifecycle.prepare import prepare
 from nbsubagents.lifecycle.spec import TaskSpec, as_spec, options
 from nbsubagents.child.harnesses.pi import APPROVE_EXTENSION, ASK_EXTENSION
@@ -200,11 +200,11 @@ def test_no_tools_with_ask_leaves_the_child_only_its_question():
 # -- the question_timeout setting ------------------------------------------------------------------------------
 def test_a_script_never_waits_for_an_answer_unless_told_to(talker, monkeypatch):
     assert prepared()["questionTimeout"] == 0  # this process is a script: nobody to answer
-    monkeypatch.setattr(preparing, "_person_check", lambda: True)
+    monkeypatch.setattr(edge, "person_at_frontend", lambda: True)
     assert prepared()["questionTimeout"] == 300  # a notebook's cell: the default
     config.configure(question_timeout=0)
     assert prepared()["questionTimeout"] == 0  # an explicit setting wins, either way
-    monkeypatch.setattr(preparing, "_person_check", lambda: False)
+    monkeypatch.setattr(edge, "person_at_frontend", lambda: False)
     config.configure(question_timeout=45)
     assert prepared()["questionTimeout"] == 45
 

@@ -17,6 +17,7 @@ from IPython.testing import globalipapp
 from helpers import live_run_dir
 
 import nbsubagents
+from nbsubagents.lifecycle.edge import edge
 from nbsubagents import NbSubagentsError, api, config, registry
 from nbsubagents.child import inbox
 from nbsubagents.lifecycle import watcher, batch, converse, handle
@@ -81,7 +82,7 @@ def test_a_follow_up_to_a_run_that_ended_continues_it_as_a_new_run_linked_to_it(
         prepared.append(options)
         return batch.prepare_one(spec_from_call(preset, task, options, "start()"), mode="background")
 
-    monkeypatch.setattr(converse, "_starter", prepare_only)
+    monkeypatch.setattr(edge, "start", prepare_only)
     new = ended.follow_up("now list the slow tests")
     assert new is not ended and new.run_id != ended.run_id
     assert (new.preset, new.task, new.name, new.record.resumed_from) == (
@@ -95,13 +96,13 @@ def test_a_follow_up_to_a_run_that_ended_continues_it_as_a_new_run_linked_to_it(
 
 def test_the_public_follow_up_of_an_ended_run_starts_through_api_start(root, monkeypatch):
     ended = make_run(root, "20260101-100000-ccccc2", ended="failed")
-    assert converse._starter is api.start  # registered as nbsubagents.api loads
-    monkeypatch.setattr(converse, "_starter", None)  # put back after the test
+    assert edge.start is api.start  # lent as nbsubagents.api loads (api.wire)
+    monkeypatch.setattr(edge, "start", None)  # put back after the test
     with pytest.raises(NbSubagentsError, match="has ended: a follow-up starts a new run, which needs"):
         converse.follow_up(ended.paths, "again")
     started = []
     monkeypatch.setattr(api, "start", lambda *a, **k: started.append((a, k)) or "the new run")
-    converse.set_starter(api.start)
+    monkeypatch.setattr(edge, "start", api.start)
     assert nbsubagents.follow_up(ended.run_id, "again") == "the new run"
     assert started == [(("scout", "again"), {"resume": ended.run_id, "model": "demo/scripted", "cwd": str(root),
                                              "name": "mapper", "timeout": 120, "ask": False,
@@ -122,7 +123,7 @@ def test_a_message_posted_as_the_run_ends_is_withdrawn_not_left_unread(live, mon
     with pytest.raises(NbSubagentsError, match=rf"Run {live.run_id} ended \(completed\) before the steer reached it"):
         live.steer("look at tests/ first")
     (live.dir / "result.json").unlink()
-    monkeypatch.setattr(converse, "_starter", lambda preset, task, **options: ("continued", task, options["resume"]))
+    monkeypatch.setattr(edge, "start", lambda preset, task, **options: ("continued", task, options["resume"]))
     assert converse.follow_up(live.paths, "now summarise") == ("continued", "now summarise", live.run_id)
     assert inbox.take(live.dir) == []
 
@@ -264,7 +265,7 @@ def writes(monkeypatch) -> list[str]:
         def flush(self) -> None:
             pass
 
-    monkeypatch.setattr(watcher.hooks, "text_stream", lambda: Recorder())
+    monkeypatch.setattr(edge, "text_stream", lambda: Recorder())
     return written
 
 
