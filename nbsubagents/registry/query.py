@@ -76,9 +76,9 @@ def _one_or_many(value: str | Iterable[str] | None, name: str) -> list[str] | No
 
 def build_query(*, status: Any = None, preset: Any = None, model: Any = None, harness: Any = None,
                 since: Any = None, until: Any = None, text: str | None = None, limit: int | None = None,
-                select: str = _SELECT, source: str = "runs") -> tuple[str, list[Any]]:
+                select: str = _SELECT) -> tuple[str, list[Any]]:
     """The SQL and its parameters for a runs query: the ``SELECTED`` columns, or ``select`` (``FRAME_SELECT``: the
-    columns of runs()' frame, the benchmark's baseline), from ``source`` (runs, or ``store.FRAME_SOURCE``)."""
+    columns of runs()' frame, the benchmark's baseline)."""
     where: list[str] = []
     args: list[Any] = []
     statuses = _one_or_many(status, "status")
@@ -102,7 +102,7 @@ def build_query(*, status: Any = None, preset: Any = None, model: Any = None, ha
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         where.append("(task LIKE ? ESCAPE '\\' OR final_text LIKE ? ESCAPE '\\')")
         args += [pattern, pattern]
-    sql = f"SELECT {select} FROM {source}"
+    sql = f"SELECT {select} FROM runs"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY created_at DESC, run_id DESC"
@@ -151,12 +151,9 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
                    limit=limit)
     with store.connect(db) as conn:
         got = None
-        if pd.StringDtype().storage == "pyarrow" and expand_data:
+        if pd.StringDtype().storage == "pyarrow":
             sql, args = build_query(**filters, select=csv_select(frame, store.FRAME_NUMBERS))
             got = arrow_columns(conn.execute(sql, args), list(frame), store.FRAME_NUMBERS)
-        elif pd.StringDtype().storage == "pyarrow":  # each row's line as the registry keeps it
-            sql, args = build_query(**filters, select="line", source=store.FRAME_SOURCE)
-            got = arrow_columns(conn.execute(sql, args), list(frame), store.FRAME_NUMBERS, floats_apart=False)
         if got is None:
             sql, args = build_query(**filters, select=_select(frame))
             rows = conn.execute(sql, args).fetchall()
@@ -197,18 +194,16 @@ def csv_select(columns: dict[str, str | None], numbers: dict[str, str]) -> str:
     return ", ".join([store.csv_line(columns, numbers, floats=False), *floats])
 
 
-def arrow_columns(cursor: Any, names: list[str], numbers: dict[str, str], *, floats_apart: bool = True
-                  ) -> dict[str, Any] | None:
+def arrow_columns(cursor: Any, names: list[str], numbers: dict[str, str]) -> dict[str, Any] | None:
     """The columns of ``csv_select`` rows (``names`` in its order) as pyarrow arrays of their type, by name:
     pyarrow parses the lines at once, so no text or integer becomes a Python object (which is most of what
-    sqlite3 spends on a large query). ``floats_apart=False``: the floats are in the line too (run_lines'
-    lines). None when a value is not of its column's type (a number SQLite stored as text, text that is not
-    UTF-8): the caller then reads the rows as tuples. A text with a NUL character ends there (``printf`` stops
-    at it)."""
+    sqlite3 spends on a large query). None when a value is not of its column's type (a number SQLite stored as
+    text, text that is not UTF-8): the caller then reads the rows as tuples. A text with a NUL character ends there
+    (``printf`` stops at it)."""
     import pyarrow as pa
     import pyarrow.csv as csv
 
-    floats = [name for name in names if numbers.get(name) == "float64"] if floats_apart else []
+    floats = [name for name in names if numbers.get(name) == "float64"]
     line = [name for name in names if name not in floats]
     types = {name: pa.type_for_alias(numbers.get(name, "large_string")) for name in line}
     conn, factory = cursor.connection, cursor.row_factory

@@ -6,14 +6,15 @@ from __future__ import annotations
 import sqlite3
 import time
 
-__all__ = ["SCHEMA_VERSION", "COLUMNS", "NAMES", "FRAME", "FRAME_NUMBERS", "FRAME_SOURCE", "csv_line", "init_schema"]
+__all__ = ["SCHEMA_VERSION", "COLUMNS", "NAMES", "FRAME", "FRAME_NUMBERS", "csv_line", "init_schema"]
 
-SCHEMA_VERSION = 8  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
+SCHEMA_VERSION = 9  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
 # 4: resumed_from; 5: harness; 6: two indexes that give rows in the order they are read, so nothing is sorted:
 # runs_experiment_created (an experiment's runs, oldest first) and runs_status_preset (runs() filtered by a status
 # and a preset, newest first, reading the index backwards); 7: runs_experiment dropped, runs_experiment_created
 # serves every look-up by experiment (one index less to keep up at each write); 8: run_lines, each row's values as
-# runs() reads them, kept by triggers
+# runs() reads them, kept by triggers; 9: run_lines and its triggers dropped (every write paid for a saving no one
+# could see)
 
 # (column, SQL type); the order is the table's.
 COLUMNS: list[tuple[str, str]] = [
@@ -72,14 +73,6 @@ def csv_line(columns: dict[str, str | None], numbers: dict[str, str], *, floats:
     return f"printf('{','.join(spec for spec, _ in parts)}', {', '.join(sql for _, sql in parts)})"
 
 
-# run_lines holds each row's FRAME as one line of CSV, written by triggers in the transaction of every write to
-# the row: runs() reads those lines (``FRAME_SOURCE``) instead of formatting every row it returns, which was most
-# of its time (25,000 rows: ~75 ms of printf against ~40 ms to read them kept). The lines are rebuilt whenever
-# the schema is set up (``_init_schema``), so a changed FRAME comes with a new SCHEMA_VERSION and nothing else.
-_LINE = f"INSERT INTO run_lines SELECT run_id, {csv_line(FRAME, FRAME_NUMBERS)} FROM runs"
-_LINE_AGAIN = "ON CONFLICT(run_id) DO UPDATE SET line = excluded.line"  # (an upsert: in a trigger, INSERT OR REPLACE
-# would give way to the conflict rule of the statement that fired it)
-FRAME_SOURCE = "runs JOIN run_lines USING (run_id)"
 _SCHEMA = [
     f"CREATE TABLE IF NOT EXISTS runs ({', '.join(f'{n} {t}' for n, t in COLUMNS)})",
     "CREATE INDEX IF NOT EXISTS runs_status ON runs(status)",
@@ -91,15 +84,10 @@ _SCHEMA = [
     "CREATE INDEX IF NOT EXISTS runs_experiment_created ON runs(experiment, created_at, run_id)",
     "CREATE INDEX IF NOT EXISTS runs_status_preset ON runs(status, preset, created_at, run_id)",
     "DROP INDEX IF EXISTS runs_experiment",
-    "CREATE TABLE IF NOT EXISTS run_lines (run_id TEXT PRIMARY KEY, line TEXT NOT NULL) WITHOUT ROWID",
-    "DROP TRIGGER IF EXISTS run_lines_insert",
-    "DROP TRIGGER IF EXISTS run_lines_update",
+    "DROP TRIGGER IF EXISTS run_lines_insert",  # 8 kept a CSV line of each row by triggers: runs() formats its
+    "DROP TRIGGER IF EXISTS run_lines_update",  # rows' lines as it reads them (25,000 rows: ~35 ms more, unseen)
     "DROP TRIGGER IF EXISTS run_lines_delete",
-    f"CREATE TRIGGER run_lines_insert AFTER INSERT ON runs BEGIN {_LINE} WHERE rowid = NEW.rowid {_LINE_AGAIN}; END",
-    f"CREATE TRIGGER run_lines_update AFTER UPDATE ON runs BEGIN {_LINE} WHERE rowid = NEW.rowid {_LINE_AGAIN}; END",
-    "CREATE TRIGGER run_lines_delete AFTER DELETE ON runs BEGIN DELETE FROM run_lines WHERE run_id = OLD.run_id; END",
-    "DELETE FROM run_lines",
-    _LINE,
+    "DROP TABLE IF EXISTS run_lines",
 ]
 
 

@@ -32,12 +32,12 @@ from ..child import artifacts, procs
 from ..child.artifacts import ACTIVE, RUN_DIR_GONE, TERMINAL, RunPaths, now_iso
 from ..config import NbSubagentsError, project_root
 from .rows import HOST, is_waiting, row_from_dir, valid_run_id
-from .schema import COLUMNS, FRAME, FRAME_NUMBERS, FRAME_SOURCE, NAMES, SCHEMA_VERSION, csv_line, init_schema
+from .schema import COLUMNS, FRAME, FRAME_NUMBERS, NAMES, SCHEMA_VERSION, csv_line, init_schema
 
 __all__ = ["db_path", "db_of", "connect", "upsert", "record", "note", "claim", "take_over", "fetch", "counts", "age",
            "ensure_loaded", "forget_loaded", "rebuild", "heal", "ingest_ended", "gone", "waiting_count", "COLUMNS",
            "NAMES", "ACTIVE", "ACTIVE_SQL", "TERMINAL_SQL", "SCHEMA_VERSION", "FRAME", "FRAME_NUMBERS",
-           "FRAME_SOURCE", "csv_line", "FILE_TOUCHES"]
+           "csv_line", "FILE_TOUCHES"]
 
 _INSERT_ONLY = {"run_id", "owner_pid", "owner_ticks", "owner_host"}  # owner changes only by take_over()
 

@@ -376,55 +376,33 @@ def test_a_registry_of_schema_5_gains_the_status_preset_index_so_two_filters_nee
     with registry.connect(db) as conn:
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         plan = " / ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args))
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION == 8
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION == 9
     assert "runs_status_preset" in indexes
     assert "runs_status_preset" in plan and "TEMP B-TREE" not in plan, plan
 
 
-def test_run_lines_follow_every_write_and_a_registry_of_schema_7_gets_them(root):
-    """runs() reads each row's line from run_lines: triggers keep the lines those of the rows through inserts,
-    updates (an upsert, a claim, a run whose folder went), deletes and a rebuild; a registry made before them
-    gets its lines when opened."""
+def test_a_registry_of_schema_8_loses_its_line_copies_and_runs_reads_its_rows_typed(root):
+    """Schema 8 kept a CSV line of each row by triggers at every write; opened now, the copies and the triggers go,
+    the rows stay, and runs() reads them typed as they are (a float to its last digit)."""
     import sqlite3
 
-    from nbsubagents.registry import query, store
-
-    db = registry.db_path(root)
-    expected = f"SELECT run_id, {store.csv_line(store.FRAME, store.FRAME_NUMBERS)} FROM runs ORDER BY run_id"
-
-    def in_step() -> list:
-        with sqlite3.connect(db) as conn:
-            kept = conn.execute("SELECT run_id, line FROM run_lines ORDER BY run_id").fetchall()
-            assert kept == conn.execute(expected).fetchall()
-        return [run_id for run_id, _ in kept]
+    from nbsubagents.registry import query
 
     make_run(root, "20260101-000001-aaaaaa")  # queued: no result yet
     make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "usage": {**RESULT["usage"], "cost": 1 / 3}})
-    assert in_step() == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb"]
-    (root / ".pi/subagents/runs/20260101-000001-aaaaaa/result.json").write_text(json.dumps(RESULT))
-    registry.record(root / ".pi/subagents/runs/20260101-000001-aaaaaa")  # its end: an upsert's update
-    registry.claim("20260101-000001-aaaaaa", root)
-    assert query.runs(root=root).set_index("run_id").loc["20260101-000001-aaaaaa", "status"] == "completed"
-    assert in_step() == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb"]
-    make_run(root, "20260101-000003-cccccc")
-    registry.gone(db, root / ".pi/subagents/runs/20260101-000003-cccccc")  # failed: its folder went
-    assert query.runs(root=root, status="failed")["run_id"].tolist() == ["20260101-000003-cccccc"]
-    in_step()
-    registry.rebuild(root)  # deletes every row and writes them again from the folders
-    assert in_step() == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb", "20260101-000003-cccccc"]
-    with sqlite3.connect(db) as conn:
-        conn.execute("DELETE FROM runs WHERE run_id = '20260101-000002-bbbbbb'")
-    assert in_step() == ["20260101-000001-aaaaaa", "20260101-000003-cccccc"]
-
-    with sqlite3.connect(db) as conn:  # as schema 7 left it: rows, no lines
-        conn.execute("DROP TABLE run_lines")
-        for trigger in ("insert", "update", "delete"):
-            conn.execute(f"DROP TRIGGER run_lines_{trigger}")
-        conn.execute("PRAGMA user_version = 7")
+    db = registry.db_path(root)
+    with sqlite3.connect(db) as conn:  # as schema 8 left it
+        conn.execute("CREATE TABLE run_lines (run_id TEXT PRIMARY KEY, line TEXT NOT NULL) WITHOUT ROWID")
+        conn.execute("CREATE TRIGGER run_lines_delete AFTER DELETE ON runs BEGIN "
+                     "DELETE FROM run_lines WHERE run_id = OLD.run_id; END")
+        conn.execute("PRAGMA user_version = 8")
     registry.forget_loaded()
-    frame = query.runs(root=root)  # the row deleted by hand comes back too: its folder is there
-    assert sorted(frame["run_id"]) == ["20260101-000001-aaaaaa", "20260101-000002-bbbbbb", "20260101-000003-cccccc"]
-    assert in_step() == sorted(frame["run_id"])
+    frame = query.runs(root=root).set_index("run_id")
+    assert frame.loc["20260101-000002-bbbbbb", "cost"] == 1 / 3
+    assert list(frame.loc[:, "status"]) == ["completed", "queued"]
+    with sqlite3.connect(db) as conn:
+        left = conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'run_lines%'").fetchall()
+        assert left == [] and conn.execute("PRAGMA user_version").fetchone()[0] == registry.SCHEMA_VERSION
 
 
 def test_a_registry_of_schema_6_loses_its_redundant_experiment_index_and_keeps_its_rows(tmp_path):
@@ -443,7 +421,7 @@ def test_a_registry_of_schema_6_loses_its_redundant_experiment_index_and_keeps_i
     assert registry.fetch(db, "SELECT run_id FROM runs WHERE experiment = 'e1'") == [
         {"run_id": "20260101-000000-abcdef"}]
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 9
         indexes = {r[1] for r in conn.execute("PRAGMA index_list(runs)")}
         plan = " ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN SELECT run_id FROM runs WHERE experiment = 'e1'"))
     assert "runs_experiment" not in indexes and "runs_experiment_created" in indexes
