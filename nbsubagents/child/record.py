@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from .artifacts import atomic_write_json
+from .artifacts import RunPaths, atomic_write_json
 from .harnesses import DEFAULT
 
 __all__ = ["SCHEMA_VERSION", "RunRecord", "load", "write", "replace"]
@@ -122,7 +122,7 @@ def _migrate(data: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
         if run_dir is not None:
             data.setdefault("runId", run_dir.name)
             if len(run_dir.parents) > 3:
-                data.setdefault("root", str(run_dir.parents[3]))
+                data.setdefault("root", str(RunPaths(run_dir).project))
         data["schemaVersion"] = SCHEMA_VERSION
     if run_dir is not None and not isinstance(data.get("runId"), str):
         data["runId"] = run_dir.name
