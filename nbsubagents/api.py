@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Never
 
 from . import registry
-from .config import NbSubagentsError, find_project, project_arg, settings
+from .config import NbSubagentsError, find_project, project_arg, current
 from .lifecycle import batch, handle, reconcile, watcher
 from .lifecycle.drive import drive
 from .lifecycle.handle import Run
@@ -111,15 +111,15 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
     ``show=False`` shows no progress. ``executor="dask"`` runs them on a Dask cluster (see ``run``); its
     workers' resources then bound how many run at once, and ``concurrency``, when given, caps it further.
     """
-    items = list(tasks)
-    dask = (settings.executor if executor is None else executor) == "dask"
-    limit = (max(len(items), 1) if dask else settings.concurrency) if concurrency is None else concurrency
+    items, now = list(tasks), current()
+    dask = (now.executor if executor is None else executor) == "dask"
+    limit = (max(len(items), 1) if dask else now.concurrency) if concurrency is None else concurrency
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise NbSubagentsError(f"concurrency must be a whole number of at least 1, got {concurrency!r}")
     if not items:
         raise NbSubagentsError("run_parallel needs at least one task: a list of {'preset': ..., 'task': ...}")
-    if len(items) > settings.max_tasks:
-        raise NbSubagentsError(f"Too many tasks: {len(items)} given, at most {settings.max_tasks} per call "
+    if len(items) > now.max_tasks:
+        raise NbSubagentsError(f"Too many tasks: {len(items)} given, at most {now.max_tasks} per call "
                                f"(nbsubagents.configure(max_tasks=...) raises the limit)")
     built = batch.build(items, mode="parallel", executor=executor, dask_client=dask_client)
     return drive(built, concurrency=limit, renderer=renderer_for(show))

@@ -28,7 +28,7 @@ from .child.errors import NbSubagentsError
 from .child.harnesses.pi import agent_dir
 from .child.secrets import compile_patterns
 
-__all__ = ["NbSubagentsError", "Settings", "configure", "current", "sources", "settings", "reset", "agent_dir",
+__all__ = ["NbSubagentsError", "Settings", "configure", "current", "sources", "reset", "agent_dir",
            "project_root", "find_project", "project_arg", "file_key", "SPECS", "one_view"]
 
 
@@ -299,19 +299,6 @@ def sources(cwd: Path | str | None = None) -> dict[str, tuple[object, str]]:
     for source, values in _layers(Path(cwd) if cwd is not None else None):
         found.update({name: (value, source) for name, value in values.items()})
     return found
-
-
-class _LiveSettings:
-    """``config.settings.x`` reads the value in force now; assigning to it is ``configure(x=...)``."""
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(current(), name)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        configure(**{name: value})
-
-
-settings = _LiveSettings()
 
 
 def configure(**changes: object) -> Settings:

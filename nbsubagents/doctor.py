@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .child import harnesses
 from .child.artifacts import runs_dir
-from .config import NbSubagentsError, agent_dir, configure, file_key, project_root, settings, sources
+from .config import NbSubagentsError, agent_dir, configure, file_key, project_root, current, sources
 from .lifecycle.dask_cluster import check_cluster, versions
 from .lifecycle.dask_launcher import client_for
 from .lifecycle.spec import options, resolve
@@ -81,7 +81,7 @@ def checks() -> list[Check]:
     found += _presets()
     found += _settings()
     found += _run_options()
-    if settings.offline:
+    if current().offline:
         found.append(Check("offline", None, f"on: every run of this project uses the scripted model {OFFLINE_MODEL}, "
                                             "whatever its preset names"))
     found.append(Check("runs root", True, str(runs_dir(project_root()))))
@@ -207,7 +207,7 @@ def dask_checks(address: str | None) -> list[Check]:
         import dask
     except ImportError:
         return [Check("dask", False, "not installed", "pip install 'nbsubagents[dask]'")]
-    address = address or settings.dask_scheduler or dask.config.get("scheduler-address", None)
+    address = address or current().dask_scheduler or dask.config.get("scheduler-address", None)
     if not address:
         return [Check("dask", False, "no scheduler to check (give one, or set the dask_scheduler setting)",
                       "nbsubagents doctor --dask tcp://HOST:8786")]

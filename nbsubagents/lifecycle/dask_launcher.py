@@ -42,7 +42,7 @@ from ..child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from ..child.procs import alive, process_start_ticks
 from ..child.record import RunRecord, load
 from ..child.supervisor import HEARTBEAT_FILE
-from ..config import NbSubagentsError, settings
+from ..config import NbSubagentsError, current
 from . import settle
 from .dask_cluster import HOST, RESOURCE, programs_of, require_cluster, run_workers
 from .process import start_supervisor
@@ -62,7 +62,7 @@ PROBE_TIMEOUT = 1.0       # seconds a connection to a scheduler may take
 WORKERS_FRESH = 1.0       # seconds the starts that follow reuse a client's list of workers (a call's runs share it)
 
 _bound: dict[str, Any] = {}       # run id -> the client its call named (dask_client=)
-_by_address: dict[str, Any] = {}  # scheduler address (settings.dask_scheduler) -> this process's client
+_by_address: dict[str, Any] = {}  # scheduler address (the dask_scheduler setting) -> this process's client
 _unreachable: dict[str, float] = {}  # scheduler address -> when (monotonic) it was first found unreachable
 _probed: dict[str, tuple[float, bool]] = {}  # scheduler address -> (when, reachable): one probe a second
 _listed: weakref.WeakKeyDictionary[Any, tuple[float, dict[str, dict[str, Any]]]] = weakref.WeakKeyDictionary()
@@ -346,7 +346,7 @@ def client_for(run_id: str | None = None, client: Any = None) -> Any:
         if run_id is not None and run_id in _bound:
             return _bound[run_id]
     distributed = _distributed()
-    address = settings.dask_scheduler
+    address = current().dask_scheduler
     if address:
         with _lock:
             known = _by_address.get(address)

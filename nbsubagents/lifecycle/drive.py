@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import registry
-from ..config import settings
+from ..config import current
 from . import settle, watcher
 from .handle import launch, pump
 from .launch import launcher_for
@@ -49,7 +49,7 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
     if renderer is None:
         renderer = NullRenderer()
     renderer.start(runs)
-    interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
+    interval = current().poll_interval  # resolved once: each read of a setting stats the settings files
     if isinstance(renderer, NullRenderer) and all(run.record.question_timeout == 0 for run in runs):
         # Nothing to show and no question to say (headless runs: ``watcher.say_questions``): the runs' events are
         # read once each ends, and the loop wakes at an end (its pidfd, its future) or every HEADLESS_WAIT s.

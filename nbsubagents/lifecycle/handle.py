@@ -24,7 +24,7 @@ from ..child.formatter import ProgressFormatter
 from ..child.record import RunRecord, load
 from ..child.procs import alive, send
 from ..child.summary import summary_line
-from ..config import NbSubagentsError, settings
+from ..config import NbSubagentsError, current
 from ..views import reports
 from . import converse, inspection, liveness, settle
 from .edge import edge
@@ -230,7 +230,7 @@ class Run:
         """Wait until the run is terminal, ``until()`` is true or the monotonic ``deadline`` passes: on its
         supervisor when this process started it, else looking every poll interval (and at its liveness now and
         then, when nobody here follows it)."""
-        interval = settings.poll_interval  # resolved once: each read of a setting stats the settings files
+        interval = current().poll_interval  # resolved once: each read of a setting stats the settings files
         next_check = time.monotonic() + CHECK_EVERY
         while not self.done and not until():
             if deadline is not None and time.monotonic() >= deadline:

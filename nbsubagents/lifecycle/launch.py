@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..child.artifacts import RunPaths
-from ..config import NbSubagentsError, project_root, settings
+from ..config import NbSubagentsError, project_root, current
 from ..pi import find_pi, pi_command
 from ..child.record import RunRecord
 from .dask_cluster import require_cluster
@@ -91,7 +91,7 @@ def launcher_for(runner: str | None) -> Launcher:
 def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Path | None = None) -> Any:
     """The Dask client a call's runs go to, checked (workers, shared project folder, pi on each), or None
     for the local executor. ``executor`` is the call's, else the setting's."""
-    chosen = settings.executor if executor is None else executor
+    chosen = current().executor if executor is None else executor
     if chosen not in ("local", "dask"):
         raise NbSubagentsError(f'executor must be "local" or "dask", got {executor!r}')
     if chosen == "local":
@@ -107,4 +107,4 @@ def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Pa
 def check_runner() -> None:
     """The runner setting's launcher can start runs here (the tmux runner needs tmux): said before any run is
     created."""
-    launcher_for(settings.runner).require()
+    launcher_for(current().runner).require()

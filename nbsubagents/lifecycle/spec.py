@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..child import harnesses
 from .. import config
 from ..child.errors import positive_seconds
-from ..config import NbSubagentsError, settings
+from ..config import NbSubagentsError, current
 from ..preset_files.parse import approval_policy, model_list
 
 __all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
@@ -315,7 +315,7 @@ def check_isolation(mode: Any, keep_worktree: Any = None) -> None:
 
 def check_timeout(timeout: Any) -> float:
     """A run's timeout (None: the ``timeout`` setting's) in seconds."""
-    return positive_seconds(settings.timeout if timeout is None else timeout, "timeout")
+    return positive_seconds(current().timeout if timeout is None else timeout, "timeout")
 
 
 # -- where each option's value comes from ------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from .. import registry
 from ..registry.query import arrow_columns, csv_select
 from ..registry.store import connect, fetch_columns
 from ..child.artifacts import STATUSES, TERMINAL, atomic_write_json, read_json
-from ..config import NbSubagentsError, configure, project_arg, project_root, settings
+from ..config import NbSubagentsError, configure, project_arg, project_root, current
 from ..lifecycle import batch, launch, reconcile
 from ..lifecycle.edge import edge
 from ..lifecycle.drive import drive
@@ -224,7 +224,7 @@ class Experiment:
         """The queued runs of these cells."""
         executor = self.plan.get("executor")
         if executor == "dask" and dask_client is None and self.plan.get("daskScheduler") \
-                and not settings.dask_scheduler:  # the detached driver of a background sweep
+                and not current().dask_scheduler:  # the detached driver of a background sweep
             configure(dask_scheduler=self.plan["daskScheduler"])
         specs = [{**cells[k]["spec"], "experiment": self.name, "params": cells[k]["params"],
                   "tags": cells[k].get("tags")} for k in keys]
@@ -405,7 +405,7 @@ class _Scoring:
 
 
 def _concurrency(value: Any) -> int:
-    limit = settings.concurrency if value is None else value
+    limit = current().concurrency if value is None else value
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise NbSubagentsError(f"concurrency must be a whole number of at least 1, got {value!r}")
     return limit
@@ -470,7 +470,7 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
         raise NbSubagentsError(f"replace must be True or False, got {replace!r}")
     cells = expand(tasks, presets, models, repeats, run_options, harnesses)
     limits = Limits.checked(retries, max_failures, max_total_cost)
-    chosen_executor = settings.executor if executor is None else executor
+    chosen_executor = current().executor if executor is None else executor
     on_dask: dict[str, Any] = {}
     if chosen_executor == "dask":
         client = launch.executor_client("dask", dask_client, run_options.get("cwd"))

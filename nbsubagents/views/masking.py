@@ -10,7 +10,7 @@ from typing import Any
 
 from ..child.record import RunRecord
 from ..child.secrets import MASK, Masker, secret_values
-from ..config import agent_dir, settings
+from ..config import agent_dir, current
 
 __all__ = ["MASK", "masker", "MaskedRun", "mask_text"]
 
@@ -28,7 +28,7 @@ def _stamp(path: Any) -> tuple[int, int] | None:
 def masker() -> Masker:
     """The masker for now (rebuilt when the environment, pi's config files or the setting changed)."""
     agent = agent_dir()
-    patterns = tuple(settings.secret_patterns or ())
+    patterns = tuple(current().secret_patterns or ())
     key = (tuple(sorted(os.environ.items())), str(agent), _stamp(agent / "models.json"),
            _stamp(agent / "auth.json"), patterns)
     found = _cache.get(key)

@@ -24,7 +24,7 @@ from ..child.events import Tally
 from ..child.formatter import ProgressFormatter
 from ..child.secrets import strip_controls, terminal_safe
 from ..child.summary import extra_parts
-from ..config import NbSubagentsError, settings
+from ..config import NbSubagentsError, current
 from ..style import duration, plural
 from . import panel_record
 from .conversation import CONVERSATION_EVENTS, Conversation
@@ -51,7 +51,7 @@ class PanelState:
     def __init__(self, run: Run, *, lines: int | None = None, history: int = HISTORY_LIMIT,
                  lock: threading.RLock | None = None) -> None:
         if lines is None:
-            lines = settings.panel_lines
+            lines = current().panel_lines
         if isinstance(lines, bool) or not isinstance(lines, int) or lines < 1:
             raise NbSubagentsError(f"panel_lines must be a whole number of at least 1, got {lines!r}")
         self.run = run

@@ -207,7 +207,7 @@ def test_one_view_reads_each_folders_settings_once_and_a_configure_inside_it_is_
     with config.one_view():
         assert config.current().timeout == 30
         write(settings_file, {"timeout": 400})  # changed mid-call (a new size: a new stamp): the call keeps the view it began with
-        assert config.current(project).timeout == config.settings.timeout == 30
+        assert config.current(project).timeout == config.current().timeout == 30
         assert config.sources()["timeout"] == (30, str(settings_file))
         with config.one_view():  # nested: the same view
             assert config.current().timeout == 30
