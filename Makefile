@@ -88,7 +88,7 @@ docs: setup-docs
 	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 bench: setup-test
-	for b in overhead formatter panels registry query first_start supervisor experiments isolation dask sweep1000; do $(PY) benchmarks/bench_$$b.py || exit 1; done
+	for b in overhead user formatter panels registry query first_start supervisor experiments isolation dask sweep1000; do $(PY) benchmarks/bench_$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) node_modules pi1/node_modules harnesses/node_modules labextension/node_modules labextension/lib .demo docs/_build
