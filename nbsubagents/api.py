@@ -105,11 +105,23 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
                  executor: str | None = None, dask_client: Any = None) -> list[Run]:
     """Run several sub-agents, at most ``concurrency`` at once; returns their finished runs in order.
 
-    Each task is a dict (or object) with ``preset`` and ``task`` and optionally any run option of ``run``
-    (``model``, ``cwd``, ``name``, ``timeout``, ``isolation``, ``keep_worktree``, the budget fields,
-    ``output_schema``, ...). A task whose preset or model is unknown fails alone; the others run.
-    ``show=False`` shows no progress. ``executor="dask"`` runs them on a Dask cluster (see ``run``); its
-    workers' resources then bound how many run at once, and ``concurrency``, when given, caps it further.
+    A task whose preset or model is unknown fails alone; the others run.
+
+    Parameters
+    ----------
+    tasks : iterable of dict
+        Each a dict (or object) with ``preset`` and ``task`` and optionally any run option of ``run``
+        (``model``, ``cwd``, ``name``, ``timeout``, ``isolation``, ``keep_worktree``, the budget fields,
+        ``output_schema``, ...).
+    concurrency : int, optional
+        How many run at once (default: the ``concurrency`` setting, 4).
+    show : bool
+        False shows no progress.
+    executor : str, optional
+        ``"dask"`` runs them on a Dask cluster (see ``run``): its workers' resources then bound how many run at
+        once, and ``concurrency``, when given, caps it further.
+    dask_client : distributed.Client, optional
+        The cluster's client (default: one for the ``dask_scheduler`` setting, else the current one).
     """
     items, now = list(tasks), current()
     dask = (now.executor if executor is None else executor) == "dask"
@@ -195,17 +207,35 @@ def status(run_id: str | None = None, *, include_completed: bool = False, projec
            ) -> Status:
     """Counts (running, completed, failed, aborted, total) and rows of the project's runs.
 
-    Active runs by default, every run with ``include_completed=True``, or one run (its run id or a
-    unique prefix) with its final result fields. Settles runs whose supervisor is gone and
-    announces runs that finished while no kernel watched. ``project``: a folder inside the project
-    (default: the current folder).
+    Settles runs whose supervisor is gone and announces runs that finished while no kernel watched.
+
+    Parameters
+    ----------
+    run_id : str, optional
+        One run (its id or a unique prefix), shown with its final result fields.
+    include_completed : bool
+        Every run, not only the active ones.
+    project : str or Path, optional
+        A folder inside the project (default: the current folder).
+
+    Returns
+    -------
+    Status
+        The counts and rows; a table in a notebook, text elsewhere.
     """
     return reconcile.status(run_id, include_completed=include_completed, root=find_project(project))
 
 
 def get_run(run_id: str, *, project: str | Path | None = None) -> Run:
-    """The ``Run`` of a run id or a unique prefix of one (any kernel's, any mode's) in ``project`` (a folder inside
-    the project; default: the current folder)."""
+    """The ``Run`` of a run id, from any kernel and any mode.
+
+    Parameters
+    ----------
+    run_id : str
+        The run's id or a unique prefix of it.
+    project : str or Path, optional
+        A folder inside the project (default: the current folder).
+    """
     return handle.get_run(run_id, find_project(project))
 
 
@@ -229,9 +259,25 @@ def follow_up(run_id: str, text: str, *, project: str | Path | None = None) -> R
 
 def answer(run_id: str, value: Any, *, question: str | None = None, project: str | Path | None = None
            ) -> dict[str, Any]:
-    """Answer the oldest open question of a run (or ``question``, its id): text, one of its options (or its
-    number from 1), or for a yes/no question True/"allow"/"yes" and False/"deny"/"no"; None is no answer.
-    Returns the question with ``answer``. See ``Run.answer``."""
+    """Answer the oldest open question of a run (see ``Run.answer``).
+
+    Parameters
+    ----------
+    run_id : str
+        The run's id or a unique prefix of it (any kernel's, any machine's).
+    value : str, int, bool or None
+        Text, one of the question's options (or its number from 1), or for a yes/no question True/"allow"/"yes"
+        and False/"deny"/"no"; None is no answer.
+    question : str, optional
+        The id of the question to answer, instead of the oldest open one.
+    project : str or Path, optional
+        A folder inside the project (default: the current folder).
+
+    Returns
+    -------
+    dict
+        The question, with its ``answer``.
+    """
     return get_run(run_id, project=project).answer(value, question=question)
 
 
@@ -239,13 +285,23 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
          until: Any = None, text: str | None = None, limit: int | None = None, expand_data: bool = False,
          project: str | Path | None = None) -> pandas.DataFrame:
     """Every run of the project as a pandas DataFrame (one row per ``run_id``), newest first, filtered in the
-    registry. ``project``: a folder inside the project (default: the current folder).
+    registry. Its ``stop_reason`` says why a run ended and ``changes`` is ``+N −M`` for an isolated run.
 
-    ``status``/``preset``/``model``/``harness`` (the agent harness that ran it: ``"pi"``, ``"claude-code"``,
-    ``"codex"``) take a name or a list; ``since``/``until`` a datetime, an ISO
-    time or an age such as ``"30m"``, ``"2h"``, ``"7d"``; ``text`` searches tasks and outputs.
-    ``stop_reason`` says why a run ended, ``changes`` is ``+N −M`` for an isolated run, and
-    ``expand_data=True`` adds typed results as ``data.*`` columns.
+    Parameters
+    ----------
+    status, preset, model, harness : str or list of str, optional
+        Keep runs with this value (or one of these); ``harness`` is ``"pi"``, ``"claude-code"``, ``"codex"`` or
+        one a package adds.
+    since, until : datetime, str, optional
+        A datetime, an ISO time or an age such as ``"30m"``, ``"2h"``, ``"7d"``.
+    text : str, optional
+        Searches the tasks and the outputs.
+    limit : int, optional
+        The newest ``limit`` runs.
+    expand_data : bool
+        Adds typed results (``output_schema``) as ``data.*`` columns.
+    project : str or Path, optional
+        A folder inside the project (default: the current folder).
     """
     root = find_project(project)
     reconcile.first_use(root)  # once per process and project: what it finds on disk and what finished while away
@@ -286,14 +342,23 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
 
 def report(runs_or_frame: Any, path: str | Path | None = None, *, format: str | None = None,
            title: str | None = None, project: str | Path | None = None) -> Path:
-    """Write a report of these runs and return its path.
+    """Write a report of these runs (secrets masked) and return its path.
 
-    ``runs_or_frame``: a ``Run``, a list of runs (or run ids), or a ``runs()`` DataFrame. ``path``: where
-    to write; by default a new ``report-<time>.html`` in the project's ``.pi/subagents/reports/`` (``-2``,
-    ``-3``... when that name is taken: no report is overwritten). ``format``: ``"html"``
-    (self-contained, no script, no network) or ``"md"`` (Markdown for an issue); by default from the
-    path's suffix (``.md``/``.markdown`` is Markdown), else HTML. Secrets are masked. ``project``: a folder
-    inside the project whose run ids are given and where the report goes (default: the current folder).
+    Parameters
+    ----------
+    runs_or_frame : Run, list of Run or str, or DataFrame
+        A ``Run``, a list of runs (or run ids), or a ``runs()`` DataFrame.
+    path : str or Path, optional
+        Where to write; by default a new ``report-<time>.html`` in the project's ``.pi/subagents/reports/``
+        (``-2``, ``-3``... when that name is taken: no report is overwritten).
+    format : str, optional
+        ``"html"`` (self-contained, no script, no network) or ``"md"`` (Markdown for an issue); by default from
+        the path's suffix (``.md``/``.markdown`` is Markdown), else HTML.
+    title : str, optional
+        The report's title.
+    project : str or Path, optional
+        A folder inside the project whose run ids are given and where the report goes (default: the current
+        folder).
     """
     root = find_project(project)
     return reports.report(_as_runs(runs_or_frame, root), path, format=format, title=title, root=root)
