@@ -36,6 +36,7 @@ __all__ = ["check_name", "plans_dir", "plan_path", "read_plan", "save_plan", "li
 
 _AXES = {"harnesses": "harness", "presets": "preset", "models": "model"}  # an axis in words: its param
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+GONE_HOLDER_GRACE = 30.0  # seconds a lock whose recorded holder is gone is waited for (see ``locked``)
 
 
 def check_name(name: Any) -> str:
@@ -156,18 +157,21 @@ def lock_path(root: Path, name: str) -> Path:
 def locked(root: Path, name: str, *, wait: float = 0.0) -> Iterator[None]:
     """Hold the experiment's lock (``<name>.lock`` beside the plan, ``fcntl.flock``) while the block runs: one
     process at a time runs an experiment. Another holder makes this wait up to ``wait`` seconds, then refuse,
-    naming that process. The lock ends with its process, however it ends (no stale lock to clear)."""
+    naming that process. The lock ends with its process, however it ends (no stale lock to clear), but for a
+    moment it may outlive a holder that was killed: a child the holder was starting keeps the lock's file open
+    until it runs its own program. So a lock whose recorded holder is gone is waited for (``GONE_HOLDER_GRACE``)."""
     path = lock_path(root, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the runs' processes
     try:
-        deadline = time.monotonic() + wait
+        started = time.monotonic()
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                waited = time.monotonic() - started
+                if waited >= wait and (waited >= GONE_HOLDER_GRACE or _holder(path) is not None):
                     raise NbSubagentsError(_busy(path, name)) from None
                 time.sleep(0.1)
         holder = {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid()), "since": now_iso(),
@@ -182,13 +186,20 @@ def locked(root: Path, name: str, *, wait: float = 0.0) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _busy(path: Path, name: str) -> str:
+def _holder(path: Path) -> dict[str, Any] | None:
+    """The process that wrote itself into the lock's file, while it lives; None when it is gone."""
     try:
         holder = json.loads(path.read_text() or "{}")
     except (OSError, ValueError):
-        holder = {}
+        return None
+    found = isinstance(holder, dict) and holder.get("pid") and alive(holder.get("pid"), holder.get("startTicks"))
+    return holder if found else None
+
+
+def _busy(path: Path, name: str) -> str:
+    holder = _holder(path)
     who = (f"process {holder['pid']} (since {holder.get('since')}: {holder.get('command') or '?'})"
-           if holder.get("pid") and alive(holder.get("pid"), holder.get("startTicks")) else "another process")
+           if holder is not None else "another process")
     return (f"Experiment {name!r} is being run by {who}: one experiment runs in one process at a time, so its "
             f"cells never run twice. Wait for that process to end (nbsubagents.get_experiment({name!r}).wait() "
             "for a background sweep) or stop it, then call again: ended runs are kept and the rest start")
