@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator
 from .child.budgets import problem
 from .child.errors import NbSubagentsError
 from .child.harnesses.pi import agent_dir
+from .child.record import camel
 from .child.secrets import compile_patterns
 
 __all__ = ["NbSubagentsError", "Settings", "configure", "current", "sources", "reset", "agent_dir",
@@ -164,8 +165,7 @@ _DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(Settings)}
 
 def file_key(name: str) -> str:
     """A setting's camelCase spelling in a settings file (the snake_case one works too)."""
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
+    return camel(name)
 
 
 _FILE_KEYS = {spelling: name for name in SPECS for spelling in (name, file_key(name))}

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from .artifacts import RunPaths, atomic_write_json
 from .harnesses import DEFAULT
 
-__all__ = ["SCHEMA_VERSION", "RunRecord", "load", "write", "replace"]
+__all__ = ["SCHEMA_VERSION", "RunRecord", "load", "blank", "write", "replace", "camel"]
 
 SCHEMA_VERSION = 2  # 2: every field written (1 left out a harness, runner, root, ... it did not use)
 
@@ -99,7 +99,13 @@ class RunRecord:
 
 
 _FIELDS = tuple(f for f in fields(RunRecord) if f.name != "extra")
-_KEYS = {f.name: f.name.split("_")[0] + "".join(part.title() for part in f.name.split("_")[1:]) for f in _FIELDS}
+def camel(name: str) -> str:
+    """A field's camelCase spelling on disk (``run_id`` is ``runId``; settings files spell theirs so too)."""
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+_KEYS = {f.name: camel(f.name) for f in _FIELDS}
 _TYPES: dict[str, Any] = {"str": str, "int": int, "float": (int, float), "bool": bool, "list": list, "dict": dict}
 
 
@@ -116,13 +122,9 @@ def _fits(value: Any, annotation: str) -> bool:
 def _migrate(data: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
     """A ``meta.json`` of an older version as this version writes it: version 1 left out what its run did not use
     (the harness of pi's runs, the runner of a process's, the project of the folder it is in)."""
-    if not isinstance(data.get("schemaVersion"), int) or data["schemaVersion"] < 2:
-        data.setdefault("harness", DEFAULT)
-        data.setdefault("runner", "process")
-        if run_dir is not None:
-            data.setdefault("runId", run_dir.name)
-            if len(run_dir.parents) > 3:
-                data.setdefault("root", str(RunPaths(run_dir).project))
+    if not isinstance(data.get("schemaVersion"), int) or data["schemaVersion"] < 2:  # its harness and runner:
+        if run_dir is not None and len(run_dir.parents) > 3:                        # the fields' defaults
+            data.setdefault("root", str(RunPaths(run_dir).project))
         data["schemaVersion"] = SCHEMA_VERSION
     if run_dir is not None and not isinstance(data.get("runId"), str):
         data["runId"] = run_dir.name
@@ -136,6 +138,12 @@ def load(run_dir: Path) -> RunRecord | None:
     except (OSError, ValueError):
         return None
     return RunRecord.from_json(data, run_dir) if isinstance(data, dict) else None
+
+
+def blank(run_dir: Path) -> RunRecord:
+    """The record in ``run_dir``, or an empty one named after the folder when its ``meta.json`` is missing or
+    unreadable (a reader that shows what there is)."""
+    return load(run_dir) or RunRecord(run_id=run_dir.name)
 
 
 def write(run_dir: Path, record: RunRecord, *, sync: bool = True) -> None:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from .artifacts import RunPaths, read_json
-from .record import RunRecord, load
+from .record import blank
 
 
 def socket_name(run_id: str) -> str:
@@ -29,7 +29,7 @@ def attach_command(run_id: str) -> str:
 def pane_main(run_dir: str) -> int:
     """Runs in the tmux pane: start the supervisor, print the transcript as it grows, then the end."""
     paths = RunPaths(Path(run_dir))
-    record = load(paths.dir) or RunRecord(run_id=paths.dir.name)
+    record = blank(paths.dir)
     signal.signal(signal.SIGINT, lambda *_: None)  # Ctrl-C reaches the supervisor (same group): it aborts
     print(f"nbsubagents run {record.run_id} ({record.display_name}) in {record.cwd}\n"
           "Ctrl-C aborts the run; Ctrl-b d detaches.\n", flush=True)

@@ -21,7 +21,7 @@ from .. import registry
 from ..child import artifacts, inbox, isolation
 from ..child.artifacts import TERMINAL, RunPaths, read_json
 from ..child.formatter import ProgressFormatter
-from ..child.record import RunRecord, load
+from ..child.record import RunRecord, blank
 from ..child.procs import alive, send
 from ..child.summary import summary_line
 from ..config import NbSubagentsError, current
@@ -48,7 +48,7 @@ class Run:
 
     def __init__(self, run_dir: str | Path, record: RunRecord | None = None) -> None:
         self.paths = RunPaths(Path(run_dir))
-        self.record: RunRecord = record or load(self.paths.dir) or RunRecord(run_id=self.paths.dir.name)
+        self.record: RunRecord = record or blank(self.paths.dir)
         self.process: Process | None = None  # the supervisor this process started (lifecycle.launch)
         self.noted_running = False  # this process wrote the run's registry row as running (prepare, launch)
         self._result: dict[str, Any] | None = None
@@ -80,7 +80,7 @@ class Run:
 
     @property
     def name(self) -> str:
-        return self.record.name or self.record.preset or self.run_id
+        return self.record.display_name
 
     @property
     def preset(self) -> str | None:

@@ -17,6 +17,7 @@ from .. import preset_files as preset_mod
 from ..child import artifacts, budgets, harnesses, output_schema
 from ..child import isolation as isolating
 from ..child.artifacts import RunPaths, atomic_write_json, now_iso
+from ..child.errors import positive_seconds
 from ..child.record import RunRecord, replace, write
 from ..config import NbSubagentsError, project_root
 from ..child.harnesses import Harness, Request
@@ -28,7 +29,7 @@ from . import settle
 from .context import compose_prompt
 from .edge import edge
 from .handle import Run, get_run
-from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, check_timeout, resolve
+from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, resolve
 
 Chosen = dict[str, tuple[Any, str]]  # option -> (value, where it came from): spec.resolve's answer
 
@@ -121,7 +122,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     current = config.current(cwd)
     preset = preset_mod.get(spec.preset, cwd)
     chosen = resolve(spec, preset, cwd)
-    timeout = check_timeout(chosen["timeout"][0])
+    timeout = positive_seconds(chosen["timeout"][0], "timeout")  # resolve: the setting's when nothing else
     harness = harnesses.get(chosen["harness"][0] or harnesses.DEFAULT)
     refuse_unhonoured(harness, spec, preset, chosen)
     program = find_program(harness, cwd)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import registry
 from ..child.artifacts import RunPaths
-from ..child.record import RunRecord, load
+from ..child.record import blank
 from . import settle, watcher
 from .handle import Run
 from .liveness import QUEUER_GONE, STARTING_GRACE, check, owner_alive
@@ -143,7 +143,7 @@ def settle_undriven(run_dir: Path, row: dict[str, Any] | None = None) -> str:
     while (verdict := check(run_dir, row)) == "starting" and time.monotonic() < deadline:
         time.sleep(0.1)
     paths = RunPaths(Path(run_dir))
-    record = load(paths.dir) or RunRecord(run_id=paths.dir.name)
+    record = blank(paths.dir)
     if (verdict == "owned" and (record.launcher or {}).get("pid") == os.getpid()
             and not (paths.dir / "supervisor.log").exists()):
         settle.cancelled_before_start(paths, record, UNDRIVEN)

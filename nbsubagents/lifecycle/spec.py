@@ -26,12 +26,12 @@ from typing import Any, Callable, Iterable, Mapping
 from ..child import harnesses
 from .. import config
 from ..child.errors import positive_seconds
-from ..config import NbSubagentsError, current
+from ..config import NbSubagentsError
 from ..preset_files.parse import approval_policy, model_list
 
 __all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
            "UnknownOption", "unknown_names", "call_options", "check_shape", "check_task", "check_cwd",
-           "check_timeout", "check_isolation", "resolve"]
+           "check_isolation", "resolve"]
 
 FACES = ("call", "magic", "sweep", "column")
 
@@ -311,11 +311,6 @@ def check_isolation(mode: Any, keep_worktree: Any = None) -> None:
         raise NbSubagentsError(f"isolation must be 'worktree' or 'none', got {mode!r}")
     if keep_worktree is not None and not isinstance(keep_worktree, bool):
         raise NbSubagentsError(f"keep_worktree must be True or False, got {keep_worktree!r}")
-
-
-def check_timeout(timeout: Any) -> float:
-    """A run's timeout (None: the ``timeout`` setting's) in seconds."""
-    return positive_seconds(current().timeout if timeout is None else timeout, "timeout")
 
 
 # -- where each option's value comes from ------------------------------------------------------------------------
