@@ -42,7 +42,7 @@ def main(runs: int = 64, slots: int = 4, dask_defaults: bool = False) -> None:
     import dask
     import distributed
 
-    from nbsubagents.lifecycle.dask_cluster import CLUSTER_CONFIG, RESOURCE
+    from nbsubagents._lifecycle.dask_cluster import CLUSTER_CONFIG, RESOURCE
 
     base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-dask-"))
     project = copy_example_project(base / "project")

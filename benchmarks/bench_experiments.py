@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 
 import nbsubagents
-from nbsubagents import registry
-from nbsubagents.child.artifacts import runs_dir
+from nbsubagents import _registry as registry
+from nbsubagents._child.artifacts import runs_dir
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
-from nbsubagents.sweeps import frames
+from nbsubagents._sweeps import frames
 
 TASKS = ["ls src", "read README.md"]
 PRESETS = ["scout", "scribe"]

@@ -20,14 +20,14 @@ import tempfile
 from pathlib import Path
 
 from nbsubagents.demo import copy_example_project
-from nbsubagents.pi.locate import find_pi, pi_package
-from nbsubagents.child.harnesses.pi import write_agent_dir
-from nbsubagents.pi.scripted import ScriptedModel
+from nbsubagents._pi.locate import find_pi, pi_package
+from nbsubagents._child.harnesses.pi import write_agent_dir
+from nbsubagents._pi.scripted import ScriptedModel
 
 CHILD = """
 import time
 import nbsubagents
-from nbsubagents.lifecycle import watcher
+from nbsubagents._lifecycle import watcher
 watcher.remove_notice_handler(watcher.print_notice)
 t0 = time.perf_counter()
 run = nbsubagents.start("scout", "read README.md", show=False)

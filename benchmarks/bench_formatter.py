@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from nbsubagents.child.events import PiEventAdapter, Tally, parse_line
-from nbsubagents.child.formatter import ProgressFormatter
+from nbsubagents._child.events import PiEventAdapter, Tally, parse_line
+from nbsubagents._child.formatter import ProgressFormatter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pi-0.73.1"
 ROUNDS = 5

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import nbsubagents
-from nbsubagents.child import isolation
+from nbsubagents._child import isolation
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
 TASK = "write out-{}.txt: made by the run\nrun: echo done"

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import nbsubagents
-from nbsubagents.pi import find_pi
-from nbsubagents.pi.locate import pi_command
+from nbsubagents._pi import find_pi
+from nbsubagents._pi.locate import pi_command
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
 TASK = "read README.md\nls src\nrun: echo hi"

@@ -52,16 +52,16 @@ class _CountingNull:
 
 def measure(kind: str, *, display=None) -> dict:
     """Drive RUNS runs at once with a renderer of ``kind`` (null, text, widgets); CPU and counts."""
-    from nbsubagents.lifecycle.drive import drive
-    from nbsubagents.lifecycle.prepare import build_runs
+    from nbsubagents._lifecycle.drive import drive
+    from nbsubagents._lifecycle.prepare import build_runs
 
     if kind == "null":
         renderer = _CountingNull()
     elif kind == "text":
-        from nbsubagents.ui.renderers import TextRenderer
+        from nbsubagents._ui.renderers import TextRenderer
         renderer = TextRenderer(open(os.devnull, "w"))
     else:
-        from nbsubagents.ui.panels import WidgetRenderer
+        from nbsubagents._ui.panels import WidgetRenderer
         renderer = WidgetRenderer(display=display)
     runs = build_runs([{"preset": "scout", "task": TASK, "name": f"r{i}"} for i in range(RUNS)], mode="parallel")
     threads0 = _thread_cpu()
@@ -80,7 +80,7 @@ def measure(kind: str, *, display=None) -> dict:
 
 def _fake_runs(what: str) -> tuple[Path, list]:
     """RUNS running runs without a child (a directory each, in a new temporary folder)."""
-    from nbsubagents.lifecycle.handle import Run
+    from nbsubagents._lifecycle.handle import Run
 
     base = Path(tempfile.mkdtemp(prefix=f"nbsubagents-bench-{what}-"))
     runs = []
@@ -97,7 +97,7 @@ def _fake_runs(what: str) -> tuple[Path, list]:
 def build(kind: str = "build", repeats: int = 5) -> dict:
     """The one-off cost of the panels: CPU of building the RUNS panels of a group (their widgets opened over the
     kernel's comms, as ``start`` does), the median of ``repeats`` builds after a first that imports ipywidgets."""
-    from nbsubagents.ui.panels import WidgetRenderer
+    from nbsubagents._ui.panels import WidgetRenderer
 
     base, runs = _fake_runs("build")
     times, opened = [], 0
@@ -121,9 +121,9 @@ def _open_widgets() -> int:
 
 def replay(seconds: float = 5.0) -> dict:
     """No pi: 16 panels fed recorded events round-robin as fast as one thread can (the renderer's ceiling)."""
-    from nbsubagents.child.events import iter_stream
-    from nbsubagents.child.formatter import ProgressFormatter
-    from nbsubagents.ui.panels import PANELS_PER_TICK, TICK_INTERVAL, WidgetRenderer
+    from nbsubagents._child.events import iter_stream
+    from nbsubagents._child.formatter import ProgressFormatter
+    from nbsubagents._ui.panels import PANELS_PER_TICK, TICK_INTERVAL, WidgetRenderer
 
     fixtures = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pi-0.73.1"
     recorded = []
@@ -184,7 +184,7 @@ def profiled(kind: str = "widgets", top: int = 30) -> str:
     each thread's CPU; returned as text (it runs inside the kernel, whose stdout the client reads)."""
     import threading
 
-    from nbsubagents.lifecycle import watcher
+    from nbsubagents._lifecycle import watcher
 
     loop, ticks = cProfile.Profile(time.thread_time), cProfile.Profile(time.thread_time)
     tick = watcher.Watcher._tick
@@ -225,7 +225,7 @@ def _project() -> tuple[Path, subprocess.Popen]:
     base = Path(tempfile.mkdtemp(prefix="nbsubagents-bench-panels-"))
     project = copy_example_project(base / "project")
     agent = base / "agent"
-    model = subprocess.Popen([sys.executable, "-m", "nbsubagents.pi.offline", "--agent-dir", str(agent)],
+    model = subprocess.Popen([sys.executable, "-m", "nbsubagents._pi.offline", "--agent-dir", str(agent)],
                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     assert model.stdout is not None and "listening" in model.stdout.readline()
     os.environ.update({"PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1"})

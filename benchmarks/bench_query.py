@@ -23,9 +23,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from nbsubagents import registry
+from nbsubagents import _registry as registry
 
-from nbsubagents.registry import query, store
+from nbsubagents._registry import query, store
 
 N = 100_000
 

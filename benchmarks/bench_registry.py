@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 import nbsubagents
-from nbsubagents import registry
-from nbsubagents.lifecycle import watcher
-from nbsubagents.lifecycle import reconcile
+from nbsubagents import _registry as registry
+from nbsubagents._lifecycle import watcher
+from nbsubagents._lifecycle import reconcile
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
 
 

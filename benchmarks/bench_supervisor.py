@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nbsubagents.lifecycle.process import supervisor_argv
+from nbsubagents._lifecycle.process import supervisor_argv
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pi-0.73.1"

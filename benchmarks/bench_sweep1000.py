@@ -29,10 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbsubagents
-from nbsubagents import registry
-from nbsubagents.child.artifacts import TERMINAL, runs_dir
+from nbsubagents import _registry as registry
+from nbsubagents._child.artifacts import TERMINAL, runs_dir
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
-from nbsubagents.pi import find_pi
+from nbsubagents._pi import find_pi
 
 CONCURRENCY = 16
 WORKERS, SLOTS = 2, 8  # the Dask arm: 2 worker processes x 8 slots = CONCURRENCY
@@ -71,7 +71,7 @@ class SupervisorPeaks:
                 try:
                     with open(f"/proc/{name}/cmdline", "rb") as fh:
                         argv = fh.read()
-                    if b"nbsubagents.child.supervisor" not in argv or self.marker not in argv:
+                    if b"nbsubagents._child.supervisor" not in argv or self.marker not in argv:
                         continue
                 except OSError:
                     continue
@@ -116,7 +116,7 @@ def main() -> None:
     import dask
     import distributed
 
-    from nbsubagents.lifecycle.dask_cluster import CLUSTER_CONFIG, RESOURCE
+    from nbsubagents._lifecycle.dask_cluster import CLUSTER_CONFIG, RESOURCE
 
     base = Path(os.environ.get("TMPDIR", "/tmp")) / f"nbsubagents-bench-sweep-{os.getpid()}"
     project = copy_example_project(base / "project")

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import nbsubagents
 from nbsubagents.demo import copy_example_project, stop_scripted_model, use_scripted_model
-from nbsubagents.pi import find_pi
-from nbsubagents.pi.locate import pi_command
+from nbsubagents._pi import find_pi
+from nbsubagents._pi.locate import pi_command
 
 TASK = "sleep: 2\nread README.md\nsleep: 1.5\nls src\nsleep: 1\nrun: echo hi\nsleep: 1.5\nsay: done"
 

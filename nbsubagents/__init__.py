@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from .child import VERSION as __version__  # noqa: F401  (public: nbsubagents.__version__)
+from ._child import VERSION as __version__  # noqa: F401  (public: nbsubagents.__version__)
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -40,22 +40,23 @@ __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsErr
            "start", "status", "cancel", "get_run", "Status", "runs", "status_bar", "browse", "runs_timeline",
            "StatusBar", "Browser", "report",
            "experiment", "experiments", "get_experiment", "Experiment", "check", "init",
-           "new_preset", "edit_preset", "copy_preset", "delete_preset", "steer", "follow_up", "answer"]
+           "new_preset", "edit_preset", "copy_preset", "delete_preset", "steer", "follow_up", "answer",
+           "rebuild_registry"]
 
 _LAZY = {
-    "run": "api", "run_parallel": "api", "presets": "api",
-    "configure": "config", "NbSubagentsError": "config", "Run": "lifecycle.handle",
-    "start": "api", "status": "api", "cancel": "api", "get_run": "api", "Status": "registry.status",
-    "runs": "api", "status_bar": "api", "browse": "api", "runs_timeline": "api",
-    "StatusBar": "ui.statusbar", "Browser": "ui.browser", "report": "api",
-    "experiment": "sweeps.experiment", "experiments": "sweeps.experiment", "get_experiment": "sweeps.experiment",
-    "Experiment": "sweeps.experiment", "check": "sweeps.scorers", "init": "project_init",
-    "new_preset": "api", "edit_preset": "api", "copy_preset": "api", "delete_preset": "api",
-    "steer": "api", "follow_up": "api", "answer": "api",
+    "run": "_api", "run_parallel": "_api", "presets": "_api",
+    "configure": "_config", "NbSubagentsError": "_config", "Run": "_lifecycle.handle",
+    "start": "_api", "status": "_api", "cancel": "_api", "get_run": "_api", "Status": "_registry.status",
+    "runs": "_api", "status_bar": "_api", "browse": "_api", "runs_timeline": "_api",
+    "StatusBar": "_ui.statusbar", "Browser": "_ui.browser", "report": "_api",
+    "experiment": "_sweeps.experiment", "experiments": "_sweeps.experiment", "get_experiment": "_sweeps.experiment",
+    "Experiment": "_sweeps.experiment", "check": "_sweeps.scorers", "init": "_project_init",
+    "new_preset": "_api", "edit_preset": "_api", "copy_preset": "_api", "delete_preset": "_api",
+    "steer": "_api", "follow_up": "_api", "answer": "_api", "rebuild_registry": "_api",
 }
 
 if TYPE_CHECKING:
-    from .api import (
+    from ._api import (
         answer,
         browse,
         cancel,
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
         get_run,
         new_preset,
         presets,
+        rebuild_registry,
         report,
         run,
         run_parallel,
@@ -76,23 +78,21 @@ if TYPE_CHECKING:
         status_bar,
         steer,
     )
-    from .config import NbSubagentsError, configure
-    from .lifecycle.handle import Run
-    from .project_init import init
-    from .registry.status import Status
-    from .sweeps.experiment import Experiment, experiment, experiments, get_experiment
-    from .sweeps.scorers import check
-    from .ui.browser import Browser
-    from .ui.statusbar import StatusBar
+    from ._config import NbSubagentsError, configure
+    from ._lifecycle.handle import Run
+    from ._project_init import init
+    from ._registry.status import Status
+    from ._sweeps.experiment import Experiment, experiment, experiments, get_experiment
+    from ._sweeps.scorers import check
+    from ._ui.browser import Browser
+    from ._ui.statusbar import StatusBar
 
 
 def __getattr__(name: str) -> Any:
-    if name == "registry":  # nbsubagents.registry.rebuild() without importing it first
-        return import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nbsubagents' has no attribute {name!r}")
-    import_module(".api", __name__)  # the public API is used: it attaches the notebook edge as it loads
+    import_module("._api", __name__)  # the public API is used: it attaches the notebook edge as it loads
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
@@ -104,10 +104,10 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext nbsubagents``: the ``%subagent`` magics (imported only now: they need IPython)."""
-    from .magics import load_ipython_extension as load  # noqa: PLC0415 (the magics need IPython)
+    from ._magics import load_ipython_extension as load  # noqa: PLC0415 (the magics need IPython)
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .magics import unload_ipython_extension as unload  # noqa: PLC0415 (the magics need IPython)
+    from ._magics import unload_ipython_extension as unload  # noqa: PLC0415 (the magics need IPython)
     unload(ipython)

@@ -1,9 +1,9 @@
-"""``python -m nbsubagents``: the console script (``nbsubagents.cli``)."""
+"""``python -m nbsubagents``: the console script (``nbsubagents._cli``)."""
 
 from __future__ import annotations
 
 import sys
 
-from .cli import main
+from ._cli import main
 
 sys.exit(main())

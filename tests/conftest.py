@@ -17,9 +17,9 @@ import pytest
 from helpers import (NOMODEL, PI, REPO, SCOUT, SCRIBE, interrupt_when_running, processes_inside,  # noqa: F401
                      seed_model_list, wait_for)
 
-from nbsubagents import config
-from nbsubagents.child.harnesses.pi import write_agent_dir
-from nbsubagents.pi.scripted import ScriptedModel
+from nbsubagents import _config as config
+from nbsubagents._child.harnesses.pi import write_agent_dir
+from nbsubagents._pi.scripted import ScriptedModel
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -38,7 +38,7 @@ def forget_watched_runs():
     """A run that a test left to this process's watcher (reattached by ``reconcile``, say) must not announce
     its end during a later test, whose captured output it would join."""
     yield
-    from nbsubagents.lifecycle import watcher
+    from nbsubagents._lifecycle import watcher
 
     with watcher._watcher._lock:
         watcher._watcher._entries.clear()
@@ -78,7 +78,7 @@ def project(tmp_path, monkeypatch, scripted):
     monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the model-list cache stays in the test
     seed_model_list(agent)
-    from nbsubagents.preset_files import locations  # the machine's own ~/.claude/agents must not change what tests see
+    from nbsubagents._preset_files import locations  # the machine's own ~/.claude/agents must not change what tests see
     monkeypatch.setattr(locations, "claude_user_dir", lambda: tmp_path / "home" / ".claude" / "agents")
     monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
     monkeypatch.chdir(root)
@@ -190,7 +190,7 @@ def _watch_registry_files(event: str, args: tuple) -> None:
     touched = [p for p in paths if "registry.sqlite" in os.path.basename(p)]
     if not touched:
         return
-    from nbsubagents.registry import store
+    from nbsubagents._registry import store
 
     frame = sys._getframe(1)
     while frame is not None:

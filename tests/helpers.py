@@ -20,7 +20,7 @@ PI = Path(os.environ.get("NBSUBAGENTS_TEST_PI") or REPO / "pi1" / "node_modules"
 
 
 def _pi_version() -> tuple[int, ...]:
-    from nbsubagents.pi.locate import pi_package
+    from nbsubagents._pi.locate import pi_package
 
     package = pi_package(str(PI))
     return tuple(int(part) for part in package.version.split(".")) if package else ()
@@ -141,9 +141,9 @@ def live_run_dir(root: Path, run_id: str, *, ended: str | None = None, questions
     ``ended``, as a supervisor leaves it. Recorded in the registry."""
     import json  # noqa: PLC0415 (kept beside the one helper that needs them)
 
-    from nbsubagents import registry  # noqa: PLC0415
-    from nbsubagents.child import inbox, procs  # noqa: PLC0415
-    from nbsubagents.child.artifacts import now_iso  # noqa: PLC0415
+    from nbsubagents import _registry as registry  # noqa: PLC0415
+    from nbsubagents._child import inbox, procs  # noqa: PLC0415
+    from nbsubagents._child.artifacts import now_iso  # noqa: PLC0415
 
     run_dir = root / ".pi" / "subagents" / "runs" / run_id
     run_dir.mkdir(parents=True)
@@ -174,9 +174,9 @@ def seed_model_list(agent: Path) -> None:
     ``auth.json`` and ``models-store.json``): the tests' runs then do not each start pi to ask it again (~1.3 s of
     CPU). The answer is pi's, asked once per test process of an agent dir made the same way; asking on a cold cache
     is tested in test_models.py."""
-    from nbsubagents.pi import models
-    from nbsubagents.child.harnesses import pi
-    from nbsubagents.child.harnesses.pi import write_agent_dir
+    from nbsubagents._pi import models
+    from nbsubagents._child.harnesses import pi
+    from nbsubagents._child.harnesses.pi import write_agent_dir
 
     from unittest import mock
 
@@ -203,8 +203,8 @@ def seed_model_list(agent: Path) -> None:
 def pi_argv(preset, model: str = "demo/scripted", *, run_dir=".", system_prompt_path=None,
             **request) -> tuple[list[str], list[str]]:
     """pi's argv for ``preset`` (its harness's build, as prepare asks it) and the tool entries left out."""
-    from nbsubagents.child.harnesses import Request, pi  # noqa: PLC0415
-    from nbsubagents.lifecycle.prepare import preset_fields  # noqa: PLC0415
+    from nbsubagents._child.harnesses import Request, pi  # noqa: PLC0415
+    from nbsubagents._lifecycle.prepare import preset_fields  # noqa: PLC0415
 
     run = Request(program="pi", run_dir=str(run_dir), cwd=str(run_dir), model=model,
                   system_prompt_path=None if system_prompt_path is None else str(system_prompt_path),

@@ -20,10 +20,10 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
-from .. import api
-from ..pi.offline import OFFLINE_MODEL as DEMO_MODEL
-from ..pi.offline import OFFLINE_MODELS, ScriptedServer, scripted_server, stop_scripted_model
-from ..child.harnesses.pi import write_agent_dir
+from .. import _api as api
+from .._pi.offline import OFFLINE_MODEL as DEMO_MODEL
+from .._pi.offline import OFFLINE_MODELS, ScriptedServer, scripted_server, stop_scripted_model
+from .._child.harnesses.pi import write_agent_dir
 
 
 def data_path(name: str) -> Path:
@@ -41,7 +41,7 @@ QUICKSTART = data_path("notebooks") / "quickstart.ipynb"
 
 
 def use_scripted_model(agent_dir: str | Path | None = None, models: Sequence[str] = OFFLINE_MODELS) -> ScriptedServer:
-    """Point pi at the scripted demo model (a detached server, see ``nbsubagents.pi.offline``) through
+    """Point pi at the scripted demo model (a detached server, see ``nbsubagents._pi.offline``) through
     PI_CODING_AGENT_DIR, offered as ``demo/<name>`` for each of ``models`` (a sweep can compare two names).
 
     Runs started afterwards from this process inherit the setting. Real models need none of this:

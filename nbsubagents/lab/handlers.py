@@ -17,7 +17,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ..config import NbSubagentsError
+from .._config import NbSubagentsError
 from . import readers
 
 

@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import registry
-from ..child.artifacts import TERMINAL
-from ..config import NbSubagentsError, find_project
-from ..lifecycle.handle import Run
-from ..style import MUTED_INK, duration, shorten
-from ..views.masking import mask_text
-from ..views.panel_record import group_static_record
-from ..views.panel_state import PanelState
+from .. import _registry as registry
+from .._child.artifacts import TERMINAL
+from .._config import NbSubagentsError, find_project
+from .._lifecycle.handle import Run
+from .._style import MUTED_INK, duration, shorten
+from .._views.masking import mask_text
+from .._views.panel_record import group_static_record
+from .._views.panel_state import PanelState
 
 __all__ = ["NAMED", "project_of", "running", "current_record"]
 

@@ -15,7 +15,7 @@ import pytest
 from helpers import wait_for
 from jupyterlab_harness import ARTIFACTS, JupyterLab, lab_page, panel, write_notebook
 
-from nbsubagents.child.artifacts import parse_iso
+from nbsubagents._child.artifacts import parse_iso
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 

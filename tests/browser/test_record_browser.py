@@ -11,8 +11,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
 CELLS = [
     "import os\nfrom nbsubagents.demo import use_scripted_model\n"
-    "use_scripted_model(os.path.abspath('agent'))\nimport nbsubagents, nbsubagents.ui.panels\n"
-    "nbsubagents.ui.panels.STATIC_INTERVAL = 1.0  # refresh the record often, to see it happen",
+    "use_scripted_model(os.path.abspath('agent'))\nimport nbsubagents, nbsubagents._ui.panels\n"
+    "nbsubagents._ui.panels.STATIC_INTERVAL = 1.0  # refresh the record often, to see it happen",
     'job = nbsubagents.start("scout", "read README.md\\nsleep: 3\\nls src\\nsleep: 3\\nrun: echo refreshed", '
     'name="refresh")',
     'job.wait()\nprint("waited:", job.status)',

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
-from nbsubagents import config
-from nbsubagents import preset_files as presets
-from nbsubagents.preset_files import parse as preset_parse
+from nbsubagents import _config as config
+from nbsubagents import _preset_files as presets
+from nbsubagents._preset_files import parse as preset_parse
 from helpers import pi_argv
-from nbsubagents.preset_files import PresetError, PresetWarning
-from nbsubagents.child.harnesses.pi import write_agent_dir
+from nbsubagents._preset_files import PresetError, PresetWarning
+from nbsubagents._child.harnesses.pi import write_agent_dir
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "agent-corpus"
 GOOD = ["architect", "code-reviewer", "doc-writer", "explorer", "generalist", "gh-triage", "git-historian",

@@ -15,11 +15,11 @@ import pytest
 from helpers import PI_VERSION, wait_for
 
 import nbsubagents
-from nbsubagents import registry
-from nbsubagents.child import procs
-from nbsubagents.lifecycle import watcher
-from nbsubagents.pi import find_pi
-from nbsubagents.pi.models import available_models
+from nbsubagents import _registry as registry
+from nbsubagents._child import procs
+from nbsubagents._lifecycle import watcher
+from nbsubagents._pi import find_pi
+from nbsubagents._pi.models import available_models
 
 
 def python(code: str, *, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -213,8 +213,8 @@ def test_the_cancel_request_file_alone_aborts_a_local_run(warm):
     run = nbsubagents.start("scout", "run: sleep 120", show=False)
     wait_for(lambda: child_running(run.dir), what="pi and its bash tool")
 
-    python("from pathlib import Path\nfrom nbsubagents.child.artifacts import RunPaths\n"
-           f"from nbsubagents.lifecycle.settle import request_cancel\nrequest_cancel(RunPaths(Path({str(run.dir)!r})))")
+    python("from pathlib import Path\nfrom nbsubagents._child.artifacts import RunPaths\n"
+           f"from nbsubagents._lifecycle.settle import request_cancel\nrequest_cancel(RunPaths(Path({str(run.dir)!r})))")
 
     run.wait(60)
     assert run.status == "aborted" and run.error == "cancelled" and run.result["stopReason"] == "cancelled"
@@ -281,7 +281,7 @@ def test_a_kernel_takes_over_watching_runs_whose_launcher_died(warm):
 
     # What a new kernel does on load: reconcile with reattach, then its watcher announces the end.
     adopter = python("import time\n"
-                     "from nbsubagents.lifecycle import reconcile, watcher\n"
+                     "from nbsubagents._lifecycle import reconcile, watcher\n"
                      "live = reconcile.reconcile(reattach=True)\n"
                      "print('LIVE', [r.id for r in live], [r.id for r in watcher.watching()], flush=True)\n"
                      "while watcher.watching(): time.sleep(0.1)\n")

@@ -7,10 +7,10 @@ import json
 import pytest
 
 import nbsubagents
-from nbsubagents import config
-from nbsubagents.child import budgets
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.child.events import Tally
+from nbsubagents import _config as config
+from nbsubagents._child import budgets
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._child.events import Tally
 
 from helpers import processes_inside, wait_for
 
@@ -111,7 +111,7 @@ def test_budget_messages_and_spend_description():
 def test_stop_reason_and_changes_survive_a_registry_rebuild_and_an_old_registry_gains_the_columns(project, scripted):
     import sqlite3
 
-    from nbsubagents import registry
+    from nbsubagents import _registry as registry
 
     scripted.script = endless
     run = nbsubagents.run("scout", "go", show=False, max_turns=1)

@@ -10,18 +10,18 @@ import sys
 import pytest
 from helpers import PI
 
-from nbsubagents import cli
-from nbsubagents.pi.locate import TESTED_PI
+from nbsubagents import _cli as cli
+from nbsubagents._pi.locate import TESTED_PI
 
 
 def nbsubagents_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nbsubagents.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nbsubagents._cli", *args], capture_output=True, text=True,
                           timeout=120, env=env or os.environ.copy(), stdin=subprocess.DEVNULL)
 
 
 @pytest.mark.pi_matrix
 def test_doctor_reports_pi_presets_and_models(project):
-    from nbsubagents.pi import pi_package
+    from nbsubagents._pi import pi_package
 
     proc = nbsubagents_cli("doctor")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -55,8 +55,8 @@ def test_doctor_names_a_broken_preset_file(project):
 @pytest.fixture
 def fresh_machine(tmp_path, monkeypatch):
     """pi installed, nothing else: no agent dir, no provider key, an empty folder without presets."""
-    from nbsubagents import config
-    from nbsubagents.preset_files import locations
+    from nbsubagents import _config as config
+    from nbsubagents._preset_files import locations
 
     for name in [k for k in os.environ if k.endswith(("_API_KEY", "_TOKEN"))]:
         monkeypatch.delenv(name)

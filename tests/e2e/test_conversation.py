@@ -16,13 +16,13 @@ import pytest
 from helpers import wait_for
 
 import nbsubagents
-from nbsubagents.child import inbox
-from nbsubagents.child.record import RunRecord, write
-from nbsubagents.lifecycle.handle import launch
-from nbsubagents.lifecycle.prepare import prepare
-from nbsubagents.lifecycle.spec import TaskSpec
-from nbsubagents.child.harnesses.pi import write_agent_dir
-from nbsubagents.pi.scripted import ScriptedModel
+from nbsubagents._child import inbox
+from nbsubagents._child.record import RunRecord, write
+from nbsubagents._lifecycle.handle import launch
+from nbsubagents._lifecycle.prepare import prepare
+from nbsubagents._lifecycle.spec import TaskSpec
+from nbsubagents._child.harnesses.pi import write_agent_dir
+from nbsubagents._pi.scripted import ScriptedModel
 
 DIALOGS = Path(__file__).resolve().parents[1] / "fixtures" / "pi-extensions" / "dialogs.js"
 WAIT_FOR_GO = "run: until [ -f go ]; do sleep 0.05; done; echo went"

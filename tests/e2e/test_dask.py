@@ -24,15 +24,15 @@ from helpers import PI, SCOUT, processes_inside, wait_for  # noqa: E402
 from test_background import row_of, started_by_a_killed_launcher  # noqa: E402
 
 import nbsubagents  # noqa: E402
-from nbsubagents import config  # noqa: E402
-from nbsubagents.pi.locate import pi_command  # noqa: E402
-from nbsubagents.child import procs  # noqa: E402
-from nbsubagents.child.harnesses.pi import write_agent_dir  # noqa: E402
-from nbsubagents.pi.scripted import ScriptedModel  # noqa: E402
-from nbsubagents.lifecycle import dask_cluster, dask_launcher, watcher  # noqa: E402
-from nbsubagents.child.artifacts import RunPaths  # noqa: E402
-from nbsubagents.lifecycle.handle import reread  # noqa: E402
-from nbsubagents.lifecycle.launch import launcher_for  # noqa: E402
+from nbsubagents import _config as config  # noqa: E402
+from nbsubagents._pi.locate import pi_command  # noqa: E402
+from nbsubagents._child import procs  # noqa: E402
+from nbsubagents._child.harnesses.pi import write_agent_dir  # noqa: E402
+from nbsubagents._pi.scripted import ScriptedModel  # noqa: E402
+from nbsubagents._lifecycle import dask_cluster, dask_launcher, watcher  # noqa: E402
+from nbsubagents._child.artifacts import RunPaths  # noqa: E402
+from nbsubagents._lifecycle.handle import reread  # noqa: E402
+from nbsubagents._lifecycle.launch import launcher_for  # noqa: E402
 
 pytestmark = pytest.mark.dask  # one module-scoped LocalCluster: one xdist worker runs them all (conftest.py)
 
@@ -359,7 +359,7 @@ def test_bad_executor_settings_are_named():
 
 def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project):
     root, client = dask_project
-    out = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask", client.scheduler.address],
+    out = subprocess.run([sys.executable, "-m", "nbsubagents._cli", "doctor", "--dask", client.scheduler.address],
                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
@@ -374,7 +374,7 @@ def test_doctor_checks_the_cluster_workers_pi_storage_and_versions(dask_project)
                            "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL=1s"), timers
     assert not list((root / ".pi" / "subagents").glob(".dask-probe-*"))  # the probe is removed
 
-    missing = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "doctor", "--dask"], capture_output=True,
+    missing = subprocess.run([sys.executable, "-m", "nbsubagents._cli", "doctor", "--dask"], capture_output=True,
                              text=True, timeout=120, stdin=subprocess.DEVNULL,
                              env={k: v for k, v in os.environ.items() if not k.startswith("DASK_")})
     assert missing.returncode == 1 and "✗ dask           no scheduler to check (give one, or set the " \

@@ -14,7 +14,7 @@ from helpers import wait_for
 
 from nbsubagents import demo
 
-from nbsubagents.child import procs
+from nbsubagents._child import procs
 
 
 @pytest.fixture

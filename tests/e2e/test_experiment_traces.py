@@ -9,7 +9,7 @@ import re
 import pytest
 
 import nbsubagents
-from nbsubagents.sweeps.traces import to_otel_json
+from nbsubagents._sweeps.traces import to_otel_json
 
 TASKS = ["read README.md", "ls src"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
-from nbsubagents import registry
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.child.harnesses.pi import write_agent_dir
+from nbsubagents import _registry as registry
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._child.harnesses.pi import write_agent_dir
 
 from helpers import wait_for
 from test_isolation import assert_no_workspace_left, git, make_repo, worktrees  # noqa: F401 (a fixture)
@@ -58,7 +58,7 @@ def test_cross_product_records_params_tags_scores_in_run_dirs_and_registry_and_c
     scores = json.loads((one.dir / "scores.json").read_text())["scores"]
     assert scores["check_test_f_README_md"] is True and scores["words"] == words(one) > 0
     assert "exit code 0" in (one.dir / "checks" / "check_test_f_README_md.log").read_text()
-    assert "scores check_test_f_README_md=True" in nbsubagents.child.summary.summary_line(one)  # the panel's end
+    assert "scores check_test_f_README_md=True" in nbsubagents._child.summary.summary_line(one)  # the panel's end
     before = {r["run_id"]: (r["params"], r["tags"], r["scores"]) for r in exp.rows()}
     registry.db_path().unlink()
     assert registry.rebuild() == 16
@@ -235,7 +235,7 @@ def test_import_loads_no_pandas_mlflow_or_matplotlib():
 def test_the_magic_refuses_a_bad_body_with_an_example(project):
     from IPython.core.error import UsageError
 
-    from nbsubagents.sweeps.magic import parse_body
+    from nbsubagents._sweeps.magic import parse_body
 
     with pytest.raises(UsageError, match=r"not valid YAML at line 1.*\nExample:\ntasks:"):
         parse_body("tasks: [unclosed")
@@ -352,16 +352,16 @@ def test_the_magic_runs_an_isolated_budgeted_sweep_from_its_yaml(shell, project,
 
 
 def test_the_detached_sweep_driver_loads_no_notebook_side(project):
-    """The driver of a background sweep (``python -m nbsubagents.sweeps.experiment ROOT NAME N``) runs its
+    """The driver of a background sweep (``python -m nbsubagents._sweeps.experiment ROOT NAME N``) runs its
     experiment without IPython, ipywidgets or anything of ``ui/``: sweeps sit below the notebook edge."""
     exp = nbsubagents.experiment("driven", tasks=TASKS, presets="scout", background=True)
     exp.wait(120)
     assert set(exp.frame()["status"]) == {"completed"}
     code = ("import runpy, sys\nsys.argv = ['driver', *sys.argv[1:]]\n"
-            "try:\n    runpy.run_module('nbsubagents.sweeps.experiment', run_name='__main__', alter_sys=True)\n"
+            "try:\n    runpy.run_module('nbsubagents._sweeps.experiment', run_name='__main__', alter_sys=True)\n"
             "except SystemExit as end:\n    print('exit', end.code)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets', 'ipykernel')"
-            " or m.startswith('nbsubagents.ui')))\n")
+            " or m.startswith('nbsubagents._ui')))\n")
     out = subprocess.run([sys.executable, "-c", code, str(project), "driven", "2"], capture_output=True, text=True,
                          timeout=120, cwd=project, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr

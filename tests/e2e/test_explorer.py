@@ -18,14 +18,14 @@ import pytest
 from helpers import wait_for
 
 import nbsubagents
-from nbsubagents.ui import browser as explorer
-from nbsubagents.ui import statusbar
-from nbsubagents.lifecycle import watcher
-from nbsubagents.pi import find_pi
-from nbsubagents.ui.display import VIEW_MIME
-from nbsubagents.pi.models import available_models
-from nbsubagents import style
-from nbsubagents.style import color as status_color
+from nbsubagents._ui import browser as explorer
+from nbsubagents._ui import statusbar
+from nbsubagents._lifecycle import watcher
+from nbsubagents._pi import find_pi
+from nbsubagents._ui.display import VIEW_MIME
+from nbsubagents._pi.models import available_models
+from nbsubagents import _style as style
+from nbsubagents._style import color as status_color
 
 from test_query import synthetic
 
@@ -347,7 +347,7 @@ def test_one_clock_drives_a_panel_a_bar_and_a_browser_and_stops_when_nothing_is_
     """A panel, a status bar and a browser live while two background runs go: the process runs one thread of
     nbsubagents (the watcher's clock), every one of them still changes as the runs end, and the thread ends
     once nothing is watched or subscribed; the next bar starts it again."""
-    from nbsubagents.ui.panels import WidgetRenderer
+    from nbsubagents._ui.panels import WidgetRenderer
 
     watcher.stop()
     assert not nbsubagents_threads()

@@ -18,9 +18,9 @@ from typing import Any, Callable
 import pytest
 from helpers import PI
 
-from nbsubagents.pi import pi_command
-from nbsubagents.child.harnesses.pi import APPROVE_EXTENSION, ASK_EXTENSION
-from nbsubagents.child.harnesses.pi import write_agent_dir
+from nbsubagents._pi import pi_command
+from nbsubagents._child.harnesses.pi import APPROVE_EXTENSION, ASK_EXTENSION
+from nbsubagents._child.harnesses.pi import write_agent_dir
 
 pytestmark = pytest.mark.pi_matrix
 

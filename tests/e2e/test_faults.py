@@ -28,15 +28,15 @@ import pytest
 from helpers import PI, SCOUT, SCRIBE, processes_inside, seed_model_list, wait_for
 
 import nbsubagents
-from nbsubagents import config, registry
-from nbsubagents.child import procs
-from nbsubagents.lifecycle import dask_launcher, watcher
-from nbsubagents.pi.locate import pi_command
-from nbsubagents.lifecycle import reconcile
-from nbsubagents.lifecycle.prepare import prepare
-from nbsubagents.lifecycle.spec import TaskSpec
-from nbsubagents.child.harnesses.pi import write_agent_dir
-from nbsubagents.pi.scripted import ScriptedModel
+from nbsubagents import _config as config, _registry as registry
+from nbsubagents._child import procs
+from nbsubagents._lifecycle import dask_launcher, watcher
+from nbsubagents._pi.locate import pi_command
+from nbsubagents._lifecycle import reconcile
+from nbsubagents._lifecycle.prepare import prepare
+from nbsubagents._lifecycle.spec import TaskSpec
+from nbsubagents._child.harnesses.pi import write_agent_dir
+from nbsubagents._pi.scripted import ScriptedModel
 
 pytestmark = pytest.mark.faults
 
@@ -310,8 +310,8 @@ HOSTILE = "\x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07\x1b[2J"  # clipboard write, wi
 def test_a_key_is_masked_in_reports_static_records_and_browse_also_cut_short(proj, monkeypatch):
     """The key in a secret-named variable, printed by the run: the report's lines cut it short
     (``sk-test-SUPERSECRETVALUE012345…``); nothing a person shares holds any of it."""
-    from nbsubagents.ui.display import run_mimebundle
-    from nbsubagents.views.panel_state import PanelState
+    from nbsubagents._ui.display import run_mimebundle
+    from nbsubagents._views.panel_state import PanelState
 
     monkeypatch.setenv("ACME_API_KEY", LONG_KEY)
     run = nbsubagents.run("scout", f"say: the key is {LONG_KEY}\nrun: echo {LONG_KEY}", show=False)
@@ -375,7 +375,7 @@ def test_cli_status_and_runs_show_control_characters_escaped(proj):
                           show=False, name=f"name{HOSTILE}")
     assert "\x1b]52" in run.output
     env = {**os.environ, "NBSUBAGENTS_ROOT": str(proj)}
-    outs = [subprocess.run([sys.executable, "-m", "nbsubagents.cli", *args], capture_output=True, env=env,
+    outs = [subprocess.run([sys.executable, "-m", "nbsubagents._cli", *args], capture_output=True, env=env,
                            cwd=proj, timeout=60) for args in (["status", run.id], ["runs"], ["status", "--all"])]
     for out in outs:
         assert out.returncode == 0, out.stderr
@@ -533,7 +533,7 @@ def test_a_corrupt_registry_is_moved_aside_and_rebuilt_from_the_run_directories(
         first.id: "completed", second.id: "completed"}
 
     damage()  # another process, the CLI, on first use
-    cli = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "runs"], capture_output=True, text=True,
+    cli = subprocess.run([sys.executable, "-m", "nbsubagents._cli", "runs"], capture_output=True, text=True,
                          timeout=120, cwd=proj, stdin=subprocess.DEVNULL)
     assert cli.returncode == 0, cli.stderr
     assert first.id in cli.stdout and second.id in cli.stdout and "moved aside" in cli.stderr
@@ -583,7 +583,7 @@ def test_queued_dask_runs_of_a_dead_kernels_local_cluster_settle_and_cancel(proj
 
 # -- experiments that cannot mix or double (issue 22, item 5) -----------------------------------------
 def test_a_changed_plan_under_an_old_name_is_refused_and_replace_starts_it_afresh(proj):
-    from nbsubagents.config import NbSubagentsError
+    from nbsubagents._config import NbSubagentsError
 
     exp = nbsubagents.experiment("mix", tasks=[{"id": "a", "task": "say: alpha"}], presets="scout", show=False)
     first = [r.id for r in exp.runs()]
@@ -612,7 +612,7 @@ def test_a_changed_plan_under_an_old_name_is_refused_and_replace_starts_it_afres
 
 
 def test_one_experiment_runs_in_one_process_at_a_time(proj):
-    from nbsubagents.config import NbSubagentsError
+    from nbsubagents._config import NbSubagentsError
 
     tasks = ["sleep: 1.5\nsay: one", "sleep: 1.5\nsay: two"]
     code = (f"import nbsubagents\nnbsubagents.experiment('twice', tasks={tasks!r}, presets='scout', concurrency=1, "
@@ -674,7 +674,7 @@ def test_scorers_that_hang_or_exit_are_recorded_per_run_and_the_sweep_goes_on(pr
 
 
 def test_score_names_are_unique_and_rescore_replaces_a_scorers_keys(proj):
-    from nbsubagents.config import NbSubagentsError
+    from nbsubagents._config import NbSubagentsError
 
     assert nbsubagents.check("pytest -q tests/a").name != nbsubagents.check("pytest -q tests/b").name
     present, absent = nbsubagents.check("test -f README.md"), nbsubagents.check("test -f missing.md")
@@ -733,7 +733,7 @@ CATASTROPHIC_REPLY = 'The word:\n```json\n{"word": "' + "a" * 34 + '!"}\n```'
 
 
 def reply_checkers(run_id: str) -> list[int]:
-    """The run's processes checking its reply (``python -m nbsubagents.child.reply_check``)."""
+    """The run's processes checking its reply (``python -m nbsubagents._child.reply_check``)."""
     found = []
     for pid in procs.run_processes(run_id):
         try:
@@ -816,7 +816,7 @@ def test_a_reply_with_a_lone_surrogate(proj, model):
 def supervise(run, inject: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """The real supervisor module on ``run`` (prepared, not launched), after the Python code ``inject`` ran with the
     module as ``s``: a fault injected into one of its steps."""
-    code = f"import sys\nfrom nbsubagents.child import supervisor as s\n{inject}\nsys.exit(s.main([sys.argv[1]]))\n"
+    code = f"import sys\nfrom nbsubagents._child import supervisor as s\n{inject}\nsys.exit(s.main([sys.argv[1]]))\n"
     with open(run.dir / "supervisor.log", "ab") as log:
         return subprocess.run([sys.executable, "-c", code, str(run.dir)], stdout=log, stderr=log,
                               stdin=subprocess.DEVNULL, cwd=run.record.cwd, timeout=timeout)
@@ -1039,7 +1039,7 @@ def test_isolation_keeps_untracked_bulk_out_of_the_users_git(proj, worktrees):
     assert record("isolation: 30 MB untracked", proj, [run], f"{run.status}; .git grew {grew} bytes; "
                   f"worktrees left: {left or 'none'}") == []
     assert grew < 1024 * 1024 and left == []
-    from nbsubagents.sweeps.scorers import check, score
+    from nbsubagents._sweeps.scorers import check, score
 
     assert score(run, [check("test -f made.txt", name="made")]) == {"made": True}  # without the big file's blob
     assert "its starting state is gone" in (run.dir / "checks" / "made.log").read_text()
@@ -1056,7 +1056,7 @@ def kill_all(found: list[str]) -> None:
 
 def test_a_check_that_backgrounds_processes_leaves_none(proj):
     """`&`, nohup and setsid in a check, on a normal end and on a timeout: the check's whole tree ends with it."""
-    from nbsubagents.sweeps.scorers import check, score
+    from nbsubagents._sweeps.scorers import check, score
 
     run = nbsubagents.run("scout", "say: done", show=False)
     background = check("sleep 300 & nohup sleep 301 >/dev/null 2>&1 & setsid sleep 302 & echo started",
@@ -1077,14 +1077,14 @@ def test_a_check_that_backgrounds_processes_leaves_none(proj):
 def test_a_check_killed_mid_way_leaves_no_worktree_and_no_process(proj, worktrees):
     """The process scoring an isolated run is SIGKILLed during its check: the check's processes end with it, and
     the next check sweeps the scratch worktree it left (registered with git, and its folder)."""
-    from nbsubagents.sweeps.scorers import check, score
+    from nbsubagents._sweeps.scorers import check, score
 
     git(proj, "init", "-q")
     git(proj, "add", "README.md")
     git(proj, "commit", "-qm", "start")
     run = nbsubagents.run("scout", "run: echo made > made.txt", isolation="worktree", show=False)
     assert run.status == "completed", run.error
-    code = ("import sys, nbsubagents\nfrom nbsubagents.sweeps.scorers import check, score\n"
+    code = ("import sys, nbsubagents\nfrom nbsubagents._sweeps.scorers import check, score\n"
             "score(nbsubagents.get_run(sys.argv[1]), [check('setsid sleep 313 & sleep 314', shell=True)])\n")
     scorer = subprocess.Popen([sys.executable, "-c", code, run.id], cwd=proj, stdin=subprocess.DEVNULL)
     try:

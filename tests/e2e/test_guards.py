@@ -12,10 +12,10 @@ import pytest
 from helpers import interrupt_when_running
 
 import nbsubagents
-from nbsubagents import config
-from nbsubagents.lifecycle.handle import launch
-from nbsubagents.lifecycle.prepare import prepare
-from nbsubagents.lifecycle.spec import TaskSpec
+from nbsubagents import _config as config
+from nbsubagents._lifecycle.handle import launch
+from nbsubagents._lifecycle.prepare import prepare
+from nbsubagents._lifecycle.spec import TaskSpec
 
 
 def user_text(request: dict) -> str:
@@ -215,7 +215,7 @@ def _supervise(tmp_path, child_code: str) -> tuple[dict, list[dict], float]:
     (run_dir / "meta.json").write_text(json.dumps({"runId": run_id, "argv": [sys.executable, "-c", child_code],
                                                    "cwd": str(tmp_path)}))
     measure = ("import resource, subprocess, sys\n"
-               "subprocess.run([sys.executable, '-m', 'nbsubagents.child.supervisor', sys.argv[1]], check=True)\n"
+               "subprocess.run([sys.executable, '-m', 'nbsubagents._child.supervisor', sys.argv[1]], check=True)\n"
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     out = subprocess.run([sys.executable, "-c", measure, str(run_dir)], check=True, timeout=120,
                          capture_output=True, text=True).stdout
@@ -327,7 +327,7 @@ def test_a_files_range_that_starts_after_its_end_is_an_error(project):
 
 def test_a_file_just_over_the_limit_does_not_read_as_the_limit(tmp_path):
     """Issue 13, item 8: 1 MB + 1 byte read '(1024KB, limit 1024KB)'."""
-    from nbsubagents.lifecycle.context import FILE_LIMIT, files_block
+    from nbsubagents._lifecycle.context import FILE_LIMIT, files_block
 
     (tmp_path / "big.txt").write_bytes(b"x" * (FILE_LIMIT + 1))
     (tmp_path / "exact.txt").write_bytes(b"y" * FILE_LIMIT)

@@ -12,9 +12,9 @@ import pytest
 from helpers import REPO, wait_for
 
 import nbsubagents
-from nbsubagents.views.panel_state import PanelState
-from nbsubagents import config
-from nbsubagents.config import NbSubagentsError
+from nbsubagents._views.panel_state import PanelState
+from nbsubagents import _config as config
+from nbsubagents._config import NbSubagentsError
 
 CLAUDE = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
 HISTORIAN = (REPO / "tests" / "fixtures" / "agent-corpus" / "claude" / ".claude" / "agents" / "git-historian.md")

@@ -10,10 +10,10 @@ from helpers import wait_for
 from test_isolation import make_repo, worktrees  # noqa: F401 (a fixture)
 
 import nbsubagents
-from nbsubagents import config
-from nbsubagents.child.artifacts import read_json
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.views.panel_state import PanelState
+from nbsubagents import _config as config
+from nbsubagents._child.artifacts import read_json
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._views.panel_state import PanelState
 
 CODER = """---
 name: coder
@@ -150,8 +150,8 @@ def test_max_turns_counts_codexs_model_answers_as_pis_turns(codex_project):
 
 
 def test_the_pinned_codex_is_found_and_says_its_version(codex_project):
-    from nbsubagents.child.harnesses import codex
-    from nbsubagents.pi.locate import find_program
+    from nbsubagents._child.harnesses import codex
+    from nbsubagents._pi.locate import find_program
 
     assert codex.version(find_program(codex, codex_project)) == "codex-cli 0.171.0"
 

@@ -14,12 +14,11 @@ import textwrap
 import pytest
 
 import nbsubagents
-from nbsubagents.child import harnesses
+from nbsubagents._child import harnesses
 
 MODULE = '''
 """echo-agent: a harness that repeats its task, in Claude Code's stream-json."""
-from nbsubagents.child.harnesses import claude_code as _claude
-from nbsubagents.child.harnesses.stream import Stream
+from nbsubagents.harnesses import Stream, claude_code as _claude
 
 NAME, PROGRAM, PACKAGE = "echo-agent", "echoagent", "echo-agent"
 REFUSES = {"ask": "echo-agent cannot ask the notebook a question"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import nbsubagents
-from nbsubagents import config
+from nbsubagents import _config as config
 
 READER = """---
 name: reader

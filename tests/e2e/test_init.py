@@ -10,8 +10,8 @@ import sys
 
 from helpers import PI
 
-from nbsubagents.pi.offline import OFFLINE_MODEL
-from nbsubagents.project_init import STARTER_MODEL
+from nbsubagents._pi.offline import OFFLINE_MODEL
+from nbsubagents._project_init import STARTER_MODEL
 
 FIRST_RUN = 'import nbsubagents; run = nbsubagents.run("scout", "ls ."); print(run.output)'
 
@@ -26,7 +26,7 @@ def test_init_offline_then_the_first_example_runs_in_an_empty_folder(tmp_path):
     env.update(HOME=str(home), XDG_CACHE_HOME=str(tmp_path / "cache"), NBSUBAGENTS_PI=str(PI))
     # NBSUBAGENTS_SCRIPTED_DIR stays: the detached scripted server is this test session's, stopped at its end.
 
-    made = subprocess.run([sys.executable, "-m", "nbsubagents.cli", "init", "--offline", str(folder)], env=env,
+    made = subprocess.run([sys.executable, "-m", "nbsubagents._cli", "init", "--offline", str(folder)], env=env,
                           capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     assert "made  .pi/settings.json" in made.stdout and 'nbsubagents.run("scout", "ls .")' in made.stdout

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
-from nbsubagents.child.record import load as load_record
-from nbsubagents.child import procs
-from nbsubagents.config import NbSubagentsError
+from nbsubagents._child.record import load as load_record
+from nbsubagents._child import procs
+from nbsubagents._config import NbSubagentsError
 
 from helpers import at_once, processes_inside, wait_for
 from test_background import python, row_of, started_by_a_killed_launcher
@@ -175,7 +175,7 @@ def test_refused_inputs_name_what_was_wrong(project, worktrees):
 
 def test_panels_and_summary_show_changes_and_spend_against_the_budget(project, worktrees, capsys):
     pytest.importorskip("ipywidgets")
-    from nbsubagents.ui.panels import RunPanel
+    from nbsubagents._ui.panels import RunPanel
 
     make_repo(project)
     run = nbsubagents.run("scribe", "edit README.md: second line -> new\nwrite extra.txt: a\\nb", isolation="worktree",
@@ -273,9 +273,9 @@ def test_an_isolated_background_run_whose_supervisor_is_killed_is_settled_by_a_l
 
 def test_a_supervisor_killed_while_setting_up_the_worktree_leaves_nothing_and_says_so(project, worktrees):
     """The workspace is recorded before it is made, so a settler finds what a dead set-up left."""
-    from nbsubagents.child import isolation
-    from nbsubagents.child.artifacts import RunPaths
-    from nbsubagents.lifecycle import settle
+    from nbsubagents._child import isolation
+    from nbsubagents._child.artifacts import RunPaths
+    from nbsubagents._lifecycle import settle
 
     make_repo(project)
     run_dir = project / ".pi" / "subagents" / "runs" / "20261126-000000-abcdef"
@@ -297,7 +297,7 @@ def test_a_supervisor_killed_while_setting_up_the_worktree_leaves_nothing_and_sa
 
 
 def test_isolated_typed_and_budgeted_background_runs_outlive_their_killed_launcher(project, worktrees, scripted):
-    from nbsubagents.pi.scripted import _after_last_user
+    from nbsubagents._pi.scripted import _after_last_user
 
     make_repo(project)
 
@@ -344,7 +344,7 @@ def test_isolated_typed_and_budgeted_background_runs_outlive_their_killed_launch
 def test_a_check_of_an_isolated_run_in_a_plain_folder_scores_that_runs_changes(project, worktrees):
     """A copied folder's starting state goes with its workspace: a check runs on the folder as it is now plus the
     run's patch (not twice once applied), and says so; a patch that no longer applies is the check's error."""
-    from nbsubagents.sweeps.scorers import check, score
+    from nbsubagents._sweeps.scorers import check, score
 
     run = nbsubagents.run("scribe", "edit README.md: second line -> by the run", isolation="worktree", show=False)
     assert run.status == "completed" and run.record.isolation["kind"] == "copy"
@@ -363,7 +363,7 @@ def test_a_check_of_an_isolated_run_in_a_plain_folder_scores_that_runs_changes(p
 
 
 def test_a_check_after_git_pruned_the_runs_starting_state_uses_the_repository_as_it_is_now(project, worktrees):
-    from nbsubagents.sweeps.scorers import check, score
+    from nbsubagents._sweeps.scorers import check, score
 
     make_repo(project)
     run = nbsubagents.run("scribe", "write made.txt: by the run", isolation="worktree", show=False)
@@ -381,9 +381,9 @@ def test_a_check_after_git_pruned_the_runs_starting_state_uses_the_repository_as
 def test_settlers_racing_on_a_lost_isolated_run_capture_once_and_leave_no_worktree(project, worktrees):
     """The watcher, wait(), the foreground loop and other kernels may settle one lost run at once: one of them
     captures and removes the workspace (a lock), the others find the result."""
-    from nbsubagents.child import isolation
-    from nbsubagents.child.artifacts import RunPaths
-    from nbsubagents.lifecycle import settle
+    from nbsubagents._child import isolation
+    from nbsubagents._child.artifacts import RunPaths
+    from nbsubagents._lifecycle import settle
 
     make_repo(project)
     for attempt in range(3):
@@ -414,7 +414,7 @@ def test_settlers_racing_on_a_lost_isolated_run_capture_once_and_leave_no_worktr
 def test_workspaces_of_one_repository_set_up_and_removed_at_once_all_succeed(project, worktrees):
     """The runs of a sweep set up their worktrees at the same moment; git's own `worktree add` fails on an entry
     another add is writing (without the repository's lock, 11 of 80 concurrent adds failed here)."""
-    from nbsubagents.child import isolation
+    from nbsubagents._child import isolation
 
     make_repo(project)
     for attempt in range(3):

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.child.record import load as load_record
-from nbsubagents import registry
-from nbsubagents.child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
-from nbsubagents.lifecycle import handle, reconcile, settle, watcher
-from nbsubagents.lifecycle.handle import Run
+from nbsubagents._child.record import load as load_record
+from nbsubagents import _registry as registry
+from nbsubagents._child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
+from nbsubagents._lifecycle import handle, reconcile, settle, watcher
+from nbsubagents._lifecycle.handle import Run
 
 from helpers import at_once
 
@@ -138,7 +138,7 @@ def test_a_run_whose_launcher_died_before_launching_it_is_settled_at_once(tmp_pa
     """No supervisor yet, just created: its launcher alive means queued, its launcher dead with no
     supervisor.log means it never will start (settled now, not after the start-up grace), and launched by a
     dead launcher means its detached supervisor may still come up (the grace holds)."""
-    from nbsubagents.child.procs import process_start_ticks
+    from nbsubagents._child.procs import process_start_ticks
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -169,7 +169,7 @@ def test_reads_do_not_settle(tmp_path, monkeypatch):
     """runs(), a status bar's refresh and registry.snapshot() leave a lost run as the registry has it;
     status() settles it."""
     import nbsubagents
-    from nbsubagents.registry import query
+    from nbsubagents._registry import query
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".git").mkdir()

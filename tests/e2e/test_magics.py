@@ -15,10 +15,10 @@ from IPython.core.error import UsageError
 from IPython.testing import globalipapp
 
 import nbsubagents
-from nbsubagents import magics
-from nbsubagents.lifecycle import watcher
-from nbsubagents.registry import Status
-from nbsubagents.lifecycle.handle import Run
+from nbsubagents import _magics as magics
+from nbsubagents._lifecycle import watcher
+from nbsubagents._registry import Status
+from nbsubagents._lifecycle.handle import Run
 
 
 @pytest.fixture
@@ -296,7 +296,7 @@ def test_loading_twice_registers_each_magic_and_completer_once(shell, capsys):
 def test_import_nbsubagents_does_not_load_the_magics():
     import subprocess
     import sys
-    code = "import sys, nbsubagents; print('nbsubagents.magics' in sys.modules, 'IPython' in sys.modules)"
+    code = "import sys, nbsubagents; print('nbsubagents._magics' in sys.modules, 'IPython' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -365,7 +365,7 @@ def test_the_usage_examples_of_subagents_are_valid_task_lists():
     """Issue 13, item 8: the example in %%subagents' own help was invalid YAML."""
     import textwrap
 
-    from nbsubagents import magics
+    from nbsubagents import _magics as magics
 
     doc = magics.SubagentMagics.subagents.__doc__
     block = textwrap.dedent(doc.split("list of tasks::\n\n", 1)[1].split("\n\n", 1)[0])

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from nbsubagents.pi import models
-from nbsubagents.child.harnesses.pi import parse_model_table
-from nbsubagents.pi.models import ModelError, closest_models, match_model
+from nbsubagents._pi import models
+from nbsubagents._child.harnesses.pi import parse_model_table
+from nbsubagents._pi.models import ModelError, closest_models, match_model
 
 CLAUDE = ("anthropic/claude-3-5-haiku-20241022", "anthropic/claude-3-5-haiku-latest",
           "anthropic/claude-opus-4-1", "anthropic/claude-opus-4-1-20250805",
@@ -86,7 +86,7 @@ def test_inherit_means_no_model_and_says_so(project):
 
 def _cold_resolve_seconds(project, env: dict) -> tuple[float, str]:
     """Resolve a model in a fresh interpreter; return the time and whether pi was started (via a PATH spy)."""
-    code = ("import time, nbsubagents.pi.models as m, nbsubagents.pi as c; t = time.perf_counter();"
+    code = ("import time, nbsubagents._pi.models as m, nbsubagents._pi as c; t = time.perf_counter();"
             "m.available_models(c.find_pi()); print(time.perf_counter() - t)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
                          cwd=project, timeout=120).stdout
@@ -99,7 +99,7 @@ def test_model_list_is_cached_on_disk_and_keyed_by_files(project, tmp_path, monk
     spy = tmp_path / "spy-pi"
     log = tmp_path / "pi-calls.log"
     real = os.environ["NBSUBAGENTS_PI"]
-    from nbsubagents.pi import pi_command
+    from nbsubagents._pi import pi_command
     spy.write_text("#!/bin/sh\necho \"$@\" >> " + str(log) + "\nexec " +
                    " ".join(f"'{p}'" for p in pi_command(real)) + " \"$@\"\n")
     spy.chmod(0o755)

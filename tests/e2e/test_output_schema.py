@@ -7,8 +7,8 @@ import json
 import pytest
 
 import nbsubagents
-from nbsubagents.child import output_schema
-from nbsubagents.config import NbSubagentsError
+from nbsubagents._child import output_schema
+from nbsubagents._config import NbSubagentsError
 
 SCHEMA = {"type": "object", "properties": {"files": {"type": "integer"}, "ok": {"type": "boolean"},
                                            "summary": {"type": "object", "properties": {"lang": {"type": "string"}}}},

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
-from nbsubagents.pi import locate
-from nbsubagents.pi import pi_command, pi_package
-from nbsubagents.child.harnesses.pi import write_agent_dir
+from nbsubagents._pi import locate
+from nbsubagents._pi import pi_command, pi_package
+from nbsubagents._child.harnesses.pi import write_agent_dir
 
 LINGER = Path(__file__).resolve().parents[1] / "fixtures" / "pi-extensions" / "linger_after_agent_end.js"
 

@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from IPython.testing import globalipapp
 
 import nbsubagents
-from nbsubagents import preset_files as presets
+from nbsubagents import _preset_files as presets
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ import pytest
 from helpers import wait_for
 
 import nbsubagents
-from nbsubagents import config
-from nbsubagents.child.artifacts import read_json
+from nbsubagents import _config as config
+from nbsubagents._child.artifacts import read_json
 
 
 def token() -> str:

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import nbsubagents
-from nbsubagents import registry
-from nbsubagents.registry import query
+from nbsubagents import _registry as registry
+from nbsubagents._registry import query
 
 
 def _iso(t: datetime) -> str:

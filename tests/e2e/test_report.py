@@ -12,8 +12,8 @@ from IPython.core.error import UsageError
 from IPython.testing import globalipapp
 
 import nbsubagents
-from nbsubagents.child.secrets import MASK, secret_values
-from nbsubagents.config import agent_dir
+from nbsubagents._child.secrets import MASK, secret_values
+from nbsubagents._config import agent_dir
 
 SECRET = "sk-planted-0123456789abcdef"
 PI_KEY = "pi-config-key-9f8e7d6c5b4a"

@@ -11,9 +11,9 @@ import pytest
 from helpers import interrupt_when_running
 
 import nbsubagents
-from nbsubagents.pi import locate
-from nbsubagents.pi.models import ModelError
-from nbsubagents.preset_files import PresetError
+from nbsubagents._pi import locate
+from nbsubagents._pi.models import ModelError
+from nbsubagents._preset_files import PresetError
 
 
 # Marked pi_matrix (run again against pi 1.x): the tests that read pi's event stream, errors and artifacts or
@@ -100,7 +100,7 @@ def test_supervisor_records_a_pi_that_cannot_start_as_failed(tmp_path):
     run_dir.mkdir()
     (run_dir / "meta.json").write_text(json.dumps({"runId": f"r1-{tmp_path.name}", "argv": [str(tmp_path / "gone" / "pi"), "x"],
                                                    "cwd": str(tmp_path)}))
-    subprocess.run([sys.executable, "-m", "nbsubagents.child.supervisor", str(run_dir)], check=True, timeout=30)
+    subprocess.run([sys.executable, "-m", "nbsubagents._child.supervisor", str(run_dir)], check=True, timeout=30)
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "failed" and "does not exist" in result["errorMessage"]
 
@@ -172,12 +172,12 @@ def test_bad_inputs_raise_before_anything_starts(project):
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
 
 
-@pytest.mark.parametrize("module", ["nbsubagents", "lifecycle.handle", "child.supervisor", "api", "registry",
-                                    "lifecycle.watcher", "registry.query", "lifecycle.inspection", "ui.browser",
-                                    "ui.panels", "ui.display", "cli", "demo", "views.panel_state", "views.reports", "ui.attach",
-                                    "lifecycle.reconcile", "lifecycle.settle", "lifecycle.spec", "lifecycle.launch",
-                                    "style", "ui.statusbar", "views.timeline", "ui.kernel", "registry.store",
-                                    "registry.status"])
+@pytest.mark.parametrize("module", ["nbsubagents", "_lifecycle.handle", "_child.supervisor", "_api", "_registry",
+                                    "_lifecycle.watcher", "_registry.query", "_lifecycle.inspection", "_ui.browser",
+                                    "_ui.panels", "_ui.display", "_cli", "demo", "_views.panel_state", "_views.reports", "_ui.attach",
+                                    "_lifecycle.reconcile", "_lifecycle.settle", "_lifecycle.spec", "_lifecycle.launch",
+                                    "_style", "_ui.statusbar", "_views.timeline", "_ui.kernel", "_registry.store",
+                                    "_registry.status"])
 def test_import_stays_light(module):
     """Every module but the magics imports no IPython, ipywidgets or pandas until a function needs them."""
     name = module if module == "nbsubagents" else f"nbsubagents.{module}"

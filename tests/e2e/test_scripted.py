@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.pi import pi_command
-from nbsubagents.child.harnesses.pi import write_agent_dir
-from nbsubagents.pi.scripted import ScriptedModel, demo_plan, step_index
+from nbsubagents._pi import pi_command
+from nbsubagents._child.harnesses.pi import write_agent_dir
+from nbsubagents._pi.scripted import ScriptedModel, demo_plan, step_index
 
 REPO = Path(__file__).resolve().parents[2]
 

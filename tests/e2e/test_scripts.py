@@ -101,9 +101,9 @@ def test_text_view_prints_every_line_of_a_short_run_and_folds_a_flood_on_its_own
     import io
     import json
 
-    from nbsubagents.child.formatter import ProgressLine
-    from nbsubagents.ui.renderers import TextRenderer
-    from nbsubagents.lifecycle.handle import Run
+    from nbsubagents._child.formatter import ProgressLine
+    from nbsubagents._ui.renderers import TextRenderer
+    from nbsubagents._lifecycle.handle import Run
 
     run_dir = tmp_path / "r1"
     run_dir.mkdir()

@@ -17,10 +17,10 @@ import pytest
 from IPython.core.error import UsageError
 
 import nbsubagents
-from nbsubagents import magics
-from nbsubagents.lifecycle import prepare as preparing
-from nbsubagents.lifecycle import spec
-from nbsubagents.sweeps import magic as sweep_magic
+from nbsubagents import _magics as magics
+from nbsubagents._lifecycle import prepare as preparing
+from nbsubagents._lifecycle import spec
+from nbsubagents._sweeps import magic as sweep_magic
 
 from test_magics import completions, shell  # noqa: F401 (a fixture)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
-from nbsubagents import style
-from nbsubagents.ui.display import run_mimebundle
+from nbsubagents import _style as style
+from nbsubagents._ui.display import run_mimebundle
 
 from helpers import PI_VERSION, wait_for
 
@@ -82,7 +82,7 @@ def test_the_dark_css_switches_every_status_to_its_dark_colour():
 def test_aborted_has_one_colour_on_every_surface(project):
     from matplotlib.colors import to_hex
 
-    from nbsubagents.views.tables import styled_html
+    from nbsubagents._views.tables import styled_html
 
     run = nbsubagents.start("scout", "sleep: 30\nread README.md", name="stopme", show=False)
     wait_for(lambda: '"turn_start"' in run.paths.events.read_text(errors="replace") if run.paths.events.exists()
@@ -105,7 +105,7 @@ def test_aborted_has_one_colour_on_every_surface(project):
 
 def test_the_status_bar_and_tables_carry_no_emoji(project):
     nbsubagents.run("scout", "read README.md", show=False)
-    from nbsubagents.views.tables import styled_html
+    from nbsubagents._views.tables import styled_html
 
     for text in (nbsubagents.status_bar().html, nbsubagents.status_bar().text, styled_html(nbsubagents.runs()),
                  repr(nbsubagents.get_run(nbsubagents.runs().run_id[0]))):

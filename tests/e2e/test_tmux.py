@@ -10,8 +10,8 @@ import time
 import pytest
 
 import nbsubagents
-from nbsubagents import config
-from nbsubagents.lifecycle.tmux import socket_name, socket_path
+from nbsubagents import _config as config
+from nbsubagents._lifecycle.tmux import socket_name, socket_path
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 

@@ -22,17 +22,17 @@ import pytest
 from nbclient import NotebookClient
 
 import nbsubagents
-from nbsubagents import config
-from nbsubagents.lifecycle import drive as driving
-from nbsubagents.lifecycle import prepare as preparing
-from nbsubagents import style
-from nbsubagents.ui.display import VIEW_MIME, choose_renderer, run_mimebundle
-from nbsubagents.child.events import iter_stream
-from nbsubagents.child.formatter import ProgressFormatter, ProgressLine
-from nbsubagents.ui.renderers import TextRenderer
-from nbsubagents.lifecycle.handle import Run
-from nbsubagents.lifecycle.spec import TaskSpec
-from nbsubagents.ui.panels import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer, live_panel
+from nbsubagents import _config as config
+from nbsubagents._lifecycle import drive as driving
+from nbsubagents._lifecycle import prepare as preparing
+from nbsubagents import _style as style
+from nbsubagents._ui.display import VIEW_MIME, choose_renderer, run_mimebundle
+from nbsubagents._child.events import iter_stream
+from nbsubagents._child.formatter import ProgressFormatter, ProgressLine
+from nbsubagents._ui.renderers import TextRenderer
+from nbsubagents._lifecycle.handle import Run
+from nbsubagents._lifecycle.spec import TaskSpec
+from nbsubagents._ui.panels import HISTORY_LIMIT, GroupPanel, RunPanel, WidgetRenderer, live_panel
 
 from helpers import wait_for
 
@@ -348,8 +348,8 @@ def test_the_ticker_renders_what_a_burst_left_pending(tmp_path):
 
 def test_a_burst_of_events_is_one_render_on_the_next_tick_and_an_unchanged_panel_is_not_redrawn(tmp_path,
                                                                                                  monkeypatch):
-    from nbsubagents.lifecycle import watcher
-    from nbsubagents.ui import panels
+    from nbsubagents._lifecycle import watcher
+    from nbsubagents._ui import panels
 
     ticks = []  # the process's clock, ticked by hand here
     monkeypatch.setattr(watcher, "subscribe", lambda tick, interval, name="", first=0.0:
@@ -379,8 +379,8 @@ def test_a_burst_of_events_is_one_render_on_the_next_tick_and_an_unchanged_panel
 
 
 def test_a_tick_draws_at_most_a_few_panels_those_waiting_longest_first(tmp_path, monkeypatch):
-    from nbsubagents.lifecycle import watcher
-    from nbsubagents.ui import panels
+    from nbsubagents._lifecycle import watcher
+    from nbsubagents._ui import panels
 
     ticks = []
     monkeypatch.setattr(watcher, "subscribe", lambda tick, interval, name="", first=0.0:
@@ -417,7 +417,7 @@ def test_group_header_counts_each_status_and_lists_ids_only_when_all_are_done(tm
     group.render()
     assert page_text(group.header.value) == "Sub-agents: 4 done, 1 failed, 1 aborted"
     asking = [fake_run(tmp_path, "g", "running"), fake_run(tmp_path, "h", "running")]
-    from nbsubagents.child import inbox
+    from nbsubagents._child import inbox
 
     inbox.set_waiting(asking[1].dir, [{"id": "q1", "method": "input", "title": "Which file?"}])
     assert GroupPanel(asking).header_text() == "Sub-agents: 1 running, 1 waiting for an answer"  # not 2 running
@@ -486,7 +486,7 @@ def test_missing_ipywidgets_is_a_clear_error_when_a_panel_is_built(tmp_path, mon
 
 
 def test_display_and_widgets_stay_out_of_a_bare_import():
-    code = ("import sys, nbsubagents, nbsubagents.ui.display; nbsubagents.ui.display.choose_renderer();"
+    code = ("import sys, nbsubagents, nbsubagents._ui.display; nbsubagents._ui.display.choose_renderer();"
             "print(sorted({'IPython', 'ipywidgets', 'pandas'} & set(sys.modules)))")
     env = {k: v for k, v in os.environ.items() if k != "NBSUBAGENTS_DISPLAY"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
@@ -513,7 +513,7 @@ def test_importing_nbsubagents_in_a_widget_kernel_opens_no_widget_and_waits_for_
         assert not [m for m in messages if m["msg_type"].startswith("comm_")]
         assert facts["took"] < 0.4, facts  # a widget at import waited up to kernel.FRONTEND_SUBSHELL_WAIT (0.5 s)
         # What needs the frontend happens when something is first shown: the panel's ipywidgets opens it then.
-        reply = kc.execute("from nbsubagents.ui.kernel import load_ipywidgets\nload_ipywidgets()\n"
+        reply = kc.execute("from nbsubagents._ui.kernel import load_ipywidgets\nload_ipywidgets()\n"
                            "print(len(kernel.comm_manager.comms) > 0)", reply=True, timeout=60)
         assert reply["content"]["status"] == "ok", reply["content"]
     finally:
@@ -537,8 +537,8 @@ def cell_messages(kc, code: str) -> list[dict]:
 # Builds panels in a kernel: a first one, then a group of two (the group's messages are the ones counted).
 BUILD_PANELS = """
 import json, pathlib, tempfile
-from nbsubagents.lifecycle.handle import Run
-from nbsubagents.ui.panels import GroupPanel, RunPanel
+from nbsubagents._lifecycle.handle import Run
+from nbsubagents._ui.panels import GroupPanel, RunPanel
 def running(name):
     run_dir = pathlib.Path(tempfile.mkdtemp()) / name
     run_dir.mkdir()
@@ -589,7 +589,7 @@ def test_in_a_real_kernel_runs_show_live_panels_that_end_as_static_records(proje
     monkeypatch.delenv("NBSUBAGENTS_DISPLAY", raising=False)
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_code_cell("import nbsubagents\nfrom nbsubagents.ui.display import choose_renderer\n"
+        nbformat.v4.new_code_cell("import nbsubagents\nfrom nbsubagents._ui.display import choose_renderer\n"
                                   "print(type(choose_renderer()).__name__)"),
         nbformat.v4.new_code_cell('r = nbsubagents.run("scout", "read README.md\\nrun: echo hi")'),
         nbformat.v4.new_code_cell("r"),
@@ -676,7 +676,7 @@ def test_a_dead_kernels_panel_hides_its_controls_and_says_it_shows_the_last_stat
 
 
 def test_a_notice_sums_up_the_whole_answer_on_one_line():
-    from nbsubagents.lifecycle.watcher import _summary
+    from nbsubagents._lifecycle.watcher import _summary
 
     row = {"status": "completed", "final_text": "Done. 3 steps:\n- read README.md: # Demo\n- ls src: app.py\n"}
     assert _summary(row) == "Done. 3 steps: - read README.md: # Demo - ls src: app.py"
@@ -721,7 +721,7 @@ def test_any_display_of_a_running_run_follows_it_to_its_end_whoever_launched_it(
 
 def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replaces_it_at_the_end(tmp_path,
                                                                                                  monkeypatch):
-    from nbsubagents.ui import panels as widgets
+    from nbsubagents._ui import panels as widgets
 
     monkeypatch.setattr(widgets, "STATIC_INTERVAL", 0.3)
     sent: list = []
@@ -752,8 +752,8 @@ def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replac
 # -- records a saved notebook keeps true (issue 25) ---------------------------------------------------------
 def test_a_record_carries_the_widget_view_only_while_its_view_lives_and_the_kernels_exit_ends_it(tmp_path,
                                                                                                  monkeypatch):
-    from nbsubagents.ui import kernel
-    from nbsubagents.views import panel_record
+    from nbsubagents._ui import kernel
+    from nbsubagents._views import panel_record
 
     # the record's "as of" clock moves only when the test moves it (a loaded machine crossing a second between two
     # updates would otherwise send one more)
@@ -844,7 +844,7 @@ def controls(row, cls: str) -> list:
 
 
 def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_when_the_run_ends(tmp_path):
-    from nbsubagents.child import inbox
+    from nbsubagents._child import inbox
 
     run, panel = conversation_panel(tmp_path)
     talk = panel.talk
@@ -901,7 +901,7 @@ def test_an_ended_run_opens_no_message_box(tmp_path):
 
 
 def test_open_questions_show_their_controls_and_each_answer_posts_the_question_id_and_value(tmp_path):
-    from nbsubagents.child import inbox
+    from nbsubagents._child import inbox
 
     run, panel = conversation_panel(tmp_path)
     for seq, event in enumerate([
@@ -953,7 +953,7 @@ def test_open_questions_show_their_controls_and_each_answer_posts_the_question_i
 
 
 def test_a_question_listed_only_in_waiting_json_is_open_too(tmp_path):
-    from nbsubagents.child import inbox
+    from nbsubagents._child import inbox
 
     run, panel = conversation_panel(tmp_path)
     inbox.set_waiting(run.dir, [{"type": "question", "id": "w1", "method": "input", "title": "Name?"}])
@@ -1053,8 +1053,8 @@ def test_a_record_taken_while_the_run_waits_says_so_and_how_to_answer(tmp_path):
 
 
 def test_the_status_bar_names_runs_that_wait_for_an_answer_apart_from_running_ones(project):
-    from nbsubagents.child import inbox
-    from nbsubagents.ui import statusbar
+    from nbsubagents._child import inbox
+    from nbsubagents._ui import statusbar
 
     bar = nbsubagents.status_bar()
     try:
@@ -1080,7 +1080,7 @@ def test_the_status_bar_names_runs_that_wait_for_an_answer_apart_from_running_on
 
 
 def test_the_record_says_at_once_that_a_run_waits_but_never_refreshes_while_a_person_types(tmp_path, monkeypatch):
-    from nbsubagents.ui import panels as widgets
+    from nbsubagents._ui import panels as widgets
 
     run, panel = conversation_panel(tmp_path)
     sent: list = []

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
-from nbsubagents import NbSubagentsError, config
-from nbsubagents.child.artifacts import now_iso
-from nbsubagents.lifecycle.handle import Run
-from nbsubagents.views import reports
+from nbsubagents import NbSubagentsError, _config as config
+from nbsubagents._child.artifacts import now_iso
+from nbsubagents._lifecycle.handle import Run
+from nbsubagents._views import reports
 
 RESULT = {"status": "completed", "exitCode": 0, "stopReason": "stop", "finalText": "done",
           "usage": {"input": 1, "output": 1, "totalTokens": 2, "cost": 0.0}, "turns": 1, "toolCalls": 0,

@@ -82,7 +82,7 @@ def child_violations(module: str, source: str, is_package: bool = False) -> list
     bad = []
     optional = _optional_import_lines(source)
     for target, _names, line in _imports(source, module, is_package):
-        if target == "nbsubagents" or target.startswith("nbsubagents.child") or _is_stdlib(target):
+        if target == "nbsubagents" or target.startswith("nbsubagents._child") or _is_stdlib(target):
             continue
         if line in optional and not target.startswith("nbsubagents"):
             continue  # an optional library (jsonschema), used when importable; never needed to start
@@ -96,23 +96,31 @@ def child_violations(module: str, source: str, is_package: bool = False) -> list
 def registry_violations(module: str, source: str, is_package: bool = False) -> list[str]:
     return [f"{module}:{line} imports {target} (registry/ is storage: it never imports lifecycle/ or ui/)"
             for target, _names, line in _imports(source, module, is_package)
-            if target.startswith(("nbsubagents.lifecycle", "nbsubagents.ui"))]
+            if target.startswith(("nbsubagents._lifecycle", "nbsubagents._ui"))]
+
+
+def _is_module(dotted: str) -> bool:
+    """A module or package of ours (``nbsubagents._registry``: the package's internals are private by name)."""
+    path = PACKAGE.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def private_violations(module: str, source: str, is_package: bool = False) -> list[str]:
-    """``from nbsubagents.x import _name`` and ``x._name`` on a module bound by an import of ours."""
+    """``from nbsubagents.x import _name`` and ``x._name`` on a module bound by an import of ours (a private
+    module of the package is not a private name of another module: ``from .. import _registry``)."""
     bad = []
     for target, names, line in _imports(source, module, is_package):
         if not target.startswith("nbsubagents") or target == module:
             continue
         for name in names:
-            if name.startswith("_") and not name.startswith("__"):
+            if name.startswith("_") and not name.startswith("__") and not _is_module(f"{target}.{name}"):
                 bad.append(f"{module}:{line} imports {target}.{name}, a private name")
     ours: set[str] = set()  # names bound to modules of this package
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("nbsubagents")):
-            ours |= {alias.asname or alias.name for alias in node.names if not alias.name.startswith("_")}
+            ours |= {alias.asname or alias.name for alias in node.names
+                     if not alias.name.startswith("_") or alias.asname}
         elif isinstance(node, ast.Import):
             ours |= {(alias.asname or alias.name).split(".")[0] for alias in node.names
                      if alias.name.startswith("nbsubagents")}
@@ -125,23 +133,25 @@ def private_violations(module: str, source: str, is_package: bool = False) -> li
 
 # -- the checks can fail: each finds a planted violation ----------------------------------------------
 def test_each_rule_catches_a_planted_violation():
-    assert child_violations("nbsubagents.child.x", "from ..config import settings\n")
-    assert child_violations("nbsubagents.child.x", "def f():\n    import yaml\n")
-    assert not child_violations("nbsubagents.child.x", "import os\nfrom .artifacts import RunPaths\n")
-    assert not child_violations("nbsubagents.child.x", "try:\n    import jsonschema\nexcept ImportError:\n    pass\n")
-    assert child_violations("nbsubagents.child.x", "try:\n    import jsonschema\nexcept KeyError:\n    pass\n")
-    assert child_violations("nbsubagents.child.x", "try:\n    from ..config import x\nexcept ImportError:\n    x = 1\n")
-    assert registry_violations("nbsubagents.registry.query", "def f():\n    from ..lifecycle import watcher\n")
-    assert registry_violations("nbsubagents.registry", "from ..ui import display\n", is_package=True)
-    assert not registry_violations("nbsubagents.registry", "from ..child import procs\n", is_package=True)
-    assert private_violations("nbsubagents.ui.browser", "from .panels import _route_clicks\n")
-    assert private_violations("nbsubagents.ui.browser", "from .. import registry\nregistry._fetch(1)\n")
-    assert not private_violations("nbsubagents.ui.browser", "from .. import registry\nregistry.fetch(1)\n")
+    assert child_violations("nbsubagents._child.x", "from .._config import settings\n")
+    assert child_violations("nbsubagents._child.x", "def f():\n    import yaml\n")
+    assert not child_violations("nbsubagents._child.x", "import os\nfrom .artifacts import RunPaths\n")
+    assert not child_violations("nbsubagents._child.x", "try:\n    import jsonschema\nexcept ImportError:\n    pass\n")
+    assert child_violations("nbsubagents._child.x", "try:\n    import jsonschema\nexcept KeyError:\n    pass\n")
+    assert child_violations("nbsubagents._child.x", "try:\n    from .._config import x\nexcept ImportError:\n    x = 1\n")
+    assert registry_violations("nbsubagents._registry.query", "def f():\n    from .._lifecycle import watcher\n")
+    assert registry_violations("nbsubagents._registry", "from .._ui import display\n", is_package=True)
+    assert not registry_violations("nbsubagents._registry", "from .._child import procs\n", is_package=True)
+    assert private_violations("nbsubagents._ui.browser", "from .panels import _route_clicks\n")
+    assert private_violations("nbsubagents._ui.browser", "from .. import registry\nregistry._fetch(1)\n")
+    assert not private_violations("nbsubagents._ui.browser", "from .. import registry\nregistry.fetch(1)\n")
+    assert private_violations("nbsubagents._ui.browser", "from .. import _registry as registry\nregistry._fetch(1)\n")
+    assert not private_violations("nbsubagents._ui.browser", "from .. import _registry as registry\n")
 
 
 # -- the rules, on the package ------------------------------------------------------------------------
 def test_child_imports_only_the_standard_library_and_itself():
-    found = [(m, p, s) for m, p, s in _sources() if m.startswith("nbsubagents.child")]
+    found = [(m, p, s) for m, p, s in _sources() if m.startswith("nbsubagents._child")]
     assert {m.rpartition(".")[2] for m, _, _ in found} >= {"supervisor", "artifacts", "events", "formatter",
                                                          "procs", "tmux_pane"}
     bad = [v for m, p, s in found for v in child_violations(m, s, p.name == "__init__.py")]
@@ -149,7 +159,7 @@ def test_child_imports_only_the_standard_library_and_itself():
 
 
 def test_registry_never_imports_lifecycle_or_ui():
-    found = [(m, p, s) for m, p, s in _sources() if m.startswith("nbsubagents.registry")]
+    found = [(m, p, s) for m, p, s in _sources() if m.startswith("nbsubagents._registry")]
     assert found
     bad = [v for m, p, s in found for v in registry_violations(m, s, p.name == "__init__.py")]
     assert not bad, "\n".join(bad)
@@ -162,7 +172,7 @@ def test_no_module_uses_another_modules_private_names():
 
 def run_private_names() -> set[str]:
     """The private members of ``Run`` (``self._x`` in its class), IPython's ``_x_`` hooks aside."""
-    tree = ast.parse((PACKAGE / "lifecycle" / "handle.py").read_text(encoding="utf-8"))
+    tree = ast.parse((PACKAGE / "_lifecycle" / "handle.py").read_text(encoding="utf-8"))
     (run,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Run"]
     names = {n.attr for n in ast.walk(run) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
              and n.value.id == "self" and n.attr.startswith("_") and not n.attr.endswith("_")}
@@ -181,18 +191,18 @@ def test_run_has_no_private_friends():
     private = run_private_names()
     assert "_result" in private  # the check sees Run's privates
     assert run_friend_violations("x", "run._result = None\n", private)
-    bad = [v for m, p, s in _sources() if m != "nbsubagents.lifecycle.handle"
+    bad = [v for m, p, s in _sources() if m != "nbsubagents._lifecycle.handle"
            for v in run_friend_violations(m, s, private)]
     assert not bad, "\n".join(bad)
 
 
 @pytest.mark.parametrize("imports, touch, heavy", [
-    ("nbsubagents, nbsubagents.api, nbsubagents.registry, nbsubagents.lifecycle.reconcile", "",
+    ("nbsubagents, nbsubagents._api, nbsubagents._registry, nbsubagents._lifecycle.reconcile", "",
      ("IPython", "ipywidgets", "pandas")),
-    ("nbsubagents.ui.browser, nbsubagents.ui.statusbar, nbsubagents.views.timeline, nbsubagents",
+    ("nbsubagents._ui.browser, nbsubagents._ui.statusbar, nbsubagents._views.timeline, nbsubagents",
      "nbsubagents.status_bar; nbsubagents.browse",  # the explorer imports nothing heavy until used
      ("IPython", "ipywidgets", "pandas", "matplotlib")),
-    ("nbsubagents, nbsubagents.api, nbsubagents.lifecycle.handle", "", ("dask", "distributed")),
+    ("nbsubagents, nbsubagents._api, nbsubagents._lifecycle.handle", "", ("dask", "distributed")),
 ])
 def test_the_light_imports_stay_light(imports, touch, heavy):
     code = (f"import sys, {imports}\n{touch}\n"
@@ -202,26 +212,26 @@ def test_the_light_imports_stay_light(imports, touch, heavy):
 
 
 def test_the_supervisor_loads_nothing_of_the_package_outside_child():
-    code = ("import sys, nbsubagents.child.supervisor, nbsubagents.child.tmux_pane\n"
+    code = ("import sys, nbsubagents._child.supervisor, nbsubagents._child.tmux_pane\n"
             "print(sorted(m for m in sys.modules if m.startswith('nbsubagents')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = eval(out.stdout)  # a printed list of module names
-    assert loaded and all(m == "nbsubagents" or m.startswith("nbsubagents.child") for m in loaded), loaded
+    assert loaded and all(m == "nbsubagents" or m.startswith("nbsubagents._child") for m in loaded), loaded
 
 
 # -- the bands: each imports only the bands below it -----------------------------------------------------
 BANDS = [  # lowest first
-    ("child", ("nbsubagents.child",)),
-    ("storage and settings", ("nbsubagents.registry", "nbsubagents.config", "nbsubagents.pi",
-                              "nbsubagents.preset_files", "nbsubagents.style")),
-    ("views", ("nbsubagents.views",)),
-    ("lifecycle", ("nbsubagents.lifecycle",)),
-    ("sweeps", ("nbsubagents.sweeps",)),
-    ("ui", ("nbsubagents.ui",)),
-    ("faces", ("nbsubagents.api", "nbsubagents.magics", "nbsubagents.magic_args", "nbsubagents.cli",
-               "nbsubagents.cli_presets", "nbsubagents.cli_shell", "nbsubagents.magic_completion",
-               "nbsubagents.doctor", "nbsubagents.__main__", "nbsubagents.project_init",
-               "nbsubagents.demo", "nbsubagents.sweeps.magic",
+    ("child", ("nbsubagents._child", "nbsubagents.harnesses")),  # harnesses: the child's protocol, public
+    ("storage and settings", ("nbsubagents._registry", "nbsubagents._config", "nbsubagents._pi",
+                              "nbsubagents._preset_files", "nbsubagents._style")),
+    ("views", ("nbsubagents._views",)),
+    ("lifecycle", ("nbsubagents._lifecycle",)),
+    ("sweeps", ("nbsubagents._sweeps",)),
+    ("ui", ("nbsubagents._ui",)),
+    ("faces", ("nbsubagents._api", "nbsubagents._magics", "nbsubagents._magic_args", "nbsubagents._cli",
+               "nbsubagents._cli_presets", "nbsubagents._cli_shell", "nbsubagents._magic_completion",
+               "nbsubagents._doctor", "nbsubagents.__main__", "nbsubagents._project_init",
+               "nbsubagents.demo", "nbsubagents._sweeps.magic",
                "nbsubagents.lab")),  # JupyterLab's server extension (imports jupyter_server; never at import)
 ]
 
@@ -258,13 +268,13 @@ def band_violations(module: str, source: str, is_package: bool = False) -> list[
 
 
 def test_each_band_imports_only_the_bands_below_it():
-    assert band_violations("nbsubagents.lifecycle.handle", "from ..sweeps import scorers\n")
-    assert band_violations("nbsubagents.sweeps.experiment", "def f():\n    from ..ui import sweep_panel\n")
-    assert not band_violations("nbsubagents.ui.panels", "from ..lifecycle import handle\n")
-    assert not band_violations("nbsubagents.lifecycle.x", "if TYPE_CHECKING:\n    from ..ui.renderers import R\n")
-    assert band_violations("nbsubagents.views.reports", "def f():\n    from ..lifecycle.handle import get_run\n")
-    assert band_violations("nbsubagents.lifecycle.watcher", "def f():\n    from ..ui.kernel import in_cell\n")
-    assert not band_violations("nbsubagents.lifecycle.handle", "from ..views import reports\n")
+    assert band_violations("nbsubagents._lifecycle.handle", "from .._sweeps import scorers\n")
+    assert band_violations("nbsubagents._sweeps.experiment", "def f():\n    from .._ui import sweep_panel\n")
+    assert not band_violations("nbsubagents._ui.panels", "from .._lifecycle import handle\n")
+    assert not band_violations("nbsubagents._lifecycle.x", "if TYPE_CHECKING:\n    from .._ui.renderers import R\n")
+    assert band_violations("nbsubagents._views.reports", "def f():\n    from .._lifecycle.handle import get_run\n")
+    assert band_violations("nbsubagents._lifecycle.watcher", "def f():\n    from .._ui.kernel import in_cell\n")
+    assert not band_violations("nbsubagents._lifecycle.handle", "from .._views import reports\n")
     bad = [v for m, p, s in _sources() for v in band_violations(m, s, p.name == "__init__.py")]
     assert not bad, "\n".join(bad)
 
@@ -276,8 +286,8 @@ def test_every_module_belongs_to_a_band():
 
 
 # -- one clock: only the watcher starts threads ----------------------------------------------------------
-CLOCK = "nbsubagents.lifecycle.watcher"
-THREAD_OWNERS = {CLOCK, "nbsubagents.pi.scripted"}  # the scripted model's server: a program of its own
+CLOCK = "nbsubagents._lifecycle.watcher"
+THREAD_OWNERS = {CLOCK, "nbsubagents._pi.scripted"}  # the scripted model's server: a program of its own
 
 
 def thread_starts(source: str) -> list[int]:
@@ -291,7 +301,7 @@ def test_only_the_clock_starts_threads():
     the package starts a thread of its own."""
     assert thread_starts("import threading\nthreading.Thread(target=print).start()\n") == [2]
     assert thread_starts("from threading import Timer\nTimer(1, print)\n") == [2]
-    assert thread_starts((PACKAGE / "lifecycle" / "watcher.py").read_text(encoding="utf-8"))  # the clock itself
+    assert thread_starts((PACKAGE / "_lifecycle" / "watcher.py").read_text(encoding="utf-8"))  # the clock itself
     bad = [f"{m}:{line} starts a thread (subscribe a tick to the watcher's clock instead)"
            for m, _p, s in _sources() if m not in THREAD_OWNERS for line in thread_starts(s)]
     assert not bad, "\n".join(bad)
@@ -402,11 +412,11 @@ def lazy_own_imports(module: str, source: str, is_package: bool = False) -> set[
 
 
 def test_own_modules_are_imported_lazily_only_where_listed():
-    assert lazy_own_imports("nbsubagents.api", "def f():\n    from .ui import panels\n") == {
-        ("nbsubagents.api", "nbsubagents.ui")}
-    assert lazy_own_imports("nbsubagents.ui", "def f():\n    from . import panels\n", is_package=True) == {
-        ("nbsubagents.ui", "nbsubagents.ui.panels")}
-    assert not lazy_own_imports("nbsubagents.api", "from .ui import panels\n")
+    assert lazy_own_imports("nbsubagents._api", "def f():\n    from ._ui import panels\n") == {
+        ("nbsubagents._api", "nbsubagents._ui")}
+    assert lazy_own_imports("nbsubagents._ui", "def f():\n    from . import panels\n", is_package=True) == {
+        ("nbsubagents._ui", "nbsubagents._ui.panels")}
+    assert not lazy_own_imports("nbsubagents._api", "from ._ui import panels\n")
     found = {pair for m, p, s in _sources() for pair in lazy_own_imports(m, s, p.name == "__init__.py")}
     unlisted = sorted(found - set(LAZY_IMPORTS))
     assert not unlisted, ("own-module imports inside functions (move them to the top, or list them in "
@@ -419,9 +429,9 @@ def test_own_modules_are_imported_lazily_only_where_listed():
 # lazy imports are its re-exports: ``nbsubagents.__getattr__`` imports the module a public name lives in, from the
 # ``_LAZY`` table, on its first use.)
 LAZY_IMPORTS = {
-    ("nbsubagents", "nbsubagents.magics"): "import nbsubagents: the magics need IPython, loaded on %load_ext",
-    ("nbsubagents.child.supervisor", "nbsubagents.child.budgets"): "supervisor start-up: runs without a budget",
-    ("nbsubagents.child.supervisor", "nbsubagents.child.isolation"): "supervisor start-up: runs without isolation",
+    ("nbsubagents", "nbsubagents._magics"): "import nbsubagents: the magics need IPython, loaded on %load_ext",
+    ("nbsubagents._child.supervisor", "nbsubagents._child.budgets"): "supervisor start-up: runs without a budget",
+    ("nbsubagents._child.supervisor", "nbsubagents._child.isolation"): "supervisor start-up: runs without isolation",
 }
 
 
@@ -429,7 +439,7 @@ LAZY_IMPORTS = {
 def name_branches(module: str, source: str, names: set[str]) -> list[str]:
     """Comparisons with a harness's name (``== "pi"``, ``in ("pi", ...)``, ``match``) and defaults to one
     (``or "pi"``) in ``source``; a harness's own module may speak of itself."""
-    if module.startswith("nbsubagents.child.harnesses."):
+    if module.startswith("nbsubagents._child.harnesses."):
         return []
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -449,12 +459,12 @@ def name_branches(module: str, source: str, names: set[str]) -> list[str]:
 
 
 def test_nothing_outside_a_harness_module_branches_on_a_harness_name():
-    from nbsubagents.child import harnesses
+    from nbsubagents._child import harnesses
 
     names = set(harnesses.names())
     planted = 'def f(meta):\n    if meta["harness"] == "codex":\n        return meta.get("harness") or "pi"\n'
-    assert len(name_branches("nbsubagents.lifecycle.x", planted, names)) == 2
-    assert not name_branches("nbsubagents.child.harnesses.codex", planted, names)
+    assert len(name_branches("nbsubagents._lifecycle.x", planted, names)) == 2
+    assert not name_branches("nbsubagents._child.harnesses.codex", planted, names)
     found = [hit for module, path, source in _sources()
              for hit in name_branches(module, source, names)]
     assert not found, "name branches outside the harness modules:\n" + "\n".join(found)
@@ -478,7 +488,7 @@ def _meta_file(node: ast.AST) -> bool:
 def metadata_reads(module: str, source: str) -> list[str]:
     """Reads of a run's metadata by string key (``meta["runId"]``, ``run.meta.get("cwd")``) and reads of its file
     (``read_json(paths.meta)``, ``(run_dir / "meta.json").read_text()``) anywhere but the record module."""
-    if module == "nbsubagents.child.record":
+    if module == "nbsubagents._child.record":
         return []
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -500,18 +510,18 @@ def test_a_runs_metadata_is_read_only_through_its_record():
     planted = ('def f(run, paths, run_dir):\n    a = run.meta.get("cwd")\n    b = meta["runId"]\n'
                '    c = read_json(paths.meta)\n    d = (run_dir / "meta.json").read_text()\n'
                '    e = paths.meta.read_text()\n    return paths.meta.exists(), run.record.cwd\n')
-    assert len(metadata_reads("nbsubagents.views.x", planted)) == 5
-    assert not metadata_reads("nbsubagents.child.record", planted)
+    assert len(metadata_reads("nbsubagents._views.x", planted)) == 5
+    assert not metadata_reads("nbsubagents._child.record", planted)
     found = [hit for module, path, source in _sources() for hit in metadata_reads(module, source)]
     assert not found, "metadata read outside child/record.py:\n" + "\n".join(found)
 
 
-# -- wiring is explicit: importing a module changes nothing; nbsubagents.api lends the edge in one call ----------
+# -- wiring is explicit: importing a module changes nothing; nbsubagents._api lends the edge in one call ----------
 IMPORT_EFFECTS = """
 import atexit, importlib, json, sys
 exits, register = [], atexit.register
 atexit.register = lambda fn, *a, **k: exits.append(getattr(fn, "__module__", "")) or register(fn, *a, **k)
-from nbsubagents.lifecycle.edge import Edge, edge
+from nbsubagents._lifecycle.edge import Edge, edge
 fresh = dict(vars(Edge()))
 for name in sys.argv[1:]:
     importlib.import_module(name)
@@ -525,7 +535,7 @@ def test_importing_a_module_changes_nothing_and_the_public_api_lends_the_edge_on
     graph = import_graph(sources)
 
     def reaches_api(module: str, seen: set[str]) -> bool:
-        if module == "nbsubagents.api":
+        if module == "nbsubagents._api":
             return True
         if module == "nbsubagents":  # the package loads the public API only when a public name is used
             return False
@@ -533,11 +543,19 @@ def test_importing_a_module_changes_nothing_and_the_public_api_lends_the_edge_on
         return any(reaches_api(m, seen) for m in graph.get(module, ()) if m not in seen)
 
     quiet = [m for m, _, _ in sources if not reaches_api(m, set()) and not m.endswith("__main__")]
-    assert "nbsubagents.lifecycle.watcher" in quiet and "nbsubagents.ui.attach" in quiet
+    assert "nbsubagents._lifecycle.watcher" in quiet and "nbsubagents._ui.attach" in quiet
     done = subprocess.run([sys.executable, "-c", IMPORT_EFFECTS, *quiet], capture_output=True, text=True,
                           timeout=120, check=True)
     assert json.loads(done.stdout) == {"changed": [], "exits": []}, done.stderr
-    done = subprocess.run([sys.executable, "-c", IMPORT_EFFECTS, "nbsubagents.api"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", IMPORT_EFFECTS, "nbsubagents._api"], capture_output=True, text=True,
                           timeout=120, check=True)
     assert json.loads(done.stdout)["changed"] == ["cell_parent", "follower", "in_cell", "person_at_frontend", "show",
                                                   "start", "sweep_panel", "text_stream"]
+
+
+def test_the_packages_internals_are_private_by_name():
+    """Only the public surface has public names: the package (its ``__all__``), ``demo`` (the scripted model for
+    a notebook), ``harnesses`` (what a third-party harness builds on) and ``lab`` (the Jupyter Server extension)."""
+    names = {p.stem for p in PACKAGE.glob("*.py")} | {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert "_lifecycle" in names and "_api" in names
+    assert {n for n in names if not n.startswith("_")} == {"demo", "harnesses", "lab"}

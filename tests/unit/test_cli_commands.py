@@ -16,13 +16,13 @@ import pytest
 from helpers import live_run_dir
 
 import nbsubagents
-from nbsubagents.lifecycle.edge import edge
-from nbsubagents import cli, registry
-from nbsubagents.child import inbox
-from nbsubagents.child.artifacts import STATUSES
-from nbsubagents.lifecycle import batch
-from nbsubagents.lifecycle.spec import spec_from_call
-from nbsubagents.child.secrets import MASK
+from nbsubagents._lifecycle.edge import edge
+from nbsubagents import _cli as cli, _registry as registry
+from nbsubagents._child import inbox
+from nbsubagents._child.artifacts import STATUSES
+from nbsubagents._lifecycle import batch
+from nbsubagents._lifecycle.spec import spec_from_call
+from nbsubagents._child.secrets import MASK
 
 SECRET = "sk-cli-test-0123456789abcdef"
 

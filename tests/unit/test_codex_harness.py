@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.child.harnesses import Request, codex
-from nbsubagents.pi import scripted_responses as responses
-from nbsubagents.pi.scripted import ScriptedModel, step_index
+from nbsubagents._child.harnesses import Request, codex
+from nbsubagents._pi import scripted_responses as responses
+from nbsubagents._pi.scripted import ScriptedModel, step_index
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex-0.171.0"
 
@@ -120,7 +120,7 @@ def test_an_unknown_permission_mode_is_refused(tmp_path, no_endpoint):
 
 
 def test_refusals_use_the_task_spec_spelling():
-    from nbsubagents.lifecycle.spec import TaskSpec
+    from nbsubagents._lifecycle.spec import TaskSpec
 
     options = {f.name for f in TaskSpec.__dataclass_fields__.values()} | {"steer", "follow_up", "thinking"}
     preset_fields = {"excludeTools", "noTools", "skills", "noSkills", "noContextFiles", "noExtensions", "extensions",

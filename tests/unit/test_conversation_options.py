@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.lifecycle.edge import edge
-from nbsubagents import config
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.lifecycle.prepare import prepare
-from nbsubagents.lifecycle.spec import TaskSpec, as_spec, options
-from nbsubagents.child.harnesses.pi import APPROVE_EXTENSION, ASK_EXTENSION
+from nbsubagents._lifecycle.edge import edge
+from nbsubagents import _config as config
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._lifecycle.prepare import prepare
+from nbsubagents._lifecycle.spec import TaskSpec, as_spec, options
+from nbsubagents._child.harnesses.pi import APPROVE_EXTENSION, ASK_EXTENSION
 from helpers import pi_argv
-from nbsubagents.pi.models import ModelError
-from nbsubagents.child.harnesses.pi import write_agent_dir
-from nbsubagents.preset_files import PresetError
-from nbsubagents.preset_files.parse import parse_preset
+from nbsubagents._pi.models import ModelError
+from nbsubagents._child.harnesses.pi import write_agent_dir
+from nbsubagents._preset_files import PresetError
+from nbsubagents._preset_files.parse import parse_preset
 
 
 def preset_file(folder: Path, frontmatter: str, name: str = "talker") -> Path:
@@ -227,7 +227,7 @@ def test_a_kernel_cell_run_with_stdin_has_a_person_a_batch_run_has_none(tmp_path
 
     km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
     try:
-        code = "from nbsubagents.ui.kernel import person_at_frontend\nprint(person_at_frontend())"
+        code = "from nbsubagents._ui.kernel import person_at_frontend\nprint(person_at_frontend())"
 
         def printed(allow_stdin: bool) -> str:
             reply = kc.execute_interactive(code, allow_stdin=allow_stdin, timeout=60,

@@ -17,12 +17,12 @@ from IPython.testing import globalipapp
 from helpers import live_run_dir
 
 import nbsubagents
-from nbsubagents.lifecycle.edge import edge
-from nbsubagents import NbSubagentsError, api, config, registry
-from nbsubagents.child import inbox
-from nbsubagents.lifecycle import watcher, batch, converse, handle
-from nbsubagents.lifecycle.handle import Run
-from nbsubagents.lifecycle.spec import spec_from_call
+from nbsubagents._lifecycle.edge import edge
+from nbsubagents import NbSubagentsError, _api as api, _config as config, _registry as registry
+from nbsubagents._child import inbox
+from nbsubagents._lifecycle import watcher, batch, converse, handle
+from nbsubagents._lifecycle.handle import Run
+from nbsubagents._lifecycle.spec import spec_from_call
 
 ASK = {"id": "q-1111", "method": "input", "title": "Which database?", "message": "", "timeoutAt": None,
        "approval": False}
@@ -96,7 +96,7 @@ def test_a_follow_up_to_a_run_that_ended_continues_it_as_a_new_run_linked_to_it(
 
 def test_the_public_follow_up_of_an_ended_run_starts_through_api_start(root, monkeypatch):
     ended = make_run(root, "20260101-100000-ccccc2", ended="failed")
-    assert edge.start is api.start  # lent as nbsubagents.api loads (api.wire)
+    assert edge.start is api.start  # lent as nbsubagents._api loads (api.wire)
     monkeypatch.setattr(edge, "start", None)  # put back after the test
     with pytest.raises(NbSubagentsError, match="has ended: a follow-up starts a new run, which needs"):
         converse.follow_up(ended.paths, "again")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from nbsubagents import registry
-from nbsubagents.registry.store import fetch_columns
-from nbsubagents.sweeps import attempts, frames
-from nbsubagents.sweeps.experiment import Experiment
-from nbsubagents.sweeps.grid import cell_key, cell_values
-from nbsubagents.sweeps.plan import plan_path
+from nbsubagents import _registry as registry
+from nbsubagents._registry.store import fetch_columns
+from nbsubagents._sweeps import attempts, frames
+from nbsubagents._sweeps.experiment import Experiment
+from nbsubagents._sweeps.grid import cell_key, cell_values
+from nbsubagents._sweeps.plan import plan_path
 
 SECRET = "sk-abcdefghijklmnopqrstuvwx123456"
 

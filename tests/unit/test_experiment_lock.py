@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
-from nbsubagents.child.procs import process_start_ticks
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.sweeps import plan
-from nbsubagents.sweeps.plan import lock_path, locked
+from nbsubagents._child.procs import process_start_ticks
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._sweeps import plan
+from nbsubagents._sweeps.plan import lock_path, locked
 
 HOLD = """
 import fcntl, os, sys

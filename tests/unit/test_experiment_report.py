@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from nbsubagents.sweeps.report import _table_md
+from nbsubagents._sweeps.report import _table_md
 
 
 def test_any_comparison_table_becomes_a_markdown_table_with_its_cells_escaped():

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.child.events import RESULT_TEXT_LIMIT, iter_stream
-from nbsubagents.child.record import RunRecord
-from nbsubagents.child.formatter import ProgressFormatter, ProgressLine, transcript_header, transcript_line
+from nbsubagents._child.events import RESULT_TEXT_LIMIT, iter_stream
+from nbsubagents._child.record import RunRecord
+from nbsubagents._child.formatter import ProgressFormatter, ProgressLine, transcript_header, transcript_line
 
 _IN_REPO = Path(__file__).resolve().parents[1] / "fixtures" / "pi-0.73.1"
 FIXTURES = _IN_REPO if _IN_REPO.is_dir() else Path(__file__).resolve().parents[3] / "shared/fixtures/pi-0.73.1"
@@ -580,7 +580,7 @@ def test_fixture_lines_never_show_raw_event_names():
 
 # -- boundaries -----------------------------------------------------------------------------------
 def test_module_imports_no_notebook_libraries():
-    code = ("import sys, nbsubagents.child.formatter; "
+    code = ("import sys, nbsubagents._child.formatter; "
             "print(sorted(m for m in ('IPython', 'ipywidgets', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])

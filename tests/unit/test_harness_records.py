@@ -13,12 +13,12 @@ from types import SimpleNamespace
 import pytest
 
 import nbsubagents
-from nbsubagents import cli, doctor, registry
-from nbsubagents.child import harnesses
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.sweeps.experiment import Experiment
-from nbsubagents.sweeps.grid import cell_key, expand
-from nbsubagents.sweeps.plan import differences, save_plan
+from nbsubagents import _cli as cli, _doctor as doctor, _registry as registry
+from nbsubagents._child import harnesses
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._sweeps.experiment import Experiment
+from nbsubagents._sweeps.grid import cell_key, expand
+from nbsubagents._sweeps.plan import differences, save_plan
 
 HARNESSES = ["pi", "claude-code", "codex"]
 
@@ -151,7 +151,7 @@ def test_a_changed_harnesses_axis_is_named_as_what_changed():
 
 
 def test_the_cost_estimate_of_a_cell_is_from_earlier_runs_of_its_harness(root):
-    from nbsubagents.sweeps.spend import Limits, estimate
+    from nbsubagents._sweeps.spend import Limits, estimate
 
     make_run(root, "20260101-100000-ffff01", harness="codex", cost=0.01)
     make_run(root, "20260101-100000-ffff02", harness=None, cost=0.03)  # pi
@@ -276,6 +276,6 @@ def test_doctor_checks_each_harness_other_than_pi_found_with_its_version_or_how_
 
 
 def test_the_experiment_magic_takes_harnesses():
-    from nbsubagents.sweeps.magic import parse_body
+    from nbsubagents._sweeps.magic import parse_body
 
     assert parse_body("tasks: [ls]\npresets: [scout]\nharnesses: [pi, codex]")["harnesses"] == ["pi", "codex"]

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.child import harnesses
-from nbsubagents.child.events import PiEventAdapter
-from nbsubagents.child.harnesses import Request, claude_code
-from nbsubagents.child.harnesses.stream import Stream
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.lifecycle import converse
-from nbsubagents.lifecycle.prepare import refuse_unhonoured
-from nbsubagents.lifecycle.spec import TaskSpec, as_spec
-from nbsubagents.pi import locate, offline, scripted_anthropic
-from nbsubagents.pi.scripted import ScriptedModel
-from nbsubagents.preset_files.parse import PresetError, parse_preset
-from nbsubagents.child.artifacts import RunPaths, atomic_write_json
+from nbsubagents._child import harnesses
+from nbsubagents._child.events import PiEventAdapter
+from nbsubagents._child.harnesses import Request, claude_code
+from nbsubagents._child.harnesses.stream import Stream
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._lifecycle import converse
+from nbsubagents._lifecycle.prepare import refuse_unhonoured
+from nbsubagents._lifecycle.spec import TaskSpec, as_spec
+from nbsubagents._pi import locate, offline, scripted_anthropic
+from nbsubagents._pi.scripted import ScriptedModel
+from nbsubagents._preset_files.parse import PresetError, parse_preset
+from nbsubagents._child.artifacts import RunPaths, atomic_write_json
 
 
 PROGRAM, DEFAULTS = "/bin/claude", {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbsubagents.child import inbox
+from nbsubagents._child import inbox
 
 
 def test_messages_are_taken_once_in_the_order_they_were_posted(tmp_path):

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents import registry
-from nbsubagents.child.artifacts import iso
-from nbsubagents.config import NbSubagentsError
+from nbsubagents import _registry as registry
+from nbsubagents._child.artifacts import iso
+from nbsubagents._config import NbSubagentsError
 from nbsubagents.lab import readers
-from nbsubagents.lifecycle.handle import Run
-from nbsubagents.views.panel_state import PanelState
+from nbsubagents._lifecycle.handle import Run
+from nbsubagents._views.panel_state import PanelState
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -146,7 +146,7 @@ def test_a_group_record_waits_for_every_run_and_names_unknown_ones_missing(root)
 
 # -- the extension's parts ------------------------------------------------------------------------------------
 def test_import_nbsubagents_loads_no_jupyter_server_and_the_extension_registers_itself():
-    code = ("import sys, nbsubagents, nbsubagents.api\n"
+    code = ("import sys, nbsubagents, nbsubagents._api\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jupyter_server', 'tornado')"
             " or m.startswith('nbsubagents.lab')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-from nbsubagents import config, doctor
-from nbsubagents.child import budgets
-from nbsubagents.lifecycle.prepare import prepare
-from nbsubagents.lifecycle.spec import TaskSpec, _declared, resolve
-from nbsubagents.preset_files import get as get_preset
-from nbsubagents.preset_files.parse import Preset
+from nbsubagents import _config as config, _doctor as doctor
+from nbsubagents._child import budgets
+from nbsubagents._lifecycle.prepare import prepare
+from nbsubagents._lifecycle.spec import TaskSpec, _declared, resolve
+from nbsubagents._preset_files import get as get_preset
+from nbsubagents._preset_files.parse import Preset
 
 
 def test_the_presets_fields_and_the_settings_keys_are_held_to_the_option_table():

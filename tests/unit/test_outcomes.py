@@ -1,6 +1,6 @@
 """Which runs of a sweep count (sweeps/outcomes)."""
 
-from nbsubagents.sweeps.outcomes import excluded_reason, retry_reason
+from nbsubagents._sweeps.outcomes import excluded_reason, retry_reason
 
 
 def test_the_agents_own_ends_count_and_the_infrastructures_do_not():

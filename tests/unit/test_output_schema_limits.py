@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from nbsubagents.child import output_schema
-from nbsubagents.child.errors import NbSubagentsError
+from nbsubagents._child import output_schema
+from nbsubagents._child.errors import NbSubagentsError
 
 ITEM = {"type": "object", "properties": {"name": {"type": "string"}}}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import pi_argv
-from nbsubagents.preset_files import parse_preset
+from nbsubagents._preset_files import parse_preset
 
 
 def preset(tmp_path: Path, frontmatter: str):

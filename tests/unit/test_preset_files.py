@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from nbsubagents import preset_files as presets
-from nbsubagents.preset_files import Preset, PresetError
-from nbsubagents.views.presets import PresetList, list_presets
+from nbsubagents import _preset_files as presets
+from nbsubagents._preset_files import Preset, PresetError
+from nbsubagents._views.presets import PresetList, list_presets
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
-from nbsubagents import cli, config
-from nbsubagents import preset_files as presets
-from nbsubagents.child import budgets
+from nbsubagents import _cli as cli, _config as config
+from nbsubagents import _preset_files as presets
+from nbsubagents._child import budgets
 from helpers import pi_argv
-from nbsubagents.preset_files import PresetError, PresetWarning, parse_preset
-from nbsubagents.preset_files.write import parse_assignments
+from nbsubagents._preset_files import PresetError, PresetWarning, parse_preset
+from nbsubagents._preset_files.write import parse_assignments
 
 TINTINWEB = Path(__file__).resolve().parents[1] / "fixtures" / "agent-corpus" / "tintinweb"
 

@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 
-from nbsubagents.child.artifacts import RunPaths, read_json
-from nbsubagents.lifecycle.process import spawn_supervisor, wait_any
+from nbsubagents._child.artifacts import RunPaths, read_json
+from nbsubagents._lifecycle.process import spawn_supervisor, wait_any
 
 
 def test_a_module_of_the_runs_folder_does_not_shadow_what_the_supervisor_imports(tmp_path):

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from nbsubagents import cli, config
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.pi.offline import OFFLINE_MODEL
-from nbsubagents.pi.offline import choice as offline_choice
-from nbsubagents.preset_files.parse import parse_preset
-from nbsubagents.project_init import IGNORE_LINES, STARTER_MODEL, init
+from nbsubagents import _cli as cli, _config as config
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._pi.offline import OFFLINE_MODEL
+from nbsubagents._pi.offline import choice as offline_choice
+from nbsubagents._preset_files.parse import parse_preset
+from nbsubagents._project_init import IGNORE_LINES, STARTER_MODEL, init
 
 PRESETS = ("scout", "editor", "reviewer")
 

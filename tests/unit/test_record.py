@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from nbsubagents.child import record
-from nbsubagents.child.record import RunRecord
+from nbsubagents._child import record
+from nbsubagents._child.record import RunRecord
 
 
 def test_a_record_round_trips_through_meta_json_under_camel_case_keys(tmp_path):

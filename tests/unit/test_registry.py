@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents import NbSubagentsError, registry
+import nbsubagents
+from nbsubagents import NbSubagentsError, _registry as registry
 
-from nbsubagents.child import procs
-from nbsubagents.lifecycle import reconcile
-from nbsubagents.lifecycle.handle import get_run
-from nbsubagents.child.artifacts import now_iso
+from nbsubagents._child import procs
+from nbsubagents._lifecycle import reconcile
+from nbsubagents._lifecycle.handle import get_run
+from nbsubagents._child.artifacts import now_iso
 
 RESULT = {"status": "completed", "exitCode": 0, "stopReason": "stop", "errorMessage": None,
           "finalText": "All done.\nsecond line", "usage": {"input": 10, "output": 5, "totalTokens": 15, "cost": 0.01},
@@ -60,7 +61,7 @@ def test_two_processes_registering_200_runs_each_at_once_lose_no_row(root):
             make_run(root, f"2026-{tag}-{i:03d}", register=False, launcher={"pid": 1, "host": "h"})
     go = root / "go"
     code = ("import sys, time, pathlib\n"
-            "from nbsubagents import registry\n"
+            "from nbsubagents import _registry as registry\n"
             "base, tag, go = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])\n"
             "while not go.exists(): time.sleep(0.005)\n"
             "for i in range(200):\n"
@@ -153,7 +154,7 @@ def test_rebuild_recreates_rows_from_run_directories_keeping_announcements(root)
     b = make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "status": "failed", "errorMessage": "boom"})
     registry.claim(a.name, registry.db_path(root))
     make_run(root, "20260101-000003-cccccc", result=RESULT, register=False)  # a lost write
-    assert registry.rebuild(root) == 3
+    assert nbsubagents.rebuild_registry(root) == 3
     got = rows(root)
     assert got[a.name]["announced"] == 1 and got[b.name]["announced"] == 0  # kept as they were
     assert got["20260101-000003-cccccc"]["announced"] == 1  # new to the registry: history, not news
@@ -162,7 +163,7 @@ def test_rebuild_recreates_rows_from_run_directories_keeping_announcements(root)
     registry.db_path(root).unlink()
     for suffix in ("-wal", "-shm"):
         Path(str(registry.db_path(root)) + suffix).unlink(missing_ok=True)
-    assert registry.rebuild(root) == 3
+    assert nbsubagents.rebuild_registry(root) == 3
     assert set(rows(root)) == {a.name, b.name, "20260101-000003-cccccc"}
 
 
@@ -209,7 +210,7 @@ def test_status_of_a_folder_without_runs_creates_nothing(tmp_path, monkeypatch):
 
 def test_console_script_prints_the_same_tables(root):
     make_run(root, "20260101-000001-aaaaaa", result=RESULT)
-    cli = [sys.executable, "-m", "nbsubagents.cli"]
+    cli = [sys.executable, "-m", "nbsubagents._cli"]
     runs = subprocess.run(cli + ["runs"], capture_output=True, text=True, timeout=60, cwd=root)
     assert runs.returncode == 0 and runs.stdout.startswith("0 running · 1 completed")
     assert "20260101-000001-aaaaaa" in runs.stdout
@@ -225,7 +226,7 @@ def test_console_script_prints_the_same_tables(root):
 
 
 def test_registry_and_watcher_stay_light():
-    code = ("import sys, nbsubagents.registry, nbsubagents.lifecycle.watcher, nbsubagents.lifecycle.tmux;"
+    code = ("import sys, nbsubagents._registry, nbsubagents._lifecycle.watcher, nbsubagents._lifecycle.tmux;"
             "print(sorted({'IPython', 'ipywidgets', 'pandas'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -266,7 +267,7 @@ def test_settlers_racing_on_a_lost_run_leave_one_whole_result_and_no_temporary_f
     """The watcher and a waiting wait() may settle the same lost run at once: the first result stays."""
     import threading
 
-    from nbsubagents.child.artifacts import atomic_write_json
+    from nbsubagents._child.artifacts import atomic_write_json
 
     for trial in range(50):
         target = tmp_path / f"result{trial}.json"
@@ -289,7 +290,7 @@ def test_a_corrupt_registry_is_healed_once_when_processes_find_it_at_once_and_an
     make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "status": "failed", "errorMessage": "boom"})
     db = registry.db_path(root)
     db.write_bytes(b"not sqlite at all\n" * 300)
-    code = ("import sys, warnings\nfrom nbsubagents import registry\nwarnings.simplefilter('ignore')\n"
+    code = ("import sys, warnings\nfrom nbsubagents import _registry as registry\nwarnings.simplefilter('ignore')\n"
             "print(registry.counts(sys.argv[1])['total'])\n")
     procs_ = [subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True) for _ in range(3)]
@@ -334,8 +335,8 @@ def test_runs_folds_and_clips_each_task_as_shorten_does_and_types_its_columns(ro
     give shorten()'s text. Its changes column is +N −M, its numbers nullable, its statuses categorical."""
     import pandas as pd
 
-    from nbsubagents.registry import query
-    from nbsubagents.style import shorten
+    from nbsubagents._registry import query
+    from nbsubagents._style import shorten
 
     tasks = ["read README.md", "", "x" * 80, "y" * 81, " leading", "trailing ", "two  spaces", "tab\there",
              "new\nline", "no\u00a0break", "em\u2003space", "ünïcode stays", "word " * 30, "~!@#$%^&*()_+{}|:\"<>?"]
@@ -363,7 +364,7 @@ def test_a_registry_of_schema_5_gains_the_status_preset_index_so_two_filters_nee
     opened, and SQLite then sorts nothing (no temporary B-tree) for such a query."""
     import sqlite3
 
-    from nbsubagents.registry import query
+    from nbsubagents._registry import query
 
     db = registry.db_path(tmp_path)
     db.parent.mkdir(parents=True)
@@ -386,7 +387,7 @@ def test_a_registry_of_schema_8_loses_its_line_copies_and_runs_reads_its_rows_ty
     the rows stay, and runs() reads them typed as they are (a float to its last digit)."""
     import sqlite3
 
-    from nbsubagents.registry import query
+    from nbsubagents._registry import query
 
     make_run(root, "20260101-000001-aaaaaa")  # queued: no result yet
     make_run(root, "20260101-000002-bbbbbb", result={**RESULT, "usage": {**RESULT["usage"], "cost": 1 / 3}})
@@ -436,9 +437,9 @@ def test_runs_gives_the_same_frame_through_pyarrow_as_through_pandas_on_odd_rows
 
     import pandas as pd
 
-    from nbsubagents.child import inbox
-    from nbsubagents.child.artifacts import STATUSES
-    from nbsubagents.registry import query
+    from nbsubagents._child import inbox
+    from nbsubagents._child.artifacts import STATUSES
+    from nbsubagents._registry import query
 
     tasks = ["read README.md", "ünïcode and 日本語", "word " * 40, "two  spaces", "", "tab\there"]
     for i, task in enumerate(tasks):
@@ -478,7 +479,7 @@ def test_runs_reads_awkward_texts_and_exact_numbers_through_sqlites_csv_lines_as
 
     import pandas as pd
 
-    from nbsubagents.registry import query, store
+    from nbsubagents._registry import query, store
 
     tasks = ["it's 'quoted', twice", "NULL", "", "line\nbreak\r\nand, comma", "\"double\" quotes", "日本語 ü"]
     for i, task in enumerate(tasks):

@@ -18,8 +18,8 @@ import pytest
 from test_registry import RESULT, make_run
 
 import nbsubagents
-from nbsubagents import registry
-from nbsubagents.registry import store
+from nbsubagents import _registry as registry
+from nbsubagents._registry import store
 
 
 def in_another_process(code: str, db) -> None:
@@ -58,14 +58,14 @@ def test_reads_of_the_registry_keep_the_locks_of_another_connection_of_the_proce
 def test_the_suites_check_catches_a_module_that_opens_the_registrys_file(root, registry_file_touches):
     """The check in conftest.py is real: a package function outside ``FILE_TOUCHES`` that opens the file is
     caught (here ``artifacts.read_json``, made to read the registry), while the test's own open is not judged."""
-    from nbsubagents.child.artifacts import read_json
+    from nbsubagents._child.artifacts import read_json
 
     make_run(root, "20260101-000001-aaaaaa", result=RESULT)
     db = registry.db_path(root)
     db.read_bytes()  # a test may look at the file: only the package is held to the rule
     assert registry_file_touches == []
     read_json(db)
-    assert [where for where, _ in registry_file_touches] == ["nbsubagents.child.artifacts.read_json"]
+    assert [where for where, _ in registry_file_touches] == ["nbsubagents._child.artifacts.read_json"]
     registry_file_touches.clear()  # planted: the suite's check must not fail this test
 
 

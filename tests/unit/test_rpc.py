@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from nbsubagents.child import inbox
-from nbsubagents.child.events import PiEventAdapter
-from nbsubagents.child.record import RunRecord
-from nbsubagents.child.rpc import RpcSession
+from nbsubagents._child import inbox
+from nbsubagents._child.events import PiEventAdapter
+from nbsubagents._child.record import RunRecord
+from nbsubagents._child.rpc import RpcSession
 
 
 class Pipe:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nbsubagents.child import sandbox
-from nbsubagents.child.isolation import readonly_view
+from nbsubagents._child import sandbox
+from nbsubagents._child.isolation import readonly_view
 
 NOBODY = 65534
 PR_SET_DUMPABLE = 4

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from nbsubagents import NbSubagentsError, config
-from nbsubagents.child.secrets import MASK, Masker, secret_values, strip_controls, terminal_safe
-from nbsubagents.views import masking
-from nbsubagents.views.reports import _code, md_line
+from nbsubagents import NbSubagentsError, _config as config
+from nbsubagents._child.secrets import MASK, Masker, secret_values, strip_controls, terminal_safe
+from nbsubagents._views import masking
+from nbsubagents._views.reports import _code, md_line
 
 KEY = "sk-test-SUPERSECRETVALUE0123456789abcdef"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import nbsubagents
-from nbsubagents import NbSubagentsError, config
-from nbsubagents.pi.locate import PiNotFoundError, find_pi
+from nbsubagents import NbSubagentsError, _config as config
+from nbsubagents._pi.locate import PiNotFoundError, find_pi
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from nbsubagents import style
-from nbsubagents.registry import Status
+from nbsubagents import _style as style
+from nbsubagents._registry import Status
 
 COUNTS = {"running": 1, "queued": 0, "completed": 1, "failed": 1, "aborted": 0, "total": 3}
 
@@ -32,7 +32,7 @@ def test_each_status_row_has_its_glyph_and_colour_and_ids_do_not_wrap():
 def test_the_runs_frame_keeps_run_ids_and_times_on_one_line():
     import pandas as pd
 
-    from nbsubagents.views.tables import styled_html
+    from nbsubagents._views.tables import styled_html
 
     frame = pd.DataFrame({"run_id": ["20260101-100000-aaaaaa"], "status": ["completed"],
                           "started_at": [pd.Timestamp("2026-01-01T10:00:00Z")]})

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from nbsubagents.child.formatter import ProgressLine
-from nbsubagents.sweeps.progress import LINE_CAP, SweepState, SweepTextRenderer
-from nbsubagents.ui.sweep_panel import SweepPanel, SweepRenderer, lines_html
+from nbsubagents._child.formatter import ProgressLine
+from nbsubagents._sweeps.progress import LINE_CAP, SweepState, SweepTextRenderer
+from nbsubagents._ui.sweep_panel import SweepPanel, SweepRenderer, lines_html
 
 NOW = 1_000_000.0
 VIEW = "application/vnd.jupyter.widget-view+json"

@@ -11,9 +11,9 @@ import statistics
 
 import pytest
 
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.sweeps import frames, stats, views
-from nbsubagents.sweeps.scorers import check, shell_syntax
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._sweeps import frames, stats, views
+from nbsubagents._sweeps.scorers import check, shell_syntax
 
 
 def test_t_quantiles_match_the_t_table():

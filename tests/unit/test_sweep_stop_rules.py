@@ -9,9 +9,9 @@ import urllib.request
 
 import pytest
 
-from nbsubagents.config import NbSubagentsError
-from nbsubagents.pi.scripted import ScriptedModel
-from nbsubagents.sweeps.spend import CostEstimate, Limits, stopped_reason
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._pi.scripted import ScriptedModel
+from nbsubagents._sweeps.spend import CostEstimate, Limits, stopped_reason
 
 
 def ask(model: ScriptedModel, task: str, system: str = "you are a scout") -> tuple[int, str]:
@@ -75,7 +75,7 @@ def test_the_estimate_says_what_it_is_based_on():
 
 
 def test_the_magic_takes_the_stop_rules():
-    from nbsubagents.sweeps.magic import keys, parse_body
+    from nbsubagents._sweeps.magic import keys, parse_body
 
     assert {"retries", "max_failures", "max_total_cost"} <= set(keys())
     body = parse_body("tasks: [ls]\npresets: scout\nretries: 2\nmax_failures: 0.5\nmax_total_cost: 1.5")

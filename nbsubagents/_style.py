@@ -1,0 +1,147 @@
+"""How a status looks, everywhere: one set of text glyphs, one palette for light and dark themes.
+
+Panels, the status bar, ``browse()``, tables, summaries, notices and the timeline all take their glyphs
+and colours from here, so a status looks the same on every surface. The glyphs are plain text symbols
+(no emoji: they render the same with or without an emoji font). Each colour has a light-theme and a
+dark-theme value, both at least 4.5:1 (WCAG AA) against JupyterLab's backgrounds; HTML carries the
+light value inline (what survives where stylesheets are stripped) and ``STATUS_CSS`` switches to the
+dark value under JupyterLab's dark themes (``data-jp-theme-light="false"``, also set by nbconvert's
+dark HTML export).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ._child.summary import GLYPHS, glyph  # noqa: F401  (a status's glyph is a word of the run summary: child/)
+from ._child.text import ELLIPSIS, clip, plural
+
+__all__ = ["clip", "shorten", "plural", "duration", "html_table"]  # and the palette, glyphs and styles below
+
+
+# (light theme, dark theme)
+PALETTE = {
+    "queued": ("#4b5563", "#a3a9b4"),
+    "running": ("#1d4ed8", "#7cb2fb"),
+    "completed": ("#166534", "#4ade80"),
+    "failed": ("#b91c1c", "#f98b8b"),
+    "aborted": ("#92400e", "#fbbf24"),
+    "waiting": ("#7e22ce", "#d8b4fe"),  # a running run whose child waits for a person's answer
+}
+MUTED = ("#4b5563", "#a3a9b4")
+
+DARK_SCOPE = '[data-jp-theme-light="false"]'
+
+# A dark page that is not JupyterLab (a dark nbviewer, an exported notebook read with a dark preference) says so
+# only through the reader's colour scheme: there, and only where no JupyterLab theme is set, the dark values.
+NO_JP_THEME = "body:not([data-jp-theme-light])"
+_COLOURED = {**PALETTE, "muted": MUTED}
+STATUS_CSS = "<style>" + "".join(
+    f".nbsubagents-c-{status}{{color:{light}}}"
+    f"{DARK_SCOPE} .nbsubagents-c-{status}{{color:{dark} !important}}"
+    for status, (light, dark) in _COLOURED.items()
+) + "@media (prefers-color-scheme: dark){" + "".join(
+    f"{NO_JP_THEME} .nbsubagents-c-{status}{{color:{dark} !important}}" for status, (_, dark) in _COLOURED.items()
+) + "}</style>"
+
+
+def color(status: str, *, dark: bool = False) -> str:
+    """The status's colour for a light (default) or dark background."""
+    return PALETTE.get(status, MUTED)[1 if dark else 0]
+
+
+def duration(seconds: float) -> str:
+    """``4.2s``, ``42s``, ``3m 05s``, ``1h 02m``."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 60:
+        return f"{int(seconds)}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m" + (f" {secs:02d}s" if secs else "")
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h" + (f" {minutes:02d}m" if minutes else "")
+
+
+def shorten(text: object, width: int) -> str:
+    """One line of at most ``width`` characters, whitespace folded, ``…`` where it was cut."""
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + ELLIPSIS
+
+
+def html_table(header: Sequence[str] | None, rows: Iterable[Sequence[str | tuple[str, str]]], *,
+               attrs: str = "", th_attrs: str = "", sections: bool = True, row_header: bool = False,
+               row_attrs: Sequence[str] | None = None) -> str:
+    """The one HTML table: ``header`` is plain text (escaped here), each row's cells are HTML (the caller escapes
+    its text); a cell given as ``(attributes, html)`` gets those attributes on its ``<td>``, and ``row_attrs``
+    (one string per row, "" for none) go on the ``<tr>``s. ``sections`` wraps the header and the rows in
+    ``<thead>``/``<tbody>``; ``row_header`` makes each row's first cell a ``<th>``."""
+    th_open = f"<th {th_attrs}>" if th_attrs else "<th>"
+
+    def cell(value: str | tuple[str, str], tag: str = "td") -> str:
+        if isinstance(value, tuple):
+            return f"<{tag} {value[0]}>{value[1]}</{tag}>"
+        return (th_open if tag == "th" else "<td>") + f"{value}</{tag}>"
+
+    rows = list(rows)
+    opens = [f"<tr {a}>" if a else "<tr>" for a in row_attrs] if row_attrs is not None else ["<tr>"] * len(rows)
+    body = "".join(tr + "".join(cell(v, "th" if row_header and i == 0 else "td") for i, v in enumerate(row))
+                   + "</tr>" for tr, row in zip(opens, rows))
+    head = "" if header is None else "<tr>" + "".join(th_open + html.escape(h) + "</th>" for h in header) + "</tr>"
+    inner = (f"<thead>{head}</thead>" if head else "") + f"<tbody>{body}</tbody>" if sections else head + body
+    return (f"<table {attrs}>" if attrs else "<table>") + inner + "</table>"
+
+
+def attrs(status: str, extra_class: str = "", extra_style: str = "") -> str:
+    """``class=... style=...`` attributes that colour an element by status (light inline, dark from the CSS)."""
+    key = status if status in PALETTE else "muted"
+    classes = f"nbsubagents-c-{key}" + (f" {extra_class}" if extra_class else "")
+    return f'class="{classes}" style="color:{color(status)}' + (f";{extra_style}" if extra_style else "") + '"'
+
+
+MUTED_STYLE = f"color:var(--jp-content-font-color2,{MUTED[0]})"
+# Muted words: the page's own text colour, lighter. Whatever the page (JupyterLab light or dark, GitHub dark,
+# nbviewer, an export without JupyterLab's variables), muted text keeps over 4.5:1 where the page's text has
+# about 10:1 or more; a fixed grey cannot (it fails on one of light and dark pages).
+MUTED_INK = "opacity:.78"
+
+
+def badge(status: str, text: str, extra_class: str = "", icon: str = "") -> str:
+    """A status word that reads on any page: white on the status's strong colour (6.5:1 or more), never a
+    coloured word on an unknown background; ``icon`` (a glyph) before the word."""
+    classes = f"nbsubagents-badge nbsubagents-badge-{status}" + (f" {extra_class}" if extra_class else "")
+    icon = f'<span class="nbsubagents-icon">{icon}</span> ' if icon else ""
+    return (f'<span class="{classes}" style="background:{color(status)};color:#fff;border-radius:3px;'
+            f'padding:0 5px;font-weight:600;white-space:nowrap">{icon}<span class="nbsubagents-status-word">'
+            f'{html.escape(text, quote=False)}</span></span>')
+
+
+def filesize(n: int) -> str:
+    """``512 B``, ``1.5 KB``, ``3.2 MB``."""
+    size = float(n)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+ERROR_STYLE = f"color:{PALETTE['failed'][0]}"  # with the class nbsubagents-c-failed, dark themes get theirs
+MONO_STYLE = ("font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);"
+              "line-height:1.4;white-space:pre-wrap;word-break:break-word")
+
+
+def is_missing(value: object) -> bool:
+    """None, NaN, NaT or pandas.NA (a frame's empty cell); pandas is never imported here."""
+    try:
+        return value is None or bool(value != value)
+    except (TypeError, ValueError):  # pandas.NA compares to NA
+        return True
+
+
+def pydatetime(stamp: Any) -> Any:
+    """A pandas Timestamp as a datetime (its nanoseconds, which no clock here has, dropped quietly)."""
+    try:
+        return stamp.to_pydatetime(warn=False)
+    except TypeError:
+        return stamp.to_pydatetime()

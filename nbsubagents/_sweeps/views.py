@@ -1,0 +1,510 @@
+"""Views of an experiment's runs: the frame (built in ``frames``), the per-cell comparison, the cost/score plot (the
+MLflow export is ``export``).
+
+Column names follow MLflow's ``search_runs``: ``params.*``, ``metrics.*``, ``tags.*`` (and ``scores.*``).
+pandas is imported here; matplotlib only by ``plot`` (an optional extra).
+
+A run the infrastructure ended (``outcomes.excluded_reason``: never started, provider failed, ...) keeps its row,
+with the reason in ``excluded`` and no numbers: its scores and metrics are missing (NaN), so no mean, rate or
+plot counts it. ``compare()`` counts such runs per cell and computes every rate and mean over the runs that ran,
+with the intervals of ``sweeps.stats``.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import random
+import warnings
+from collections import Counter
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+
+from .._config import NbSubagentsError
+from .._style import DARK_SCOPE, MUTED, PALETTE
+from .._views.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
+from . import stats
+from .outcomes import excluded_reason
+
+if TYPE_CHECKING:
+    import pandas
+
+
+# what compare()'s display shows of the metrics (its table keeps them all), and the ones where less is better
+SHOWN_METRICS = ("metrics.duration_s", "metrics.cost_usd", "metrics.tokens")
+LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_tokens", "output_tokens", "cost_usd",
+                                              "tool_calls", "turns")}
+
+
+def _by_columns(data: pandas.DataFrame, by: str | Sequence[str]) -> list[str]:
+    names = [by] if isinstance(by, str) else list(by)
+    if not names:
+        raise NbSubagentsError("compare(by=...) needs at least one column, such as ('preset', 'model')")
+    cols = []
+    for name in names:
+        col = name if name in data.columns else f"params.{name}"
+        if col not in data.columns:
+            options = sorted(c.removeprefix("params.") for c in data.columns if c.startswith("params."))
+            raise NbSubagentsError(f"compare(by=...): no column {name!r}; the params are {', '.join(options)}")
+        cols.append(col)
+    return cols
+
+
+def _planned_key(col: str) -> str | None:
+    """The key of a planned cell's params that a compare() column is: ``params.X`` is X; ``harness`` (the harness a
+    run ran under) is the cell's ``harness``, which a sweep without a harness axis has not (None for the others)."""
+    if col.startswith("params."):
+        return col.removeprefix("params.")
+    return "harness" if col == "harness" else None
+
+
+def _values(data: pandas.DataFrame) -> list[str]:
+    return [c for c in data.columns if c.startswith("metrics.")] + [c for c in data.columns if c.startswith("scores.")]
+
+
+def _is_boolean(series: pandas.Series) -> bool:
+    if series.dtype != object:
+        return series.dtype == bool and len(series) > 0
+    present = [v for v in series if not _missing(v)]
+    return bool(present) and all(isinstance(v, bool) or type(v).__name__ in ("bool", "bool_") for v in present)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _excluded(data: pandas.DataFrame) -> pandas.Series:
+    """Why each run is excluded (None when it counts): the frame's column, else worked out from its row."""
+    if "excluded" in data.columns:
+        return data["excluded"]
+    return data.apply(lambda row: excluded_reason(row.to_dict()), axis=1)
+
+
+# -- compare ----------------------------------------------------------------------------------------------------
+
+class Comparison:
+    """Per-cell statistics of an experiment. ``table`` is a DataFrame with (value, stat) columns and every number:
+    ``runs`` (planned, ran, succeeded, failed, excluded, why, failed_steps), ``success`` (rate, lo, hi, pass@k,
+    pass^k), and for each metric and score its mean (or rate), std, n, lo, hi, pass@k/pass^k (boolean scores),
+    and against a baseline Δ, Δ lo, Δ hi. Its display shows the scores first and fits a notebook."""
+
+    def __init__(self, table: pandas.DataFrame, *, by: list[str], baseline: Any = None, title: str = "",
+                 ci: float = 0.95, ks: Sequence[int] = (), boolean: Sequence[str] = ()) -> None:
+        self.table, self.by, self.baseline, self.title = table, by, baseline, title
+        self.ci, self.ks, self.boolean = ci, list(ks), set(boolean)
+
+    # one formatter: rows of cells, each (text, second line, css class of the second line); two renderers
+    def _shown(self) -> list[str]:
+        values = [c for c in self.table.columns.get_level_values(0).unique() if c not in ("runs", "success")]
+        return (["success"] + [c for c in values if c.startswith("scores.")]
+                + [c for c in SHOWN_METRICS if c in values])
+
+    def _caption(self) -> str:
+        level = f"{self.ci:.0%}"
+        cells = ", ".join(b.removeprefix("params.") for b in self.by)
+        text = (f"{self.title + ': ' if self.title else ''}per cell ({cells})"
+                f"; rates and means over the runs that ran, [{level} interval] (Wilson for rates, Student t for "
+                "means)")
+        if self.ks:
+            text += f"; pass@k: at least one of k runs passes, pass^k: all k pass (k = {', '.join(map(str, self.ks))})"
+        if self.baseline is not None:
+            text += (f"; Δ = cell − baseline {self.baseline!r} (Newcombe for rates, Welch for means), "
+                     "✱ when its interval excludes 0")
+        return text
+
+    def _rows(self) -> tuple[list[str], list[list[list[tuple[str, str]]]]]:
+        """The display's header and its cells, each a list of lines (text, css class: "", muted, better,
+        worse): what both renderers place."""
+        shown = self._shown()
+        scales = {col: _scale(self.table[(col, "mean")]) for col in shown if (col, "mean") in self.table}
+        header = [b.removeprefix("params.") for b in self.by] + ["runs", "failed a step"]
+        header += [c.removeprefix("scores.").removeprefix("metrics.")
+                   + (f" (×10{_superscript(scales[c])})" if scales.get(c) else "") for c in shown]
+        rows = []
+        for key, row in self.table.iterrows():
+            cells = [[(_label(v), "")] for v in (key if isinstance(key, tuple) else (key,))]  # a line: (text, css)
+            runs = row["runs"]
+            ran, planned, steps = int(runs["ran"]), int(runs["planned"]), runs["failed_steps"]
+            outcome = f"{int(runs['succeeded'])} succeeded · {int(runs['failed'])} failed" if ran else ""
+            cells.append([(f"{ran} of {planned} ran", ""), (outcome, "muted"), (runs["why"], "muted")])
+            cells.append([("–" if ran == 0 or _missing(steps) else f"{int(steps)} of {ran}", "")])
+            for col in shown:
+                cells.append(self._value_cell(col, row[col], ran, scales.get(col, 0), key == self._baseline_key()))
+            rows.append(cells)
+        return header, rows
+
+    def _baseline_key(self) -> Any:
+        if self.baseline is None:
+            return None
+        key = tuple(self.baseline) if isinstance(self.baseline, (list, tuple)) else (self.baseline,)
+        return key if len(self.by) > 1 else key[0]
+
+    def _value_cell(self, col: str, values: Any, ran: int, scale: int, is_baseline: bool) -> list[tuple[str, str]]:
+        rate = col == "success" or col in self.boolean
+        lines: list[tuple[str, str]] = []
+        if rate:
+            head = f"{_pct(values['rate'])} [{_pct(values['lo'], '')}, {_pct(values['hi'], '')}]"
+        else:
+            mean, lo, hi = (values[s] / 10 ** scale for s in ("mean", "lo", "hi"))
+            digits = _decimals(mean, lo, hi)
+            head = (f"{_num(mean, digits)} [{_num(lo, digits)}, {_num(hi, digits)}]"
+                    if not _missing(lo) and lo != hi else _num(mean, digits))
+        if col != "success" and not _missing(values["n"]) and int(values["n"]) != ran:
+            head += f" (n={int(values['n'])})"
+        lines.append((head, ""))
+        if self.baseline is not None and "Δ" in values:
+            lines.append(("baseline", "muted") if is_baseline else self._delta(col, values, rate, scale))
+        if rate:
+            lines += [(f"pass{sign}{k} {_pct(values[f'pass{sign}{k}'])}", "muted") for k in self.ks for sign in "@^"
+                      if not _missing(values.get(f"pass@{k}"))]
+        return [line for line in lines if line[0]]
+
+    def _delta(self, col: str, values: Any, rate: bool, scale: int) -> tuple[str, str]:
+        """Δ to the baseline with its interval: ✱ and the better/worse colour when the interval excludes 0."""
+        d, lo, hi = (values[s] * (100 if rate else 10 ** -scale) for s in ("Δ", "Δ lo", "Δ hi"))
+        if _missing(d):
+            return "", ""
+        digits = 0 if rate else _decimals(d, lo, hi)
+        text = f"Δ {_signed(d, digits)}{' pp' if rate else ''}"
+        if not _missing(lo) and lo != hi:
+            text += f" [{_signed(lo, digits)}, {_signed(hi, digits)}]"
+        if _missing(lo) or lo <= 0 <= hi:
+            return text, "muted"
+        better = (d < 0) if col in LOWER_IS_BETTER else (d > 0)
+        return text + " ✱", "better" if better else "worse"
+
+    def display_rows(self) -> tuple[list[str], list[list[str]]]:
+        """The display's header and rows as plain text (a cell's lines joined by " · "): what the text repr and
+        a Markdown report show."""
+        header, rows = self._rows()
+        return header, [[" · ".join(text for text, _ in cell if text) for cell in row] for row in rows]
+
+    def __repr__(self) -> str:
+        header, rows = self.display_rows()
+        table = [header] + rows
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        lines = [self._caption()] + ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+                                     for row in table]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        header, rows = self._rows()
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        body = []
+        for row in rows:
+            tds = []
+            for i, cell in enumerate(row):
+                (text, _), below = cell[0], cell[1:]
+                more = "".join(f"<div class='nbsub-cmp-{css or 'muted'}'>{html.escape(line)}</div>"
+                               for line, css in below if line)
+                tag = "th" if i < len(self.by) else "td"
+                tds.append(f"<{tag}>{html.escape(text)}{more}</{tag}>")
+            body.append(f"<tr>{''.join(tds)}</tr>")
+        return (f"<div class='nbsub-cmp'>{_CSS}<div class='nbsub-cmp-caption'>{html.escape(self._caption())}</div>"
+                f"<div style='overflow-x:auto'><table><thead><tr>{head}</tr></thead>"
+                f"<tbody>{''.join(body)}</tbody></table></div></div>")
+
+
+def _css() -> str:
+    """The comparison's colours: the palette's (AA on light and on dark) under JupyterLab's dark theme, and under a
+    dark page without JupyterLab (``prefers-color-scheme``) unless JupyterLab says its theme is light."""
+    kinds = {"better": PALETTE["completed"], "worse": PALETTE["failed"], "muted": MUTED}
+    light = "".join(f".nbsub-cmp-{k}{{color:{c[0]}}}" for k, c in kinds.items())
+    dark = "".join(f"{DARK_SCOPE} .nbsub-cmp-{k}{{color:{c[1]} !important}}" for k, c in kinds.items())
+    auto = "".join(f"body:not([data-jp-theme-light='true']) .nbsub-cmp-{k}{{color:{c[1]}}}" for k, c in kinds.items())
+    return ("<style>.nbsub-cmp table{border-collapse:collapse;font-size:12px;line-height:1.35}"
+            ".nbsub-cmp th,.nbsub-cmp td{padding:3px 8px;text-align:left;vertical-align:top;white-space:nowrap;"
+            "border-bottom:1px solid rgba(128,128,128,.35)}.nbsub-cmp td div,.nbsub-cmp th div{font-size:11px}"
+            ".nbsub-cmp-caption{font-size:12px;margin:2px 0 4px;max-width:60em}"
+            f".nbsub-cmp-better,.nbsub-cmp-worse{{font-weight:600}}{light}{dark}"
+            f"@media (prefers-color-scheme: dark){{{auto}}}</style>")
+
+
+_CSS = _css()
+
+
+def _label(value: Any) -> str:
+    return "default" if _missing(value) else str(value)
+
+
+def _decimals(*values: Any, digits: int = 3) -> int:
+    """Decimals that give the largest of ``values`` ``digits`` significant digits (at most 10)."""
+    largest = max((abs(v) for v in values if not _missing(v)), default=0.0)
+    if largest == 0:
+        return 0
+    return min(10, max(0, digits - 1 - math.floor(math.log10(largest))))
+
+
+def _num(value: Any, decimals: int) -> str:
+    return "–" if _missing(value) else f"{value:.{decimals}f}".replace("-", "−")
+
+
+def _signed(value: Any, decimals: int) -> str:
+    if _missing(value):
+        return "–"
+    text = f"{abs(value):.{decimals}f}"
+    return ("+" if value > 0 else "−" if value < 0 and text.strip("0.,") else "±") + text
+
+
+def _scale(means: Any) -> int:
+    """The power of ten (a multiple of 3) a column's numbers are shown in: 0 unless they are all below 0.01 or
+    reach a million, so a cost reads 19.4 (×10⁻⁶) rather than 0.0000194."""
+    largest = max((abs(float(v)) for v in means if not _missing(v)), default=0.0)
+    if largest == 0 or 0.01 <= largest < 1e6:
+        return 0
+    return 3 * math.floor(math.log10(largest) / 3)
+
+
+def _superscript(power: int) -> str:
+    return str(power).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+
+
+def _pct(value: Any, sign: str = "%") -> str:
+    return "–" if _missing(value) else f"{value * 100:.0f}{sign}"
+
+
+def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "model"), baseline: Any = None,
+            title: str = "", ci: float = 0.95, k: int | Sequence[int] | None = None,
+            planned: Sequence[dict[str, Any]] | None = None) -> Comparison:
+    """Group runs by ``by``. Per cell: how many runs were planned, ran, succeeded, failed and were excluded (and
+    why); the success rate with its Wilson interval; each metric's and score's mean with its Student t interval
+    (a boolean score: its rate with a Wilson interval, and pass@k/pass^k); against ``baseline`` (one cell) the
+    difference with its interval (Newcombe for rates, Welch for means). Rates and means are over the runs that
+    ran. ``ci``: the intervals' confidence; ``k``: pass@k's k (default: the fewest runs any cell ran, when 2 or
+    more). ``planned``: the params of every planned run (an experiment's plan), for runs not launched yet."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(ci, bool) or not isinstance(ci, (int, float)) or not 0 < ci < 1:
+        raise NbSubagentsError(f"compare(ci=...) is a confidence level between 0 and 1, such as 0.95; got {ci!r}")
+    cols = _by_columns(data, by)
+    values = _values(data)
+    boolean = [c for c in values if c.startswith("scores.") and _is_boolean(data[c])]
+    excluded = _excluded(data)
+    reasons_all, counted = excluded.to_numpy(), excluded.isna().to_numpy()  # why each run is out; the runs that ran
+    work = data[cols].copy()
+    work["_at"] = range(len(work))  # each run's position: a cell's numbers are slices of whole columns
+    groups = [(cell, part["_at"].to_numpy()) for cell, part in work.groupby(cols, dropna=False, sort=True)]
+    ran_counts = [int(counted[rows].sum()) for _, rows in groups]
+    ks = _ks(k, [n for n in ran_counts if n > 0])
+    named = [_planned_key(c) for c in cols]  # what a planned cell calls each column (None: it has no such key)
+    wanted = Counter(_norm(tuple(p.get(key) for key in named)) for p in planned or ()
+                     ) if planned is not None and None not in named else None
+    numeric = {col: _floats(data[col]) for col in values}  # NaN where a run has no value
+    completed = (data["status"] == "completed").to_numpy()
+    steps_all = _floats(data["failed_steps"]) if "failed_steps" in data else None
+
+    numbers: dict[Any, dict[tuple[str, str], Any]] = {}
+    samples: dict[Any, dict[str, Any]] = {}
+    for (cell, rows), ran in zip(groups, ran_counts):
+        key = cell if len(cols) > 1 else (cell[0] if isinstance(cell, tuple) else cell)
+        at = rows[counted[rows]]  # the runs that ran
+        why = Counter(reasons_all[rows[~counted[rows]]])
+        launched = len(rows)
+        plan_n = max(launched, wanted[_norm(cell if isinstance(cell, tuple) else (cell,))]) if wanted else launched
+        reasons = [f"{n} {reason}" for reason, n in why.most_common()]
+        if plan_n > launched:
+            reasons.append(f"{plan_n - launched} not launched")
+        succeeded = int(completed[at].sum())
+        steps = steps_all[at] if steps_all is not None else np.array([])
+        row: dict[tuple[str, str], Any] = {
+            ("runs", "planned"): plan_n, ("runs", "ran"): ran, ("runs", "succeeded"): succeeded,
+            ("runs", "failed"): ran - succeeded, ("runs", "excluded"): launched - ran,
+            ("runs", "why"): ", ".join(reasons),
+            ("runs", "failed_steps"): int((steps > 0).sum()) if (~np.isnan(steps)).any() else float("nan")}
+        row.update(_rate("success", succeeded, ran, ks, ci))
+        sample: dict[str, Any] = {"success": _Sample.of_rate(succeeded, ran)}
+        for col in values:
+            got = numeric[col][at]
+            got = got[~np.isnan(got)]
+            sample[col] = _Sample.of(got)
+            if col in boolean:
+                row.update(_rate(col, int(got.sum()), len(got), ks, ci))
+                row[(col, "std")] = float("nan")
+                row[(col, "n")] = len(got)
+            else:
+                mean, lo, hi = stats.t_interval(sample[col].mean, sample[col].std, len(got), ci)
+                row.update({(col, "mean"): mean, (col, "std"): sample[col].std, (col, "n"): len(got),
+                            (col, "lo"): lo, (col, "hi"): hi})
+        numbers[key], samples[key] = row, sample
+    keys = list(numbers)  # in the groups' order; a cell key may hold NaN (no model axis), so rows go by position
+    index = pd.MultiIndex.from_tuples(keys) if len(cols) > 1 else pd.Index(keys)
+    table = pd.DataFrame([numbers[k] for k in keys], index=index) if keys else pd.DataFrame()
+    if table.empty:
+        table = pd.DataFrame(columns=pd.MultiIndex.from_tuples([("runs", "planned"), ("runs", "ran")]))
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    table.index.names = cols if len(cols) > 1 else [cols[0]]
+
+    if baseline is not None:
+        key = tuple(baseline) if isinstance(baseline, (list, tuple)) else (baseline,)
+        if len(key) != len(cols):
+            raise NbSubagentsError(f"baseline must name one cell: {len(cols)} value(s) for {', '.join(cols)}, "
+                                   f"got {baseline!r}")
+        found = [k for k in keys if _norm(k if len(cols) > 1 else (k,)) == _norm(key)]  # None and NaN alike
+        if not found:
+            cells = ", ".join(repr(i) for i in table.index)
+            raise NbSubagentsError(f"baseline {baseline!r} is not a cell of this comparison; the cells are {cells}")
+        base = samples[found[0]]
+        for col in ["success", *values]:
+            diffs = {}
+            for cell, sample in samples.items():
+                a, b = sample[col], base[col]
+                if col == "success" or col in boolean:
+                    d, lo, hi = stats.newcombe(int(a.total), a.n, int(b.total), b.n, ci)
+                else:
+                    d, lo, hi = stats.welch_of(a.mean, a.var, a.n, b.mean, b.var, b.n, ci)
+                diffs[cell] = (d, lo, hi)
+            for i, stat in enumerate(("Δ", "Δ lo", "Δ hi")):
+                table[(col, stat)] = [diffs[c][i] for c in keys]
+    order = ["runs", "success", *[c for c in values if c.startswith("scores.")],
+             *[c for c in values if c.startswith("metrics.")]]
+    table = table[sorted(table.columns, key=lambda c: order.index(c[0]))]
+    return Comparison(table, by=cols, baseline=baseline, title=title, ci=ci, ks=ks, boolean=boolean)
+
+
+def _rate(col: str, passed: int, n: int, ks: list[int], ci: float) -> dict[tuple[str, str], float]:
+    lo, hi = stats.wilson(passed, n, ci)
+    out = {(col, "rate"): passed / n if n else float("nan"), (col, "lo"): lo, (col, "hi"): hi}
+    for k in ks:
+        out[(col, f"pass@{k}")] = stats.pass_at_k(n, passed, k)
+        out[(col, f"pass^{k}")] = stats.pass_hat_k(n, passed, k)
+    return out
+
+
+class _Sample(NamedTuple):
+    """What a cell's numbers need of one value's sample: its size, its sum (a rate's passes), mean and variance."""
+    n: int
+    total: float
+    mean: float
+    var: float
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.var) if self.n > 1 else float("nan")
+
+    @classmethod
+    def of(cls, values: Any) -> _Sample:
+        """``values``: a float array without NaN. The mean is ``math.fsum``'s (as ``statistics.fmean``)."""
+        n = len(values)
+        mean = math.fsum(values.tolist()) / n if n else float("nan")  # Python's floats: fsum takes them at once
+        var = float(((values - mean) ** 2).sum() / (n - 1)) if n > 1 else float("nan")
+        return cls(n, float(values.sum()), mean, var)
+
+    @classmethod
+    def of_rate(cls, passed: int, n: int) -> _Sample:
+        return cls(n, float(passed), float("nan"), float("nan"))
+
+
+def _floats(series: pandas.Series) -> Any:
+    """A frame column as a float array: each value as ``float()`` gives it, NaN where a run has none. A value that
+    is no number (text in a hand-edited ``scores.json``) counts as none, with a warning naming the first."""
+    import numpy as np
+
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind in "biuf":  # numpy's numbers: NaN is their none
+        return series.to_numpy(dtype=float)
+    if series.dtype != object:
+        try:
+            return series.to_numpy(dtype=float, na_value=float("nan"))
+        except (TypeError, ValueError):  # a column of texts
+            pass
+    numbers, odd = [], None
+    for run_id, value in series.items():
+        try:
+            numbers.append(float("nan") if _missing(value) else float(value))
+        except (TypeError, ValueError):
+            numbers.append(float("nan"))
+            odd = odd or (run_id, value)
+    if odd is not None:
+        warnings.warn(f"{series.name} of run {odd[0]} is {odd[1]!r}, not a number: compare() counts such a value "
+                      "as missing (a score is a number or true/false)", RuntimeWarning, stacklevel=3)
+    return np.array(numbers, dtype=float)
+
+
+def _ks(k: int | Sequence[int] | None, ran: list[int]) -> list[int]:
+    if k is None:
+        return [min(ran)] if ran and min(ran) >= 2 else []
+    chosen = [k] if isinstance(k, int) else list(k)
+    if not chosen or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in chosen):
+        raise NbSubagentsError(f"compare(k=...) is a whole number of at least 1 (or a list of them), got {k!r}")
+    return sorted(set(chosen))
+
+
+def _norm(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(None if _missing(v) else v for v in key)
+
+
+# -- plot -------------------------------------------------------------------------------------------------------
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
+def plot(data: pandas.DataFrame, *, x: str = "cost_usd", y: str | None = None,
+         by: str | Sequence[str] = ("preset", "model"), title: str = "", theme: str = "auto") -> Any:
+    """Cost (or another metric) against a score, one point per run that ran: a colour per cell, a marker per model,
+    runs with equal values spread a little (a fixed jitter) so every run shows, each cell's count in the legend
+    (outside the axes). The background is transparent and the text takes ``theme``'s colour (``"auto"``:
+    JupyterLab's chosen theme). A matplotlib Figure."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise NbSubagentsError("plot() needs matplotlib: pip install 'nbsubagents[timeline]'") from None
+    import pandas as pd
+
+    if theme not in ("auto", "light", "dark"):
+        raise NbSubagentsError(f'plot(theme=...) is "auto", "light" or "dark", got {theme!r}')
+    dark = theme == "dark" or (theme == "auto" and "dark" in (jupyterlab_theme() or "").lower())
+    ink = "#e5e7eb" if dark else "#1f2937"
+    xcol = x if x in data.columns else f"metrics.{x}"
+    scores = [c for c in data.columns if c.startswith("scores.")]
+    ycol = (y if y in data.columns else f"scores.{y}") if y else (scores[0] if scores else "metrics.duration_s")
+    for col, what in ((xcol, "x"), (ycol, "y")):
+        if col not in data.columns:
+            raise NbSubagentsError(f"plot({what}=...): no column {col!r}; metrics and scores are "
+                                   f"{', '.join(_values(data))}")
+    cols = _by_columns(data, by)
+    ran = data[_excluded(data).isna()]
+
+    def numeric(col: str) -> pandas.Series:
+        return pd.to_numeric(ran[col].map(lambda v: float(v) if isinstance(v, bool) else v), errors="coerce")
+
+    xs, ys = numeric(xcol), numeric(ycol)
+    shake = random.Random(0)  # the same picture every time
+
+    def spread(values: pandas.Series) -> Any:
+        """Each value moved by up to ±2% of the column's span (of its value when all are equal; ±0.06 for a
+        pass/fail score), so equal values sit side by side instead of on top of each other."""
+        finite = values.dropna()
+        if finite.isin([0.0, 1.0]).all():
+            width = 0.06
+        else:
+            span = float(finite.max() - finite.min()) if len(finite) else 0.0
+            width = 0.02 * (span or abs(float(finite.max()) if len(finite) else 0.0) or 1.0)
+        return values + [shake.uniform(-width, width) for _ in range(len(values))]
+
+    xs, ys = spread(xs), spread(ys)
+    model_col = "params.model" if "params.model" in data.columns else None
+    models = sorted({_label(v) for v in ran[model_col]}) if model_col else []
+    fig = new_figure((7.5, 4.0))
+    fig.patch.set_alpha(0.0)  # the notebook's own background shows through, light or dark
+    ax = fig.add_subplot()
+    ax.set_facecolor("none")
+    for cell, part in ran.groupby(cols, dropna=False, sort=True):
+        label = " · ".join(_label(v) for v in (cell if isinstance(cell, tuple) else (cell,)))
+        marker = MARKERS[models.index(_label(part[model_col].iloc[0])) % len(MARKERS)] if model_col else "o"
+        points = ax.scatter(xs[part.index], ys[part.index], label=f"{label} (n={len(part)})", alpha=0.8,
+                            marker=marker, s=36, edgecolors="none")
+        points.set_gid(label)
+    excluded = len(data) - len(ran)
+    ax.set_xlabel(xcol, color=ink)
+    ax.set_ylabel(ycol, color=ink)
+    note = f"({excluded} excluded run{'s' * (excluded != 1)} not shown)" if excluded else ""
+    ax.set_title(" ".join(t for t in (title, note) if t), color=ink, loc="left", fontsize=10)
+    ax.tick_params(colors=ink, labelcolor=ink)
+    for spine in ax.spines.values():
+        spine.set_color(ink)
+    ax.grid(alpha=0.25, color=ink)
+    ax.set_axisbelow(True)
+    if len(ran):
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
+                  labelcolor=ink)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,181 @@
+"""The run browser's HTML (``browse()``), as functions of the registry's rows and a run: the list's lines, its column
+header and status colours, and the selected run's header, output, events and files. No widgets and no state:
+``browser.Browser`` sets what these return as its widgets' values.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .. import _registry as registry
+from .._child.artifacts import ACTIVE
+from .._style import (
+    DARK_SCOPE,
+    MONO_STYLE,
+    MUTED_STYLE,
+    PALETTE,
+    STATUS_CSS,
+    attrs,
+    clip,
+    duration,
+    filesize,
+    glyph,
+    html_table,
+    is_missing,
+    plural,
+    pydatetime,
+    shorten,
+)
+from .._views.masking import masker
+
+if TYPE_CHECKING:
+    import pandas
+
+    from .._lifecycle.handle import Run
+
+EVENT_ROWS = 400  # the last events a run's Events tab shows (run.events_frame() has all)
+BROWSE_CSS = (
+    "<style>"
+    ".nbsubagents-browse-list select{font-family:var(--jp-code-font-family,monospace);font-size:12px}"
+    ".nbsubagents-browse pre{" + MONO_STYLE + ";max-height:420px;overflow:auto;margin:0;padding:4px 6px;"
+    "background:var(--jp-layout-color2,#f5f5f5)}"
+    ".nbsubagents-browse table.nbsubagents-browse-events td{vertical-align:top;padding:1px 6px;text-align:left}"
+    ".nbsubagents-browse table.nbsubagents-browse-events{font-size:12px}"
+    "</style>"
+)
+
+
+def local_time(value: Any, fmt: str = "%m-%d %H:%M:%S") -> str:
+    """A registry time (ISO text or a pandas Timestamp) in this machine's time zone; "" when missing."""
+    if is_missing(value):
+        return ""
+    try:
+        if hasattr(value, "to_pydatetime"):
+            value = pydatetime(value)
+        elif isinstance(value, str):
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return value.astimezone().strftime(fmt)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def list_labels(frame: pandas.DataFrame) -> list[tuple[str, str]]:
+    """One aligned line per run for the list: icon, status, name, start, took, task, id."""
+    if frame is None or not len(frame):
+        return []
+    masks = masker()  # names and tasks masked before shorten() cuts a secret short
+    rows = []
+    for row in frame.itertuples(index=False):
+        status = str(row.status)
+        if status in ACTIVE:
+            took = "running…"
+        else:
+            took = "" if is_missing(row.duration_s) else duration(float(row.duration_s))
+        name = shorten(masks.text(str(row.name)) if not is_missing(row.name) else row.run_id, 24)
+        task = shorten("" if is_missing(row.task) else masks.text(str(row.task)), 50)
+        rows.append((glyph(status), status, name, local_time(row.started), took, task, str(row.run_id)))
+    width = max(len(r[2]) for r in rows)
+    return [(f"{icon} {status:<9}  {name:<{width}}  {started:<14}  {took:>8}  {task:<50}  {run_id}", run_id)
+            for icon, status, name, started, took, task, run_id in rows]
+
+
+def list_header(frame: pandas.DataFrame) -> str:
+    """Column names over the run list, aligned with ``list_labels`` (both monospace)."""
+    if frame is None or not len(frame):
+        return ""
+    width = max(len(shorten(n if not is_missing(n) else r, 24)) for n, r in zip(frame["name"], frame["run_id"]))
+    text = f"  {'status':<9}  {'name':<{width}}  {'started':<14}  {'took':>8}  {'task':<50}  run id"
+    return (f'<div class="nbsubagents-browse-columns" style="{MONO_STYLE};white-space:pre;font-weight:600;'
+            f'font-size:12px;padding-left:4px">{html.escape(text)}</div>')
+
+
+def list_colours(frame: pandas.DataFrame) -> str:
+    """Each listed run in its status colour: one CSS rule per option of the list (the light and dark values)."""
+    if frame is None or not len(frame):
+        return ""
+    rules = []
+    for i, status in enumerate(frame["status"].astype(str), start=1):
+        if status in PALETTE:
+            light, dark = PALETTE[status]
+            rules.append(f".nbsubagents-browse-list option:nth-child({i}){{color:{light}}}"
+                         f"{DARK_SCOPE} .nbsubagents-browse-list option:nth-child({i}){{color:{dark}}}")
+    return "<style>" + "".join(rules) + "</style>"
+
+
+def artifacts_html(found: Any) -> str:
+    rows = [((f'title="{html.escape(str(a.path))}"', f"<code>{html.escape(a.name)}</code>"),
+             ('style="text-align:right"', html.escape(filesize(a.size)))) for a in found]
+    return html_table(("file", "size"), rows, attrs='class="nbsubagents-browse-artifacts"', sections=False)
+
+
+def header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
+    esc = html.escape
+    result = run.result or {}
+    usage = result.get("usage") or {}
+    calls = row.get("tool_calls") if row.get("tool_calls") is not None else result.get("toolCalls", tally.tool_calls)
+    tokens = row.get("total_tokens") if row.get("total_tokens") is not None else usage.get("totalTokens", tally.tokens)
+    cost = row.get("cost") if row.get("cost") is not None else usage.get("cost", tally.cost)
+    if row.get("duration") is not None:
+        took = duration(float(row["duration"]))
+    elif result.get("durationSeconds") is not None:
+        took = duration(float(result["durationSeconds"]))
+    elif status in ACTIVE and (row.get("started_at") or row.get("created_at")):
+        age = registry.age(row.get("started_at") or row.get("created_at"))
+        took = f"{duration(age)}…" if age != float("inf") else ""
+    else:
+        took = ""
+    parts = [f"preset {row.get('preset') or '?'}", row.get("model") or run.model or "no model",
+             plural(int(calls or 0), "tool call"), f"{int(tokens or 0):,} tokens", f"${float(cost or 0):.4f}"]
+    if took:
+        parts.append(took)
+    name = row.get("name") or run.name
+    task = shorten(row.get("task") or run.task, 200)
+    started = local_time(row.get("started_at") or row.get("created_at"), "%Y-%m-%d %H:%M:%S")
+    ended = local_time(row.get("ended_at"), "%H:%M:%S")
+    when = f"started {started}" + (f" · ended {ended}" if ended else "")
+    return (f'<div class="nbsubagents-browse-run nbsubagents-status-{esc(status)}">'
+            f'{STATUS_CSS}<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
+            f'<b class="nbsubagents-name">{esc(name)}</b> '
+            f'<span {attrs(status, "nbsubagents-status", "font-weight:600")}>{esc(status)}</span> '
+            f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">· {esc(" · ".join(parts))}</span>'
+            f'<div style="{MUTED_STYLE};font-size:11px"><code>{esc(row["run_id"])}</code> · {esc(when)}'
+            f'{" · " + esc(row["mode"]) if row.get("mode") else ""}</div>'
+            f'<div class="nbsubagents-browse-task">{esc(task)}</div></div>')
+
+
+def output_html(row: dict[str, Any], run: Run, status: str) -> str:
+    output = (run.output or row.get("final_text") or "").strip()
+    error = run.error or row.get("error_message")
+    parts = []
+    if output:
+        parts.append(f'<pre class="nbsubagents-browse-output-text">{html.escape(output, quote=False)}</pre>')
+    if error and status not in ("completed",):
+        parts.append(f'<div {attrs("failed", "nbsubagents-error", MONO_STYLE)}>{html.escape(error, quote=False)}</div>')
+    if not parts:
+        parts.append(f'<i style="{MUTED_STYLE}">' + ("(running: the output comes when it ends)" if status in ACTIVE
+                                                 else "(no output)") + "</i>")
+    return "".join(parts)
+
+
+def events_html(run: Run, events: list[dict[str, Any]], mask: Any = None) -> str:
+    if not events:
+        return f'<i style="{MUTED_STYLE}">(no events yet)</i>'
+    frame = run.events_frame()
+    shown = frame.tail(EVENT_ROWS)
+    note = (f'<div style="{MUTED_STYLE}">the last {EVENT_ROWS} of {len(frame)} events '
+            f'(run.events_frame() has all)</div>' if len(frame) > EVENT_ROWS else "")
+    rows, row_attrs = [], []
+    for item in shown.itertuples(index=False):
+        failed = (not is_missing(item.is_error) and bool(item.is_error)) or \
+            (not is_missing(item.kind) and str(item.kind) in ("error", "failed"))
+        row_attrs.append(attrs("failed") if failed else "")
+        text = "" if is_missing(item.text) else str(item.text)
+        text = mask(text) if mask is not None else text  # before clip() cuts a secret short
+        rows.append(("" if is_missing(item.seq) else str(int(item.seq)), local_time(item.time, "%H:%M:%S"),
+                     html.escape(str(item.type)), "" if is_missing(item.tool) else html.escape(str(item.tool)),
+                     ('style="white-space:pre-wrap"', html.escape(clip(text, 600), quote=False))))
+    table = html_table(("seq", "time", "type", "tool", "text"), rows, attrs='class="nbsubagents-browse-events"',
+                       row_attrs=row_attrs)
+    return f"{note}{table}"

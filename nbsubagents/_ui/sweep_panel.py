@@ -1,0 +1,250 @@
+"""A sweep's live panel: the model of ``sweeps.progress`` (one compact line per run, made for 24 to 1,000 runs)
+drawn as ipywidgets, with the failures, each with its reason, one click away.
+
+``SweepPanel`` is re-rendered on the watcher's clock at most every ``RENDER_INTERVAL`` seconds whatever the number
+of runs, and keeps a static record (``static_html``: a compact table, ``static_text``) that a saved notebook
+keeps. ``live_sweep`` is what ``ui.attach`` lends the sweeps (``lifecycle.edge.sweep_panel``): this panel where runs
+show as widgets (``ui.display`` decides), else nothing, and the sweep prints its text lines.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Callable
+
+from .._child.artifacts import TERMINAL
+from .._child.secrets import strip_controls, terminal_safe
+from .._lifecycle import watcher
+from .._style import MUTED_INK, STATUS_CSS, attrs, color, duration, glyph, html_table, shorten
+from .._sweeps.progress import FAILURE_CAP, LINE_CAP, SweepLine, SweepState, state_text
+from .._views.masking import masker
+from .display import widgets_available
+from .kernel import NotebookRecord, Publish, load_ipywidgets
+from .panels import STATIC_INTERVAL
+
+if TYPE_CHECKING:
+    from .._child.formatter import ProgressLine
+    from .._lifecycle.handle import Run
+
+__all__ = ["SweepPanel", "SweepRenderer", "live_sweep", "RENDER_INTERVAL"]
+
+RENDER_INTERVAL = 0.5    # the live panel re-renders at most twice a second, however many runs there are
+_CELL = "padding:1px 10px 1px 0;text-align:left;white-space:nowrap;vertical-align:top;border:none"
+_FONT = ("font-family:var(--jp-ui-font-family,-apple-system,Segoe UI,Helvetica,Arial,sans-serif);"
+         "font-size:12px;line-height:1.35")
+_REASON = "white-space:pre-wrap;margin-left:1.5em"
+
+
+# -- HTML and text, from the model ---------------------------------------------------------------------------
+def _esc(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def _progress_html(state: SweepState) -> str:
+    """A bar of the ended runs, each status its colour's share."""
+    total = max(1, state.total)
+    segments = "".join(
+        f'<div class="nbsubagents-c-{status}" style="width:{100 * n / total:.2f}%;background:{color(status)}">'
+        f'</div>' for status, n in state.counts().items() if status in TERMINAL)
+    return (f'<div class="nbsubagents-sweep-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{state.total}" '
+            f'aria-valuenow="{state.ended}" style="display:flex;height:6px;max-width:480px;margin:3px 0 4px;'
+            f'background:var(--jp-layout-color3,#e5e7eb);border-radius:3px;overflow:hidden">{segments}</div>')
+
+
+def header_html(state: SweepState) -> str:
+    """The title, ``n/N``, the counts in their colours (each with its number in ``data-count``), the time left
+    and the progress bar."""
+    counts = ", ".join(f'<span {attrs(status, f"nbsubagents-sweep-count nbsubagents-sweep-{status}")} '
+                       f'data-status="{status}" data-count="{words.split()[0]}">{_esc(words)}</span>'
+                       for status, words in state.header_words())
+    left = state.time_left_text()
+    return (f'<div class="nbsubagents-sweep-header" style="{_FONT};font-size:13px"><b>{_esc(state.title)}</b> · '
+            f'<span class="nbsubagents-sweep-progress">{state.ended}/{state.total}</span> · {counts}'
+            + (f' <span class="nbsubagents-sweep-left" style="{MUTED_INK}">· {_esc(left)}</span>' if left else "")
+            + f'</div>{_progress_html(state)}')
+
+
+def _line_cells(row: SweepLine, now: float, *, live: bool) -> list[str | tuple[str, str]]:
+    status = row.status
+    clock = row.clock(now)
+    if status == "running":
+        last = (f'<span style="{MUTED_INK}">{_esc(shorten(row.activity or "starting pi…", 70))}</span>'
+                if live else "")
+    elif row.reason:
+        scores = f'{_esc(shorten(row.outcome(), 60))} · ' if row.outcome() else ""
+        last = (f'{scores}<span {attrs("failed", "nbsubagents-sweep-reason")} title="{html.escape(row.reason)}">'
+                f'{_esc(shorten(row.reason, 70))}</span>')
+    else:
+        last = (f'<span class="nbsubagents-sweep-scores" title="{html.escape(row.outcome())}">'
+                f'{_esc(shorten(row.outcome(), 90))}</span>')
+    return [(f'{attrs(status, "nbsubagents-sweep-status", _CELL)}', f"{glyph(status)} {status}"),
+            (f'class="nbsubagents-sweep-cell" style="{_CELL}" title="{html.escape(row.run.run_id)}"',
+             _esc(row.cell)),
+            (f'style="{_CELL};text-align:right"', duration(clock) if clock is not None else ""),
+            (f'style="{_CELL};text-align:right;{MUTED_INK}"', f"${row.cost:.4f}" if row.cost else ""),
+            (f'style="{_CELL};white-space:normal"', last)]
+
+
+def lines_html(state: SweepState, *, final: bool = False, live: bool = True) -> str:
+    """The run lines as one compact table: the shown ones, "and N more", and the queued runs as a count."""
+    rows, more = state.shown(final=final)
+    now = state.now()
+    body = [_line_cells(row, now, live=live) for row in rows]
+    row_attrs = [f'class="nbsubagents-sweep-line nbsubagents-status-{r.status}" '
+                 f'data-run-id="{html.escape(r.run.run_id)}"' for r in rows]
+    span = f'colspan="5" style="{_CELL};{MUTED_INK}"'
+    if more:
+        body.append([(span, f"… and {more} more (experiment.frame() has every run)")])
+        row_attrs.append('class="nbsubagents-sweep-more"')
+    queued = state.counts().get("queued", 0)
+    if queued:
+        body.append([(f'colspan="5" {attrs("queued", "", _CELL)}', f'{glyph("queued")} {queued} queued')])
+        row_attrs.append('class="nbsubagents-sweep-queued"')
+    if not body:
+        return ""
+    return html_table(None, body, attrs=f'class="nbsubagents-sweep-lines" style="border-collapse:collapse;{_FONT};'
+                                        'margin:0"', sections=False, row_attrs=row_attrs)
+
+
+def failures_html(state: SweepState) -> str:
+    """``failures (3)``: a click opens each failed run's cell and reason."""
+    failed = state.failures()
+    if not failed:
+        return ""
+    items = "".join(
+        f'<div class="nbsubagents-sweep-failure" data-run-id="{html.escape(r.run.run_id)}" style="margin:2px 0">'
+        f'<span {attrs(r.status)}>{glyph(r.status)}</span> <b>{_esc(r.cell)}</b> '
+        f'<span style="{MUTED_INK}">{_esc(r.run.run_id)}</span><div {attrs("failed", "", _REASON)}>'
+        f'{_esc(shorten(r.reason, 600))}</div></div>' for r in failed[:FAILURE_CAP])
+    if len(failed) > FAILURE_CAP:
+        items += f'<div style="{MUTED_INK}">… and {len(failed) - FAILURE_CAP} more</div>'
+    return (f'<details class="nbsubagents-sweep-failures" style="{_FONT};margin:3px 0"><summary '
+            f'{attrs("failed", "", "cursor:pointer;font-weight:600")}>failures ({len(failed)})</summary>{items}'
+            f'</details>')
+
+
+# -- the notebook panel ---------------------------------------------------------------------------------------
+class SweepPanel:
+    """The live panel of a sweep: one widget for the header and the run lines, drawn from one ``SweepState``
+    (one message per update, so a page never shows counts and rows from two different moments), and a failures
+    widget re-drawn only when a failure comes (so an opened list stays open)."""
+
+    def __init__(self, state: SweepState, publish: Publish | None = None) -> None:
+        self.state = state
+        self.display_id = f"nbsubagents-sweep-{uuid.uuid4().hex[:16]}"
+        self.renders = 0
+        self.last_render = 0.0
+        self.last_record = 0.0
+        self._failures_shown = -1
+        self.widget = self._build_widget()
+        # The output in the notebook: the static record, with the widget view only while the sweep goes.
+        self.record = NotebookRecord(self.display_id, lambda: (self.static_text(), self.static_html()),
+                                     widget=self.widget, publish=publish)
+        self.render()
+
+    def _build_widget(self) -> Any:
+        """The one place the panel's widgets are made."""
+        w = load_ipywidgets()
+        self.board = w.HTML().add_class("nbsubagents-sweep-board")
+        self.failures = w.HTML().add_class("nbsubagents-sweep-fails")
+        return w.VBox([self.board, self.failures]).add_class("nbsubagents-sweep")
+
+    def render(self) -> None:
+        state = self.state
+        self.board.value = STATUS_CSS + header_html(state) + lines_html(state)
+        failed = len(state.failures())
+        if failed != self._failures_shown:
+            self.failures.value = failures_html(state)
+            self._failures_shown = failed
+        state.changed = False
+        self.renders += 1
+        self.last_render = time.monotonic()
+
+    # -- the static record ---------------------------------------------------------------------------------
+    def static_html(self) -> str:
+        """The panel as self-contained HTML (inline styles, no script): the header, the compact table of the
+        runs, the failures; secrets masked. A saved notebook keeps it beside (at the end: instead of) the widget."""
+        state = self.state
+        body = (f'<div class="nbsubagents-static nbsubagents-sweep" style="{_FONT}">{header_html(state)}'
+                f'{lines_html(state, final=state.done, live=not state.done)}{failures_html(state)}</div>')
+        return strip_controls(masker().text(STATUS_CSS + body))
+
+    def static_text(self) -> str:
+        return terminal_safe(masker().text(state_text(self.state, final=self.state.done)))
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+class SweepRenderer:
+    """The ``Renderer`` port on a ``SweepPanel``: events only change the state; the watcher's clock renders it
+    at most every ``interval`` seconds (and every second while runs go, to move their clocks); ``close`` draws
+    the end and replaces the widget view by the static record.
+
+    ``display`` (tests) receives the widget instead and no record is sent; ``publish(bundle, display_id,
+    update)`` replaces IPython's display and update_display."""
+
+    def __init__(self, *, title: str = "Sweep", concurrency: int = 1, cap: int = LINE_CAP,
+                 interval: float = RENDER_INTERVAL, display: Callable[[Any], Any] | None = None,
+                 publish: Callable[[dict[str, Any], str, bool], Any] | None = None, ticker: bool = True) -> None:
+        load_ipywidgets()
+        self.title, self.concurrency, self.cap, self.interval = title, concurrency, cap, interval
+        self._display, self._publish = display, publish
+        self._lock = threading.RLock()
+        self._clock = watcher.Clock(self.tick, interval, "sweep panel clock", enabled=ticker)
+        self.panel: SweepPanel | None = None
+
+    def start(self, runs: list[Run]) -> None:
+        with self._lock:
+            self.panel = SweepPanel(SweepState(runs, title=self.title, concurrency=self.concurrency, cap=self.cap),
+                                    self._publish)
+        if self._display is not None:
+            self._display(self.panel.widget)
+        else:
+            self.panel.record.show()
+            self.panel.last_record = time.monotonic()
+        self._clock.start()
+
+    def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None:
+        with self._lock:
+            if self.panel is not None:
+                self.panel.state.add(run, event, line)
+
+    def end(self, run: Run) -> None:
+        with self._lock:
+            if self.panel is not None:
+                self.panel.state.end(run)
+
+    def tick(self) -> None:
+        """Render when something changed, or a second passed while runs go (their clocks move)."""
+        with self._lock:
+            panel = self.panel
+            if panel is None:
+                return
+            panel.state.refresh()
+            age = time.monotonic() - panel.last_render
+            if panel.state.changed or (not panel.state.done and age >= 1.0):
+                panel.render()
+            if self._display is None and time.monotonic() - panel.last_record >= STATIC_INTERVAL:
+                panel.record.update()  # the saved notebook's copy, true to within STATIC_INTERVAL
+                panel.last_record = time.monotonic()
+
+    def close(self) -> None:
+        self._clock.stop()
+        with self._lock:
+            panel = self.panel
+            if panel is None:
+                return
+            panel.state.refresh()
+            panel.render()
+        if self._display is None:
+            panel.record.end()
+
+
+def live_sweep(title: str, concurrency: int) -> SweepRenderer | None:
+    """A sweep's live panel where runs show as widgets (``ui.display`` decides), else None: what ``ui.attach``
+    lends ``sweeps.progress.sweep_renderer`` (``lifecycle.edge.sweep_panel``)."""
+    return SweepRenderer(title=title, concurrency=concurrency) if widgets_available() else None

@@ -1,0 +1,373 @@
+"""A report you can send: one self-contained HTML file (or Markdown) of some runs, with secrets masked.
+
+``report(runs, path=None, format=None)`` writes, per run: its panel header (the same words as
+the live panel), the task, status, model, tokens, cost, timings, the transcript (the formatter's lines),
+the final output, the files it changed, and links to the other runs of its group (one ``run_parallel``
+call). HTML has inline CSS and no script and loads nothing; Markdown is for pasting into an issue.
+
+Secrets are masked in everything written, before anything is cut short (``child.secrets``: secret-named
+environment variables, the keys in pi's ``models.json`` and ``auth.json``, common key shapes, the
+``secret_patterns`` setting). Names, headings and table cells are escaped for Markdown, file names sit in code
+spans they cannot break out of, and neither format carries control bytes (NUL, ESC, ...). A report is written
+to a temporary file and moved into place: a failed write leaves no temporary file and the old report whole.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._child import VERSION
+from .._child.formatter import ProgressFormatter
+from .._child.secrets import strip_controls
+from .._config import NbSubagentsError, project_root
+from .._style import color as status_color
+from .._style import duration, glyph
+from .masking import MaskedRun, masker
+from .panel_state import PanelState
+
+if TYPE_CHECKING:
+    from .._lifecycle.handle import Run
+
+__all__ = ["report"]
+
+TRANSCRIPT_LINES = 5_000
+FORMATS = ("html", "md")
+
+
+# -- the runs -------------------------------------------------------------------------------------------
+def _facts(run: Run) -> dict[str, Any]:
+    result = run.result or {}
+    usage = result.get("usage") or {}
+    return {
+        "status": run.status, "model": run.model or "no model", "preset": run.preset or "",
+        "harness": run.harness,
+        "tokens": usage.get("totalTokens") or 0, "input": usage.get("input") or 0, "output": usage.get("output") or 0,
+        "cacheRead": usage.get("cacheRead") or 0, "cacheWrite": usage.get("cacheWrite") or 0,
+        "cost": usage.get("cost") or 0.0, "toolCalls": result.get("toolCalls") or 0, "turns": result.get("turns"),
+        "created": run.record.created_at, "started": result.get("startedAt"), "ended": result.get("endedAt"),
+        "duration": result.get("durationSeconds"), "cwd": run.record.cwd or "",
+        "group": run.record.group, "mode": run.record.mode or "",
+    }
+
+
+def _lines(run: Run) -> list[tuple[str, str]]:
+    """(kind, text) of every formatter line of the run, from its events (the transcript's words)."""
+    formatter = ProgressFormatter(run.record.cwd)
+    lines: list[tuple[str, str]] = []
+    for event in run.events():
+        line = formatter.format(event)
+        if line is None:
+            continue
+        for row in line.text.split("\n"):
+            if row.strip():
+                lines.append((line.kind, row.rstrip()))
+    return lines
+
+
+def call_groups(runs: list[Run]) -> dict[str, list[Run]]:
+    """Runs of one parallel call, by their group id (from their records), among the runs of the report."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        group = run.record.group
+        if group:
+            groups.setdefault(group, []).append(run)
+    return groups
+
+
+def _when(iso: str | None) -> str:
+    if not iso:
+        return "—"
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    except ValueError:
+        return iso
+
+
+# -- HTML -------------------------------------------------------------------------------------------------
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;font-size:14px;line-height:1.5;color:#1f2328;
+margin:24px auto;max-width:1100px;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;padding-top:8px;border-top:1px solid #d0d7de}
+.muted{color:#656d76}.small{font-size:12px}table{border-collapse:collapse;margin:8px 0}
+td,th{text-align:left;padding:3px 10px 3px 0;vertical-align:top}th{color:#656d76;font-weight:600}
+pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;white-space:pre-wrap;
+word-break:break-word;background:#f6f8fa;border:1px solid #d0d7de;border-radius:4px;padding:8px 10px;margin:6px 0}
+.output{border-left:3px solid #388e3c}.error{color:#d32f2f;border-left:3px solid #d32f2f}
+.lines div{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;white-space:pre-wrap}
+.k-assistant{color:#1565c0}.k-thinking{color:#656d76;font-style:italic}.k-failed,.k-error{color:#d32f2f}
+.k-done,.k-info{color:#656d76}details{margin:6px 0}summary{cursor:pointer;color:#656d76}
+code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
+a{color:#0969da}
+"""
+
+
+def _status_html(status: str) -> str:
+    return f'<span style="color:{status_color(status)};font-weight:600">{glyph(status)} {html.escape(status)}</span>'
+
+
+def run_html(run: Run, groups: dict[str, list[Run]], listed: set[str], *, folded: bool = False) -> str:
+    esc = html.escape
+    facts = _facts(run)
+    header = PanelState.of_run(run).static_text().splitlines()[0]
+    rows = [("Status", _status_html(facts["status"])), ("Model", esc(facts["model"])),
+            ("Preset", esc(facts["preset"])), ("Harness", esc(facts["harness"])), ("Mode", esc(facts["mode"])),
+            ("Tokens", f'{facts["tokens"]:,} <span class="muted small">(input {facts["input"]:,}, output '
+                       f'{facts["output"]:,}, cache read {facts["cacheRead"]:,}, cache write {facts["cacheWrite"]:,})'
+                       f'</span>'),
+            ("Cost", f'${facts["cost"]:.4f}'), ("Tool calls", str(facts["toolCalls"])),
+            ("Created", esc(_when(facts["created"]))), ("Started", esc(_when(facts["started"]))),
+            ("Ended", esc(_when(facts["ended"]))),
+            ("Duration", duration(facts["duration"]) if isinstance(facts["duration"], (int, float)) else "—"),
+            ("Working directory", f"<code>{esc(facts['cwd'])}</code>"),
+            ("Run folder", f"<code>{esc(str(run.dir))}</code>")]
+    group = facts["group"]
+    if group:
+        others = [r for r in groups.get(group, []) if r.run_id != run.run_id]
+        links = [f'<a href="#run-{esc(r.run_id)}">{esc(r.name)}</a> <span class="muted small">{esc(r.run_id)}</span>'
+                 for r in others if r.run_id in listed]
+        rows.append(("Same call as", ", ".join(links) if links else '<span class="muted">no other run of its '
+                                                                     'call is in this report</span>'))
+    table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    parts = [f'<h2 id="run-{esc(run.run_id)}">{esc(header)}</h2>', f'<div class="muted small">{esc(run.run_id)}</div>',
+             f"<table>{table}</table>", "<h3>Task</h3>", f"<pre>{esc(run.task)}</pre>"]
+    if run.output.strip():
+        parts += ["<h3>Final output</h3>", f'<pre class="output">{esc(run.output.strip())}</pre>']
+    if run.error:
+        parts += ["<h3>Error</h3>", f'<pre class="error">{esc(run.error)}</pre>']
+    changed = run.files_changed
+    parts.append("<h3>Files changed</h3>")
+    parts.append("<ul>" + "".join(f"<li><code>{esc(p)}</code></li>" for p in changed) + "</ul>" if changed
+                 else '<p class="muted">none</p>')
+    lines = _lines(run)
+    shown = lines[:TRANSCRIPT_LINES]
+    body = "".join(f'<div class="k-{esc(kind)}">{esc(text)}</div>' for kind, text in shown)
+    more = (f'<div class="muted">… {len(lines) - len(shown):,} more lines in {esc(str(run.paths.transcript))}</div>'
+            if len(lines) > len(shown) else "")
+    parts.append(f'<details{"" if folded else " open"}><summary>Transcript ({len(lines):,} lines)</summary>'
+                 f'<div class="lines"><pre>{body}{more}</pre></div></details>')
+    return "\n".join(parts)
+
+
+def _document_html(runs: list[Run], title: str) -> str:
+    esc = html.escape
+    groups = call_groups(runs)
+    listed = {r.run_id for r in runs}
+    summary_rows = []
+    for run in runs:
+        facts = _facts(run)
+        summary_rows.append(
+            f'<tr><td><a href="#run-{esc(run.run_id)}">{esc(run.name)}</a></td><td>{_status_html(facts["status"])}</td>'
+            f'<td>{esc(facts["model"])}</td><td>{facts["toolCalls"]}</td><td>{facts["tokens"]:,}</td>'
+            f'<td>${facts["cost"]:.4f}</td><td>'
+            f'{duration(facts["duration"]) if isinstance(facts["duration"], (int, float)) else "—"}</td>'
+            f'<td class="muted small">{esc(run.run_id)}</td></tr>')
+    total_tokens = sum(_facts(r)["tokens"] for r in runs)
+    total_cost = sum(_facts(r)["cost"] for r in runs)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n"
+        f"<h1>{esc(title)}</h1>\n"
+        f'<p class="muted">{len(runs)} run{"" if len(runs) == 1 else "s"} · {total_tokens:,} tokens · '
+        f'${total_cost:.4f} · written {esc(datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"))} by '
+        f'nbsubagents {esc(VERSION)} · secrets masked</p>\n'
+        '<table><tr><th>Run</th><th>Status</th><th>Model</th><th>Tool calls</th><th>Tokens</th><th>Cost</th>'
+        f'<th>Took</th><th>Id</th></tr>{"".join(summary_rows)}</table>\n'
+        + "\n".join(run_html(run, groups, listed) for run in runs)
+        + "\n</body></html>\n")
+
+
+# -- Markdown -------------------------------------------------------------------------------------------
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def block(text: str) -> str:
+    fence = _fence(text)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>#|~&])")
+_MD_LINE_START = re.compile(r"^(\s*)([-+=]|\d+)([.)]?)")
+
+
+def md_cell(text: Any) -> str:
+    """Text in a Markdown table cell, shown as it is: emphasis, links, HTML, pipes and entities escaped."""
+    return _MD_INLINE.sub(r"\\\1", " ".join(strip_controls(str(text)).split()))
+
+
+def md_line(text: Any) -> str:
+    """Text on one Markdown line, shown as it is: a cell's escapes, and no list item or heading underline at its
+    start (``- x`` becomes ``\\- x``, ``1. x`` becomes ``1\\. x``)."""
+    def escape(m: re.Match[str]) -> str:
+        lead, mark, dot = m.groups()
+        if mark.isdigit():
+            return lead + mark + ("\\" + dot if dot else "")
+        return lead + "\\" + mark + dot
+
+    return _MD_LINE_START.sub(escape, md_cell(text))
+
+
+def _code(text: Any) -> str:
+    """A code span that nothing inside can close: a fence longer than any run of backticks in it, one line."""
+    text = strip_controls(str(text).replace("\r", "\\r").replace("\n", "\\n"))
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _document_md(runs: list[Run], title: str) -> str:
+    groups = call_groups(runs)
+    listed = {r.run_id for r in runs}
+    out = [f"# {md_line(title)}", ""]
+    total_tokens = sum(_facts(r)["tokens"] for r in runs)
+    total_cost = sum(_facts(r)["cost"] for r in runs)
+    out += [f"{len(runs)} run{'' if len(runs) == 1 else 's'} · {total_tokens:,} tokens · ${total_cost:.4f} · "
+            "secrets masked", "", "| run | status | model | tool calls | tokens | cost | took | id |",
+            "|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        f = _facts(run)
+        anchor = _anchor(run.run_id)
+        took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
+        out.append(f"| [{md_cell(run.name)}](#{anchor}) | {glyph(f['status'])} {md_cell(f['status'])} | "
+                   f"{md_cell(f['model'])} | {f['toolCalls']} | {f['tokens']:,} | ${f['cost']:.4f} | {took} | "
+                   f"{_code(run.run_id)} |")
+    for run in runs:
+        out += run_md(run, groups, listed)
+    return "\n".join(out) + "\n"
+
+
+def run_md(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> list[str]:
+    """The Markdown lines of one run: its facts, task, output, error and its transcript folded."""
+    out: list[str] = []
+    f = _facts(run)
+    anchor = _anchor(run.run_id)
+    header = PanelState.of_run(run).static_text().splitlines()[0]
+    took = duration(f["duration"]) if isinstance(f["duration"], (int, float)) else "—"
+    out += ["", f'<a id="{anchor}"></a>', "", f"## {md_line(header)}", "",
+            f"- **Run id:** {_code(run.run_id)}", f"- **Status:** {glyph(f['status'])} {md_line(f['status'])}",
+            f"- **Model:** {md_line(f['model'])} (preset {md_line(f['preset']) or '—'}, harness "
+            f"{md_line(f['harness'])}, {md_line(f['mode']) or '—'})",
+            f"- **Tokens:** {f['tokens']:,} (input {f['input']:,}, output {f['output']:,}, cache read "
+            f"{f['cacheRead']:,}, cache write {f['cacheWrite']:,}) · **Cost:** ${f['cost']:.4f} · "
+            f"**Tool calls:** {f['toolCalls']}",
+            f"- **Started:** {md_line(_when(f['started']))} · **Ended:** {md_line(_when(f['ended']))} · "
+            f"**Took:** {took}"]
+    if f["group"]:
+        others = [r for r in groups.get(f["group"], []) if r.run_id != run.run_id and r.run_id in listed]
+        out.append("- **Same call as:** " + (", ".join(f"[{md_line(r.name)}](#{_anchor(r.run_id)})" for r in others) or
+                                              "no other run of its call is in this report"))
+    changed = run.files_changed
+    out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
+    out += ["", "**Task**", "", block(run.task)]
+    if run.output.strip():
+        out += ["", "**Final output**", "", block(run.output.strip())]
+    if run.error:
+        out += ["", "**Error**", "", block(run.error)]
+    lines = _lines(run)
+    shown = "\n".join(text for _, text in lines[:TRANSCRIPT_LINES])
+    if len(lines) > TRANSCRIPT_LINES:
+        shown += f"\n… {len(lines) - TRANSCRIPT_LINES:,} more lines in {run.paths.transcript}"
+    out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", block(shown), "",
+            "</details>"]
+    return out
+
+
+def _anchor(run_id: str) -> str:
+    """The anchor of a run: ``run-<id>``, with only the characters a URL fragment and an attribute keep as they are."""
+    return "run-" + re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)
+
+
+# -- the entry point ----------------------------------------------------------------------------------------
+def report(runs: list[Run], path: str | Path | None = None, *, format: str | None = None,
+           title: str | None = None, root: Path | None = None) -> Path:
+    """Write a report of these runs and return its path.
+
+    ``runs``: the runs (``nbsubagents.report`` also takes run ids or a ``runs()`` DataFrame). ``path``: where
+    to write; by default a new ``<root>/.pi/subagents/reports/report-<time>.html`` (``-2``, ``-3``... when
+    another report has that name: none is overwritten). ``root``: the project (default: the current one).
+    ``format``: ``"html"``
+    (self-contained, no script, no network) or ``"md"`` (Markdown for an issue); by default from the
+    path's suffix (``.md``/``.markdown`` is Markdown), else HTML. Secrets are masked.
+    """
+    runs = list(runs)
+    if not runs:
+        raise NbSubagentsError("report() got no runs: pass a Run, a list of Runs or a non-empty runs() DataFrame")
+    if format is None:
+        format = "md" if path is not None and Path(path).suffix.lower() in (".md", ".markdown") else "html"
+    format = {"markdown": "md", "htm": "html"}.get(format, format)
+    if format not in FORMATS:
+        raise NbSubagentsError(f'report format must be "html" or "md", got {format!r}')
+    if path is not None and Path(path).expanduser().is_dir():
+        raise NbSubagentsError(f"report path {path} is a directory: give a file name such as "
+                               f"{Path(path) / 'report.html'}")
+    masks = masker()
+    runs = [MaskedRun(run, masks) for run in runs]  # masked before any line or header is cut short
+    title = title or (f"Sub-agent run {runs[0].name} ({runs[0].run_id})" if len(runs) == 1 else
+                      f"Sub-agent runs ({len(runs)})")
+    text = _document_md(runs, title) if format == "md" else _document_html(runs, title)
+    text = strip_controls(masks.text(text))
+    if path is not None:
+        target = Path(path).expanduser()
+        write_atomic(target, text)
+        return target
+    target = _new_name((root or project_root()) / ".pi" / "subagents" / "reports", format)
+    try:
+        write_atomic(target, text)
+    except BaseException:
+        target.unlink(missing_ok=True)  # the name it took
+        raise
+    return target
+
+
+def _new_name(folder: Path, format: str) -> Path:
+    """A report name no other report has: ``report-<time>.<format>``, else ``report-<time>-2.<format>``, ... It is
+    taken by creating the (empty) file, which fails for a name that exists: two reports written in the same
+    second, by one process or two, each get their own."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    names = (f"report-{stamp}.{format}" if n == 1 else f"report-{stamp}-{n}.{format}" for n in itertools.count(1))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            try:
+                os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                return folder / name
+            except FileExistsError:
+                pass
+    except OSError as exc:
+        raise NbSubagentsError(f"Cannot write a report into {folder}: {exc.strerror or exc}") from None
+    raise AssertionError("itertools.count() ended")
+
+
+def write_atomic(target: Path, text: str) -> None:
+    """``text`` into ``target`` through a temporary file beside it: on any failure the temporary file is removed
+    and what ``target`` held is untouched."""
+    tmp: str | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        name = str(target.parent / f".{target.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for any file
+        tmp = name
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        raise NbSubagentsError(f"Cannot write the report to {target}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
