@@ -92,7 +92,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nbsubagents' has no attribute {name!r}")
-    import_module("._api", __name__)  # the public API is used: it attaches the notebook edge as it loads
+    import_module("._api", __name__).wire()  # the public API is used: the notebook edge is lent to the runs
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

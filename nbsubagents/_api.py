@@ -193,14 +193,12 @@ max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, ex
 
 def wire() -> None:
     """The one place the bands above lend the kernel's side of a run what it needs (``lifecycle.edge``): the
-    notebook edge's notice stream, cell context, sweep panel and person check, this process's watcher as the
-    follower of runs, and ``start`` for a follow-up of an ended run; then IPython's display of a ``Run``, where
-    IPython runs. Called once, as this module loads (the package loads it on the first use of a public name)."""
-    lend(**lent(), follower=watcher.follower(), start=start)
+    notebook edge's notice stream, cell context, sweep panel and person check, and ``start`` for a follow-up of an
+    ended run; then IPython's display of a ``Run``, where IPython runs. The faces call it before they act: the
+    package at the first use of a public name, ``%load_ext nbsubagents``, the command line (a repeat changes
+    nothing); importing a module lends nothing."""
+    lend(**lent(), start=start)
     register_display()
-
-
-wire()
 
 
 def status(run_id: str | None = None, *, include_completed: bool = False, project: str | Path | None = None

@@ -479,6 +479,7 @@ examples:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    api.wire()  # a follow-up of an ended run starts its new run through the public start()
     try:
         code = args.handler(args)
         sys.stdout.flush()  # a reader that went away shows here, inside the try

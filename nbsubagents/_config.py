@@ -6,8 +6,8 @@ variable that sets it. ``configure()``, the settings files, ``sources()`` (what 
 docs/user/settings.md all follow from it.
 
 Everything here is resolved on demand (not at import) so that changing an environment variable, a settings file or
-``nbsubagents.configure(...)`` takes effect for the next run. Within ``one_view()`` (a call preparing its runs) each
-folder's settings are read once: the call sees one view of them, however often it reads one.
+``nbsubagents.configure(...)`` takes effect for the next call. ``current(folder)`` reads them into a frozen
+``Settings``: a public call reads it once per folder and passes it down (``lifecycle.batch``).
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ import json
 import math
 import os
 import warnings
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from ._child.budgets import problem
 from ._child.errors import NbSubagentsError
@@ -30,7 +28,7 @@ from ._child.record import camel
 from ._child.secrets import compile_patterns
 
 __all__ = ["NbSubagentsError", "Settings", "configure", "current", "sources", "reset", "agent_dir",
-           "project_root", "find_project", "project_arg", "file_key", "SPECS", "one_view"]
+           "project_root", "find_project", "project_arg", "file_key", "SPECS"]
 
 
 @dataclass(frozen=True)
@@ -114,9 +112,10 @@ _ROOT_NOT_IN_FILE = ("the project's settings file is found from the root, so the
                      "use configure(root=...) or the NBSUBAGENTS_ROOT variable")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    """The settings in force; ``sources()`` says where each value comes from."""
+    """The settings in force for a folder, read once (``current``): a public call reads them once and passes
+    them down; ``source(name)`` says where each value came from."""
 
     pi: str | None = setting(None, _path("/usr/local/bin/pi"), "the pi binary (None: the project's "
                              "node_modules/.bin/pi, then PATH); a relative path in a settings file is taken from the "
@@ -157,10 +156,16 @@ class Settings:
                                          "(None: distributed.get_client())")
     secret_patterns: tuple[str, ...] = setting((), PATTERNS, "regular expressions masked beside the built-in ones")
     offline: bool = setting(False, BOOL, "every run uses the scripted demo model (nbsubagents init --offline)")
+    # where each value came from: a settings file's path, an environment variable, "configure()"; else "default"
+    origin: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def source(self, name: str) -> tuple[object, str]:
+        """Setting ``name``'s value and where it came from."""
+        return getattr(self, name), self.origin.get(name, "default")
 
 
-SPECS: dict[str, Spec] = {f.name: f.metadata["setting"] for f in fields(Settings)}
-_DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(Settings)}
+SPECS: dict[str, Spec] = {f.name: f.metadata["setting"] for f in fields(Settings) if "setting" in f.metadata}
+_DEFAULTS: dict[str, object] = {name: Settings.__dataclass_fields__[name].default for name in SPECS}
 
 
 def file_key(name: str) -> str:
@@ -187,7 +192,6 @@ def _checked(name: str, value: object, where: str) -> object:
 
 
 _overrides: dict[str, object] = {}
-_view: ContextVar[dict[Any, Any] | None] = ContextVar("nbsubagents_settings_view", default=None)
 _file_cache: dict[Path, tuple[tuple[int, int], dict[str, object]]] = {}
 
 
@@ -242,37 +246,8 @@ def _file_folder(path: Path) -> Path:
     return path.parent.parent if path.parent.name == ".pi" else path.parent
 
 
-@contextmanager
-def one_view() -> Iterator[None]:
-    """Within it, each folder's settings and project are read once (the first read is kept until it ends, a
-    ``configure()`` aside): what a call that prepares runs sees, however many settings it reads. Nests."""
-    if _view.get() is not None:
-        yield
-        return
-    token = _view.set({})
-    try:
-        yield
-    finally:
-        _view.reset(token)
-
-
 def _layers(cwd: Path | None) -> list[tuple[str, dict[str, object]]]:
     """Where settings come from, lowest precedence first: each source's name and the values it sets."""
-    return _kept("layers", cwd, _read_layers)
-
-
-def _kept(kind: str, cwd: Path | None, read: Callable[[Path | None], Any]) -> Any:
-    """``read(cwd)``, or within ``one_view()`` the view's answer for ``kind`` of that folder (read at its first ask)."""
-    view = _view.get()
-    if view is None:
-        return read(cwd)
-    key = (kind, cwd or Path.cwd())
-    if key not in view:
-        view[key] = read(cwd)
-    return view[key]
-
-
-def _read_layers(cwd: Path | None) -> list[tuple[str, dict[str, object]]]:
     project = project_root(cwd) / ".pi" / "settings.json"
     layers = [(str(path), _read_subagents_settings(path)) for path in (agent_dir() / "settings.json", project)]
     for name, spec in SPECS.items():
@@ -287,18 +262,18 @@ def current(cwd: Path | None = None) -> Settings:
     ``<agent dir>/settings.json``, then the project's ``.pi/settings.json``, then the environment variables, then
     ``configure()``."""
     merged: dict[str, object] = {}
-    for _source, values in _layers(cwd):
+    origin: dict[str, str] = {}
+    for source, values in _layers(cwd):
         merged.update(values)
-    return Settings(**merged)  # type: ignore[arg-type]
+        origin.update(dict.fromkeys(values, source))
+    return Settings(**merged, origin=origin)  # type: ignore[arg-type]
 
 
 def sources(cwd: Path | str | None = None) -> dict[str, tuple[object, str]]:
     """Each setting's value in force and where it came from: ``"default"``, ``"configure()"``, a settings file's
     path or an environment variable's name (``NBSUBAGENTS_ROOT``)."""
-    found: dict[str, tuple[object, str]] = {name: (default, "default") for name, default in _DEFAULTS.items()}
-    for source, values in _layers(Path(cwd) if cwd is not None else None):
-        found.update({name: (value, source) for name, value in values.items()})
-    return found
+    in_force = current(Path(cwd) if cwd is not None else None)
+    return {name: in_force.source(name) for name in SPECS}
 
 
 def configure(**changes: object) -> Settings:
@@ -316,21 +291,12 @@ def configure(**changes: object) -> Settings:
             _overrides.pop(key, None)
         else:
             _overrides[key] = value
-    _forget_view()
     return current()
 
 
 def reset() -> None:
     """Forget every ``configure()`` change (tests, and notebooks that want a clean slate)."""
     _overrides.clear()
-    _forget_view()
-
-
-def _forget_view() -> None:
-    """A ``configure()`` inside ``one_view()``: what the view kept is read again."""
-    view = _view.get()
-    if view is not None:
-        view.clear()
 
 
 def project_root(cwd: Path | None = None, *, _explicit: str | None = None) -> Path:
@@ -338,7 +304,7 @@ def project_root(cwd: Path | None = None, *, _explicit: str | None = None) -> Pa
     explicit = (_explicit if _explicit is not None else _overrides.get("root")) or os.environ.get("NBSUBAGENTS_ROOT")
     if explicit:
         return Path(explicit).expanduser().resolve()  # type: ignore[arg-type]
-    return _kept("project", cwd, lambda folder: _nearest_project(Path(folder or Path.cwd()).resolve()))
+    return _nearest_project(Path(cwd or Path.cwd()).resolve())
 
 
 def find_project(project: str | Path | None = None) -> Path:

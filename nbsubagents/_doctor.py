@@ -104,7 +104,7 @@ def _run_options() -> list[Check]:
     value and where that came from (``spec.resolve``, as a run's record keeps it)."""
     layered = {o.name for o in options("call") if o.setting}
     return [Check("run options", True, f"{name} = {json.dumps(value, default=str)} ({source})")
-            for name, (value, source) in resolve(None, None, None).items() if name in layered]
+            for name, (value, source) in resolve(None, None, current()).items() if name in layered]
 
 
 def _pi(node: str | None) -> tuple[str | None, list[Check]]:

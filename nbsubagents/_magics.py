@@ -430,7 +430,8 @@ def load_ipython_extension(shell: Any) -> None:
     _unregister_event(shell)
     shell.events.register("post_run_cell", _forget_shown)
     shell.display_formatter.ipython_display_formatter.for_type(RunList, attach.skip_if_shown)
-    attach.register_display(shell)  # Run's display in this shell (what the kernel's side is lent: api.wire)
+    api.wire()  # what the kernel's side of a run is lent (the edge), and Run's display
+    attach.register_display(shell)  # in this shell
 
 
 def _unregister_event(shell: Any) -> None:

@@ -1,8 +1,8 @@
 """What the bands above lend the kernel's side of a run: one object, lent in one place.
 
 Nothing in ``lifecycle/`` or ``sweeps/`` knows a notebook, the watcher's instance or the public API; what they
-need of them is a field of ``edge``, with a script's plain defaults until ``nbsubagents._api`` lends the rest
-(``api.wire``, the one call of ``lend``):
+need of them is a field of ``edge``, with a script's plain defaults until the faces lend the rest (``api.wire``;
+the watcher lends itself as the follower when it first watches a run):
 
 - ``text_stream()``: where a notice is printed, None for nowhere (stderr by default; in a notebook the cell's
   output, and None under ``NBSUBAGENTS_DISPLAY=none``);
@@ -71,7 +71,7 @@ edge = Edge()
 
 
 def lend(**given: Any) -> None:
-    """Set the fields given by name (``nbsubagents._api.wire`` lends them all)."""
+    """Set the fields given by name (``nbsubagents._api.wire``; the watcher, as the follower)."""
     unknown = set(given) - {f.name for f in fields(Edge)}
     if unknown:
         raise TypeError(f"no such field of the edge: {', '.join(sorted(unknown))}")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._child.artifacts import RunPaths
-from .._config import NbSubagentsError, project_root, current
+from .._config import NbSubagentsError, Settings, current, project_root
 from .._pi import find_pi, pi_command
 from .._child.record import RunRecord
 from .dask_cluster import require_cluster
@@ -88,10 +88,11 @@ def launcher_for(runner: str | None) -> Launcher:
     return LAUNCHERS.get(runner or DEFAULT) or LAUNCHERS[DEFAULT]
 
 
-def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Path | None = None) -> Any:
+def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Path | None = None,
+                    settings: Settings | None = None) -> Any:
     """The Dask client a call's runs go to, checked (workers, shared project folder, pi on each), or None
-    for the local executor. ``executor`` is the call's, else the setting's."""
-    chosen = current().executor if executor is None else executor
+    for the local executor. ``executor`` is the call's, else the setting's (of ``settings``, the call's)."""
+    chosen = (settings or current()).executor if executor is None else executor
     if chosen not in ("local", "dask"):
         raise NbSubagentsError(f'executor must be "local" or "dask", got {executor!r}')
     if chosen == "local":
@@ -104,7 +105,7 @@ def executor_client(executor: str | None, dask_client: Any = None, cwd: str | Pa
     return client
 
 
-def check_runner() -> None:
-    """The runner setting's launcher can start runs here (the tmux runner needs tmux): said before any run is
-    created."""
-    launcher_for(current().runner).require()
+def check_runner(settings: Settings | None = None) -> None:
+    """The runner setting's launcher (of ``settings``, the call's) can start runs here (the tmux runner needs
+    tmux): said before any run is created."""
+    launcher_for((settings or current()).runner).require()

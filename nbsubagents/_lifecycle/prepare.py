@@ -40,11 +40,11 @@ class RunDirError(NbSubagentsError):
     """The run directory cannot be created or written: a problem of the call, not of one task."""
 
 
-def question_timeout(cwd: Path) -> float:
+def question_timeout(settings: config.Settings) -> float:
     """meta.json's ``questionTimeout``: the ``question_timeout`` setting when it is set anywhere (a settings file,
     ``configure()``), else its default where a person can answer (a notebook's cell) and 0 elsewhere (a script,
     papermill or nbconvert, a Dask worker): a headless run never waits for an answer."""
-    value, source = config.sources(cwd)["question_timeout"]
+    value, source = settings.source("question_timeout")
     return float(value) if source != "default" or edge.person_at_frontend() else 0.0
 
 
@@ -108,7 +108,7 @@ def _write_error(run_dir: Path, exc: OSError) -> RunDirError:
 
 
 def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True, runner: str | None = None,
-            launching: bool = False) -> Run:
+            launching: bool = False, settings: config.Settings | None = None) -> Run:
     """Validate one task, then write its run directory; raises NbSubagentsError on bad input.
 
     Everything is checked before the first write. The run's project is the one its ``cwd`` belongs
@@ -116,16 +116,17 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     to the caller (``build_runs`` writes rows once every task of a call is written). ``runner="dask"`` sends
     the run to a Dask worker (``lifecycle.dask_launcher``). ``launching``: the caller launches the run at once
     (``run()``, ``start()``), so its row is written as running, and the launch need not write it again.
+    ``settings``: the call's, read once for the task's folder (None: read now).
     """
     task = check_task(spec.task)
     cwd = check_cwd(spec.cwd)
-    current = config.current(cwd)
+    current = settings or config.current(cwd)
     preset = preset_mod.get(spec.preset, cwd)
-    chosen = resolve(spec, preset, cwd)
+    chosen = resolve(spec, preset, current)
     timeout = positive_seconds(chosen["timeout"][0], "timeout")  # resolve: the setting's when nothing else
     harness = harnesses.get(chosen["harness"][0] or harnesses.DEFAULT)
     refuse_unhonoured(harness, spec, preset, chosen)
-    program = find_program(harness, cwd)
+    program = find_program(harness, cwd, current)
     if current.offline:  # the project's offline setting: the scripted model, whatever the call or preset asks
         choice, env = offline.choice(spec.model, preset.model), offline.child_env(harness)
     elif harness.LISTS_MODELS:
@@ -173,7 +174,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             argv=argv, env={"PI_SUBAGENTS_CHILD": "1", **env}, timeout=timeout,
             extend_timeout_debounce=current.extend_timeout_debounce, looping_tool_count=current.looping_tool_count,
             created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, **conversation,
-            question_timeout=question_timeout(cwd), launcher=_launcher(),
+            question_timeout=question_timeout(current), launcher=_launcher(),
             sources={name: source for name, (_, source) in chosen.items()},
             runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec))
         write(run_dir, record, sync=False)  # the supervisor syncs it while pi starts (not before)
@@ -194,7 +195,7 @@ def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any, chosen: Cho
     anything is written: never a silent ignore."""
     refuses = harness.REFUSES
     named = f'preset "{preset.name}"'
-    chosen = chosen or resolve(spec, preset, None)
+    chosen = chosen or resolve(spec, preset, config.current())
     set_by = {"call": "the call", named: named}
     asked = {  # option -> where it was set (None: not set)
         **{name: set_by.get(source) if value else None for name, (value, source) in chosen.items()},
@@ -312,15 +313,19 @@ def build_runs(items: Iterable[Any], *, mode: str, runner: str | None = None) ->
 
     Every task's shape is checked before anything is written, and registry rows are written only
     once every run directory of the call is: when the call raises, nothing of it is left behind.
-    The runs of one call share a ``group`` id in their records (reports link them).
+    The runs of one call share a ``group`` id in their records (reports link them). The settings are read once
+    per folder the tasks run in.
     """
     group = uuid.uuid4().hex[:12]
     specs = [as_spec(item, index) for index, item in enumerate(items)]
     runs: list[Run] = []
+    in_force: dict[Path, config.Settings] = {}
     try:
         for index, spec in enumerate(specs):
             try:
-                run = prepare(spec, mode=mode, task_index=index, note=False, runner=runner)
+                cwd = check_cwd(spec.cwd)
+                settings = in_force.get(cwd) or in_force.setdefault(cwd, config.current(cwd))
+                run = prepare(spec, mode=mode, task_index=index, note=False, runner=runner, settings=settings)
             except RunDirError:
                 raise
             except NbSubagentsError as exc:

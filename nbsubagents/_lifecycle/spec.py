@@ -323,12 +323,12 @@ def _preset_value(preset: Any, path: str) -> Any:
     return value if value not in (None, False, (), [], {}) else None
 
 
-def resolve(spec: TaskSpec | None, preset: Any, cwd: Path | None) -> dict[str, tuple[Any, str]]:
+def resolve(spec: TaskSpec | None, preset: Any, settings: config.Settings) -> dict[str, tuple[Any, str]]:
     """Each option with layers below the call: its value and where it came from, the call over the preset over the
     settings: ``"call"``, ``'preset "scout"'``, or the setting's source (a settings file, ``configure()``, a
-    variable, ``"default"``). ``spec`` None: what a call that names none would get; ``preset`` None: no preset."""
+    variable, ``"default"``) as ``settings`` say. ``spec`` None: what a call that names none would get; ``preset``
+    None: no preset."""
     layered = [o for o in _declared() if o.preset or o.setting]
-    in_force = config.sources(cwd) if any(o.setting for o in layered) else {}
     found: dict[str, tuple[Any, str]] = {}
     for o in layered:
         value = getattr(spec, o.name) if spec is not None else None
@@ -337,7 +337,7 @@ def resolve(spec: TaskSpec | None, preset: Any, cwd: Path | None) -> dict[str, t
         elif o.preset and preset is not None and (value := _preset_value(preset, o.preset)) is not None:
             found[o.name] = (value, f'preset "{preset.name}"')
         elif o.setting:
-            found[o.name] = in_force[o.setting]
+            found[o.name] = settings.source(o.setting)
         else:
             found[o.name] = (None, "default")
     return found

@@ -38,7 +38,7 @@ from .._config import NbSubagentsError
 from .._style import glyph, shorten
 from . import converse
 from . import settle as settling  # `settle()` below is the watcher's own
-from .edge import edge
+from .edge import edge, lend
 from .handle import SETTLE_TIMEOUT, pump, question_said, reread, says_questions
 from .liveness import check
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .drive import Renderer
     from .handle import Run
 
-__all__ = ["Notice", "follower", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
+__all__ = ["Notice", "watch", "get", "watching", "settle", "stop", "add_notice_handler",
            "remove_notice_handler", "print_notice", "add_change_handler",
            "Subscription", "subscribe", "thread"]
 
@@ -457,15 +457,12 @@ def _safely(fn: Callable[..., Any], *args: Any) -> None:
 _watcher = Watcher()
 
 
-def follower() -> Watcher:
-    """This process's watcher, as the follower of runs ``nbsubagents._api`` lends (``lifecycle.edge``)."""
-    return _watcher
-
-
 def watch(run: Run, *, renderer: Renderer | None = None, on_done: Callable[[Run], Any] | None = None,
           quiet: bool = False) -> None:
     """Follow ``run`` until it ends: events to ``renderer``, the end to the registry, notices (not printed
-    when ``quiet``), ``on_done``."""
+    when ``quiet``), ``on_done``. From then this process's watcher is the runs' follower (``lifecycle.edge``):
+    ``get_run`` finds its handles and ``Run.wait`` waits for it."""
+    lend(follower=_watcher)
     _watcher.watch(run, renderer=renderer, on_done=on_done, quiet=quiet)
 
 

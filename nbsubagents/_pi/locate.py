@@ -15,7 +15,7 @@ from pathlib import Path
 from .._child import harnesses
 from .._child.errors import NbSubagentsError
 from .._child.harnesses.pi import command as pi_command
-from .._config import sources
+from .._config import SPECS, Settings, current
 
 __all__ = ["find_pi", "find_program", "pi_command", "pi_package", "PiPackage", "HarnessNotFoundError",
            "PiNotFoundError", "PI_PACKAGE", "PI_VERSION", "TESTED_PI"]
@@ -37,14 +37,15 @@ def find_pi(cwd: Path | None = None) -> str:
     return find_program(harnesses.get(harnesses.DEFAULT), cwd)
 
 
-def find_program(harness: harnesses.Harness, cwd: Path | None = None) -> str:
+def find_program(harness: harnesses.Harness, cwd: Path | None = None, settings: Settings | None = None) -> str:
     """The program of ``harness``: its setting when there is one (pi's: ``configure(pi=...)``, ``NBSUBAGENTS_PI``
     or a settings file's ``pi``), else ``NBSUBAGENTS_<PROGRAM>``; else ``harnesses/node_modules/.bin`` or
-    ``node_modules/.bin`` of the working folder or a parent (this checkout's last), then PATH."""
+    ``node_modules/.bin`` of the working folder or a parent (this checkout's last), then PATH. ``settings``: the
+    call's (None: read now)."""
     program = harness.PROGRAM
     variable = f"NBSUBAGENTS_{program.upper()}"
-    known = sources(cwd)
-    explicit, source = known[program] if program in known else (os.environ.get(variable), variable)
+    in_force = settings or current(cwd)
+    explicit, source = in_force.source(program) if program in SPECS else (os.environ.get(variable), variable)
     if explicit:
         if not Path(str(explicit)).is_file():
             where = {"configure()": f"configure({program}=...)", variable: variable}.get(

@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] == "--notebook":
         return run_notebook(args[1] if len(args) > 1 else QUICKSTART)
     where = Path(args[0]) if args else Path(".demo") / "project"
+    api.wire()  # the tour's runs go through the public API
     project = copy_example_project(where).resolve()
     os.chdir(project)
     os.environ["NBSUBAGENTS_SCRIPTED_DIR"] = str(project / ".pi")  # this tour's own server, stopped at its end

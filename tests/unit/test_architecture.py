@@ -516,41 +516,34 @@ def test_a_runs_metadata_is_read_only_through_its_record():
     assert not found, "metadata read outside child/record.py:\n" + "\n".join(found)
 
 
-# -- wiring is explicit: importing a module changes nothing; nbsubagents._api lends the edge in one call ----------
+# -- wiring is explicit: importing a module changes nothing; the faces lend the edge in one call (api.wire) --------
 IMPORT_EFFECTS = """
 import atexit, importlib, json, sys
 exits, register = [], atexit.register
 atexit.register = lambda fn, *a, **k: exits.append(getattr(fn, "__module__", "")) or register(fn, *a, **k)
 from nbsubagents._lifecycle.edge import Edge, edge
 fresh = dict(vars(Edge()))
+def changed():
+    return sorted(k for k, v in vars(edge).items() if fresh[k] is not v)
 for name in sys.argv[1:]:
     importlib.import_module(name)
-changed = sorted(k for k, v in vars(edge).items() if fresh[k] is not v)
-print(json.dumps({"changed": changed, "exits": [m for m in exits if m.startswith("nbsubagents")]}))
+imported = changed()
+import nbsubagents
+nbsubagents.status  # the first use of a public name
+print(json.dumps({"imported": imported, "exits": [m for m in exits if m.startswith("nbsubagents")],
+                  "used": changed()}))
 """
 
 
-def test_importing_a_module_changes_nothing_and_the_public_api_lends_the_edge_once():
-    sources = _sources()
-    graph = import_graph(sources)
-
-    def reaches_api(module: str, seen: set[str]) -> bool:
-        if module == "nbsubagents._api":
-            return True
-        if module == "nbsubagents":  # the package loads the public API only when a public name is used
-            return False
-        seen.add(module)
-        return any(reaches_api(m, seen) for m in graph.get(module, ()) if m not in seen)
-
-    quiet = [m for m, _, _ in sources if not reaches_api(m, set()) and not m.endswith("__main__")]
-    assert "nbsubagents._lifecycle.watcher" in quiet and "nbsubagents._ui.attach" in quiet
-    done = subprocess.run([sys.executable, "-c", IMPORT_EFFECTS, *quiet], capture_output=True, text=True,
+def test_importing_a_module_changes_nothing_and_the_public_api_lends_the_edge_when_used():
+    modules = [m for m, _, _ in _sources() if not m.endswith("__main__")]
+    assert "nbsubagents._api" in modules and "nbsubagents._magics" in modules and "nbsubagents._cli" in modules
+    done = subprocess.run([sys.executable, "-c", IMPORT_EFFECTS, *modules], capture_output=True, text=True,
                           timeout=120, check=True)
-    assert json.loads(done.stdout) == {"changed": [], "exits": []}, done.stderr
-    done = subprocess.run([sys.executable, "-c", IMPORT_EFFECTS, "nbsubagents._api"], capture_output=True, text=True,
-                          timeout=120, check=True)
-    assert json.loads(done.stdout)["changed"] == ["cell_parent", "follower", "in_cell", "person_at_frontend", "show",
-                                                  "start", "sweep_panel", "text_stream"]
+    assert json.loads(done.stdout) == {
+        "imported": [], "exits": [],
+        "used": ["cell_parent", "in_cell", "person_at_frontend", "show", "start", "sweep_panel", "text_stream"]}, \
+        done.stderr
 
 
 def test_the_packages_internals_are_private_by_name():

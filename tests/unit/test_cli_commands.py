@@ -17,7 +17,7 @@ from helpers import live_run_dir
 
 import nbsubagents
 from nbsubagents._lifecycle.edge import edge
-from nbsubagents import _cli as cli, _registry as registry
+from nbsubagents import _api as api, _cli as cli, _registry as registry
 from nbsubagents._child import inbox
 from nbsubagents._child.artifacts import STATUSES
 from nbsubagents._lifecycle import batch
@@ -271,7 +271,8 @@ def test_talking_to_a_run_that_cannot_take_it_exits_1_saying_what_would_be_right
 
 
 def test_followup_of_an_ended_run_continues_it_as_a_new_linked_run(project, capsys, monkeypatch):
-    """The starter prepares the new run without launching pi (``api.start`` launches what it prepares)."""
+    """The starter prepares the new run without launching pi (``api.start``, which the command line lends the
+    runs as it starts, launches what it prepares)."""
     make_run(project, "20260101-100000-aaaaa1")
     shows = []
 
@@ -279,7 +280,8 @@ def test_followup_of_an_ended_run_continues_it_as_a_new_linked_run(project, caps
         shows.append(show)
         return batch.prepare_one(spec_from_call(preset, task, options, "start()"), mode="background")
 
-    monkeypatch.setattr(edge, "start", prepare_only)
+    monkeypatch.setattr(api, "start", prepare_only)
+    monkeypatch.setattr(edge, "start", None)  # until the command line lends it
     code, out, err = cli_main(capsys, "followup", "aaaaa1", "and", "the", "tests?")
     assert code == 0, err
     assert shows == [False]  # no progress from a command that returns at once

@@ -96,13 +96,13 @@ def test_a_follow_up_to_a_run_that_ended_continues_it_as_a_new_run_linked_to_it(
 
 def test_the_public_follow_up_of_an_ended_run_starts_through_api_start(root, monkeypatch):
     ended = make_run(root, "20260101-100000-ccccc2", ended="failed")
-    assert edge.start is api.start  # lent as nbsubagents._api loads (api.wire)
-    monkeypatch.setattr(edge, "start", None)  # put back after the test
+    monkeypatch.setattr(edge, "start", None)  # nothing lent yet (put back after the test)
     with pytest.raises(NbSubagentsError, match="has ended: a follow-up starts a new run, which needs"):
         converse.follow_up(ended.paths, "again")
     started = []
     monkeypatch.setattr(api, "start", lambda *a, **k: started.append((a, k)) or "the new run")
-    monkeypatch.setattr(edge, "start", api.start)
+    api.wire()  # what the package does at the first use of a public name
+    assert edge.start is api.start
     assert nbsubagents.follow_up(ended.run_id, "again") == "the new run"
     assert started == [(("scout", "again"), {"resume": ended.run_id, "model": "demo/scripted", "cwd": str(root),
                                              "name": "mapper", "timeout": 120, "ask": False,

@@ -9,6 +9,7 @@ from dataclasses import fields
 
 from nbsubagents import _config as config, _doctor as doctor
 from nbsubagents._child import budgets
+from nbsubagents._lifecycle import prepare as preparing
 from nbsubagents._lifecycle.prepare import prepare
 from nbsubagents._lifecycle.spec import TaskSpec, _declared, resolve
 from nbsubagents._preset_files import get as get_preset
@@ -38,18 +39,18 @@ def test_the_call_beats_the_preset_beats_the_settings_beats_the_default(project)
         "---\nname: slow\ndescription: d\nmodel: demo/scripted\ntimeout: 45\nmaxTurns: 3\n---\nBody.\n")
     (project / ".pi" / "settings.json").write_text(json.dumps({"subagents": {"maxTurns": 9, "maxCost": 2.5}}))
     preset = get_preset("slow", project)
-    chosen = resolve(TaskSpec("slow", "t", timeout=12), preset, project)
+    chosen = resolve(TaskSpec("slow", "t", timeout=12), preset, config.current(project))
     assert chosen["timeout"] == (12, "call")
     assert chosen["max_turns"] == (3, 'preset "slow"')
     assert chosen["max_cost"] == (2.5, str(project / ".pi" / "settings.json"))
     assert chosen["max_tokens"] == (None, "default") and chosen["isolation"] == (None, "default")
-    assert resolve(TaskSpec("slow", "t"), preset, project)["timeout"] == (45, 'preset "slow"')
+    assert resolve(TaskSpec("slow", "t"), preset, config.current(project))["timeout"] == (45, 'preset "slow"')
     config.configure(timeout=30)
     try:
-        assert resolve(None, None, project)["timeout"] == (30, "configure()")
+        assert resolve(None, None, config.current(project))["timeout"] == (30, "configure()")
     finally:
         config.reset()
-    assert resolve(None, None, project)["timeout"] == (600.0, "default")
+    assert resolve(None, None, config.current(project))["timeout"] == (600.0, "default")
 
 
 def test_a_runs_record_says_where_each_option_came_from(project):
@@ -66,3 +67,22 @@ def test_doctor_shows_what_a_run_gets_where_the_call_and_preset_say_nothing(proj
     assert any(line.startswith("timeout = 90 (") and str(project / ".pi" / "settings.json") in line
                for line in lines), lines
     assert any(line == "isolation = null (default)" for line in lines), lines
+
+
+def test_a_call_reads_its_folders_settings_once_and_passes_them_down(project, monkeypatch):
+    settings_file = project / ".pi" / "settings.json"
+    settings_file.write_text(json.dumps({"subagents": {"timeout": 30}}))
+    original = preparing.prepare
+
+    def prepare_then_change_the_settings(spec, **kwargs):
+        run = original(spec, **kwargs)
+        settings_file.write_text(json.dumps({"subagents": {"timeout": 400, "maxTurns": 2}}))  # changed mid-call
+        return run
+
+    monkeypatch.setattr(preparing, "prepare", prepare_then_change_the_settings)
+    runs = preparing.build_runs([{"preset": "scout", "task": "a"}, {"preset": "scout", "task": "b"}],
+                                mode="background")
+    assert [(r.record.timeout, r.record.budget) for r in runs] == [(30, None), (30, None)]  # the call's one reading
+    assert runs[1].record.sources["timeout"] == str(settings_file)
+    later = original(TaskSpec("scout", "c"), mode="background", note=False)  # the next call reads them again
+    assert (later.record.timeout, later.record.budget["maxTurns"]) == (400, 2)
