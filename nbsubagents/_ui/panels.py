@@ -71,6 +71,7 @@ class _StaticRecord:
 
     display_id: str
     widget: Any
+    _lock: threading.RLock  # the panel's (a group's panels share their group's)
     _record: NotebookRecord | None = None
     _last_static = 0.0
     _record_due = False  # something a saved notebook should say at once (a run starts or stops waiting)
@@ -109,8 +110,9 @@ class _StaticRecord:
 
     def kernel_gone(self) -> None:
         """The kernel shuts down: the record of a run not yet ended says its end is unknown from here."""
-        for panel in getattr(self, "panels", [self]):
-            panel.mark_kernel_gone()
+        with self._lock:
+            for panel in getattr(self, "panels", [self]):
+                panel.mark_kernel_gone()
 
     def _static_step(self) -> None:
         """After a render: send the final record once, or a fresh one when the last is old."""
@@ -153,7 +155,8 @@ class RunPanel(PanelState, _StaticRecord):
     def __init__(self, run: Run, *, lines: int | None = None, history: int = HISTORY_LIMIT,
                  lock: threading.RLock | None = None) -> None:
         w = load_ipywidgets()
-        PanelState.__init__(self, run, lines=lines, history=history, lock=lock)
+        PanelState.__init__(self, run, lines=lines, history=history)
+        self._lock = lock or threading.RLock()  # the state is changed and read by events, the clock and clicks
         self.display_id = f"nbsubagents-run-{run.run_id}"
         self.renders = 0
         self.last_render = 0.0       # time.monotonic() of the last render
@@ -163,7 +166,7 @@ class RunPanel(PanelState, _StaticRecord):
 
         # Each widget opens with what the panel shows first (a message each: a trait set after it would be one
         # more), with shared layouts and styles (``kernel.new_widget``); the first render then sends nothing new.
-        status = self._current_status()
+        status = self.status
         shown = self.shown_status(status)
         window = self.window()
         self.header = new_widget(w.HTML, "nbsubagents-header", layout={"flex": "1 1 auto"},
@@ -204,8 +207,15 @@ class RunPanel(PanelState, _StaticRecord):
         return panel
 
     # -- state --------------------------------------------------------------------------------------
-    def _changed(self) -> None:
-        self.dirty = True
+    def add(self, event: dict[str, Any], line: ProgressLine | None) -> None:
+        """Take an event (on the follower's thread); the clock's next tick renders it."""
+        with self._lock:
+            super().add(event, line)
+            self.dirty = True
+
+    def static_record(self) -> tuple[str, str]:
+        with self._lock:  # sent from the display, the clock and the kernel's exit
+            return super().static_record()
 
     def finish(self) -> None:
         """The run is terminal: render its final state now (not throttled)."""
@@ -225,7 +235,7 @@ class RunPanel(PanelState, _StaticRecord):
     def render(self) -> None:
         """Write the current state to the widgets (widgets send only values that changed)."""
         with self._lock:
-            status = self._current_status()
+            status = self.status
             questions = self.open_questions(status)
             shown = self.shown_status(status, questions)
             if (shown == "waiting") != (self.shown == "waiting"):

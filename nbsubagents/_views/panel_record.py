@@ -56,7 +56,7 @@ def gone_words(state: PanelState) -> str:
 
 
 def record_html(state: PanelState) -> str:
-    """The panel as one line of HTML (``PanelState.static_html`` masks it), under the state's lock."""
+    """The panel as one line of HTML (``PanelState.static_html`` masks it)."""
     status, final = state.static_parts()
     gone = state.kernel_gone_at is not None and not final
     if gone:
@@ -142,7 +142,7 @@ def _meta(state: PanelState, status: str) -> str:
 
 
 def record_text(state: PanelState) -> str:
-    """The panel as plain text (``PanelState.static_text`` masks it), under the state's lock."""
+    """The panel as plain text (``PanelState.static_text`` masks it)."""
     status, final = state.static_parts()
     questions = [] if final else state.open_questions(status)
     shown = state.shown_status(status, questions)

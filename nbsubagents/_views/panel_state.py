@@ -2,8 +2,9 @@
 
 ``PanelState`` takes the normalized events of one run with the formatter's lines (``add``) and knows
 its status, counters, elapsed time, rolling window and history, and the pieces a panel shows of them.
-``nbsubagents._ui.panels.RunPanel`` is a ``PanelState`` with widgets (``ui.panel_html`` renders the live view);
 ``static_html()`` and ``static_text()`` give its *static record* (rendered by ``panel_record``), masked.
+A plain fold on one thread: ``nbsubagents._ui.panels.RunPanel`` is a ``PanelState`` with widgets and a lock,
+which serializes what its threads (events, the clock, clicks) call here.
 
 Nothing is worded here: event lines come from ``formatter.ProgressFormatter``, counters from
 ``events.Tally``, glyphs and colours from ``style``, budget and isolation words from ``child.summary``.
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import html
 import re
-import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -48,8 +48,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 class PanelState:
     """One run as a panel shows it: header numbers, the latest ``lines`` lines, history, final text."""
 
-    def __init__(self, run: Run, *, lines: int | None = None, history: int = HISTORY_LIMIT,
-                 lock: threading.RLock | None = None) -> None:
+    def __init__(self, run: Run, *, lines: int | None = None, history: int = HISTORY_LIMIT) -> None:
         if lines is None:
             lines = current().panel_lines
         if isinstance(lines, bool) or not isinstance(lines, int) or lines < 1:
@@ -64,7 +63,6 @@ class PanelState:
         self.line_count = 0
         self.last_seq = -1                  # the seq of the last event taken (a follower skips older ones)
         self.failed_steps = 0               # tool calls whose result was an error
-        self._lock = lock or threading.RLock()
         self._started: float | None = None  # wall clock (event ts) when the run started
         self._launched: float | None = None # wall clock when the panel first saw it launched (before events)
         self._ended: float | None = None
@@ -92,32 +90,27 @@ class PanelState:
     # -- state --------------------------------------------------------------------------------------
     def add(self, event: dict[str, Any], line: ProgressLine | None) -> None:
         """Take one normalized event and its formatted line (None: counters only)."""
-        with self._lock:
-            seq = event.get("seq")
-            if isinstance(seq, int):
-                self.last_seq = max(self.last_seq, seq)
-            self.tally.add(event)
-            kind = event.get("type")
-            if kind in CONVERSATION_EVENTS:
-                line = self.conversation.add(event)  # worded with the time a person said it
-            if kind == "tool_result" and event.get("isError"):
-                self.failed_steps += 1
-            ts = event.get("ts")
-            if kind not in ("usage", "pi_event", "stdout_text", "session_stats", "notice"):  # not bookkeeping
-                self._last_kind = kind
-                self._last_at = ts if isinstance(ts, (int, float)) else time.time()
-            if kind == "run_start" or self._started is None:
-                self._started = ts if isinstance(ts, (int, float)) else time.time()
-            if kind == "run_end":
-                self._saw_run_end = True
-                self._status = event.get("status") if event.get("status") in TERMINAL else "failed"
-                self._ended = ts if isinstance(ts, (int, float)) else time.time()
-            if line is not None:
-                self._append(line)
-            self._changed()
-
-    def _changed(self) -> None:
-        """Hook for a subclass that renders: the state changed."""
+        seq = event.get("seq")
+        if isinstance(seq, int):
+            self.last_seq = max(self.last_seq, seq)
+        self.tally.add(event)
+        kind = event.get("type")
+        if kind in CONVERSATION_EVENTS:
+            line = self.conversation.add(event)  # worded with the time a person said it
+        if kind == "tool_result" and event.get("isError"):
+            self.failed_steps += 1
+        ts = event.get("ts")
+        if kind not in ("usage", "pi_event", "stdout_text", "session_stats", "notice"):  # not bookkeeping
+            self._last_kind = kind
+            self._last_at = ts if isinstance(ts, (int, float)) else time.time()
+        if kind == "run_start" or self._started is None:
+            self._started = ts if isinstance(ts, (int, float)) else time.time()
+        if kind == "run_end":
+            self._saw_run_end = True
+            self._status = event.get("status") if event.get("status") in TERMINAL else "failed"
+            self._ended = ts if isinstance(ts, (int, float)) else time.time()
+        if line is not None:
+            self._append(line)
 
     def _append(self, line: ProgressLine) -> None:
         text = _ANSI.sub("", line.text) if "\x1b" in line.text else line.text
@@ -136,24 +129,18 @@ class PanelState:
 
     def mark_kernel_gone(self) -> None:
         """The kernel drawing this panel shuts down: from here the run's end is unknown (``kernel_gone_at``)."""
-        with self._lock:
-            self.kernel_gone_at = time.time()
+        self.kernel_gone_at = time.time()
 
     def settle(self) -> None:
         """The run is terminal and every event is in: its end is settled (``finish`` of a panel)."""
-        with self._lock:
-            status = self.run.status
-            if status in TERMINAL:
-                self._status = status
-            self._finished = True
+        status = self.run.status
+        if status in TERMINAL:
+            self._status = status
+        self._finished = True
 
     @property
     def status(self) -> str:
         """queued, running, or the terminal status."""
-        with self._lock:
-            return self._current_status()
-
-    def _current_status(self) -> str:
         if self._status is not None:
             return self._status
         if self._started is not None and not self._finished:
@@ -175,11 +162,10 @@ class PanelState:
 
     def open_questions(self, status: str | None = None) -> list[dict[str, Any]]:
         """The questions the run waits on (none once it ended): from its events and its ``waiting.json``."""
-        with self._lock:
-            status = status or self._current_status()
-            if status in TERMINAL:
-                return []
-            return self.conversation.open_questions(inbox.waiting(self.run.dir) if status == "running" else None)
+        status = status or self.status
+        if status in TERMINAL:
+            return []
+        return self.conversation.open_questions(inbox.waiting(self.run.dir) if status == "running" else None)
 
     def shown_status(self, status: str, questions: list[dict[str, Any]] | None = None) -> str:
         """``waiting`` for a running run with an open question, else ``status``."""
@@ -192,13 +178,9 @@ class PanelState:
         final text is in result.json, written just after the run_end event."""
         return status in TERMINAL and (self._finished or (self._saw_run_end and self.run.result is not None))
 
-    def elapsed(self) -> float | None:
-        """Seconds since the run started: live while it runs, frozen once it ended."""
-        with self._lock:
-            return self._elapsed(self._current_status())
-
-    def _elapsed(self, status: str) -> float | None:
-        if status in TERMINAL:
+    def elapsed(self, status: str | None = None) -> float | None:
+        """Seconds since the run started: live while it runs, frozen once it ended (``status``: the run's)."""
+        if (status or self.status) in TERMINAL:
             result = self.run.result or {}
             if isinstance(result.get("durationSeconds"), (int, float)):
                 return float(result["durationSeconds"])
@@ -234,7 +216,7 @@ class PanelState:
         fields += [("extra", part) for part in extra_parts(
             run, {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost})]
         # the status given is the run's (its files are not read again), but "unknown" (a gone kernel's record)
-        elapsed = self.elapsed() if status == "unknown" else self._elapsed(status)
+        elapsed = self.elapsed(None if status == "unknown" else status)
         if elapsed is not None:
             fields.append(("elapsed", duration(elapsed)))
         timeout = run.record.timeout
@@ -313,12 +295,11 @@ class PanelState:
     # -- the static record ----------------------------------------------------------------------------
     def static_parts(self) -> tuple[str, bool]:
         """The status shown and whether the record is the final one."""
-        with self._lock:
-            status = self._current_status()
-            final = self.ready_to_end(status)
-            if final and self._final_window is None:
-                self.drop_repeated_output()
-            return status, final
+        status = self.status
+        final = self.ready_to_end(status)
+        if final and self._final_window is None:
+            self.drop_repeated_output()
+        return status, final
 
     def static_record(self) -> tuple[str, str]:
         """``(static_text(), static_html())``, masked by one masker (finding the masker in force costs more than
@@ -332,14 +313,12 @@ class PanelState:
         ``-window``, ``-history``, ``-final``), so a page reads the same before and after the widget gave way to it.
         Secrets are masked (by ``mask``, the masker in force by default: a saved notebook keeps this record) and
         control bytes left out."""
-        with self._lock:
-            page = panel_record.record_html(self)
+        page = panel_record.record_html(self)
         return strip_controls((mask or masker()).text(page))
 
     def static_text(self, mask: Masker | None = None) -> str:
         """The panel as plain text (``panel_record.record_text``): header line, the window's lines, the output, the
         error, the run id; secrets masked (by ``mask``, the masker in force by default) and control characters
         shown escaped."""
-        with self._lock:
-            text = panel_record.record_text(self)
+        text = panel_record.record_text(self)
         return terminal_safe((mask or masker()).text(text))
