@@ -5,6 +5,7 @@
 - each band imports only the bands below it (child, storage and settings, views, lifecycle, sweeps, ui, faces),
   with no exception: the notebook edge attaches itself from above (``ui.attach``);
 - every module belongs to a band (the folders are the architecture);
+- ``views/`` holds renderings only: none of its modules imports threading, asyncio or concurrent;
 - no import cycles: the run-time import graph has no strongly connected component of two or more modules;
 - an own-module import inside a function only where ``LAZY_IMPORTS`` lists it with the start-up it keeps light
   (ruff's PLC0415 in ``.ci/run`` holds every other import at the top);
@@ -304,6 +305,26 @@ def test_only_the_clock_starts_threads():
     assert thread_starts((PACKAGE / "_lifecycle" / "watcher.py").read_text(encoding="utf-8"))  # the clock itself
     bad = [f"{m}:{line} starts a thread (subscribe a tick to the watcher's clock instead)"
            for m, _p, s in _sources() if m not in THREAD_OWNERS for line in thread_starts(s)]
+    assert not bad, "\n".join(bad)
+
+
+LIVE = ("threading", "asyncio", "concurrent")  # what a lock, a thread or an event loop comes from
+
+
+def live_imports(module: str, source: str, is_package: bool = False) -> list[str]:
+    return [f"{module}:{line} imports {target} (views hold no live state: locks and threads belong to ui/)"
+            for target, _names, line in _imports(source, module, is_package) if target.split(".")[0] in LIVE]
+
+
+def test_views_hold_renderings_only():
+    """``_views/`` folds what a run did into what it shows, on one thread; the live panel (``_ui/panels.py``)
+    holds the lock that serializes its threads' calls into them."""
+    assert live_imports("nbsubagents._views.x", "import threading\nlock = threading.RLock()\n") == [
+        "nbsubagents._views.x:1 imports threading (views hold no live state: locks and threads belong to ui/)"]
+    assert live_imports("nbsubagents._views.x", "def f():\n    from concurrent.futures import Future\n")
+    assert not live_imports("nbsubagents._views.x", "import time\nfrom .masking import masker\n")
+    bad = [v for m, p, s in _sources() if m.startswith("nbsubagents._views")
+           for v in live_imports(m, s, p.name == "__init__.py")]
     assert not bad, "\n".join(bad)
 
 
