@@ -4,9 +4,9 @@ Panels, the status bar, ``browse()``, tables, summaries, notices and the timelin
 and colours from here, so a status looks the same on every surface. The glyphs are plain text symbols
 (no emoji: they render the same with or without an emoji font). Each colour has a light-theme and a
 dark-theme value, both at least 4.5:1 (WCAG AA) against JupyterLab's backgrounds; HTML carries the
-light value inline (what survives where stylesheets are stripped) and ``STATUS_CSS`` switches to the
-dark value under JupyterLab's dark themes (``data-jp-theme-light="false"``, also set by nbconvert's
-dark HTML export).
+light value inline (what survives where stylesheets are stripped: ``_templates/inline.html``) and the
+stylesheet (``_templates.stylesheet()``, whose colour rules this palette generates) switches to the dark value
+under JupyterLab's dark themes (``data-jp-theme-light="false"``, also set by nbconvert's dark HTML export).
 """
 
 from __future__ import annotations
@@ -37,14 +37,6 @@ DARK_SCOPE = '[data-jp-theme-light="false"]'
 # A dark page that is not JupyterLab (a dark nbviewer, an exported notebook read with a dark preference) says so
 # only through the reader's colour scheme: there, and only where no JupyterLab theme is set, the dark values.
 NO_JP_THEME = "body:not([data-jp-theme-light])"
-_COLOURED = {**PALETTE, "muted": MUTED}
-STATUS_CSS = "<style>" + "".join(
-    f".nbsubagents-c-{status}{{color:{light}}}"
-    f"{DARK_SCOPE} .nbsubagents-c-{status}{{color:{dark} !important}}"
-    for status, (light, dark) in _COLOURED.items()
-) + "@media (prefers-color-scheme: dark){" + "".join(
-    f"{NO_JP_THEME} .nbsubagents-c-{status}{{color:{dark} !important}}" for status, (_, dark) in _COLOURED.items()
-) + "}</style>"
 
 
 def color(status: str, *, dark: bool = False) -> str:
@@ -94,30 +86,6 @@ def html_table(header: Sequence[str] | None, rows: Iterable[Sequence[str | tuple
     return (f"<table {attrs}>" if attrs else "<table>") + inner + "</table>"
 
 
-def attrs(status: str, extra_class: str = "", extra_style: str = "") -> str:
-    """``class=... style=...`` attributes that colour an element by status (light inline, dark from the CSS)."""
-    key = status if status in PALETTE else "muted"
-    classes = f"nbsubagents-c-{key}" + (f" {extra_class}" if extra_class else "")
-    return f'class="{classes}" style="color:{color(status)}' + (f";{extra_style}" if extra_style else "") + '"'
-
-
-MUTED_STYLE = f"color:var(--jp-content-font-color2,{MUTED[0]})"
-# Muted words: the page's own text colour, lighter. Whatever the page (JupyterLab light or dark, GitHub dark,
-# nbviewer, an export without JupyterLab's variables), muted text keeps over 4.5:1 where the page's text has
-# about 10:1 or more; a fixed grey cannot (it fails on one of light and dark pages).
-MUTED_INK = "opacity:.78"
-
-
-def badge(status: str, text: str, extra_class: str = "", icon: str = "") -> str:
-    """A status word that reads on any page: white on the status's strong colour (6.5:1 or more), never a
-    coloured word on an unknown background; ``icon`` (a glyph) before the word."""
-    classes = f"nbsubagents-badge nbsubagents-badge-{status}" + (f" {extra_class}" if extra_class else "")
-    icon = f'<span class="nbsubagents-icon">{icon}</span> ' if icon else ""
-    return (f'<span class="{classes}" style="background:{color(status)};color:#fff;border-radius:3px;'
-            f'padding:0 5px;font-weight:600;white-space:nowrap">{icon}<span class="nbsubagents-status-word">'
-            f'{html.escape(text, quote=False)}</span></span>')
-
-
 def filesize(n: int) -> str:
     """``512 B``, ``1.5 KB``, ``3.2 MB``."""
     size = float(n)
@@ -126,9 +94,6 @@ def filesize(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GB"
-ERROR_STYLE = f"color:{PALETTE['failed'][0]}"  # with the class nbsubagents-c-failed, dark themes get theirs
-MONO_STYLE = ("font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);"
-              "line-height:1.4;white-space:pre-wrap;word-break:break-word")
 
 
 def is_missing(value: object) -> bool:

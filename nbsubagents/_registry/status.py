@@ -17,7 +17,8 @@ from .._child.harnesses import DEFAULT, name_of
 from .._child.artifacts import TERMINAL
 from .._child.secrets import terminal_safe
 from .._child.tmux_pane import attach_command
-from .._style import STATUS_CSS, attrs, glyph, html_table, shorten
+from .._style import glyph, html_table, shorten
+from .._templates import ink, stylesheet
 from .lookup import resolve
 from .rows import with_waiting
 from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, ensure_loaded, fetch
@@ -80,13 +81,15 @@ def _question_words(question: dict[str, Any]) -> str:
     return shorten(f"{title}: {message}" if title and message and message != title else title or message, 200)
 
 
-def _html_cell(key: str, value: str, style: str) -> tuple[str, str]:
+_CELL = "nbsubagents-left nbsubagents-top"
+
+
+def _html_cell(key: str, value: str) -> tuple[str, str]:
     """A cell of the HTML table: the status with its glyph in its colour; ids, status and times on one line."""
     if key == "status":
-        return (attrs(value, "", f"{style};white-space:nowrap;font-weight:600"),
-                f"{glyph(value)} {html.escape(value)}")
-    nowrap = ";white-space:nowrap" if key in ("run_id", "started", "took") else ""
-    return (f"style='{style}{nowrap}'", html.escape(value))
+        return ink(value, f"{_CELL} nbsubagents-nowrap nbsubagents-bold"), f"{glyph(value)} {html.escape(value)}"
+    nowrap = " nbsubagents-nowrap" if key in ("run_id", "started", "took") else ""
+    return f"class='{_CELL}{nowrap}'", html.escape(value)
 
 
 _TABLE = [("RUN ID", "run_id"), ("NAME", "name"), ("STATUS", "status"), ("MODEL", "model"),
@@ -196,21 +199,21 @@ class Status:
 
     def _repr_html_(self) -> str:
         esc = html.escape
-        style = "text-align:left;vertical-align:top"
+        th = f"class='{_CELL}'"
         if self.run_id is not None and self.rows:
-            rows = [(esc(k), (f"style='{style};white-space:pre-wrap'", esc(v))) for k, v in self._details(self.rows[0])]
-            table = html_table(None, rows, th_attrs=f"style='{style}'", sections=False, row_header=True)
-            return f"<div><b>run {esc(self.rows[0]['run_id'])}</b>{table}</div>"
+            rows = [(esc(k), (f"class='{_CELL} nbsubagents-wrap'", esc(v))) for k, v in self._details(self.rows[0])]
+            table = html_table(None, rows, th_attrs=th, sections=False, row_header=True)
+            return f"<div>{stylesheet()}<b>run {esc(self.rows[0]['run_id'])}</b>{table}</div>"
         head = f"<div>{esc(self.counts_line())}</div>"
         shown = self._shown()
         if not shown:
             return head + f"<div><i>{'no active runs' if not self.include_completed else 'no runs yet'}</i></div>"
         columns = _columns(shown)
-        rows = [[_html_cell(k, c[k], style) for _, k in columns] for c in (self._cells(r) for r in shown)]
-        table = html_table([t for t, _ in columns], rows, th_attrs=f"style='{style}'")
+        rows = [[_html_cell(k, c[k]) for _, k in columns] for c in (self._cells(r) for r in shown)]
+        table = html_table([t for t, _ in columns], rows, th_attrs=th)
         more = (f"<div><i>{len(self.rows) - len(shown)} earlier runs not shown</i></div>"
                 if len(self.rows) > len(shown) else "")
-        return f"<div>{STATUS_CSS}{head}{table}{more}</div>"
+        return f"<div>{stylesheet()}{head}{table}{more}</div>"
 
     def to_frame(self) -> pandas.DataFrame:
         """The rows as a pandas DataFrame indexed by run id (pandas is imported here only)."""

@@ -26,6 +26,7 @@ from .._child.secrets import strip_controls
 from .._config import NbSubagentsError
 from .._lifecycle.handle import Run
 from .._pi.locate import find_pi, pi_package
+from .._templates import stylesheet
 from .._views import reports
 from .._views.masking import MaskedRun, masker
 from .outcomes import excluded_reason
@@ -55,9 +56,9 @@ class ExperimentReport:
             href = os.path.relpath(self.path)
         except ValueError:  # another drive
             href = str(self.path)
-        return (f'<div><b>Report of experiment {html.escape(self.name)}</b>: '
+        return (f'<div>{stylesheet()}<b>Report of experiment {html.escape(self.name)}</b>: '
                 f'<a href="{html.escape(href)}" target="_blank">{html.escape(str(self.path))}</a>'
-                f' <span style="color:#656d76">({html.escape(self.summary)})</span>{self._table}</div>')
+                f' <span class="nbsubagents-summary-muted">({html.escape(self.summary)})</span>{self._table}</div>')
 
 
 # -- what the report says ---------------------------------------------------------------------------------
@@ -160,17 +161,16 @@ def _document_html(exp: Experiment, runs: list[Any], comparison: Any, summary: s
     esc = html.escape
     pairs = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _definition(exp))
     versions = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _versions(rows))
-    table = comparison._repr_html_() if comparison is not None else '<p class="muted">no ended run to compare</p>'
+    table = comparison.html(sheet=False) if comparison is not None else '<p class="muted">no ended run to compare</p>'
     groups, listed = reports.call_groups(runs), {r.run_id for r in runs}
     index = "".join(f'<li><a href="#run-{esc(r.run_id)}">{esc(r.name)}</a> <span class="muted small">'
                     f'{esc(r.status)} · {esc(r.run_id)}</span></li>' for r in runs)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>Experiment {esc(exp.name)}</title><style>{reports.CSS}</style></head><body>\n"
-            f"<h1>Experiment {esc(exp.name)}</h1>\n<p class=\"muted\">{esc(summary)} · secrets masked</p>\n"
+    return reports.page(f"Experiment {exp.name}", (
+            f"\n<h1>Experiment {esc(exp.name)}</h1>\n<p class=\"muted\">{esc(summary)} · secrets masked</p>\n"
             f"<h2>The sweep</h2><table>{pairs}</table>\n"
-            f"<h2>Comparison</h2><div style=\"overflow-x:auto\">{table}</div>\n{_PLOT}\n"
+            f"<h2>Comparison</h2><div class=\"nbsubagents-scroll\">{table}</div>\n{_PLOT}\n"
             f"<h2>Versions</h2><table>{versions}</table>\n<h2>Runs</h2><ul>{index}</ul>\n"
-            + "\n".join(reports.run_html(r, groups, listed, folded=True) for r in runs) + "\n</body></html>\n")
+            + "\n".join(reports.run_html(r, groups, listed, folded=True) for r in runs) + "\n"))
 
 
 def _document_md(exp: Experiment, runs: list[Any], comparison: Any, summary: str,
@@ -209,6 +209,6 @@ def report(exp: Experiment, path: str | Path | None = None, *, format: str = "ht
     target = (Path(path).expanduser() if path is not None
               else exp.root / ".pi" / "subagents" / "reports" / f"experiment-{exp.name}.{format}")
     reports.write_atomic(target, text)
-    table = comparison._repr_html_() if comparison is not None else ""
+    table = comparison.html(sheet=False) if comparison is not None else ""
     return ExperimentReport(target, format, exp.name, summary, strip_controls(masks.text(table)))
 

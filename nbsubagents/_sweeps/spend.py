@@ -24,6 +24,7 @@ from .._child.text import plural
 from .._config import NbSubagentsError
 from .._lifecycle import settle
 from .._lifecycle.handle import Run
+from .._templates import stylesheet
 from .outcomes import excluded_reason
 
 __all__ = ["Limits", "Guard", "CostEstimate", "estimate", "stopped_reason", "usd", "STOPS"]
@@ -174,7 +175,7 @@ class CostEstimate:
         return self.text
 
     def _repr_html_(self) -> str:
-        return f"<div style='font-size:12px;color:#555'>{html.escape(self.text)}</div>"
+        return f"{stylesheet()}<div class='nbsubagents-spend'>{html.escape(self.text)}</div>"
 
 
 def estimate(root: Path, specs: list[dict[str, Any]], limits: Limits, spent: float) -> CostEstimate:

@@ -20,7 +20,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from .._config import NbSubagentsError
-from .._style import DARK_SCOPE, MUTED, PALETTE
+from .._templates import stylesheet
 from .._views.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
 from . import stats
 from .outcomes import excluded_reason
@@ -187,6 +187,10 @@ class Comparison:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        return self.html()
+
+    def html(self, *, sheet: bool = True) -> str:
+        """The table as HTML; ``sheet=False`` leaves the stylesheet out (for a page that carries it already)."""
         header, rows = self._rows()
         head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
         body = []
@@ -199,27 +203,9 @@ class Comparison:
                 tag = "th" if i < len(self.by) else "td"
                 tds.append(f"<{tag}>{html.escape(text)}{more}</{tag}>")
             body.append(f"<tr>{''.join(tds)}</tr>")
-        return (f"<div class='nbsub-cmp'>{_CSS}<div class='nbsub-cmp-caption'>{html.escape(self._caption())}</div>"
-                f"<div style='overflow-x:auto'><table><thead><tr>{head}</tr></thead>"
-                f"<tbody>{''.join(body)}</tbody></table></div></div>")
-
-
-def _css() -> str:
-    """The comparison's colours: the palette's (AA on light and on dark) under JupyterLab's dark theme, and under a
-    dark page without JupyterLab (``prefers-color-scheme``) unless JupyterLab says its theme is light."""
-    kinds = {"better": PALETTE["completed"], "worse": PALETTE["failed"], "muted": MUTED}
-    light = "".join(f".nbsub-cmp-{k}{{color:{c[0]}}}" for k, c in kinds.items())
-    dark = "".join(f"{DARK_SCOPE} .nbsub-cmp-{k}{{color:{c[1]} !important}}" for k, c in kinds.items())
-    auto = "".join(f"body:not([data-jp-theme-light='true']) .nbsub-cmp-{k}{{color:{c[1]}}}" for k, c in kinds.items())
-    return ("<style>.nbsub-cmp table{border-collapse:collapse;font-size:12px;line-height:1.35}"
-            ".nbsub-cmp th,.nbsub-cmp td{padding:3px 8px;text-align:left;vertical-align:top;white-space:nowrap;"
-            "border-bottom:1px solid rgba(128,128,128,.35)}.nbsub-cmp td div,.nbsub-cmp th div{font-size:11px}"
-            ".nbsub-cmp-caption{font-size:12px;margin:2px 0 4px;max-width:60em}"
-            f".nbsub-cmp-better,.nbsub-cmp-worse{{font-weight:600}}{light}{dark}"
-            f"@media (prefers-color-scheme: dark){{{auto}}}</style>")
-
-
-_CSS = _css()
+        return (f"<div class='nbsub-cmp'>{stylesheet() if sheet else ''}<div class='nbsub-cmp-caption'>"
+                f"{html.escape(self._caption())}</div><div class='nbsubagents-scroll'><table><thead><tr>{head}</tr>"
+                f"</thead><tbody>{''.join(body)}</tbody></table></div></div>")
 
 
 def _label(value: Any) -> str:

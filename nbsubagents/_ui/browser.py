@@ -24,10 +24,11 @@ from .._config import NbSubagentsError
 from .._lifecycle import watcher
 from .._lifecycle.handle import Run, reread
 from .._registry import query
-from .._style import MONO_STYLE, MUTED_STYLE, attrs, plural
+from .._style import plural
+from .._templates import ink, stylesheet
 from .._views.masking import MaskedRun, masker
 from .._views.tables import styled_html
-from .browser_html import (BROWSE_CSS, artifacts_html, events_html, header_html, list_colours, list_header,
+from .browser_html import (artifacts_html, events_html, header_html, list_colours, list_header,
                            list_labels, output_html)
 from .display import widget_bundle, widgets_available
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_clicks
@@ -115,15 +116,15 @@ class Browser:
                                   continuous_update=False).add_class("nbsubagents-browse-text")
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))
         self.refresh_button.add_class("nbsubagents-browse-refresh")
-        self.status_hint = w.HTML(f'<div style="{MUTED_STYLE};font-size:11px">Ctrl-click (⌘-click on a Mac) '
+        self.status_hint = w.HTML('<div class="nbsubagents-muted nbsubagents-small">Ctrl-click (⌘-click on a Mac) '
                                   'to pick several; none: every status</div>')
         self.status_hint.add_class("nbsubagents-browse-status-hint")
         self.count_html = w.HTML().add_class("nbsubagents-browse-count")
         self.list_header = w.HTML().add_class("nbsubagents-browse-list-header")
         self.list_style = w.HTML().add_class("nbsubagents-browse-list-style")
         self.table = w.Select(options=[], rows=12, layout=full).add_class("nbsubagents-browse-list")
-        self.select_hint = w.HTML(f'<div style="{MUTED_STYLE}">Select a run in the list to see its output, transcript, '
-                                  'events and files.</div>').add_class("nbsubagents-browse-hint")
+        self.select_hint = w.HTML('<div class="nbsubagents-muted">Select a run in the list to see its output, '
+                                  'transcript, events and files.</div>').add_class("nbsubagents-browse-hint")
         self.table_html = w.HTML().add_class("nbsubagents-browse-table")
         self.table_box = w.Accordion(children=[self.table_html], selected_index=None)
         self.table_box.titles = ("Table",)
@@ -140,7 +141,7 @@ class Browser:
         filters_box = w.HBox([w.VBox([self.status_filter, self.status_hint]),
                               w.VBox([self.preset_filter, self.model_filter, self.since_filter, self.text_filter]),
                               w.VBox([self.refresh_button])]).add_class("nbsubagents-browse-filters")
-        self._style = w.HTML(BROWSE_CSS)
+        self._style = w.HTML(stylesheet())
         self.widget = w.VBox([self._style, self.list_style, filters_box, self.count_html, self.list_header, self.table,
                               self.table_box, self.select_hint, self.details])
         self.widget.add_class("nbsubagents-browse")
@@ -252,7 +253,7 @@ class Browser:
                 frame = query.runs(**self.filters, limit=self.limit, root=self.root)
             except NbSubagentsError as exc:
                 self.error = str(exc)
-                self.count_html.value = f'<div {attrs("failed")}>{html.escape(self.error)}</div>'
+                self.count_html.value = f'<div {ink("failed")}>{html.escape(self.error)}</div>'
                 raise
             self.error = None
             self.frame = frame
@@ -272,14 +273,14 @@ class Browser:
                     self.list_style.value = list_colours(frame)
                     columns = [c for c in ("run_id", "name", "preset", "status", "model", "started", "duration_s",
                                            "tool_calls", "tokens", "cost", "task") if c in frame.columns]
-                    self.table_html.value = masker().text(styled_html(frame[columns]))
+                    self.table_html.value = masker().text(styled_html(frame[columns], sheet=False))
             finally:
                 self._quiet = False
             active = int(frame["status"].isin(ACTIVE).sum()) if len(frame) else 0
             count = plural(len(frame), "run") + (f" · {active} running" if active else "")
             if len(frame) >= self.limit:
                 count += f" · the newest {self.limit} shown"
-            self.count_html.value = (f'<div style="{MUTED_STYLE}">{count} · updated '
+            self.count_html.value = (f'<div class="nbsubagents-muted">{count} · updated '
                                      f'{datetime.now().strftime("%H:%M:%S")}</div>')
             self.refreshes += 1
             if self.selected is not None and self.selected not in self.run_ids and not self._pinned:
@@ -339,7 +340,7 @@ class Browser:
             with self._lock:
                 self._render_details(change["new"])
         except Exception as exc:
-            self.header_html.value = f'<div {attrs("failed")}>{html.escape(str(exc))}</div>'
+            self.header_html.value = f'<div {ink("failed")}>{html.escape(str(exc))}</div>'
 
     def _render_details(self, run_id: str) -> None:
         row = registry.resolve(run_id, self.root)
@@ -368,7 +369,7 @@ class Browser:
         files = (f'<div>files changed: {", ".join(f"<code>{html.escape(masks.text(p))}</code>" for p in changed)}'
                  f'</div>'
                  if changed else "")
-        where = f'<div style="{MUTED_STYLE}">in <code>{html.escape(str(run.dir))}</code></div>'
+        where = f'<div class="nbsubagents-muted">in <code>{html.escape(str(run.dir))}</code></div>'
         self.artifacts_html.value = where + files + (artifacts_html(found) if found else "<i>(no files)</i>")
         self.tabs.titles = ("Output", "Transcript", f"Events ({len(events)})", f"Artifacts ({len(found)})")
         self.details.layout.display = None
@@ -440,8 +441,8 @@ class Browser:
         """The list as it reads now, without widgets: what a saved notebook keeps once the browser closed."""
         stamp = datetime.now().strftime("%H:%M:%S")
         listing = html.escape(repr(self), quote=False)  # the page's own text colour: it reads on any page
-        return (f'<div class="nbsubagents-browse-static"><pre style="{MONO_STYLE};margin:0">{listing}</pre>'
-                f'<div style="opacity:.78;font-size:12px">browse() as of {stamp}: '
+        return (f'<div class="nbsubagents-browse-static">{stylesheet()}<pre class="nbsubagents-mono">{listing}</pre>'
+                f'<div class="nbsubagents-ink nbsubagents-note">browse() as of {stamp}: '
                 f'<code>nbsubagents.browse()</code> opens it again</div></div>')
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:

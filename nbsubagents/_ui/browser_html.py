@@ -13,11 +13,7 @@ from .. import _registry as registry
 from .._child.artifacts import ACTIVE
 from .._style import (
     DARK_SCOPE,
-    MONO_STYLE,
-    MUTED_STYLE,
     PALETTE,
-    STATUS_CSS,
-    attrs,
     clip,
     duration,
     filesize,
@@ -28,6 +24,7 @@ from .._style import (
     pydatetime,
     shorten,
 )
+from .._templates import ink
 from .._views.masking import masker
 
 if TYPE_CHECKING:
@@ -36,15 +33,6 @@ if TYPE_CHECKING:
     from .._lifecycle.handle import Run
 
 EVENT_ROWS = 400  # the last events a run's Events tab shows (run.events_frame() has all)
-BROWSE_CSS = (
-    "<style>"
-    ".nbsubagents-browse-list select{font-family:var(--jp-code-font-family,monospace);font-size:12px}"
-    ".nbsubagents-browse pre{" + MONO_STYLE + ";max-height:420px;overflow:auto;margin:0;padding:4px 6px;"
-    "background:var(--jp-layout-color2,#f5f5f5)}"
-    ".nbsubagents-browse table.nbsubagents-browse-events td{vertical-align:top;padding:1px 6px;text-align:left}"
-    ".nbsubagents-browse table.nbsubagents-browse-events{font-size:12px}"
-    "</style>"
-)
 
 
 def local_time(value: Any, fmt: str = "%m-%d %H:%M:%S") -> str:
@@ -87,8 +75,7 @@ def list_header(frame: pandas.DataFrame) -> str:
         return ""
     width = max(len(shorten(n if not is_missing(n) else r, 24)) for n, r in zip(frame["name"], frame["run_id"]))
     text = f"  {'status':<9}  {'name':<{width}}  {'started':<14}  {'took':>8}  {'task':<50}  run id"
-    return (f'<div class="nbsubagents-browse-columns" style="{MONO_STYLE};white-space:pre;font-weight:600;'
-            f'font-size:12px;padding-left:4px">{html.escape(text)}</div>')
+    return f'<div class="nbsubagents-browse-columns nbsubagents-mono">{html.escape(text)}</div>'
 
 
 def list_colours(frame: pandas.DataFrame) -> str:
@@ -106,7 +93,7 @@ def list_colours(frame: pandas.DataFrame) -> str:
 
 def artifacts_html(found: Any) -> str:
     rows = [((f'title="{html.escape(str(a.path))}"', f"<code>{html.escape(a.name)}</code>"),
-             ('style="text-align:right"', html.escape(filesize(a.size)))) for a in found]
+             ('class="nbsubagents-right"', html.escape(filesize(a.size)))) for a in found]
     return html_table(("file", "size"), rows, attrs='class="nbsubagents-browse-artifacts"', sections=False)
 
 
@@ -136,11 +123,11 @@ def header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
     ended = local_time(row.get("ended_at"), "%H:%M:%S")
     when = f"started {started}" + (f" · ended {ended}" if ended else "")
     return (f'<div class="nbsubagents-browse-run nbsubagents-status-{esc(status)}">'
-            f'{STATUS_CSS}<span {attrs(status, "nbsubagents-icon")}>{glyph(status)}</span> '
+            f'<span {ink(status, "nbsubagents-icon")}>{glyph(status)}</span> '
             f'<b class="nbsubagents-name">{esc(name)}</b> '
-            f'<span {attrs(status, "nbsubagents-status", "font-weight:600")}>{esc(status)}</span> '
-            f'<span class="nbsubagents-meta" style="{MUTED_STYLE}">· {esc(" · ".join(parts))}</span>'
-            f'<div style="{MUTED_STYLE};font-size:11px"><code>{esc(row["run_id"])}</code> · {esc(when)}'
+            f'<span {ink(status, "nbsubagents-status nbsubagents-bold")}>{esc(status)}</span> '
+            f'<span class="nbsubagents-meta nbsubagents-muted">· {esc(" · ".join(parts))}</span>'
+            f'<div class="nbsubagents-muted nbsubagents-small"><code>{esc(row["run_id"])}</code> · {esc(when)}'
             f'{" · " + esc(row["mode"]) if row.get("mode") else ""}</div>'
             f'<div class="nbsubagents-browse-task">{esc(task)}</div></div>')
 
@@ -152,30 +139,31 @@ def output_html(row: dict[str, Any], run: Run, status: str) -> str:
     if output:
         parts.append(f'<pre class="nbsubagents-browse-output-text">{html.escape(output, quote=False)}</pre>')
     if error and status not in ("completed",):
-        parts.append(f'<div {attrs("failed", "nbsubagents-error", MONO_STYLE)}>{html.escape(error, quote=False)}</div>')
+        parts.append(f'<div {ink("failed", "nbsubagents-error nbsubagents-mono")}>'
+                     f'{html.escape(error, quote=False)}</div>')
     if not parts:
-        parts.append(f'<i style="{MUTED_STYLE}">' + ("(running: the output comes when it ends)" if status in ACTIVE
+        parts.append('<i class="nbsubagents-muted">' + ("(running: the output comes when it ends)" if status in ACTIVE
                                                  else "(no output)") + "</i>")
     return "".join(parts)
 
 
 def events_html(run: Run, events: list[dict[str, Any]], mask: Any = None) -> str:
     if not events:
-        return f'<i style="{MUTED_STYLE}">(no events yet)</i>'
+        return '<i class="nbsubagents-muted">(no events yet)</i>'
     frame = run.events_frame()
     shown = frame.tail(EVENT_ROWS)
-    note = (f'<div style="{MUTED_STYLE}">the last {EVENT_ROWS} of {len(frame)} events '
+    note = (f'<div class="nbsubagents-muted">the last {EVENT_ROWS} of {len(frame)} events '
             f'(run.events_frame() has all)</div>' if len(frame) > EVENT_ROWS else "")
     rows, row_attrs = [], []
     for item in shown.itertuples(index=False):
         failed = (not is_missing(item.is_error) and bool(item.is_error)) or \
             (not is_missing(item.kind) and str(item.kind) in ("error", "failed"))
-        row_attrs.append(attrs("failed") if failed else "")
+        row_attrs.append(ink("failed") if failed else "")
         text = "" if is_missing(item.text) else str(item.text)
         text = mask(text) if mask is not None else text  # before clip() cuts a secret short
         rows.append(("" if is_missing(item.seq) else str(int(item.seq)), local_time(item.time, "%H:%M:%S"),
                      html.escape(str(item.type)), "" if is_missing(item.tool) else html.escape(str(item.tool)),
-                     ('style="white-space:pre-wrap"', html.escape(clip(text, 600), quote=False))))
+                     ('class="nbsubagents-wrap"', html.escape(clip(text, 600), quote=False))))
     table = html_table(("seq", "time", "type", "tool", "text"), rows, attrs='class="nbsubagents-browse-events"',
                        row_attrs=row_attrs)
     return f"{note}{table}"

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from .._lifecycle import watcher
 from .._lifecycle.drive import NullRenderer, Renderer
 from .._lifecycle.edge import print_repr
-from .._style import STATUS_CSS, color, glyph
+from .._style import glyph
+from .._templates import ink, stylesheet
 from .._views.panel_state import PanelState
 from .kernel import in_kernel, in_widget_kernel, text_stream
 from .panels import RunPanel, WidgetRenderer, live_panel
@@ -114,8 +115,8 @@ def widget_bundle(widget_of: Any, text: str, html_text: str) -> dict[str, Any]:
 def summary_html(run: Run) -> str:
     """The run's readable summary (its ``repr``) as HTML, for frontends without widgets."""
     status = run.status
-    return (f'{STATUS_CSS}<pre class="nbsubagents-summary nbsubagents-status-{status} nbsubagents-c-{status}" '
-            f'style="white-space:pre-wrap;color:{color(status)}" title="{html.escape(glyph(status))} '
+    return (f'{stylesheet()}<pre {ink(status, f"nbsubagents-summary nbsubagents-status-{status} nbsubagents-wrap")} '
+            f'title="{html.escape(glyph(status))} '
             f'{html.escape(status)}">{html.escape(repr(run), quote=False)}</pre>')
 
 

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from .._child.artifacts import TERMINAL
 from .._child.formatter import ProgressLine
 from .._lifecycle import watcher
-from .._style import MUTED_STYLE, plural
+from .._style import plural
+from .._templates import stylesheet
 from .._views.panel_record import (
     GROUP_WORDS,
     group_header_of,
@@ -188,9 +189,11 @@ class RunPanel(PanelState, _StaticRecord):
         self.questions_box, self.steer_box = self.talk.questions_box, self.talk.steer_box
         top = new_widget(w.HBox, children=[self.header, self.talk.message_button, self.cancel_button],
                          layout={"align_items": "center", "justify_content": "space-between"})
+        # the stylesheet, once: sent with the widget's first state, never with a render
+        sheet = new_widget(w.HTML, "nbsubagents-stylesheet", value=stylesheet(), layout=HIDDEN_LAYOUT)
         self.widget = new_widget(w.VBox, "nbsubagents-panel", "nbsubagents-live", f"nbsubagents-run-{run.run_id}",
                                  children=[top, self.history_box, self.window_html, self.questions_box,
-                                           self.steer_box, self.final_html])
+                                           self.steer_box, self.final_html, sheet])
         _live[run.run_id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
         for control in (self.cancel_button, self.history_box):
             route_clicks(control, self._subshell)
@@ -349,7 +352,7 @@ class GroupPanel(_StaticRecord):
             self.header.value = group_header_of(shown)
             if all(status in TERMINAL for status in shown):
                 ids = ", ".join(f"<code>{html.escape(p.run.run_id, quote=False)}</code>" for p in self.panels)
-                self.ids_html.value = f'<div style="{MUTED_STYLE}">Run ids: {ids}</div>'
+                self.ids_html.value = f'<div class="nbsubagents-muted">Run ids: {ids}</div>'
             self.renders += 1
             self.last_render = time.monotonic()
             self._static_step()

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .. import _registry as registry
 from .._child import inbox
 from .._lifecycle import reconcile, watcher
-from .._style import MUTED_INK, badge, duration, glyph
+from .._style import duration, glyph
+from .._templates import badge, stylesheet
 from .kernel import NotebookRecord, in_kernel, load_ipywidgets
 
 if TYPE_CHECKING:
@@ -247,11 +248,9 @@ class StatusBar:
         if self.running:
             line += f'<div class="nbsubagents-statusbar-running">{esc(self.running_text)}</div>'
         stamp = time.strftime("%H:%M:%S", time.localtime(self.as_of))
-        line += (f'<div class="nbsubagents-statusbar-asof" style="{MUTED_INK};font-size:12px" title="what the bar '
+        line += (f'<div class="nbsubagents-statusbar-asof nbsubagents-ink nbsubagents-note" title="what the bar '
                  f'read then: a saved notebook keeps its last reading">as of {stamp}</div>')
-        return (f'<div class="nbsubagents-statusbar" style="font-family:var(--jp-ui-font-family,sans-serif);'
-                f'font-size:14px;line-height:1.5;padding:4px 8px;border:1px solid rgba(127,127,127,.5);'
-                f'border-radius:4px">{line}</div>')
+        return f'<div class="nbsubagents-statusbar">{stylesheet()}{line}</div>'
 
     @property
     def value(self) -> str:

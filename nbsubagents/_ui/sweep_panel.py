@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._child.artifacts import TERMINAL
 from .._child.secrets import strip_controls, terminal_safe
 from .._lifecycle import watcher
-from .._style import MUTED_INK, STATUS_CSS, attrs, color, duration, glyph, html_table, shorten
+from .._style import duration, glyph, html_table, shorten
+from .._templates import ink, share, stylesheet
 from .._sweeps.progress import FAILURE_CAP, LINE_CAP, SweepLine, SweepState, state_text
 from .._views.masking import masker
 from .display import widgets_available
@@ -32,10 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["SweepPanel", "SweepRenderer", "live_sweep", "RENDER_INTERVAL"]
 
 RENDER_INTERVAL = 0.5    # the live panel re-renders at most twice a second, however many runs there are
-_CELL = "padding:1px 10px 1px 0;text-align:left;white-space:nowrap;vertical-align:top;border:none"
-_FONT = ("font-family:var(--jp-ui-font-family,-apple-system,Segoe UI,Helvetica,Arial,sans-serif);"
-         "font-size:12px;line-height:1.35")
-_REASON = "white-space:pre-wrap;margin-left:1.5em"
 
 
 # -- HTML and text, from the model ---------------------------------------------------------------------------
@@ -46,24 +43,21 @@ def _esc(text: str) -> str:
 def _progress_html(state: SweepState) -> str:
     """A bar of the ended runs, each status its colour's share."""
     total = max(1, state.total)
-    segments = "".join(
-        f'<div class="nbsubagents-c-{status}" style="width:{100 * n / total:.2f}%;background:{color(status)}">'
-        f'</div>' for status, n in state.counts().items() if status in TERMINAL)
+    segments = "".join(share(status, 100 * n / total) for status, n in state.counts().items() if status in TERMINAL)
     return (f'<div class="nbsubagents-sweep-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{state.total}" '
-            f'aria-valuenow="{state.ended}" style="display:flex;height:6px;max-width:480px;margin:3px 0 4px;'
-            f'background:var(--jp-layout-color3,#e5e7eb);border-radius:3px;overflow:hidden">{segments}</div>')
+            f'aria-valuenow="{state.ended}">{segments}</div>')
 
 
 def header_html(state: SweepState) -> str:
     """The title, ``n/N``, the counts in their colours (each with its number in ``data-count``), the time left
     and the progress bar."""
-    counts = ", ".join(f'<span {attrs(status, f"nbsubagents-sweep-count nbsubagents-sweep-{status}")} '
+    counts = ", ".join(f'<span {ink(status, f"nbsubagents-sweep-count nbsubagents-sweep-{status}")} '
                        f'data-status="{status}" data-count="{words.split()[0]}">{_esc(words)}</span>'
                        for status, words in state.header_words())
     left = state.time_left_text()
-    return (f'<div class="nbsubagents-sweep-header" style="{_FONT};font-size:13px"><b>{_esc(state.title)}</b> · '
+    return (f'<div class="nbsubagents-sweep-header nbsubagents-sweep-font"><b>{_esc(state.title)}</b> · '
             f'<span class="nbsubagents-sweep-progress">{state.ended}/{state.total}</span> · {counts}'
-            + (f' <span class="nbsubagents-sweep-left" style="{MUTED_INK}">· {_esc(left)}</span>' if left else "")
+            + (f' <span class="nbsubagents-sweep-left nbsubagents-ink">· {_esc(left)}</span>' if left else "")
             + f'</div>{_progress_html(state)}')
 
 
@@ -71,21 +65,20 @@ def _line_cells(row: SweepLine, now: float, *, live: bool) -> list[str | tuple[s
     status = row.status
     clock = row.clock(now)
     if status == "running":
-        last = (f'<span style="{MUTED_INK}">{_esc(shorten(row.activity or "starting pi…", 70))}</span>'
+        last = (f'<span class="nbsubagents-ink">{_esc(shorten(row.activity or "starting pi…", 70))}</span>'
                 if live else "")
     elif row.reason:
         scores = f'{_esc(shorten(row.outcome(), 60))} · ' if row.outcome() else ""
-        last = (f'{scores}<span {attrs("failed", "nbsubagents-sweep-reason")} title="{html.escape(row.reason)}">'
+        last = (f'{scores}<span {ink("failed", "nbsubagents-sweep-reason")} title="{html.escape(row.reason)}">'
                 f'{_esc(shorten(row.reason, 70))}</span>')
     else:
         last = (f'<span class="nbsubagents-sweep-scores" title="{html.escape(row.outcome())}">'
                 f'{_esc(shorten(row.outcome(), 90))}</span>')
-    return [(f'{attrs(status, "nbsubagents-sweep-status", _CELL)}', f"{glyph(status)} {status}"),
-            (f'class="nbsubagents-sweep-cell" style="{_CELL}" title="{html.escape(row.run.run_id)}"',
-             _esc(row.cell)),
-            (f'style="{_CELL};text-align:right"', duration(clock) if clock is not None else ""),
-            (f'style="{_CELL};text-align:right;{MUTED_INK}"', f"${row.cost:.4f}" if row.cost else ""),
-            (f'style="{_CELL};white-space:normal"', last)]
+    return [(ink(status, "nbsubagents-sweep-status"), f"{glyph(status)} {status}"),
+            (f'class="nbsubagents-sweep-cell" title="{html.escape(row.run.run_id)}"', _esc(row.cell)),
+            ('class="nbsubagents-right"', duration(clock) if clock is not None else ""),
+            ('class="nbsubagents-right nbsubagents-ink"', f"${row.cost:.4f}" if row.cost else ""),
+            ('class="nbsubagents-sweep-last"', last)]
 
 
 def lines_html(state: SweepState, *, final: bool = False, live: bool = True) -> str:
@@ -95,18 +88,18 @@ def lines_html(state: SweepState, *, final: bool = False, live: bool = True) -> 
     body = [_line_cells(row, now, live=live) for row in rows]
     row_attrs = [f'class="nbsubagents-sweep-line nbsubagents-status-{r.status}" '
                  f'data-run-id="{html.escape(r.run.run_id)}"' for r in rows]
-    span = f'colspan="5" style="{_CELL};{MUTED_INK}"'
+    span = 'colspan="5" class="nbsubagents-ink"'
     if more:
         body.append([(span, f"… and {more} more (experiment.frame() has every run)")])
         row_attrs.append('class="nbsubagents-sweep-more"')
     queued = state.counts().get("queued", 0)
     if queued:
-        body.append([(f'colspan="5" {attrs("queued", "", _CELL)}', f'{glyph("queued")} {queued} queued')])
+        body.append([(f'colspan="5" {ink("queued")}', f'{glyph("queued")} {queued} queued')])
         row_attrs.append('class="nbsubagents-sweep-queued"')
     if not body:
         return ""
-    return html_table(None, body, attrs=f'class="nbsubagents-sweep-lines" style="border-collapse:collapse;{_FONT};'
-                                        'margin:0"', sections=False, row_attrs=row_attrs)
+    return html_table(None, body, attrs='class="nbsubagents-sweep-lines nbsubagents-sweep-font"', sections=False,
+                      row_attrs=row_attrs)
 
 
 def failures_html(state: SweepState) -> str:
@@ -115,14 +108,15 @@ def failures_html(state: SweepState) -> str:
     if not failed:
         return ""
     items = "".join(
-        f'<div class="nbsubagents-sweep-failure" data-run-id="{html.escape(r.run.run_id)}" style="margin:2px 0">'
-        f'<span {attrs(r.status)}>{glyph(r.status)}</span> <b>{_esc(r.cell)}</b> '
-        f'<span style="{MUTED_INK}">{_esc(r.run.run_id)}</span><div {attrs("failed", "", _REASON)}>'
+        f'<div class="nbsubagents-sweep-failure" data-run-id="{html.escape(r.run.run_id)}">'
+        f'<span {ink(r.status)}>{glyph(r.status)}</span> <b>{_esc(r.cell)}</b> '
+        f'<span class="nbsubagents-ink">{_esc(r.run.run_id)}</span>'
+        f'<div {ink("failed", "nbsubagents-sweep-reason-text")}>'
         f'{_esc(shorten(r.reason, 600))}</div></div>' for r in failed[:FAILURE_CAP])
     if len(failed) > FAILURE_CAP:
-        items += f'<div style="{MUTED_INK}">… and {len(failed) - FAILURE_CAP} more</div>'
-    return (f'<details class="nbsubagents-sweep-failures" style="{_FONT};margin:3px 0"><summary '
-            f'{attrs("failed", "", "cursor:pointer;font-weight:600")}>failures ({len(failed)})</summary>{items}'
+        items += f'<div class="nbsubagents-ink">… and {len(failed) - FAILURE_CAP} more</div>'
+    return (f'<details class="nbsubagents-sweep-failures nbsubagents-sweep-font"><summary '
+            f'{ink("failed")}>failures ({len(failed)})</summary>{items}'
             f'</details>')
 
 
@@ -150,11 +144,12 @@ class SweepPanel:
         w = load_ipywidgets()
         self.board = w.HTML().add_class("nbsubagents-sweep-board")
         self.failures = w.HTML().add_class("nbsubagents-sweep-fails")
-        return w.VBox([self.board, self.failures]).add_class("nbsubagents-sweep")
+        sheet = w.HTML(stylesheet()).add_class("nbsubagents-stylesheet")  # once, never with a render
+        return w.VBox([self.board, self.failures, sheet]).add_class("nbsubagents-sweep")
 
     def render(self) -> None:
         state = self.state
-        self.board.value = STATUS_CSS + header_html(state) + lines_html(state)
+        self.board.value = header_html(state) + lines_html(state)
         failed = len(state.failures())
         if failed != self._failures_shown:
             self.failures.value = failures_html(state)
@@ -165,12 +160,12 @@ class SweepPanel:
 
     # -- the static record ---------------------------------------------------------------------------------
     def static_html(self) -> str:
-        """The panel as self-contained HTML (inline styles, no script): the header, the compact table of the
+        """The panel as self-contained HTML (the stylesheet, no script): the header, the compact table of the
         runs, the failures; secrets masked. A saved notebook keeps it beside (at the end: instead of) the widget."""
         state = self.state
-        body = (f'<div class="nbsubagents-static nbsubagents-sweep" style="{_FONT}">{header_html(state)}'
+        body = (f'<div class="nbsubagents-static nbsubagents-sweep nbsubagents-sweep-font">{header_html(state)}'
                 f'{lines_html(state, final=state.done, live=not state.done)}{failures_html(state)}</div>')
-        return strip_controls(masker().text(STATUS_CSS + body))
+        return strip_controls(stylesheet() + masker().text(body))
 
     def static_text(self) -> str:
         return terminal_safe(masker().text(state_text(self.state, final=self.state.done)))

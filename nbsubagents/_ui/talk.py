@@ -14,7 +14,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._child import inbox
-from .._style import MUTED_STYLE, attrs, glyph
+from .._style import glyph
+from .._templates import ink
 from .._views.conversation import at_words, question_text
 from .kernel import new_widget, route_clicks, shared
 
@@ -146,7 +147,7 @@ class TalkBox:
         approval = bool(question.get("approval")) or method == "confirm"
         words = "approval" if approval else "asks"
         title = new_widget(w.HTML, "nbsubagents-question-title",
-                           value=f'<span {attrs("waiting", "nbsubagents-question-glyph")}>{glyph("waiting")}</span> '
+                           value=f'<span {ink("waiting", "nbsubagents-question-glyph")}>{glyph("waiting")}</span> '
                                  f'<b>{words}:</b> {html.escape(question_text(question), quote=False)}')
         controls: list[Any] = []
         if approval:
@@ -193,7 +194,7 @@ class TalkBox:
                 control.disabled = True
         inbox.post(self.run.dir, "answer", request_id=qid, value=value)
         words = ("Allow" if value is True else "Deny") if isinstance(value, bool) else str(value)
-        row._nbsubagents["note"].value = (f'<span style="{MUTED_STYLE}">sent at {at_words(time.time())}: '
+        row._nbsubagents["note"].value = (f'<span class="nbsubagents-muted">sent at {at_words(time.time())}: '
                                           f'{html.escape(words, quote=False)} · the run takes it next</span>')
 
     def _on_message(self, kind: str) -> None:
@@ -201,17 +202,17 @@ class TalkBox:
         with self._lock:
             text = self.steer_text.value.strip()
             if self.ended:  # it ended between the typing and the click: say so rather than drop it unseen
-                self.note.value = (f'<span style="{MUTED_STYLE}">The run had ended: this was not sent. '
-                                   f'run.follow_up(text) continues its session as a new run.</span>')
+                self.note.value = ('<span class="nbsubagents-muted">The run had ended: this was not sent. '
+                                   'run.follow_up(text) continues its session as a new run.</span>')
                 return
             if not text:
-                self.note.value = (f'<span style="{MUTED_STYLE}">Type a message first: Steer delivers it after '
-                                   f'the current tool call, Follow up when the current turn ends.</span>')
+                self.note.value = ('<span class="nbsubagents-muted">Type a message first: Steer delivers it after '
+                                   'the current tool call, Follow up when the current turn ends.</span>')
                 return
             self.steer_text.value = ""
             taken = self._taken
         inbox.post(self.run.dir, kind, text)
         self._taken_at_note = taken
         said = "steer" if kind == "steer" else "follow-up"
-        self.note.value = (f'<span style="{MUTED_STYLE}">{said} sent at {at_words(time.time())}: it shows '
+        self.note.value = (f'<span class="nbsubagents-muted">{said} sent at {at_words(time.time())}: it shows '
                            f'above once the run takes it</span>')

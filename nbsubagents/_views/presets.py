@@ -10,6 +10,7 @@ from typing import Any
 from .._child.harnesses.pi import effective_tools
 from .._preset_files import Preset, Problem, find_project_presets_dir, global_presets_dir, resolve_cwd, scan
 from .._style import html_table, plural, shorten
+from .._templates import stylesheet
 
 __all__ = ["PresetList", "list_presets"]
 
@@ -97,16 +98,17 @@ class PresetList(list):
             return ""
         items = "".join(
             f"<li><code>{html.escape(p.name)}</code> ({html.escape(p.scope)}): "
-            f"<span style='color:#b00'>{html.escape(p.message)}</span></li>" for p in self.problems)
+            f"<span class='nbsubagents-problem'>{html.escape(p.message)}</span></li>" for p in self.problems)
         return f"<p>{self._problems_head()}</p><ul>{items}</ul>"
 
     def _repr_html_(self) -> str:
         if not self:
-            return f"<p>{html.escape(self._empty_message())}</p>{self._problems_html()}"
+            return f"{stylesheet()}<p>{html.escape(self._empty_message())}</p>{self._problems_html()}"
         rows = [((f"title='{html.escape(str(p.path))}'", f"<code>{html.escape(p.name)}</code>"),
                  html.escape(p.scope), html.escape(p.model or "-"), html.escape(tools_text(p)),
-                 ("style='text-align:left'", html.escape(p.description))) for p in self]
-        return html_table(self._COLUMNS, rows, th_attrs="style='text-align:left'") + self._problems_html()
+                 ("class='nbsubagents-left'", html.escape(p.description))) for p in self]
+        return (stylesheet() + html_table(self._COLUMNS, rows, th_attrs="class='nbsubagents-left'")
+                + self._problems_html())
 
     def to_records(self) -> list[dict[str, Any]]:
         """Plain dicts (e.g. for ``pandas.DataFrame``); tools as a list, path as a string."""

@@ -3,7 +3,7 @@
 ``report(runs, path=None, format=None)`` writes, per run: its panel header (the same words as
 the live panel), the task, status, model, tokens, cost, timings, the transcript (the formatter's lines),
 the final output, the files it changed, and links to the other runs of its group (one ``run_parallel``
-call). HTML has inline CSS and no script and loads nothing; Markdown is for pasting into an issue.
+call). HTML carries the package's stylesheet, no script, and loads nothing; Markdown is for pasting into an issue.
 
 Secrets are masked in everything written, before anything is cut short (``child.secrets``: secret-named
 environment variables, the keys in pi's ``models.json`` and ``auth.json``, common key shapes, the
@@ -26,8 +26,8 @@ from .._child import VERSION
 from .._child.formatter import ProgressFormatter
 from .._child.secrets import strip_controls
 from .._config import NbSubagentsError, project_root
-from .._style import color as status_color
 from .._style import duration, glyph
+from .._templates import Html, ink, render
 from .masking import MaskedRun, masker
 from .panel_state import PanelState
 
@@ -90,25 +90,8 @@ def _when(iso: str | None) -> str:
 
 
 # -- HTML -------------------------------------------------------------------------------------------------
-CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;font-size:14px;line-height:1.5;color:#1f2328;
-margin:24px auto;max-width:1100px;padding:0 16px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;padding-top:8px;border-top:1px solid #d0d7de}
-.muted{color:#656d76}.small{font-size:12px}table{border-collapse:collapse;margin:8px 0}
-td,th{text-align:left;padding:3px 10px 3px 0;vertical-align:top}th{color:#656d76;font-weight:600}
-pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;white-space:pre-wrap;
-word-break:break-word;background:#f6f8fa;border:1px solid #d0d7de;border-radius:4px;padding:8px 10px;margin:6px 0}
-.output{border-left:3px solid #388e3c}.error{color:#d32f2f;border-left:3px solid #d32f2f}
-.lines div{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;white-space:pre-wrap}
-.k-assistant{color:#1565c0}.k-thinking{color:#656d76;font-style:italic}.k-failed,.k-error{color:#d32f2f}
-.k-done,.k-info{color:#656d76}details{margin:6px 0}summary{cursor:pointer;color:#656d76}
-code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
-a{color:#0969da}
-"""
-
-
 def _status_html(status: str) -> str:
-    return f'<span style="color:{status_color(status)};font-weight:600">{glyph(status)} {html.escape(status)}</span>'
+    return f'<span {ink(status, "nbsubagents-bold")}>{glyph(status)} {html.escape(status)}</span>'
 
 
 def run_html(run: Run, groups: dict[str, list[Run]], listed: set[str], *, folded: bool = False) -> str:
@@ -169,18 +152,19 @@ def _document_html(runs: list[Run], title: str) -> str:
             f'<td class="muted small">{esc(run.run_id)}</td></tr>')
     total_tokens = sum(_facts(r)["tokens"] for r in runs)
     total_cost = sum(_facts(r)["cost"] for r in runs)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n"
-        f"<h1>{esc(title)}</h1>\n"
+    return page(title, (
+        f"\n<h1>{esc(title)}</h1>\n"
         f'<p class="muted">{len(runs)} run{"" if len(runs) == 1 else "s"} · {total_tokens:,} tokens · '
         f'${total_cost:.4f} · written {esc(datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"))} by '
         f'nbsubagents {esc(VERSION)} · secrets masked</p>\n'
         '<table><tr><th>Run</th><th>Status</th><th>Model</th><th>Tool calls</th><th>Tokens</th><th>Cost</th>'
         f'<th>Took</th><th>Id</th></tr>{"".join(summary_rows)}</table>\n'
-        + "\n".join(run_html(run, groups, listed) for run in runs)
-        + "\n</body></html>\n")
+        + "\n".join(run_html(run, groups, listed) for run in runs) + "\n"))
+
+
+def page(title: str, body: str) -> str:
+    """A report's HTML file: ``body`` (HTML) under ``title``, with the stylesheet."""
+    return render("page.html", title=title, body=Html(body)) + "\n"
 
 
 # -- Markdown -------------------------------------------------------------------------------------------

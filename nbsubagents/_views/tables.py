@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._style import STATUS_CSS, color, filesize, html_table
+from .._style import filesize, html_table
+from .._templates import ink, stylesheet
 
 if TYPE_CHECKING:
     import pandas
@@ -44,11 +45,12 @@ def RunsFrame(frame: pandas.DataFrame) -> pandas.DataFrame:  # noqa: N802 - read
     return _cls(frame)
 
 
-_NOWRAP = 'style="white-space:nowrap"'  # a run id or a time wraps at its hyphens otherwise
+_NOWRAP = 'class="nbsubagents-nowrap"'  # a run id or a time wraps at its hyphens otherwise
 
 
-def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
-    """An HTML table with status colours; every value escaped. Long frames show head and tail."""
+def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60, sheet: bool = True) -> str:
+    """An HTML table with status colours; every value escaped. Long frames show head and tail. ``sheet=False``
+    leaves the stylesheet out (for a page that carries it already)."""
     import pandas as pd
 
     shown = frame if len(frame) <= max_rows else pd.concat([frame.head(max_rows // 2), frame.tail(max_rows // 2)])
@@ -60,8 +62,8 @@ def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
         cells: list[str | tuple[str, str]] = [(_NOWRAP, html.escape(str(label)))] if labelled else []
         for column, value in row.items():
             if column == "status" and isinstance(value, str):
-                cells.append((f'class="nbsubagents-status-{html.escape(value)} nbsubagents-c-{html.escape(value)}" '
-                              f'style="color:{color(value)};font-weight:600"', html.escape(value)))
+                cells.append((ink(value, f"nbsubagents-status-{html.escape(value)} nbsubagents-bold"),
+                               html.escape(value)))
             elif value is None or value is pd.NA or (isinstance(value, float) and value != value) or value is pd.NaT:
                 cells.append("")
             elif isinstance(value, pd.Timestamp):
@@ -76,7 +78,7 @@ def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60) -> str:
         body.append(cells)
     note = "" if len(frame) <= max_rows else f"<p>{len(frame)} runs; showing the newest and oldest {max_rows // 2}.</p>"
     table = html_table(header, body, attrs='class="dataframe"', row_header=labelled)
-    return f'<div class="nbsubagents-runs">{STATUS_CSS}{note}{table}</div>'
+    return f'<div class="nbsubagents-runs">{stylesheet() if sheet else ""}{note}{table}</div>'
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class Artifacts(list):
         return "\n".join(f"{a.name:<{width}}  {filesize(a.size):>9}  {a.path}" for a in self)
 
     def _repr_html_(self) -> str:
-        rows = [(html.escape(a.name), ("style='text-align:right'", filesize(a.size)),
+        rows = [(html.escape(a.name), ("class='nbsubagents-right'", filesize(a.size)),
                  f"<code>{html.escape(str(a.path))}</code>") for a in self]
-        return html_table(("file", "size", "path"), rows, attrs="class='nbsubagents-artifacts'", sections=False)
+        return stylesheet() + html_table(("file", "size", "path"), rows, attrs="class='nbsubagents-artifacts'",
+                                         sections=False)

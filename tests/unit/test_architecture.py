@@ -224,7 +224,7 @@ def test_the_supervisor_loads_nothing_of_the_package_outside_child():
 BANDS = [  # lowest first
     ("child", ("nbsubagents._child", "nbsubagents.harnesses")),  # harnesses: the child's protocol, public
     ("storage and settings", ("nbsubagents._registry", "nbsubagents._config", "nbsubagents._pi",
-                              "nbsubagents._preset_files", "nbsubagents._style")),
+                              "nbsubagents._preset_files", "nbsubagents._style", "nbsubagents._templates")),
     ("views", ("nbsubagents._views",)),
     ("lifecycle", ("nbsubagents._lifecycle",)),
     ("sweeps", ("nbsubagents._sweeps",)),

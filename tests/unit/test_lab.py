@@ -119,7 +119,7 @@ def test_a_record_is_given_once_the_run_ended_as_the_kernel_renders_it_and_says_
     assert answer["html"].startswith(html[:-len("</div>")])
     assert 'data-run-id="20261126-100000-aaaaaa"' in answer["html"]
     assert "nbsubagents-status-completed" in answer["html"] and "the answer, at last" in answer["html"]
-    assert re.search(r'class="nbsubagents-as-of"[^>]*>as of \d\d:\d\d:\d\d · ', answer["html"])
+    assert re.search(r'class="nbsubagents-as-of[^"]*"[^>]*>as of \d\d:\d\d:\d\d · ', answer["html"])
     assert answer["html"].endswith("</div></div>")  # the stamp inside the record's box
 
 

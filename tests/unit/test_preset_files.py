@@ -10,6 +10,7 @@ import pytest
 
 from nbsubagents import _preset_files as presets
 from nbsubagents._preset_files import Preset, PresetError
+from nbsubagents._templates import stylesheet
 from nbsubagents._views.presets import PresetList, list_presets
 
 
@@ -496,11 +497,11 @@ def test_empty_list_repr_says_where_presets_are_looked_for(agent, project):
 def test_html_repr_escapes_everything(agent, project):
     write(global_dir(agent), "x.md", preset_md("x", "'<b>bold</b> & more'", "model: m<1>\n"))
     html_text = list_presets()._repr_html_()
-    assert html_text.startswith("<table>")
+    assert html_text.startswith(stylesheet() + "<table>")
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; more" in html_text
     assert "m&lt;1&gt;" in html_text
     assert "<b>" not in html_text
-    assert "<th style='text-align:left'>description</th>" in html_text
+    assert "<th class='nbsubagents-left'>description</th>" in html_text
     assert "<code>x</code>" in html_text
 
 

@@ -88,7 +88,7 @@ def test_an_ended_run_is_one_line_with_duration_cost_and_scores_and_a_failure_sh
     panel_html = SweepPanel.__new__(SweepPanel)  # the static record needs no widget
     panel_html.state = state
     record = panel_html.static_html()
-    assert '<details class="nbsubagents-sweep-failures"' in record and "failures (1)" in record
+    assert '<details class="nbsubagents-sweep-failures' in record and "failures (1)" in record
     assert "500 upstream exploded\nat line 2" in record and runs[1].run_id in record
     assert "· #1" not in record  # one repeat: the cell does not name it
     text = panel_html.static_text()

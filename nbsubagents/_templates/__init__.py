@@ -1,0 +1,101 @@
+"""HTML from templates, and the one stylesheet every HTML output carries.
+
+The templates (``*.html`` here) are Jinja2's, autoescaped; ``render(name, **context)`` renders one (Jinja2 is
+imported on the first render, so ``import nbsubagents`` and ``child/`` never load it). Line breaks and the
+indentation after them are layout of the template file, not of the output: they are dropped when a template is
+loaded, so a fragment is one line (a static record holds no newline and stays one HTML block in Markdown).
+
+``nbsubagents.css`` holds every rule, as ``nbsubagents-`` classes; ``stylesheet()`` is it as one ``<style>`` block,
+before the palette's rules, which ``_style.PALETTE`` generates (the palette lives there only). ``inline.html`` is
+the one place HTML carries inline styles: ``ink`` (a status's light colour, which survives where a viewer strips
+stylesheets; the stylesheet switches to the dark value), ``badge`` (white on the status's colour) and ``share``
+(a bar segment's width).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PALETTE
+
+__all__ = ["Html", "render", "stylesheet", "ink", "badge", "share"]
+
+HERE = Path(__file__).resolve().parent
+
+
+def _one_line(source: str) -> str:
+    return re.sub(r"\n[ \t]*", "", source)
+
+
+@cache
+def _environment() -> Any:
+    import jinja2  # noqa: PLC0415  (only when HTML is rendered: import nbsubagents stays without it)
+    from markupsafe import Markup  # noqa: PLC0415  (Jinja2's own dependency)
+
+    class Loader(jinja2.FileSystemLoader):
+        def get_source(self, environment: Any, template: str) -> tuple[str, str | None, Any]:
+            source, path, uptodate = super().get_source(environment, template)
+            return _one_line(source), path, uptodate
+
+    env = jinja2.Environment(loader=Loader(HERE), autoescape=True, keep_trailing_newline=False)
+    env.globals.update(stylesheet=lambda: Markup(stylesheet()), light=lambda status: PALETTE.get(status, MUTED)[0],
+                       key=lambda status: status if status in PALETTE else "muted")
+    return env
+
+
+class Html(str):
+    """HTML made elsewhere (its text escaped there): a template inserts it as it is."""
+
+
+def render(name: str, **context: Any) -> str:
+    """The template ``name`` rendered with ``context``; every value is escaped but ``Html``."""
+    from markupsafe import Markup  # noqa: PLC0415  (Jinja2's own dependency, loaded with it)
+
+    env = _environment()
+    return env.get_template(name).render({k: Markup(v) if isinstance(v, Html) else v for k, v in context.items()})
+
+
+@cache
+def _macros() -> Any:
+    return _environment().get_template("inline.html").module
+
+
+def ink(status: str, classes: str = "") -> str:
+    """The ``class`` and ``style`` attributes that colour an element by status (light inline, dark from the sheet)."""
+    return str(_macros().ink(status, classes))
+
+
+def badge(status: str, text: str, classes: str = "", icon: str = "") -> str:
+    """A status word that reads on any page: white on the status's strong colour (6.5:1 or more), never a coloured
+    word on an unknown background; ``icon`` (a glyph) before the word."""
+    return str(_macros().badge(status, text, classes, icon))
+
+
+def share(status: str, percent: float) -> str:
+    """A segment of a progress bar: ``percent`` of its width in the status's colour."""
+    return str(_macros().share(status, f"{percent:.2f}"))
+
+
+def _palette_rules() -> str:
+    coloured = {**PALETTE, "muted": MUTED}
+    root = "".join(f"--nbsubagents-{s}:{light};--nbsubagents-{s}-dark:{dark};" for s, (light, dark) in coloured.items())
+    return (":root{" + root + "}"
+            + "".join(f".nbsubagents-c-{s}{{color:{light}}}{DARK_SCOPE} .nbsubagents-c-{s}{{color:{dark} !important}}"
+                      for s, (light, dark) in coloured.items())
+            + "@media (prefers-color-scheme: dark){"
+            + "".join(f"{NO_JP_THEME} .nbsubagents-c-{s}{{color:{dark} !important}}"
+                      for s, (_, dark) in coloured.items())
+            + "}"
+            + "".join(f".nbsubagents-static.nbsubagents-status-{s},"
+                      f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-status-{s}){{border-left-color:{light}}}"
+                      for s, (light, _) in PALETTE.items() if s != "queued"))
+
+
+@cache
+def stylesheet() -> str:
+    """Every rule of the package as one ``<style>`` block on one line: ``nbsubagents.css``, then the palette's."""
+    css = re.sub(r"/\*.*?\*/", "", (HERE / "nbsubagents.css").read_text(encoding="utf-8"), flags=re.S)
+    return "<style>" + re.sub(r"\s*\n\s*", "", css) + _palette_rules() + "</style>"
