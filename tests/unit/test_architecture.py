@@ -10,7 +10,9 @@
 - an own-module import inside a function only where ``LAZY_IMPORTS`` lists it with the start-up it keeps light
   (ruff's PLC0415 in ``.ci/run`` holds every other import at the top);
 - no module imports another module's ``_private`` name, nor reaches one through an imported module;
-- ``import nbsubagents`` loads no IPython, ipywidgets or pandas, and the supervisor loads nothing outside
+- no module writes a ``style=`` attribute: HTML's rules live in ``_templates/nbsubagents.css``, its few inline
+  styles in the macros of ``_templates/inline.html``;
+- ``import nbsubagents`` loads no IPython, ipywidgets, pandas or jinja2, and the supervisor loads nothing outside
   ``child/``.
 
 Imports are read from the syntax tree (also those inside functions), so a lazy import counts too.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -199,7 +202,7 @@ def test_run_has_no_private_friends():
 
 @pytest.mark.parametrize("imports, touch, heavy", [
     ("nbsubagents, nbsubagents._api, nbsubagents._registry, nbsubagents._lifecycle.reconcile", "",
-     ("IPython", "ipywidgets", "pandas")),
+     ("IPython", "ipywidgets", "pandas", "jinja2")),
     ("nbsubagents._ui.browser, nbsubagents._ui.statusbar, nbsubagents._views.timeline, nbsubagents",
      "nbsubagents.status_bar; nbsubagents.browse",  # the explorer imports nothing heavy until used
      ("IPython", "ipywidgets", "pandas", "matplotlib")),
@@ -573,3 +576,24 @@ def test_the_packages_internals_are_private_by_name():
     names = {p.stem for p in PACKAGE.glob("*.py")} | {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     assert "_lifecycle" in names and "_api" in names
     assert {n for n in names if not n.startswith("_")} == {"demo", "harnesses", "lab"}
+
+
+# -- HTML: every rule in the stylesheet, every inline style in one macro file ----------------------------------------
+STYLE_ATTRIBUTE = re.compile(r"(?<![\w-])style\s*=", re.IGNORECASE)
+
+
+def style_attributes(module: str, source: str) -> list[str]:
+    """``style=`` written in a string of ``source`` (an f-string's text too): HTML's inline styles belong in
+    ``_templates/inline.html``, every other rule in ``_templates/nbsubagents.css``."""
+    return [f"{module}:{node.lineno} writes a style attribute: {node.value[:60]!r}"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and STYLE_ATTRIBUTE.search(node.value)]
+
+
+def test_no_module_writes_an_inline_style():
+    assert style_attributes("x", "html = f'<div style=\"color:{c}\">'\n")
+    assert style_attributes("x", "cell = (\"style='text-align:left'\", text)\n")
+    assert not style_attributes("x", "w.Button(button_style='primary', style=shared(ButtonStyle))\n")
+    assert not style_attributes("x", "'<div class=\"nbsubagents-muted\">'\n")
+    bad = [v for m, _, s in _sources() for v in style_attributes(m, s)]
+    assert not bad, "\n".join(bad)
