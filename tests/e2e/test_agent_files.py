@@ -81,7 +81,7 @@ def test_presets_list_every_good_file_and_show_each_broken_one_with_its_error(co
     text = repr(found)
     assert "Problems (3 files skipped; running one of these names raises its error):" in text
     assert "  test-runner (claude-project): Preset file " in text
-    assert "<span style='color:#b00'>" in found._repr_html_()
+    assert "<span class='nbsubagents-problem'>" in found._repr_html_()
     assert [r["name"] for r in found.problem_records()] == [p.name for p in found.problems]
     # one warning per broken file, and nothing again on the next listing
     assert sum("(this file is skipped; the other presets work)" in m for m in messages) == 3

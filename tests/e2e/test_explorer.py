@@ -25,6 +25,7 @@ from nbsubagents._pi import find_pi
 from nbsubagents._ui.display import VIEW_MIME
 from nbsubagents._pi.models import available_models
 from nbsubagents import _style as style
+from nbsubagents._templates import stylesheet
 from nbsubagents._style import color as status_color
 
 from test_query import synthetic
@@ -212,7 +213,7 @@ def test_browse_lists_runs_and_its_filters_change_the_list(explore):
     assert [v for _, v in browser.preset_filter.options] == ["", "scout", "scribe"]
     assert [v for _, v in browser.model_filter.options] == ["", "demo/other", "demo/scripted"]
     assert [v for _, v in browser.since_filter.options] == ["", "1h", "24h", "7d"]
-    assert 'class="nbsubagents-status-failed nbsubagents-c-failed"' in browser.table_html.value
+    assert 'class="nbsubagents-c-failed nbsubagents-status-failed nbsubagents-bold"' in browser.table_html.value
     assert "40 runs" in plain(browser.count_html.value)
     for name in ("browse", "browse-list", "browse-status", "browse-preset", "browse-model", "browse-since",
                  "browse-text", "browse-table", "browse-header", "browse-transcript", "browse-tabs"):
@@ -325,7 +326,8 @@ def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatc
     bundle = browser._repr_mimebundle_()
     assert VIEW_MIME not in bundle and bundle["text/plain"].startswith("browse(): 3 runs")
     assert "job2" in bundle["text/plain"] and "job2" in bundle["text/html"]
-    assert "<style" not in bundle["text/html"] and "color:" not in bundle["text/html"]  # the page's ink: any page
+    listing = bundle["text/html"].replace(stylesheet(), "")
+    assert "<style" not in listing and "color:" not in listing  # the page's ink: any page
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
     assert browser._repr_mimebundle_()[VIEW_MIME]["model_id"] == browser.widget.model_id
     # shown in a notebook, closing it leaves its record alone (the list as it was), never a widget view

@@ -85,12 +85,12 @@ def test_runs_table_is_styled_in_a_notebook_and_plain_as_text(project):
     synthetic(project, 4)
     frame = nbsubagents.runs()
     html = frame._repr_html_()
-    assert 'class="nbsubagents-status-failed nbsubagents-c-failed"' in html and "color:#b91c1c" in html
+    assert 'class="nbsubagents-c-failed nbsubagents-status-failed nbsubagents-bold"' in html and "color:#b91c1c" in html
     text = repr(frame)
     assert "job0" in text and "<td" not in text
     assert type(frame[frame["status"] == "failed"]).__name__ == type(frame).__name__
     indexed = frame.set_index("name")._repr_html_()
-    assert "<th>name</th>" in indexed and '<th style="white-space:nowrap">job0</th>' in indexed  # ids never wrap
+    assert "<th>name</th>" in indexed and '<th class="nbsubagents-nowrap">job0</th>' in indexed  # ids never wrap
     assert "<th>0</th>" not in html  # the default 0..n-1 index is not shown
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import nbsubagents
 from nbsubagents import _style as style
+from nbsubagents._templates import ink, stylesheet
 from nbsubagents._ui.display import run_mimebundle
 
 from helpers import PI_VERSION, wait_for
@@ -74,9 +75,9 @@ def test_every_status_colour_reaches_wcag_aa_on_jupyterlab_backgrounds(theme, in
 
 def test_the_dark_css_switches_every_status_to_its_dark_colour():
     for status, (light, dark) in style.PALETTE.items():
-        assert f".nbsubagents-c-{status}{{color:{light}}}" in style.STATUS_CSS
-        assert f'[data-jp-theme-light="false"] .nbsubagents-c-{status}{{color:{dark} !important}}' in style.STATUS_CSS
-    assert style.attrs("failed", "x") == 'class="nbsubagents-c-failed x" style="color:#b91c1c"'
+        assert f".nbsubagents-c-{status}{{color:{light}}}" in stylesheet()
+        assert f'[data-jp-theme-light="false"] .nbsubagents-c-{status}{{color:{dark} !important}}' in stylesheet()
+    assert ink("failed", "x") == 'class="nbsubagents-c-failed x" style="color:#b91c1c"'
 
 
 def test_aborted_has_one_colour_on_every_surface(project):
@@ -95,12 +96,12 @@ def test_aborted_has_one_colour_on_every_surface(project):
     assert bar.text == "runs: 0 running / 1 total · 1 aborted"
     assert f'nbsubagents-statusbar-aborted"> · <span class="nbsubagents-badge nbsubagents-badge-aborted" ' \
         f'style="background:{light};color:#fff' in bar.html
-    assert f'nbsubagents-c-aborted" style="color:{light};font-weight:600">aborted' in styled_html(nbsubagents.runs())
+    assert f'nbsubagents-bold" style="color:{light}">aborted' in styled_html(nbsubagents.runs())
     record = run_mimebundle(nbsubagents.get_run(run.id))["text/html"]  # the run's static record, as IPython shows it
     assert f'nbsubagents-badge-aborted nbsubagents-status" style="background:{light};color:#fff' in record
     figure = nbsubagents.runs_timeline(theme="light")
     assert to_hex([p for p in figure.axes[0].patches if p.get_gid()][0].get_facecolor()) == light
-    assert f"{DARK} .nbsubagents-c-aborted{{color:{dark} !important}}" in style.STATUS_CSS
+    assert f"{DARK} .nbsubagents-c-aborted{{color:{dark} !important}}" in stylesheet()
 
 
 def test_the_status_bar_and_tables_carry_no_emoji(project):
