@@ -1,6 +1,6 @@
 """HTML from templates, and the one stylesheet every HTML output carries.
 
-The templates (``*.html`` here) are Jinja2's, autoescaped; ``render(name, **context)`` renders one (Jinja2 is
+The templates (``*.html`` here) are Jinja2's, autoescaped; ``render(template, **context)`` renders one (Jinja2 is
 imported on the first render, so ``import nbsubagents`` and ``child/`` never load it). Line breaks and the
 indentation after them are layout of the template file, not of the output: they are dropped when a template is
 loaded, so a fragment is one line (a static record holds no newline and stays one HTML block in Markdown).
@@ -14,12 +14,13 @@ stylesheets; the stylesheet switches to the dark value), ``badge`` (white on the
 
 from __future__ import annotations
 
+import html
 import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PALETTE
+from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PALETTE, glyph, plural
 
 __all__ = ["Html", "render", "stylesheet", "ink", "badge", "share"]
 
@@ -42,7 +43,9 @@ def _environment() -> Any:
 
     env = jinja2.Environment(loader=Loader(HERE), autoescape=True, keep_trailing_newline=False)
     env.globals.update(stylesheet=lambda: Markup(stylesheet()), light=lambda status: PALETTE.get(status, MUTED)[0],
-                       key=lambda status: status if status in PALETTE else "muted")
+                       key=lambda status: status if status in PALETTE else "muted", glyph=glyph, plural=plural)
+    # text on one HTML line: escaped, each newline a <br>
+    env.filters["br"] = lambda text: Markup(html.escape(str(text), quote=False).replace("\r", "").replace("\n", "<br>"))
     return env
 
 
@@ -50,12 +53,12 @@ class Html(str):
     """HTML made elsewhere (its text escaped there): a template inserts it as it is."""
 
 
-def render(name: str, **context: Any) -> str:
-    """The template ``name`` rendered with ``context``; every value is escaped but ``Html``."""
+def render(template: str, /, **context: Any) -> str:
+    """The template file ``template`` rendered with ``context``; every value is escaped but ``Html``."""
     from markupsafe import Markup  # noqa: PLC0415  (Jinja2's own dependency, loaded with it)
 
     env = _environment()
-    return env.get_template(name).render({k: Markup(v) if isinstance(v, Html) else v for k, v in context.items()})
+    return env.get_template(template).render({k: Markup(v) if isinstance(v, Html) else v for k, v in context.items()})
 
 
 @cache

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from .._child.artifacts import TERMINAL
 from .._style import glyph, plural
-from .._templates import badge, stylesheet
+from .._templates import badge, render, stylesheet
 from .conversation import question_text
 from .masking import masker
 
@@ -26,11 +26,6 @@ if TYPE_CHECKING:
 # Group header words for each status, in the order they are listed.
 GROUP_WORDS = {"running": "running", "waiting": "waiting for an answer", "queued": "queued", "completed": "done",
                "failed": "failed", "aborted": "aborted"}
-def _esc(text: str) -> str:
-    """Escaped text on one HTML line: newlines become ``<br>``."""
-    return html.escape(text, quote=False).replace("\r", "").replace("\n", "<br>")
-
-
 def gone_words(state: PanelState) -> str:
     """``unknown: kernel shut down at 14:02:11 · nbsubagents.get_run("ID") says how it ended``."""
     stamp = time.strftime("%H:%M:%S", time.localtime(state.kernel_gone_at or time.time()))
@@ -45,49 +40,23 @@ def record_html(state: PanelState) -> str:
     if gone:
         status = "unknown"
     questions = [] if gone else state.open_questions(status)
-    shown = state.shown_status(status, questions)
-    run = state.run
-    name = _esc(run.name)
-    head = (f'<div class="nbsubagents-header"><span class="nbsubagents-icon">{glyph(shown)}</span> '
-            f'<b class="nbsubagents-name" title="{name}">{name}</b> {badge(shown, shown, "nbsubagents-status")} '
-            f'<span class="nbsubagents-meta nbsubagents-ink">{_meta(state, status)}</span></div>')
     window = state.window()
-    lines = "".join(_line_html(kind, text) for kind, text, _ in window)
+    lines = [(kind, text) for kind, text, _ in window]
     if not window and not (final and state.final_output()):
-        lines = _line_html("placeholder", state.placeholder(status))
+        lines = [("placeholder", state.placeholder(status))]
     if not final:
-        lines += _line_html("waiting", state.waiting(status))
-    parts = [head]
-    if gone:
-        parts.append(f'<div class="nbsubagents-gone">{_esc(gone_words(state))}</div>')
+        lines.append(("waiting", state.waiting(status)))
     earlier = state.earlier_lines(window)
-    if earlier > 0:  # the lines the window does not show, once: behind a toggle
-        dropped = state.line_count - len(state.history)
-        hidden = list(state.history)[:earlier - dropped]
-        note = (f'<div class="nbsubagents-ink">({plural(dropped, "earlier line")} not kept here: '
-                f'run.transcript has them)</div>' if dropped > 0 else "")
-        parts.append(f'<details class="nbsubagents-history-toggle"><summary>{plural(earlier, "earlier line")}'
-                     f'</summary><div class="nbsubagents-history nbsubagents-mono">{note}'
-                     f'{"".join(_line_html(kind, text) for kind, text, _ in hidden)}</div></details>')
-    if lines:
-        parts.append(f'<div class="nbsubagents-window nbsubagents-mono">{lines}</div>')
-    if questions:
-        parts.append(_questions_html(state, questions))
-    foot = []
-    if final:
-        output = state.final_output()
-        if output:
-            foot.append(f'<div class="nbsubagents-output nbsubagents-mono">{_esc(output)}</div>')
-        error = state.shown_error()
-        if error:
-            foot.append(f'<div class="nbsubagents-error nbsubagents-rline nbsubagents-mono">{_esc(error)}</div>')
-    stamp = "" if final or gone else f' · as of {time.strftime("%H:%M:%S")}'
-    foot.append(f'<div class="nbsubagents-runid nbsubagents-ink nbsubagents-note">{_esc(run.run_id)}{stamp}</div>')
-    parts.append(f'<div class="nbsubagents-final">{"".join(foot)}</div>' if final else "".join(foot))
-    run_id = html.escape(run.run_id)
-    dim = " nbsubagents-dim" if gone else ""
-    return (f'<div class="nbsubagents-static nbsubagents-panel nbsubagents-run-{run_id} '
-            f'nbsubagents-status-{shown}{dim}" data-run-id="{run_id}">{stylesheet()}{"".join(parts)}</div>')
+    dropped = state.line_count - len(state.history)
+    return render("record.html", run_id=state.run.run_id, name=state.run.name, gone=gone,
+                  shown=state.shown_status(status, questions), meta=state.header_fields(status),
+                  gone_words=gone_words(state) if gone else "", earlier=earlier, dropped=dropped,
+                  hidden=[(kind, text) for kind, text, _ in list(state.history)[:earlier - dropped]],
+                  lines=[(kind, text) for kind, text in lines if text],
+                  questions=[(str(q.get("id")), question_text(q), question_hint(state, q)) for q in questions],
+                  final=final, output=state.final_output() if final else "",
+                  error=state.shown_error() if final else "",
+                  stamp="" if final or gone else f' · as of {time.strftime("%H:%M:%S")}')
 
 
 def question_hint(state: PanelState, question: dict[str, Any]) -> str:
@@ -96,21 +65,6 @@ def question_hint(state: PanelState, question: dict[str, Any]) -> str:
     if question.get("approval") or question.get("method") == "confirm":
         return f'nbsubagents.answer("{run_id}", True) or False, or: nbsubagents approve {run_id} allow|deny'
     return f'nbsubagents.answer("{run_id}", "…"), or: nbsubagents answer {run_id} "…"'
-
-
-def _questions_html(state: PanelState, questions: list[dict[str, Any]]) -> str:
-    """The open questions, each with how to answer it: what the record says while the run waits."""
-    rows = "".join(
-        f'<div class="nbsubagents-open-question" data-question-id="{html.escape(str(q.get("id")))}" '
-        f'>{glyph("waiting")} waiting for your answer: '
-        f'{_esc(question_text(q))}<div class="nbsubagents-question-hint">{_esc(question_hint(state, q))}'
-        f'</div></div>' for q in questions)
-    return f'<div class="nbsubagents-questions">{rows}</div>'
-
-
-def _meta(state: PanelState, status: str) -> str:
-    return " · ".join(f'<span class="nbsubagents-failed-steps nbsubagents-bold">{_esc(text)}</span>'
-                      if field == "failed" else _esc(text) for field, text in state.header_fields(status))
 
 
 def record_text(state: PanelState) -> str:
@@ -145,10 +99,6 @@ def record_text(state: PanelState) -> str:
             lines.append(f"Error: {error}")
     lines.append(f"Run id: {state.run.run_id}" + ("" if final else f" · as of {time.strftime('%H:%M:%S')}"))
     return "\n".join(lines)
-
-
-def _line_html(kind: str, text: str) -> str:
-    return f'<div class="nbsubagents-{kind} nbsubagents-rline">{_esc(text)}</div>' if text else ""
 
 
 def group_header_text(states: Iterable[PanelState]) -> str:

@@ -73,7 +73,7 @@ def drawn(c) -> list[str]:
 
 def statuses(table: str) -> list[str]:
     """The status cells of a styled runs table (``runs()``'s HTML), top to bottom."""
-    return re.findall(r'<td class="nbsubagents-status-(\w+)[ "]', table)
+    return re.findall(r'<td class="nbsubagents-c-\w+ nbsubagents-status-(\w+)[ "]', table)
 
 
 def column(table: str, n: int) -> list[str]:

@@ -26,6 +26,7 @@ from nbsubagents import _config as config
 from nbsubagents._lifecycle import drive as driving
 from nbsubagents._lifecycle import prepare as preparing
 from nbsubagents import _style as style
+from nbsubagents._templates import stylesheet
 from nbsubagents._ui.display import VIEW_MIME, choose_renderer, run_mimebundle
 from nbsubagents._child.events import iter_stream
 from nbsubagents._child.formatter import ProgressFormatter, ProgressLine
@@ -126,9 +127,12 @@ def test_provider_failure_is_red_with_pi_message(project):
     # said once, in pi's words ("500 upstream exploded"; pi 1.x: '500: {"message":"upstream exploded"}'), then how
     # the run ended
     assert len(red) == 2 and red[0].startswith("Error: 500") and "upstream exploded" in red[0] and red[1] == "Failed"
-    css = panel.window_html.value.split("</style>")[0]
-    assert f".nbsubagents-failed,.nbsubagents-lines .nbsubagents-error{{color:{failed}}}" in css
-    assert f'{style.DARK_SCOPE} .nbsubagents-lines .nbsubagents-error{{color:{style.color("failed", dark=True)}}}' in css
+    css = stylesheet()  # the panel's, sent once
+    assert stylesheet() in [child.value for child in panel.widget.children if hasattr(child, "value")]
+    assert ".nbsubagents-failed,.nbsubagents-lines .nbsubagents-error{color:var(--nbsubagents-failed)}" in css
+    assert f"--nbsubagents-failed:{failed};" in css
+    assert f'{style.DARK_SCOPE} .nbsubagents-lines .nbsubagents-error{{color:var(--nbsubagents-failed-dark)}}' in css
+    assert f'--nbsubagents-failed-dark:{style.color("failed", dark=True)};' in css
 
 
 def test_cancel_button_aborts_its_run_alone(project):
@@ -232,8 +236,7 @@ def test_recorded_stream_styles_failures_red_and_assistant_text_apart(tmp_path):
     panel.render()
     kinds = {kind for kind, _ in lines_of(panel.window_html.value)}
     assert {"tool", "done", "assistant", "thinking", "error"} <= kinds
-    css = panel.window_html.value.split("</style>")[0]
-    assert ".nbsubagents-lines .nbsubagents-assistant{color:var(--jp-brand-color1" in css
+    assert ".nbsubagents-lines .nbsubagents-assistant{color:var(--jp-brand-color1" in stylesheet()
     assert "<script" not in panel.window_html.value
 
 
@@ -573,9 +576,9 @@ def test_in_a_kernel_each_widget_of_a_panel_opens_with_its_state_in_one_message(
     models = {state["_model_name"] for state in opened}
     assert "LayoutModel" not in models and not any(name.endswith("StyleModel") for name in models)  # shared
     assert "TextareaModel" not in models  # the message box: built when a person opens it
-    # 11 widgets a panel (header, Message, Cancel, window, history toggle and lines, questions, message box, the
-    # final text and two boxes) and 3 of the group's
-    assert len(opened) == 2 * 11 + 3, sorted(state["_model_name"] for state in opened)
+    # 12 widgets a panel (header, Message, Cancel, window, history toggle and lines, questions, message box, the
+    # final text, the stylesheet and two boxes) and 3 of the group's
+    assert len(opened) == 2 * 12 + 3, sorted(state["_model_name"] for state in opened)
     classes = [c for state in opened for c in state.get("_dom_classes", [])]
     assert {"nbsubagents-panel", "nbsubagents-header", "nbsubagents-cancel", "nbsubagents-message",
             "nbsubagents-window", "nbsubagents-steer-box", "nbsubagents-group-header"} <= set(classes)
@@ -662,7 +665,7 @@ def test_failed_tool_calls_show_in_the_header_and_stay_in_the_folded_window(tmp_
 
 def test_a_dead_kernels_panel_hides_its_controls_and_says_it_shows_the_last_state(tmp_path):
     panel = RunPanel(fake_run(tmp_path, "r1", "running"))
-    css = panel.header.value
+    css = stylesheet()  # the panel's, sent once
     # JupyterLab marks every view of a gone kernel's widgets jupyter-widgets-disconnected
     assert ".nbsubagents-cancel.jupyter-widgets-disconnected{display:none !important}" in css
     assert ".nbsubagents-message.jupyter-widgets-disconnected{display:none !important}" in css
@@ -761,6 +764,7 @@ def test_a_record_carries_the_widget_view_only_while_its_view_lives_and_the_kern
     monkeypatch.setattr(panel_record, "time", types.SimpleNamespace(**{**vars(time), "strftime": lambda *a: clock[0]}))
     sent: list = []
     panel = RunPanel(fake_run(tmp_path, "r1", "running"))
+    panel.static_html()  # the record's template compiled (once per process) before its clock counts
     record = panel.notebook_record(lambda bundle, display_id, update: sent.append((bundle, display_id, update)))
     assert record is panel.notebook_record()  # one record per panel: every display of it updates together
     record.show()
@@ -1044,7 +1048,9 @@ def test_a_record_taken_while_the_run_waits_says_so_and_how_to_answer(tmp_path):
     run, panel = conversation_panel(tmp_path, "asker")
     panel.add({"type": "question", "id": "q1", "method": "input", "title": "Which file?", "seq": 1}, None)
     record = panel.static_html()
-    assert "nbsubagents-status-waiting" in record and f"border-left:4px solid {style.color('waiting')}" in record
+    assert "nbsubagents-status-waiting" in record
+    assert (".nbsubagents-static.nbsubagents-status-waiting,.nbsubagents-panel.nbsubagents-live:has("
+            f".nbsubagents-status-waiting){{border-left-color:{style.color('waiting')}}}") in stylesheet()
     assert WAIT != "?"  # "?" is the glyph of a record whose end is unknown (its kernel gone)
     assert '<div class="nbsubagents-open-question" data-question-id="q1"' in record and "waiting for your answer: Which file?" in page_text(record)
     assert 'nbsubagents.answer("asker", "…")' in page_text(record)
