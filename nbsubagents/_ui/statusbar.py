@@ -21,7 +21,6 @@ left. Widgets are only ever updated by setting their values. An open widget keep
 
 from __future__ import annotations
 
-import html
 import threading
 import time
 import weakref
@@ -32,7 +31,7 @@ from .. import _registry as registry
 from .._child import inbox
 from .._lifecycle import reconcile, watcher
 from .._style import duration, glyph
-from .._templates import badge, stylesheet
+from .._templates import render
 from .kernel import NotebookRecord, in_kernel, load_ipywidgets
 
 if TYPE_CHECKING:
@@ -223,34 +222,11 @@ class StatusBar:
 
     @property
     def html(self) -> str:
-        c = self.counts
-        esc = html.escape
-        running = f"{c['running']} running"
-        if c["running"]:
-            running = badge("running", running)
-        parts = [f'<span class="nbsubagents-statusbar-counts">runs: {running} / {c["total"]} total</span>']
-        for status in ("failed", "aborted"):
-            if c.get(status):
-                parts.append(f'<span class="nbsubagents-statusbar-{status}"> · '
-                             f'{badge(status, f"{c[status]} {status}")}</span>')
-        if self.notice is not None:
-            parts.append(f'<span class="nbsubagents-statusbar-notice" title="{esc(self.notice.text)}"> · '
-                         f'{esc(_notice_words(self.notice))}</span>')
-        line = f'<div class="nbsubagents-statusbar-now">{"".join(parts)}</div>'
-        if self.waiting:
-            waits = [f'<span class="nbsubagents-statusbar-wait" data-run-id="{esc(run_id)}" title="{esc(question)} · '
-                     f'run {esc(run_id)}: answer in its panel, or nbsubagents.answer(&quot;{esc(run_id)}&quot;, …)">'
-                     + badge("waiting", f"{name} waits for your answer", icon=glyph("waiting")) + "</span>"
-                     for run_id, name, question in self.waiting[:WAITING_SHOWN]]
-            more = len(self.waiting) - WAITING_SHOWN
-            waits += [f"<span>+ {more} more waiting</span>"] if more > 0 else []
-            line += f'<div class="nbsubagents-statusbar-waiting">{" ".join(waits)}</div>'
-        if self.running:
-            line += f'<div class="nbsubagents-statusbar-running">{esc(self.running_text)}</div>'
-        stamp = time.strftime("%H:%M:%S", time.localtime(self.as_of))
-        line += (f'<div class="nbsubagents-statusbar-asof nbsubagents-ink nbsubagents-note" title="what the bar '
-                 f'read then: a saved notebook keeps its last reading">as of {stamp}</div>')
-        return f'<div class="nbsubagents-statusbar">{stylesheet()}{line}</div>'
+        return render("statusbar.html", counts=self.counts, running=f"{self.counts['running']} running",
+                      notice=self.notice, notice_words=_notice_words(self.notice) if self.notice else "",
+                      waiting=self.waiting[:WAITING_SHOWN], more=len(self.waiting) - WAITING_SHOWN,
+                      running_text=self.running_text if self.running else "",
+                      stamp=time.strftime("%H:%M:%S", time.localtime(self.as_of)))
 
     @property
     def value(self) -> str:
