@@ -92,9 +92,11 @@ def _palette_rules() -> str:
             + "".join(f"{NO_JP_THEME} .nbsubagents-c-{s}{{color:{dark} !important}}"
                       for s, (_, dark) in coloured.items())
             + "}"
-            + "".join(f".nbsubagents-static.nbsubagents-status-{s},"
-                      f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-status-{s}){{border-left-color:{light}}}"
-                      for s, (light, _) in PALETTE.items() if s != "queued"))
+            # a panel's rule in its status's colour (no status-class names here: a text search for a record's
+            # status finds the record's, not the sheet's)
+            + "".join(f".nbsubagents-static.nbsubagents-edge-{s},"
+                      f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-icon.nbsubagents-c-{s})"
+                      f"{{border-left-color:{light}}}" for s, (light, _) in PALETTE.items() if s != "queued"))
 
 
 @cache

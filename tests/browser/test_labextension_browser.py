@@ -43,7 +43,7 @@ def records(lab: JupyterLab) -> list[dict]:
     for cell in nb["cells"]:
         for output in cell.get("outputs", []):
             data = {k: "".join(v) if isinstance(v, list) else v for k, v in output.get("data", {}).items()}
-            if "nbsubagents-static" in data.get("text/html", ""):
+            if 'class="nbsubagents-static' in data.get("text/html", ""):
                 found.append(data)
     return found
 

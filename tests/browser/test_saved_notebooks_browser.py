@@ -238,14 +238,14 @@ def run_save_close_reopen(browser, lab: JupyterLab, name: str, tmp_path: Path) -
         # every run's panel reaches its end by itself: only an open browse() still shows a widget
         page.wait_for_function(
             f"() => ({OUTPUTS})().every((o) => !(o.data && o.data['{VIEW}']) || "
-            "(o.data['text/html'] || '').includes('nbsubagents-browse-static'))", timeout=300_000, polling=500)
+            "(o.data['text/html'] || '').includes('class=\"nbsubagents-browse-static'))", timeout=300_000, polling=500)
         if name in LIVE_CHECKS:
             LIVE_CHECKS[name](page)
         save(page, lab, name)
         outputs = saved(lab, name)
-        live = [o["data"] for o in views(outputs) if "nbsubagents-browse-static" not in o["data"].get("text/html", "")]
+        live = [o["data"] for o in views(outputs) if 'class="nbsubagents-browse-static' not in o["data"].get("text/html", "")]
         assert live == [], (name, live)
-        bars = [o for o in outputs if "nbsubagents-statusbar" in o.get("data", {}).get("text/html", "")]
+        bars = [o for o in outputs if 'class="nbsubagents-statusbar"' in o.get("data", {}).get("text/html", "")]
         assert all(o["data"]["text/plain"].startswith("runs: 0 running") for o in bars), (name, bars)
 
         # the kernel shuts down from the page: its last views become their records; the page saves them
