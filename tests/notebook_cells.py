@@ -26,7 +26,7 @@ def text(c) -> str:
     for o in c.outputs:
         if o.output_type == "stream":
             parts.append(o.text)
-        elif "data" in o and VIEW not in o.data and "nbsubagents-static" not in o.data.get("text/html", ""):
+        elif "data" in o and VIEW not in o.data and 'class="nbsubagents-static' not in o.data.get("text/html", ""):
             parts.append(o.data.get("text/plain", ""))  # panels (a widget, a static record) left out
         elif o.output_type == "execute_result":
             parts.append(o.data.get("text/plain", ""))

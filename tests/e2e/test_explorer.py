@@ -489,7 +489,7 @@ def test_in_a_notebook_the_bar_browser_and_timeline_each_show_once(explore, monk
     (browser,) = nb.cells[1].outputs
     # browser.close() turned the explorer into its static record: the saved notebook holds no widget view
     assert VIEW_MIME not in browser["data"] and browser["data"]["text/plain"].startswith("browse(): 4 runs")
-    assert "nbsubagents-browse-static" in browser["data"]["text/html"] and "job2" in browser["data"]["text/html"]
+    assert 'class="nbsubagents-browse-static"' in browser["data"]["text/html"] and "job2" in browser["data"]["text/html"]
     images = [o for o in nb.cells[2].outputs if "image/png" in o.get("data", {})]
     assert len(images) == 1 and images[0]["output_type"] == "execute_result"
 

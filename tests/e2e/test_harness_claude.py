@@ -58,7 +58,7 @@ def test_the_three_scripted_tasks_complete_under_claude_code(claude, scripted):
     assert [e["name"] for e in events(read) if e["type"] == "tool_call"] == ["read"]
     assert "Reading README.md" in read.transcript and "Harness: claude-code" in read.transcript
     text, html = PanelState.of_run(read).static_record()  # its panel, as a saved notebook keeps it
-    assert text.startswith("✓ ") and "Reading README.md" in text and "nbsubagents-static" in html
+    assert text.startswith("✓ ") and "Reading README.md" in text and 'class="nbsubagents-static' in html
     assert (claude / "README.md").read_text() == "# Demo project\nthird line\n"
     assert "Finished editing README.md (+1 -1)" in edit.transcript
     results = [e for e in events(command) if e["type"] == "tool_result"]

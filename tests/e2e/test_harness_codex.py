@@ -62,7 +62,7 @@ def test_the_three_scripted_tasks_complete_under_codex(codex_project, scripted, 
     assert "Done. 1 step" in run.transcript
     assert run.id in set(nbsubagents.runs()["run_id"])  # its registry row
     text, html = PanelState.of_run(run).static_record()  # its panel, as a saved notebook keeps it
-    assert text.startswith("✓ ") and "1 tool call" in text and "Done. 1 step" in text and "nbsubagents-static" in html
+    assert text.startswith("✓ ") and "1 tool call" in text and "Done. 1 step" in text and 'class="nbsubagents-static' in html
     if effect is not None:
         assert (codex_project / "README.md").read_text() == effect
         kinds = {i.get("type") for i in scripted.requests[-1]["input"]}

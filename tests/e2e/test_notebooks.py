@@ -84,7 +84,7 @@ def column(table: str, n: int) -> list[str]:
 
 def bars(c) -> list[dict]:
     """The data of every status bar a cell shows (a record its display id keeps current)."""
-    return [o.data for o in c.outputs if "data" in o and "nbsubagents-statusbar" in o.data.get("text/html", "")]
+    return [o.data for o in c.outputs if "data" in o and 'class="nbsubagents-statusbar"' in o.data.get("text/html", "")]
 
 
 def panels(nb, c) -> list[str]:
@@ -101,7 +101,7 @@ def panels(nb, c) -> list[str]:
             continue
         if VIEW in o.data:
             found.append(widget_text(nb, o.data[VIEW]["model_id"]))
-        elif "nbsubagents-static" in o.data.get("text/html", ""):
+        elif 'class="nbsubagents-static' in o.data.get("text/html", ""):
             found.append(o.data["text/plain"])
     return found
 
@@ -347,7 +347,7 @@ def test_exploring_runs_notebook_reads_back_output_transcript_events_and_files(k
     # browse(): a widget (text elsewhere) listing the four runs, open on the notes run
     browser = cell(nb, "browser = nbsubagents.browse()")
     (shown,) = [o.data for o in browser.outputs if "data" in o]  # its record, with the widget while it is open
-    assert shown[VIEW] and "nbsubagents-browse-static" in shown["text/html"]
+    assert shown[VIEW] and 'class="nbsubagents-browse-static"' in shown["text/html"]
     listing = shown["text/plain"]
     assert listing.startswith("browse(): 4 runs\n✓ completed  notes ") and "✗ failed     broken " in listing, listing
     page = panels(nb, browser)[0]
