@@ -94,7 +94,7 @@ def _palette_rules() -> str:
             + "}"
             # a panel's rule in its status's colour (no status-class names here: a text search for a record's
             # status finds the record's, not the sheet's)
-            + "".join(f".nbsubagents-static.nbsubagents-edge-{s},"
+            + "".join(f'.nbsubagents-static[data-status="{s}"],'
                       f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-icon.nbsubagents-c-{s})"
                       f"{{border-left-color:{light}}}" for s, (light, _) in PALETTE.items() if s != "queued"))
 

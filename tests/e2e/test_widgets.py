@@ -1049,8 +1049,8 @@ def test_a_record_taken_while_the_run_waits_says_so_and_how_to_answer(tmp_path):
     panel.add({"type": "question", "id": "q1", "method": "input", "title": "Which file?", "seq": 1}, None)
     record = panel.static_html()
     assert "nbsubagents-status-waiting" in record
-    assert "nbsubagents-edge-waiting" in record and (
-        ".nbsubagents-static.nbsubagents-edge-waiting,.nbsubagents-panel.nbsubagents-live:has(.nbsubagents-icon."
+    assert 'data-status="waiting"' in record and (
+        '.nbsubagents-static[data-status="waiting"],.nbsubagents-panel.nbsubagents-live:has(.nbsubagents-icon.'
         f"nbsubagents-c-waiting){{border-left-color:{style.color('waiting')}}}") in stylesheet()
     assert WAIT != "?"  # "?" is the glyph of a record whose end is unknown (its kernel gone)
     assert '<div class="nbsubagents-open-question" data-question-id="q1"' in record and "waiting for your answer: Which file?" in page_text(record)
