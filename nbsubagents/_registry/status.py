@@ -203,7 +203,7 @@ class Status:
         if self.run_id is not None and self.rows:
             rows = [(esc(k), (f"class='{_CELL} nbsubagents-wrap'", esc(v))) for k, v in self._details(self.rows[0])]
             table = html_table(None, rows, th_attrs=th, sections=False, row_header=True)
-            return f"<div>{stylesheet()}<b>run {esc(self.rows[0]['run_id'])}</b>{table}</div>"
+            return f"<div>{stylesheet('colours')}<b>run {esc(self.rows[0]['run_id'])}</b>{table}</div>"
         head = f"<div>{esc(self.counts_line())}</div>"
         shown = self._shown()
         if not shown:
@@ -213,7 +213,7 @@ class Status:
         table = html_table([t for t, _ in columns], rows, th_attrs=th)
         more = (f"<div><i>{len(self.rows) - len(shown)} earlier runs not shown</i></div>"
                 if len(self.rows) > len(shown) else "")
-        return f"<div>{stylesheet()}{head}{table}{more}</div>"
+        return f"<div>{stylesheet('colours')}{head}{table}{more}</div>"
 
     def to_frame(self) -> pandas.DataFrame:
         """The rows as a pandas DataFrame indexed by run id (pandas is imported here only)."""

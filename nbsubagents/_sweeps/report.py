@@ -56,7 +56,7 @@ class ExperimentReport:
             href = os.path.relpath(self.path)
         except ValueError:  # another drive
             href = str(self.path)
-        return (f'<div>{stylesheet()}<b>Report of experiment {html.escape(self.name)}</b>: '
+        return (f'<div>{stylesheet("comparison")}<b>Report of experiment {html.escape(self.name)}</b>: '
                 f'<a href="{html.escape(href)}" target="_blank">{html.escape(str(self.path))}</a>'
                 f' <span class="nbsubagents-summary-muted">({html.escape(self.summary)})</span>{self._table}</div>')
 

@@ -175,7 +175,7 @@ class CostEstimate:
         return self.text
 
     def _repr_html_(self) -> str:
-        return f"{stylesheet()}<div class='nbsubagents-spend'>{html.escape(self.text)}</div>"
+        return f"{stylesheet('base')}<div class='nbsubagents-spend'>{html.escape(self.text)}</div>"
 
 
 def estimate(root: Path, specs: list[dict[str, Any]], limits: Limits, spent: float) -> CostEstimate:

@@ -203,7 +203,7 @@ class Comparison:
                 tag = "th" if i < len(self.by) else "td"
                 tds.append(f"<{tag}>{html.escape(text)}{more}</{tag}>")
             body.append(f"<tr>{''.join(tds)}</tr>")
-        return (f"<div class='nbsub-cmp'>{stylesheet() if sheet else ''}<div class='nbsub-cmp-caption'>"
+        return (f"<div class='nbsub-cmp'>{stylesheet('comparison') if sheet else ''}<div class='nbsub-cmp-caption'>"
                 f"{html.escape(self._caption())}</div><div class='nbsubagents-scroll'><table><thead><tr>{head}</tr>"
                 f"</thead><tbody>{''.join(body)}</tbody></table></div></div>")
 

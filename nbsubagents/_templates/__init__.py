@@ -5,8 +5,9 @@ imported on the first render, so ``import nbsubagents`` and ``child/`` never loa
 indentation after them are layout of the template file, not of the output: they are dropped when a template is
 loaded, so a fragment is one line (a static record holds no newline and stays one HTML block in Markdown).
 
-``nbsubagents.css`` holds every rule, as ``nbsubagents-`` classes; ``stylesheet()`` is it as one ``<style>`` block,
-before the palette's rules, which ``_style.PALETTE`` generates (the palette lives there only). ``inline.html`` is
+``nbsubagents.css`` holds every rule, as ``nbsubagents-`` classes, in sections; ``stylesheet(*sections)`` is the
+base, the sections an output uses and the palette's rules (``_style.PALETTE`` generates them: the palette lives there
+only) as one ``<style>`` block, so a saved output carries the rules it uses, not all of them. ``inline.html`` is
 the one place HTML carries inline styles: ``ink`` (a status's light colour, which survives where a viewer strips
 stylesheets; the stylesheet switches to the dark value), ``badge`` (white on the status's colour) and ``share``
 (a bar segment's width).
@@ -42,7 +43,8 @@ def _environment() -> Any:
             return _one_line(source), path, uptodate
 
     env = jinja2.Environment(loader=Loader(HERE), autoescape=True, keep_trailing_newline=False)
-    env.globals.update(stylesheet=lambda: Markup(stylesheet()), light=lambda status: PALETTE.get(status, MUTED)[0],
+    env.globals.update(stylesheet=lambda *sections: Markup(stylesheet(*sections)),
+                       light=lambda status: PALETTE.get(status, MUTED)[0],
                        key=lambda status: status if status in PALETTE else "muted", glyph=glyph, plural=plural)
     # text on one HTML line: escaped, each newline a <br>
     env.filters["br"] = lambda text: Markup(html.escape(str(text), quote=False).replace("\r", "").replace("\n", "<br>"))
@@ -82,25 +84,36 @@ def share(status: str, percent: float) -> str:
     return str(_macros().share(status, f"{percent:.2f}"))
 
 
-def _palette_rules() -> str:
+def _palette_rules() -> dict[str, str]:
+    """The rules ``_style.PALETTE`` makes: ``vars`` (every sheet has them), ``colours`` and the rule colour of a
+    record (``edges``) and of a live panel (``live_edges``)."""
     coloured = {**PALETTE, "muted": MUTED}
     root = "".join(f"--nbsubagents-{s}:{light};--nbsubagents-{s}-dark:{dark};" for s, (light, dark) in coloured.items())
-    return (":root{" + root + "}"
-            + "".join(f".nbsubagents-c-{s}{{color:{light}}}{DARK_SCOPE} .nbsubagents-c-{s}{{color:{dark} !important}}"
-                      for s, (light, dark) in coloured.items())
-            + "@media (prefers-color-scheme: dark){"
-            + "".join(f"{NO_JP_THEME} .nbsubagents-c-{s}{{color:{dark} !important}}"
-                      for s, (_, dark) in coloured.items())
-            + "}"
+    colour = "".join(f".nbsubagents-c-{s}{{color:{light}}}{DARK_SCOPE} .nbsubagents-c-{s}{{color:{dark} !important}}"
+                     for s, (light, dark) in coloured.items())
+    dark = "".join(f"{NO_JP_THEME} .nbsubagents-c-{s}{{color:{dark} !important}}" for s, (_, dark) in coloured.items())
+    edged = [(s, light) for s, (light, _) in PALETTE.items() if s != "queued"]
+    return {"vars": ":root{" + root + "}", "colours": colour + "@media (prefers-color-scheme: dark){" + dark + "}",
             # a panel's rule in its status's colour (no status-class names here: a text search for a record's
             # status finds the record's, not the sheet's)
-            + "".join(f'.nbsubagents-static[data-status="{s}"],'
-                      f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-icon.nbsubagents-c-{s})"
-                      f"{{border-left-color:{light}}}" for s, (light, _) in PALETTE.items() if s != "queued"))
+            "edges": "".join(f'.nbsubagents-static[data-status="{s}"]{{border-left-color:{c}}}' for s, c in edged),
+            "live_edges": "".join(f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-icon.nbsubagents-c-{s})"
+                                  f"{{border-left-color:{light}}}" for s, light in edged)}
 
 
 @cache
-def stylesheet() -> str:
-    """Every rule of the package as one ``<style>`` block on one line: ``nbsubagents.css``, then the palette's."""
-    css = re.sub(r"/\*.*?\*/", "", (HERE / "nbsubagents.css").read_text(encoding="utf-8"), flags=re.S)
-    return "<style>" + re.sub(r"\s*\n\s*", "", css) + _palette_rules() + "</style>"
+def _sections() -> dict[str, str]:
+    """``nbsubagents.css`` by section (``/* -- <name>:`` starts one), minified, then the palette's."""
+    css = (HERE / "nbsubagents.css").read_text(encoding="utf-8")
+    parts = re.split(r"^(?=/\* -- \w+:)", css, flags=re.M)[1:]
+    rules = {re.match(r"/\* -- (\w+):", part)[1]: re.sub(r"\s*\n\s*", "", re.sub(r"/\*.*?\*/", "", part, flags=re.S))
+             for part in parts}
+    return {**rules, **_palette_rules()}
+
+
+@cache
+def stylesheet(*sections: str) -> str:
+    """The rules of ``sections`` (of ``nbsubagents.css``, or the palette's ``colours`` and ``edges``) after its base
+    and the palette's variables, as one ``<style>`` block on one line; no section named: every rule."""
+    return "<style>" + "".join(rules for name, rules in _sections().items()  # in the file's order, the palette's last
+                               if not sections or name in sections or name in ("base", "vars")) + "</style>"

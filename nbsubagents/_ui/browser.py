@@ -441,7 +441,8 @@ class Browser:
         """The list as it reads now, without widgets: what a saved notebook keeps once the browser closed."""
         stamp = datetime.now().strftime("%H:%M:%S")
         listing = html.escape(repr(self), quote=False)  # the page's own text colour: it reads on any page
-        return (f'<div class="nbsubagents-browse-static">{stylesheet()}<pre class="nbsubagents-mono">{listing}</pre>'
+        return (f'<div class="nbsubagents-browse-static">{stylesheet("browse")}'
+                f'<pre class="nbsubagents-mono">{listing}</pre>'
                 f'<div class="nbsubagents-ink nbsubagents-note">browse() as of {stamp}: '
                 f'<code>nbsubagents.browse()</code> opens it again</div></div>')
 

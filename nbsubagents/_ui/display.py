@@ -115,7 +115,8 @@ def widget_bundle(widget_of: Any, text: str, html_text: str) -> dict[str, Any]:
 def summary_html(run: Run) -> str:
     """The run's readable summary (its ``repr``) as HTML, for frontends without widgets."""
     status = run.status
-    return (f'{stylesheet()}<pre {ink(status, f"nbsubagents-summary nbsubagents-status-{status} nbsubagents-wrap")} '
+    classes = f"nbsubagents-summary nbsubagents-status-{status} nbsubagents-wrap"
+    return (f'{stylesheet("colours")}<pre {ink(status, classes)} '
             f'title="{html.escape(glyph(status))} '
             f'{html.escape(status)}">{html.escape(repr(run), quote=False)}</pre>')
 

@@ -4,10 +4,10 @@
 last completion notice, ``· ✓ scout completed``), below it each run that waits for a person's answer
 (``◷ scout waits for your answer``: a running run whose ``waiting.json`` lists a question) and the running
 runs by name with their clocks (``↻ scout 12s``, ``◷ scout 12s`` while it waits). In a notebook the bar is
-an output kept true (``kernel.NotebookRecord``, no widget: there is nothing to click): its HTML is sent again
-under the bar's display id whenever it changes (a run that starts waiting shows there in place), so the saved
-notebook holds what the bar last said, stamped with the time it said it, and no frontend ever shows a widget
-error for it. Elsewhere the bar is its text.
+an output kept true (``kernel.NotebookRecord``, no widget: there is nothing to click; its rules go once, in an
+output before it): its HTML is sent again under the bar's display id whenever it changes (a run that starts
+waiting shows there in place), so the saved notebook holds what the bar last said, stamped with the time it
+said it, and no frontend ever shows a widget error for it. Elsewhere the bar is its text.
 
 Updates: bars are kept in a weak set and follow the watcher's change and notice handlers (registered
 once per process; a notice reaches every bar of its project), and one subscription to the process's
@@ -31,7 +31,7 @@ from .. import _registry as registry
 from .._child import inbox
 from .._lifecycle import reconcile, watcher
 from .._style import duration, glyph
-from .._templates import render
+from .._templates import render, stylesheet
 from .kernel import NotebookRecord, in_kernel, load_ipywidgets
 
 if TYPE_CHECKING:
@@ -182,7 +182,8 @@ class StatusBar:
         self.notice: Notice | None = None
         self.as_of = time.time()
         self._widget: Any = None
-        self._record = NotebookRecord(f"nbsubagents-statusbar-{id(self):x}", lambda: (self.text, self.html))
+        self._record = NotebookRecord(f"nbsubagents-statusbar-{id(self):x}",
+                                      lambda: (self.text, self._html(sheet=False)))
         self._bar_lock = threading.RLock()
         with _lock:
             _bars.add(self)
@@ -222,7 +223,11 @@ class StatusBar:
 
     @property
     def html(self) -> str:
-        return render("statusbar.html", counts=self.counts, running=f"{self.counts['running']} running",
+        """The bar with its rules (a notebook's record of it carries none: they go once, in an output before it)."""
+        return self._html()
+
+    def _html(self, sheet: bool = True) -> str:
+        return render("statusbar.html", sheet=sheet, counts=self.counts, running=f"{self.counts['running']} running",
                       notice=self.notice, notice_words=_notice_words(self.notice) if self.notice else "",
                       waiting=self.waiting[:WAITING_SHOWN], more=len(self.waiting) - WAITING_SHOWN,
                       running_text=self.running_text if self.running else "",
@@ -287,10 +292,11 @@ class StatusBar:
 
     def _ipython_display_(self) -> None:
         """In a notebook: a new output of the bar's record, kept current with every other one."""
+        from IPython.display import display
         if in_kernel():
+            display({"text/plain": "", "text/html": stylesheet("statusbar")}, raw=True)  # once, not per update
             self._record.show()
             return
-        from IPython.display import display
         display(self._repr_mimebundle_(), raw=True)
 
 

@@ -165,7 +165,7 @@ class SweepPanel:
         state = self.state
         body = (f'<div class="nbsubagents-static nbsubagents-sweep nbsubagents-sweep-font">{header_html(state)}'
                 f'{lines_html(state, final=state.done, live=not state.done)}{failures_html(state)}</div>')
-        return strip_controls(stylesheet() + masker().text(body))
+        return strip_controls(stylesheet("sweep", "colours") + masker().text(body))
 
     def static_text(self) -> str:
         return terminal_safe(masker().text(state_text(self.state, final=self.state.done)))

@@ -139,7 +139,7 @@ def group_static_html(states: list[PanelState], mask: Masker | None = None) -> s
     if done:
         ids = ('<div class="nbsubagents-run-ids nbsubagents-ink nbsubagents-note">Run ids: '
                + ", ".join(f"<code>{html.escape(s.run.run_id)}</code>" for s in states) + "</div>")
-    sheet = stylesheet()  # once for the group, not once per record
+    sheet = stylesheet("record", "edges")  # once for the group, not once per record
     records = "".join(s.static_html(mask).replace(sheet, "", 1) for s in states)
     return (f'<div class="nbsubagents-static-group nbsubagents-group">{sheet}<div class="nbsubagents-group-header">'
             f'{group_header_html(states)}</div>{records}{ids}</div>')

@@ -103,11 +103,11 @@ class PresetList(list):
 
     def _repr_html_(self) -> str:
         if not self:
-            return f"{stylesheet()}<p>{html.escape(self._empty_message())}</p>{self._problems_html()}"
+            return f"{stylesheet('base')}<p>{html.escape(self._empty_message())}</p>{self._problems_html()}"
         rows = [((f"title='{html.escape(str(p.path))}'", f"<code>{html.escape(p.name)}</code>"),
                  html.escape(p.scope), html.escape(p.model or "-"), html.escape(tools_text(p)),
                  ("class='nbsubagents-left'", html.escape(p.description))) for p in self]
-        return (stylesheet() + html_table(self._COLUMNS, rows, th_attrs="class='nbsubagents-left'")
+        return (stylesheet("base") + html_table(self._COLUMNS, rows, th_attrs="class='nbsubagents-left'")
                 + self._problems_html())
 
     def to_records(self) -> list[dict[str, Any]]:

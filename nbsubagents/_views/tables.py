@@ -78,7 +78,7 @@ def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60, sheet: bool = Tr
         body.append(cells)
     note = "" if len(frame) <= max_rows else f"<p>{len(frame)} runs; showing the newest and oldest {max_rows // 2}.</p>"
     table = html_table(header, body, attrs='class="dataframe"', row_header=labelled)
-    return f'<div class="nbsubagents-runs">{stylesheet() if sheet else ""}{note}{table}</div>'
+    return f'<div class="nbsubagents-runs">{stylesheet("colours") if sheet else ""}{note}{table}</div>'
 
 
 @dataclass(frozen=True)
@@ -100,5 +100,5 @@ class Artifacts(list):
     def _repr_html_(self) -> str:
         rows = [(html.escape(a.name), ("class='nbsubagents-right'", filesize(a.size)),
                  f"<code>{html.escape(str(a.path))}</code>") for a in self]
-        return stylesheet() + html_table(("file", "size", "path"), rows, attrs="class='nbsubagents-artifacts'",
+        return stylesheet("base") + html_table(("file", "size", "path"), rows, attrs="class='nbsubagents-artifacts'",
                                          sections=False)

@@ -326,7 +326,7 @@ def test_browse_is_a_widget_in_a_notebook_and_text_elsewhere(explore, monkeypatc
     bundle = browser._repr_mimebundle_()
     assert VIEW_MIME not in bundle and bundle["text/plain"].startswith("browse(): 3 runs")
     assert "job2" in bundle["text/plain"] and "job2" in bundle["text/html"]
-    listing = bundle["text/html"].replace(stylesheet(), "")
+    listing = bundle["text/html"].replace(stylesheet("browse"), "")
     assert "<style" not in listing and "color:" not in listing  # the page's ink: any page
     monkeypatch.setenv("NBSUBAGENTS_DISPLAY", "widgets")
     assert browser._repr_mimebundle_()[VIEW_MIME]["model_id"] == browser.widget.model_id
@@ -483,8 +483,9 @@ def test_in_a_notebook_the_bar_browser_and_timeline_each_show_once(explore, monk
     )]
     NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
                    resources={"metadata": {"path": str(explore)}}).execute()
-    (bar,) = nb.cells[0].outputs
-    assert VIEW_MIME not in bar["data"]  # a record kept current, not a widget
+    sheet, bar = nb.cells[0].outputs  # the bar's rules go once, before the record its updates replace
+    assert sheet["data"]["text/html"].startswith("<style>") and sheet["data"]["text/html"].endswith("</style>")
+    assert "<style" not in bar["data"]["text/html"] and VIEW_MIME not in bar["data"]  # a record, not a widget
     assert bar["data"]["text/plain"] == "runs: 0 running / 4 total · 1 failed · 1 aborted"
     (browser,) = nb.cells[1].outputs
     # browser.close() turned the explorer into its static record: the saved notebook holds no widget view

@@ -26,7 +26,7 @@ def test_each_status_row_has_its_glyph_and_colour_and_ids_do_not_wrap():
                          rf'style="color:{style.color(status)}">([^<]*)</td>', table)
         assert cell and cell.group(1) == f"{style.glyph(status)} {status}", status
     assert re.search(r"<td class='[^']*nbsubagents-nowrap'>20260101-100001-bbbbbb</td>", table)
-    assert stylesheet() in table  # dark themes get their colours
+    assert stylesheet("colours") in table  # dark themes get their colours
     assert table.count("<tr>") == 4
 
 
