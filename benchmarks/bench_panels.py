@@ -80,6 +80,7 @@ def measure(kind: str, *, display=None) -> dict:
 
 def _fake_runs(what: str) -> tuple[Path, list]:
     """RUNS running runs without a child (a directory each, in a new temporary folder)."""
+    from nbsubagents._child import record
     from nbsubagents._lifecycle.handle import Run
 
     base = Path(tempfile.mkdtemp(prefix=f"nbsubagents-bench-{what}-"))
@@ -90,7 +91,7 @@ def _fake_runs(what: str) -> tuple[Path, list]:
         meta = {"runId": f"r{i}", "name": f"r{i}", "resolvedModel": "demo/scripted", "timeout": 600.0}
         (run_dir / "meta.json").write_text(json.dumps(meta))
         (run_dir / "supervisor.json").write_text("{}")
-        runs.append(Run(run_dir, meta))
+        runs.append(Run(run_dir, record.load(run_dir)))
     return base, runs
 
 

@@ -21,9 +21,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PALETTE, glyph, plural
+from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PALETTE, filesize, glyph, plural
 
-__all__ = ["Html", "render", "stylesheet", "ink", "badge", "share"]
+__all__ = ["Html", "render", "part", "stylesheet", "ink", "badge", "share"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,8 +45,10 @@ def _environment() -> Any:
     env = jinja2.Environment(loader=Loader(HERE), autoescape=True, keep_trailing_newline=False)
     env.globals.update(stylesheet=lambda *sections: Markup(stylesheet(*sections)),
                        light=lambda status: PALETTE.get(status, MUTED)[0],
-                       key=lambda status: status if status in PALETTE else "muted", glyph=glyph, plural=plural)
-    # text on one HTML line: escaped, each newline a <br>
+                       key=lambda status: status if status in PALETTE else "muted", glyph=glyph, plural=plural,
+                       filesize=filesize)
+    # text: escaped, quotes kept (|text); on one HTML line, each newline a <br> (|br)
+    env.filters["text"] = lambda text: Markup(html.escape(str(text), quote=False))
     env.filters["br"] = lambda text: Markup(html.escape(str(text), quote=False).replace("\r", "").replace("\n", "<br>"))
     return env
 
@@ -63,9 +65,17 @@ def render(template: str, /, **context: Any) -> str:
     return env.get_template(template).render({k: Markup(v) if isinstance(v, Html) else v for k, v in context.items()})
 
 
+def part(template: str, macro: str, /, **context: Any) -> str:
+    """The macro ``macro`` of the template file ``template`` called with ``context``, escaped but ``Html``."""
+    from markupsafe import Markup  # noqa: PLC0415  (Jinja2's own dependency, loaded with it)
+
+    return str(getattr(_macros(template), macro)(**{k: Markup(v) if isinstance(v, Html) else v
+                                                   for k, v in context.items()}))
+
+
 @cache
-def _macros() -> Any:
-    return _environment().get_template("inline.html").module
+def _macros(template: str = "inline.html") -> Any:
+    return _environment().get_template(template).module
 
 
 def ink(status: str, classes: str = "") -> str:

@@ -29,7 +29,7 @@ from .._child.artifacts import TERMINAL
 from .._child.formatter import ProgressLine
 from .._lifecycle import watcher
 from .._style import plural
-from .._templates import stylesheet
+from .._templates import Html, part, stylesheet
 from .._views.panel_record import (
     GROUP_WORDS,
     group_header_of,
@@ -39,7 +39,6 @@ from .._views.panel_record import (
     group_static_text,
 )
 from .._views.panel_state import HISTORY_LIMIT, PanelState
-from . import panel_html
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, new_widget, route_clicks, shared
 from .talk import BUTTON_LAYOUT, HIDDEN_LAYOUT, TalkBox
 
@@ -171,11 +170,11 @@ class RunPanel(PanelState, _StaticRecord):
         shown = self.shown_status(status)
         window = self.window()
         self.header = new_widget(w.HTML, "nbsubagents-header", layout={"flex": "1 1 auto"},
-                                 value=panel_html.header(self, shown, status))
+                                 value=self._header_html(shown, status))
         self.cancel_button = new_widget(w.Button, "nbsubagents-cancel", description="Cancel", icon="stop",
                                         tooltip="Abort this run only", layout=BUTTON_LAYOUT)
         self.cancel_button.on_click(self._on_cancel)
-        self.window_html = new_widget(w.HTML, "nbsubagents-window", value=panel_html.window(self, status, window))
+        self.window_html = new_widget(w.HTML, "nbsubagents-window", value=self._window_html(status, window))
         self.history_html = new_widget(w.HTML, "nbsubagents-history")
         self.history_box = new_widget(w.Accordion, "nbsubagents-history-toggle", children=[self.history_html],
                                       selected_index=None, titles=(self._history_title(self.earlier_lines(window)),),
@@ -244,12 +243,12 @@ class RunPanel(PanelState, _StaticRecord):
             if (shown == "waiting") != (self.shown == "waiting"):
                 self._record_due = True
             self.shown = shown
-            self.header.value = panel_html.header(self, shown, status)
+            self.header.value = self._header_html(shown, status)
             final = not self._final_rendered and self.ready_to_end(status)
             if final:
                 self.drop_repeated_output()
             window = self.window()
-            self.window_html.value = panel_html.window(self, status, window)
+            self.window_html.value = self._window_html(status, window)
             earlier = self.earlier_lines(window)
             title = self._history_title(earlier)
             if self.history_box.titles != (title,):
@@ -258,11 +257,12 @@ class RunPanel(PanelState, _StaticRecord):
             if self.history_box.layout is not layout:  # offered only when the window hides some lines
                 self.history_box.layout = layout
             if self.history_box.selected_index is not None:
-                self.history_html.value = panel_html.history(self)
+                self.history_html.value = self._history_html()
             live = status == "running" and not final and not self._final_rendered
             self.talk.update(questions if live else [], live=live, taken=len(self.conversation.messages))
             if final:
-                self.final_html.value = panel_html.final(self)
+                self.final_html.value = part("panel.html", "final", output=self.final_output(),
+                                             error=self.shown_error(), run_id=self.run.run_id)
                 with self.cancel_button.hold_sync():  # one message
                     self.cancel_button.disabled = True
                     self.cancel_button.layout = shared(self._w.Layout, **BUTTON_LAYOUT, **HIDDEN_LAYOUT)
@@ -272,6 +272,25 @@ class RunPanel(PanelState, _StaticRecord):
             self.dirty = False
             self.last_render = time.monotonic()
             self._static_step()
+
+    # -- its widgets' HTML (_templates/panel.html) ----------------------------------------------------
+    def _header_html(self, status: str, run_status: str) -> str:
+        """The header of ``status`` as shown (``waiting`` for a running run with an open question); its numbers
+        are those of ``run_status`` (the run's own status, the same but for ``waiting``)."""
+        return part("panel.html", "header", status=status, fields=self.header_fields(run_status),
+                    name=self.run.name, run_id=self.run.run_id)
+
+    def _window_html(self, status: str, lines: list[tuple[str, str, str]]) -> str:
+        """The latest ``lines`` (``window()``), else what stands in for them; then what the run waits on."""
+        return part("panel.html", "window", lines=Html("".join(piece for _, _, piece in lines)),
+                    placeholder="" if lines else self.placeholder(status), waiting=self.waiting(status))
+
+    def _history_html(self) -> str:
+        """The lines above the window (each line shows once: here or in the window)."""
+        dropped = self.line_count - len(self.history)
+        earlier = list(self.history)[:max(0, self.earlier_lines(self.window()) - dropped)]
+        return part("panel.html", "history", lines=Html("".join(piece for _, _, piece in earlier)),
+                    dropped=dropped, transcript=str(self.run.paths.transcript))
 
     def _history_title(self, earlier: int) -> str:
         title = plural(earlier, "earlier line")
@@ -291,7 +310,7 @@ class RunPanel(PanelState, _StaticRecord):
     def _on_toggle(self, change: dict[str, Any]) -> None:
         if change.get("new") is not None:
             with self._lock:
-                self.history_html.value = panel_html.history(self)
+                self.history_html.value = self._history_html()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         return self.widget._repr_mimebundle_(**kwargs)
