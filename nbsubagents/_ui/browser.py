@@ -10,7 +10,6 @@ ever updated by setting their values; ``close()`` ends the subscription and clos
 
 from __future__ import annotations
 
-import html
 import threading
 import weakref
 from datetime import datetime
@@ -25,11 +24,10 @@ from .._lifecycle import watcher
 from .._lifecycle.handle import Run, reread
 from .._registry import query
 from .._style import plural
-from .._templates import ink, stylesheet
+from .._templates import part, stylesheet
 from .._views.masking import MaskedRun, masker
 from .._views.tables import styled_html
-from .browser_html import (artifacts_html, events_html, header_html, list_colours, list_header,
-                           list_labels, output_html)
+from .browser_html import events_html, header_html, list_colours, list_header, list_labels, output_html
 from .display import widget_bundle, widgets_available
 from .kernel import NotebookRecord, click_subshell, load_ipywidgets, route_clicks
 
@@ -253,7 +251,7 @@ class Browser:
                 frame = query.runs(**self.filters, limit=self.limit, root=self.root)
             except NbSubagentsError as exc:
                 self.error = str(exc)
-                self.count_html.value = f'<div {ink("failed")}>{html.escape(self.error)}</div>'
+                self.count_html.value = part("browse.html", "failure", text=self.error)
                 raise
             self.error = None
             self.frame = frame
@@ -340,7 +338,7 @@ class Browser:
             with self._lock:
                 self._render_details(change["new"])
         except Exception as exc:
-            self.header_html.value = f'<div {ink("failed")}>{html.escape(str(exc))}</div>'
+            self.header_html.value = part("browse.html", "failure", text=str(exc))
 
     def _render_details(self, run_id: str) -> None:
         row = registry.resolve(run_id, self.root)
@@ -361,16 +359,11 @@ class Browser:
         if len(transcript) > TRANSCRIPT_LIMIT:
             transcript = f"… ({len(transcript) - TRANSCRIPT_LIMIT:,} characters before this: see " \
                          f"{run.paths.transcript})\n" + transcript[-TRANSCRIPT_LIMIT:]
-        self.transcript_html.value = (f'<pre class="nbsubagents-browse-transcript-text">'
-                                      f'{html.escape(transcript or "(no transcript yet)", quote=False)}</pre>')
+        self.transcript_html.value = part("browse.html", "transcript", text=transcript or "(no transcript yet)")
         self.events_html.value = masks.text(events_html(run, events, masks.text))
         found = run.artifacts
-        changed = run.files_changed
-        files = (f'<div>files changed: {", ".join(f"<code>{html.escape(masks.text(p))}</code>" for p in changed)}'
-                 f'</div>'
-                 if changed else "")
-        where = f'<div class="nbsubagents-muted">in <code>{html.escape(str(run.dir))}</code></div>'
-        self.artifacts_html.value = where + files + (artifacts_html(found) if found else "<i>(no files)</i>")
+        self.artifacts_html.value = part("browse.html", "files", where=str(run.dir), found=found,
+                                         changed=[masks.text(path) for path in run.files_changed])
         self.tabs.titles = ("Output", "Transcript", f"Events ({len(events)})", f"Artifacts ({len(found)})")
         self.details.layout.display = None
         self.select_hint.layout.display = "none"
@@ -440,11 +433,7 @@ class Browser:
     def static_html(self) -> str:
         """The list as it reads now, without widgets: what a saved notebook keeps once the browser closed."""
         stamp = datetime.now().strftime("%H:%M:%S")
-        listing = html.escape(repr(self), quote=False)  # the page's own text colour: it reads on any page
-        return (f'<div class="nbsubagents-browse-static">{stylesheet("browse")}'
-                f'<pre class="nbsubagents-mono">{listing}</pre>'
-                f'<div class="nbsubagents-ink nbsubagents-note">browse() as of {stamp}: '
-                f'<code>nbsubagents.browse()</code> opens it again</div></div>')
+        return part("browse.html", "record", listing=repr(self), stamp=stamp)  # the page's ink: on any page
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return widget_bundle(lambda: self.widget, repr(self), self.static_html())

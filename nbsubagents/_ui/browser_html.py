@@ -1,30 +1,17 @@
 """The run browser's HTML (``browse()``), as functions of the registry's rows and a run: the list's lines, its column
-header and status colours, and the selected run's header, output, events and files. No widgets and no state:
-``browser.Browser`` sets what these return as its widgets' values.
+header and status colours, and the selected run's header, output and events (their markup: _templates/browse.html).
+No widgets and no state: ``browser.Browser`` sets what these return as its widgets' values.
 """
 
 from __future__ import annotations
 
-import html
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import _registry as registry
 from .._child.artifacts import ACTIVE
-from .._style import (
-    DARK_SCOPE,
-    PALETTE,
-    clip,
-    duration,
-    filesize,
-    glyph,
-    html_table,
-    is_missing,
-    plural,
-    pydatetime,
-    shorten,
-)
-from .._templates import ink
+from .._style import DARK_SCOPE, PALETTE, clip, duration, glyph, is_missing, plural, pydatetime, shorten
+from .._templates import part
 from .._views.masking import masker
 
 if TYPE_CHECKING:
@@ -75,7 +62,7 @@ def list_header(frame: pandas.DataFrame) -> str:
         return ""
     width = max(len(shorten(n if not is_missing(n) else r, 24)) for n, r in zip(frame["name"], frame["run_id"]))
     text = f"  {'status':<9}  {'name':<{width}}  {'started':<14}  {'took':>8}  {'task':<50}  run id"
-    return f'<div class="nbsubagents-browse-columns nbsubagents-mono">{html.escape(text)}</div>'
+    return part("browse.html", "columns", text=text)
 
 
 def list_colours(frame: pandas.DataFrame) -> str:
@@ -91,14 +78,7 @@ def list_colours(frame: pandas.DataFrame) -> str:
     return "<style>" + "".join(rules) + "</style>"
 
 
-def artifacts_html(found: Any) -> str:
-    rows = [((f'title="{html.escape(str(a.path))}"', f"<code>{html.escape(a.name)}</code>"),
-             ('class="nbsubagents-right"', html.escape(filesize(a.size)))) for a in found]
-    return html_table(("file", "size"), rows, attrs='class="nbsubagents-browse-artifacts"', sections=False)
-
-
 def header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
-    esc = html.escape
     result = run.result or {}
     usage = result.get("usage") or {}
     calls = row.get("tool_calls") if row.get("tool_calls") is not None else result.get("toolCalls", tally.tool_calls)
@@ -117,53 +97,29 @@ def header_html(row: dict[str, Any], run: Run, status: str, tally: Any) -> str:
              plural(int(calls or 0), "tool call"), f"{int(tokens or 0):,} tokens", f"${float(cost or 0):.4f}"]
     if took:
         parts.append(took)
-    name = row.get("name") or run.name
-    task = shorten(row.get("task") or run.task, 200)
     started = local_time(row.get("started_at") or row.get("created_at"), "%Y-%m-%d %H:%M:%S")
     ended = local_time(row.get("ended_at"), "%H:%M:%S")
-    when = f"started {started}" + (f" · ended {ended}" if ended else "")
-    return (f'<div class="nbsubagents-browse-run nbsubagents-status-{esc(status)}">'
-            f'<span {ink(status, "nbsubagents-icon")}>{glyph(status)}</span> '
-            f'<b class="nbsubagents-name">{esc(name)}</b> '
-            f'<span {ink(status, "nbsubagents-status nbsubagents-bold")}>{esc(status)}</span> '
-            f'<span class="nbsubagents-meta nbsubagents-muted">· {esc(" · ".join(parts))}</span>'
-            f'<div class="nbsubagents-muted nbsubagents-small"><code>{esc(row["run_id"])}</code> · {esc(when)}'
-            f'{" · " + esc(row["mode"]) if row.get("mode") else ""}</div>'
-            f'<div class="nbsubagents-browse-task">{esc(task)}</div></div>')
+    return part("browse.html", "header", status=status, name=row.get("name") or run.name, facts=parts,
+                run_id=row["run_id"], when=f"started {started}" + (f" · ended {ended}" if ended else ""),
+                mode=row.get("mode"), task=shorten(row.get("task") or run.task, 200))
 
 
 def output_html(row: dict[str, Any], run: Run, status: str) -> str:
-    output = (run.output or row.get("final_text") or "").strip()
     error = run.error or row.get("error_message")
-    parts = []
-    if output:
-        parts.append(f'<pre class="nbsubagents-browse-output-text">{html.escape(output, quote=False)}</pre>')
-    if error and status not in ("completed",):
-        parts.append(f'<div {ink("failed", "nbsubagents-error nbsubagents-mono")}>'
-                     f'{html.escape(error, quote=False)}</div>')
-    if not parts:
-        parts.append('<i class="nbsubagents-muted">' + ("(running: the output comes when it ends)" if status in ACTIVE
-                                                 else "(no output)") + "</i>")
-    return "".join(parts)
+    return part("browse.html", "output", output=(run.output or row.get("final_text") or "").strip(),
+                error=error if status != "completed" else "", active=status in ACTIVE)
 
 
 def events_html(run: Run, events: list[dict[str, Any]], mask: Any = None) -> str:
     if not events:
         return '<i class="nbsubagents-muted">(no events yet)</i>'
     frame = run.events_frame()
-    shown = frame.tail(EVENT_ROWS)
-    note = (f'<div class="nbsubagents-muted">the last {EVENT_ROWS} of {len(frame)} events '
-            f'(run.events_frame() has all)</div>' if len(frame) > EVENT_ROWS else "")
-    rows, row_attrs = [], []
-    for item in shown.itertuples(index=False):
+    rows = []
+    for item in frame.tail(EVENT_ROWS).itertuples(index=False):
         failed = (not is_missing(item.is_error) and bool(item.is_error)) or \
             (not is_missing(item.kind) and str(item.kind) in ("error", "failed"))
-        row_attrs.append(ink("failed") if failed else "")
         text = "" if is_missing(item.text) else str(item.text)
         text = mask(text) if mask is not None else text  # before clip() cuts a secret short
-        rows.append(("" if is_missing(item.seq) else str(int(item.seq)), local_time(item.time, "%H:%M:%S"),
-                     html.escape(str(item.type)), "" if is_missing(item.tool) else html.escape(str(item.tool)),
-                     ('class="nbsubagents-wrap"', html.escape(clip(text, 600), quote=False))))
-    table = html_table(("seq", "time", "type", "tool", "text"), rows, attrs='class="nbsubagents-browse-events"',
-                       row_attrs=row_attrs)
-    return f"{note}{table}"
+        rows.append((failed, "" if is_missing(item.seq) else str(int(item.seq)), local_time(item.time, "%H:%M:%S"),
+                     str(item.type), "" if is_missing(item.tool) else str(item.tool), clip(text, 600)))
+    return part("browse.html", "events", rows=rows, total=len(frame), limit=EVENT_ROWS)
