@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PALETTE, filesize, glyph, plural
+from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PALETTE, duration, filesize, glyph, plural, shorten
 
 __all__ = ["Html", "render", "part", "stylesheet", "ink", "badge", "share"]
 
@@ -46,7 +46,7 @@ def _environment() -> Any:
     env.globals.update(stylesheet=lambda *sections: Markup(stylesheet(*sections)),
                        light=lambda status: PALETTE.get(status, MUTED)[0],
                        key=lambda status: status if status in PALETTE else "muted", glyph=glyph, plural=plural,
-                       filesize=filesize)
+                       filesize=filesize, shorten=shorten, duration=duration)
     # text: escaped, quotes kept (|text); on one HTML line, each newline a <br> (|br)
     env.filters["text"] = lambda text: Markup(html.escape(str(text), quote=False))
     env.filters["br"] = lambda text: Markup(html.escape(str(text), quote=False).replace("\r", "").replace("\n", "<br>"))

@@ -9,7 +9,6 @@ show as widgets (``ui.display`` decides), else nothing, and the sweep prints its
 
 from __future__ import annotations
 
-import html
 import threading
 import time
 import uuid
@@ -18,9 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._child.artifacts import TERMINAL
 from .._child.secrets import strip_controls, terminal_safe
 from .._lifecycle import watcher
-from .._style import duration, glyph, html_table, shorten
-from .._templates import ink, share, stylesheet
-from .._sweeps.progress import FAILURE_CAP, LINE_CAP, SweepLine, SweepState, state_text
+from .._templates import part, stylesheet
+from .._sweeps.progress import FAILURE_CAP, LINE_CAP, SweepState, state_text
 from .._views.masking import masker
 from .display import widgets_available
 from .kernel import NotebookRecord, Publish, load_ipywidgets
@@ -36,88 +34,22 @@ RENDER_INTERVAL = 0.5    # the live panel re-renders at most twice a second, how
 
 
 # -- HTML and text, from the model ---------------------------------------------------------------------------
-def _esc(text: str) -> str:
-    return html.escape(text, quote=False)
-
-
-def _progress_html(state: SweepState) -> str:
-    """A bar of the ended runs, each status its colour's share."""
-    total = max(1, state.total)
-    segments = "".join(share(status, 100 * n / total) for status, n in state.counts().items() if status in TERMINAL)
-    return (f'<div class="nbsubagents-sweep-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{state.total}" '
-            f'aria-valuenow="{state.ended}">{segments}</div>')
-
-
 def header_html(state: SweepState) -> str:
     """The title, ``n/N``, the counts in their colours (each with its number in ``data-count``), the time left
-    and the progress bar."""
-    counts = ", ".join(f'<span {ink(status, f"nbsubagents-sweep-count nbsubagents-sweep-{status}")} '
-                       f'data-status="{status}" data-count="{words.split()[0]}">{_esc(words)}</span>'
-                       for status, words in state.header_words())
-    left = state.time_left_text()
-    return (f'<div class="nbsubagents-sweep-header nbsubagents-sweep-font"><b>{_esc(state.title)}</b> · '
-            f'<span class="nbsubagents-sweep-progress">{state.ended}/{state.total}</span> · {counts}'
-            + (f' <span class="nbsubagents-sweep-left nbsubagents-ink">· {_esc(left)}</span>' if left else "")
-            + f'</div>{_progress_html(state)}')
-
-
-def _line_cells(row: SweepLine, now: float, *, live: bool) -> list[str | tuple[str, str]]:
-    status = row.status
-    clock = row.clock(now)
-    if status == "running":
-        last = (f'<span class="nbsubagents-ink">{_esc(shorten(row.activity or "starting pi…", 70))}</span>'
-                if live else "")
-    elif row.reason:
-        scores = f'{_esc(shorten(row.outcome(), 60))} · ' if row.outcome() else ""
-        last = (f'{scores}<span {ink("failed", "nbsubagents-sweep-reason")} title="{html.escape(row.reason)}">'
-                f'{_esc(shorten(row.reason, 70))}</span>')
-    else:
-        last = (f'<span class="nbsubagents-sweep-scores" title="{html.escape(row.outcome())}">'
-                f'{_esc(shorten(row.outcome(), 90))}</span>')
-    return [(ink(status, "nbsubagents-sweep-status"), f"{glyph(status)} {status}"),
-            (f'class="nbsubagents-sweep-cell" title="{html.escape(row.run.run_id)}"', _esc(row.cell)),
-            ('class="nbsubagents-right"', duration(clock) if clock is not None else ""),
-            ('class="nbsubagents-right nbsubagents-ink"', f"${row.cost:.4f}" if row.cost else ""),
-            ('class="nbsubagents-sweep-last"', last)]
+    and a bar of the ended runs, each status its colour's share."""
+    return part("sweep.html", "header", state=state, terminal=TERMINAL)
 
 
 def lines_html(state: SweepState, *, final: bool = False, live: bool = True) -> str:
     """The run lines as one compact table: the shown ones, "and N more", and the queued runs as a count."""
     rows, more = state.shown(final=final)
-    now = state.now()
-    body = [_line_cells(row, now, live=live) for row in rows]
-    row_attrs = [f'class="nbsubagents-sweep-line nbsubagents-status-{r.status}" '
-                 f'data-run-id="{html.escape(r.run.run_id)}"' for r in rows]
-    span = 'colspan="5" class="nbsubagents-ink"'
-    if more:
-        body.append([(span, f"… and {more} more (experiment.frame() has every run)")])
-        row_attrs.append('class="nbsubagents-sweep-more"')
-    queued = state.counts().get("queued", 0)
-    if queued:
-        body.append([(f'colspan="5" {ink("queued")}', f'{glyph("queued")} {queued} queued')])
-        row_attrs.append('class="nbsubagents-sweep-queued"')
-    if not body:
-        return ""
-    return html_table(None, body, attrs='class="nbsubagents-sweep-lines nbsubagents-sweep-font"', sections=False,
-                      row_attrs=row_attrs)
+    return part("sweep.html", "lines", rows=rows, more=more, queued=state.counts().get("queued", 0),
+                now=state.now(), live=live)
 
 
 def failures_html(state: SweepState) -> str:
     """``failures (3)``: a click opens each failed run's cell and reason."""
-    failed = state.failures()
-    if not failed:
-        return ""
-    items = "".join(
-        f'<div class="nbsubagents-sweep-failure" data-run-id="{html.escape(r.run.run_id)}">'
-        f'<span {ink(r.status)}>{glyph(r.status)}</span> <b>{_esc(r.cell)}</b> '
-        f'<span class="nbsubagents-ink">{_esc(r.run.run_id)}</span>'
-        f'<div {ink("failed", "nbsubagents-sweep-reason-text")}>'
-        f'{_esc(shorten(r.reason, 600))}</div></div>' for r in failed[:FAILURE_CAP])
-    if len(failed) > FAILURE_CAP:
-        items += f'<div class="nbsubagents-ink">… and {len(failed) - FAILURE_CAP} more</div>'
-    return (f'<details class="nbsubagents-sweep-failures nbsubagents-sweep-font"><summary '
-            f'{ink("failed")}>failures ({len(failed)})</summary>{items}'
-            f'</details>')
+    return part("sweep.html", "failures", failed=state.failures(), cap=FAILURE_CAP)
 
 
 # -- the notebook panel ---------------------------------------------------------------------------------------
