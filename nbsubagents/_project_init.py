@@ -9,7 +9,6 @@ skipped (or, for ``.pi/settings.json`` and ``.gitignore``, added to), and the re
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from ._child.artifacts import atomic_write_json
 from ._config import NbSubagentsError
 from ._pi.offline import OFFLINE_MODEL
 from ._preset_files.parse import PresetError, read_frontmatter
-from ._style import html_table
+from ._templates import part
 
 __all__ = ["init", "InitResult", "STARTER_MODEL", "IGNORE_LINES"]
 
@@ -129,11 +128,8 @@ class InitResult:
         return "\n".join(self.lines())
 
     def _repr_html_(self) -> str:
-        rows = [(html.escape(what), f"<code>{html.escape(path)}</code>", html.escape(why))
-                for what, path, why in self.steps]
-        return (f"<div><b>nbsubagents init</b> <code>{html.escape(str(self.root))}</code>"
-                + html_table(None, rows) + f"<p>Next, from that folder: <code>{html.escape(self.next_step)}</code>"
-                f"<br>{html.escape(self.model_note)}</p></div>")
+        return part("tables.html", "init", root=str(self.root), steps=self.steps, next_step=self.next_step,
+                    model_note=self.model_note)
 
 
 def init(path: str | Path = ".", *, offline: bool = False) -> InitResult:

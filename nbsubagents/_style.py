@@ -11,14 +11,12 @@ under JupyterLab's dark themes (``data-jp-theme-light="false"``, also set by nbc
 
 from __future__ import annotations
 
-import html
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._child.summary import GLYPHS, glyph  # noqa: F401  (a status's glyph is a word of the run summary: child/)
 from ._child.text import ELLIPSIS, clip, plural
 
-__all__ = ["clip", "shorten", "plural", "duration", "html_table"]  # and the palette, glyphs and styles below
+__all__ = ["clip", "shorten", "plural", "duration"]  # and the palette, glyphs and styles below
 
 
 # (light theme, dark theme)
@@ -61,29 +59,6 @@ def shorten(text: object, width: int) -> str:
     """One line of at most ``width`` characters, whitespace folded, ``…`` where it was cut."""
     flat = " ".join(str(text or "").split())
     return flat if len(flat) <= width else flat[: width - 1].rstrip() + ELLIPSIS
-
-
-def html_table(header: Sequence[str] | None, rows: Iterable[Sequence[str | tuple[str, str]]], *,
-               attrs: str = "", th_attrs: str = "", sections: bool = True, row_header: bool = False,
-               row_attrs: Sequence[str] | None = None) -> str:
-    """The one HTML table: ``header`` is plain text (escaped here), each row's cells are HTML (the caller escapes
-    its text); a cell given as ``(attributes, html)`` gets those attributes on its ``<td>``, and ``row_attrs``
-    (one string per row, "" for none) go on the ``<tr>``s. ``sections`` wraps the header and the rows in
-    ``<thead>``/``<tbody>``; ``row_header`` makes each row's first cell a ``<th>``."""
-    th_open = f"<th {th_attrs}>" if th_attrs else "<th>"
-
-    def cell(value: str | tuple[str, str], tag: str = "td") -> str:
-        if isinstance(value, tuple):
-            return f"<{tag} {value[0]}>{value[1]}</{tag}>"
-        return (th_open if tag == "th" else "<td>") + f"{value}</{tag}>"
-
-    rows = list(rows)
-    opens = [f"<tr {a}>" if a else "<tr>" for a in row_attrs] if row_attrs is not None else ["<tr>"] * len(rows)
-    body = "".join(tr + "".join(cell(v, "th" if row_header and i == 0 else "td") for i, v in enumerate(row))
-                   + "</tr>" for tr, row in zip(opens, rows))
-    head = "" if header is None else "<tr>" + "".join(th_open + html.escape(h) + "</th>" for h in header) + "</tr>"
-    inner = (f"<thead>{head}</thead>" if head else "") + f"<tbody>{body}</tbody>" if sections else head + body
-    return (f"<table {attrs}>" if attrs else "<table>") + inner + "</table>"
 
 
 def filesize(n: int) -> str:

@@ -6,7 +6,6 @@ Standard library only; pandas is imported by ``Status.to_frame()`` alone.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,8 +16,8 @@ from .._child.harnesses import DEFAULT, name_of
 from .._child.artifacts import TERMINAL
 from .._child.secrets import terminal_safe
 from .._child.tmux_pane import attach_command
-from .._style import glyph, html_table, shorten
-from .._templates import ink, stylesheet
+from .._style import shorten
+from .._templates import part
 from .lookup import resolve
 from .rows import with_waiting
 from .store import ACTIVE, ACTIVE_SQL, NAMES, age, counts, db_path, ensure_loaded, fetch
@@ -79,17 +78,6 @@ def _outcome(row: dict[str, Any], limit: int = 50) -> str:
 def _question_words(question: dict[str, Any]) -> str:
     title, message = question.get("title") or "", question.get("message") or ""
     return shorten(f"{title}: {message}" if title and message and message != title else title or message, 200)
-
-
-_CELL = "nbsubagents-left nbsubagents-top"
-
-
-def _html_cell(key: str, value: str) -> tuple[str, str]:
-    """A cell of the HTML table: the status with its glyph in its colour; ids, status and times on one line."""
-    if key == "status":
-        return ink(value, f"{_CELL} nbsubagents-nowrap nbsubagents-bold"), f"{glyph(value)} {html.escape(value)}"
-    nowrap = " nbsubagents-nowrap" if key in ("run_id", "started", "took") else ""
-    return f"class='{_CELL}{nowrap}'", html.escape(value)
 
 
 _TABLE = [("RUN ID", "run_id"), ("NAME", "name"), ("STATUS", "status"), ("MODEL", "model"),
@@ -198,22 +186,13 @@ class Status:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        esc = html.escape
-        th = f"class='{_CELL}'"
         if self.run_id is not None and self.rows:
-            rows = [(esc(k), (f"class='{_CELL} nbsubagents-wrap'", esc(v))) for k, v in self._details(self.rows[0])]
-            table = html_table(None, rows, th_attrs=th, sections=False, row_header=True)
-            return f"<div>{stylesheet('colours')}<b>run {esc(self.rows[0]['run_id'])}</b>{table}</div>"
-        head = f"<div>{esc(self.counts_line())}</div>"
+            row = self.rows[0]
+            return part("tables.html", "status_run", run_id=row["run_id"], details=self._details(row))
         shown = self._shown()
-        if not shown:
-            return head + f"<div><i>{'no active runs' if not self.include_completed else 'no runs yet'}</i></div>"
-        columns = _columns(shown)
-        rows = [[_html_cell(k, c[k]) for _, k in columns] for c in (self._cells(r) for r in shown)]
-        table = html_table([t for t, _ in columns], rows, th_attrs=th)
-        more = (f"<div><i>{len(self.rows) - len(shown)} earlier runs not shown</i></div>"
-                if len(self.rows) > len(shown) else "")
-        return f"<div>{stylesheet('colours')}{head}{table}{more}</div>"
+        return part("tables.html", "status", counts=self.counts_line(), columns=_columns(shown) if shown else [],
+                    rows=[self._cells(r) for r in shown], more=len(self.rows) - len(shown),
+                    empty="no active runs" if not self.include_completed else "no runs yet")
 
     def to_frame(self) -> pandas.DataFrame:
         """The rows as a pandas DataFrame indexed by run id (pandas is imported here only)."""

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
 from .._child.harnesses.pi import effective_tools
 from .._preset_files import Preset, Problem, find_project_presets_dir, global_presets_dir, resolve_cwd, scan
-from .._style import html_table, plural, shorten
-from .._templates import stylesheet
+from .._style import plural, shorten
+from .._templates import part
 
 __all__ = ["PresetList", "list_presets"]
 
@@ -93,22 +92,9 @@ class PresetList(list):
 
     __str__ = __repr__
 
-    def _problems_html(self) -> str:
-        if not self.problems:
-            return ""
-        items = "".join(
-            f"<li><code>{html.escape(p.name)}</code> ({html.escape(p.scope)}): "
-            f"<span class='nbsubagents-problem'>{html.escape(p.message)}</span></li>" for p in self.problems)
-        return f"<p>{self._problems_head()}</p><ul>{items}</ul>"
-
     def _repr_html_(self) -> str:
-        if not self:
-            return f"{stylesheet('base')}<p>{html.escape(self._empty_message())}</p>{self._problems_html()}"
-        rows = [((f"title='{html.escape(str(p.path))}'", f"<code>{html.escape(p.name)}</code>"),
-                 html.escape(p.scope), html.escape(p.model or "-"), html.escape(tools_text(p)),
-                 ("class='nbsubagents-left'", html.escape(p.description))) for p in self]
-        return (stylesheet("base") + html_table(self._COLUMNS, rows, th_attrs="class='nbsubagents-left'")
-                + self._problems_html())
+        return part("tables.html", "presets", found=list(self), columns=self._COLUMNS, tools=tools_text,
+                    empty=self._empty_message(), head=self._problems_head(), problems=self.problems)
 
     def to_records(self) -> list[dict[str, Any]]:
         """Plain dicts (e.g. for ``pandas.DataFrame``); tools as a list, path as a string."""

@@ -4,13 +4,12 @@ is drawn."""
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._style import filesize, html_table
-from .._templates import ink, stylesheet
+from .._style import filesize
+from .._templates import part
 
 if TYPE_CHECKING:
     import pandas
@@ -45,9 +44,6 @@ def RunsFrame(frame: pandas.DataFrame) -> pandas.DataFrame:  # noqa: N802 - read
     return _cls(frame)
 
 
-_NOWRAP = 'class="nbsubagents-nowrap"'  # a run id or a time wraps at its hyphens otherwise
-
-
 def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60, sheet: bool = True) -> str:
     """An HTML table with status colours; every value escaped. Long frames show head and tail. ``sheet=False``
     leaves the stylesheet out (for a page that carries it already)."""
@@ -59,26 +55,21 @@ def styled_html(frame: pandas.DataFrame, *, max_rows: int = 60, sheet: bool = Tr
     header = ([str(shown.index.name or "")] if labelled else []) + [str(c) for c in shown.columns]
     body = []
     for label, row in shown.iterrows():
-        cells: list[str | tuple[str, str]] = [(_NOWRAP, html.escape(str(label)))] if labelled else []
+        cells = [("nowrap", str(label))] if labelled else []  # a run id or a time wraps at its hyphens otherwise
         for column, value in row.items():
             if column == "status" and isinstance(value, str):
-                cells.append((ink(value, f"nbsubagents-status-{html.escape(value)} nbsubagents-bold"),
-                               html.escape(value)))
+                cells.append(("status", value))
             elif value is None or value is pd.NA or (isinstance(value, float) and value != value) or value is pd.NaT:
-                cells.append("")
-            elif isinstance(value, pd.Timestamp):
-                local = value.to_pydatetime().astimezone()  # shown in the reader's local time
-                cells.append((_NOWRAP, local.strftime("%Y-%m-%d %H:%M:%S")))
+                cells.append(("", ""))
+            elif isinstance(value, pd.Timestamp):  # shown in the reader's local time
+                cells.append(("nowrap", value.to_pydatetime().astimezone().strftime("%Y-%m-%d %H:%M:%S")))
             elif column == "run_id":
-                cells.append((_NOWRAP, html.escape(str(value))))
-            elif column == "cost" and isinstance(value, float):
-                cells.append(f"${value:.4f}")
+                cells.append(("nowrap", str(value)))
             else:
-                cells.append(html.escape(str(value)))
+                cells.append(("", f"${value:.4f}" if column == "cost" and isinstance(value, float) else str(value)))
         body.append(cells)
-    note = "" if len(frame) <= max_rows else f"<p>{len(frame)} runs; showing the newest and oldest {max_rows // 2}.</p>"
-    table = html_table(header, body, attrs='class="dataframe"', row_header=labelled)
-    return f'<div class="nbsubagents-runs">{stylesheet("colours") if sheet else ""}{note}{table}</div>'
+    note = "" if len(frame) <= max_rows else f"{len(frame)} runs; showing the newest and oldest {max_rows // 2}."
+    return part("tables.html", "runs", header=header, rows=body, labelled=labelled, note=note, sheet=sheet)
 
 
 @dataclass(frozen=True)
@@ -98,7 +89,4 @@ class Artifacts(list):
         return "\n".join(f"{a.name:<{width}}  {filesize(a.size):>9}  {a.path}" for a in self)
 
     def _repr_html_(self) -> str:
-        rows = [(html.escape(a.name), ("class='nbsubagents-right'", filesize(a.size)),
-                 f"<code>{html.escape(str(a.path))}</code>") for a in self]
-        return stylesheet("base") + html_table(("file", "size", "path"), rows, attrs="class='nbsubagents-artifacts'",
-                                         sections=False)
+        return part("tables.html", "artifacts", found=self)
