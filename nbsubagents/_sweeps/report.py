@@ -26,7 +26,7 @@ from .._child.secrets import strip_controls
 from .._config import NbSubagentsError
 from .._lifecycle.handle import Run
 from .._pi.locate import find_pi, pi_package
-from .._templates import stylesheet
+from .._templates import Html, part, stylesheet
 from .._views import reports
 from .._views.masking import MaskedRun, masker
 from .outcomes import excluded_reason
@@ -158,19 +158,12 @@ def _table_md(comparison: Any) -> list[str]:
 
 def _document_html(exp: Experiment, runs: list[Any], comparison: Any, summary: str,
                    rows: list[dict[str, Any]]) -> str:
-    esc = html.escape
-    pairs = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _definition(exp))
-    versions = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in _versions(rows))
-    table = comparison.html(sheet=False) if comparison is not None else '<p class="muted">no ended run to compare</p>'
     groups, listed = reports.call_groups(runs), {r.run_id for r in runs}
-    index = "".join(f'<li><a href="#run-{esc(r.run_id)}">{esc(r.name)}</a> <span class="muted small">'
-                    f'{esc(r.status)} · {esc(r.run_id)}</span></li>' for r in runs)
-    return reports.page(f"Experiment {exp.name}", (
-            f"\n<h1>Experiment {esc(exp.name)}</h1>\n<p class=\"muted\">{esc(summary)} · secrets masked</p>\n"
-            f"<h2>The sweep</h2><table>{pairs}</table>\n"
-            f"<h2>Comparison</h2><div class=\"nbsubagents-scroll\">{table}</div>\n{_PLOT}\n"
-            f"<h2>Versions</h2><table>{versions}</table>\n<h2>Runs</h2><ul>{index}</ul>\n"
-            + "\n".join(reports.run_html(r, groups, listed, folded=True) for r in runs) + "\n"))
+    return reports.page(f"Experiment {exp.name}", part(
+        "report.html", "experiment", name=exp.name, summary=summary, definition=_definition(exp),
+        comparison=Html(comparison.html(sheet=False)) if comparison is not None else "", plot=Html(_PLOT),
+        versions=_versions(rows), runs=runs,
+        sections=Html("".join(reports.run_html(r, groups, listed, folded=True) for r in runs))))
 
 
 def _document_md(exp: Experiment, runs: list[Any], comparison: Any, summary: str,

@@ -48,6 +48,7 @@ def _environment() -> Any:
                        key=lambda status: status if status in PALETTE else "muted", glyph=glyph, plural=plural,
                        filesize=filesize, shorten=shorten, duration=duration)
     # text: escaped, quotes kept (|text); on one HTML line, each newline a <br> (|br)
+    env.filters["n"] = lambda number: f"{number:,}"
     env.filters["text"] = lambda text: Markup(html.escape(str(text), quote=False))
     env.filters["br"] = lambda text: Markup(html.escape(str(text), quote=False).replace("\r", "").replace("\n", "<br>"))
     return env

@@ -14,7 +14,6 @@ to a temporary file and moved into place: a failed write leaves no temporary fil
 
 from __future__ import annotations
 
-import html
 import itertools
 import os
 import re
@@ -27,7 +26,7 @@ from .._child.formatter import ProgressFormatter
 from .._child.secrets import strip_controls
 from .._config import NbSubagentsError, project_root
 from .._style import duration, glyph
-from .._templates import Html, ink, render
+from .._templates import Html, part, render
 from .masking import MaskedRun, masker
 from .panel_state import PanelState
 
@@ -90,76 +89,21 @@ def _when(iso: str | None) -> str:
 
 
 # -- HTML -------------------------------------------------------------------------------------------------
-def _status_html(status: str) -> str:
-    return f'<span {ink(status, "nbsubagents-bold")}>{glyph(status)} {html.escape(status)}</span>'
-
-
 def run_html(run: Run, groups: dict[str, list[Run]], listed: set[str], *, folded: bool = False) -> str:
-    esc = html.escape
-    facts = _facts(run)
-    header = PanelState.of_run(run).static_text().splitlines()[0]
-    rows = [("Status", _status_html(facts["status"])), ("Model", esc(facts["model"])),
-            ("Preset", esc(facts["preset"])), ("Harness", esc(facts["harness"])), ("Mode", esc(facts["mode"])),
-            ("Tokens", f'{facts["tokens"]:,} <span class="muted small">(input {facts["input"]:,}, output '
-                       f'{facts["output"]:,}, cache read {facts["cacheRead"]:,}, cache write {facts["cacheWrite"]:,})'
-                       f'</span>'),
-            ("Cost", f'${facts["cost"]:.4f}'), ("Tool calls", str(facts["toolCalls"])),
-            ("Created", esc(_when(facts["created"]))), ("Started", esc(_when(facts["started"]))),
-            ("Ended", esc(_when(facts["ended"]))),
-            ("Duration", duration(facts["duration"]) if isinstance(facts["duration"], (int, float)) else "—"),
-            ("Working directory", f"<code>{esc(facts['cwd'])}</code>"),
-            ("Run folder", f"<code>{esc(str(run.dir))}</code>")]
-    group = facts["group"]
-    if group:
-        others = [r for r in groups.get(group, []) if r.run_id != run.run_id]
-        links = [f'<a href="#run-{esc(r.run_id)}">{esc(r.name)}</a> <span class="muted small">{esc(r.run_id)}</span>'
-                 for r in others if r.run_id in listed]
-        rows.append(("Same call as", ", ".join(links) if links else '<span class="muted">no other run of its '
-                                                                     'call is in this report</span>'))
-    table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    parts = [f'<h2 id="run-{esc(run.run_id)}">{esc(header)}</h2>', f'<div class="muted small">{esc(run.run_id)}</div>',
-             f"<table>{table}</table>", "<h3>Task</h3>", f"<pre>{esc(run.task)}</pre>"]
-    if run.output.strip():
-        parts += ["<h3>Final output</h3>", f'<pre class="output">{esc(run.output.strip())}</pre>']
-    if run.error:
-        parts += ["<h3>Error</h3>", f'<pre class="error">{esc(run.error)}</pre>']
-    changed = run.files_changed
-    parts.append("<h3>Files changed</h3>")
-    parts.append("<ul>" + "".join(f"<li><code>{esc(p)}</code></li>" for p in changed) + "</ul>" if changed
-                 else '<p class="muted">none</p>')
-    lines = _lines(run)
-    shown = lines[:TRANSCRIPT_LINES]
-    body = "".join(f'<div class="k-{esc(kind)}">{esc(text)}</div>' for kind, text in shown)
-    more = (f'<div class="muted">… {len(lines) - len(shown):,} more lines in {esc(str(run.paths.transcript))}</div>'
-            if len(lines) > len(shown) else "")
-    parts.append(f'<details{"" if folded else " open"}><summary>Transcript ({len(lines):,} lines)</summary>'
-                 f'<div class="lines"><pre>{body}{more}</pre></div></details>')
-    return "\n".join(parts)
+    """A run's section of a report: its facts, task, output, error, files and transcript."""
+    others = [r for r in groups.get(run.record.group or "", []) if r.run_id != run.run_id and r.run_id in listed]
+    return part("report.html", "run", r=run, f=_facts(run), header=PanelState.of_run(run).static_text().splitlines()[0],
+                others=others, lines=_lines(run), limit=TRANSCRIPT_LINES, folded=folded, when=_when)
 
 
 def _document_html(runs: list[Run], title: str) -> str:
-    esc = html.escape
-    groups = call_groups(runs)
-    listed = {r.run_id for r in runs}
-    summary_rows = []
-    for run in runs:
-        facts = _facts(run)
-        summary_rows.append(
-            f'<tr><td><a href="#run-{esc(run.run_id)}">{esc(run.name)}</a></td><td>{_status_html(facts["status"])}</td>'
-            f'<td>{esc(facts["model"])}</td><td>{facts["toolCalls"]}</td><td>{facts["tokens"]:,}</td>'
-            f'<td>${facts["cost"]:.4f}</td><td>'
-            f'{duration(facts["duration"]) if isinstance(facts["duration"], (int, float)) else "—"}</td>'
-            f'<td class="muted small">{esc(run.run_id)}</td></tr>')
-    total_tokens = sum(_facts(r)["tokens"] for r in runs)
-    total_cost = sum(_facts(r)["cost"] for r in runs)
-    return page(title, (
-        f"\n<h1>{esc(title)}</h1>\n"
-        f'<p class="muted">{len(runs)} run{"" if len(runs) == 1 else "s"} · {total_tokens:,} tokens · '
-        f'${total_cost:.4f} · written {esc(datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"))} by '
-        f'nbsubagents {esc(VERSION)} · secrets masked</p>\n'
-        '<table><tr><th>Run</th><th>Status</th><th>Model</th><th>Tool calls</th><th>Tokens</th><th>Cost</th>'
-        f'<th>Took</th><th>Id</th></tr>{"".join(summary_rows)}</table>\n'
-        + "\n".join(run_html(run, groups, listed) for run in runs) + "\n"))
+    groups, listed = call_groups(runs), {r.run_id for r in runs}
+    rows = [(run, _facts(run)) for run in runs]
+    summary = (f'{len(runs)} run{"" if len(runs) == 1 else "s"} · {sum(f["tokens"] for _, f in rows):,} tokens · '
+               f'${sum(f["cost"] for _, f in rows):.4f} · written '
+               f'{datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")} by nbsubagents {VERSION} · secrets masked')
+    sections = Html("".join(run_html(run, groups, listed) for run in runs))
+    return page(title, part("report.html", "runs", title=title, summary=summary, rows=rows, sections=sections))
 
 
 def page(title: str, body: str) -> str:
