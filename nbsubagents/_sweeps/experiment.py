@@ -23,7 +23,6 @@ matplotlib and mlflow are imported only there.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import sys
@@ -42,6 +41,7 @@ from .._lifecycle.drive import drive
 from .._lifecycle.handle import Run
 from .._lifecycle.settle import LOST, NOT_STARTED
 from .._lifecycle.spec import call_options
+from .._templates import Html, part
 from . import attempts, driver, export, frames, views
 from .grid import cell_key, expand
 from .outcomes import retry_reason
@@ -381,7 +381,7 @@ class Experiment:
             table = self.compare()._repr_html_() if self.current_rows() else ""
         except NbSubagentsError:
             table = ""
-        return f"<div><b>{html.escape(repr(self))}</b>{table}</div>"
+        return part("bits.html", "experiment", text=repr(self), table=Html(table))
 
 
 class _Scoring:

@@ -12,7 +12,6 @@ notebook without a kernel.
 from __future__ import annotations
 
 import base64
-import html
 import io
 import os
 import platform
@@ -26,7 +25,7 @@ from .._child.secrets import strip_controls
 from .._config import NbSubagentsError
 from .._lifecycle.handle import Run
 from .._pi.locate import find_pi, pi_package
-from .._templates import Html, part, stylesheet
+from .._templates import Html, part
 from .._views import reports
 from .._views.masking import MaskedRun, masker
 from .outcomes import excluded_reason
@@ -56,9 +55,8 @@ class ExperimentReport:
             href = os.path.relpath(self.path)
         except ValueError:  # another drive
             href = str(self.path)
-        return (f'<div>{stylesheet("comparison")}<b>Report of experiment {html.escape(self.name)}</b>: '
-                f'<a href="{html.escape(href)}" target="_blank">{html.escape(str(self.path))}</a>'
-                f' <span class="nbsubagents-summary-muted">({html.escape(self.summary)})</span>{self._table}</div>')
+        return part("bits.html", "report", name=self.name, href=href, path=str(self.path), summary=self.summary,
+                    table=Html(self._table))
 
 
 # -- what the report says ---------------------------------------------------------------------------------

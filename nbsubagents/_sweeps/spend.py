@@ -10,7 +10,6 @@ project's registry), shown before the launch as a ``CostEstimate`` line (``lifec
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from .._child.text import plural
 from .._config import NbSubagentsError
 from .._lifecycle import settle
 from .._lifecycle.handle import Run
-from .._templates import stylesheet
+from .._templates import part
 from .outcomes import excluded_reason
 
 __all__ = ["Limits", "Guard", "CostEstimate", "estimate", "stopped_reason", "usd", "STOPS"]
@@ -175,7 +174,7 @@ class CostEstimate:
         return self.text
 
     def _repr_html_(self) -> str:
-        return f"{stylesheet('base')}<div class='nbsubagents-spend'>{html.escape(self.text)}</div>"
+        return part("bits.html", "spend", text=self.text)
 
 
 def estimate(root: Path, specs: list[dict[str, Any]], limits: Limits, spent: float) -> CostEstimate:

@@ -12,7 +12,6 @@ with the intervals of ``sweeps.stats``.
 
 from __future__ import annotations
 
-import html
 import math
 import random
 import warnings
@@ -20,7 +19,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from .._config import NbSubagentsError
-from .._templates import stylesheet
+from .. import _templates
 from .._views.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
 from . import stats
 from .outcomes import excluded_reason
@@ -192,20 +191,8 @@ class Comparison:
     def html(self, *, sheet: bool = True) -> str:
         """The table as HTML; ``sheet=False`` leaves the stylesheet out (for a page that carries it already)."""
         header, rows = self._rows()
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-        body = []
-        for row in rows:
-            tds = []
-            for i, cell in enumerate(row):
-                (text, _), below = cell[0], cell[1:]
-                more = "".join(f"<div class='nbsub-cmp-{css or 'muted'}'>{html.escape(line)}</div>"
-                               for line, css in below if line)
-                tag = "th" if i < len(self.by) else "td"
-                tds.append(f"<{tag}>{html.escape(text)}{more}</{tag}>")
-            body.append(f"<tr>{''.join(tds)}</tr>")
-        return (f"<div class='nbsub-cmp'>{stylesheet('comparison') if sheet else ''}<div class='nbsub-cmp-caption'>"
-                f"{html.escape(self._caption())}</div><div class='nbsubagents-scroll'><table><thead><tr>{head}</tr>"
-                f"</thead><tbody>{''.join(body)}</tbody></table></div></div>")
+        return _templates.part("bits.html", "comparison", caption=self._caption(), header=header, rows=rows,
+                               by=len(self.by), sheet=sheet)
 
 
 def _label(value: Any) -> str:

@@ -1,6 +1,7 @@
 """HTML from templates, and the one stylesheet every HTML output carries.
 
-The templates (``*.html`` here) are Jinja2's, autoescaped; ``render(template, **context)`` renders one (Jinja2 is
+The templates (``*.html`` here) are Jinja2's, autoescaped; ``render(template, **context)`` renders one, ``part(template,
+macro, **context)`` calls one of its macros (each view's pieces are macros of its template; Jinja2 is
 imported on the first render, so ``import nbsubagents`` and ``child/`` never load it). Line breaks and the
 indentation after them are layout of the template file, not of the output: they are dropped when a template is
 loaded, so a fragment is one line (a static record holds no newline and stays one HTML block in Markdown).
@@ -10,7 +11,7 @@ base, the sections an output uses and the palette's rules (``_style.PALETTE`` ge
 only) as one ``<style>`` block, so a saved output carries the rules it uses, not all of them. ``inline.html`` is
 the one place HTML carries inline styles: ``ink`` (a status's light colour, which survives where a viewer strips
 stylesheets; the stylesheet switches to the dark value), ``badge`` (white on the status's colour) and ``share``
-(a bar segment's width).
+(a bar segment's width), which the other templates import.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PALETTE, duration, filesize, glyph, plural, shorten
 
-__all__ = ["Html", "render", "part", "stylesheet", "ink", "badge", "share"]
+__all__ = ["Html", "render", "part", "stylesheet"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -55,44 +56,25 @@ def _environment() -> Any:
 
 
 class Html(str):
-    """HTML made elsewhere (its text escaped there): a template inserts it as it is."""
+    """HTML made elsewhere (its text escaped there): a template inserts it as it is (markupsafe's __html__)."""
+
+    def __html__(self) -> str:
+        return self
 
 
 def render(template: str, /, **context: Any) -> str:
     """The template file ``template`` rendered with ``context``; every value is escaped but ``Html``."""
-    from markupsafe import Markup  # noqa: PLC0415  (Jinja2's own dependency, loaded with it)
-
-    env = _environment()
-    return env.get_template(template).render({k: Markup(v) if isinstance(v, Html) else v for k, v in context.items()})
+    return _environment().get_template(template).render(context)
 
 
 def part(template: str, macro: str, /, **context: Any) -> str:
     """The macro ``macro`` of the template file ``template`` called with ``context``, escaped but ``Html``."""
-    from markupsafe import Markup  # noqa: PLC0415  (Jinja2's own dependency, loaded with it)
-
-    return str(getattr(_macros(template), macro)(**{k: Markup(v) if isinstance(v, Html) else v
-                                                   for k, v in context.items()}))
+    return str(getattr(_macros(template), macro)(**context))
 
 
 @cache
-def _macros(template: str = "inline.html") -> Any:
+def _macros(template: str) -> Any:
     return _environment().get_template(template).module
-
-
-def ink(status: str, classes: str = "") -> str:
-    """The ``class`` and ``style`` attributes that colour an element by status (light inline, dark from the sheet)."""
-    return str(_macros().ink(status, classes))
-
-
-def badge(status: str, text: str, classes: str = "", icon: str = "") -> str:
-    """A status word that reads on any page: white on the status's strong colour (6.5:1 or more), never a coloured
-    word on an unknown background; ``icon`` (a glyph) before the word."""
-    return str(_macros().badge(status, text, classes, icon))
-
-
-def share(status: str, percent: float) -> str:
-    """A segment of a progress bar: ``percent`` of its width in the status's colour."""
-    return str(_macros().share(status, f"{percent:.2f}"))
 
 
 def _palette_rules() -> dict[str, str]:

@@ -11,7 +11,6 @@ under ``NBSUBAGENTS_DISPLAY=none``.
 
 from __future__ import annotations
 
-import html
 import os
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -19,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .._lifecycle import watcher
 from .._lifecycle.drive import NullRenderer, Renderer
 from .._lifecycle.edge import print_repr
-from .._style import glyph
-from .._templates import ink, stylesheet
+from .._templates import part
 from .._views.panel_state import PanelState
 from .kernel import in_kernel, in_widget_kernel, text_stream
 from .panels import RunPanel, WidgetRenderer, live_panel
@@ -115,10 +113,7 @@ def widget_bundle(widget_of: Any, text: str, html_text: str) -> dict[str, Any]:
 def summary_html(run: Run) -> str:
     """The run's readable summary (its ``repr``) as HTML, for frontends without widgets."""
     status = run.status
-    classes = f"nbsubagents-summary nbsubagents-status-{status} nbsubagents-wrap"
-    return (f'{stylesheet("colours")}<pre {ink(status, classes)} '
-            f'title="{html.escape(glyph(status))} '
-            f'{html.escape(status)}">{html.escape(repr(run), quote=False)}</pre>')
+    return part("bits.html", "summary", status=status, text=repr(run))
 
 
 def run_mimebundle(run: Run) -> dict[str, Any]:

@@ -17,7 +17,6 @@ so a click reaches Python while a foreground run keeps the main thread busy.
 
 from __future__ import annotations
 
-import html
 import sys
 import threading
 import time
@@ -370,8 +369,8 @@ class GroupPanel(_StaticRecord):
             shown = [p.shown for p in self.panels]  # as each panel shows its run, read by its last render
             self.header.value = group_header_of(shown)
             if all(status in TERMINAL for status in shown):
-                ids = ", ".join(f"<code>{html.escape(p.run.run_id, quote=False)}</code>" for p in self.panels)
-                self.ids_html.value = f'<div class="nbsubagents-muted">Run ids: {ids}</div>'
+                self.ids_html.value = part("bits.html", "ids", run_ids=[p.run.run_id for p in self.panels],
+                                           classes="muted")
             self.renders += 1
             self.last_render = time.monotonic()
             self._static_step()

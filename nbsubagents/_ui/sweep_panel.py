@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._child.artifacts import TERMINAL
 from .._child.secrets import strip_controls, terminal_safe
 from .._lifecycle import watcher
-from .._templates import part, stylesheet
+from .._templates import Html, part, stylesheet
 from .._sweeps.progress import FAILURE_CAP, LINE_CAP, SweepState, state_text
 from .._views.masking import masker
 from .display import widgets_available
@@ -95,9 +95,8 @@ class SweepPanel:
         """The panel as self-contained HTML (the stylesheet, no script): the header, the compact table of the
         runs, the failures; secrets masked. A saved notebook keeps it beside (at the end: instead of) the widget."""
         state = self.state
-        body = (f'<div class="nbsubagents-static nbsubagents-sweep nbsubagents-sweep-font">{header_html(state)}'
-                f'{lines_html(state, final=state.done, live=not state.done)}{failures_html(state)}</div>')
-        return strip_controls(stylesheet("sweep", "colours") + masker().text(body))
+        body = header_html(state) + lines_html(state, final=state.done, live=not state.done) + failures_html(state)
+        return strip_controls(part("sweep.html", "record", body=Html(masker().text(body))))
 
     def static_text(self) -> str:
         return terminal_safe(masker().text(state_text(self.state, final=self.state.done)))

@@ -8,14 +8,12 @@ arrive on the kernel's click subshell: the panel's lock guards the state.
 
 from __future__ import annotations
 
-import html
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from .._child import inbox
-from .._style import glyph
-from .._templates import ink
+from .._templates import part
 from .._views.conversation import at_words, question_text
 from .kernel import new_widget, route_clicks, shared
 
@@ -147,8 +145,7 @@ class TalkBox:
         approval = bool(question.get("approval")) or method == "confirm"
         words = "approval" if approval else "asks"
         title = new_widget(w.HTML, "nbsubagents-question-title",
-                           value=f'<span {ink("waiting", "nbsubagents-question-glyph")}>{glyph("waiting")}</span> '
-                                 f'<b>{words}:</b> {html.escape(question_text(question), quote=False)}')
+                           value=part("bits.html", "question", words=words, text=question_text(question)))
         controls: list[Any] = []
         if approval:
             for description, value, style_name, cls in (("Allow", True, "success", "nbsubagents-allow"),
@@ -194,8 +191,8 @@ class TalkBox:
                 control.disabled = True
         inbox.post(self.run.dir, "answer", request_id=qid, value=value)
         words = ("Allow" if value is True else "Deny") if isinstance(value, bool) else str(value)
-        row._nbsubagents["note"].value = (f'<span class="nbsubagents-muted">sent at {at_words(time.time())}: '
-                                          f'{html.escape(words, quote=False)} · the run takes it next</span>')
+        row._nbsubagents["note"].value = part("bits.html", "note",
+                                              text=f"sent at {at_words(time.time())}: {words} · the run takes it next")
 
     def _on_message(self, kind: str) -> None:
         """Post the message box's text as a steer or a follow-up."""

@@ -9,13 +9,12 @@ class names and holds no newline, so it stays one HTML block where Markdown embe
 
 from __future__ import annotations
 
-import html
 import time
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .._child.artifacts import TERMINAL
 from .._style import glyph, plural
-from .._templates import badge, render, stylesheet
+from .._templates import Html, part, render, stylesheet
 from .conversation import question_text
 from .masking import masker
 
@@ -108,22 +107,14 @@ def group_header_text(states: Iterable[PanelState]) -> str:
     return "Sub-agents: " + ", ".join(f"{n} {word}" for word, n in counts.items())
 
 
-def group_header_html(states: Iterable[PanelState]) -> str:
-    """The group header with its waiting, failed and aborted counts in their colours."""
-    return group_header_of([s.shown_status(s.status) for s in states])
-
-
 def group_header_of(statuses: list[str]) -> str:
-    """The group header of runs shown with these statuses (a live group gives what its panels show, which costs no
-    look at the runs' files)."""
-    parts = []
-    for status, word in GROUP_WORDS.items():
-        n = statuses.count(status)
-        if n:
-            text = f"{n} {word}"
-            coloured = status in ("waiting", "failed", "aborted")
-            parts.append(badge(status, text, f"nbsubagents-group-{status}") if coloured else text)
-    return f"<b>Sub-agents: {', '.join(parts)}</b>"
+    """The group header of runs shown with these statuses, the waiting, failed and aborted counts in their colours (a
+    live group gives what its panels show, which costs no look at the runs' files)."""
+    return part("bits.html", "group_header", counts=_counts(statuses))
+
+
+def _counts(statuses: list[str]) -> list[tuple[str, int, str]]:
+    return [(status, n, word) for status, word in GROUP_WORDS.items() if (n := statuses.count(status))]
 
 
 def group_static_record(states: list[PanelState]) -> tuple[str, str]:
@@ -134,15 +125,10 @@ def group_static_record(states: list[PanelState]) -> tuple[str, str]:
 
 def group_static_html(states: list[PanelState], mask: Masker | None = None) -> str:
     mask = mask or masker()
-    done = all(s.status in TERMINAL for s in states)
-    ids = ""
-    if done:
-        ids = ('<div class="nbsubagents-run-ids nbsubagents-ink nbsubagents-note">Run ids: '
-               + ", ".join(f"<code>{html.escape(s.run.run_id)}</code>" for s in states) + "</div>")
     sheet = stylesheet("record", "edges")  # once for the group, not once per record
-    records = "".join(s.static_html(mask).replace(sheet, "", 1) for s in states)
-    return (f'<div class="nbsubagents-static-group nbsubagents-group">{sheet}<div class="nbsubagents-group-header">'
-            f'{group_header_html(states)}</div>{records}{ids}</div>')
+    return part("bits.html", "group", counts=_counts([s.shown_status(s.status) for s in states]),
+                records=Html("".join(s.static_html(mask).replace(sheet, "", 1) for s in states)),
+                run_ids=[s.run.run_id for s in states] if all(s.status in TERMINAL for s in states) else [])
 
 
 def group_static_text(states: list[PanelState], mask: Masker | None = None) -> str:

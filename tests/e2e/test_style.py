@@ -12,7 +12,7 @@ import pytest
 
 import nbsubagents
 from nbsubagents import _style as style
-from nbsubagents._templates import ink, stylesheet
+from nbsubagents._templates import part, stylesheet
 from nbsubagents._ui.display import run_mimebundle
 
 from helpers import PI_VERSION, wait_for
@@ -77,7 +77,7 @@ def test_the_dark_css_switches_every_status_to_its_dark_colour():
     for status, (light, dark) in style.PALETTE.items():
         assert f".nbsubagents-c-{status}{{color:{light}}}" in stylesheet()
         assert f'[data-jp-theme-light="false"] .nbsubagents-c-{status}{{color:{dark} !important}}' in stylesheet()
-    assert ink("failed", "x") == 'class="nbsubagents-c-failed x" style="color:#b91c1c"'
+    assert part("inline.html", "ink", status="failed", classes="x") == 'class="nbsubagents-c-failed x" style="color:#b91c1c"'
 
 
 def test_aborted_has_one_colour_on_every_surface(project):
