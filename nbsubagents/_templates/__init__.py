@@ -29,10 +29,6 @@ __all__ = ["Html", "render", "part", "stylesheet"]
 HERE = Path(__file__).resolve().parent
 
 
-def _one_line(source: str) -> str:
-    return re.sub(r"\n[ \t]*", "", source)
-
-
 @cache
 def _environment() -> Any:
     import jinja2  # noqa: PLC0415  (only when HTML is rendered: import nbsubagents stays without it)
@@ -41,7 +37,7 @@ def _environment() -> Any:
     class Loader(jinja2.FileSystemLoader):
         def get_source(self, environment: Any, template: str) -> tuple[str, str | None, Any]:
             source, path, uptodate = super().get_source(environment, template)
-            return _one_line(source), path, uptodate
+            return re.sub(r"\n[ \t]*", "", source), path, uptodate  # a fragment is one line
 
     env = jinja2.Environment(loader=Loader(HERE), autoescape=True, keep_trailing_newline=False)
     env.globals.update(stylesheet=lambda *sections: Markup(stylesheet(*sections)),
