@@ -760,12 +760,13 @@ def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replac
 def test_a_record_carries_the_widget_view_only_while_its_view_lives_and_the_kernels_exit_ends_it(tmp_path,
                                                                                                  monkeypatch):
     from nbsubagents._ui import kernel
-    from nbsubagents._views import panel_record
+    from nbsubagents._views import panel_record, panel_state
 
-    # the record's "as of" clock moves only when the test moves it (a loaded machine crossing a second between two
-    # updates would otherwise send one more)
+    # the record's "as of" clock moves only when the test moves it, and the run's elapsed time stands still (a
+    # loaded machine crossing a second between two updates would otherwise send one more, a real one)
     clock = ["10:00:00"]
     monkeypatch.setattr(panel_record, "time", types.SimpleNamespace(**{**vars(time), "strftime": lambda *a: clock[0]}))
+    monkeypatch.setattr(panel_state, "time", types.SimpleNamespace(**{**vars(time), "time": lambda: 1_800_000_000.0}))
     sent: list = []
     panel = RunPanel(fake_run(tmp_path, "r1", "running"))
     panel.static_html()  # the record's template compiled (once per process) before its clock counts
