@@ -27,13 +27,14 @@ def user_text(request: dict) -> str:
 @pytest.mark.serial
 @pytest.mark.pi_matrix
 def test_timeout_is_extended_while_the_child_keeps_calling_tools(project):
-    config.configure(extend_timeout_debounce=5)
-    # The first tool call must come before the timeout (a child without one is not extended): 3 s leaves
-    # room for pi's start on a loaded machine; the ten calls then run well past it.
-    task = "\n".join(f"run: sleep 0.5; echo step{i}" for i in range(10))
-    run = nbsubagents.run("scout", task, timeout=3, show=False)
+    # The first tool call must come before the timeout (a child without one is not extended): 8 s leave room for
+    # pi's start on a machine loaded beyond 20 (3 s did not, once); the calls' sleeps alone then run past it, and
+    # any call in the 30 s before it counts as activity, however slowly a loaded machine runs them.
+    config.configure(extend_timeout_debounce=30)
+    task = "\n".join(f"run: sleep 1.2; echo step{i}" for i in range(10))
+    run = nbsubagents.run("scout", task, timeout=8, show=False)
     assert run.status == "completed", run.error
-    assert run.result["durationSeconds"] > 3 and run.result["toolCalls"] == 10
+    assert run.result["durationSeconds"] > 12 and run.result["toolCalls"] == 10
 
 
 @pytest.mark.serial
