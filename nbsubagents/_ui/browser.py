@@ -114,15 +114,15 @@ class Browser:
                                   continuous_update=False).add_class("nbsubagents-browse-text")
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))
         self.refresh_button.add_class("nbsubagents-browse-refresh")
-        self.status_hint = w.HTML('<div class="nbsubagents-muted nbsubagents-small">Ctrl-click (⌘-click on a Mac) '
-                                  'to pick several; none: every status</div>')
+        self.status_hint = w.HTML(part("bits.html", "hint", small=True,
+                                       text="Ctrl-click (⌘-click on a Mac) to pick several; none: every status"))
         self.status_hint.add_class("nbsubagents-browse-status-hint")
         self.count_html = w.HTML().add_class("nbsubagents-browse-count")
         self.list_header = w.HTML().add_class("nbsubagents-browse-list-header")
         self.list_style = w.HTML().add_class("nbsubagents-browse-list-style")
         self.table = w.Select(options=[], rows=12, layout=full).add_class("nbsubagents-browse-list")
-        self.select_hint = w.HTML('<div class="nbsubagents-muted">Select a run in the list to see its output, '
-                                  'transcript, events and files.</div>').add_class("nbsubagents-browse-hint")
+        self.select_hint = w.HTML(part("bits.html", "hint", text="Select a run in the list to see its output, "
+                                       "transcript, events and files.")).add_class("nbsubagents-browse-hint")
         self.table_html = w.HTML().add_class("nbsubagents-browse-table")
         self.table_box = w.Accordion(children=[self.table_html], selected_index=None)
         self.table_box.titles = ("Table",)
@@ -278,8 +278,8 @@ class Browser:
             count = plural(len(frame), "run") + (f" · {active} running" if active else "")
             if len(frame) >= self.limit:
                 count += f" · the newest {self.limit} shown"
-            self.count_html.value = (f'<div class="nbsubagents-muted">{count} · updated '
-                                     f'{datetime.now().strftime("%H:%M:%S")}</div>')
+            self.count_html.value = part("bits.html", "hint",
+                                         text=f'{count} · updated {datetime.now().strftime("%H:%M:%S")}')
             self.refreshes += 1
             if self.selected is not None and self.selected not in self.run_ids and not self._pinned:
                 self._clear_details()  # the filters no longer list it: its details go too

@@ -112,7 +112,7 @@ def output_html(row: dict[str, Any], run: Run, status: str) -> str:
 
 def events_html(run: Run, events: list[dict[str, Any]], mask: Any = None) -> str:
     if not events:
-        return '<i class="nbsubagents-muted">(no events yet)</i>'
+        return part("bits.html", "empty", text="(no events yet)")
     frame = run.events_frame()
     rows = []
     for item in frame.tail(EVENT_ROWS).itertuples(index=False):

@@ -199,17 +199,17 @@ class TalkBox:
         with self._lock:
             text = self.steer_text.value.strip()
             if self.ended:  # it ended between the typing and the click: say so rather than drop it unseen
-                self.note.value = ('<span class="nbsubagents-muted">The run had ended: this was not sent. '
-                                   'run.follow_up(text) continues its session as a new run.</span>')
+                self.note.value = part("bits.html", "note", text="The run had ended: this was not sent. "
+                                       "run.follow_up(text) continues its session as a new run.")
                 return
             if not text:
-                self.note.value = ('<span class="nbsubagents-muted">Type a message first: Steer delivers it after '
-                                   'the current tool call, Follow up when the current turn ends.</span>')
+                self.note.value = part("bits.html", "note", text="Type a message first: Steer delivers it after "
+                                       "the current tool call, Follow up when the current turn ends.")
                 return
             self.steer_text.value = ""
             taken = self._taken
         inbox.post(self.run.dir, kind, text)
         self._taken_at_note = taken
         said = "steer" if kind == "steer" else "follow-up"
-        self.note.value = (f'<span class="nbsubagents-muted">{said} sent at {at_words(time.time())}: it shows '
-                           f'above once the run takes it</span>')
+        self.note.value = part("bits.html", "note",
+                               text=f"{said} sent at {at_words(time.time())}: it shows above once the run takes it")

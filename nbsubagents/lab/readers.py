@@ -21,6 +21,7 @@ from .._child.artifacts import TERMINAL
 from .._config import NbSubagentsError, find_project
 from .._lifecycle.handle import Run
 from .._style import duration, shorten
+from .._templates import part
 from .._views.masking import mask_text
 from .._views.panel_record import group_static_record
 from .._views.panel_state import PanelState
@@ -108,6 +109,6 @@ def current_record(project: Path, run_ids: list[str], *, group: bool = False) ->
     stamp = time.strftime("%H:%M:%S")
     words = f"as of {stamp} · read from the run's folder after the kernel that showed it had gone"
     answer["text"] = f"{text}\n{words[0].upper()}{words[1:]}"
-    note = f'<div class="nbsubagents-as-of nbsubagents-ink nbsubagents-note">{words}</div>'
+    note = part("bits.html", "as_of", words=words)
     answer["html"] = html_text[:-len("</div>")] + note + "</div>" if html_text.endswith("</div>") else html_text + note
     return answer
