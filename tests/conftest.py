@@ -162,10 +162,8 @@ FAULT_REPORTS: list[str] = []
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    """xdist's controller: the fault-injection report a worker printed where nobody sees it, shown at the end."""
-    text = getattr(node, "workeroutput", {}).get("fault_report")
-    if text:
-        FAULT_REPORTS.append(text)
+    """xdist's controller: the fault-injection reports a worker printed where nobody sees it, shown at the end."""
+    FAULT_REPORTS.extend(getattr(node, "workeroutput", {}).get("fault_reports", []))
 
 
 def pytest_terminal_summary(terminalreporter):

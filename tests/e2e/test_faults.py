@@ -25,7 +25,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PI, SCOUT, SCRIBE, processes_inside, seed_model_list, wait_for
+from faults import (PI, files_of, first_run_dir, git, left_behind, model, note, proj, record,  # noqa: F401 (fixtures)
+                    report, result_of, worktrees, worktrees_left)
+from helpers import SCRIBE, processes_inside, wait_for
 
 import nbsubagents
 from nbsubagents import _config as config, _registry as registry
@@ -36,96 +38,13 @@ from nbsubagents._lifecycle import reconcile
 from nbsubagents._lifecycle.prepare import prepare
 from nbsubagents._lifecycle.spec import TaskSpec
 from nbsubagents._child.harnesses.pi import write_agent_dir
-from nbsubagents._pi.scripted import ScriptedModel
 
 pytestmark = pytest.mark.faults
-
-REPORT: list[tuple[str, str, list[str]]] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def report(request):
-    """Prints every case with its outcome and the processes it left, once the module is through."""
-    yield
-    lines = ["", "fault-injection report (case | outcome | processes left)"]
-    lines += [f"  {case:<30} | {outcome} | {', '.join(left) if left else 'none'}" for case, outcome, left in REPORT]
-    if hasattr(request.config, "workeroutput"):  # a pytest-xdist worker: its controller prints it (conftest.py)
-        request.config.workeroutput["fault_report"] = "\n".join(lines)
-        return
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled() if capture is not None else open(os.devnull):
-        print("\n".join(lines), file=sys.stderr, flush=True)
-
-
-@pytest.fixture
-def model():
-    with ScriptedModel() as server:
-        yield server
-
-
-@pytest.fixture
-def proj(tmp_path, monkeypatch, model):
-    """A project with the scout preset, pi pointed at ``model``; cwd is set to it."""
-    root = tmp_path / "project"
-    (root / ".pi" / "subagents").mkdir(parents=True)
-    (root / ".pi" / "subagents" / "scout.md").write_text(SCOUT)
-    (root / "README.md").write_text("# Fault project\n")
-    agent = write_agent_dir(tmp_path / "agent", model.url)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    seed_model_list(agent)
-    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
-    monkeypatch.setenv("PI_OFFLINE", "1")
-    monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
-    monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
-    monkeypatch.chdir(root)
-    config.reset()
-    yield root
-    config.reset()
-    watcher.stop()
-
-
-def left_behind(project: Path, run_ids: list[str], settle: float = 5.0) -> list[str]:
-    """Processes of these runs (by their marker) or inside the project folder, once ``settle`` seconds passed
-    without any (or at its end)."""
-    deadline = time.monotonic() + settle
-    while True:
-        left = [f"{pid} (run {rid})" for rid in run_ids for pid in procs.run_processes(rid)]
-        left += processes_inside(project.parent)
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.1)
-
-
-def record(case: str, project: Path, runs: list, outcome: str | None = None) -> list[str]:
-    ids = [r if isinstance(r, str) else r.id for r in runs]
-    left = left_behind(project, ids)
-    if outcome is None:
-        outcome = "; ".join(f"{r.status}: {r.error or (r.output or '')[:40]!r}" for r in runs
-                            if not isinstance(r, str))
-    REPORT.append((case, outcome, left))
-    return left
-
-
-def result_of(project: Path, run_id: str) -> dict:
-    return json.loads((project / ".pi" / "subagents" / "runs" / run_id / "result.json").read_text())
 
 
 def launcher(code: str, cwd: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", f"import nbsubagents, time\n{code}\ntime.sleep(600)\n"],
                             cwd=cwd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-
-
-def first_run_dir(project: Path, marker: str = '"tool_result"') -> Path:
-    runs = project / ".pi" / "subagents" / "runs"
-
-    def find() -> Path | None:
-        for events in runs.glob("*/events.jsonl"):
-            if marker in events.read_text(errors="replace"):
-                return events.parent
-        return None
-
-    return wait_for(find, 60, f"a run showing {marker}")
-
 
 # -- processes killed -------------------------------------------------------------------------------
 def test_kill_the_launcher_of_a_foreground_run(proj):
@@ -245,8 +164,8 @@ def test_a_full_disk_before_the_run_writes_nothing(proj):
         with pytest.raises(nbsubagents.NbSubagentsError, match="Cannot write the run directory .*No space left"):
             nbsubagents.run("scout", big, show=False)
         assert sorted(p.name for p in runs.iterdir()) == ["filler"]
-        REPORT.append(("full disk before a run", "NbSubagentsError: Cannot write the run directory",
-                       left_behind(proj, [])))
+        note("full disk before a run", "NbSubagentsError: Cannot write the run directory",
+             left_behind(proj, []))
 
 
 def test_a_read_only_runs_folder(proj):
@@ -259,7 +178,7 @@ def test_a_read_only_runs_folder(proj):
             nbsubagents.run_parallel([{"preset": "scout", "task": "say: a"}, {"preset": "scout", "task": "say: b"}],
                                      show=False)
     assert list(runs.iterdir()) == []
-    REPORT.append(("read-only runs folder", f"NbSubagentsError: {str(err.value)[:60]}…", left_behind(proj, [])))
+    note("read-only runs folder", f"NbSubagentsError: {str(err.value)[:60]}…", left_behind(proj, []))
 
 
 # -- many at once -----------------------------------------------------------------------------------
@@ -331,8 +250,8 @@ def test_a_key_is_masked_in_reports_static_records_and_browse_also_cut_short(pro
     finally:
         browser.close()
     assert not any("SUPERSECRET" in s for s in shown) and "••••••" in browser.transcript_html.value
-    REPORT.append(("key cut short: report/record/browse", "masked in html, md, static record, browse",
-                   left_behind(proj, [run.id])))
+    note("key cut short: report/record/browse", "masked in html, md, static record, browse",
+         left_behind(proj, [run.id]))
 
 
 def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypatch):
@@ -365,8 +284,8 @@ def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypa
     assert "SUPERSECRET" not in spans
     assert "run: echo ••••••" in json.loads(spans)["data"]["spans"][0]["attributes"]["mlflow.spanInputs"]
     assert b"SUPERSECRET" not in (tmp_path / "mlflow.db").read_bytes()  # nowhere in the store
-    REPORT.append(("to_mlflow of a leaky run", f"{len(files)} artifacts, params and tags masked",
-                   left_behind(proj, [run.id])))
+    note("to_mlflow of a leaky run", f"{len(files)} artifacts, params and tags masked",
+         left_behind(proj, [run.id]))
 
 
 def test_cli_status_and_runs_show_control_characters_escaped(proj):
@@ -385,8 +304,8 @@ def test_cli_status_and_runs_show_control_characters_escaped(proj):
     detail = outs[0].stdout.decode()
     assert "\\x1b]52;c;ZXZpbA==\\x07" in detail and "\\x1b[2J" in detail and f"run {run.id}" in detail
     assert "name\\x1b]52" in outs[1].stdout.decode()
-    REPORT.append(("CLI: OSC 52, OSC 0, ESC[2J", "shown escaped in status RUN, runs, status --all",
-                   left_behind(proj, [run.id])))
+    note("CLI: OSC 52, OSC 0, ESC[2J", "shown escaped in status RUN, runs, status --all",
+         left_behind(proj, [run.id]))
 
 
 def test_reports_escape_markdown_and_carry_no_control_bytes(proj):
@@ -407,8 +326,8 @@ def test_reports_escape_markdown_and_carry_no_control_bytes(proj):
     assert "<code>a`b`&lt;i&gt;.md</code>" in rendered, rendered[rendered.find("Files changed"):][:300]
     heading = next(line for line in rendered.splitlines() if line.startswith("<h2>"))
     assert "evil`](http://x) &lt;img" in heading
-    REPORT.append(("report: markdown and control bytes", "escaped name, unbreakable code span, no NUL/ESC",
-                   left_behind(proj, [run.id])))
+    note("report: markdown and control bytes", "escaped name, unbreakable code span, no NUL/ESC",
+         left_behind(proj, [run.id]))
 
 
 def test_a_full_disk_leaves_no_temporary_report_and_the_old_one_whole(proj):
@@ -434,8 +353,8 @@ def test_a_full_disk_leaves_no_temporary_report_and_the_old_one_whole(proj):
         left = sorted(p.name for p in reports.iterdir())
         same = old.read_bytes() == before
     assert left == ["filler", "r.html"] and same, left
-    REPORT.append(("report on a full disk", "NbSubagentsError; no temporary file; old report whole",
-                   left_behind(proj, [run.id])))
+    note("report on a full disk", "NbSubagentsError; no temporary file; old report whole",
+         left_behind(proj, [run.id]))
 
 
 # -- runs that settle and a registry that heals (issue 22: items 6 and 7) -----------------------------------
@@ -767,7 +686,7 @@ def test_an_unresolvable_ref_is_refused_before_the_run(proj):
         nbsubagents.run("scout", "say: x", show=False, output_schema=schema)
     runs = proj / ".pi" / "subagents" / "runs"
     assert not runs.exists() or list(runs.iterdir()) == []
-    REPORT.append(("unresolvable $ref", f"refused: {str(err.value)[:60]}…", left_behind(proj, [])))
+    note("unresolvable $ref", f"refused: {str(err.value)[:60]}…", left_behind(proj, []))
 
 
 def test_a_catastrophic_pattern_is_ended_by_the_runs_timeout(proj, model):
@@ -880,38 +799,6 @@ def test_a_supervisor_step_that_raises(proj, model, case):
 
 
 # -- isolation and checks (issue 22: isolation that holds, no leaks) ----------------------------------------------
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True).stdout
-
-
-def files_of(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` (links not followed), but git's and the runs' own."""
-    out = {}
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if rel.parts[0] == ".git" or "runs" in rel.parts or "registry" in rel.name:
-            continue
-        out[str(rel)] = os.readlink(path).encode() if path.is_symlink() else (
-            path.read_bytes() if path.is_file() else b"<dir>")
-    return out
-
-
-def worktrees_left(project: Path, worktrees: Path) -> list[str]:
-    left = [p.name for p in worktrees.iterdir()] if worktrees.exists() else []
-    if (project / ".git").exists():
-        left += [line for line in git(project, "worktree", "list", "--porcelain").splitlines()
-                 if line.startswith("worktree ") and Path(line[9:]).resolve() != project.resolve()]
-    return left
-
-
-@pytest.fixture
-def worktrees(tmp_path, monkeypatch):
-    folder = tmp_path / "worktrees"
-    monkeypatch.setenv("NBSUBAGENTS_WORKTREES", str(folder))
-    return folder
-
-
 ESCAPES = [  # each writes through a way out of the workspace that isolation must close
     "run: echo new > abs_link/new.txt",  # an absolute link to a folder of the project
     "run: echo changed > abs_link/app.py",
@@ -1013,8 +900,8 @@ def test_a_link_out_of_the_project_is_refused_before_the_run_by_name(proj, workt
     runs = proj / ".pi" / "subagents" / "runs"
     assert not any((d / "events.jsonl").exists() for d in runs.iterdir()) if runs.exists() else True  # never ran
     left = worktrees_left(proj, worktrees)
-    REPORT.append((f"isolation: link out ({kind})", f"refused before the run: {', '.join(refused)}; "
-                   f"worktrees left: {left or 'none'}", left_behind(proj, [])))
+    note(f"isolation: link out ({kind})", f"refused before the run: {', '.join(refused)}; "
+         f"worktrees left: {left or 'none'}", left_behind(proj, []))
     assert left == []
 
 
@@ -1070,7 +957,7 @@ def test_a_check_that_backgrounds_processes_leaves_none(proj):
         left = left_behind(proj, [], settle=2.0)
     finally:
         kill_all(processes_inside(proj.parent))
-    REPORT.append(("check: & nohup setsid timeout", "scored; its processes ended", left))
+    note("check: & nohup setsid timeout", "scored; its processes ended", left)
     assert left == []
 
 
@@ -1098,8 +985,8 @@ def test_a_check_killed_mid_way_leaves_no_worktree_and_no_process(proj, worktree
     stale = worktrees_left(proj, worktrees)  # the killed scorer's finally never ran: its worktree is still there
     assert score(run, [check("test -f made.txt", name="made")]) == {"made": True}  # the next check sweeps it
     after = worktrees_left(proj, worktrees)
-    REPORT.append(("check: scorer killed mid-check", f"left {len(stale)} stale entries, swept by the next check; "
-                   f"worktrees left: {after or 'none'}", left))
+    note("check: scorer killed mid-check", f"left {len(stale)} stale entries, swept by the next check; "
+         f"worktrees left: {after or 'none'}", left)
     assert stale and left == [] and after == []
 
 
