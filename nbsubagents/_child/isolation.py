@@ -1,8 +1,8 @@
 """Isolation: a run works in a fresh git worktree (or a copy), and what it changed becomes a patch.
 
 The kernel calls ``plan`` (checks, before anything is written) and stores the plan in meta.json as
-``isolation``; the supervisor calls ``setup`` before pi starts (a worktree of the cwd's repository at
-``HEAD`` on the branch ``nbsubagents/<runId>``, plus the parent's uncommitted changes and untracked
+``isolation``; the supervisor calls ``setup`` before pi starts (a clone of the cwd's repository sharing its
+objects, at ``HEAD`` on the branch ``nbsubagents/<runId>``, plus the parent's uncommitted changes and untracked
 files; for a folder outside git, a copy of its files that ``.gitignore`` does not exclude), then
 ``capture`` (``changes.patch``, a binary-safe ``git diff`` against the state the run started from, and
 ``changes.json``) and ``remove``. ``apply`` and ``discard`` act on a finished run. ``salvage`` does the
@@ -28,10 +28,11 @@ What keeps the original folder out of the run's reach:
   ``readonly_view`` names the places that stay writable), so a process that reaches it by its absolute path
   can read it, and a write fails.
 
-The snapshots of a git workspace write their objects into a temporary object store beside the workspace
-(``<runId>.objects``; the repository's store is only read), removed with the workspace, so untracked or
-ignored bulk never enters the user's ``.git``: only the starting state's trees and its files up to
-SHARE_LIMIT are copied there (so a later check can restore that state exactly).
+The workspace of a git repository is a clone that reads the repository's objects through alternates and writes
+its own objects and refs (the run's commits and the snapshots' untracked or ignored bulk), removed with the
+workspace, so the run needs no write to the repository's ``.git``, which its sandbox makes read-only: only the
+starting state's trees and its files up to SHARE_LIMIT are copied there before the run (so a later check can restore
+that state exactly).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from .artifacts import atomic_write_json, now_iso, read_json
 from .procs import alive, process_start_ticks
 from .record import load
 from .sandbox import enter, probe
-from .workspace_git import (SKIP_OWN, IsolationError, add_parent_state, common_dir, copy_folder, copy_listing, git,
-                            has_all, listed, share_base, snapshot, worktrees_of)
+from .workspace_git import (SKIP_OWN, IsolationError, add_parent_state, clone, common_dir, copy_folder, copy_listing,
+                            git, has_all, listed, share_base, snapshot)
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -66,8 +67,9 @@ def worktrees_dir() -> Path:
 
 # -- the kernel's side: checks before anything is written -------------------------------------------
 def plan(cwd: Path, *, keep: bool = False, max_copy_mb: float = DEFAULT_MAX_COPY_MB,
-         base_patch: str | None = None) -> dict[str, Any]:
-    """What ``setup`` will do for a run in ``cwd``; IsolationError when it cannot be done."""
+         base_patch: str | None = None, hide: list[str] | None = None) -> dict[str, Any]:
+    """What ``setup`` will do for a run in ``cwd``; IsolationError when it cannot be done. ``hide``: folders the
+    kernel knows hold its keys (Jupyter's runtime folder as jupyter_core names it), hidden from the run's sandbox."""
     top = git(["rev-parse", "--show-toplevel"], cwd, check=False)
     if top.returncode == 0:
         repo = Path(top.stdout.decode().strip()).resolve()
@@ -77,7 +79,7 @@ def plan(cwd: Path, *, keep: bool = False, max_copy_mb: float = DEFAULT_MAX_COPY
         files = listed(git(["ls-files", "-c", "-o", "--exclude-standard", "-z", *SKIP_OWN], repo).stdout)
         _refuse_escaping_links(repo, _links_in(repo, files))
         return {"mode": "worktree", "kind": "git", "source": str(cwd), "applyRoot": str(repo),
-                "subdir": os.path.relpath(cwd, repo), "keep": keep, "basePatch": base_patch}
+                "subdir": os.path.relpath(cwd, repo), "keep": keep, "basePatch": base_patch, "hide": hide or []}
     files, size = copy_listing(cwd)
     _refuse_escaping_links(cwd, _links_in(cwd, files))
     limit = max_copy_mb * 1024 * 1024
@@ -88,7 +90,7 @@ def plan(cwd: Path, *, keep: bool = False, max_copy_mb: float = DEFAULT_MAX_COPY
             "Make it a git repository (a worktree is made instead of a copy), ignore large files in .gitignore, "
             "or raise configure(isolation_max_copy_mb=...)")
     return {"mode": "worktree", "kind": "copy", "source": str(cwd), "applyRoot": str(cwd), "subdir": ".",
-            "keep": keep, "basePatch": base_patch, "files": len(files), "bytes": size}
+            "keep": keep, "basePatch": base_patch, "hide": hide or [], "files": len(files), "bytes": size}
 
 
 # -- symbolic links: rewritten to stay in the workspace, or refused ----------------------------------
@@ -186,27 +188,46 @@ def workspace_env(iso: dict[str, Any], env: dict[str, str], workdir: str) -> dic
     return out
 
 
-def readonly_view(iso: dict[str, Any], run_dir: Path, env: dict[str, str]) -> tuple[str, list[str]] | str:
-    """What pi's mount namespace makes read-only (``sandbox.enter``): the original folder, and the places in it
-    the run must still write (its run folder, its workspace and object store, git's objects, refs, logs and this
-    worktree's own state, pi's settings, the temporary folder); or why the folder cannot be made read-only."""
+def readonly_view(iso: dict[str, Any], run_dir: Path,
+                  env: dict[str, str]) -> tuple[list[str], list[str], list[str]] | str:
+    """What pi's sandbox (``sandbox.enter``) makes read-only, the places in it the run must still write, and what it
+    hides; or why it cannot be done here.
+
+    Read-only: the original folder, and its repository's git folder wherever that is (a worktree's or a
+    submodule's may lie outside it). Writable inside them: the run's folder, its workspace, pi's settings, the
+    temporary folder. Hidden: Jupyter's runtime folders (kernel connection files: with one, a process can run code
+    in the notebook's kernel, outside the sandbox) and nbsubagents' state folder (the person's keys to their
+    runs). A hidden folder that does not exist yet is made now (only the person may read it), so that one made
+    during the run cannot be seen either."""
     root = os.path.realpath(iso["applyRoot"])
     home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
     if root == os.sep or home == root or home.startswith(root + os.sep):
         return f"the original folder {root} holds the home folder {home}"
-    wanted = [run_dir, iso.get("path"), iso.get("objects"), env.get("TMPDIR") or tempfile.gettempdir(),
-              env.get("PI_CODING_AGENT_DIR")]
-    if iso.get("kind") == "git":
-        workspace = Path(iso["path"])
-        admin = git(["rev-parse", "--absolute-git-dir"], workspace).stdout.decode().strip()
-        common = Path(iso["sharedObjects"]).parent
-        wanted += [admin, *(common / name for name in ("objects", "refs", "logs"))]
+    readonly = [root]
+    if iso.get("kind") == "git" and not _inside(os.path.realpath(Path(iso["sharedObjects"]).parent), [root]):
+        readonly.append(os.path.realpath(Path(iso["sharedObjects"]).parent))
+    wanted = [run_dir, iso.get("path"), env.get("TMPDIR") or tempfile.gettempdir(), env.get("PI_CODING_AGENT_DIR")]
     holes = []
     for place in wanted:
         real = os.path.realpath(place) if place else ""
-        if real and real.startswith(root + os.sep) and os.path.isdir(real) and real not in holes:
+        if real and _inside(real, readonly) and real not in readonly and os.path.isdir(real) and real not in holes:
             holes.append(real)
-    return root, holes
+    data = env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    state = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    hidden: list[str] = []
+    for place in [*iso.get("hide", ()), env.get("JUPYTER_RUNTIME_DIR"), os.path.join(data, "jupyter", "runtime"),
+                  os.path.join(state, "nbsubagents")]:
+        try:
+            if place and (real := os.path.realpath(place)) not in hidden:
+                os.makedirs(real, mode=0o700, exist_ok=True)
+                hidden.append(real)
+        except OSError as exc:
+            return f"{place} cannot be hidden from the run: {exc.strerror}"
+    return readonly, holes, hidden
+
+
+def _inside(path: str, folders: list[str]) -> bool:
+    return any(path == folder or path.startswith(folder + os.sep) for folder in folders)
 
 
 def containment(iso: dict[str, Any], run_dir: Path,
@@ -219,8 +240,7 @@ def containment(iso: dict[str, Any], run_dir: Path,
     why = probe(*view)
     if why is not None:
         return None, why
-    root, holes = view
-    return (lambda: enter(root, holes)), None
+    return (lambda: enter(*view)), None
 
 
 # -- the supervisor's side ------------------------------------------------------------------------
@@ -234,14 +254,10 @@ def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
         iso["branch"] = f"nbsubagents/{run_id}"
         repo = Path(iso["applyRoot"])
         iso["sharedObjects"] = str((common_dir(repo) / "objects").resolve())
-        iso["objects"] = str(path.parent / f"{run_id}.objects")  # the snapshots' own store (never the user's)
     # Recorded before anything is made: whoever settles a supervisor killed from here on finds it (``salvage``).
     _write_state(run_dir, iso)
     if iso["kind"] == "git":
-        Path(iso["objects"], "info").mkdir(parents=True, exist_ok=True)
-        Path(iso["objects"], "pack").mkdir(exist_ok=True)
-        with worktrees_of(repo, iso):
-            git(["worktree", "add", "-q", "-b", iso["branch"], str(path), "HEAD"], repo)
+        clone(repo, path, iso["branch"])
         add_parent_state(repo, path)
         workdir = path / iso.get("subdir", ".")
         _hold_links(repo, path)
@@ -249,8 +265,8 @@ def setup(iso: dict[str, Any], run_id: str, run_dir: Path) -> Path:
         copy_folder(source, path)
         workdir = path
         _hold_links(source, path)
-    iso["base"] = snapshot(path, iso)  # the state the run starts from: what changes.patch is measured against
-    if iso.get("objects"):
+    iso["base"] = snapshot(path)  # the state the run starts from: what changes.patch is measured against
+    if iso["kind"] == "git":
         share_base(iso, path)
     if iso.get("basePatch"):
         patch = Path(iso["basePatch"])
@@ -280,13 +296,11 @@ def _write_state(run_dir: Path, iso: dict[str, Any], name: str = "isolation.json
 def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """Write ``changes.patch`` and ``changes.json``; returns the summary (files, added, removed)."""
     path = Path(iso["path"])
-    if iso.get("objects") and not Path(iso["objects"]).is_dir():
-        raise IsolationError(f"the workspace's object store {iso['objects']} is gone")
-    after = snapshot(path, iso)
+    after = snapshot(path)
     base = iso["base"]
-    patch = git(["diff", "--binary", "--no-renames", "--full-index", base, after], path, objects=iso).stdout
-    numstat = git(["diff", "--numstat", "--no-renames", "-z", base, after], path, objects=iso).stdout
-    status = git(["diff", "--name-status", "--no-renames", "-z", base, after], path, objects=iso).stdout
+    patch = git(["diff", "--binary", "--no-renames", "--full-index", base, after], path).stdout
+    numstat = git(["diff", "--numstat", "--no-renames", "-z", base, after], path).stdout
+    status = git(["diff", "--name-status", "--no-renames", "-z", base, after], path).stdout
     kinds = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
     parts = status.decode("utf-8", errors="surrogateescape").split("\0")
     change_of = {parts[i + 1]: kinds.get(parts[i][:1], "modified") for i in range(0, len(parts) - 1, 2) if parts[i]}
@@ -303,30 +317,13 @@ def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     (run_dir / PATCH).write_bytes(patch)
     atomic_write_json(run_dir / CHANGES, {**summary, "applyRoot": iso["applyRoot"], "kind": iso["kind"],
                                           "fileChanges": files})
-    if iso.get("keep") and iso.get("objects"):
-        # A kept worktree outlives its temporary store: its index goes back to HEAD (objects the repository has).
-        git(["reset", "-q"], path, objects=iso, check=False)
-        shutil.rmtree(iso["objects"], ignore_errors=True)
     return summary
 
 
 def remove(iso: dict[str, Any]) -> None:
-    """Remove the workspace (and its branch); nothing of it stays."""
-    path = Path(iso.get("path") or "")
-    if not iso.get("path"):
-        return
-    if iso.get("kind") == "git":
-        repo = Path(iso["applyRoot"])
-        with worktrees_of(repo, iso):
-            git(["worktree", "remove", "--force", str(path)], repo, check=False)
-        if iso.get("branch"):
-            git(["branch", "-D", iso["branch"]], repo, check=False)
-    shutil.rmtree(path, ignore_errors=True)
-    if iso.get("objects"):
-        shutil.rmtree(iso["objects"], ignore_errors=True)
-    if iso.get("kind") == "git":
-        with worktrees_of(Path(iso["applyRoot"]), iso):
-            git(["worktree", "prune"], Path(iso["applyRoot"]), check=False)
+    """Remove the workspace (with its git folder and branch); nothing of it stays."""
+    if iso.get("path"):
+        shutil.rmtree(iso["path"], ignore_errors=True)
 
 
 def salvage(run_dir: Path) -> dict[str, Any]:
@@ -377,7 +374,6 @@ def checkout(run_dir: Path, dest: Path) -> tuple[Path, str]:
     if not iso:
         raise IsolationError(f"run {run_dir.name} did not run with isolation='worktree': it has no workspace")
     state = {"kind": iso["kind"], "source": iso["source"], "applyRoot": iso["applyRoot"],
-             "sharedObjects": iso.get("sharedObjects"),  # its removal finds the repository's lock without git
              "subdir": iso.get("subdir", "."), "path": str(dest),
              "owner": {"pid": os.getpid(), "startTicks": process_start_ticks(os.getpid())}}
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -398,8 +394,7 @@ def _restore(iso: dict[str, Any], dest: Path) -> str:
     """``dest`` as the run's starting state (git, while the tree exists), else the source as it is now."""
     source = Path(iso["applyRoot"] if iso["kind"] == "git" else iso["source"])
     if iso["kind"] == "git":
-        with worktrees_of(source, iso):
-            git(["worktree", "add", "-q", "--detach", str(dest), "HEAD"], source)
+        clone(source, dest)
         base = iso.get("base")
         if base and has_all(base, dest):
             git(["read-tree", "-u", "--reset", base], dest)
@@ -412,7 +407,7 @@ def _restore(iso: dict[str, Any], dest: Path) -> str:
 
 def sweep_checkouts(folder: Path | None = None) -> list[str]:
     """Remove the scratch workspaces of checks (``check-*``) whose process is gone (killed mid-check: its
-    ``finally`` never ran), with their git worktree entries; returns their paths."""
+    ``finally`` never ran); returns their paths."""
     folder = folder or worktrees_dir()
     swept = []
     for record in sorted(folder.glob("check-*.json")) if folder.is_dir() else []:
@@ -426,7 +421,7 @@ def sweep_checkouts(folder: Path | None = None) -> list[str]:
 
 
 def remove_checkout(dest: Path) -> None:
-    """Remove a workspace made by ``checkout`` (and its git worktree entry)."""
+    """Remove a workspace made by ``checkout``."""
     record = dest.parent / f"{dest.name}.json"
     state = _read(record) or {"kind": "copy", "path": str(dest)}
     remove(state)

@@ -1,7 +1,7 @@
-"""The git plumbing of an isolated run's workspace (``isolation``): one way to call git (hooks and prompts off, the
-objects a snapshot writes sent to the workspace's own store), the lock around a repository's worktree list, a folder's
-files as git lists and copies them (its ``.gitignore`` respected, the project's own run records left out), and the
-workspace's states as git trees. Standard library only; ``isolation`` decides what is done with them.
+"""The git plumbing of an isolated run's workspace (``isolation``): one way to call git (hooks and prompts off), a
+repository's workspace as a clone with a git folder of its own, a folder's files as git lists and copies them (its
+``.gitignore`` respected, the project's own run records left out), and the workspace's states as git trees.
+Standard library only; ``isolation`` decides what is done with them.
 """
 
 from __future__ import annotations
@@ -10,15 +10,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from .errors import NbSubagentsError
-from .run_files import exclusive
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from typing import Any, Iterator
+    from typing import Any
 
 SHARE_LIMIT = 256 * 1024  # a starting state's file up to this size may enter the repository's store (``share_base``)
 # The project's own run records are never copied into a run's workspace.
@@ -31,10 +29,8 @@ class IsolationError(NbSubagentsError):
 
 
 def git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None = None,
-        check: bool = True, git_dir: str | None = None,
-        objects: dict[str, Any] | None = None) -> subprocess.CompletedProcess[bytes]:
-    """A git command; ``objects`` (a workspace's state) sends the objects it writes to that workspace's own
-    temporary store, reading the repository's store as an alternate."""
+        check: bool = True, git_dir: str | None = None) -> subprocess.CompletedProcess[bytes]:
+    """A git command, with hooks and prompts off and none of git's folder variables of the caller."""
     argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off", "-c", "gc.auto=0"]
     if git_dir:
         argv += ["--git-dir", git_dir, "--work-tree", str(cwd)]
@@ -42,9 +38,6 @@ def git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None =
     for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                 "GIT_ALTERNATE_OBJECT_DIRECTORIES"):
         env.pop(key, None)
-    if objects and objects.get("objects"):
-        env["GIT_OBJECT_DIRECTORY"] = objects["objects"]
-        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects["sharedObjects"]
     try:
         proc = subprocess.run(argv + args, cwd=cwd, input=input, capture_output=True, env=env,
                               stdin=None if input is not None else subprocess.DEVNULL)
@@ -57,23 +50,8 @@ def git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None =
 
 
 def common_dir(repo: Path) -> Path:
-    """The repository's common git folder: its objects, refs and every worktree's entry."""
+    """The repository's common git folder: its objects, refs and config, whichever worktree ``repo`` is."""
     return repo / git(["rev-parse", "--git-common-dir"], repo).stdout.decode().strip()
-
-
-@contextmanager
-def worktrees_of(repo: Path, iso: dict[str, Any]) -> Iterator[None]:
-    """Hold the repository's worktree lock while git adds or removes a worktree: ``git worktree add`` reads every
-    other worktree's entry and fails on one that another ``add`` is writing at that moment (the runs of a sweep set
-    up at once; 11 of 80 concurrent adds failed here). A file in the repository's git folder, so every process of
-    every kernel takes the same one. No repository any more: git's own command then fails as it would have (or,
-    removing, does nothing)."""
-    try:
-        common: Path | None = Path(iso["sharedObjects"]).parent if iso.get("sharedObjects") else common_dir(repo)
-    except IsolationError:
-        common = None
-    with exclusive(common / "nbsubagents-worktrees.lock") if common else nullcontext():
-        yield
 
 
 def _own(rel: str) -> bool:
@@ -116,10 +94,30 @@ def copy_folder(source: Path, path: Path) -> None:
     for the snapshots."""
     path.mkdir()
     git(["init", "-q", str(path)], None)
-    with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as fh:
-        fh.write("".join(f"**/{own}{'' if own.endswith('/') else '*'}\n" for own in _OWN))
+    _exclude_own(path)
     git(["add", "-A", "."], source, git_dir=str(path / ".git"))
     git(["checkout-index", "-a", "-f"], path)
+
+
+def clone(repo: Path, path: Path, branch: str | None = None) -> None:
+    """A workspace at the repository's HEAD with a git folder of its own: a clone that reads the repository's
+    objects through alternates (``--shared``) and writes its own objects and refs, so that nothing done in it
+    (commits, tags, a gc) changes the repository, whose git folder the run's sandbox makes read-only. On ``branch``
+    (else detached), ignoring what the repository ignores (its ``info/exclude`` too) and the project's run records.
+    A shallow repository is copied instead of shared (git's choice), which works the same."""
+    head = git(["rev-parse", "HEAD"], repo).stdout.decode().strip()
+    git(["clone", "-q", "--shared", "--no-checkout", str(repo), str(path)], None)
+    git(["checkout", "-q", *(["-b", branch] if branch else ["--detach"]), head], path)
+    try:
+        (path / ".git" / "info" / "exclude").write_bytes((common_dir(repo) / "info" / "exclude").read_bytes())
+    except FileNotFoundError:
+        pass
+    _exclude_own(path)
+
+
+def _exclude_own(path: Path) -> None:
+    with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as fh:
+        fh.write("".join(f"\n**/{own}{'' if own.endswith('/') else '*'}" for own in _OWN) + "\n")
 
 
 def _copy_files(source: Path, dest: Path, files: list[str]) -> None:
@@ -134,25 +132,25 @@ def _copy_files(source: Path, dest: Path, files: list[str]) -> None:
             shutil.copy2(src, dst)
 
 
-def snapshot(path: Path, iso: dict[str, Any] | None = None) -> str:
-    """A git tree of the workspace as it is now (the index of the workspace only; no commit is made), its
-    objects in the workspace's own store when it has one."""
-    git(["add", "-A", "."], path, objects=iso)
-    return git(["write-tree"], path, objects=iso).stdout.decode().strip()
+def snapshot(path: Path) -> str:
+    """A git tree of the workspace as it is now (the index of the workspace only; no commit is made), its objects in
+    the workspace's own store."""
+    git(["add", "-A", "."], path)
+    return git(["write-tree"], path).stdout.decode().strip()
 
 
 def share_base(iso: dict[str, Any], path: Path) -> None:
     """The starting state's trees and its files up to SHARE_LIMIT bytes, copied from the workspace's store into
-    the repository's, so that a check can restore that state exactly after the workspace is gone (until git
-    prunes them); a bigger file stays in the workspace's store and goes with it (the check then uses the folder
-    as it is now)."""
-    listing = git(["ls-tree", "-r", "-t", "-l", "-z", iso["base"]], path, objects=iso).stdout
+    the repository's (before the run starts), so that a check can restore that state exactly after the workspace is
+    gone (until git prunes them); a bigger file stays in the workspace's store and goes with it (the check then uses
+    the folder as it is now)."""
+    listing = git(["ls-tree", "-r", "-t", "-l", "-z", iso["base"]], path).stdout
     wanted = {iso["base"]}
     for entry in listing.split(b"\0"):
         fields = entry.split(b"\t", 1)[0].split()
         if len(fields) == 4 and (fields[1] == b"tree" or (fields[1] == b"blob" and int(fields[3]) <= SHARE_LIMIT)):
             wanted.add(fields[2].decode())
-    store, shared = Path(iso["objects"]), Path(iso["sharedObjects"])
+    store, shared = path / ".git" / "objects", Path(iso["sharedObjects"])
     for sha in wanted:
         src, dst = store / sha[:2] / sha[2:], shared / sha[:2] / sha[2:]
         if src.is_file() and not dst.exists():

@@ -269,11 +269,21 @@ def _limits(spec: TaskSpec, chosen: Chosen, current: Any, cwd: Path, earlier: Ru
         if earlier is not None and (earlier.paths.dir / "changes.patch").exists():
             base = str(earlier.paths.dir / "changes.patch")
         plan = isolating.plan(cwd, keep=bool(spec.keep_worktree), max_copy_mb=current.isolation_max_copy_mb,
-                         base_patch=base)
+                              base_patch=base, hide=_jupyter_runtime())
     schema = None
     if spec.output_schema is not None:
         schema = output_schema.normalize(spec.output_schema)
     return budget, plan, schema
+
+
+def _jupyter_runtime() -> list[str]:
+    """Jupyter's runtime folder as this kernel's jupyter_core names it (its kernel connection files): an isolated
+    run's sandbox hides it. The supervisor cannot ask (it imports the standard library only)."""
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir  # noqa: PLC0415 (optional: a kernel has it)
+    except ImportError:
+        return []
+    return [jupyter_runtime_dir()]
 
 
 def _launcher() -> dict[str, Any]:

@@ -285,7 +285,7 @@ def test_a_supervisor_killed_while_setting_up_the_worktree_leaves_nothing_and_sa
     (run_dir / "meta.json").write_text(json.dumps(meta))
     isolation._write_state(run_dir, {**iso, "path": str(worktrees / run_dir.name),
                                      "branch": f"nbsubagents/{run_dir.name}"})
-    git(project, "worktree", "add", "-q", "-b", f"nbsubagents/{run_dir.name}", str(worktrees / run_dir.name))
+    git(project, "clone", "-q", "--shared", str(project), str(worktrees / run_dir.name))
     # ... and the supervisor died here, before the starting state was recorded
 
     assert settle.lost(RunPaths(run_dir), load_record(run_dir))
@@ -412,8 +412,8 @@ def test_settlers_racing_on_a_lost_isolated_run_capture_once_and_leave_no_worktr
 
 
 def test_workspaces_of_one_repository_set_up_and_removed_at_once_all_succeed(project, worktrees):
-    """The runs of a sweep set up their worktrees at the same moment; git's own `worktree add` fails on an entry
-    another add is writing (without the repository's lock, 11 of 80 concurrent adds failed here)."""
+    """The runs of a sweep set up their workspaces at the same moment (git's own `worktree add` failed on an entry
+    another add was writing, 11 of 80 concurrent adds here; a clone does not touch the repository's worktrees)."""
     from nbsubagents._child import isolation
 
     make_repo(project)

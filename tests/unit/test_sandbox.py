@@ -25,21 +25,28 @@ def _tree(tmp_path: Path, owner: int | None = None) -> tuple[Path, Path]:
     hole = root / ".pi" / "runs" / "r1"
     hole.mkdir(parents=True)
     (root / "kept.txt").write_text("original\n")
+    (tmp_path / "runtime").mkdir()
+    (tmp_path / "runtime" / "kernel-1.json").write_text('{"key": "the kernel\'s key"}')
     if owner is not None:
         os.chmod(tmp_path, 0o755)
-        for path in (root, root / ".pi", root / ".pi" / "runs", hole, root / "kept.txt"):
+        for path in (root, root / ".pi", root / ".pi" / "runs", hole, root / "kept.txt", tmp_path / "runtime",
+                     tmp_path / "runtime" / "kernel-1.json"):
             os.chown(path, owner, owner)
     return root, hole
 
 
 def _try_writes(root: Path, hole: Path, **as_user: object) -> subprocess.CompletedProcess[str]:
+    runtime = root.parent / "runtime"
     script = (f"echo changed > {root}/kept.txt; touch {root}/new.txt; rm -f {root}/kept.txt; "
-              f"mkdir {root}/made; echo ok > {hole}/out.txt; cat {root}/kept.txt; id -u")
+              f"mkdir {root}/made; echo ok > {hole}/out.txt; cat {root}/kept.txt; id -u; "
+              f"mount -o remount,bind,rw {root}; umount {root}; umount {runtime}; "  # as root: locked, not undone
+              f"unshare -Urm sh -c 'mount -o remount,bind,rw {root} || echo refused'; "  # nor in a namespace below
+              f"echo again > {root}/kept.txt; ls -A {runtime}; cat {runtime}/kernel-1.json")
 
     def enter() -> None:
         if as_user:  # a process that changed its uid is not dumpable (its /proc files are root's) until told so,
             ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # as a process the user started is
-        sandbox.enter(str(root), [str(hole)])
+        sandbox.enter([str(root)], [str(hole)], [str(runtime)])
 
     return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, preexec_fn=enter,
                           **as_user)
@@ -60,12 +67,13 @@ def test_the_original_folder_is_read_only_and_the_holes_are_not(tmp_path, reques
     else:
         who_kwargs = {}
         root, hole = _tree(tmp_path)
-    assert sandbox.probe(str(root), [str(hole)]) is None
+    assert sandbox.probe([str(root)], [str(hole)], [str(root.parent / "runtime")]) is None
 
     proc = _try_writes(root, hole, **who_kwargs)
 
-    assert proc.stderr.count("Read-only file system") == 4, proc.stderr
-    assert proc.stdout.splitlines() == ["original", str(NOBODY if who_kwargs else os.geteuid())]
+    assert proc.stderr.count("Read-only file system") == 5, proc.stderr
+    assert proc.stdout.splitlines() == ["original", str(NOBODY if who_kwargs else os.geteuid()), "refused"]
+    assert "kernel-1.json: No such file" in proc.stderr  # the runtime folder is an empty one
     assert sorted(p.name for p in root.iterdir()) == [".pi", "kept.txt"]  # nothing reached the folder
     assert (root / "kept.txt").read_text() == "original\n"
     assert (hole / "out.txt").read_text() == "ok\n"  # the hole was written
@@ -75,18 +83,23 @@ def test_the_original_folder_is_read_only_and_the_holes_are_not(tmp_path, reques
 
 def test_probe_names_the_step_that_cannot_be_done(tmp_path):
     missing = tmp_path / "gone"
-    assert sandbox.probe(str(missing), []) == f"a view of {missing}: No such file or directory"
+    assert sandbox.probe([str(missing)], []) == f"a view of {missing}: No such file or directory"
     root, hole = _tree(tmp_path)
-    assert sandbox.probe(str(root), [str(root / "nowhere")]).startswith(f"keeping {root}/nowhere writable: ")
+    assert sandbox.probe([str(root)], [str(root / "nowhere")]).startswith(f"keeping {root}/nowhere writable: ")
+    assert sandbox.probe([str(root)], [], [str(root / "nowhere")]).startswith(f"hiding {root}/nowhere: ")
     assert not (root / "nowhere").exists() and sorted(os.listdir(root)) == [".pi", "kept.txt"]
 
 
-def test_a_project_holding_the_home_folder_is_not_made_read_only(tmp_path):
+def test_a_project_holding_the_home_folder_is_not_made_read_only(tmp_path, monkeypatch):
     root, hole = _tree(tmp_path)
+    monkeypatch.delenv("JUPYTER_RUNTIME_DIR", raising=False)
     iso = {"applyRoot": str(root), "kind": "copy", "path": str(tmp_path / "ws")}
     assert readonly_view(iso, hole, {"HOME": str(root / "home")}) == (
         f"the original folder {root} holds the home folder {root / 'home'}")
     assert readonly_view(iso, hole, {"HOME": str(root)}).startswith("the original folder")
     assert readonly_view({**iso, "applyRoot": "/"}, hole, {"HOME": "/root"}).startswith("the original folder / holds")
     view = readonly_view(iso, hole, {"HOME": str(tmp_path / "elsewhere"), "TMPDIR": str(tmp_path)})
-    assert view == (str(root), [str(hole)])  # holes are the places inside the folder, and only those
+    hidden = [str(tmp_path / "elsewhere" / ".local" / "share" / "jupyter" / "runtime"),
+              str(tmp_path / "elsewhere" / ".local" / "state" / "nbsubagents")]
+    assert view == ([str(root)], [str(hole)], hidden)  # holes are the places inside the folder, and only those
+    assert all(os.path.isdir(place) for place in hidden)  # made now: one made during the run is hidden too
