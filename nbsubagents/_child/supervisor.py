@@ -300,6 +300,8 @@ class Supervisor:
         self.emit({"type": "run_start", "runId": self.record.run_id, "preset": self.record.preset,
                    "model": self.record.resolved_model, "cwd": self.record.cwd,
                    "task": self.record.task})
+        for note in self.record.notes or ():
+            self.emit({"type": "notice", "text": str(note)})
 
     def _spawn(self) -> None:
         """Start pi (or the run's harness) and hand it the task: the first thing a run does."""
