@@ -210,6 +210,8 @@ class Tally:
         kind = event.get("type")
         if kind == "turn_start":
             self.turns += 1
+        elif kind == "model_fallback":  # the failed turn is taken again by the next model: one turn, not two
+            self.turns = max(0, self.turns - 1)
         elif kind == "tool_call":
             self.tool_calls += 1
         elif kind == "assistant_text":

@@ -45,6 +45,7 @@ class RunRecord:
     resolved_model: str | None = None
     model_thinking: str | None = None
     fallback_models: list = field(default_factory=list)
+    notes: list | None = None  # what the run was asked and does not do, and why (the run shows each as a notice)
     offline: bool | None = None
     tools: list | None = None
     ignored_tools: list | None = None

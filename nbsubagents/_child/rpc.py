@@ -40,11 +40,28 @@ if TYPE_CHECKING:
 
 SETTLE_GRACE = 0.3   # pi 0.73.1 has no agent_settled: after a failed turn's agent_end it may retry; it says so in ms
 DIALOGS = ("input", "select", "confirm", "editor")
-# A turn that failed for these reasons may succeed on another model (pi's errorMessage of a failed request).
-PROVIDER_FAILURE = re.compile(
-    r"\b(?:429|401|403|5\d\d)\b|rate.?limit|too many requests|quota|overloaded|unauthori[sz]ed|authenticat|"
-    r"forbidden|api.?key|credit|billing|connection.?(?:refused|error|reset|lost)|econnrefused|fetch failed|"
-    r"network|unavailable|server.?error|internal.?error|timed? ?out", re.I)
+# A turn that failed for these reasons may succeed on another model: pi's errorMessage of a failed request starts
+# with the HTTP status, and a provider's own failures are a refused or exhausted key (401, 402, 403), a timeout
+# (408), a rate limit (429) or the server's failure (5xx); without a status, a body whose error type says so, or no
+# answer at all (a connection that failed). A client error (400, 404, 413, 422, ...) is the request's own: another
+# model would refuse it too, whatever words its message holds.
+PROVIDER_STATUS = frozenset({401, 402, 403, 408, 429})
+STATUS = re.compile(r"\s*(?:error:?\s*)?(\d{3})\b", re.I)
+PROVIDER_TYPE = re.compile(r'"(?:rate_limit_error|overloaded_error|api_error|server_error|insufficient_quota|'
+                           r'RESOURCE_EXHAUSTED|UNAVAILABLE|DEADLINE_EXCEEDED)"')
+NO_ANSWER = re.compile(r"\s*(?:connection error|request timed out|fetch failed|socket hang up|"
+                       r"(?:connect )?(?:ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN))", re.I)
+
+
+def provider_failure(error: str) -> bool:
+    """Whether a failed request's ``error`` (pi's errorMessage) is the provider's failure, not the request's."""
+    status = STATUS.match(error)
+    if status is not None:
+        code = int(status[1])
+        return code in PROVIDER_STATUS or 500 <= code <= 599
+    return PROVIDER_TYPE.search(error) is not None or NO_ANSWER.match(error) is not None
+
+
 CONTINUE_PREFIX = "Continue the task from where it stopped:"  # the scripted model knows it: no new task
 CONTINUE = CONTINUE_PREFIX + " the previous model failed ({error}), so {model} now takes over."
 BUSY = re.compile(r"already processing|streaming", re.I)  # pi refused a prompt because it still works
@@ -60,7 +77,10 @@ class RpcSession:
         approval = record.approval
         self.allow_otherwise = isinstance(approval, dict) and approval.get("otherwise") == "allow"
         self.model = str(record.resolved_model or "")
-        self.fallbacks = [m for m in record.fallback_models if isinstance(m, str) and "/" in m]
+        self.fallbacks = []  # each model once: never the run's own model again, nor one named twice
+        for name in record.fallback_models:
+            if isinstance(name, str) and "/" in name and name != self.model and name not in self.fallbacks:
+                self.fallbacks.append(name)
         self.models_tried: list[dict[str, Any]] = [{"model": self.model, "error": None}]
         self.me = f"{os.uname().nodename}:{os.getpid()}"
         self.pipe: IO[bytes] | None = None
@@ -182,7 +202,9 @@ class RpcSession:
             if isinstance(message, dict) and message.get("role") == "assistant":
                 stop, error = message.get("stopReason"), message.get("errorMessage")
                 self.final_turn, self.errored = stop != "toolUse", stop == "error"
-                provider = stop == "error" and isinstance(error, str) and PROVIDER_FAILURE.search(error)
+                if stop == "error":  # each model keeps its (last) error, whether or not another follows
+                    self.models_tried[-1]["error"] = str(error or "the model's request failed")
+                provider = stop == "error" and isinstance(error, str) and provider_failure(error)
                 self.failure = (error or "provider error") if provider else None
         return []
 

@@ -1,6 +1,7 @@
-"""The supervisor's run-directory files: append-only artifact files that stop at their first write error,
-``supervisor.json``, the heartbeat file, and ``result.json`` written also on a full disk (from room reserved at
-the start) or for a value JSON cannot hold. Standard library only: the supervisor imports it at its start.
+"""The supervisor's run-directory files: append-only artifact files that stop at their first write error (the
+child's raw output masked line by line), ``supervisor.json``, the heartbeat file, and ``result.json`` written also
+on a full disk (from room reserved at the start) or for a value JSON cannot hold.
+Standard library only: the supervisor imports it at its start.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from .artifacts import RunPaths, atomic_write_json
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from typing import IO, Any, Iterator
+    from typing import IO, Any, Callable, Iterator
 
 RESERVE = ".result-reserve"      # space held from the start so that result.json fits on a full disk
 RESERVE_BYTES = 64 * 1024
@@ -62,6 +63,31 @@ class Sink:
             except OSError:
                 pass
             self.fh = None
+
+
+def masked_bytes(data: bytes, mask: Callable[[str], str]) -> bytes:
+    """``data`` masked as text, its bytes that are not UTF-8 kept as they were."""
+    return mask(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+
+class MaskedSink(Sink):
+    """A ``Sink`` of the child's raw output that masks each whole line before it is written (a line cut between two
+    reads waits for its end, so a secret is never split where the masking cannot see it)."""
+
+    def __init__(self, path: Path, mask: Callable[[str], str]) -> None:
+        super().__init__(path)
+        self.mask, self.rest = mask, b""
+
+    def write(self, data: bytes) -> None:
+        lines, end, self.rest = (self.rest + data).rpartition(b"\n")
+        if end:
+            super().write(masked_bytes(lines + end, self.mask))
+
+    def close(self) -> None:
+        if self.rest:
+            super().write(masked_bytes(self.rest, self.mask))
+            self.rest = b""
+        super().close()
 
 
 def remove_half_folder(path: Path) -> None:

@@ -6,14 +6,17 @@ library only, so every band can use it. A ``Masker`` replaces with ``MASK``:
 - the values of environment variables whose names hold ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``/``PASSWD`` or
   ``CREDENTIAL`` (at least ``MIN_ENV_SECRET`` characters; a value that is an existing path is not a secret), and
   the ``apiKey`` (and token) values of pi's ``models.json`` and ``auth.json`` — also in their HTML- and
-  JSON-escaped forms, and a start of one (at least ``MIN_PREFIX`` characters) that a truncation cut short
-  (``sk-test-SUPERSECR…``);
+  JSON-escaped forms, their base64 (at any alignment, so inside a longer encoded text such as ``NAME=value``'s) and
+  hex forms, and a start of one (at least ``MIN_PREFIX`` characters) that a truncation cut short
+  (``sk-test-SUPERSECR…``); with ``pieces``, also a word that is a start of one (at least ``MIN_PREFIX``
+  characters) or any piece of one (at least ``MIN_PIECE``): a key the model split across calls or deltas;
 - common key shapes (``KEY_SHAPES``: ``sk-…``, ``ghp_…``, ``xoxb-…``, ``AKIA…``, ``Bearer …``, JWTs, private key
   blocks, ``SOME_TOKEN=value``);
 - the user's own regular expressions (the ``secret_patterns`` setting): a pattern with a group named ``secret``
   masks that group, else the whole match.
 
 Mask before cutting text short: ``Masker.data`` masks every string of a JSON-like value (events, meta, result).
+``needed_only`` leaves a child only the secret-named variables its harness needs.
 
 ``terminal_safe`` shows control characters escaped (for a terminal); ``strip_controls`` removes them (for a
 report).
@@ -21,6 +24,7 @@ report).
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
@@ -28,13 +32,15 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["MASK", "KEY_SHAPES", "Masker", "secret_values", "compile_patterns", "terminal_safe", "strip_controls"]
+__all__ = ["MASK", "KEY_SHAPES", "Masker", "secret_values", "needed_only", "compile_patterns", "terminal_safe",
+           "strip_controls"]
 
 MASK = "••••••"
 MIN_ENV_SECRET = 8       # shorter values of secret-named variables are not masked (they would mask ordinary words)
 MIN_CONFIG_SECRET = 6    # a key pi's config names as one
 MIN_PREFIX = 8           # the shortest start of a secret, cut short by a truncation, that is still masked
 MIN_PIECE = 10           # the shortest piece of a secret, streamed in parts (pi's deltas), that ``pieces`` masks
+MIN_ENCODED = 12         # the shortest base64 run of a secret masked (its edges, shared with its neighbours, dropped)
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIAL", re.IGNORECASE)
 CONFIG_KEYS = {"apikey", "api_key", "key", "token", "access", "refresh", "accesstoken", "refreshtoken"}
 ELLIPSES = ("…", "...", "&hellip;")
@@ -103,6 +109,29 @@ def secret_values(env: Mapping[str, str] | None = None, agent: Path | None = Non
     return sorted(found, key=lambda v: (-len(v), v))
 
 
+def needed_only(env: Mapping[str, str], needed: Iterable[str] | None, given: Iterable[str] = ()) -> dict[str, str]:
+    """``env`` without the secret-named variables (``SECRET_NAME``) a child does not need: those in ``needed`` (its
+    provider's keys; None: every one) and ``given`` (what nbsubagents gives the run, such as the offline model's
+    dummy key) stay."""
+    if needed is None:
+        return dict(env)
+    keep = set(needed) | set(given)
+    return {name: value for name, value in env.items() if name in keep or not SECRET_NAME.search(name)}
+
+
+def _encoded(secret: str) -> set[str]:
+    """The hex and base64 forms of ``secret``: in base64 at each of the three alignments a longer text may give it
+    (the characters it shares with its neighbours dropped), so it is found inside any encoded text."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    out = {raw.hex(), raw.hex().upper(), base64.b64encode(raw).decode()}
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode()
+        inner = encoded[-(-4 * shift // 3):(len(raw) + shift) // 3 * 4]
+        if len(inner) >= MIN_ENCODED:
+            out.add(inner)
+    return out | {form.replace("+", "-").replace("/", "_") for form in out}  # the URL-safe alphabet too
+
+
 def _config_secrets(data: Any) -> Iterable[str]:
     if isinstance(data, dict):
         for key, value in data.items():
@@ -123,15 +152,16 @@ class Masker:
         forms: set[str] = set()
         for secret in self.secrets:
             forms.update({secret, html.escape(secret), html.escape(secret, quote=False), json.dumps(secret)[1:-1],
-                          json.dumps(secret, ensure_ascii=False)[1:-1]})
+                          json.dumps(secret, ensure_ascii=False)[1:-1], *_encoded(secret)})
         self._forms = sorted((f for f in forms if f), key=len, reverse=True)
         self._literal = (re.compile("|".join(re.escape(f) for f in self._forms)) if self._forms else None)
         self._patterns = [re.compile(p) if isinstance(p, str) else p for p in KEY_SHAPES] + \
             [re.compile(p) if isinstance(p, str) else p for p in patterns]
 
     def text(self, text: str, *, pieces: bool = False) -> str:
-        """``text`` with every secret replaced by ``MASK``. ``pieces``: also a word that is a piece of a known
-        secret (at least ``MIN_PIECE`` characters), as a stream of deltas splits one (pi's stdout, for exports)."""
+        """``text`` with every secret replaced by ``MASK``. ``pieces``: also a word that is a start of a known
+        secret (at least ``MIN_PREFIX`` characters) or a piece of one (at least ``MIN_PIECE``), as a stream of
+        deltas, or a model writing a key in parts, splits one (what a run writes, for exports)."""
         if not text or not isinstance(text, str):
             return text
         if self._literal is not None:
@@ -172,14 +202,14 @@ class Masker:
         return text
 
     def _pieces(self, text: str) -> str:
-        secrets = [s for s in self.secrets if len(s) > MIN_PIECE]
+        secrets = [s for s in self.secrets if len(s) > MIN_PREFIX]
         if not secrets:
             return text
 
         def piece(match: re.Match[str]) -> str:
             word = match.group(0)
             for secret in secrets:
-                if word in secret:
+                if secret.startswith(word) or len(word) >= MIN_PIECE and word in secret:
                     return MASK
                 head, tail = secret[:MIN_PIECE], secret[-MIN_PIECE:]
                 at = word.find(head)  # the word ends with a start of the secret
@@ -196,18 +226,18 @@ class Masker:
 
         return _WORD.sub(piece, text)
 
-    def data(self, value: Any) -> Any:
+    def data(self, value: Any, *, pieces: bool = False) -> Any:
         """A copy of a JSON-like value (dicts, lists, strings) with every string masked (keys too)."""
         if isinstance(value, str):
-            return self.text(value)
+            return self.text(value, pieces=pieces)
         if isinstance(value, dict):
-            return {self.text(k) if isinstance(k, str) else k: self.data(v) for k, v in value.items()}
+            return {self.text(k) if isinstance(k, str) else k: self.data(v, pieces=pieces) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return type(value)(self.data(v) for v in value)
+            return type(value)(self.data(v, pieces=pieces) for v in value)
         return value
 
 
-_WORD = re.compile(r"[^\s\"'\\`<>&|,;:(){}\[\]]{%d,}" % MIN_PIECE)
+_WORD = re.compile(r"[^\s\"'\\`<>&|,;:(){}\[\]]{%d,}" % MIN_PREFIX)
 
 
 def _replace(match: re.Match[str]) -> str:

@@ -42,8 +42,9 @@ from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .record import RunRecord, load
 from .procs import (MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children,
                     send_group)
-from .run_files import (RESERVE, Sink, best_effort, clean, describe, remove_half_folder, reserve, sync, touch,
-                        write_result)
+from .run_files import (RESERVE, MaskedSink, Sink, best_effort, clean, describe, masked_bytes, remove_half_folder,
+                        reserve, sync, touch, write_result)
+from .secrets import Masker, needed_only, secret_values
 from .text import clip
 
 from typing import TYPE_CHECKING
@@ -90,9 +91,14 @@ class Supervisor:
         self.last_signatures: list[str] = []
         self.conversation_over_at: float | None = None
         self.ended_after_conversation = False  # pi did not exit after agent_end/agent_settled: we ended it
+        # The run's environment is known here only (an exporter's may lack its keys): what the run writes is masked
+        # as it is written, with the values of the run's own secret-named variables and pi's config's keys.
+        run_env = {**os.environ, **record.env}
+        agent = run_env.get("PI_CODING_AGENT_DIR")
+        self.masks = Masker(secret_values(run_env, Path(agent) if agent else None))
         self.events = Sink(paths.events)
         self.transcript = Sink(paths.transcript)
-        self.stdout = Sink(paths.stdout)
+        self.stdout = MaskedSink(paths.stdout, lambda text: self.masks.text(text, pieces=True))
         self.heartbeat_at = 0.0
         self.broken: str | None = None  # the first failure of a step of our own (the run's error when set)
         self.begun = False  # the run's opening is written (_begin)
@@ -102,7 +108,7 @@ class Supervisor:
     # -- events -------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
         self.seq += 1
-        event = {"seq": self.seq, "ts": round(time.time(), 3), **event}
+        event = {"seq": self.seq, "ts": round(time.time(), 3), **self.masks.data(event, pieces=True)}
         data = json.dumps(event, ensure_ascii=False)
         try:
             encoded = data.encode()
@@ -260,11 +266,20 @@ class Supervisor:
         result["harness"] = self.harness.NAME
         result.update(self.rpc.record())
         result.update(self.extra)
+        result = self.masks.data(result, pieces=True)
+        self._safely("masking the child's stderr", self._mask_stderr)
         if not os.path.exists(self.paths.meta):  # its folder was deleted: no half folder is left for it
             remove_half_folder(self.paths.dir)
             return result
         write_result(self.paths, result)
         return result
+
+    def _mask_stderr(self) -> None:
+        """The child's stderr (its own writes, not ours) masked once it is gone, as what we write is."""
+        data = self.paths.stderr.read_bytes() if self.paths.stderr.exists() else b""
+        masked = masked_bytes(data, self.stdout.mask)
+        if masked != data:
+            self.paths.stderr.write_bytes(masked)
 
     def _if_broken(self, status: str, error: str | None, reason: str | None) -> tuple[str, str | None, str | None]:
         """The run's end once a step of ours broke: failed, with that failure (and the end it replaced)."""
@@ -295,16 +310,18 @@ class Supervisor:
         self.begun = True
         best_effort(describe, self.paths.supervisor, self.info)
         self._beat(time.monotonic())
-        header = transcript_header(self.record, started_at)
+        header = self.masks.text(transcript_header(self.record, started_at), pieces=True)
         self.transcript.write(header.encode(errors="backslashreplace") + b"\n")
         self.emit({"type": "run_start", "runId": self.record.run_id, "preset": self.record.preset,
                    "model": self.record.resolved_model, "cwd": self.record.cwd,
                    "task": self.record.task})
+        for note in self.record.notes or ():
+            self.emit({"type": "notice", "text": str(note)})
 
     def _spawn(self) -> None:
         """Start pi (or the run's harness) and hand it the task: the first thing a run does."""
-        env = {**os.environ, **self.record.env, "PI_SUBAGENTS_CHILD": "1",
-               MARKER: self.record.run_id}  # finds leftovers if we die
+        env = {**needed_only(os.environ, getattr(self.harness, "KEYS", None), self.record.env), **self.record.env,
+               "PI_SUBAGENTS_CHILD": "1", MARKER: self.record.run_id}  # finds leftovers if we die
         contain = None
         if self.isolation is not None and self.isolation.get("path") and self.workdir:
             from .isolation import containment, workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)

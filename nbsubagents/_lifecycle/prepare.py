@@ -50,7 +50,7 @@ def question_timeout(settings: config.Settings) -> float:
 
 def _conversation(chosen: Chosen, program: str, harness: Harness, offline_run: bool) -> dict[str, Any]:
     """The record's ``ask``, ``approval`` and ``fallback_models`` as ``resolve`` chose them; a call's value checked
-    (a preset's was, as it was read)."""
+    (a preset's was, as it was read). Offline, fallback models are not used: a ``notes`` entry says so."""
     (ask, ask_from), (approval, approval_from), (names, names_from) = (
         chosen["ask"], chosen["approval"], chosen["fallback_models"])
     if ask_from == "call" and not isinstance(ask, bool):
@@ -60,7 +60,11 @@ def _conversation(chosen: Chosen, program: str, harness: Harness, offline_run: b
     if names_from == "call":
         names = model_list(names, "The call's fallback_models")
     source = "the call's fallback_models" if names_from == "call" else f"{names_from} fallbackModels"
-    fallbacks = [] if offline_run or not names else _resolve_models(names, source, program, harness)
+    if offline_run and names:  # every run goes to the scripted model: said in the run, not dropped in silence
+        note = (f"{source} ({', '.join(names)}) not used: the offline setting sends every run to the scripted "
+                f"model, which has no other model to fall back on")
+        return {"ask": bool(ask), "approval": approval, "fallback_models": [], "notes": [note]}
+    fallbacks = _resolve_models(names, source, program, harness) if names else []
     return {"ask": bool(ask), "approval": approval, "fallback_models": fallbacks}
 
 

@@ -16,12 +16,17 @@ from typing import Any
 from .._child import inbox, procs
 from .._child.artifacts import TERMINAL, RunPaths, read_json
 from .._child.record import load
+from .._child.secrets import Masker, secret_values
 from .._child.text import clip
 
 __all__ = ["FINAL_TEXT_LIMIT", "HOST", "RUN_ID_CHARS", "launcher_identity", "row_from_dir", "is_waiting",
            "with_waiting", "valid_run_id"]
 
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
+# The row's text columns, masked as the row is made: the registry is a file of the project's (its run's supervisor
+# masked what it wrote with the run's environment; this process masks with its own, and pi's config's keys).
+TEXT_COLUMNS = ("name", "task", "final_text", "error_message", "data", "params", "tags")
+_maskers: dict[Any, Masker] = {}
 HOST = os.uname().nodename
 
 
@@ -43,7 +48,7 @@ def launcher_identity() -> dict[str, Any]:
 
 def _result_fields(result: dict[str, Any]) -> dict[str, Any]:
     usage = result.get("usage") or {}
-    text = result.get("finalText") or ""
+    text = _masker().text(result.get("finalText") or "", pieces=True)  # before clip cuts a secret short
     text = clip(text, FINAL_TEXT_LIMIT)
     # After a fallback the model that finished is the run's model (the one asked for is in requested_model and
     # result.json's modelsTried).
@@ -100,7 +105,19 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
         row.update(_result_fields(result))
     else:
         row["status"] = "running" if sup else "queued"
+    masks = _masker()
+    row.update({k: masks.text(row[k], pieces=True) for k in TEXT_COLUMNS if isinstance(row.get(k), str)})
     return row
+
+
+def _masker() -> Masker:
+    """The masker of this process's environment and pi's config files (made again when the environment changed)."""
+    key = tuple(sorted(os.environ.items()))
+    if key not in _maskers:
+        agent = os.environ.get("PI_CODING_AGENT_DIR") or os.path.expanduser("~/.pi/agent")
+        _maskers.clear()
+        _maskers[key] = Masker(secret_values(agent=Path(agent)))
+    return _maskers[key]
 
 
 def is_waiting(run_dir: str | Path) -> bool:

@@ -1,14 +1,12 @@
-"""An experiment exported to MLflow: each ended run an MLflow run (params, metrics, scores as metrics, tags, its
-run directory as artifacts, masked first) and a trace. mlflow is imported only here, when asked (an optional
-extra: ``pip install 'nbsubagents[mlflow]'``)."""
+"""An experiment exported to MLflow: each ended run an MLflow run (params, metrics, scores as metrics, tags, the
+run's own files as artifacts, masked first; never what the child wrote itself) and a trace. mlflow is imported only
+here, when asked (an optional extra: ``pip install 'nbsubagents[mlflow]'``)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import math
-import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +22,14 @@ if TYPE_CHECKING:
     from .experiment import Experiment
 
 __all__ = ["to_mlflow"]
+
+
+# What of a run an export carries: the files nbsubagents writes (the supervisor masks its own as it writes them, with
+# the run's environment; the kernel's hold what the person gave). What the child writes itself is left out (its
+# session, its harness's state such as Codex's SQLite files, the diff of its changes, anything it left in its
+# folder): it may hold a secret that only the run's environment had, which no masking here can know.
+EXPORTED = ("meta.json", "prompt.md", "system-prompt.md", "output-schema.json", "events.jsonl", "transcript.log",
+            "stdout.log", "stderr.log", "result.json", "scores.json", "changes.json", "supervisor.json")
 
 
 def _mlflow_status(status: str | None) -> str:
@@ -94,25 +100,19 @@ def _export(exp: Experiment, client: Any, artifact_location: str | None, Metric:
 
 
 def _masked_copy(source: Path, target: Path, masks: Any) -> str:
-    """The run directory copied to ``target`` with every text file masked (events, stdout, the child's session,
-    meta, transcript, result, check logs, ...); a file that is not UTF-8 text is copied as it is. Links are
-    not followed."""
-    for folder, dirs, files in os.walk(source):
-        here = Path(folder)
-        out = target / here.relative_to(source)
-        out.mkdir(parents=True, exist_ok=True)
-        dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
-        for name in files:
-            path = here / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            data = path.read_bytes()
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                shutil.copyfile(path, out / name)
-                continue
-            (out / name).write_text(masks.text(text, pieces=True), encoding="utf-8")  # stdout streams pieces
+    """The run's ``EXPORTED`` files copied to ``target``, each masked (again: the supervisor masked what it wrote with
+    the run's own environment, this process masks with its own); a file that is not UTF-8 text, or a link, is left
+    out."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in EXPORTED:
+        path = source / name
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        (target / name).write_text(masks.text(text, pieces=True), encoding="utf-8")
     return str(target)
 
 

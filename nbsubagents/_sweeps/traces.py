@@ -72,7 +72,7 @@ def _events(run_dir: Path) -> list[dict[str, Any]]:
 def _masked(value: Any, masks: Masker) -> Any:
     """Every string in ``value`` masked and cut short (dicts and lists walked)."""
     if isinstance(value, str):
-        return clip(masks.text(value), TEXT_LIMIT)
+        return clip(masks.text(value, pieces=True), TEXT_LIMIT)  # pieces: a key the model wrote in parts
     if isinstance(value, dict):
         return {str(k): _masked(v, masks) for k, v in value.items()}
     if isinstance(value, list):

@@ -234,7 +234,8 @@ def test_a_key_is_masked_in_reports_static_records_and_browse_also_cut_short(pro
 
     monkeypatch.setenv("ACME_API_KEY", LONG_KEY)
     run = nbsubagents.run("scout", f"say: the key is {LONG_KEY}\nrun: echo {LONG_KEY}", show=False)
-    assert run.status == "completed" and LONG_KEY in run.transcript  # planted where every view reads
+    assert run.status == "completed" and LONG_KEY in run.record.task  # planted where every view reads
+    assert "SUPERSECRET" not in run.transcript  # what the run wrote is masked already (its supervisor knew the key)
     pages = {"html": run.report(proj / "r.html").read_text(), "md": run.report(proj / "r.md").read_text()}
     assert all("SUPERSECRET" not in page and "••••••" in page for page in pages.values()), \
         [page[page.find("SUPERSECRET") - 40:page.find("SUPERSECRET") + 40] for page in pages.values()]
@@ -263,7 +264,7 @@ def test_to_mlflow_masks_params_tags_and_every_artifact(proj, tmp_path, monkeypa
         "leaky", tasks=[{"id": "t", "task": f"run: echo {LONG_KEY}", "hint": f"key {LONG_KEY}"}], presets="scout",
         tags={"note": f"uses {LONG_KEY}"}, scorers=[lambda run: len(run.output)], show=False)
     (run,) = exp.runs()
-    assert LONG_KEY in (run.dir / "stdout.log").read_text() and LONG_KEY in run.record.task
+    assert "SUPERSECRET" not in (run.dir / "stdout.log").read_text() and LONG_KEY in run.record.task
     table = exp.frame()  # what to_parquet/to_csv export travels in
     assert "SUPERSECRET" not in table.to_csv() and table["params.hint"].iloc[0] == "key ••••••"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

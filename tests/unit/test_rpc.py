@@ -10,7 +10,7 @@ import pytest
 from nbsubagents._child import inbox
 from nbsubagents._child.events import PiEventAdapter
 from nbsubagents._child.record import RunRecord
-from nbsubagents._child.rpc import RpcSession
+from nbsubagents._child.rpc import RpcSession, provider_failure
 
 
 class Pipe:
@@ -198,14 +198,33 @@ def test_a_failure_during_pis_own_retry_switches_the_model_without_a_prompt(tmp_
     assert pipe.sent() == [] and not talk.idle()  # pi repeats the request itself
 
 
-@pytest.mark.parametrize("error", ["Request was aborted", "context length exceeded: 200000 tokens"])
+@pytest.mark.parametrize("error", ["Request was aborted", "context length exceeded: 200000 tokens",
+                                   '400: {"message":"network_mode is not a field"}', "404 model not found",
+                                   "422 overloaded field is not allowed"])
 def test_no_fallback_for_failures_another_model_would_not_mend(tmp_path, pipe, error):
     talk = conversation(tmp_path, pipe, fallbackModels=["demo/backup"])
     task = pipe.task
     feed(talk, reply(task, data={}))
     failed_turn(talk, error)
     assert talk.tick() == [] and talk.finished()
-    assert talk.record()["modelsTried"] == [{"model": "demo/scripted", "error": None}]
+    assert talk.record()["modelsTried"] == [{"model": "demo/scripted", "error": error}]  # its error kept
+
+
+@pytest.mark.parametrize("error, provider", [
+    ("429 rate limited", True), ('429: {"message":"slow down"}', True), ("503", True), ("529 overloaded", True),
+    ("408 request timeout", True), ("401 invalid api key", True), ("402 credit balance too low", True),
+    ("Connection error.", True), ("fetch failed", True), ("connect ECONNREFUSED 127.0.0.1:9", True),
+    ('{"error":{"type":"overloaded_error","message":"busy"}}', True),
+    ("400 network_mode is not a field", False), ("404 no such model", False), ("413 too large", False),
+    ("the network is down, says the model's text", False), ("context length exceeded: 200000 tokens", False),
+    ("Request was aborted", False), ("", False)])
+def test_a_provider_failure_is_told_by_its_status_or_type_not_its_words(error, provider):
+    assert provider_failure(error) is provider
+
+
+def test_each_fallback_model_is_tried_once_and_never_the_runs_own(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe, fallbackModels=["demo/backup", "demo/scripted", "demo/backup"])
+    assert talk.fallbacks == ["demo/backup"]
 
 
 def test_no_fallback_once_the_run_is_being_stopped(tmp_path, pipe):

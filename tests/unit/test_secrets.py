@@ -9,7 +9,7 @@ import json
 import pytest
 
 from nbsubagents import NbSubagentsError, _config as config
-from nbsubagents._child.secrets import MASK, Masker, secret_values, strip_controls, terminal_safe
+from nbsubagents._child.secrets import MASK, Masker, needed_only, secret_values, strip_controls, terminal_safe
 from nbsubagents._views import masking
 from nbsubagents._views.reports import _code, md_line
 
@@ -139,3 +139,29 @@ def test_markdown_names_and_file_names_cannot_break_out():
         rendered = md("- files: " + _code(file) + " done")
         assert rendered.count("<code>") == 1 and "<img" not in rendered and "<h1" not in rendered, rendered
         assert rendered.split("<code>")[1].split("</code>")[1].strip().startswith("done"), rendered
+
+
+def test_base64_and_hex_forms_of_a_secret_are_masked_inside_longer_encoded_text():
+    import base64
+
+    secret = "Zq7vK2mXw9RtB4nLp8sYc3HdF6gJ1uEa"
+    masks = Masker([secret])
+    for before in ("", "G", "GI", "GITHUB_TOKEN="):
+        encoded = base64.b64encode(f"{before}{secret}\n".encode()).decode()
+        assert MASK in masks.text(encoded) and encoded[len(before) + 8:-8] not in masks.text(encoded)
+    assert masks.text(f"hex {secret.encode().hex()}.") == f"hex {MASK}."
+
+
+def test_pieces_masks_a_start_of_a_secret_and_a_piece_of_one_but_not_ordinary_words():
+    secret = "Zq7vK2mXw9RtB4nLp8sYc3HdF6gJ1uEa"
+    masks = Masker([secret, "correcthorsebattery"])
+    assert masks.text("first Zq7vK2mX then B4nLp8sYc3Hd", pieces=True) == f"first {MASK} then {MASK}"
+    assert masks.text("Zq7vK2m is short; correct horses", pieces=True) == "Zq7vK2m is short; correct horses"
+
+
+def test_a_child_keeps_only_the_secret_named_variables_it_needs():
+    env = {"PATH": "/bin", "GITHUB_TOKEN": "g" * 20, "OPENAI_API_KEY": "o" * 20, "MY_PASSWORD": "p" * 20,
+           "NBS_GIVEN_KEY": "x"}
+    assert needed_only(env, ("OPENAI_API_KEY",), {"NBS_GIVEN_KEY": "x"}) == {
+        "PATH": "/bin", "OPENAI_API_KEY": "o" * 20, "NBS_GIVEN_KEY": "x"}
+    assert needed_only(env, None) == env

@@ -87,6 +87,7 @@ class Harness(Protocol):
     REFUSES: Mapping[str, str]   # run option (TaskSpec spelling) -> why it cannot honour it (refused before writing)
     TASK_ON_STDIN: bool          # the task is its stdin (prompt.md); else its session sends it
     ABORT_GRACE: float           # seconds between asking it to stop and SIGTERM
+    KEYS: tuple[str, ...] | None  # the secret-named variables its child needs (None: every one; the rest are left out)
 
     LISTS_MODELS: bool           # its models are the ``provider/id`` list ``models`` gives; else it takes any name
 

@@ -39,6 +39,9 @@ PROGRAM = "claude"
 TASK_ON_STDIN = True   # prompt.md is its stdin
 LISTS_MODELS = False   # a model name is passed as written (its own aliases)
 ABORT_GRACE = 0.0      # a stop is SIGTERM at once
+# the secret-named variables its child sees: Anthropic's key or token, or Bedrock's or Vertex's credentials
+KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "GOOGLE_APPLICATION_CREDENTIALS")
 PACKAGE = "@anthropic-ai/claude-code"
 CONFIG_DIR = "claude"  # CLAUDE_CONFIG_DIR, inside the run's folder
 
@@ -75,8 +78,8 @@ PERMISSION_MODES = {"default": "dontAsk", "dontAsk": "dontAsk", "acceptEdits": "
 STOP_WORDS = {"error_max_turns": "budget:turns", "error_max_budget_usd": "budget:cost",
               "error_max_structured_output_retries": "schema"}
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter", "build",
-           "command", "continues", "left_out", "offline_env", "relocate", "session", "version"]
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "KEYS", "LISTS_MODELS",
+           "Adapter", "build", "command", "continues", "left_out", "offline_env", "relocate", "session", "version"]
 
 
 def _claude_name(tool: str) -> str:

@@ -50,6 +50,7 @@ PROGRAM = "codex"
 TASK_ON_STDIN = True   # prompt.md is its stdin
 LISTS_MODELS = False   # a model name is passed as written (its own aliases)
 ABORT_GRACE = 0.0      # a stop is SIGTERM at once
+KEYS = ("OPENAI_API_KEY", "CODEX_API_KEY")  # the secret-named variables its child sees: its provider's key only
 PACKAGE = "@openai/codex"
 REFUSES: dict[str, str] = {
     "ask": "codex exec cannot put a question to the notebook (its own question tool works only in its Plan mode)",
@@ -74,8 +75,8 @@ ALL_TOOLS = READ_TOOLS | {"bash", "edit", "write"}  # pi's tools: Codex's shell 
 SANDBOXES = {None: "workspace-write", "default": "workspace-write", "acceptEdits": "workspace-write",
              "dontAsk": "workspace-write", "plan": "read-only", "bypassPermissions": "danger-full-access"}
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter", "build",
-           "command", "continues", "left_out", "offline_env", "relocate", "session", "version"]
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "KEYS", "LISTS_MODELS",
+           "Adapter", "build", "command", "continues", "left_out", "offline_env", "relocate", "session", "version"]
 
 
 def build(run: Request) -> tuple[list[str], dict[str, str]]:

@@ -39,9 +39,10 @@ PACKAGE = "@mariozechner/pi-coding-agent@0.73.1"  # what to install: the version
 REFUSES: dict[str, str] = {}  # pi honours every run option
 TASK_ON_STDIN = False         # the task is the first RPC prompt
 ABORT_GRACE = 2.0             # seconds between the RPC abort of a stopped run and SIGTERM
+KEYS = None  # every secret-named variable: pi goes to any provider, and models.json may name any as a key
 LISTS_MODELS = True           # a model is one of the provider/id pi lists (``pi --list-models``)
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter",
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "KEYS", "LISTS_MODELS", "Adapter",
            "agent_dir", "build", "command", "continues", "failure_line", "left_out", "models", "models_key",
            "offline_env", "parse_model_table", "relocate", "session", "version",
            "write_agent_dir", "PI_TOOLS", "classify_tool", "effective_tools", "extension_name", "extension_selector",
