@@ -9,6 +9,7 @@ import pytest
 
 from helpers import pi_argv
 from nbsubagents._child.harnesses import Request, pi
+from nbsubagents._child.harnesses.pi import COMPACT_EXTENSION
 from nbsubagents._preset_files import parse_preset
 
 
@@ -40,7 +41,8 @@ def fake_pi(tmp_path: Path, version: str) -> Path:
 
 @pytest.mark.parametrize("version, project_config, flags", [
     ("1.3.0", False, ["--no-approve"]), ("1.3.0", True, ["--approve"]),
-    ("0.73.1", False, ["--no-extensions"]), ("0.73.1", True, [])])
+    ("0.73.1", False, ["--no-extensions", "--extension", str(COMPACT_EXTENSION)]),
+    ("0.73.1", True, ["--extension", str(COMPACT_EXTENSION)])])
 def test_the_projects_own_config_loads_only_when_the_run_says_so(tmp_path, version, project_config, flags):
     program = fake_pi(tmp_path, version)
     argv, env = pi.build(Request(program=str(program), run_dir=str(tmp_path), cwd=str(tmp_path),

@@ -61,6 +61,7 @@ _KEY_VARIABLE = re.compile(r"(_API_KEY|_TOKEN|_KEY|_KEY_ID|_PROFILE|_CREDENTIALS
 COPILOT_EXTENSION = EXTENSIONS / "copilot_agent_initiator.js"
 ASK_EXTENSION = EXTENSIONS / "ask.js"          # the tool `ask`: a question to the person in the notebook
 APPROVE_EXTENSION = EXTENSIONS / "approve.js"  # approvals of tool calls; its policy: NBSUBAGENTS_APPROVAL
+COMPACT_EXTENSION = EXTENSIONS / "compact_updates.js"  # pi 0.x: no whole-message snapshot in each message_update
 
 
 def extension_selector(name: str) -> tuple[str, str | None] | None:
@@ -300,7 +301,7 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
     """pi's argv for one run (``--mode rpc``; the task is not in it). A resumed run's session is copied first (pi
     appends; the earlier run keeps its own) and pointed at this run's folder. Explicit ``--extension`` paths load
     even with ``--no-extensions``: the conversation's (``ask.js``, its tool ``ask`` added to a ``--tools``
-    allowlist; ``approve.js``) and github-copilot's. The project's own agent
+    allowlist; ``approve.js``) and github-copilot's, and on pi 0.x ``compact_updates.js``. The project's own agent
     config loads only with ``project_config`` (``_project_config``)."""
     unknown = [t for t in run.exclude_tools or () if t.lower() not in PI_TOOLS]
     if unknown:
@@ -315,6 +316,8 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
     major = _major(run.program)
     project_flags, env = _project_config(run, trusts=major is not None and major >= 1)
     argv += project_flags
+    if major == 0:
+        argv += ["--extension", str(COMPACT_EXTENSION)]
     if run.system_prompt_path is not None:
         argv += ["--append-system-prompt", run.system_prompt_path]
     tools, _ = effective_tools(run)
