@@ -35,7 +35,7 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
         max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
         ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
-        output_schema: Any = None, harness: str | None = None,
+        output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
         show: bool = True, executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
@@ -80,6 +80,10 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
     harness : str, optional
         The agent harness: ``"pi"``, ``"claude-code"``, ``"codex"`` or one a package adds (default: the
         preset's, else pi).
+    project_config : bool, optional
+        The agent loads the configuration the project it works in has for it: Claude Code's ``.claude/settings.json``
+        hooks, pi's ``.pi/extensions`` and ``.pi/settings.json``, MCP servers (default: the preset's ``projectConfig``,
+        else ``False``: a repository's code never runs unasked, whatever the preset's tools).
     show : bool, default True
         Progress as a live panel in a notebook, plain lines on stderr elsewhere; ``False`` (or
         ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
@@ -151,7 +155,7 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
           isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
           max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
           ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
-          output_schema: Any = None, harness: str | None = None,
+          output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
           on_done: Callable[[Run], Any] | None = None, show: bool = True, executor: str | None = None,
           dask_client: Any = None, **unknown: Never) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
@@ -165,7 +169,7 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
     Parameters
     ----------
     preset, task, model, cwd, name, timeout, files, resume, isolation, keep_worktree, max_turns, max_tool_calls, \
-max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, executor, dask_client
+max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, executor, dask_client
         As for ``run``.
     on_done : callable, optional
         Called with the run once it has ended and been recorded.

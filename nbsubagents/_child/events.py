@@ -39,7 +39,7 @@ from .text import clip
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Any, Iterator
+    from typing import Any, Callable, Iterator
 
     from .rpc import RpcSession
 
@@ -66,6 +66,10 @@ def text_of(content: Any) -> str:
 
 class PiEventAdapter:
     """Turns pi's JSON objects into zero or more normalized events (without seq/ts)."""
+
+    # stdout lines left out of stdout.log: pi's streaming updates, whose deltas message_end and the tool events
+    # repeat (pi 0.x put the whole message so far in each: a stream the square of the message's size)
+    UNLOGGED = (b'{"type":"message_update"',)
 
     def __init__(self) -> None:
         self.turn = 0
@@ -152,12 +156,28 @@ def parse_line(raw: bytes, adapter: PiEventAdapter | RpcSession) -> list[Event]:
 class StreamLines:
     """A child's stdout, in the chunks it comes in, into normalized events line by line. The line being read is
     joined once it ends (a long line costs its length, not its length times its chunks); past MAX_LINE only its
-    length is counted, and it becomes one ``stdout_text`` saying so."""
+    length is counted, and it becomes one ``stdout_text`` saying so. ``log`` gets every line as it came (a line past
+    MAX_LINE in parts) but those its adapter's ``UNLOGGED`` prefixes mark as streaming updates."""
 
-    def __init__(self, adapter: PiEventAdapter | RpcSession) -> None:
+    def __init__(self, adapter: PiEventAdapter | RpcSession, log: Callable[[bytes], None] | None = None) -> None:
         self.adapter = adapter
         self.partial: list[bytes] = []
         self.size = self.overflow = 0
+        self.log = log
+        inner = getattr(adapter, "adapter", adapter)  # a session's stream adapter
+        self.unlogged: tuple[bytes, ...] = tuple(getattr(inner, "UNLOGGED", ()))
+        self.copying: bool | None = None  # whether the line being read goes to the log (None: none begun)
+
+    def _log(self, data: bytes, ends: bool) -> None:
+        """``data`` (a line, or the part of one too long to hold) into the log, unless its line is unlogged."""
+        if self.log is None:
+            return
+        if self.copying is None:
+            self.copying = not data.startswith(self.unlogged)
+        if self.copying:
+            self.log(data + b"\n" if ends else data)
+        if ends:
+            self.copying = None
 
     def feed(self, chunk: bytes) -> Iterator[Event]:
         """The events of the lines ``chunk`` ends."""
@@ -169,6 +189,7 @@ class StreamLines:
             self.partial.append(chunk)
             self.size += len(chunk)
         for raw in lines:
+            self._log(raw, ends=True)
             if self.overflow:
                 yield {"type": "stdout_text",
                        "text": f"[a stdout line of {self.overflow + len(raw)} bytes was too long to parse]"}
@@ -176,12 +197,15 @@ class StreamLines:
                 continue
             yield from parse_line(raw, self.adapter)
         if self.size > MAX_LINE:
+            self._log(b"".join(self.partial), ends=False)
             self.overflow += self.size
             self.partial, self.size = [], 0
 
     def end(self) -> list[Event]:
         """The events of a last line the stream ended without a newline."""
         rest = b"".join(self.partial)
+        if rest:
+            self._log(rest, ends=False)
         return parse_line(rest, self.adapter) if rest.strip() else []
 
 

@@ -66,6 +66,7 @@ class RunRecord:
     output_schema: Any = None
     ask: bool = False
     approval: dict | None = None
+    project_config: bool = False  # the child loaded the project's own agent config (hooks, extensions, ...)
     question_timeout: float | None = None  # 0: nobody can answer where it was started
     launcher: dict | None = None
     sources: dict = field(default_factory=dict)  # option -> where its value came from (call, preset, a setting's)

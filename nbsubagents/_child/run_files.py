@@ -159,14 +159,19 @@ def clean(value: Any) -> Any:
     return clean(repr(value))
 
 
-def last_line(path: Path) -> str:
+def tail(path: Path, size: int = 4096) -> str:
+    """The last ``size`` bytes of a file, as text ("" when it cannot be read)."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 4096))
-            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
+            fh.seek(max(0, fh.tell() - size))
+            return fh.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def last_line(path: Path) -> str:
+    lines = [ln.strip() for ln in tail(path).splitlines() if ln.strip()]
     return lines[-1][:300] if lines else ""
 
 

@@ -58,10 +58,13 @@ def change_words(changes: dict[str, Any]) -> str:
 
 
 def extra_parts(run: Any, spent: dict[str, Any]) -> list[str]:
-    """``offline model`` (the project's offline setting sent the run to the scripted model), spend against the
-    run's budget (``budget tools 3/20``) and an isolated run's ``+N −M``: the words every surface (summary line,
-    panel header) shows for them."""
+    """``offline model`` (the project's offline setting sent the run to the scripted model), ``project config``
+    (the agent loaded its project's own hooks, extensions, settings), spend against the run's budget (``budget
+    tools 3/20``) and an isolated run's ``+N −M``: the words every surface (summary line, panel header) shows for
+    them."""
     parts = ["offline model"] if run.record.offline else []
+    if run.record.project_config:
+        parts.append("project config")
     budget = run.record.budget
     if budget:
         parts.append("budget " + describe(budget, spent))

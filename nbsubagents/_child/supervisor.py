@@ -3,7 +3,8 @@
 It is started detached from the kernel (its own session), so a run outlives an interrupted,
 restarted or killed kernel. It reads everything it needs from ``meta.json``, runs pi in RPC mode in a process
 group of its own (so the whole tree can be stopped), talks to it through ``child/rpc.py`` (the task, steers,
-follow-ups, answers to its questions, fallback models), turns pi's stdout into ``stdout.log`` (raw),
+follow-ups, answers to its questions, fallback models), turns pi's stdout into ``stdout.log`` (raw, but its
+streaming ``message_update`` lines),
 ``events.jsonl`` (normalized) and ``transcript.log`` (formatted), enforces the guards (timeout
 extended while the child is active, loop detection, cancel via SIGTERM or a ``cancel.json`` request file
 in the run directory, which any process on any machine can write; each stop is an RPC ``abort`` first, then
@@ -26,6 +27,8 @@ Imports are kept to the standard library and the small core modules: start-up ti
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import selectors
@@ -57,6 +60,7 @@ KILL_GRACE = 5.0                 # seconds between SIGTERM and SIGKILL
 TICK = 0.2                       # guard checks while the child is silent
 END_GRACE = 3.0                  # seconds pi may take to exit after the end of the conversation
 HEARTBEAT = 2.0                  # seconds between touches of the run's heartbeat file
+PIPE_SIZE = 1 << 20              # the child's stdout pipe and one read of it (Linux's default is 64 KiB)
 HEARTBEAT_FILE = "heartbeat"
 CANCEL_FILE = "cancel.json"      # a cancel request (lifecycle.settle.request_cancel writes it)
 WORKER_LOST = "interrupted (worker lost)"
@@ -360,21 +364,22 @@ class Supervisor:
         best_effort(reserve, self.paths.dir / RESERVE)
         fd = self.child.stdout.fileno()
         os.set_blocking(fd, False)
+        with contextlib.suppress(OSError, AttributeError):  # a larger pipe: fewer, larger reads (Linux only)
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         selector = selectors.DefaultSelector()
         selector.register(fd, selectors.EVENT_READ)
-        lines = StreamLines(self.rpc)
+        lines = StreamLines(self.rpc, log=self.stdout.write)  # stdout.log: pi's lines but its streaming updates
         eof = False
         exited_at: float | None = None
         while not eof:
             if selector.select(TICK):
                 try:
-                    chunk = os.read(fd, 1 << 16)
+                    chunk = os.read(fd, PIPE_SIZE)
                 except BlockingIOError:
                     chunk = None
                 if chunk == b"":
                     eof = True
                 elif chunk:
-                    self.stdout.write(chunk)
                     for event in lines.feed(chunk):
                         self.emit(event)
                     self.events.flush()

@@ -6,7 +6,7 @@ is written here.
 
 from __future__ import annotations
 
-from .run_files import last_line
+from .run_files import last_line, tail
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from .events import Tally
     from .harnesses import Session
 
+# node's ENOBUFS on stdout: more than 2 GiB waited in its write queue (pi 0.73.1 without compact_updates.js wrote
+# the whole message so far into every streaming update: a 100 KB tool argument was enough)
+OUT_OF_BUFFER = ("it could not write its output stream (ENOBUFS: more than 2 GiB of it waited to be written). A very "
+                 "large message streamed in small pieces does that on pi 0.73.1; pi 1.x does not (npm install "
+                 "@earendil-works/pi-coding-agent), or ask for the content in smaller parts")
+
 
 def judge(tally: Tally, session: Session, program: str, exit_code: int | None, stderr: Path) -> tuple[str, str | None]:
     """(status, error) of a child that ran; ``exit_code`` is 0 for one the supervisor ended after its conversation."""
@@ -24,8 +30,8 @@ def judge(tally: Tally, session: Session, program: str, exit_code: int | None, s
     if tally.stop_reason == "aborted":
         return "aborted", tally.error_message or "pi aborted the request"
     if exit_code != 0:
-        tail = last_line(stderr)
-        return "failed", f"{program} exited with code {exit_code}" + (f": {tail}" if tail else "")
+        said = OUT_OF_BUFFER if "ENOBUFS" in tail(stderr) else last_line(stderr)
+        return "failed", f"{program} exited with code {exit_code}" + (f": {said}" if said else "")
     if tally.stop_reason is None:
         return "failed", (f"pi refused the task: {session.refused}" if session.refused
                           else f"{program} ended without a reply from the model")

@@ -33,7 +33,8 @@ CONFIRM_WORDS = {"allow": True, "yes": True, "deny": False, "no": False}
 # The options a follow-up of an ended run keeps (call option -> meta.json key); the rest come from its preset
 # and the settings again, as for any resume. Only options the task schema has are passed.
 CARRIED = {"model": "requested_model", "cwd": "cwd", "name": "name", "timeout": "timeout", "ask": "ask",
-           "approval": "approval", "fallback_models": "fallback_models", "harness": "harness"}
+           "approval": "approval", "fallback_models": "fallback_models", "harness": "harness",
+           "project_config": "project_config"}
 
 # -- saying something ---------------------------------------------------------------------------------------------
 def steer(paths: RunPaths, text: str) -> dict[str, Any]:

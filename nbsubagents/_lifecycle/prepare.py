@@ -68,6 +68,14 @@ def _conversation(chosen: Chosen, program: str, harness: Harness, offline_run: b
     return {"ask": bool(ask), "approval": approval, "fallback_models": fallbacks}
 
 
+def _project_config(chosen: Chosen) -> bool:
+    """Whether the child loads its project's own agent config, as ``resolve`` chose it (default: no)."""
+    value, source = chosen["project_config"]
+    if source == "call" and not isinstance(value, bool):
+        raise NbSubagentsError(f"The call's project_config must be True or False, got {value!r}")
+    return bool(value)
+
+
 def _resolve_models(names: Iterable[str], source: str, program: str, harness: Harness) -> list[str]:
     """Each fallback model as ``provider/id``, resolved the way ``model`` is; an unknown one is an error now."""
     available = available_models(program, harness)
@@ -146,6 +154,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
     conversation = _conversation(chosen, program, harness, bool(current.offline))
+    project_config = _project_config(chosen)
     if conversation["approval"] is not None:
         env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
     if schema is not None:
@@ -155,7 +164,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     paths = RunPaths(run_dir)
     try:
         request = _request(harness, program, choice, spec, preset, budget, schema, conversation, earlier, session,
-                           cwd, paths, env)
+                           cwd, paths, env, project_config)
         try:
             argv, harness_env = harness.build(request)
         except ValueError as exc:  # what the harness cannot do with this preset (its tools, a permission mode, ...)
@@ -178,7 +187,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             argv=argv, env={"PI_SUBAGENTS_CHILD": "1", **env}, timeout=timeout,
             extend_timeout_debounce=current.extend_timeout_debounce, looping_tool_count=current.looping_tool_count,
             created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, **conversation,
-            question_timeout=question_timeout(current), launcher=_launcher(),
+            question_timeout=question_timeout(current), launcher=_launcher(), project_config=project_config,
             sources={name: source for name, (_, source) in chosen.items()},
             runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec))
         write(run_dir, record, sync=False)  # the supervisor syncs it while pi starts (not before)
@@ -224,7 +233,7 @@ def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any, chosen: Cho
 
 def _request(harness: Harness, program: str, choice: ModelChoice, spec: TaskSpec, preset: Any,
              budget: dict[str, Any] | None, schema: Any, conversation: dict[str, Any], earlier: Run | None,
-             session: str | None, cwd: Path, paths: RunPaths, env: dict[str, str]) -> Request:
+             session: str | None, cwd: Path, paths: RunPaths, env: dict[str, str], project_config: bool) -> Request:
     """What ``harness`` is asked to start; the output schema is written beside meta.json first."""
     schema_path = None
     if schema is not None:
@@ -238,7 +247,7 @@ def _request(harness: Harness, program: str, choice: ModelChoice, spec: TaskSpec
         output_schema_path=str(schema_path) if schema_path else None, ask=bool(conversation["ask"]),
         approval=conversation["approval"] is not None, resume_session=session,
         resumed_run_dir=str(earlier.dir) if session and earlier is not None else None, env=dict(env),
-        **preset_fields(preset))
+        project_config=project_config, **preset_fields(preset))
 
 
 def preset_fields(preset: Any) -> dict[str, Any]:

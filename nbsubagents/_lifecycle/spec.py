@@ -168,6 +168,10 @@ class TaskSpec:
                            "{'tools': [...], 'allow': [bash patterns], 'inside': [folders], 'otherwise': 'deny'}; "
                            "False: none (default: the preset's approval)", check=_approval, metavar="TOOL",
                            repeat=True, preset="approval")
+    project_config: bool | None = option("the agent loads the configuration the project it works in has for it (hooks, "
+                                         "extensions, MCP servers, settings: code that runs); default: the preset's "
+                                         "projectConfig, else no", check=_flag, parse=yes_no, metavar="yes|no",
+                                         preset="project_config")
     fallback_models: list[str] | None = option("models to go on with when the model fails for provider reasons "
                                                "(HTTP 429/5xx, quota, authentication); default: the preset's "
                                                "fallbackModels", check=_models, metavar="M", flag="--fallback-model",

@@ -6,7 +6,6 @@ next run.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from .._child import harnesses
 from .._child.errors import NbSubagentsError
+from .._child.harnesses import pi as pi_harness
 from .._child.harnesses.pi import command as pi_command
 from .._config import SPECS, Settings, current
 
@@ -90,20 +90,9 @@ TESTED_PI: tuple[tuple[str, str], ...] = (("@mariozechner/pi-coding-agent", "0.7
 
 def pi_package(pi: str) -> PiPackage | None:
     """The package.json above pi's real script whose name ends in ``pi-coding-agent``; None if there is none."""
-    try:
-        start = Path(os.path.realpath(pi)).parent
-    except OSError:
+    found = pi_harness.package(pi)
+    if found is None:
         return None
-    for base in (start, *start.parents):
-        candidate = base / "package.json"
-        if candidate.is_file():
-            try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(data, dict) and str(data.get("name", "")).endswith("pi-coding-agent"):
-                engines = data.get("engines") if isinstance(data.get("engines"), dict) else {}
-                return PiPackage(str(data["name"]), str(data.get("version", "?")), candidate, engines.get("node"))
-        if base.name == "node_modules":
-            break
-    return None
+    data, path = found
+    engines = data.get("engines") if isinstance(data.get("engines"), dict) else {}
+    return PiPackage(str(data["name"]), str(data.get("version", "?")), path, engines.get("node"))

@@ -30,7 +30,8 @@ THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "
 KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking", "noTools", "excludeTools",
                         "noSkills", "noContextFiles", "noExtensions", "skills", "extraArgs", "timeout",
                         "disallowedTools", "permissionMode", "disabled", "enabled", "isolation", "maxTurns",
-                        "maxToolCalls", "maxTokens", "maxCost", "ask", "approval", "fallbackModels", "harness"})
+                        "maxToolCalls", "maxTokens", "maxCost", "ask", "approval", "fallbackModels", "harness",
+                        "projectConfig"})
 # The one table of the fields with two spellings: a file's camelCase (pi's, written by ``write``) and the
 # snake_case that ``run()`` and other agent files (pi-subagents' ``max_turns``, ``disallowed_tools``) use.
 # Either is read; both spellings of one field in one file is an error naming both.
@@ -38,6 +39,7 @@ SNAKE_CASE: dict[str, str] = {
     "no_tools": "noTools", "exclude_tools": "excludeTools", "no_skills": "noSkills",
     "no_context_files": "noContextFiles", "no_extensions": "noExtensions", "extra_args": "extraArgs",
     "disallowed_tools": "disallowedTools", "permission_mode": "permissionMode", "fallback_models": "fallbackModels",
+    "project_config": "projectConfig",
     **{snake: camel for snake, (camel, _, _) in budgets.FIELDS.items()},
 }
 # Keys other agent-file formats use that have no meaning for a pi child: accepted without a warning and
@@ -124,6 +126,7 @@ class Preset:
     approval: dict[str, Any] | None = field(default=None, compare=False, hash=False)  # approval_policy()'s
     fallback_models: tuple[str, ...] | None = None    # as written; resolved like ``model`` when a run is prepared
     harness: str | None = None                        # pi (None), claude-code or codex: the child's agent harness
+    project_config: bool = False                      # the child loads the project's own agent config (hooks, ...)
     notes: tuple[str, ...] = field(default=(), compare=False, hash=False)  # the warnings given for this file
 
     @property
@@ -393,6 +396,7 @@ def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) 
         approval=approval_policy(data.get("approval"), f"{where}: 'approval'", PresetError),
         fallback_models=model_list(data.get("fallbackModels"), f"{where}: 'fallbackModels'", PresetError),
         harness=_parse_harness(data.get("harness"), where),
+        project_config=_flag(data, "projectConfig", where),
     )
     _check_combinations(preset, where)
     if preset.harness is None:  # another harness takes the tools as written: pi's notes on them do not apply

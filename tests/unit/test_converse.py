@@ -88,7 +88,7 @@ def test_a_follow_up_to_a_run_that_ended_continues_it_as_a_new_run_linked_to_it(
     assert (new.preset, new.task, new.name, new.record.resumed_from) == (
         "scout", "now list the slow tests", "mapper", ended.run_id)
     assert prepared == [{"resume": ended.run_id, "model": "demo/scripted", "cwd": str(project), "name": "mapper",
-                         "timeout": 120, "ask": False, "fallback_models": [], "harness": "pi"}]
+                         "timeout": 120, "ask": False, "fallback_models": [], "harness": "pi", "project_config": False}]
     assert registry.fetch(registry.db_path(project), "SELECT resumed_from FROM runs WHERE run_id = ?",
                           (new.run_id,)) == [{"resumed_from": ended.run_id}]
     assert not (ended.dir / inbox.INBOX).exists()  # nothing was posted to the run that ended
@@ -106,7 +106,7 @@ def test_the_public_follow_up_of_an_ended_run_starts_through_api_start(root, mon
     assert nbsubagents.follow_up(ended.run_id, "again") == "the new run"
     assert started == [(("scout", "again"), {"resume": ended.run_id, "model": "demo/scripted", "cwd": str(root),
                                              "name": "mapper", "timeout": 120, "ask": False,
-                                             "fallback_models": [], "harness": "pi"})]
+                                             "fallback_models": [], "harness": "pi", "project_config": False})]
 
 
 def test_a_message_posted_as_the_run_ends_is_withdrawn_not_left_unread(live, monkeypatch):

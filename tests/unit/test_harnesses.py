@@ -60,7 +60,8 @@ def test_a_typical_preset_becomes_claude_codes_flags(tmp_path):
                     "--append-system-prompt", "Be brief.", "--model", "sonnet",
                     "--tools", "Read,Grep,Bash", "--allowedTools", "Read", "Grep", "Bash(git diff:*)",
                     "--disallowedTools", "Write", "--permission-mode", "dontAsk", "--max-turns", "8",
-                    "--max-budget-usd", "0.5", "--json-schema", '{"type":"object"}']
+                    "--max-budget-usd", "0.5", "--json-schema", '{"type":"object"}',
+                    "--setting-sources", "user", "--strict-mcp-config"]  # the project's own config stays out
     assert env == {"CLAUDE_CONFIG_DIR": str(tmp_path / "run" / "claude"), "DISABLE_TELEMETRY": "1",
                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
     assert (tmp_path / "run" / "claude").is_dir()

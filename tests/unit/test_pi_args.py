@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from helpers import pi_argv
+from nbsubagents._child.harnesses import Request, pi
+from nbsubagents._child.harnesses.pi import COMPACT_EXTENSION
 from nbsubagents._preset_files import parse_preset
 
 
@@ -24,7 +27,36 @@ def argv_of(tmp_path: Path, frontmatter: str) -> list[str]:
 def test_base_argv_has_json_mode_session_model_and_prompt_file(tmp_path):
     argv = argv_of(tmp_path, "")
     assert argv == ["pi", "--mode", "rpc", "--session", str(tmp_path / "child-session.jsonl"), "--model", "demo/scripted",
-                    "--append-system-prompt", str(tmp_path / "sp.md")]
+                    "--no-extensions", "--append-system-prompt", str(tmp_path / "sp.md")]  # pi of unknown version
+
+
+def fake_pi(tmp_path: Path, version: str) -> Path:
+    """A pi script in its npm package (only its package.json is read)."""
+    package = tmp_path / "node_modules" / "@earendil-works" / "pi-coding-agent"
+    (package / "dist").mkdir(parents=True)
+    (package / "package.json").write_text(f'{{"name": "@earendil-works/pi-coding-agent", "version": "{version}"}}')
+    (package / "dist" / "cli.js").write_text("")
+    return package / "dist" / "cli.js"
+
+
+@pytest.mark.parametrize("version, project_config, flags", [
+    ("1.3.0", False, ["--no-approve"]), ("1.3.0", True, ["--approve"]),
+    ("0.73.1", False, ["--no-extensions", "--extension", str(COMPACT_EXTENSION)]),
+    ("0.73.1", True, ["--extension", str(COMPACT_EXTENSION)])])
+def test_the_projects_own_config_loads_only_when_the_run_says_so(tmp_path, version, project_config, flags):
+    program = fake_pi(tmp_path, version)
+    argv, env = pi.build(Request(program=str(program), run_dir=str(tmp_path), cwd=str(tmp_path),
+                                 model="demo/scripted", project_config=project_config))
+    assert argv[argv.index("--model") + 2:] == flags and env == {}
+
+
+def test_pi_0_does_not_install_the_packages_the_projects_settings_name(tmp_path):
+    program = fake_pi(tmp_path, "0.73.1")
+    (tmp_path / ".pi").mkdir()
+    (tmp_path / ".pi" / "settings.json").write_text('{"packages": ["npm:helper"], "npmCommand": ["sh", "-c", "x"]}')
+    request = Request(program=str(program), run_dir=str(tmp_path), cwd=str(tmp_path), model="demo/scripted")
+    assert pi.build(request)[1] == {"PI_OFFLINE": "1"}  # pi 0.x installs missing packages at start unless offline
+    assert pi.build(replace(request, project_config=True))[1] == {}
 
 
 def test_profile_flags_map_to_pi_flags(tmp_path):

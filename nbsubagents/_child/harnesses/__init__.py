@@ -53,6 +53,7 @@ class Request:
     output_schema_path: str | None = None      # the reply's JSON schema, written beside meta.json
     ask: bool = False                          # the child may ask the person a question
     approval: bool = False                     # its tool calls wait for the person's approval (NBSUBAGENTS_APPROVAL)
+    project_config: bool = False               # it loads the project's own agent config (hooks, extensions, ...)
     resume_session: str | None = None          # the session it continues (``continues``' answer)
     resumed_run_dir: str | None = None         # ... of this earlier run
     env: Mapping[str, str] = field(default_factory=dict)  # what the kernel gives the child (the offline model's)

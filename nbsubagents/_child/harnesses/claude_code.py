@@ -8,7 +8,9 @@ may use without asking (``--allowedTools``, the entries as written, so rules suc
 ``--max-turns``; ``--max-budget-usd`` (max_cost); ``--json-schema`` (output_schema); ``--resume`` (the session of
 the run this one continues); and ``--permission-mode`` as ``permission_mode`` says what each mode means headless
 (nobody can answer a permission prompt in print mode). Its configuration and sessions live in the run's own
-folder (``CLAUDE_CONFIG_DIR``): nothing of the machine's user goes in or out.
+folder (``CLAUDE_CONFIG_DIR``): nothing of the machine's user goes in or out. The project's own configuration
+(``.claude/settings.json`` and ``settings.local.json``: hooks, permissions, plugins; ``.mcp.json``'s servers) is
+left out (``--setting-sources user --strict-mcp-config``) unless the run says ``project_config``.
 
 ``Adapter`` reads its stream-json records: ``system``/init (the session), ``assistant`` messages (text, thinking,
 tool_use blocks; one record per block, one turn per message id), ``user`` messages (tool_result blocks) and the
@@ -114,6 +116,8 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
     if run.output_schema_path:
         with open(run.output_schema_path, encoding="utf-8") as schema:
             argv += ["--json-schema", json.dumps(json.load(schema), separators=(",", ":"))]
+    if not run.project_config:  # the project's .claude/settings*.json (hooks, ...) and .mcp.json stay out
+        argv += ["--setting-sources", "user", "--strict-mcp-config"]
     config = os.path.join(run.run_dir, CONFIG_DIR)
     os.makedirs(config, exist_ok=True)
     if run.resume_session:

@@ -61,6 +61,8 @@ REFUSES: dict[str, str] = {
     "thinking": "the reasoning effort of a Codex model is its own configuration (model_reasoning_effort), "
                 "which a run does not set",
     "max_cost": "Codex reports tokens but no cost, so a cost budget could never stop it",
+    "project_config": "a codex run has a home of its own (CODEX_HOME) that trusts no project, so a project's .codex/ "
+                      "config is not loaded",
     "max_tokens": "codex exec reports its tokens only when its run ends (turn.completed), so a token budget could "
                   "not stop it in time (max_turns and max_tool_calls can)",
     **{field: "it is a preset field of pi" for field in ("excludeTools", "noTools", "skills", "noSkills",

@@ -44,7 +44,7 @@ LISTS_MODELS = True           # a model is one of the provider/id pi lists (``pi
 
 __all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "KEYS", "LISTS_MODELS", "Adapter",
            "agent_dir", "build", "command", "continues", "failure_line", "left_out", "models", "models_key",
-           "offline_env", "parse_model_table", "relocate", "session", "version",
+           "offline_env", "package", "parse_model_table", "relocate", "session", "version",
            "write_agent_dir", "PI_TOOLS", "classify_tool", "effective_tools", "extension_name", "extension_selector",
            "pi_tool_names", "tool_notes"]
 
@@ -62,6 +62,7 @@ _KEY_VARIABLE = re.compile(r"(_API_KEY|_TOKEN|_KEY|_KEY_ID|_PROFILE|_CREDENTIALS
 COPILOT_EXTENSION = EXTENSIONS / "copilot_agent_initiator.js"
 ASK_EXTENSION = EXTENSIONS / "ask.js"          # the tool `ask`: a question to the person in the notebook
 APPROVE_EXTENSION = EXTENSIONS / "approve.js"  # approvals of tool calls; its policy: NBSUBAGENTS_APPROVAL
+COMPACT_EXTENSION = EXTENSIONS / "compact_updates.js"  # pi 0.x: no whole-message snapshot in each message_update
 
 
 def extension_selector(name: str) -> tuple[str, str | None] | None:
@@ -183,7 +184,8 @@ def extension_notes(preset: Any) -> list[str]:
         elif preset.no_extensions:
             where = "not loaded: no file for it in 'extensions:', and noExtensions turns pi's discovery off"
         else:
-            where = "expected from pi's own extension discovery (.pi/extensions/ or pi's settings)"
+            where = ("expected from pi's own extension discovery (its agent dir; the project's .pi/extensions only "
+                     "with projectConfig)")
         notes.append(f"{name}: {what}; extension {extension} {where}")
     return notes
 
@@ -250,11 +252,13 @@ def _stamp(path: Path) -> list[int] | None:
 def models(program: str) -> tuple[str, ...]:
     """The ``provider/id`` of every model pi can use here, as ``pi --list-models`` prints them (a ValueError says
     why it could not). Its table is written to files: pi exits right after writing it, and into a pipe a long
-    table is then cut short at random (seen with every provider configured: 575 of 959 models)."""
+    table is then cut short at random (seen with every provider configured: 575 of 959 models). pi runs in its
+    agent dir, not the current folder: pi 0.x would load the current project's extensions (code) to list them."""
+    folder = agent_dir() if agent_dir().is_dir() else Path.home()
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         try:
             proc = subprocess.run([*command(program), "--list-models"], stdin=subprocess.DEVNULL, stdout=stdout,
-                                  stderr=stderr, timeout=60, env={**os.environ, "PI_OFFLINE": "1"})
+                                  stderr=stderr, timeout=60, env={**os.environ, "PI_OFFLINE": "1"}, cwd=folder)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ValueError(f"Could not ask pi ({program}) which models it has: {exc}. "
                              "Check the pi installation with `nbsubagents doctor`.") from None
@@ -298,7 +302,8 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
     """pi's argv for one run (``--mode rpc``; the task is not in it). A resumed run's session is copied first (pi
     appends; the earlier run keeps its own) and pointed at this run's folder. Explicit ``--extension`` paths load
     even with ``--no-extensions``: the conversation's (``ask.js``, its tool ``ask`` added to a ``--tools``
-    allowlist; ``approve.js``) and github-copilot's."""
+    allowlist; ``approve.js``) and github-copilot's, and on pi 0.x ``compact_updates.js``. The project's own agent
+    config loads only with ``project_config`` (``_project_config``)."""
     unknown = [t for t in run.exclude_tools or () if t.lower() not in PI_TOOLS]
     if unknown:
         raise ValueError(f"excludeTools names {', '.join(unknown)}, which pi does not have. "
@@ -309,6 +314,11 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
         relocate(run.run_dir, run.cwd)
     model = run.model or ""
     argv = [*command(run.program), "--mode", "rpc", "--session", str(session), "--model", model]
+    major = _major(run.program)
+    project_flags, env = _project_config(run, trusts=major is not None and major >= 1)
+    argv += project_flags
+    if major == 0:
+        argv += ["--extension", str(COMPACT_EXTENSION)]
     if run.system_prompt_path is not None:
         argv += ["--append-system-prompt", run.system_prompt_path]
     tools, _ = effective_tools(run)
@@ -335,7 +345,46 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
         argv += ["--extension", str(ASK_EXTENSION)]
     if run.approval:
         argv += ["--extension", str(APPROVE_EXTENSION)]
-    return argv, {}
+    return argv, env
+
+
+def _project_config(run: Request, *, trusts: bool) -> tuple[list[str], dict[str, str]]:
+    """pi's flags and environment for the configuration of the project it works in, which it loads only when the
+    run says so (``project_config``). pi 1.x asks for trust: ``--approve`` or ``--no-approve`` (its project
+    settings, ``.pi/mcp.json``, extensions, skills, prompts, themes, SYSTEM.md). pi 0.x has no trust and loads
+    the project's ``.pi/extensions`` and the extensions and packages its ``.pi/settings.json`` names: extension
+    discovery is off (``--no-extensions``; explicit ``--extension`` paths still load), and so is the start-up
+    install of the packages it lists (``PI_OFFLINE``), which would run npm with the project's ``npmCommand``.
+    A pi of unknown version is treated as 0.x (``--no-extensions`` works on every version)."""
+    if trusts:
+        return ["--approve" if run.project_config else "--no-approve"], {}
+    if run.project_config:
+        return [], {}
+    packages = (read_json(Path(run.cwd) / ".pi" / "settings.json") or {}).get("packages")
+    return [] if run.no_extensions else ["--no-extensions"], {"PI_OFFLINE": "1"} if packages else {}
+
+
+def _major(program: str) -> int | None:
+    """The major version of this pi, from its package.json (None: not found)."""
+    found = package(program)
+    major = str(found[0].get("version", "")).split(".")[0] if found else ""
+    return int(major) if major.isdigit() else None
+
+
+def package(program: str) -> tuple[dict[str, Any], Path] | None:
+    """The ``package.json`` above pi's real script whose name ends in ``pi-coding-agent``, and its path; None if
+    there is none (read without starting pi)."""
+    try:
+        start = Path(os.path.realpath(program)).parent
+    except OSError:
+        return None
+    for base in (start, *start.parents):
+        data = read_json(base / "package.json")
+        if isinstance(data, dict) and str(data.get("name", "")).endswith("pi-coding-agent"):
+            return data, base / "package.json"
+        if base.name == "node_modules":
+            break
+    return None
 
 
 def left_out(run: Request) -> list[str]:
