@@ -18,7 +18,7 @@ from typing import Any
 
 from . import __version__, _api as api, demo, _doctor as doctor, _registry as registry
 from ._child.artifacts import STATUSES
-from ._child.secrets import terminal_safe
+from ._child.text import terminal_safe
 from ._child.summary import summary_line
 from ._cli_presets import add_presets
 from ._cli_shell import EXIT_CODES, echo, echo_json, for_shell, subcommand

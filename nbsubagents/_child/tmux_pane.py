@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .artifacts import RunPaths, read_json
 from .record import blank
+from .text import terminal_safe
 
 
 def socket_name(run_id: str) -> str:
@@ -48,7 +49,7 @@ def pane_main(run_dir: str) -> int:
             chunk = b""
         if chunk:
             offset += len(chunk)
-            sys.stdout.write(decode(chunk))
+            sys.stdout.write(terminal_safe(decode(chunk)))  # a child's escapes never drive the pane
             sys.stdout.flush()
         if ended:
             break
