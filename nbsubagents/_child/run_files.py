@@ -10,7 +10,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from .artifacts import RunPaths, atomic_write_json
+from .artifacts import RunPaths, atomic_write_json, open_regular
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def clean(value: Any) -> Any:
 
 def last_line(path: Path) -> str:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             fh.seek(0, os.SEEK_END)
             fh.seek(max(0, fh.tell() - 4096))
             lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]

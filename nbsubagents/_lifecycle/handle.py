@@ -143,7 +143,7 @@ class Run:
     @property
     def transcript(self) -> str:
         try:
-            return self.paths.transcript.read_text(encoding="utf-8", errors="replace")
+            return artifacts.read_text(self.paths.transcript)
         except OSError:
             return ""
 
@@ -190,7 +190,7 @@ class Run:
     def diff(self) -> str:
         """An isolated run's patch (``changes.patch``, a binary-safe ``git diff``); '' without one."""
         try:
-            return (self.paths.dir / "changes.patch").read_text(encoding="utf-8", errors="replace")
+            return artifacts.read_text(self.paths.dir / "changes.patch")
         except OSError:
             return ""
 
