@@ -33,8 +33,9 @@ NAMED = 3  # runs the status bar names; the list it opens has them all
 
 def project_of(server_root: str | Path, path: str = "") -> Path:
     """The project of the notebook at ``path`` (relative to ``server_root``, the way Jupyter names files; a
-    folder works too): the nearest folder with ``.pi/`` above it, else its folder. A path outside the root is
-    refused (``NbSubagentsError``)."""
+    folder works too): the nearest folder with ``.pi/`` above it up to the root, else its folder: the server reads
+    nothing above its root, not even the project it sits in. A path outside the root is refused
+    (``NbSubagentsError``)."""
     root = Path(server_root).expanduser().resolve()
     target = (root / path.lstrip("/")).resolve() if path else root
     if target != root and root not in target.parents:
@@ -42,7 +43,8 @@ def project_of(server_root: str | Path, path: str = "") -> Path:
     folder = target if target.is_dir() else target.parent
     while not folder.is_dir() and folder != root:  # a notebook not saved yet in a folder not made yet
         folder = folder.parent
-    return find_project(folder)
+    project = find_project(folder)
+    return project if project == root or root in project.parents else folder
 
 
 def running(project: Path) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """A hostile child against the readers of its run folder (issue 53 items 6 and 10): a FIFO in its inbox or in place
-of its ``meta.json``, ``result.json``, ``events.jsonl`` or ``waiting.json``, and a 1 GB line in its events. The
-supervisor still times out and cancels; ``show``, ``report``, ``runs()`` and the server's ``/record`` answer at once
-with what they could read and say which file they did not; a huge line is cut, never loaded whole.
+of its ``meta.json``, ``result.json``, ``events.jsonl`` or ``waiting.json``, a 1 GB line in its events, and a
+Jupyter server rooted below the project. The supervisor still times out and cancels; ``show``, ``report``, ``runs()``
+and the server's ``/record`` answer at once with what they could read and say which file they did not; a huge line
+is cut, never loaded whole; the server reads nothing above its root.
 
 The CLI and ``runs()`` run in their own processes, with a timeout: on a reader that hangs they fail, not the suite."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -138,3 +140,18 @@ def peak_rss(pid: int) -> int:
     """The most memory the process ever held (``VmHWM``), in bytes."""
     line = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("VmHWM:"))
     return int(line.split()[1]) * 1024
+
+
+# -- the server's root ----------------------------------------------------------------------------------------------
+def test_a_server_rooted_below_a_project_reads_none_of_its_runs(proj, tmp_path):
+    run = quick_run(proj)
+    before = files_of(proj)
+    root = proj / "notebooks"  # no .pi/ here: the project is above the server's root
+    root.mkdir()
+    with JupyterLab(root, tmp_path / "jupyter", env=ENV) as lab:
+        status, answer = get(lab, f"nbsubagents/record?run_id={run.id}")
+        listed = get(lab, "nbsubagents/runs?path=")
+    assert (status, answer) == (200, {"ended": False, "statuses": {run.id: "missing"}}), answer
+    assert listed[1]["project"] == str(root.resolve()), listed
+    shutil.rmtree(root)  # what the server made there too
+    assert record("server rooted below the project", proj, [run], "its runs are not read", before=before) == []
