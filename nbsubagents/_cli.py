@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import __version__, _api as api, demo, _doctor as doctor, _registry as registry
-from ._child.artifacts import STATUSES
-from ._child.secrets import terminal_safe
+from ._child.artifacts import STATUSES, unreadable
+from ._child.text import terminal_safe
 from ._child.summary import summary_line
 from ._cli_presets import add_presets
 from ._cli_shell import EXIT_CODES, echo, echo_json, for_shell, subcommand
@@ -218,6 +218,7 @@ def show_run(args: argparse.Namespace) -> int:
              "status": run.status, "model": run.model,
              "summary": summary_line(run).partition("\n")[0], "task": run.task, "output": run.output,
              "error": run.error, "resumed_from": run.record.resumed_from, "questions": questions,
+             "unread": unreadable(paths.dir),
              "run_dir": str(paths.dir), "transcript": str(paths.transcript), "events": str(paths.events)}
     if args.json:
         echo_json(facts)
@@ -225,10 +226,12 @@ def show_run(args: argparse.Namespace) -> int:
     echo(facts["summary"])
     labels = {"resumed_from": "continues", "questions": "asks"}
     for key in ("status", "preset", "harness", "model", "task", "output", "error", "resumed_from", "questions",
-                "run_dir", "transcript", "events"):
+                "unread", "run_dir", "transcript", "events"):
         value = facts[key]
         if key == "questions":
             value = "\n".join(_question_lines(run.id, questions))
+        elif key == "unread":
+            value = "\n".join(value)
         if not value:
             continue
         first, *rest = str(value).rstrip().split("\n")

@@ -11,8 +11,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ._child.secrets import terminal_safe
-from ._child.text import clip
+from ._child.text import clip, terminal_safe
 from ._cli_shell import echo, echo_json, subcommand
 from ._preset_files import PresetError, PresetWarning, scan, split_tool_list, write
 

@@ -11,7 +11,7 @@ import json
 import textwrap
 from typing import Any
 
-from ._child.secrets import terminal_safe
+from ._child.text import terminal_safe
 
 EXIT_CODES = """\
 exit codes:

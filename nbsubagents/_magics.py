@@ -27,6 +27,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import DollarFormatter
 
 from nbsubagents import _api as api
+from nbsubagents._child.text import terminal_safe
 from nbsubagents._lifecycle import converse
 from nbsubagents._lifecycle.spec import check_shape
 from nbsubagents._preset_files import write as preset_write
@@ -327,7 +328,7 @@ class SubagentMagics(Magics):
         """Answer the question a run waits on (``run.questions`` lists them)."""
         run_id, chosen, text = self._run_and_text(self.subagent_answer, line, question=True)
         asked = api.answer(run_id, text, question=chosen)
-        print(f"Answered run {run_id}: {converse.describe(asked)}: {asked['answer']}")
+        print(terminal_safe(f"Answered run {run_id}: {converse.describe(asked)}: {asked['answer']}"))
 
     @magic_arguments()
     @argument("run_id", metavar="RUN_ID", help="the run: its id or a unique prefix")
@@ -339,7 +340,8 @@ class SubagentMagics(Magics):
         """Allow or deny what a run asks approval for."""
         args = parse(self.subagent_approve, line)
         asked = api.get_run(args.run_id).approve(args.decision == "allow", question=args.question)
-        print(f"{'Allowed' if asked['answer'] else 'Denied'} for run {args.run_id}: {converse.describe(asked)}")
+        print(terminal_safe(f"{'Allowed' if asked['answer'] else 'Denied'} for run {args.run_id}: "
+                            f"{converse.describe(asked)}"))
 
     @magic_arguments()
     @argument("run_ids", nargs="*", metavar="RUN_ID",

@@ -4,20 +4,29 @@ A run directory is the source of truth for one run; everything else (registry ro
 derived from it, so its files are written in an order that a reader can rely on: ``meta.json``
 before the supervisor starts, ``events.jsonl``/``transcript.log``/``stdout.log`` while it runs,
 ``result.json`` last and atomically.
+
+Every read of a run's files goes through ``open_regular``: a child can put a FIFO, a device or a huge file where
+a file of its run should be, and no reader may hang on it or load it whole. A file read whole is bounded by
+``MAX_FILE`` (past it, JSON is unreadable and text is cut with ``CUT``), a line of ``events.jsonl`` by ``MAX_LINE``
+(``Lines``: a longer one is given cut, never held whole). Both are far above what a real run writes.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import time
 from datetime import datetime
 from pathlib import Path
 
+from .events import MAX_LINE as _PI_LINE
+
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Any, Iterator
+    from typing import IO, Any, Iterator
 
 SCHEMA_VERSION = 1
 # The one status vocabulary: every run is in one of these; ACTIVE ones may still change, TERMINAL ones never do.
@@ -28,6 +37,13 @@ ACTIVE = ("queued", "running", "waiting")
 TERMINAL = ("completed", "failed", "aborted")
 # A run whose folder (its meta.json) was deleted while it ran: its supervisor ends it and writes nothing more.
 RUN_DIR_GONE = "its run folder was deleted while it ran"
+# Bounds of a read. A run's JSON files hold its task, final text and questions (kilobytes); its transcript and patch
+# rarely reach megabytes. An events line holds at most one line of pi's (the supervisor parses none over
+# events.MAX_LINE), written again with its non-ASCII characters as they are: twice that is room to spare.
+MAX_FILE = 64 * 1024 * 1024
+MAX_LINE = 2 * _PI_LINE
+CHUNK = 1024 * 1024
+CUT = "[cut]"  # the marker of what a bound left out
 
 
 class RunPaths:
@@ -106,7 +122,7 @@ def parse_iso(text: Any) -> float | None:
 def last_event_time(path: Path) -> float | None:
     """The ``ts`` of the last complete event in an events.jsonl: a run's last sign of life."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             fh.seek(0, os.SEEK_END)
             fh.seek(max(0, fh.tell() - 65536))
             lines = fh.read().split(b"\n")[:-1]  # the part after the last newline is torn or empty
@@ -176,28 +192,152 @@ def atomic_write_json(path: Path, data: Any, *, exclusive: bool = False, sync: b
         raise
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+class NotAFile(OSError):
+    """A run's file that is a FIFO, a device, a socket or a folder: never read (it could block or never end)."""
+
+
+def open_regular(path: Path | str) -> IO[bytes]:
+    """``path`` opened for reading when it is a regular file (a link to one is followed, as ``open`` does); else
+    ``NotAFile`` at once: the open never waits for a FIFO's writer (``O_NONBLOCK``), nothing is read from it, and a
+    terminal device never becomes our controlling one (``O_NOCTTY``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotAFile(errno.EINVAL, _not_read(os.path.basename(path), mode), str(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _not_read(name: str, mode: int) -> str:
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
+    return f"{name} is {kind}, not a regular file: not read"
+
+
+def unreadable(run_dir: Path) -> list[str]:
+    """What a person is told of the run's files that no reader reads (a FIFO, a device, a socket where a file
+    should be: each reader takes it for missing), one sentence a file."""
+    try:
+        entries = sorted(os.scandir(run_dir), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        try:
+            mode = entry.stat().st_mode  # through a link, as open_regular opens it
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            out.append(_not_read(entry.name, mode))
+    return out
+
+
+def read_bytes(path: Path | str, limit: int = MAX_FILE) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; ``OSError`` for a longer one (or none)."""
+    with open_regular(path) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"{os.path.basename(path)} is over {size_words(limit)}: not read", str(path))
+    return data
+
+
+def read_text(path: Path | str, limit: int = MAX_FILE) -> str:
+    """A run's text file (a transcript, a patch), decoded with replacement and cut after ``limit`` bytes with a
+    line that says so; ``OSError`` when there is none or it is not a regular file."""
+    with open_regular(path) as fh:
+        data = fh.read(limit + 1)
+    text = data[:limit].decode("utf-8", errors="replace")
+    return text if len(data) <= limit else f"{text}\n{CUT} {os.path.basename(path)} is read up to {size_words(limit)}"
+
+
+def size_words(size: int) -> str:
+    """``16 MiB``, ``2.5 KiB``, ``12 bytes``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in a run's file; None when it is missing, not a regular file, over ``MAX_FILE`` or not one."""
+    try:
+        data = json.loads(read_bytes(path))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
+class Lines:
+    """Cuts bytes into lines as they come, holding at most ``limit`` bytes of one: a longer line is given as a
+    ``notice`` event that starts like it and says it was cut, and the rest of it is counted, never kept."""
+
+    def __init__(self, name: str = "events.jsonl", limit: int = MAX_LINE) -> None:
+        self.name, self.limit = name, limit
+        self.parts: list[bytes] = []
+        self.held = 0
+        self.cut: int | None = None  # the length so far of the line being cut, else None
+        self.head = b""
+
+    def feed(self, chunk: bytes) -> list[bytes | dict[str, Any]]:
+        """The lines ``chunk`` ends (without their newline), a cut one as its notice; the rest waits for more."""
+        out: list[bytes | dict[str, Any]] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            self._add(chunk[start:] if end < 0 else chunk[start:end])
+            if end < 0:
+                return out
+            out.append(self._line())
+            start = end + 1
+
+    def _add(self, piece: bytes) -> None:
+        if self.cut is not None:
+            self.cut += len(piece)
+        elif self.held + len(piece) > self.limit:
+            self.head = (self.parts[0] if self.parts else piece)[:200]
+            self.cut, self.parts, self.held = self.held + len(piece), [], 0
+        elif piece:
+            self.parts.append(piece)
+            self.held += len(piece)
+
+    def _line(self) -> bytes | dict[str, Any]:
+        if self.cut is None:
+            line = b"".join(self.parts)
+        else:
+            text = self.head.decode("utf-8", errors="replace")
+            line = {"type": "notice", "text": f"{text}… {CUT} a line of {size_words(self.cut)} in {self.name}, "
+                                              f"over the {size_words(self.limit)} a line is read up to"}
+        self.parts, self.held, self.cut, self.head = [], 0, None, b""
+        return line
+
+
+def parsed(lines: list[bytes | dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events among ``lines`` (``Lines.feed``'s): each JSON object, each cut line's notice."""
+    out = []
+    for raw in lines:
+        try:
+            event = json.loads(raw) if isinstance(raw, bytes) else raw
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            out.append(event)
+    return out
+
+
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
-    """Every complete event line; a torn last line (run still writing) is skipped."""
+    """Every complete event line, a line over ``MAX_LINE`` as a notice that it was cut; a torn last line (the run
+    still writing) is skipped."""
     try:
-        fh = open(path, "rb")
+        fh = open_regular(path)
     except OSError:
         return
+    lines = Lines(path.name)
     with fh:
-        for raw in fh:
-            if raw.endswith(b"\n"):
-                try:
-                    yield json.loads(raw)
-                except ValueError:
-                    continue
+        while chunk := fh.read(CHUNK):
+            yield from parsed(lines.feed(chunk))
 
 
 class EventTail:
@@ -206,27 +346,18 @@ class EventTail:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
-        self._partial = b""
+        self._lines = Lines(path.name)
 
     def read_new(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         try:
             if os.stat(self.path).st_size == self.offset:  # nothing new: a stat, where an open costs 3 calls
                 return []
-            with open(self.path, "rb") as fh:
+            with open_regular(self.path) as fh:
                 fh.seek(self.offset)
-                chunk = fh.read()
+                while chunk := fh.read(CHUNK):
+                    self.offset += len(chunk)
+                    out += parsed(self._lines.feed(chunk))
         except OSError:
-            return []
-        if not chunk:
-            return []
-        self.offset += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()
-        out = []
-        for raw in lines:
-            try:
-                out.append(json.loads(raw))
-            except ValueError:
-                continue
+            pass
         return out

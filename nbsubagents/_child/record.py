@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from .artifacts import RunPaths, atomic_write_json
+from .artifacts import RunPaths, atomic_write_json, read_bytes
 from .harnesses import DEFAULT
 
 __all__ = ["SCHEMA_VERSION", "RunRecord", "load", "blank", "write", "replace", "camel"]
@@ -136,7 +136,7 @@ def _migrate(data: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
 def load(run_dir: Path) -> RunRecord | None:
     """The record in ``run_dir``; None when its ``meta.json`` is missing or unreadable."""
     try:
-        data = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
+        data = json.loads(read_bytes(run_dir / "meta.json"))
     except (OSError, ValueError):
         return None
     return RunRecord.from_json(data, run_dir) if isinstance(data, dict) else None

@@ -11,7 +11,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from .artifacts import RunPaths, atomic_write_json
+from .artifacts import RunPaths, atomic_write_json, open_regular
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def clean(value: Any) -> Any:
 def tail(path: Path, size: int = 4096) -> str:
     """The last ``size`` bytes of a file, as text ("" when it cannot be read)."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             fh.seek(0, os.SEEK_END)
             fh.seek(max(0, fh.tell() - size))
             return fh.read().decode(errors="replace")

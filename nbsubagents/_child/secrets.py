@@ -1,4 +1,4 @@
-"""Secrets masked, and control characters made harmless, wherever a run's text travels.
+"""Secrets masked wherever a run's text travels (control characters are ``text``'s).
 
 The one masking of the package (reports, static panel records, ``browse()``, the CLI, MLflow exports). Standard
 library only, so every band can use it. A ``Masker`` replaces with ``MASK``:
@@ -17,9 +17,6 @@ library only, so every band can use it. A ``Masker`` replaces with ``MASK``:
 
 Mask before cutting text short: ``Masker.data`` masks every string of a JSON-like value (events, meta, result).
 ``needed_only`` leaves a child only the secret-named variables its harness needs.
-
-``terminal_safe`` shows control characters escaped (for a terminal); ``strip_controls`` removes them (for a
-report).
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["MASK", "KEY_SHAPES", "Masker", "secret_values", "needed_only", "compile_patterns", "terminal_safe",
-           "strip_controls"]
+__all__ = ["MASK", "KEY_SHAPES", "Masker", "secret_values", "needed_only", "compile_patterns"]
 
 MASK = "••••••"
 MIN_ENV_SECRET = 8       # shorter values of secret-named variables are not masked (they would mask ordinary words)
@@ -247,33 +243,3 @@ def _replace(match: re.Match[str]) -> str:
         whole = match.group(0)
         return whole[:start - base] + MASK + whole[end - base:]
     return MASK
-
-
-# -- control characters ----------------------------------------------------------------------------------
-# C0 but tab and newline, DEL, C1; and the bidirectional overrides that reorder what a terminal shows.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_ESCAPE_SEQUENCES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"                        # CSI: colours, cursor moves, ESC[2J
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"             # OSC: window title, clipboard (52), hyperlinks
-    r"|\x1b[P^_X][^\x1b]*(?:\x1b\\)?"                  # DCS, PM, APC, SOS strings
-    r"|\x1b[ -/]*[0-~]?")                              # any other escape
-
-
-def _escaped(match: re.Match[str]) -> str:
-    char = match.group(0)
-    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` with every control character (C0 but ``\\n`` and ``\\t``, ESC, DEL, C1, bidi overrides) shown
-    escaped (``\\x1b``): safe to print to a terminal, and what was there stays visible."""
-    return _CONTROLS.sub(_escaped, text) if isinstance(text, str) else text
-
-
-def strip_controls(text: str) -> str:
-    """``text`` without escape sequences and control characters (but ``\\n`` and ``\\t``): for a report."""
-    if not isinstance(text, str):
-        return text
-    if "\x1b" in text:
-        text = _ESCAPE_SEQUENCES.sub("", text)
-    return _CONTROLS.sub("", text)

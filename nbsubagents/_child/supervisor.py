@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, result_record
+from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, open_regular, read_text, result_record
 from . import harnesses, reply_process, verdict
 from .events import StreamLines, Tally
 from .formatter import ProgressFormatter, transcript_header, transcript_line
@@ -335,9 +335,10 @@ class Supervisor:
             if why is not None:
                 self.extra["worktree"]["uncontainedBecause"] = why
         prompt = self.record.prompt_path
-        task = Path(prompt).read_text(encoding="utf-8", errors="replace") if prompt else ""
+        task = read_text(prompt) if prompt else ""
         # the task is the harness's stdin (prompt.md), or its session sends it (and what follows) on a pipe
-        stdin: Any = open(prompt or os.devnull, "rb") if self.harness.TASK_ON_STDIN else subprocess.PIPE  # noqa: SIM115
+        stdin: Any = ((open_regular(prompt) if prompt else open(os.devnull, "rb"))  # noqa: SIM115
+                      if self.harness.TASK_ON_STDIN else subprocess.PIPE)
         try:
             with open(self.paths.stderr, "ab") as stderr:
                 self.child = subprocess.Popen(

@@ -13,8 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from .artifacts import RunPaths, read_json
+from .artifacts import CHUNK, RunPaths, open_regular, read_json
 from .record import blank
+from .text import terminal_safe
 
 
 def socket_name(run_id: str) -> str:
@@ -41,18 +42,19 @@ def pane_main(run_dir: str) -> int:
     while True:
         ended = supervisor.poll() is not None
         try:
-            with open(paths.transcript, "rb") as fh:
+            with open_regular(paths.transcript) as fh:
                 fh.seek(offset)
-                chunk = fh.read()
+                chunk = fh.read(CHUNK)
         except OSError:
             chunk = b""
         if chunk:
             offset += len(chunk)
-            sys.stdout.write(decode(chunk))
+            sys.stdout.write(terminal_safe(decode(chunk)))  # a child's escapes never drive the pane
             sys.stdout.flush()
-        if ended:
-            break
-        time.sleep(0.1)
+        if len(chunk) < CHUNK:  # all of it read so far
+            if ended:
+                break
+            time.sleep(0.1)
     result = read_json(paths.result) or {}
     print(f"\nrun {result.get('status', 'ended without a result')}", flush=True)
     return supervisor.returncode or 0

@@ -24,6 +24,7 @@ from .._child.formatter import ProgressFormatter
 from .._child.record import RunRecord, blank
 from .._child.procs import alive, send
 from .._child.summary import summary_line
+from .._child.text import terminal_safe
 from .._config import NbSubagentsError, current
 from .._views import reports
 from . import converse, inspection, liveness, settle
@@ -142,7 +143,7 @@ class Run:
     @property
     def transcript(self) -> str:
         try:
-            return self.paths.transcript.read_text(encoding="utf-8", errors="replace")
+            return artifacts.read_text(self.paths.transcript)
         except OSError:
             return ""
 
@@ -189,7 +190,7 @@ class Run:
     def diff(self) -> str:
         """An isolated run's patch (``changes.patch``, a binary-safe ``git diff``); '' without one."""
         try:
-            return (self.paths.dir / "changes.patch").read_text(encoding="utf-8", errors="replace")
+            return artifacts.read_text(self.paths.dir / "changes.patch")
         except OSError:
             return ""
 
@@ -348,13 +349,14 @@ class Run:
 
     # -- representations ----------------------------------------------------------------------
     def __repr__(self) -> str:
+        """Terminal-safe: a terminal IPython prints it as it is, and the child's output is in it."""
         if not self.done:
-            return f"<Run {self.run_id} {self.name} {self.status}>"
+            return terminal_safe(f"<Run {self.run_id} {self.name} {self.status}>")
         text = summary_line(self)
         out = self.output.strip()
         if out:
             text += "\n" + "\n".join("  " + ln for ln in out.splitlines()[:20])
-        return text
+        return terminal_safe(text)
 
     def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
         """Write this run's report (self-contained HTML, or Markdown for ``.md``; by default into its project's

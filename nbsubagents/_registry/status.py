@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from .._child import inbox
 from .._child.harnesses import DEFAULT, name_of
 from .._child.artifacts import TERMINAL
-from .._child.secrets import terminal_safe
+from .._child.text import terminal_safe
 from .._child.tmux_pane import attach_command
 from .._style import shorten
 from .._templates import part

@@ -19,7 +19,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .._child.artifacts import TERMINAL
+from .._child.artifacts import CHUNK, TERMINAL, Lines, open_regular, parsed
 from .._child.harnesses import DEFAULT
 from .._registry.query import arrow_times
 from .._views.masking import masker
@@ -345,16 +345,11 @@ def _failed_steps(run_dir: str | None, status: str | None = None) -> int | None:
 
 @functools.lru_cache(maxsize=65536)
 def _count_failed_steps(path: str, mtime_ns: int, size: int) -> int | None:
+    lines = Lines()
     try:
-        with open(path, "rb") as events:
-            lines = [line for line in events if b"isError" in line]
+        with open_regular(path) as events:
+            found = [line for chunk in iter(lambda: events.read(CHUNK), b"") for line in lines.feed(chunk)
+                     if isinstance(line, bytes) and b"isError" in line]
     except OSError:
         return None
-    count = 0
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        count += event.get("type") == "tool_result" and bool(event.get("isError"))
-    return count
+    return sum(e.get("type") == "tool_result" and bool(e.get("isError")) for e in parsed(found))

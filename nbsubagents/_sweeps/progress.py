@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
 
 from .._child.artifacts import TERMINAL
-from .._child.secrets import terminal_safe
 from .._child.summary import change_words
 from .._child.text import write_line
 from .._lifecycle.edge import edge
@@ -284,7 +283,7 @@ class SweepTextRenderer:
     def _print(self, text: str) -> None:
         if self.closed:
             return
-        self.closed = not write_line(self.stream, terminal_safe(text))  # closed: the sweep goes on
+        self.closed = not write_line(self.stream, text)  # closed: the sweep goes on
 
     def start(self, runs: list[Run]) -> None:
         self.state = SweepState(runs, title=self.title, concurrency=self.concurrency)

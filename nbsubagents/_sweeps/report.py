@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._child import VERSION
 from .._child.harnesses import name_of
-from .._child.secrets import strip_controls
+from .._child.text import strip_controls
 from .._config import NbSubagentsError
 from .._lifecycle.handle import Run
 from .._pi.locate import find_pi, pi_package

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._child.artifacts import TERMINAL
+from .._child.artifacts import TERMINAL, read_events
 from .._child.secrets import Masker
 from .._child.text import clip
 from .._config import NbSubagentsError
@@ -54,19 +54,7 @@ class Span:
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:
-    try:
-        lines = (run_dir / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    events = []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a crash
-        if isinstance(event, dict) and isinstance(event.get("ts"), (int, float)):
-            events.append(event)
-    return events
+    return [e for e in read_events(run_dir / "events.jsonl") if isinstance(e.get("ts"), (int, float))]
 
 
 def _masked(value: Any, masks: Masker) -> Any:

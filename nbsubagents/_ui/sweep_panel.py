@@ -15,7 +15,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._child.artifacts import TERMINAL
-from .._child.secrets import strip_controls, terminal_safe
+from .._child.text import strip_controls, terminal_safe
 from .._lifecycle import watcher
 from .._templates import Html, part, stylesheet
 from .._sweeps.progress import FAILURE_CAP, LINE_CAP, SweepState, state_text

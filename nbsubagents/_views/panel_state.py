@@ -22,7 +22,7 @@ from .._child import inbox
 from .._child.artifacts import TERMINAL
 from .._child.events import Tally
 from .._child.formatter import ProgressFormatter
-from .._child.secrets import strip_controls, terminal_safe
+from .._child.text import strip_controls, terminal_safe
 from .._child.summary import extra_parts
 from .._config import NbSubagentsError, current
 from .._style import duration, plural

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._child import VERSION
 from .._child.formatter import ProgressFormatter
-from .._child.secrets import strip_controls
+from .._child.text import strip_controls
 from .._config import NbSubagentsError, project_root
 from .._style import duration, glyph
 from .._templates import Html, part, render

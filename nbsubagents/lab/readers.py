@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _registry as registry
-from .._child.artifacts import TERMINAL
+from .._child.artifacts import TERMINAL, unreadable
 from .._config import NbSubagentsError, find_project
 from .._lifecycle.handle import Run
 from .._style import duration, shorten
@@ -33,8 +33,9 @@ NAMED = 3  # runs the status bar names; the list it opens has them all
 
 def project_of(server_root: str | Path, path: str = "") -> Path:
     """The project of the notebook at ``path`` (relative to ``server_root``, the way Jupyter names files; a
-    folder works too): the nearest folder with ``.pi/`` above it, else its folder. A path outside the root is
-    refused (``NbSubagentsError``)."""
+    folder works too): the nearest folder with ``.pi/`` above it up to the root, else its folder: the server reads
+    nothing above its root, not even the project it sits in. A path outside the root is refused
+    (``NbSubagentsError``)."""
     root = Path(server_root).expanduser().resolve()
     target = (root / path.lstrip("/")).resolve() if path else root
     if target != root and root not in target.parents:
@@ -42,7 +43,8 @@ def project_of(server_root: str | Path, path: str = "") -> Path:
     folder = target if target.is_dir() else target.parent
     while not folder.is_dir() and folder != root:  # a notebook not saved yet in a folder not made yet
         folder = folder.parent
-    return find_project(folder)
+    project = find_project(folder)
+    return project if project == root or root in project.parents else folder
 
 
 def running(project: Path) -> dict[str, Any]:
@@ -102,12 +104,16 @@ def current_record(project: Path, run_ids: list[str], *, group: bool = False) ->
         runs[run_id] = Run(row["run_dir"]) if row is not None and row["run_id"] == run_id else None
     statuses = {run_id: run.status if run is not None else "missing" for run_id, run in runs.items()}
     answer: dict[str, Any] = {"ended": all(s in TERMINAL for s in statuses.values()), "statuses": statuses}
+    unread = [mask_text(why) for run in runs.values() if run is not None for why in unreadable(run.dir)]
+    if unread:  # files a child put in place of its run's, which nothing reads
+        answer["unread"] = unread
     if not answer["ended"]:
         return answer
     states = [PanelState.of_run(run) for run in runs.values() if run is not None]
     text, html_text = group_static_record(states) if group else states[0].static_record()
     stamp = time.strftime("%H:%M:%S")
-    words = f"as of {stamp} · read from the run's folder after the kernel that showed it had gone"
+    words = " · ".join([f"as of {stamp}", "read from the run's folder after the kernel that showed it had gone",
+                        *unread])
     answer["text"] = f"{text}\n{words[0].upper()}{words[1:]}"
     note = part("bits.html", "as_of", words=words)
     answer["html"] = html_text[:-len("</div>")] + note + "</div>" if html_text.endswith("</div>") else html_text + note

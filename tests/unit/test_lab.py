@@ -64,6 +64,9 @@ def test_a_notebook_belongs_to_the_project_above_it_and_paths_stay_inside_the_ro
     assert readers.project_of(tmp_path / "work", "other/b.ipynb") == tmp_path / "work"  # no project: the folder
     with pytest.raises(NbSubagentsError, match="outside the server's root"):
         readers.project_of(project, "../../etc/passwd")
+    # a server rooted below the project reads nothing above its root: each folder is its own project
+    assert readers.project_of(project / "notebooks", "deep/a.ipynb") == project / "notebooks" / "deep"
+    assert readers.project_of(project / "notebooks", "") == project / "notebooks"
 
 
 # -- the status bar's runs ------------------------------------------------------------------------------------

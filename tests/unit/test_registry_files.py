@@ -57,7 +57,8 @@ def test_reads_of_the_registry_keep_the_locks_of_another_connection_of_the_proce
 
 def test_the_suites_check_catches_a_module_that_opens_the_registrys_file(root, registry_file_touches):
     """The check in conftest.py is real: a package function outside ``FILE_TOUCHES`` that opens the file is
-    caught (here ``artifacts.read_json``, made to read the registry), while the test's own open is not judged."""
+    caught (here ``artifacts.read_json``, made to read the registry: its ``open_regular`` opens it), while the test's
+    own open is not judged."""
     from nbsubagents._child.artifacts import read_json
 
     make_run(root, "20260101-000001-aaaaaa", result=RESULT)
@@ -65,7 +66,7 @@ def test_the_suites_check_catches_a_module_that_opens_the_registrys_file(root, r
     db.read_bytes()  # a test may look at the file: only the package is held to the rule
     assert registry_file_touches == []
     read_json(db)
-    assert [where for where, _ in registry_file_touches] == ["nbsubagents._child.artifacts.read_json"]
+    assert [where for where, _ in registry_file_touches] == ["nbsubagents._child.artifacts.open_regular"]
     registry_file_touches.clear()  # planted: the suite's check must not fail this test
 
 

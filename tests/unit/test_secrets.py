@@ -4,12 +4,14 @@ CommonMark parser, mistune)."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 
 from nbsubagents import NbSubagentsError, _config as config
-from nbsubagents._child.secrets import MASK, Masker, needed_only, secret_values, strip_controls, terminal_safe
+from nbsubagents._child.secrets import MASK, Masker, needed_only, secret_values
+from nbsubagents._child.text import strip_controls, terminal_safe, write_line
 from nbsubagents._views import masking
 from nbsubagents._views.reports import _code, md_line
 
@@ -119,6 +121,12 @@ def test_terminal_safe_shows_control_characters_escaped():
     assert "\u202e" not in shown
     assert shown.startswith("ok\tcol\nline \\x1b]52;c;ZXZpbA==\\x07 \\x1b]0;pwned title\\x07 \\x1b[2J")
     assert "\\x9b31m" in shown and "nul\\x00" in shown and "del\\x7f" in shown and "\\u202eevil" in shown
+
+
+def test_a_printed_line_shows_control_characters_escaped():
+    stream = io.StringIO()
+    assert write_line(stream, "Asks for approval: rm -rf ~\x1b[2K\r\x1b]0;ok\x07 ls")
+    assert stream.getvalue() == "Asks for approval: rm -rf ~\\x1b[2K\\x0d\\x1b]0;ok\\x07 ls\n"
 
 
 def test_strip_controls_removes_escape_sequences_and_bytes():

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..artifacts import RunPaths, atomic_write_json, read_json
+from ..artifacts import RunPaths, atomic_write_json, read_bytes, read_json
 from ..events import PiEventAdapter as Adapter
 from ..rpc import RpcSession
 from . import Request, version_of
@@ -404,7 +404,7 @@ def relocate(run_dir: str, cwd: str) -> None:
     whose folder is gone)."""
     session = RunPaths(Path(run_dir)).session
     try:
-        lines = session.read_bytes().split(b"\n")
+        lines = read_bytes(session).split(b"\n")
     except OSError:
         return
     for i, raw in enumerate(lines):
