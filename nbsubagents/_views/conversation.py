@@ -38,14 +38,15 @@ def at_words(value: Any) -> str:
 
 
 def question_text(question: dict[str, Any]) -> str:
-    """``Which file? [a.md | b.md]``, or ``Allow bash? — ls -la`` (title, message, options)."""
+    """``Which file? [a.md | b.md]``, or ``Allow bash? — ls -la`` (title, message, options): whole, never cut (what
+    is approved is all of it)."""
     title = str(question.get("title") or question.get("message") or "(no question text)")
     message = question.get("message")
     text = title + (f" — {message}" if message and message != title else "")
     options = question.get("options")
     if isinstance(options, list) and options:
         text += " [" + " | ".join(str(o) for o in options) + "]"
-    return clip(text, TEXT_LIMIT)
+    return text
 
 
 def answer_words(question: dict[str, Any] | None, value: Any) -> str:

@@ -5,7 +5,8 @@ case plays that child with the tools a preset leaves it: the ungated ``write`` m
 ``python3 -m unittest`` starts it (in a session of its own, so it outlives the call), and the helper forges what
 the person would say. Only what is signed with the run's key (kept in the person's state folder, out of the run
 folder) may count as the person's: a forged answer, steer or question is refused and said so in the events, and
-the approval it aimed at stays the person's to decide.
+the approval it aimed at stays the person's to decide. The last case is item 4: an approval shows the whole
+command, whatever its length.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from helpers import wait_for
 import nbsubagents
 from nbsubagents import NbSubagentsError
 from nbsubagents._child import inbox
+from nbsubagents._child.formatter import ProgressFormatter
+from nbsubagents._lifecycle import converse
 
 pytestmark = pytest.mark.faults
 
@@ -165,3 +168,21 @@ def test_a_child_cannot_put_a_harmless_question_in_place_of_the_real_one(guarded
     assert [q["by"] for q in run.result["questions"]] != ["person"]
     assert record("forged waiting.json", guarded, [run], f"{run.status}; question hidden, src kept",
                   before=before) == []
+
+
+def test_an_approval_shows_the_whole_command(guarded):
+    before = files_of(guarded)
+    command = "echo " + "x" * 399 + "; rm -rf src"
+    assert len(command) == 416
+    run = nbsubagents.start("scout", f"run: {command}", approval={"tools": ["bash"]}, show=False)
+    [asked] = wait_for(lambda: run.questions, 120, "the approval")
+    assert asked["message"] == command  # waiting.json
+    assert converse.describe(asked) == f"Allow bash?: {command}"  # the CLI and the magics
+    assert f"Allow bash?: {command}" in str(nbsubagents.status(run.id))  # `nbsubagents status RUN`
+    [event] = wait_for(lambda: events(run, "question"), 60, "the question event")
+    assert ProgressFormatter().format(event).text.endswith(command)  # the console's line
+    run.approve(False)
+    run.wait(120)
+    assert (guarded / "src" / "app.py").exists()
+    assert command in run.transcript
+    assert record("long command", guarded, [run], "shown whole; denied", before=before) == []
