@@ -33,6 +33,12 @@ def scripted_demo_server(tmp_path_factory):
     demo.stop_scripted_model()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_state(tmp_path_factory):
+    """The runs' keys (``child.keys``) go to this session's own state folder, not the person's."""
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+
+
 @pytest.fixture(autouse=True)
 def forget_watched_runs():
     """A run that a test left to this process's watcher (reattached by ``reconcile``, say) must not announce

@@ -138,11 +138,12 @@ def live_run_dir(root: Path, run_id: str, *, ended: str | None = None, questions
                  meta: dict | None = None) -> Path:
     """A run directory as a live supervisor keeps it (this test process stands for the supervisor, so the run is
     live), with ``questions`` as the waiting.json the supervisor writes while the child waits on them; with
-    ``ended``, as a supervisor leaves it. Recorded in the registry."""
+    ``ended``, as a supervisor leaves it (its key gone, else made as ``prepare`` makes it). Recorded in the
+    registry."""
     import json  # noqa: PLC0415 (kept beside the one helper that needs them)
 
     from nbsubagents import _registry as registry  # noqa: PLC0415
-    from nbsubagents._child import inbox, procs  # noqa: PLC0415
+    from nbsubagents._child import inbox, keys, procs  # noqa: PLC0415
     from nbsubagents._child.artifacts import now_iso  # noqa: PLC0415
 
     run_dir = root / ".pi" / "subagents" / "runs" / run_id
@@ -159,6 +160,7 @@ def live_run_dir(root: Path, run_id: str, *, ended: str | None = None, questions
             "runId": run_id, "status": ended, "exitCode": 0, "stopReason": "stop", "finalText": "Mapped.",
             "usage": {"totalTokens": 10, "cost": 0.0}, "turns": 1, "toolCalls": 1, "startedAt": now_iso(),
             "endedAt": now_iso(), "durationSeconds": 1.0}))
+    keys.forget(run_id) if ended else keys.create(run_id)
     if questions:
         inbox.set_waiting(run_dir, questions)
     registry.record(run_dir)

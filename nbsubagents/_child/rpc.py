@@ -3,7 +3,9 @@
 The supervisor starts pi with a pipe on its stdin and hands it to an ``RpcSession``, which sends the task as the
 first ``prompt`` and then, while the run goes on:
 
-- relays what a person posted to the run's inbox (``child/inbox.py``): a steer while pi works becomes an RPC
+- relays what a person posted to the run's inbox (``child/inbox.py``), if it is signed with the run's key (read
+  before pi starts: ``child/keys.py``); anything else there was written by someone else, the child say, and is
+  refused with a notice (an answer so refused leaves its question open). A steer while pi works becomes an RPC
   ``steer`` (pi delivers it after the current tool calls); a follow-up, and a steer that comes after pi's last
   turn, wait until pi is idle and go as a new ``prompt`` (pi 0.73.1 would keep a ``follow_up`` queued forever when
   it arrives as pi ends its run, and a prompt to a busy pi is refused and tried again: nothing is ever lost);
@@ -27,7 +29,7 @@ import re
 import time
 from pathlib import Path
 
-from . import inbox
+from . import inbox, keys
 from .artifacts import iso, now_iso
 from .events import PiEventAdapter
 
@@ -83,6 +85,8 @@ class RpcSession:
                 self.fallbacks.append(name)
         self.models_tried: list[dict[str, Any]] = [{"model": self.model, "error": None}]
         self.me = f"{os.uname().nodename}:{os.getpid()}"
+        self.key = keys.load(run_dir.name)  # before pi starts; None: nothing posted can be the person's
+        self.macs: set[str] = set()  # of the messages taken: a copy of one is no new message
         self.pipe: IO[bytes] | None = None
         self.cwd: str | None = None
         self.out = bytearray()        # commands not yet taken by the pipe
@@ -247,6 +251,10 @@ class RpcSession:
             return []
         events: list[Event] = []
         for message in inbox.take(self.run_dir):
+            if not keys.verified(self.key, "message", message) or message[keys.MAC] in self.macs:
+                events.append(self._refused(message))
+                continue
+            self.macs.add(message[keys.MAC])
             if message["kind"] == "answer":
                 events += self._answer_from(message)
             elif message["kind"] == "steer" and (self.running or self.starting) and not self.final_turn:
@@ -283,6 +291,15 @@ class RpcSession:
         """The conversation is over: pi idle, nothing to deliver, no question open, nothing more posted."""
         return (self.idle() and not self.held and not self.open and self.switching is None and not self.pi_queue
                 and (self.failure is None or self._next_model() is None) and not inbox.pending(self.run_dir))
+
+    def _refused(self, message: dict[str, Any]) -> Event:
+        why = ("this run has no key to check it with" if self.key is None else "it is a copy of one already taken"
+               if keys.verified(self.key, "message", message) else "it is not signed with the run's key")
+        words = {"answer": f"An answer to question {message.get('requestId')}", "steer": "A steer",
+                 "follow_up": "A follow-up"}[message["kind"]]
+        return {"type": "notice", "text": f"{words} was refused: only the person can speak for the person, and "
+                                          f"{why} (it was left in the run's inbox by something else, the child "
+                                          f"perhaps; from {message.get('from')!r}, which anyone can write)"}
 
     def _delivered(self, purpose: str, message: dict[str, Any], ok: bool, error: Any) -> list[Event]:
         if ok:
@@ -333,6 +350,9 @@ class RpcSession:
         qid = message.get("requestId") or next(iter(self.open), None)
         if qid not in self.open:
             return [{"type": "notice", "text": f"An answer to question {qid} came after it was closed; ignored."}]
+        if message.get("question") != keys.digest(self.open[qid]):
+            return [{"type": "notice", "text": f"An answer to question {qid} was refused: it was given to a "
+                                               "question worded otherwise than the one asked, which stays open"}]
         return self._answer(str(qid), message.get("value"), "person", message.get("at"), message.get("from"))
 
     def _answer(self, qid: str, value: Any, by: str, at: Any, sender: Any) -> list[Event]:
@@ -355,7 +375,7 @@ class RpcSession:
     def _publish(self) -> None:
         try:
             inbox.set_waiting(self.run_dir, [{k: v for k, v in q.items() if k != "_deadline"}
-                                             for q in self.open.values()])
+                                             for q in self.open.values()], self.key)
         except OSError:
             pass  # best effort: the events say the same
 

@@ -11,6 +11,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import keys
 from .artifacts import RunPaths, atomic_write_json, open_regular
 
 from typing import TYPE_CHECKING
@@ -126,7 +127,9 @@ def reserve(path: Path) -> None:
 
 def write_result(paths: RunPaths, result: dict[str, Any]) -> None:
     """result.json, also on a full disk: the reserve made at the start is freed first, and a final text
-    too long for what is left is shortened rather than lost with the rest."""
+    too long for what is left is shortened rather than lost with the rest. The run's key goes: nothing more is
+    said to it."""
+    keys.forget(paths.dir.name)
     try:
         os.unlink(paths.dir / RESERVE)
     except OSError:

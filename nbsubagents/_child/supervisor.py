@@ -386,8 +386,12 @@ class Supervisor:
                     self.events.flush()
                     self.transcript.flush()
                     self.stdout.flush()
-            for event in self.rpc.tick(stopping=self.stop_reason is not None):
+            said = self.rpc.tick(stopping=self.stop_reason is not None)
+            for event in said:
                 self.emit(event)
+            if said:  # a refusal or an answer: shown now, pi may say nothing for a while
+                self.events.flush()
+                self.transcript.flush()
             if self.rpc.open:  # waiting for a person's answer is activity: the timeout is extended
                 self.last_activity = time.monotonic()
             self._guards()

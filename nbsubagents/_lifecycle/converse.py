@@ -3,7 +3,8 @@
 Every word goes through the run directory (``child.inbox``): a message posted in its ``inbox/``, which the run's
 supervisor relays to pi, and ``waiting.json``, where the supervisor lists the questions the child waits on. So
 any process that sees the folder talks to a run the same way: the kernel that started it, another kernel, a
-shell (``nbsubagents answer``), the notebook of a run on a Dask worker.
+shell (``nbsubagents answer``), the notebook of a run on a Dask worker, as long as it can read the run's key in
+the person's state folder (``child.keys``): the child writes in the same folder, and only signed words count.
 
 A follow-up to a run that has ended is no message: it starts a new run that resumes the ended one's session
 (``resume=``, so its record says ``resumed_from`` and its registry row ``resumed_from``). Starting a run is the
@@ -68,7 +69,7 @@ def answer(paths: RunPaths, value: Any = None, question: str | None = None) -> d
     any. Returns the question with the answer posted as ``answer``."""
     asked = _question(paths, question, "answer")
     value = _checked(paths, asked, value)
-    _post_or_refuse(paths, "answer", request_id=asked["id"], value=value)
+    _post_or_refuse(paths, "answer", question=asked, value=value)
     return {**asked, "answer": value}
 
 
@@ -81,7 +82,7 @@ def approve(paths: RunPaths, allow: bool = True, question: str | None = None) ->
     if asked.get("method") != "confirm":
         raise NbSubagentsError(f"Question {asked['id']} of run {_id(paths)} is no yes/no question ({describe(asked)}): "
                                "answer it with run.answer(...)")
-    _post_or_refuse(paths, "answer", request_id=asked["id"], value=allow)
+    _post_or_refuse(paths, "answer", question=asked, value=allow)
     return {**asked, "answer": allow}
 
 
@@ -145,7 +146,12 @@ def _text(paths: RunPaths, text: Any, what: str, example: str) -> str:
 def _post(paths: RunPaths, kind: str, text: str | None = None, **answer: Any) -> dict[str, Any] | None:
     """Post a message; None when the run ended as it was posted and its supervisor never took it (it is
     withdrawn: nobody would read it)."""
-    message = inbox.post(paths.dir, kind, text, **answer)
+    try:
+        message = inbox.post(paths.dir, kind, text, **answer)
+    except PermissionError as exc:  # its key is gone: it ended meanwhile, or it is not the person's here
+        if paths.result.exists():
+            return None
+        raise NbSubagentsError(str(exc)) from None
     if not paths.result.exists():
         return message
     folder = paths.dir / inbox.INBOX
@@ -168,18 +174,8 @@ def _post_or_refuse(paths: RunPaths, kind: str, text: str | None = None, **answe
 
 
 def _posted_answers(paths: RunPaths) -> set[str]:
-    """The question ids of answers posted and not yet taken by the supervisor."""
-    folder = paths.dir / inbox.INBOX
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return set()
-    found = set()
-    for name in names:
-        message = read_json(folder / name) if name.endswith(".json") else None
-        if isinstance(message, dict) and message.get("kind") == "answer":
-            found.add(message.get("requestId"))
-    return found
+    """The question ids of the person's answers posted and not yet taken by the supervisor."""
+    return {m.get("requestId") for m in inbox.posted(paths.dir) if m.get("kind") == "answer"}
 
 
 def _question(paths: RunPaths, chosen: str | None, what: str) -> dict[str, Any]:

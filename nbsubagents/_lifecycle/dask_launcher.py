@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import _registry as registry
+from .._child import keys
 from .._child.artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from .._child.procs import alive, process_start_ticks
 from .._child.record import RunRecord, load
@@ -70,8 +71,10 @@ _lock = threading.Lock()
 
 
 # -- the task, on a worker ----------------------------------------------------------------------
-def run_supervisor(run_dir: str) -> dict[str, Any]:
-    """Start the run's supervisor on this worker and wait for it; runs as a Dask task.
+def run_supervisor(run_dir: str, secret: bytes | None = None) -> dict[str, Any]:
+    """Start the run's supervisor on this worker and wait for it; runs as a Dask task. ``secret``: the run's key
+    (``child.keys``), carried in the task (the worker may be another machine), kept in this worker's key folder
+    for the supervisor to read.
 
     Returns what happened: ``ran`` (with the supervisor's exit code), ``elsewhere`` (an earlier attempt had
     started it), ``cancelled`` (a cancel arrived while it was queued) or ``settled`` (it already had a result).
@@ -93,6 +96,8 @@ def run_supervisor(run_dir: str) -> dict[str, Any]:
              "worker": _worker_address(), "claimedAt": now_iso()}
     if not atomic_write_json(paths.dir / CLAIM, claim, exclusive=True):
         return {"state": "elsewhere"}  # a resubmission of a run that had started: never twice
+    if secret is not None:
+        keys.create(paths.dir.name, secret)
     # The supervisor ends its run if its parent, this worker, dies.
     proc = start_supervisor(paths.dir, record.cwd, end_with_parent=True)
     return {"state": "ran", "exitCode": proc.wait(), "host": HOST}
@@ -446,7 +451,7 @@ class DaskLauncher:
         key = f"nbsubagents-run-{run.run_id}"
         atomic_write_json(run.dir / SUBMITTED, {"scheduler": client.scheduler.address, "key": key,
                                                 "submittedAt": now_iso()})
-        future = client.submit(run_supervisor, str(run.dir), key=key, pure=False,
+        future = client.submit(run_supervisor, str(run.dir), keys.load(run.run_id), key=key, pure=False,
                                resources={RESOURCE: 1} if takes else None)
         distributed.fire_and_forget(future)  # queued runs still run, running ones finish, when this kernel dies
         _confirm(client, key)

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from .. import _config as config, _registry as registry
 from .. import _preset_files as preset_mod
-from .._child import artifacts, budgets, harnesses, output_schema
+from .._child import artifacts, budgets, harnesses, keys, output_schema
 from .._child import isolation as isolating
 from .._child.artifacts import RunPaths, atomic_write_json, now_iso
 from .._child.errors import positive_seconds
@@ -112,9 +112,24 @@ def _make_run_dir(root: Path) -> Path:
     return run_dir
 
 
+def _new_key(run_id: str) -> None:
+    """The run's key (``child.keys``): what the person posts to the run is signed with it."""
+    try:
+        keys.create(run_id)
+    except OSError as exc:
+        raise NbSubagentsError(f"Cannot keep the key of run {run_id} in {keys.folder()}: {exc.strerror or exc}. "
+                               "Make that folder writable, or set XDG_STATE_HOME to a private folder.") from None
+
+
+def _remove(run_dir: Path) -> None:
+    """A run that will never start: its folder and its key go."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    keys.forget(run_dir.name)
+
+
 def _write_error(run_dir: Path, exc: OSError) -> RunDirError:
     """A run directory that could not be written completely is removed: nothing half-written stays."""
-    shutil.rmtree(run_dir, ignore_errors=True)
+    _remove(run_dir)
     return RunDirError(f"Cannot write the run directory {run_dir}: {exc.strerror or exc}. "
                        "Free some space or make the project's .pi/subagents/runs writable.")
 
@@ -163,6 +178,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     run_id = run_dir.name
     paths = RunPaths(run_dir)
     try:
+        _new_key(run_id)
         request = _request(harness, program, choice, spec, preset, budget, schema, conversation, earlier, session,
                            cwd, paths, env, project_config)
         try:
@@ -194,7 +210,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     except OSError as exc:
         raise _write_error(run_dir, exc) from None
     except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        _remove(run_dir)
         raise
     run = Run(run_dir, record)
     if note:
@@ -358,7 +374,7 @@ def build_runs(items: Iterable[Any], *, mode: str, runner: str | None = None) ->
             write(run.dir, run.record)
     except BaseException:
         for run in runs:
-            shutil.rmtree(run.dir, ignore_errors=True)
+            _remove(run.dir)
         raise
     for run in runs:
         registry.note(run, announced=run.done)

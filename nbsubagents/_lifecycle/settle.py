@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _registry as registry
-from .._child import artifacts
+from .._child import artifacts, keys
 from .._child.artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json
 from .._child.isolation import salvage
 from .._child.procs import end_run_processes
@@ -161,6 +161,7 @@ def _write(paths: RunPaths, record: RunRecord, status: str, message: str, reason
                                      ended_at=artifacts.iso(ended), duration=round(ended - started, 3),
                                      stop_reason=reason)
     record.update(extra or {})
+    keys.forget(paths.dir.name)  # an ended run takes no message
     try:
         return atomic_write_json(paths.result, record, exclusive=True)  # another settler may have been first
     except OSError as exc:  # a full or read-only disk: this process still knows the truth

@@ -76,8 +76,9 @@ def _outcome(row: dict[str, Any], limit: int = 50) -> str:
 
 
 def _question_words(question: dict[str, Any]) -> str:
+    """The question on one line, whole: an approval's tail may be what matters."""
     title, message = question.get("title") or "", question.get("message") or ""
-    return shorten(f"{title}: {message}" if title and message and message != title else title or message, 200)
+    return " ".join(str(f"{title}: {message}" if title and message and message != title else title or message).split())
 
 
 _TABLE = [("RUN ID", "run_id"), ("NAME", "name"), ("STATUS", "status"), ("MODEL", "model"),

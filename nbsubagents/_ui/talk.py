@@ -189,7 +189,11 @@ class TalkBox:
             self._sent[qid] = value
             for control in row._nbsubagents["controls"]:
                 control.disabled = True
-        inbox.post(self.run.dir, "answer", request_id=qid, value=value)
+        try:  # bound to the question as shown: an answer to other words is refused
+            inbox.post(self.run.dir, "answer", question=row._nbsubagents["question"], value=value)
+        except PermissionError as exc:
+            row._nbsubagents["note"].value = part("bits.html", "note", text=f"Not sent: {exc}")
+            return
         words = ("Allow" if value is True else "Deny") if isinstance(value, bool) else str(value)
         row._nbsubagents["note"].value = part("bits.html", "note",
                                               text=f"sent at {at_words(time.time())}: {words} · the run takes it next")
@@ -208,7 +212,11 @@ class TalkBox:
                 return
             self.steer_text.value = ""
             taken = self._taken
-        inbox.post(self.run.dir, kind, text)
+        try:
+            inbox.post(self.run.dir, kind, text)
+        except PermissionError as exc:
+            self.note.value = part("bits.html", "note", text=f"Not sent: {exc}")
+            return
         self._taken_at_note = taken
         said = "steer" if kind == "steer" else "follow-up"
         self.note.value = part("bits.html", "note",

@@ -38,14 +38,15 @@ def at_words(value: Any) -> str:
 
 
 def question_text(question: dict[str, Any]) -> str:
-    """``Which file? [a.md | b.md]``, or ``Allow bash? — ls -la`` (title, message, options)."""
+    """``Which file? [a.md | b.md]``, or ``Allow bash? — ls -la`` (title, message, options): whole, never cut (what
+    is approved is all of it)."""
     title = str(question.get("title") or question.get("message") or "(no question text)")
     message = question.get("message")
     text = title + (f" — {message}" if message and message != title else "")
     options = question.get("options")
     if isinstance(options, list) and options:
         text += " [" + " | ".join(str(o) for o in options) + "]"
-    return clip(text, TEXT_LIMIT)
+    return text
 
 
 def answer_words(question: dict[str, Any] | None, value: Any) -> str:
@@ -104,11 +105,11 @@ class Conversation:
 
     def open_questions(self, waiting: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """The questions not answered yet, oldest first: asked in the events, or listed in ``waiting``
-        (the run's ``waiting.json``, which may name one whose event is not read yet)."""
-        out = [q for qid, q in self.questions.items() if qid not in self.answers]
-        known = set(self.questions)
-        out += [q for q in waiting or () if str(q.get("id")) not in known and str(q.get("id")) not in self.answers]
-        return out
+        (the run's signed ``waiting.json``, which may name one whose event is not read yet). A question listed
+        there is shown in its words: the events are in the child's reach, the signed file is not."""
+        listed = {str(q.get("id")): q for q in waiting or ()}
+        out = [listed.pop(qid, q) for qid, q in self.questions.items() if qid not in self.answers]
+        return out + [q for qid, q in listed.items() if qid not in self.answers]
 
     def context_words(self, result: dict[str, Any] | None = None) -> str | None:
         """``ctx 12%`` (or ``ctx 12,345 tokens`` without a window) from the latest session_stats, else from

@@ -12,14 +12,14 @@
 //              the supervisor answers for the policy; the extension only sees allowed or not.
 // A missing or unreadable policy asks for every call: an approval that is not understood fails closed.
 //
-// The question is `ctx.ui.confirm("Allow <tool>?", <one line about the call>)`: in RPC mode pi writes it as an
-// `extension_ui_request` that the supervisor shows to the notebook.
+// The question is `ctx.ui.confirm("Allow <tool>?", <the call on one line>)`: in RPC mode pi writes it as an
+// `extension_ui_request` that the supervisor shows to the notebook. The line is never cut: what is allowed is the
+// whole call, so the person sees all of it (a command's tail may be the part that matters).
 import { realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 
 const DENIED = "Denied by the person in the notebook (or, when nobody answered in time, by the run's approval policy)";
 const DENIED_BY_POLICY = "Denied by the run's approval policy (there was no one to ask)";
-const SUMMARY_CHARS = 300;
 
 function readPolicy() {
   try {
@@ -92,8 +92,7 @@ function summary(event) {
   const text = event.toolName === "bash" ? String(input.command)
     : typeof input.path === "string" ? input.path
     : JSON.stringify(input);
-  const line = text.replace(/\s+/g, " ").trim();
-  return line.length > SUMMARY_CHARS ? line.slice(0, SUMMARY_CHARS - 1) + "…" : line;
+  return text.replace(/\s+/g, " ").trim();
 }
 
 export default function (pi) {

@@ -28,6 +28,7 @@ from nbsubagents._lifecycle import prepare as preparing
 from nbsubagents import _style as style
 from nbsubagents._templates import stylesheet
 from nbsubagents._ui.display import VIEW_MIME, choose_renderer, run_mimebundle
+from nbsubagents._child import keys
 from nbsubagents._child.events import iter_stream
 from nbsubagents._child.formatter import ProgressFormatter, ProgressLine
 from nbsubagents._ui.renderers import TextRenderer
@@ -62,6 +63,7 @@ def fake_run(tmp_path: Path, name: str, status: str | None = None, **extra) -> R
     (run_dir / "meta.json").write_text(json.dumps(meta))
     if status == "running":
         (run_dir / "supervisor.json").write_text("{}")
+        keys.create(name)  # as prepare makes it: the panel signs what it posts
     elif status is not None:
         finish(run_dir, status)
     return Run(run_dir)
