@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import keys
-from .artifacts import RunPaths, atomic_write_json, open_regular
+from .artifacts import RunPaths, atomic_write_json, open_regular, read_bytes
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -69,6 +69,18 @@ class Sink:
 def masked_bytes(data: bytes, mask: Callable[[str], str]) -> bytes:
     """``data`` masked as text, its bytes that are not UTF-8 kept as they were."""
     return mask(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+
+def mask_file(path: Path, mask: Callable[[str], str]) -> None:
+    """A file the child wrote itself (its stderr) masked once the child is gone, as what we write is (left as it is
+    when it is no regular file of a sane size: the child may have put anything in its place)."""
+    try:
+        data = read_bytes(path)
+    except OSError:
+        return
+    masked = masked_bytes(data, mask)
+    if masked != data:
+        path.write_bytes(masked)
 
 
 class MaskedSink(Sink):

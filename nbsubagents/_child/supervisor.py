@@ -45,7 +45,7 @@ from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .record import RunRecord, load
 from .procs import (MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children,
                     send_group)
-from .run_files import (RESERVE, MaskedSink, Sink, best_effort, clean, describe, masked_bytes, remove_half_folder,
+from .run_files import (RESERVE, MaskedSink, Sink, best_effort, clean, describe, mask_file, remove_half_folder,
                         reserve, sync, touch, write_result)
 from .secrets import Masker, needed_only, secret_values
 from .text import clip
@@ -271,19 +271,12 @@ class Supervisor:
         result.update(self.rpc.record())
         result.update(self.extra)
         result = self.masks.data(result, pieces=True)
-        self._safely("masking the child's stderr", self._mask_stderr)
+        self._safely("masking the child's stderr", mask_file, self.paths.stderr, self.stdout.mask)
         if not os.path.exists(self.paths.meta):  # its folder was deleted: no half folder is left for it
             remove_half_folder(self.paths.dir)
             return result
         write_result(self.paths, result)
         return result
-
-    def _mask_stderr(self) -> None:
-        """The child's stderr (its own writes, not ours) masked once it is gone, as what we write is."""
-        data = self.paths.stderr.read_bytes() if self.paths.stderr.exists() else b""
-        masked = masked_bytes(data, self.stdout.mask)
-        if masked != data:
-            self.paths.stderr.write_bytes(masked)
 
     def _if_broken(self, status: str, error: str | None, reason: str | None) -> tuple[str, str | None, str | None]:
         """The run's end once a step of ours broke: failed, with that failure (and the end it replaced)."""
