@@ -164,6 +164,7 @@ def grouped_as_marked(request):
 
 
 FAULT_REPORTS: list[str] = []
+from faults import report  # noqa: E402, F401 (every module's fault-injection cases, printed at its end)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -30,7 +30,8 @@ REPORT: dict[str, list[tuple[str, str, list[str], list[str], list[str] | None]]]
 
 @pytest.fixture(scope="module", autouse=True)
 def report(request):
-    """Prints the module's cases, with what each left behind, once the module is through."""
+    """Prints the module's cases, with what each left behind, once the module is through (autouse from
+    conftest.py: every module that records a case)."""
     yield
     cases = REPORT.pop(request.module.__name__, [])
     if not cases:

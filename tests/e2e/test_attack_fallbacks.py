@@ -6,7 +6,7 @@ the offline setting says what it does with ``fallback_models``."""
 from __future__ import annotations
 
 import pytest
-from faults import files_of, model, proj, record, report  # noqa: F401 (fixtures)
+from faults import files_of, model, proj, record  # noqa: F401 (fixtures)
 
 import nbsubagents
 from nbsubagents import _config as config

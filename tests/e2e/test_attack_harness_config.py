@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from faults import files_of, model, proj, record, report  # noqa: F401 (fixtures)
+from faults import files_of, model, proj, record  # noqa: F401 (fixtures)
 from helpers import REPO, wait_for
 
 import nbsubagents

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from faults import files_of, model, proj, record, report  # noqa: F401 (fixtures)
+from faults import files_of, model, proj, record  # noqa: F401 (fixtures)
 from helpers import REPO, SCRIBE
 
 import nbsubagents

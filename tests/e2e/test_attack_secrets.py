@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from faults import files_of, model, proj, record, report  # noqa: F401 (fixtures)
+from faults import files_of, model, proj, record  # noqa: F401 (fixtures)
 
 import nbsubagents
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from faults import (PI, files_of, first_run_dir, git, left_behind, model, note, proj, record,  # noqa: F401 (fixtures)
-                    report, result_of, worktrees, worktrees_left)
+                    result_of, worktrees, worktrees_left)
 from helpers import SCRIBE, processes_inside, wait_for
 
 import nbsubagents
