@@ -9,7 +9,8 @@ before the child started, delivers only what verifies (``verified``), and signs 
 that the faces show only the questions it wrote. The key is deleted once the run's result is written (``forget``):
 an ended run takes no message.
 
-Without a sandbox the child runs as the person and could read this folder; ``isolation="sandbox"`` hides it.
+Without a sandbox the child runs as the person and could read this folder; the sandbox of ``isolation="worktree"``
+(Linux, ``contained: true``) covers it with an empty read-only folder.
 
 Standard library only: the supervisor imports it.
 """
