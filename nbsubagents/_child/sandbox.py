@@ -24,6 +24,10 @@ import ctypes
 import os
 import sys
 
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_RDONLY = 1
@@ -93,7 +97,7 @@ def _user_namespace(libc: ctypes.CDLL, what: str) -> None:
         raise SandboxError(f"{what}: the ids could not be mapped")
 
 
-def enter(readonly: list[str], holes: list[str], hidden: list[str] = ()) -> None:  # type: ignore[assignment]
+def enter(readonly: list[str], holes: list[str], hidden: Sequence[str] = ()) -> None:
     """Make the folders ``readonly`` read-only for this process and its descendants, except ``holes`` (folders
     inside them), cover each of ``hidden`` with an empty read-only folder, and lock it all.
 
@@ -130,7 +134,7 @@ def _undo(readonly: list[str]) -> str | None:
     return None
 
 
-def probe(readonly: list[str], holes: list[str], hidden: list[str] = ()) -> str | None:  # type: ignore[assignment]
+def probe(readonly: list[str], holes: list[str], hidden: Sequence[str] = ()) -> str | None:
     """None when ``enter(readonly, holes, hidden)`` works here and holds against a remount (tried in a
     short-lived fork), else why not."""
     if sys.platform != "linux":
