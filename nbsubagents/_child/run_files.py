@@ -85,7 +85,12 @@ def mask_file(path: Path, mask: Callable[[str], str]) -> None:
 
 class MaskedSink(Sink):
     """A ``Sink`` of the child's raw output that masks each whole line before it is written (a line cut between two
-    reads waits for its end, so a secret is never split where the masking cannot see it)."""
+    reads waits for its end, so a secret is never split where the masking cannot see it). A line longer than
+    ``HELD`` is masked and written in parts, each but its last ``TAIL`` bytes (longer than any secret), which wait
+    for what comes next: memory stays bounded however long a line the child prints."""
+
+    HELD = 1 << 20
+    TAIL = 4096
 
     def __init__(self, path: Path, mask: Callable[[str], str]) -> None:
         super().__init__(path)
@@ -95,6 +100,13 @@ class MaskedSink(Sink):
         lines, end, self.rest = (self.rest + data).rpartition(b"\n")
         if end:
             super().write(masked_bytes(lines + end, self.mask))
+        if len(self.rest) > self.HELD:
+            masked = masked_bytes(self.rest, self.mask)
+            if masked[-self.TAIL:] == self.rest[-self.TAIL:]:  # no mask reaches into the tail: it waits, raw
+                masked, self.rest = masked[:-self.TAIL], self.rest[-self.TAIL:]
+            else:
+                self.rest = b""
+            super().write(masked)
 
     def close(self) -> None:
         if self.rest:

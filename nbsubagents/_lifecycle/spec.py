@@ -168,10 +168,6 @@ class TaskSpec:
                            "{'tools': [...], 'allow': [bash patterns], 'inside': [folders], 'otherwise': 'deny'}; "
                            "False: none (default: the preset's approval)", check=_approval, metavar="TOOL",
                            repeat=True, preset="approval")
-    project_config: bool | None = option("the agent loads the configuration the project it works in has for it (hooks, "
-                                         "extensions, MCP servers, settings: code that runs); default: the preset's "
-                                         "projectConfig, else no", check=_flag, parse=yes_no, metavar="yes|no",
-                                         preset="project_config")
     fallback_models: list[str] | None = option("models to go on with when the model fails for provider reasons "
                                                "(HTTP 429/5xx, quota, authentication); default: the preset's "
                                                "fallbackModels", check=_models, metavar="M", flag="--fallback-model",
@@ -180,6 +176,10 @@ class TaskSpec:
                                 magic=False)
     harness: str | None = option("the agent harness: pi, claude-code or codex (default: the preset's, else pi)",
                                  check=_harness, metavar="H", sweep=False, preset="harness")  # a grid sets it
+    project_config: bool | None = option("the agent loads the configuration the project it works in has for it (hooks, "
+                                         "extensions, MCP servers, settings: code that runs); default: the preset's "
+                                         "projectConfig, else no", check=_flag, parse=yes_no, metavar="yes|no",
+                                         preset="project_config")
     experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)
     params: dict[str, Any] | None = option("its cell of the experiment: preset, model, task id, repeat, ...",
                                            **_INTERNAL)
