@@ -51,7 +51,7 @@ from .workspace_git import (SKIP_OWN, IsolationError, add_parent_state, clone, c
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Mapping
 
 MODES = ("worktree", "none")
 DEFAULT_MAX_COPY_MB = 200.0
@@ -188,14 +188,16 @@ def workspace_env(iso: dict[str, Any], env: dict[str, str], workdir: str) -> dic
     return out
 
 
-def readonly_view(iso: dict[str, Any], run_dir: Path,
-                  env: dict[str, str]) -> tuple[list[str], list[str], list[str]] | str:
+def readonly_view(iso: dict[str, Any], run_dir: Path, env: dict[str, str],
+                  writes: Mapping[str, str] = {}) -> tuple[list[str], list[str], list[str]] | str:
     """What pi's sandbox (``sandbox.enter``) makes read-only, the places in it the run must still write, and what it
     hides; or why it cannot be done here.
 
-    Read-only: the original folder, and its repository's git folder wherever that is (a worktree's or a
-    submodule's may lie outside it). Writable inside them: the run's folder, its workspace, pi's settings, the
-    temporary folder. Hidden: Jupyter's runtime folders (kernel connection files: with one, a process can run code
+    Read-only: the original folder, its repository's git folder wherever that is (a worktree's or a submodule's may
+    lie outside it), and the run's folder (its record, and the person's words in ``inbox/``: the child cannot
+    rewrite what the supervisor reads or what settles it). Writable inside them: what the harness ``writes`` in the
+    run's folder (made now when missing; pi: its session file), the workspace, pi's settings, the temporary
+    folder. Hidden: Jupyter's runtime folders (kernel connection files: with one, a process can run code
     in the notebook's kernel, outside the sandbox) and nbsubagents' state folder (the person's keys to their
     runs). A hidden folder that does not exist yet is made now (only the person may read it), so that one made
     during the run cannot be seen either."""
@@ -206,8 +208,17 @@ def readonly_view(iso: dict[str, Any], run_dir: Path,
     readonly = [root]
     if iso.get("kind") == "git" and not _inside(os.path.realpath(Path(iso["sharedObjects"]).parent), [root]):
         readonly.append(os.path.realpath(Path(iso["sharedObjects"]).parent))
-    wanted = [run_dir, iso.get("path"), env.get("TMPDIR") or tempfile.gettempdir(), env.get("PI_CODING_AGENT_DIR")]
+    if not _inside(os.path.realpath(run_dir), readonly):
+        readonly.append(os.path.realpath(run_dir))
+    wanted = [iso.get("path"), env.get("TMPDIR") or tempfile.gettempdir(), env.get("PI_CODING_AGENT_DIR")]
     holes = []
+    for name, kind in writes.items():
+        own = Path(run_dir) / name
+        try:
+            own.mkdir(exist_ok=True) if kind == "folder" else own.touch()
+        except OSError as exc:
+            return f"{own} cannot be made for the child to write: {exc.strerror}"
+        holes.append(os.path.realpath(own))
     for place in wanted:
         real = os.path.realpath(place) if place else ""
         if real and _inside(real, readonly) and real not in readonly and os.path.isdir(real) and real not in holes:
@@ -230,11 +241,11 @@ def _inside(path: str, folders: list[str]) -> bool:
     return any(path == folder or path.startswith(folder + os.sep) for folder in folders)
 
 
-def containment(iso: dict[str, Any], run_dir: Path,
-                env: dict[str, str]) -> tuple[Callable[[], None] | None, str | None]:
+def containment(iso: dict[str, Any], run_dir: Path, env: dict[str, str],
+                writes: Mapping[str, str] = {}) -> tuple[Callable[[], None] | None, str | None]:
     """What makes the original folder read-only for pi (run between fork and exec), or None and why that cannot be
     done here (the run's result says which: ``worktree.contained``, ``uncontainedBecause``)."""
-    view = readonly_view(iso, run_dir, env)
+    view = readonly_view(iso, run_dir, env, writes)
     if isinstance(view, str):
         return None, view
     why = probe(*view)

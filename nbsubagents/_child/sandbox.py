@@ -2,10 +2,11 @@
 
 An isolated run works in a copy (``isolation``), but a process could still write to the original folder by
 its absolute path (``cd /home/me/project && ...``). So pi starts in a mount namespace of its own in which
-the original folder (and the git folder of its repository, wherever that is) is a read-only view of itself;
-only the places the run must write are left writable ("holes": the run's folder, its workspace, pi's settings,
-the temporary folder, when they lie inside). Reading works as before (a project's ``.venv`` or ``node_modules``
-that the copy leaves out still runs); a write there fails with "Read-only file system" and reaches nothing.
+the original folder (and the git folder of its repository, wherever that is, and the run's own folder) is a
+read-only view of itself; only the places the run must write are left writable ("holes": what the harness writes
+in the run's folder, the workspace, pi's settings, the temporary folder, when they lie inside). Reading works as
+before (a project's ``.venv`` or ``node_modules`` that the copy leaves out still runs); a write there fails with
+"Read-only file system" and reaches nothing.
 Folders that hold the person's keys to running processes (Jupyter's kernel connection files, nbsubagents' own
 state) are covered by an empty read-only folder. Nothing outside the mount namespace sees a change, and the
 namespace ends with the last process in it.

@@ -176,6 +176,24 @@ def test_a_sandboxed_run_cannot_read_the_kernels_connection_file(layout):
                   before=files) == []
 
 
+def test_a_sandboxed_run_cannot_rewrite_its_own_run_folder(layout):
+    """The run's folder is its record and the person's words: a child that could rewrite ``isolation.json`` would
+    have whoever settles a run it outlived remove any folder it names; one that could write ``inbox/`` would speak
+    for the person. In the sandbox it writes only its session there."""
+    project = layout["project"]
+    files = files_of(project)
+    runs = f"{project}/.pi/subagents/runs"
+    out = layout["run"](f"run: for d in {runs}/*/; do echo '{{\"path\": \"/\"}}' > $d/isolation.json; done; "
+                        "echo tried: $?\n"
+                        f"run: for d in {runs}/*/; do mkdir $d/inbox; echo x > $d/pwned; done; echo tried: $?")
+    run_dir = Path(runs) / out["id"]
+    assert json.loads((run_dir / "isolation.json").read_text())["path"] != "/", out["said"]
+    assert not (run_dir / "pwned").exists() and not (run_dir / "inbox").exists()
+    assert (run_dir / "child-session.jsonl").stat().st_size > 0  # pi's own session, written where it may
+    assert record(f"rewriting its run folder ({layout['who']})", project, [out["id"]], "refused; contained: true",
+                  before=files) == []
+
+
 def test_a_sandboxed_run_commits_in_its_workspace_and_its_patch_is_captured(layout):
     project = layout["project"]
     before, files = refs(project), files_of(project)

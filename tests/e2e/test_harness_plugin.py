@@ -23,6 +23,7 @@ from nbsubagents.harnesses import Stream, claude_code as _claude
 NAME, PROGRAM, PACKAGE = "echo-agent", "echoagent", "echo-agent"
 REFUSES = {"ask": "echo-agent cannot ask the notebook a question"}
 TASK_ON_STDIN, ABORT_GRACE, LISTS_MODELS = True, 0.0, False
+WRITES: dict = {}
 Adapter = _claude.Adapter
 
 def command(program): return [program]

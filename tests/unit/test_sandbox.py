@@ -98,8 +98,14 @@ def test_a_project_holding_the_home_folder_is_not_made_read_only(tmp_path, monke
         f"the original folder {root} holds the home folder {root / 'home'}")
     assert readonly_view(iso, hole, {"HOME": str(root)}).startswith("the original folder")
     assert readonly_view({**iso, "applyRoot": "/"}, hole, {"HOME": "/root"}).startswith("the original folder / holds")
-    view = readonly_view(iso, hole, {"HOME": str(tmp_path / "elsewhere"), "TMPDIR": str(tmp_path)})
+    view = readonly_view(iso, hole, {"HOME": str(tmp_path / "elsewhere"), "TMPDIR": str(tmp_path)},
+                         {"child-session.jsonl": "file", "home": "folder"})
     hidden = [str(tmp_path / "elsewhere" / ".local" / "share" / "jupyter" / "runtime"),
               str(tmp_path / "elsewhere" / ".local" / "state" / "nbsubagents")]
-    assert view == ([str(root)], [str(hole)], hidden)  # holes are the places inside the folder, and only those
+    # the run's folder is read-only with the project; what the harness writes there is a hole (made now), and the
+    # other holes are the places inside the folder, and only those
+    assert view == ([str(root)], [str(hole / "child-session.jsonl"), str(hole / "home")], hidden)
+    assert (hole / "child-session.jsonl").is_file() and (hole / "home").is_dir()
+    outside = readonly_view(iso, tmp_path / "runs" / "r2", {"HOME": str(tmp_path / "elsewhere")})
+    assert outside[0] == [str(root), str(tmp_path / "runs" / "r2")]  # a run folder outside the project: read-only
     assert all(os.path.isdir(place) for place in hidden)  # made now: one made during the run is hidden too

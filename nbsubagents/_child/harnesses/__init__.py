@@ -89,6 +89,8 @@ class Harness(Protocol):
     TASK_ON_STDIN: bool          # the task is its stdin (prompt.md); else its session sends it
     ABORT_GRACE: float           # seconds between asking it to stop and SIGTERM
     KEYS: tuple[str, ...] | None  # the secret-named variables its child needs (None: every one; the rest are left out)
+    WRITES: Mapping[str, str]    # what its child writes in the run's folder: name -> "file" or "folder" (in a sandbox
+                                 # these alone are writable there: the rest is the run's record and the person's words)
 
     LISTS_MODELS: bool           # its models are the ``provider/id`` list ``models`` gives; else it takes any name
 

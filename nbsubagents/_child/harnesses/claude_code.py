@@ -46,6 +46,7 @@ KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", 
         "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "GOOGLE_APPLICATION_CREDENTIALS")
 PACKAGE = "@anthropic-ai/claude-code"
 CONFIG_DIR = "claude"  # CLAUDE_CONFIG_DIR, inside the run's folder
+WRITES = {CONFIG_DIR: "folder"}  # its CLAUDE_CONFIG_DIR: all it writes in its run folder
 
 _NO_TURN = "Claude Code in print mode reads its task once from stdin and takes no message while it runs"
 REFUSES: dict[str, str] = {

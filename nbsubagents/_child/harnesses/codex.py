@@ -70,6 +70,7 @@ REFUSES: dict[str, str] = {
                                                          "extraArgs")},
 }
 HOME = "codex-home"  # the run's CODEX_HOME, inside its run directory
+WRITES = {HOME: "folder"}  # its CODEX_HOME: all it writes in its run folder
 PROVIDER = "nbsubagents"  # the model provider entry written for an endpoint named by the environment
 OFFLINE_MODEL = "scripted"  # the offline model's id (pi.offline.OFFLINE_MODEL without its provider)
 READ_TOOLS = frozenset({"read", "grep", "find", "ls"})

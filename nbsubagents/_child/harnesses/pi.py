@@ -39,6 +39,7 @@ PACKAGE = "@mariozechner/pi-coding-agent@0.73.1"  # what to install: the version
 REFUSES: dict[str, str] = {}  # pi honours every run option
 TASK_ON_STDIN = False         # the task is the first RPC prompt
 ABORT_GRACE = 2.0             # seconds between the RPC abort of a stopped run and SIGTERM
+WRITES = {"child-session.jsonl": "file"}  # its session (--session): all it writes in its run folder
 KEYS = None  # every secret-named variable: pi goes to any provider, and models.json may name any as a key
 LISTS_MODELS = True           # a model is one of the provider/id pi lists (``pi --list-models``)
 
