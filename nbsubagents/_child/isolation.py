@@ -304,14 +304,16 @@ def _write_state(run_dir: Path, iso: dict[str, Any], name: str = "isolation.json
     atomic_write_json(run_dir / name, iso)
 
 
-def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """Write ``changes.patch`` and ``changes.json``; returns the summary (files, added, removed)."""
+def capture(iso: dict[str, Any], run_dir: Path, contain: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Write ``changes.patch`` and ``changes.json``; returns the summary (files, added, removed). git runs in the
+    run's sandbox (``contain``): the child wrote the workspace, and with it what git may run."""
     path = Path(iso["path"])
-    after = snapshot(path)
+    after = snapshot(path, contain)
     base = iso["base"]
-    patch = git(["diff", "--binary", "--no-renames", "--full-index", base, after], path).stdout
-    numstat = git(["diff", "--numstat", "--no-renames", "-z", base, after], path).stdout
-    status = git(["diff", "--name-status", "--no-renames", "-z", base, after], path).stdout
+    diff = ["diff", "--no-renames", "--no-ext-diff", "--no-textconv"]
+    patch = git([*diff, "--binary", "--full-index", base, after], path, contain=contain).stdout
+    numstat = git([*diff, "--numstat", "-z", base, after], path, contain=contain).stdout
+    status = git([*diff, "--name-status", "-z", base, after], path, contain=contain).stdout
     kinds = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
     parts = status.decode("utf-8", errors="surrogateescape").split("\0")
     change_of = {parts[i + 1]: kinds.get(parts[i][:1], "modified") for i in range(0, len(parts) - 1, 2) if parts[i]}
@@ -332,9 +334,11 @@ def capture(iso: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 
 
 def remove(iso: dict[str, Any]) -> None:
-    """Remove the workspace (with its git folder and branch); nothing of it stays."""
-    if iso.get("path"):
-        shutil.rmtree(iso["path"], ignore_errors=True)
+    """Remove the workspace (with its git folder and branch); nothing of it stays. Only a folder of the workspaces'
+    own folder is removed, whatever ``isolation.json`` (in a folder the child may have written) names."""
+    path = iso.get("path")
+    if path and os.path.realpath(path).startswith(os.path.realpath(worktrees_dir()) + os.sep):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def salvage(run_dir: Path) -> dict[str, Any]:
@@ -355,7 +359,7 @@ def salvage(run_dir: Path) -> dict[str, Any]:
         out["changes"] = {k: done.get(k) for k in ("files", "added", "removed")}
     elif iso.get("base") and path.is_dir():
         try:
-            out["changes"] = capture(iso, run_dir)
+            out["changes"] = capture(iso, run_dir, containment(iso, run_dir, dict(os.environ))[0])
         except (IsolationError, OSError) as exc:
             out["changesError"] = f"the run's changes could not be captured: {exc}"
     elif iso.get("base"):

@@ -84,6 +84,7 @@ class Supervisor:
             from .budgets import Budget  # noqa: PLC0415 (start-up: only runs that use it load it)
             self.budget = Budget(record.budget)
         self.workdir: str | None = record.cwd
+        self.contain: Any = None  # the run's sandbox (``isolation.containment``): pi's, and git's on its workspace
         self.isolation: dict[str, Any] | None = dict(record.isolation) if record.isolation else None
         self.extra: dict[str, Any] = {}  # further result.json fields (changes, data, ...)
         self.term_at: float | None = None  # a stopped run: SIGTERM then (after the RPC abort), SIGKILL at kill_at
@@ -319,11 +320,10 @@ class Supervisor:
         """Start pi (or the run's harness) and hand it the task: the first thing a run does."""
         env = {**needed_only(os.environ, getattr(self.harness, "KEYS", None), self.record.env), **self.record.env,
                "PI_SUBAGENTS_CHILD": "1", MARKER: self.record.run_id}  # finds leftovers if we die
-        contain = None
         if self.isolation is not None and self.isolation.get("path") and self.workdir:
             from .isolation import containment, workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)
             env = workspace_env(self.isolation, env, self.workdir)  # no variable leads back to the original
-            contain, why = containment(self.isolation, self.paths.dir, env, self.harness.WRITES)
+            self.contain, why = containment(self.isolation, self.paths.dir, env, self.harness.WRITES)
             self.extra["worktree"]["contained"] = why is None  # the result says whether, and why not
             if why is not None:
                 self.extra["worktree"]["uncontainedBecause"] = why
@@ -336,7 +336,7 @@ class Supervisor:
             with open(self.paths.stderr, "ab") as stderr:
                 self.child = subprocess.Popen(
                     self.record.argv, cwd=self.workdir, env=env, stdin=stdin,
-                    stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=contain)
+                    stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=self.contain)
         finally:
             if stdin is not subprocess.PIPE:
                 stdin.close()
@@ -439,7 +439,7 @@ class Supervisor:
         from .isolation import IsolationError, capture, remove  # noqa: PLC0415 (start-up: only runs that use it load it)
         assert self.isolation is not None
         try:
-            self.extra["changes"] = capture(self.isolation, self.paths.dir)
+            self.extra["changes"] = capture(self.isolation, self.paths.dir, self.contain)
         except (IsolationError, OSError) as exc:
             self.extra["changesError"] = f"the run's changes could not be captured: {exc}"
         if not self.isolation.get("keep"):

@@ -16,7 +16,7 @@ from .errors import NbSubagentsError
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 SHARE_LIMIT = 256 * 1024  # a starting state's file up to this size may enter the repository's store (``share_base``)
 # The project's own run records are never copied into a run's workspace.
@@ -28,9 +28,11 @@ class IsolationError(NbSubagentsError):
     """Setting up, capturing or applying a run's workspace failed; the message says what and where."""
 
 
-def git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None = None,
-        check: bool = True, git_dir: str | None = None) -> subprocess.CompletedProcess[bytes]:
-    """A git command, with hooks and prompts off and none of git's folder variables of the caller."""
+def git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None = None, check: bool = True,
+        git_dir: str | None = None, contain: Callable[[], None] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """A git command, with hooks and prompts off and none of git's folder variables of the caller; ``contain``
+    (the run's sandbox) when it reads a workspace the child could write: its config and attributes can name
+    commands (a filter, an fsmonitor) that must run no more freely than the child."""
     argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=off", "-c", "gc.auto=0"]
     if git_dir:
         argv += ["--git-dir", git_dir, "--work-tree", str(cwd)]
@@ -40,7 +42,7 @@ def git(args: list[str], cwd: Path | str | None = None, *, input: bytes | None =
         env.pop(key, None)
     try:
         proc = subprocess.run(argv + args, cwd=cwd, input=input, capture_output=True, env=env,
-                              stdin=None if input is not None else subprocess.DEVNULL)
+                              stdin=None if input is not None else subprocess.DEVNULL, preexec_fn=contain)
     except FileNotFoundError:
         raise IsolationError("isolation='worktree' needs git, and git is not installed (apt-get install git)") from None
     if check and proc.returncode != 0:
@@ -132,11 +134,11 @@ def _copy_files(source: Path, dest: Path, files: list[str]) -> None:
             shutil.copy2(src, dst)
 
 
-def snapshot(path: Path) -> str:
+def snapshot(path: Path, contain: Callable[[], None] | None = None) -> str:
     """A git tree of the workspace as it is now (the index of the workspace only; no commit is made), its objects in
     the workspace's own store."""
-    git(["add", "-A", "."], path)
-    return git(["write-tree"], path).stdout.decode().strip()
+    git(["add", "-A", "."], path, contain=contain)
+    return git(["write-tree"], path, contain=contain).stdout.decode().strip()
 
 
 def share_base(iso: dict[str, Any], path: Path) -> None:

@@ -194,6 +194,21 @@ def test_a_sandboxed_run_cannot_rewrite_its_own_run_folder(layout):
                   before=files) == []
 
 
+def test_what_the_child_leaves_in_its_workspace_runs_in_the_sandbox_when_its_changes_are_captured(layout):
+    """git runs what a repository's config and attributes name (a clean filter, an fsmonitor): the supervisor's own
+    git on the workspace, after the child is gone, runs them in the sandbox too, so they reach no further."""
+    project = layout["project"]
+    files = files_of(project)
+    out = layout["run"](
+        f"run: git config filter.leak.clean \"sh -c 'echo leaked > {project}/leaked.txt; cat'\"; "
+        "echo '* filter=leak' > .gitattributes; echo set: $?\n"
+        f"run: git config core.fsmonitor \"sh -c 'echo fsm > {project}/fsmonitor.txt'\"; echo set: $?")
+    assert not (project / "leaked.txt").exists() and not (project / "fsmonitor.txt").exists(), out["said"]
+    assert ".gitattributes" in out["diff"]  # the changes were still captured
+    assert record(f"filter and fsmonitor at capture ({layout['who']})", project, [out["id"]],
+                  "ran contained; contained: true", before=files) == []
+
+
 def test_a_sandboxed_run_commits_in_its_workspace_and_its_patch_is_captured(layout):
     project = layout["project"]
     before, files = refs(project), files_of(project)
