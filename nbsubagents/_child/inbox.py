@@ -100,6 +100,11 @@ def waiting(run_dir: Path) -> list[dict[str, Any]]:
     return [q for q in questions if isinstance(q, dict)] if isinstance(questions, list) else []
 
 
+def is_waiting(run_dir: Path) -> bool:
+    """Whether the run has a question open: a ``waiting.json`` its supervisor signed (a stat when there is none)."""
+    return (run_dir / WAITING).exists() and bool(waiting(run_dir))
+
+
 def set_waiting(run_dir: Path, questions: list[dict[str, Any]], key: bytes | None = None) -> None:
     """Say which questions are open (the supervisor's call, with the run's ``key``: None reads it here):
     ``waiting.json`` while any is, none after."""

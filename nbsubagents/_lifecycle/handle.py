@@ -120,8 +120,8 @@ class Run:
         remote = launcher_for(self.record.runner).remote
         if (self.process is None or remote) and not self.paths.supervisor.exists():
             return "queued"  # not started yet (on a Dask cluster: no worker took it yet)
-        if (self.paths.dir / inbox.WAITING).exists():
-            return "waiting"  # a question is open: the supervisor keeps waiting.json while one is
+        if inbox.is_waiting(self.paths.dir):
+            return "waiting"  # a question is open: the supervisor keeps a signed waiting.json while one is
         return "running"
 
     @property

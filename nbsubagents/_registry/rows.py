@@ -121,8 +121,8 @@ def _masker() -> Masker:
 
 
 def is_waiting(run_dir: str | Path) -> bool:
-    """Whether a running run waits on a question: its supervisor keeps ``waiting.json`` while one is open."""
-    return os.path.exists(os.path.join(run_dir, inbox.WAITING))
+    """Whether a running run waits on a question: its supervisor keeps a signed ``waiting.json`` while one is open."""
+    return inbox.is_waiting(Path(run_dir))
 
 
 def with_waiting(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from nbsubagents import _registry as registry
+from nbsubagents._child import inbox, keys
 from nbsubagents._child.artifacts import iso
 from nbsubagents._config import NbSubagentsError
 from nbsubagents.lab import readers
@@ -40,7 +41,7 @@ def make_run(root: Path, run_id: str, *, name: str, started: float | None = None
     if started is not None:
         (run_dir / "supervisor.json").write_text(json.dumps({"pid": 1, "startTicks": 1, "startedAt": iso(started)}))
     if waiting:
-        (run_dir / "waiting.json").write_text(json.dumps({"questions": [{"id": "q1", "title": "Go on?"}]}))
+        inbox.set_waiting(run_dir, [{"id": "q1", "title": "Go on?"}], keys.create(run_id))  # signed, as it does
     if result is not None:
         end(run_dir, **result)
     registry.record(run_dir)

@@ -14,7 +14,7 @@ import pytest
 import nbsubagents
 from nbsubagents import NbSubagentsError, _registry as registry
 
-from nbsubagents._child import procs
+from nbsubagents._child import keys, procs
 from nbsubagents._lifecycle import reconcile
 from nbsubagents._lifecycle.handle import get_run
 from nbsubagents._child.artifacts import now_iso
@@ -446,7 +446,8 @@ def test_runs_gives_the_same_frame_through_pyarrow_as_through_pandas_on_odd_rows
         make_run(root, f"20260101-000000-{i:06x}", task=task, created_at=f"2026-01-01T00:00:0{i}+00:00",
                  result=RESULT if i % 2 else None,
                  supervisor={"pid": 1, "startTicks": 1, "startedAt": "2026-01-01T00:00:09Z"} if i == 2 else None)
-    (root / ".pi/subagents/runs/20260101-000000-000002" / inbox.WAITING).write_text("{}")
+    inbox.set_waiting(root / ".pi/subagents/runs/20260101-000000-000002", [{"id": "q1", "title": "Go on?"}],
+                      keys.create("20260101-000000-000002"))  # signed, as its supervisor does
     with sqlite3.connect(registry.db_path(root)) as conn:  # values SQLite keeps as text in number columns
         conn.execute("UPDATE runs SET tool_calls = 'n/a', cost = '?', lines_added = 4, lines_removed = 1, "
                      "files_changed = 2 WHERE run_id LIKE '%1'")
