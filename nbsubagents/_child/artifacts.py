@@ -153,7 +153,14 @@ def result_record(run_id: str | None, status: str, *, error: str | None, started
 
 
 def atomic_write_json(path: Path, data: Any, *, exclusive: bool = False, sync: bool = True) -> bool:
-    """Readers see the old file or the whole new one, never a half-written one.
+    """``data`` as indented JSON, written with ``atomic_write``."""
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return atomic_write(path, text.encode("utf-8"), exclusive=exclusive, sync=sync)
+
+
+def atomic_write(path: Path, data: bytes, *, exclusive: bool = False, sync: bool = True) -> bool:
+    """Readers see the old file or the whole new one, never a half-written one; a link or a FIFO in its place is
+    replaced, never written through.
 
     With ``exclusive`` an existing file is kept (the first writer wins, atomically) and False is
     returned. The temporary name is unique, so threads and processes writing at once do not collide.
@@ -162,9 +169,8 @@ def atomic_write_json(path: Path, data: Any, *, exclusive: bool = False, sync: b
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
+        with open(tmp, "xb") as fh:
+            fh.write(data)
             fh.flush()
             if sync:
                 os.fsync(fh.fileno())
@@ -176,7 +182,7 @@ def atomic_write_json(path: Path, data: Any, *, exclusive: bool = False, sync: b
         except FileExistsError:
             return False
         except OSError:  # a filesystem without hard links: the next best, check then replace
-            if path.exists():
+            if os.path.lexists(path):
                 return False
             os.replace(tmp, path)
             return True
@@ -200,12 +206,23 @@ def open_regular(path: Path | str) -> IO[bytes]:
     """``path`` opened for reading when it is a regular file (a link to one is followed, as ``open`` does); else
     ``NotAFile`` at once: the open never waits for a FIFO's writer (``O_NONBLOCK``), nothing is read from it, and a
     terminal device never becomes our controlling one (``O_NOCTTY``)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    return _regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC), path, "rb")
+
+
+def open_append(path: Path | str) -> IO[bytes]:
+    """``path`` opened to append to, made when missing, when it is a regular file; else an ``OSError`` at once: a
+    FIFO a child put in its place never makes us wait for its reader, nor a link makes us write where it points."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+    return _regular(os.open(path, flags, 0o644), path, "ab")
+
+
+def _regular(fd: int, path: Path | str, mode: str) -> IO[bytes]:
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotAFile(errno.EINVAL, _not_read(os.path.basename(path), mode), str(path))
-        return os.fdopen(fd, "rb")
+        st_mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(st_mode):
+            raise NotAFile(errno.EINVAL, _not_read(os.path.basename(path), st_mode), str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode)
     except BaseException:
         os.close(fd)
         raise

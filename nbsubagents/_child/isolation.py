@@ -42,7 +42,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .artifacts import atomic_write_json, now_iso, read_json
+from .artifacts import atomic_write, atomic_write_json, now_iso, read_json
 from .procs import alive, process_start_ticks
 from .record import load
 from .sandbox import enter, probe
@@ -327,7 +327,7 @@ def capture(iso: dict[str, Any], run_dir: Path, contain: Callable[[], None] | No
                       "added": 0 if binary else int(added), "removed": 0 if binary else int(removed)})
     summary = {"files": len(files), "added": sum(f["added"] for f in files),
                "removed": sum(f["removed"] for f in files)}
-    (run_dir / PATCH).write_bytes(patch)
+    atomic_write(run_dir / PATCH, patch)
     atomic_write_json(run_dir / CHANGES, {**summary, "applyRoot": iso["applyRoot"], "kind": iso["kind"],
                                           "fileChanges": files})
     return summary

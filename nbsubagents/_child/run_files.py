@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import keys
-from .artifacts import RunPaths, atomic_write_json, open_regular, read_bytes
+from .artifacts import RunPaths, atomic_write, atomic_write_json, open_append, open_regular, read_bytes
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -26,15 +26,15 @@ class Sink:
     """An append-only artifact file that stops trying after its first write error. It is opened (made) at its first
     write, or at its close when nothing was written: a run's files are not made before its child is started."""
 
-    def __init__(self, path: Path, mode: str = "ab") -> None:
-        self.path, self.mode = path, mode
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.fh: IO[bytes] | None = None
         self.opened = False
 
     def _open(self) -> None:
         self.opened = True
         try:
-            self.fh = open(self.path, self.mode)  # noqa: SIM115 (kept open until close())
+            self.fh = open_append(self.path)  # kept open until close()
         except OSError:
             self.fh = None
 
@@ -80,7 +80,7 @@ def mask_file(path: Path, mask: Callable[[str], str]) -> None:
         return
     masked = masked_bytes(data, mask)
     if masked != data:
-        path.write_bytes(masked)
+        atomic_write(path, masked, sync=False)
 
 
 class MaskedSink(Sink):
@@ -131,8 +131,7 @@ def describe(path: Path, info: dict[str, Any]) -> None:
 
 
 def touch(path: Path) -> None:
-    with open(path, "ab"):
-        pass
+    open_append(path).close()
 
 
 def sync(path: Path) -> None:
@@ -145,8 +144,7 @@ def sync(path: Path) -> None:
 
 
 def reserve(path: Path) -> None:
-    with open(path, "wb") as fh:
-        fh.write(b"\0" * RESERVE_BYTES)
+    atomic_write(path, b"\0" * RESERVE_BYTES, sync=False)
 
 
 def write_result(paths: RunPaths, result: dict[str, Any]) -> None:

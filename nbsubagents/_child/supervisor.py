@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, open_regular, read_text, result_record
+from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, open_append, open_regular, read_text, result_record
 from . import harnesses, reply_process, verdict
 from .events import StreamLines, Tally
 from .formatter import ProgressFormatter, transcript_header, transcript_line
@@ -163,7 +163,7 @@ class Supervisor:
             return
         self.heartbeat_at = now
         try:
-            os.utime(self.paths.dir / HEARTBEAT_FILE)
+            os.utime(self.paths.dir / HEARTBEAT_FILE, follow_symlinks=False)
         except FileNotFoundError:
             best_effort(touch, self.paths.dir / HEARTBEAT_FILE)
         except OSError:
@@ -333,7 +333,7 @@ class Supervisor:
         stdin: Any = ((open_regular(prompt) if prompt else open(os.devnull, "rb"))  # noqa: SIM115
                       if self.harness.TASK_ON_STDIN else subprocess.PIPE)
         try:
-            with open(self.paths.stderr, "ab") as stderr:
+            with open_append(self.paths.stderr) as stderr:
                 self.child = subprocess.Popen(
                     self.record.argv, cwd=self.workdir, env=env, stdin=stdin,
                     stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=self.contain)

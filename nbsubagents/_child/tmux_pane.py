@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .artifacts import CHUNK, RunPaths, open_regular, read_json
+from .artifacts import CHUNK, RunPaths, open_append, open_regular, read_json
 from .record import blank
 from .text import terminal_safe
 
@@ -34,7 +34,7 @@ def pane_main(run_dir: str) -> int:
     signal.signal(signal.SIGINT, lambda *_: None)  # Ctrl-C reaches the supervisor (same group): it aborts
     print(f"nbsubagents run {record.run_id} ({record.display_name}) in {record.cwd}\n"
           "Ctrl-C aborts the run; Ctrl-b d detaches.\n", flush=True)
-    with open(paths.dir / "supervisor.log", "ab") as log:
+    with open_append(paths.dir / "supervisor.log") as log:
         supervisor = subprocess.Popen([sys.executable, "-m", "nbsubagents._child.supervisor", str(paths.dir)],
                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     offset = 0

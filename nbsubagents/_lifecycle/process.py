@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._child.artifacts import RunPaths
+from .._child.artifacts import RunPaths, open_append
 from .._child.procs import WORKER_PID
 from .._child.record import RunRecord
 
@@ -38,7 +38,7 @@ def supervisor_argv(run_dir: Path) -> list[str]:
 def spawn_supervisor(run_dir: Path, cwd: str | None, env: dict[str, str] | None = None) -> subprocess.Popen:
     """The run's supervisor, detached (its own session), its output in ``supervisor.log``: how the process
     launcher, and the Dask task on a worker, start a run."""
-    with open(run_dir / "supervisor.log", "ab") as log:
+    with open_append(run_dir / "supervisor.log") as log:
         return subprocess.Popen(supervisor_argv(run_dir), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, cwd=cwd, env=env)
 

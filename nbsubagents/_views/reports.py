@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._child import VERSION
+from .._child.artifacts import unreadable
 from .._child.formatter import ProgressFormatter
 from .._child.text import strip_controls
 from .._config import NbSubagentsError, project_root
@@ -93,7 +94,8 @@ def run_html(run: Run, groups: dict[str, list[Run]], listed: set[str], *, folded
     """A run's section of a report: its facts, task, output, error, files and transcript."""
     others = [r for r in groups.get(run.record.group or "", []) if r.run_id != run.run_id and r.run_id in listed]
     return part("report.html", "run", r=run, f=_facts(run), header=PanelState.of_run(run).static_text().splitlines()[0],
-                others=others, lines=_lines(run), limit=TRANSCRIPT_LINES, folded=folded, when=_when)
+                others=others, lines=_lines(run), limit=TRANSCRIPT_LINES, folded=folded, when=_when,
+                unread=unreadable(run.dir))
 
 
 def _document_html(runs: list[Run], title: str) -> str:
@@ -200,6 +202,8 @@ def run_md(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> list[str
         out += ["", "**Final output**", "", block(run.output.strip())]
     if run.error:
         out += ["", "**Error**", "", block(run.error)]
+    if unread := unreadable(run.dir):  # what a child put in place of its run's files
+        out += ["", "**Not read**", "", *(f"- {md_line(why)}" for why in unread)]
     lines = _lines(run)
     shown = "\n".join(text for _, text in lines[:TRANSCRIPT_LINES])
     if len(lines) > TRANSCRIPT_LINES:

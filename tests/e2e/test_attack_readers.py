@@ -109,7 +109,8 @@ def test_a_fifo_in_place_of_a_runs_file_is_said_and_never_waited_on(proj, lab, t
         release(fifo)
     assert f"{name} is a FIFO, not a regular file: not read" in shown, shown
     assert run.id in listed, listed
-    assert "report.md" in report and (tmp_path / "report.md").is_file(), report
+    assert "report.md" in report, report
+    assert f"- {name} is a FIFO, not a regular file: not read" in (tmp_path / "report.md").read_text()
     assert status == 200 and answer["unread"] == [f"{name} is a FIFO, not a regular file: not read"], answer
     assert record(f"FIFO as {name}", proj, [run], "show, runs(), report and /record answered",
                   before=before) == []

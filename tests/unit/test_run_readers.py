@@ -56,3 +56,26 @@ def test_the_tail_of_a_growing_events_file_cuts_a_huge_line_and_reads_on(tmp_pat
     events = tail.read_new()
     assert [e["type"] for e in events] == ["notice", "run_end"]
     assert "[cut] a line of 4.88 KiB in events.jsonl" in events[0]["text"]
+
+
+def test_the_supervisors_writers_never_wait_on_a_fifo_nor_write_through_a_link(tmp_path):
+    """A child (unsandboxed, or a harness binary) may put a FIFO or a link where the supervisor appends or rewrites:
+    the append fails at once (the Sink stops, the run goes on) and a rewrite replaces the link, never its target."""
+    from nbsubagents._child.run_files import Sink, mask_file, touch
+
+    outside = tmp_path / "bashrc"
+    outside.write_text("mine: sk-secret\n")
+    os.mkfifo(tmp_path / "stdout.log")
+    (tmp_path / "events.jsonl").symlink_to(outside)
+    (tmp_path / "stderr.log").symlink_to(outside)
+    for name in ("stdout.log", "events.jsonl"):
+        sink = Sink(tmp_path / name)
+        sink.write(b"line\n")  # would block for ever on the FIFO, or append to bashrc through the link
+        sink.close()
+        assert sink.fh is None
+    with pytest.raises(OSError):
+        touch(tmp_path / "events.jsonl")
+    mask_file(tmp_path / "stderr.log", lambda text: text.replace("sk-secret", "••••"))
+    assert outside.read_text() == "mine: sk-secret\n"  # the target is as it was
+    assert not (tmp_path / "stderr.log").is_symlink() and (tmp_path / "stderr.log").read_text() == "mine: ••••\n"
+    assert os.listdir(tmp_path).count("stdout.log") == 1 and len(os.listdir(tmp_path)) == 4  # no temporary left

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..artifacts import RunPaths, atomic_write_json, read_bytes, read_json
+from ..artifacts import RunPaths, atomic_write, atomic_write_json, read_bytes, read_json
 from ..events import PiEventAdapter as Adapter
 from ..rpc import RpcSession
 from . import Request, version_of
@@ -416,7 +416,7 @@ def relocate(run_dir: str, cwd: str) -> None:
         if isinstance(obj, dict) and obj.get("type") == "session":
             obj["cwd"] = str(cwd)
             lines[i] = json.dumps(obj, ensure_ascii=False).encode()
-            session.write_bytes(b"\n".join(lines))
+            atomic_write(session, b"\n".join(lines))
         return
 
 
