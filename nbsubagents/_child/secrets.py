@@ -105,12 +105,9 @@ def secret_values(env: Mapping[str, str] | None = None, agent: Path | None = Non
     return sorted(found, key=lambda v: (-len(v), v))
 
 
-def needed_only(env: Mapping[str, str], needed: Iterable[str] | None, given: Iterable[str] = ()) -> dict[str, str]:
+def needed_only(env: Mapping[str, str], needed: Iterable[str], given: Iterable[str] = ()) -> dict[str, str]:
     """``env`` without the secret-named variables (``SECRET_NAME``) a child does not need: those in ``needed`` (its
-    provider's keys; None: every one) and ``given`` (what nbsubagents gives the run, such as the offline model's
-    dummy key) stay."""
-    if needed is None:
-        return dict(env)
+    provider's keys) and ``given`` (what nbsubagents gives the run, such as the offline model's dummy key) stay."""
     keep = set(needed) | set(given)
     return {name: value for name, value in env.items() if name in keep or not SECRET_NAME.search(name)}
 

@@ -318,7 +318,8 @@ class Supervisor:
 
     def _spawn(self) -> None:
         """Start pi (or the run's harness) and hand it the task: the first thing a run does."""
-        env = {**needed_only(os.environ, getattr(self.harness, "KEYS", None), self.record.env), **self.record.env,
+        needed = self.harness.keys(self.record, os.environ)  # its provider's keys: no other secret reaches it
+        env = {**needed_only(os.environ, needed, self.record.env), **self.record.env,
                "PI_SUBAGENTS_CHILD": "1", MARKER: self.record.run_id}  # finds leftovers if we die
         if self.isolation is not None and self.isolation.get("path") and self.workdir:
             from .isolation import containment, workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)

@@ -1,8 +1,8 @@
 """Issue 53 item 8: secrets, wherever they travel. A pi run and a Codex run (the real pinned programs against the
 scripted model) whose environment alone has a key: the child prints it whole, in two pieces, in base64 (of
 ``NAME=value``) and in hex; then the exporting process, which lacks the key, exports the runs to MLflow. No form of
-the key is in any artifact, span or registry column, nor in a file the supervisor wrote; the Codex child never sees
-the keys its provider does not need."""
+the key is in any artifact, span or registry column, nor in a file the supervisor wrote; neither child sees the keys
+its provider does not need (the key is the pi run's provider's: ``DEMO_API_KEY`` for the offline ``demo`` models)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ TOKEN = "Zq7vK2mXw9RtB4nLp8sYc3HdF6gJ1uEa"       # no known key shape: only the 
 ANTHROPIC = "Vb5nQ1wEr7TyU3iOp9AsDf2GhJ4kLz6X"
 CODER = "---\nname: coder\ndescription: Codex.\nharness: codex\nmodel: openai/gpt-5.5\n---\nWork.\n"
 TASK = "\n".join([
-    "run: echo ${GITHUB_TOKEN:0:12}",  # the key in two pieces, one call each
-    "run: echo ${GITHUB_TOKEN:12}",
-    "run: python3 -c \"import os, base64; t = os.environ.get('GITHUB_TOKEN', ''); "
-    "print(t, base64.b64encode(('GITHUB_TOKEN=' + t).encode()).decode(), t.encode().hex())\"",
+    "run: echo ${DEMO_API_KEY:0:12}",  # the key in two pieces, one call each
+    "run: echo ${DEMO_API_KEY:12}",
+    "run: python3 -c \"import os, base64; t = os.environ.get('DEMO_API_KEY', ''); "
+    "print(t, base64.b64encode(('DEMO_API_KEY=' + t).encode()).decode(), t.encode().hex())\"",
     "run: env | cut -d= -f1 | sort | tr '\\n' ' '",
 ])
 
@@ -47,7 +47,8 @@ def test_a_key_only_the_run_had_reaches_no_export_and_a_codex_child_sees_only_it
     (proj / ".pi" / "subagents" / "coder.md").write_text(CODER)
     monkeypatch.setenv("OPENAI_BASE_URL", model.url)  # Codex's endpoint: the scripted model
     monkeypatch.setenv("OPENAI_API_KEY", "dummy-key")
-    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("DEMO_API_KEY", TOKEN)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_" + "k" * 36)
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC)
     before = files_of(proj)
     exp = nbsubagents.experiment("leak", tasks=[TASK], presets=["scout", "coder"], show=False)
@@ -55,16 +56,16 @@ def test_a_key_only_the_run_had_reaches_no_export_and_a_codex_child_sees_only_it
     assert sorted(r.status for r in runs) == ["completed", "completed"], [r.error for r in runs]
     pi_run, codex_run = sorted(runs, key=lambda r: r.record.harness != "pi")
 
-    # the Codex child saw its provider's key only; pi's saw the key (it printed it) and wrote no form of it
+    # each child saw its provider's key only; pi's saw the key (it printed it) and wrote no form of it
     names = [e["text"] for e in codex_run.events() if e["type"] == "tool_result"][-1].split()
-    assert "OPENAI_API_KEY" in names and "GITHUB_TOKEN" not in names and "ANTHROPIC_API_KEY" not in names
+    assert "OPENAI_API_KEY" in names and not {"GITHUB_TOKEN", "ANTHROPIC_API_KEY", "DEMO_API_KEY"} & set(names)
     pi_env = [e["text"] for e in pi_run.events() if e["type"] == "tool_result"][-1].split()
-    assert "GITHUB_TOKEN" in pi_env
+    assert "DEMO_API_KEY" in pi_env and not {"GITHUB_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"} & set(pi_env)
     for run in runs:
         for name in ("events.jsonl", "stdout.log", "stderr.log", "transcript.log", "result.json"):
             assert leaks((run.dir / name).read_text(errors="replace")) == [], (run.record.harness, name)
 
-    monkeypatch.delenv("GITHUB_TOKEN")  # the exporting process does not know the keys
+    monkeypatch.delenv("DEMO_API_KEY")  # the exporting process does not know the keys
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     experiment_id = exp.to_mlflow(uri, artifact_location=(tmp_path / "mlartifacts").as_uri())

@@ -172,4 +172,22 @@ def test_a_child_keeps_only_the_secret_named_variables_it_needs():
            "NBS_GIVEN_KEY": "x"}
     assert needed_only(env, ("OPENAI_API_KEY",), {"NBS_GIVEN_KEY": "x"}) == {
         "PATH": "/bin", "OPENAI_API_KEY": "o" * 20, "NBS_GIVEN_KEY": "x"}
-    assert needed_only(env, None) == env
+
+
+def test_a_pi_child_keeps_only_its_providers_keys(tmp_path, monkeypatch):
+    """Its model's and fallbacks' providers' variables, and a key models.json names; every one when pi's default
+    provider is its model's and pi's settings do not name it."""
+    from nbsubagents._child.harnesses import pi
+    from nbsubagents._child.record import RunRecord
+
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
+    (tmp_path / "models.json").write_text('{"providers": {"proxy": {"apiKey": "TEAM_PROXY_SECRET"}}}')
+    env = {"ANTHROPIC_API_KEY": "a", "ANTHROPIC_OAUTH_TOKEN": "t", "OPENAI_API_KEY": "o", "GEMINI_API_KEY": "g",
+           "GITHUB_TOKEN": "h", "TEAM_PROXY_SECRET": "p", "AWS_SECRET_ACCESS_KEY": "w"}
+    record = RunRecord(run_id="r", resolved_model="anthropic/claude-sonnet-4-5", fallback_models=["google/gemini-2.5"])
+    assert pi.keys(record, env) == ["ANTHROPIC_API_KEY", "ANTHROPIC_OAUTH_TOKEN", "GEMINI_API_KEY"]
+    assert pi.keys(RunRecord(run_id="r", resolved_model="proxy/big"), env) == ["TEAM_PROXY_SECRET"]
+    assert pi.keys(RunRecord(run_id="r", resolved_model="amazon-bedrock/nova"), env) == ["AWS_SECRET_ACCESS_KEY"]
+    assert pi.keys(RunRecord(run_id="r"), env) == list(env)  # pi's default provider, which nothing names
+    (tmp_path / "settings.json").write_text('{"defaultProvider": "openai"}')
+    assert pi.keys(RunRecord(run_id="r"), env) == ["OPENAI_API_KEY"]

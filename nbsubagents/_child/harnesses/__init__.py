@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import IO
 
     from ..events import Event
@@ -88,7 +89,6 @@ class Harness(Protocol):
     REFUSES: Mapping[str, str]   # run option (TaskSpec spelling) -> why it cannot honour it (refused before writing)
     TASK_ON_STDIN: bool          # the task is its stdin (prompt.md); else its session sends it
     ABORT_GRACE: float           # seconds between asking it to stop and SIGTERM
-    KEYS: tuple[str, ...] | None  # the secret-named variables its child needs (None: every one; the rest are left out)
     WRITES: Mapping[str, str]    # what its child writes in the run's folder: name -> "file" or "folder" (in a sandbox
                                  # these alone are writable there: the rest is the run's record and the person's words)
 
@@ -97,6 +97,8 @@ class Harness(Protocol):
     def command(self, program: str) -> list[str]: ...                 # how to start ``program``
     def build(self, run: Request) -> tuple[list[str], dict[str, str]]: ...  # argv (no task) and added environment
     def left_out(self, run: Request) -> list[str]: ...                 # the preset's tools it cannot give
+    def keys(self, record: RunRecord, env: Mapping[str, str]) -> Iterable[str]: ...  # the secret-named variables
+                                                                       # of ``env`` its child needs (the rest go)
     def models(self, program: str) -> tuple[str, ...]: ...             # what it can use here (LISTS_MODELS)
     def models_key(self, program: str) -> str: ...                     # what that list depends on (its cache key)
     def continues(self, run_dir: str, record: RunRecord, result: Mapping[str, Any] | None) -> str | None: ...

@@ -31,7 +31,7 @@ from .stream import Stream, command, continues_by_id, left_out, models, models_k
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..record import RunRecord
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
     from ..events import Event
@@ -81,12 +81,17 @@ PERMISSION_MODES = {"default": "dontAsk", "dontAsk": "dontAsk", "acceptEdits": "
 STOP_WORDS = {"error_max_turns": "budget:turns", "error_max_budget_usd": "budget:cost",
               "error_max_structured_output_retries": "schema"}
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "KEYS", "LISTS_MODELS",
-           "Adapter", "build", "command", "continues", "left_out", "offline_env", "relocate", "session", "version"]
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter",
+           "build", "command", "continues", "keys", "left_out", "offline_env", "relocate", "session", "version"]
 
 
 def _claude_name(tool: str) -> str:
     return CLAUDE_NAMES.get(tool, tool)
+
+
+def keys(record: RunRecord, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The secret-named variables its child may see (``KEYS``)."""
+    return KEYS
 
 
 def build(run: Request) -> tuple[list[str], dict[str, str]]:

@@ -40,7 +40,7 @@ from .stream import Stream, command, continues_by_id, left_out, models, models_k
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..record import RunRecord
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
     Event = dict[str, Any]
@@ -78,8 +78,13 @@ ALL_TOOLS = READ_TOOLS | {"bash", "edit", "write"}  # pi's tools: Codex's shell 
 SANDBOXES = {None: "workspace-write", "default": "workspace-write", "acceptEdits": "workspace-write",
              "dontAsk": "workspace-write", "plan": "read-only", "bypassPermissions": "danger-full-access"}
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "KEYS", "LISTS_MODELS",
-           "Adapter", "build", "command", "continues", "left_out", "offline_env", "relocate", "session", "version"]
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter",
+           "build", "command", "continues", "keys", "left_out", "offline_env", "relocate", "session", "version"]
+
+
+def keys(record: RunRecord, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The secret-named variables its child may see (``KEYS``)."""
+    return KEYS
 
 
 def build(run: Request) -> tuple[list[str], dict[str, str]]:

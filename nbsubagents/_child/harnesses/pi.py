@@ -40,11 +40,10 @@ REFUSES: dict[str, str] = {}  # pi honours every run option
 TASK_ON_STDIN = False         # the task is the first RPC prompt
 ABORT_GRACE = 2.0             # seconds between the RPC abort of a stopped run and SIGTERM
 WRITES = {"child-session.jsonl": "file"}  # its session (--session): all it writes in its run folder
-KEYS = None  # every secret-named variable: pi goes to any provider, and models.json may name any as a key
 LISTS_MODELS = True           # a model is one of the provider/id pi lists (``pi --list-models``)
 
-__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "KEYS", "LISTS_MODELS", "Adapter",
-           "agent_dir", "build", "command", "continues", "failure_line", "left_out", "models", "models_key",
+__all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter",
+           "agent_dir", "build", "command", "continues", "failure_line", "keys", "left_out", "models", "models_key",
            "offline_env", "package", "parse_model_table", "relocate", "session", "version",
            "write_agent_dir", "PI_TOOLS", "classify_tool", "effective_tools", "extension_name", "extension_selector",
            "pi_tool_names", "tool_notes"]
@@ -386,6 +385,35 @@ def package(program: str) -> tuple[dict[str, Any], Path] | None:
         if base.name == "node_modules":
             break
     return None
+
+
+# the first words of the variables a provider's key may come from, where they are not the provider's own first word
+# (pi's anthropic reads ANTHROPIC_API_KEY, but its google reads GEMINI_API_KEY)
+KEY_WORDS = {"google": ("GEMINI",), "github-copilot": ("COPILOT", "GH", "GITHUB"), "huggingface": ("HF",),
+             "amazon-bedrock": ("AWS",), "vercel-ai-gateway": ("AI_GATEWAY",), "moonshotai": ("MOONSHOT",),
+             "moonshotai-cn": ("MOONSHOT",)}
+
+
+def keys(record: RunRecord, env: Mapping[str, str]) -> list[str]:
+    """The secret-named variables of ``env`` a pi child may need: its model's and fallbacks' providers' (a name that
+    starts with the provider's first word, ANTHROPIC_API_KEY for anthropic, or with one of ``KEY_WORDS``), and
+    those the agent dir's models.json names as a provider's key. Nothing of another provider reaches pi, nor the
+    commands its model runs. A model of no named provider is pi's default provider's (settings.json); when that
+    is not named either, every variable stays."""
+    adir = Path(record.env.get("PI_CODING_AGENT_DIR") or agent_dir())  # an offline run's is its own
+    default = (read_json(adir / "settings.json") or {}).get("defaultProvider")
+    models = [record.resolved_model or record.requested_model or "", *map(str, record.fallback_models or ())]
+    providers = {m.split("/", 1)[0] if "/" in m else default for m in models}
+    if not all(isinstance(p, str) and p for p in providers):
+        return list(env)
+    words = {w for p in providers for w in (p.split("-")[0].upper(), *KEY_WORDS.get(p, ()))}
+    named = read_json(adir / "models.json") or {}
+    for provider in providers:
+        entry = (named.get("providers") or {}).get(provider)
+        key = entry.get("apiKey") if isinstance(entry, dict) else None
+        if isinstance(key, str) and key in env:
+            words.add(key)
+    return [name for name in env if name in words or any(name.startswith(w + "_") for w in words)]
 
 
 def left_out(run: Request) -> list[str]:
