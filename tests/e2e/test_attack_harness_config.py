@@ -122,3 +122,29 @@ def test_project_config_runs_the_repositorys_hook(claude):
     assert run.record.project_config is True
     wait_for(lambda: (claude.parent / "claude-hook-ran").exists(), 30, "the repository's hook to have run")
     assert record("claude hook, opted in", claude, [run], before=before) == []
+
+
+# The repository's Codex config: a notify command runs after each turn, were the project's config loaded.
+CODEX_CONFIG = 'notify = ["sh", "-c", "echo pwned by the repository > ../codex-config-ran"]\n'
+
+
+@pytest.fixture
+def codex(hostile, model, monkeypatch):
+    """The real pinned Codex pointed at the scripted model, on a repository whose .codex/config.toml runs a command."""
+    (hostile / ".codex").mkdir()
+    (hostile / ".codex" / "config.toml").write_text(CODEX_CONFIG)
+    monkeypatch.setenv("OPENAI_BASE_URL", model.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "scripted-dummy-key")
+    return hostile
+
+
+def test_a_codex_run_does_not_load_the_repositorys_config_and_refuses_to(codex):
+    before = files_of(codex)
+    run = nbsubagents.run("reviewer", "read README.md", harness="codex", model="openai/gpt-5.5", show=False)
+    assert run.status == "completed", run.error
+    assert not (codex.parent / "codex-config-ran").exists()
+    assert (codex / "README.md").read_text() == "# Fault project\n"
+    with pytest.raises(nbsubagents.NbSubagentsError, match="project_config.*CODEX_HOME.*trusts no project"):
+        nbsubagents.run("reviewer", "read README.md", harness="codex", model="openai/gpt-5.5", project_config=True,
+                        show=False)
+    assert record("codex project config", codex, [run], before=before) == []
