@@ -70,6 +70,10 @@ def _user_namespace(libc: ctypes.CDLL, what: str) -> None:
     """Enter a user and mount namespace whose ids are this process's own: this uid and gid alone for a user who is
     not root (who may map no other), every id for root, so that it keeps its rights over every file. A process may
     map only its own id from inside, so root's map is written by a helper left outside."""
+    threads = len(os.listdir("/proc/self/task"))
+    if threads > 1:  # the kernel's EINVAL says no more
+        raise SandboxError(f"{what}: this process has {threads} threads (a library's fork handler may have started "
+                           "one), and only a process of one thread can enter a user namespace")
     uid, gid = os.geteuid(), os.getegid()
     if uid != 0:
         _call(libc, what, "unshare", CLONE_NEWUSER | CLONE_NEWNS)
