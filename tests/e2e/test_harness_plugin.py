@@ -29,6 +29,7 @@ Adapter = _claude.Adapter
 def command(program): return [program]
 def build(run): return [run.program, "--say", run.system_prompt or ""], {"ECHO_RUN_DIR": run.run_dir}
 def left_out(run): return []
+def keys(record, env): return ()  # it needs no key
 def continues(run_dir, record, result): return None
 def relocate(run_dir, cwd): pass
 def offline_env(url, folder, models): return {}
