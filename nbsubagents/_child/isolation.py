@@ -37,8 +37,11 @@ that state exactly).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -333,6 +336,36 @@ def capture(iso: dict[str, Any], run_dir: Path, contain: Callable[[], None] | No
     return summary
 
 
+_APART = """import json, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from nbsubagents._child import isolation as i
+run_dir = Path(sys.argv[2])
+try:
+    iso = i._read(run_dir / "isolation.json")
+    print(json.dumps(i.capture(iso, run_dir, i.containment(iso, run_dir, dict(i.os.environ))[0])))
+except (i.IsolationError, OSError) as exc:
+    print(json.dumps({"error": str(exc)}))
+"""
+
+
+def capture_apart(run_dir: Path) -> dict[str, Any]:
+    """``capture`` of a lost run, in its sandbox, by a new interpreter: a sandbox is entered in a fork that must stay
+    one thread, which a process whose fork handlers start one (a kernel that used OpenTelemetry, as MLflow's
+    tracing does) cannot give; there the sandbox failed and the capture with it."""
+    package_parent = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", _APART, package_parent, str(run_dir)], capture_output=True,
+                          text=True, timeout=600)
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise IsolationError(f"its capture's process failed: {done.stderr.strip()[-300:] or done.returncode}") \
+            from None
+    if "error" in answer:
+        raise IsolationError(answer["error"])
+    return answer
+
+
 def remove(iso: dict[str, Any]) -> None:
     """Remove the workspace (with its git folder and branch); nothing of it stays. Only a folder of the workspaces'
     own folder is removed, whatever ``isolation.json`` (in a folder the child may have written) names."""
@@ -359,7 +392,7 @@ def salvage(run_dir: Path) -> dict[str, Any]:
         out["changes"] = {k: done.get(k) for k in ("files", "added", "removed")}
     elif iso.get("base") and path.is_dir():
         try:
-            out["changes"] = capture(iso, run_dir, containment(iso, run_dir, dict(os.environ))[0])
+            out["changes"] = capture_apart(run_dir)
         except (IsolationError, OSError) as exc:
             out["changesError"] = f"the run's changes could not be captured: {exc}"
     elif iso.get("base"):

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from nbsubagents._child.record import load as load_record
 from nbsubagents._child import procs
 from nbsubagents._config import NbSubagentsError
 
-from helpers import at_once, processes_inside, wait_for
+from helpers import REPO, at_once, processes_inside, wait_for
 from test_background import python, row_of, started_by_a_killed_launcher
 
 
@@ -409,6 +410,37 @@ def test_settlers_racing_on_a_lost_isolated_run_capture_once_and_leave_no_worktr
         assert result["changes"] == {"files": 1, "added": 1, "removed": 0} and "changesError" not in result
         assert "+made before the supervisor died" in (run_dir / "changes.patch").read_text()
         assert_no_workspace_left(project, worktrees)
+
+
+def test_a_lost_run_settled_by_a_process_whose_forks_start_a_thread_is_captured_in_its_sandbox(project, worktrees):
+    """A kernel that used MLflow's tracing has OpenTelemetry's fork handler, which starts a thread in every fork; a
+    sandbox cannot be entered there, so the capture of a lost run runs in a process of its own."""
+    from nbsubagents._child import isolation
+
+    make_repo(project)
+    run_dir = project / ".pi" / "subagents" / "runs" / "20261126-000000-000009"
+    run_dir.mkdir(parents=True)
+    meta = {"runId": run_dir.name, "isolation": isolation.plan(project), "createdAt": "2026-11-26T00:00:00Z"}
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    workdir = isolation.setup(dict(meta["isolation"]), run_dir.name, run_dir)
+    (workdir / "made.txt").write_text("made before the supervisor died\n")
+    # what the child left for git to run at the capture: outside the sandbox it writes the project
+    subprocess.run(["git", "config", "filter.leak.clean", f"sh -c 'echo leaked > {project}/leaked.txt; cat'"],
+                   cwd=workdir, check=True)
+    (workdir / ".gitattributes").write_text("*.txt filter=leak\n")
+    code = ("import os, sys, threading, time\nfrom pathlib import Path\n"
+            "os.register_at_fork(after_in_child=lambda: threading.Thread(target=time.sleep, args=(9,), "
+            "daemon=True).start())\nfrom nbsubagents._child.artifacts import RunPaths\n"
+            "from nbsubagents._child.record import load\nfrom nbsubagents._lifecycle import settle\n"
+            "print(settle.lost(RunPaths(Path(sys.argv[1])), load(Path(sys.argv[1]))))")
+    done = subprocess.run([sys.executable, "-c", code, str(run_dir)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.stdout.strip() == "True", done.stderr
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["changes"] == {"files": 2, "added": 2, "removed": 0} and "changesError" not in result, result
+    assert "+made before the supervisor died" in (run_dir / "changes.patch").read_text()
+    assert not (project / "leaked.txt").exists()  # git ran in the sandbox
+    assert_no_workspace_left(project, worktrees)
 
 
 def test_workspaces_of_one_repository_set_up_and_removed_at_once_all_succeed(project, worktrees):
