@@ -128,7 +128,9 @@ EXPLORER_CELLS = [
     "nbsubagents.status_bar()",
     'later = nbsubagents.start("scout", "sleep: 4\\nread README.md", name="later", show=False)',
     "browser = nbsubagents.browse()\nbrowser",
-    'busy = nbsubagents.run("scout", "sleep: 25\\nread README.md", name="busy", show=False)',
+    # busy keeps the kernel's main thread until the test lets it go (a file it waits for): no sleep to race
+    'busy = nbsubagents.run("scout", "run: while [ ! -e release-busy ]; do sleep 0.2; done\\nread README.md", '
+    'name="busy", show=False)',
 ]
 
 # Records every text the status bar shows, to prove it moved while the background run ran.
@@ -176,10 +178,9 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
                               ".findIndex((o) => o.textContent.includes('explored'))")
         page.locator(".nbsubagents-browse-list select").select_option(index=index)
         header = page.locator(".nbsubagents-browse-header")
-        # served by the kernel while its main thread is busy: allow a loaded machine longer than expect's 5 s
-        # (the busy run sleeps 25 s, and the check below proves the click was served while it went; 12 s of a
-        # 15 s sleep were too few once, with another worker's JupyterLab and Chromium on the 2 cores)
-        expect(header).to_contain_text("explored", timeout=22_000)
+        # served by the kernel while its main thread is busy (the busy run waits for the file the test writes
+        # below, so a loaded machine's slowness cannot end it first, as a 25 s sleep once did at a load of 10)
+        expect(header).to_contain_text("explored", timeout=60_000)
         expect(header).to_contain_text("completed")
         expect(page.locator(".nbsubagents-browse-output")).to_contain_text("explorer-ok")
         page.locator(".nbsubagents-browse-tabs .lm-TabBar-tab", has_text="Transcript").click()
@@ -189,6 +190,7 @@ def test_status_bar_and_run_browser_in_jupyterlab(project, tmp_path, monkeypatch
         expect(transcript).to_contain_text("echo explorer-ok")
         busy_prompt = page.locator(".jp-CodeCell", has_text="busy = nbsubagents.run").locator(".jp-InputPrompt")
         assert "*" in busy_prompt.inner_text(), "the busy cell ended before the click was served"
+        (project / "release-busy").touch()  # the busy run may end now
 
         # Live: the background run turned completed in the list without a click.
         expect(options.filter(has_text="later")).to_contain_text("completed", timeout=120_000)
