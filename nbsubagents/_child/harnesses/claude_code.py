@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 from ..events import RESULT_TEXT_LIMIT, text_of
@@ -77,6 +78,12 @@ VERBS = {"Read": "read", "Bash": "bash", "Edit": "edit", "MultiEdit": "edit", "W
 # What each permissionMode means when nobody can answer a prompt: what would be asked is denied (dontAsk).
 PERMISSION_MODES = {"default": "dontAsk", "dontAsk": "dontAsk", "acceptEdits": "acceptEdits", "plan": "plan",
                     "bypassPermissions": "bypassPermissions"}
+# The fields of Claude Code's agent files (2.1.197) that only Claude Code reads; a preset with one is given to it as
+# written (nbsubagents reads the others itself: name, description, model, tools, disallowedTools, permissionMode,
+# maxTurns, isolation)
+AGENT_FIELDS = frozenset({"hooks", "mcpServers", "effort", "memory", "skills", "color", "background",
+                          "initialPrompt"})
+EFFORTS = ("low", "medium", "high", "xhigh", "max")  # what its --effort takes
 # Why a run ended, from the result's subtype (result.json's stopReason)
 STOP_WORDS = {"error_max_turns": "budget:turns", "error_max_budget_usd": "budget:cost",
               "error_max_structured_output_retries": "schema"}
@@ -97,20 +104,29 @@ def keys(record: RunRecord, env: Mapping[str, str]) -> tuple[str, ...]:
 def build(run: Request) -> tuple[list[str], dict[str, str]]:
     """Claude Code's argv and environment for ``run`` (see the module's docstring)."""
     argv = [run.program, "-p", "--output-format", "stream-json", "--verbose"]
-    if run.system_prompt:
+    config = os.path.join(run.run_dir, CONFIG_DIR)
+    os.makedirs(config, exist_ok=True)
+    agent = _agent(run, config) if _as_written(run) else None
+    if agent is not None:  # Claude Code reads the file itself: its prompt, tools, hooks, MCP servers, ...
+        argv += ["--agent", agent]
+        effort = run.preset_extra.get("effort")
+        if effort is not None:  # 2.1.197 applies an agent's effort to its sub-agents only, not to --agent's thread
+            argv += ["--effort", str(effort)]
+    elif run.system_prompt:
         argv += ["--append-system-prompt", run.system_prompt]
     model = run.model
-    if model and model != "inherit":
+    if model and model != "inherit" and (agent is None or run.model_source == "call"):
         argv += ["--model", model]
     tools = run.tools
     mode = run.permission_mode
     if tools is not None:
         tools = [_claude_name(tool) for tool in tools]
         names = list(dict.fromkeys(tool.split("(", 1)[0] for tool in tools))  # Bash(git diff:*) -> Bash
-        argv += ["--tools", ",".join(names)]
+        if agent is None:  # an agent file's tools are its own (MCP tools too); these say what runs unasked
+            argv += ["--tools", ",".join(names)]
         if tools:
             argv += ["--allowedTools", *tools]
-    if run.disallowed_tools:
+    if run.disallowed_tools and agent is None:
         argv += ["--disallowedTools", *(_claude_name(tool) for tool in run.disallowed_tools)]
     # No mode written: every tool it has may run without asking, as for a pi child (tools as written: only they).
     default = "dontAsk" if tools is not None else "bypassPermissions"
@@ -122,10 +138,10 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
     if run.output_schema_path:
         with open(run.output_schema_path, encoding="utf-8") as schema:
             argv += ["--json-schema", json.dumps(json.load(schema), separators=(",", ":"))]
-    if not run.project_config:  # the project's .claude/settings*.json (hooks, ...) and .mcp.json stay out
-        argv += ["--setting-sources", "user", "--strict-mcp-config"]
-    config = os.path.join(run.run_dir, CONFIG_DIR)
-    os.makedirs(config, exist_ok=True)
+    if not run.project_config:  # the project's .claude/settings*.json (hooks, agents, ...) and .mcp.json stay out
+        # (--strict-mcp-config would also drop an agent file's own MCP servers: with the user source alone, the
+        # project's .mcp.json is not read either)
+        argv += ["--setting-sources", "user"] + (["--strict-mcp-config"] if agent is None else [])
     if run.resume_session:
         earlier = os.path.join(run.resumed_run_dir or "", CONFIG_DIR, "projects")
         if os.path.isdir(earlier):  # its sessions come along; the earlier run keeps its own
@@ -136,6 +152,79 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
     if argv[argv.index("--permission-mode") + 1] == "bypassPermissions" and os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"  # Claude Code refuses to bypass permissions as root outside a sandbox
     return argv, env
+
+
+def _as_written(run: Request) -> bool:
+    """Whether the preset is a Claude Code agent file, which Claude Code reads itself: it lives in a Claude Code
+    agents folder or has a field only Claude Code reads. A preset in pi's own style becomes flags."""
+    return bool(run.preset_file) and (str(run.preset_scope).startswith("claude-")
+                                      or any(key in AGENT_FIELDS for key in run.preset_extra))
+
+
+def _agent(run: Request, config: str) -> str:
+    """The name of the agent Claude Code runs: the preset's file copied as written into the run's own Claude
+    agents folder (its user scope). What Claude Code would not honour as written is a ValueError naming it."""
+    source = str(run.preset_file)
+    with open(source, "rb") as file:
+        data = file.read()
+    text = data.decode("utf-8-sig", errors="replace")
+    head = text.split("\n---", 1)[0]
+    name = _top_level(head, "name")
+    if not name or not _top_level(head, "description"):
+        raise ValueError(f"{source} is given to Claude Code as written, and Claude Code loads an agent file only "
+                         "with name: and description: lines; add them")
+    pi_names = [tool for tool in (*(run.tools or ()), *(run.disallowed_tools or ())) if tool in CLAUDE_NAMES]
+    if pi_names:
+        raise ValueError(f"tools {', '.join(pi_names)} are pi's names, and Claude Code reads this agent file as "
+                         f"written: write {', '.join(CLAUDE_NAMES[t] for t in pi_names)} (Claude Code's names)")
+    effort = run.preset_extra.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise ValueError(f"effort {effort!r}: Claude Code takes an agent's own effort only as one of "
+                         f"{', '.join(EFFORTS)} (its --effort)")
+    other = _shadowing(run, name) if run.project_config else None
+    if other is not None:  # with the project's config, its agents outrank the run's own: this copy is named anew
+        if "memory" in run.preset_extra:
+            raise ValueError(f"{other} is also an agent named {name!r}, and with project_config Claude Code's "
+                             "project agents outrank the run's own; this file's memory is kept under its name, so "
+                             "it cannot be renamed for the run: rename one of the two files")
+        name = f"{name}@{os.path.basename(run.run_dir)}"
+        data = re.sub(rb"^name[ \t]*:.*$", f"name: {name}".encode(), data, count=1, flags=re.M)
+    agents = os.path.join(config, "agents")
+    os.makedirs(agents, exist_ok=True)
+    with open(os.path.join(agents, os.path.basename(source)), "wb") as copy:
+        copy.write(data)
+    return name
+
+
+def _top_level(frontmatter: str, key: str) -> str | None:
+    """The value of a top-level ``key:`` line of an agent file's frontmatter, as written (quotes removed)."""
+    found = re.search(rf"^{key}[ \t]*:(.*)$", frontmatter, re.M)
+    value = found[1].strip().strip("\"'").strip() if found else None
+    return value or None
+
+
+def _shadowing(run: Request, name: str) -> str | None:
+    """Another agent file called ``name`` in a ``.claude/agents`` folder of the run's folder or one above it
+    (Claude Code's project agents), if any."""
+    here = os.path.abspath(run.cwd)
+    while True:
+        folder = os.path.join(here, ".claude", "agents")
+        for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+            path = os.path.join(folder, entry)
+            if entry.endswith(".md") and not _same(path, str(run.preset_file)):
+                with open(path, encoding="utf-8-sig", errors="replace") as file:
+                    if _top_level(file.read().split("\n---", 1)[0], "name") == name:
+                        return path
+        here, parent = os.path.dirname(here), here
+        if here == parent:
+            return None
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def version(program: str) -> str | None:
