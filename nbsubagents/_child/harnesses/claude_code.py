@@ -1,16 +1,26 @@
 """Claude Code as a harness: ``claude -p --output-format stream-json --verbose``, the task on stdin.
 
-``build`` turns a run into Claude Code's flags: the preset body appended to its own system prompt
-(``--append-system-prompt``); the preset's tools as written, in Claude Code's names (pi's verbs read, bash, edit,
-write, grep, find, ls are given their Claude names), as the tools it has (``--tools``, the names) and the ones it
-may use without asking (``--allowedTools``, the entries as written, so rules such as ``Bash(git diff:*)`` hold);
-``--disallowedTools``; ``--model`` (aliases such as ``sonnet`` pass through; ``inherit`` or none: its default);
-``--max-turns``; ``--max-budget-usd`` (max_cost); ``--json-schema`` (output_schema); ``--resume`` (the session of
-the run this one continues); and ``--permission-mode`` as ``permission_mode`` says what each mode means headless
-(nobody can answer a permission prompt in print mode). Its configuration and sessions live in the run's own
-folder (``CLAUDE_CONFIG_DIR``): nothing of the machine's user goes in or out. The project's own configuration
-(``.claude/settings.json`` and ``settings.local.json``: hooks, permissions, plugins; ``.mcp.json``'s servers) is
-left out (``--setting-sources user --strict-mcp-config``) unless the run says ``project_config``.
+A Claude Code agent file (a preset in a Claude Code agents folder, or with a field only Claude Code reads:
+``AGENT_FIELDS``) is what Claude Code reads itself: ``build`` copies the file byte for byte into the run's own Claude
+agents folder (``<run>/claude/agents``, its user scope) and runs it with ``--agent NAME``, so its prompt, tools,
+model, hooks, MCP servers, memory, skills and any later field reach Claude Code as written; it adds ``--effort`` with
+the file's ``effort`` (2.1.197 applies an agent's effort to its sub-agents only). What Claude Code would not honour
+as written is refused by name (an effort ``--effort`` cannot take, pi's tool names, a file without ``name:`` and
+``description:``). With the project's config loaded, a same-named project agent would outrank the run's own: the
+copy is then renamed ``NAME@RUN_ID`` (its ``name:`` line alone). A preset in pi's own style becomes flags instead:
+its body appended to Claude Code's system prompt (``--append-system-prompt``), its tools in Claude Code's names (pi's
+verbs read, bash, edit, write, grep, find, ls are given their Claude names) as the tools it has (``--tools``).
+
+Both: the tools as written as the ones it may use without asking (``--allowedTools``, so rules such as
+``Bash(git diff:*)`` hold); ``--model`` (aliases such as ``sonnet`` pass through; ``inherit`` or none: its default;
+an agent file's own model is read by Claude Code, so only the call's is passed); ``--max-turns``;
+``--max-budget-usd`` (max_cost); ``--json-schema`` (output_schema); ``--resume`` (the session of the run this one
+continues); and ``--permission-mode`` as ``permission_mode`` says what each mode means headless (nobody can answer a
+permission prompt in print mode). Its configuration and sessions live in the run's own folder
+(``CLAUDE_CONFIG_DIR``): nothing of the machine's user goes in or out. The project's own configuration
+(``.claude/settings.json`` and ``settings.local.json``: hooks, permissions, plugins; its agents; ``.mcp.json``'s
+servers) is left out (``--setting-sources user``; ``--strict-mcp-config`` too for flags, as it would also drop an
+agent file's own servers) unless the run says ``project_config``.
 
 ``Adapter`` reads its stream-json records: ``system``/init (the session), ``assistant`` messages (text, thinking,
 tool_use blocks; one record per block, one turn per message id), ``user`` messages (tool_result blocks) and the
