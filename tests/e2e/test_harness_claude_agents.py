@@ -135,3 +135,15 @@ def test_claude_codes_own_model_names_are_its_to_resolve(claude, written, asked)
     called = nbsubagents.run("named", "say: hi", harness="claude-code", model="opus", show=False)
     assert called.status == "completed", called.error
     assert model.requests[-1]["model"] == "claude-opus-4-8"  # the call's model wins
+
+
+def test_an_agent_file_claude_code_does_not_load_fails_the_run_saying_so(claude):
+    project, model = claude
+    (project / ".claude" / "agents").mkdir(parents=True)
+    # Claude Code keeps the name's inner space ("shouter "), so `--agent shouter` finds no such agent: Claude Code
+    # (its input being text) ends at once, before any model request, rather than run as its default agent
+    (project / ".claude" / "agents" / "shouter.md").write_text(
+        agent_file(project, "FILE").replace("name: shouter", 'name: "shouter "'))
+    run = nbsubagents.run("shouter", "shout: hello", harness="claude-code", show=False)
+    assert run.status == "failed" and "--agent 'shouter' not found" in run.error
+    assert model.requests == [] and not (project.parent / "hook-marker").exists()
