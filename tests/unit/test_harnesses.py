@@ -127,6 +127,8 @@ def test_a_pi_style_preset_still_becomes_flags(tmp_path):
     ("effort: 3\r\n", {"presetExtra": {"effort": 3}}, r"effort 3: Claude Code takes an agent's own effort only as "
                                                        r"one of low, medium, high, xhigh, max"),
     ("", {"tools": ["read", "bash"]}, "tools read, bash are pi's names.*write Read, Bash"),
+    ("skills: lint\r\n", {"presetExtra": {"skills": ["lint"]}}, "skills: Claude Code .* preloads an agent file's "
+                                                                 "skills only into a sub-agent"),
 ])
 def test_what_claude_code_would_not_honour_as_written_is_refused_by_name(tmp_path, more, given, message):
     with pytest.raises(ValueError, match=message):

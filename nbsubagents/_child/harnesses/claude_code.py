@@ -3,11 +3,12 @@
 A Claude Code agent file (a preset in a Claude Code agents folder, or with a field only Claude Code reads:
 ``AGENT_FIELDS``) is what Claude Code reads itself: ``build`` copies the file byte for byte into the run's own Claude
 agents folder (``<run>/claude/agents``, its user scope) and runs it with ``--agent NAME``, so its prompt, tools,
-model, hooks, MCP servers, memory, skills and any later field reach Claude Code as written; it adds ``--effort`` with
-the file's ``effort`` (2.1.197 applies an agent's effort to its sub-agents only). What Claude Code would not honour
-as written is refused by name (an effort ``--effort`` cannot take, pi's tool names, a file without ``name:`` and
-``description:``). With the project's config loaded, a same-named project agent would outrank the run's own: the
-copy is then renamed ``NAME@RUN_ID`` (its ``name:`` line alone). A preset in pi's own style becomes flags instead:
+model, hooks, MCP servers, memory, initialPrompt and any later field reach Claude Code as written; it adds
+``--effort`` with the file's ``effort`` (2.1.197 applies an agent's effort to its sub-agents only). What Claude Code
+would not honour as written is refused by name (an effort ``--effort`` cannot take; ``skills``, which it preloads
+into sub-agents only; pi's tool names; a file without ``name:`` and ``description:``). With the project's config
+loaded, a same-named project agent would outrank the run's own: the copy is then renamed ``NAME@RUN_ID`` (its
+``name:`` line alone). A preset in pi's own style becomes flags instead:
 its body appended to Claude Code's system prompt (``--append-system-prompt``), its tools in Claude Code's names (pi's
 verbs read, bash, edit, write, grep, find, ls are given their Claude names) as the tools it has (``--tools``).
 
@@ -187,6 +188,10 @@ def _agent(run: Request, config: str) -> str:
     if pi_names:
         raise ValueError(f"tools {', '.join(pi_names)} are pi's names, and Claude Code reads this agent file as "
                          f"written: write {', '.join(CLAUDE_NAMES[t] for t in pi_names)} (Claude Code's names)")
+    if "skills" in run.preset_extra:
+        raise ValueError("skills: Claude Code (2.1.197) preloads an agent file's skills only into a sub-agent it "
+                         "starts, not into the thread --agent runs; remove the line (a skill Claude Code finds stays "
+                         "available to its Skill tool)")
     effort = run.preset_extra.get("effort")
     if effort is not None and effort not in EFFORTS:
         raise ValueError(f"effort {effort!r}: Claude Code takes an agent's own effort only as one of "
