@@ -65,7 +65,8 @@ def script(body: dict, index: int) -> dict:
         return {"tool_calls": [{"name": "bash", "arguments": {"command": "echo from-bash"}}]}
     if index == 1:
         return {"tool_calls": [{"name": "mcp__echo__shout", "arguments": {"text": task.removeprefix("shout: ")}}]}
-    return {"text": " | ".join(m["content"] for m in body["messages"] if m["role"] == "tool")}
+    last = max(i for i, m in enumerate(body["messages"]) if m["role"] == "user")
+    return {"text": " | ".join(m["content"] for m in body["messages"][last:] if m["role"] == "tool")}
 
 
 @pytest.fixture
@@ -99,6 +100,12 @@ def test_an_agent_files_hooks_mcp_servers_and_effort_reach_claude_code(claude):
     assert "MARKER-FILE" in json.dumps(model.requests[0]["system"])  # the file's body is the agent's prompt
     written = json.dumps(run.record.argv) + run.paths.meta.read_text()
     assert "key-from-the-file" not in written and "--agent" in run.record.argv  # its secrets stay in its file
+    follow = run.follow_up("shout: again")  # its own session goes on, under the same agent file
+    follow.wait()
+    assert follow.status == "completed", follow.error
+    assert follow.result["finalText"] == "from-bash | MCP-ANSWER AGAIN key=key-from-the-file"
+    assert follow.record.argv[follow.record.argv.index("--resume") + 1] == run.result["sessionId"]
+    assert (project.parent / "hook-marker").read_text() == "hook-fired\n" * 2
 
 
 @pytest.mark.parametrize("project_config", [False, True])
@@ -140,10 +147,12 @@ def test_claude_codes_own_model_names_are_its_to_resolve(claude, written, asked)
 def test_an_agent_file_claude_code_does_not_load_fails_the_run_saying_so(claude):
     project, model = claude
     (project / ".claude" / "agents").mkdir(parents=True)
-    # Claude Code keeps the name's inner space ("shouter "), so `--agent shouter` finds no such agent: Claude Code
-    # (its input being text) ends at once, before any model request, rather than run as its default agent
+    # an empty description: a preset without one still runs, but Claude Code skips the file, and `--agent shouter`
+    # finds no such agent: Claude Code (its input being text) ends at once, before any model request, rather than
+    # run as its default agent
     (project / ".claude" / "agents" / "shouter.md").write_text(
-        agent_file(project, "FILE").replace("name: shouter", 'name: "shouter "'))
+        agent_file(project, "FILE").replace("description: Runs a command, then asks its MCP server.",
+                                            "description: |\n"))
     run = nbsubagents.run("shouter", "shout: hello", harness="claude-code", show=False)
     assert run.status == "failed" and "--agent 'shouter' not found" in run.error
     assert model.requests == [] and not (project.parent / "hook-marker").exists()

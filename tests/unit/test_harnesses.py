@@ -135,6 +135,16 @@ def test_what_claude_code_would_not_honour_as_written_is_refused_by_name(tmp_pat
         claude_code.build(agent_run(tmp_path, more, **given))
 
 
+def test_the_agent_is_named_as_claude_code_reads_the_name(tmp_path):
+    run = agent_run(tmp_path)
+    Path(run.preset_file).write_text("---\nname: 'shouter '  # spaces kept\ndescription: x # y\n---\nShout.\n")
+    argv, _ = claude_code.build(run)
+    assert argv[argv.index("--agent") + 1] == "shouter "
+    Path(run.preset_file).write_text("---\nname: shouter # a comment\ndescription: x\n---\nShout.\n")
+    argv, _ = claude_code.build(run)
+    assert argv[argv.index("--agent") + 1] == "shouter"
+
+
 def test_an_agent_file_claude_code_would_not_load_is_refused(tmp_path):
     run = agent_run(tmp_path)
     Path(run.preset_file).write_text("---\nname: shouter\nhooks: {}\n---\nShout.\n")

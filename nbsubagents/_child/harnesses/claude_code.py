@@ -214,8 +214,11 @@ def _agent(run: Request, config: str) -> str:
 def _top_level(frontmatter: str, key: str) -> str | None:
     """The value of a top-level ``key:`` line of an agent file's frontmatter, as written (quotes removed)."""
     found = re.search(rf"^{key}[ \t]*:(.*)$", frontmatter, re.M)
-    value = found[1].strip().strip("\"'").strip() if found else None
-    return value or None
+    value = found[1].strip() if found else ""
+    end = value.find(value[:1], 1) if value[:1] in ("'", '"') else -1
+    if end > 0:  # quoted: as it is between the quotes (Claude Code keeps its spaces)
+        return value[1:end] or None
+    return re.sub(r"\s+#.*$", "", value).strip() or None  # a plain value ends at a comment
 
 
 def _shadowing(run: Request, name: str) -> str | None:
