@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from helpers import REPO
+from test_harness_claude import commit_all
 
 import nbsubagents
 from nbsubagents._pi.scripted import ScriptedModel, demo_step
@@ -106,6 +107,19 @@ def test_an_agent_files_hooks_mcp_servers_and_effort_reach_claude_code(claude):
     assert follow.result["finalText"] == "from-bash | MCP-ANSWER AGAIN key=key-from-the-file"
     assert follow.record.argv[follow.record.argv.index("--resume") + 1] == run.result["sessionId"]
     assert (project.parent / "hook-marker").read_text() == "hook-fired\n" * 2
+
+
+def test_an_isolated_agent_file_run_fires_its_hook_in_its_worktree(claude):
+    project, model = claude
+    (project / ".claude" / "agents").mkdir(parents=True)
+    (project / ".claude" / "agents" / "shouter.md").write_text(  # the hook writes where it runs: the worktree
+        agent_file(project, "FILE").replace(str(project.parent / "hook-marker"), "hook-marker.txt"))
+    commit_all(project)
+    run = nbsubagents.run("shouter", "shout: iso", harness="claude-code", isolation="worktree", show=False)
+    assert run.status == "completed", run.error
+    assert run.result["finalText"] == "from-bash | MCP-ANSWER ISO key=key-from-the-file"
+    assert "+++ b/hook-marker.txt\n@@ -0,0 +1 @@\n+hook-fired" in (run.dir / "changes.patch").read_text()
+    assert not (project / "hook-marker.txt").exists()  # the project itself is untouched
 
 
 @pytest.mark.parametrize("project_config", [False, True])
