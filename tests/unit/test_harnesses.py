@@ -155,15 +155,15 @@ def test_an_agent_file_claude_code_would_not_load_is_refused(tmp_path):
 def test_under_project_config_a_same_named_project_agent_cannot_take_the_files_place(tmp_path):
     chosen = tmp_path / ".pi" / "subagents" / "shouter.md"
     chosen.parent.mkdir(parents=True)
-    chosen.write_text(AGENT.format(more="effort: low\n"))
+    chosen.write_text(AGENT.format(more="effort: low\r\n"), newline="")
     (tmp_path / ".claude" / "agents").mkdir(parents=True)
     (tmp_path / ".claude" / "agents" / "other.md").write_text("---\nname: shouter\ndescription: x\n---\nNo.\n")
     run = run_of(tmp_path, presetFile=str(chosen), presetScope="project", presetExtra={"effort": "low"},
                  projectConfig=True, runDir=str(tmp_path / "run-1"))
     argv, _ = claude_code.build(run)
     assert argv[argv.index("--agent") + 1] == "shouter@run-1"
-    copy = (tmp_path / "run-1" / "claude" / "agents" / "shouter.md").read_text()
-    assert copy == chosen.read_text().replace("name: shouter", "name: shouter@run-1")
+    copy = (tmp_path / "run-1" / "claude" / "agents" / "shouter.md").read_bytes()
+    assert copy == chosen.read_bytes().replace(b"name: shouter", b'name: "shouter@run-1"')  # CRLF kept
     argv, _ = claude_code.build(dataclasses.replace(run, project_config=False))  # the project's agents stay out
     assert argv[argv.index("--agent") + 1] == "shouter"
     with pytest.raises(ValueError, match="other.md is also an agent named 'shouter'.*memory"):

@@ -203,7 +203,8 @@ def _agent(run: Request, config: str) -> str:
                              "project agents outrank the run's own; this file's memory is kept under its name, so "
                              "it cannot be renamed for the run: rename one of the two files")
         name = f"{name}@{os.path.basename(run.run_dir)}"
-        data = re.sub(rb"^name[ \t]*:.*$", f"name: {name}".encode(), data, count=1, flags=re.M)
+        line = f"name: {json.dumps(name)}".encode()  # a JSON string is a YAML one
+        data = re.sub(rb"^name[ \t]*:[^\r\n]*", lambda _: line, data, count=1, flags=re.M)
     agents = os.path.join(config, "agents")
     os.makedirs(agents, exist_ok=True)
     with open(os.path.join(agents, os.path.basename(source)), "wb") as copy:
