@@ -228,7 +228,8 @@ def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any, chosen: Cho
     set_by = {"call": "the call", named: named}
     asked = {  # option -> where it was set (None: not set)
         **{name: set_by.get(source) if value else None for name, (value, source) in chosen.items()},
-        "thinking": named if preset.thinking is not None or ":" in (spec.model or preset.model or "") else None,
+        "thinking": named if preset.thinking is not None or harness.LISTS_MODELS and ":" in (
+            spec.model or preset.model or "") else None,  # a name it takes as written may hold a ':' (Bedrock's)
         "excludeTools": named if preset.exclude_tools is not None else None,
         "noTools": named if preset.no_tools else None,
         "skills": named if preset.skills else None,
@@ -258,6 +259,7 @@ def _request(harness: Harness, program: str, choice: ModelChoice, spec: TaskSpec
     model = choice.argv_model if harness.LISTS_MODELS else choice.requested
     return Request(
         program=program, run_dir=str(paths.dir), cwd=str(cwd), model=model or None,
+        model_source=choice.source if model else None,
         system_prompt_path=str(paths.system_prompt) if preset.prompt else None,
         max_turns=(budget or {}).get("maxTurns"), max_cost=(budget or {}).get("maxCost"),
         output_schema_path=str(schema_path) if schema_path else None, ask=bool(conversation["ask"]),
@@ -277,7 +279,8 @@ def preset_fields(preset: Any) -> dict[str, Any]:
         permission_mode=preset.permission_mode, thinking=preset.thinking, skills=tuple(preset.skills or ()),
         no_skills=bool(preset.no_skills), no_context_files=bool(preset.no_context_files),
         no_extensions=bool(preset.no_extensions), extension_files=tuple(str(p) for p in preset.extension_files),
-        extra_args=tuple(preset.extra_args))
+        extra_args=tuple(preset.extra_args), preset_file=str(preset.path), preset_scope=preset.scope,
+        preset_extra=dict(preset.extra))
 
 
 def _experiment_fields(spec: TaskSpec) -> dict[str, Any]:

@@ -188,7 +188,8 @@ def test_offline_runs_have_no_fallbacks(talker):
 def test_no_tools_with_ask_leaves_the_child_only_its_question():
     bare = SimpleNamespace(prompt=None, tools=None, disallowed_tools=None, exclude_tools=None, no_tools=False,
                            permission_mode=None, thinking=None, skills=(), no_skills=False, no_context_files=False,
-                           no_extensions=False, extension_files=(), extra_args=())
+                           no_extensions=False, extension_files=(), extra_args=(), path=Path("bare.md"),
+                           scope="project", extra={})
     argv, _ = pi_argv(SimpleNamespace(**{**vars(bare), "no_tools": True}), ask=True)
     assert argv[-4:] == ["--tools", "ask", "--extension", str(ASK_EXTENSION)]
     assert pi_argv(bare, approval=True)[0][-2:] == ["--extension", str(APPROVE_EXTENSION)]

@@ -3,6 +3,7 @@ checks around them (preset field, call option, refusals, finding the program).""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import os
@@ -88,6 +89,85 @@ def test_no_tools_and_inherit_and_resume(tmp_path):
     assert argv[argv.index("--tools") + 1] == "" and "--allowedTools" not in argv and "--model" not in argv
     assert argv[-2:] == ["--resume", "s1"]
     assert (tmp_path / "run" / "claude" / "projects" / "p" / "s1.jsonl").is_file()  # the session came along
+
+
+
+# -- a Claude Code agent file, as written --------------------------------------------------------------------------
+AGENT = "---\r\nname: shouter\r\ndescription: 'Use when: loud'\r\ntools: Read, mcp__echo__shout\r\n{more}---\r\nShout.\r\n"
+
+
+def agent_run(tmp_path, more="", scope="claude-project", **given):
+    folder = tmp_path / ".claude" / "agents"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "shouter.md").write_text(AGENT.format(more=more), newline="")
+    return run_of(tmp_path, **{"presetFile": str(folder / "shouter.md"), "presetScope": scope,
+                               "systemPrompt": "Shout.", "tools": ["Read", "mcp__echo__shout"], **given})
+
+
+def test_an_agent_file_is_copied_as_written_and_run_by_name(tmp_path):
+    run = agent_run(tmp_path, "effort: low\r\nhooks: {}\r\n", presetExtra={"effort": "low", "hooks": {}},
+                    model="sonnet", modelSource="preset", maxTurns=3)
+    argv, _ = claude_code.build(run)
+    assert argv == ["/bin/claude", "-p", "--output-format", "stream-json", "--verbose", "--agent", "shouter",
+                    "--effort", "low", "--allowedTools", "Read", "mcp__echo__shout", "--permission-mode", "dontAsk",
+                    "--max-turns", "3", "--setting-sources", "user"]  # its prompt, tools and model: in the file
+    copy = tmp_path / "run" / "claude" / "agents" / "shouter.md"
+    assert copy.read_bytes() == (tmp_path / ".claude" / "agents" / "shouter.md").read_bytes()
+    argv, _ = claude_code.build(dataclasses.replace(run, model="opus", model_source="call", project_config=True))
+    assert argv[argv.index("--model") + 1] == "opus" and "--setting-sources" not in argv  # the call's model
+
+
+def test_a_pi_style_preset_still_becomes_flags(tmp_path):
+    argv, _ = claude_code.build(agent_run(tmp_path, scope="project", presetExtra={"display_name": "S"}))
+    assert "--agent" not in argv and argv[argv.index("--append-system-prompt") + 1] == "Shout."
+    assert not (tmp_path / "run" / "claude" / "agents").exists()
+
+
+@pytest.mark.parametrize(("more", "given", "message"), [
+    ("effort: 3\r\n", {"presetExtra": {"effort": 3}}, r"effort 3: Claude Code takes an agent's own effort only as "
+                                                       r"one of low, medium, high, xhigh, max"),
+    ("", {"tools": ["read", "bash"]}, "tools read, bash are pi's names.*write Read, Bash"),
+    ("skills: lint\r\n", {"presetExtra": {"skills": ["lint"]}}, "skills: Claude Code .* preloads an agent file's "
+                                                                 "skills only into a sub-agent"),
+])
+def test_what_claude_code_would_not_honour_as_written_is_refused_by_name(tmp_path, more, given, message):
+    with pytest.raises(ValueError, match=message):
+        claude_code.build(agent_run(tmp_path, more, **given))
+
+
+def test_the_agent_is_named_as_claude_code_reads_the_name(tmp_path):
+    run = agent_run(tmp_path)
+    Path(run.preset_file).write_text("---\nname: 'shouter '  # spaces kept\ndescription: x # y\n---\nShout.\n")
+    argv, _ = claude_code.build(run)
+    assert argv[argv.index("--agent") + 1] == "shouter "
+    Path(run.preset_file).write_text("---\nname: shouter # a comment\ndescription: x\n---\nShout.\n")
+    argv, _ = claude_code.build(run)
+    assert argv[argv.index("--agent") + 1] == "shouter"
+
+
+def test_an_agent_file_claude_code_would_not_load_is_refused(tmp_path):
+    run = agent_run(tmp_path)
+    Path(run.preset_file).write_text("---\nname: shouter\nhooks: {}\n---\nShout.\n")
+    with pytest.raises(ValueError, match="only with name: and description: lines; add them"):
+        claude_code.build(run)
+
+
+def test_under_project_config_a_same_named_project_agent_cannot_take_the_files_place(tmp_path):
+    chosen = tmp_path / ".pi" / "subagents" / "shouter.md"
+    chosen.parent.mkdir(parents=True)
+    chosen.write_text(AGENT.format(more="effort: low\r\n"), newline="")
+    (tmp_path / ".claude" / "agents").mkdir(parents=True)
+    (tmp_path / ".claude" / "agents" / "other.md").write_text("---\nname: shouter\ndescription: x\n---\nNo.\n")
+    run = run_of(tmp_path, presetFile=str(chosen), presetScope="project", presetExtra={"effort": "low"},
+                 projectConfig=True, runDir=str(tmp_path / "run-1"))
+    argv, _ = claude_code.build(run)
+    assert argv[argv.index("--agent") + 1] == "shouter@run-1"
+    copy = (tmp_path / "run-1" / "claude" / "agents" / "shouter.md").read_bytes()
+    assert copy == chosen.read_bytes().replace(b"name: shouter", b'name: "shouter@run-1"')  # CRLF kept
+    argv, _ = claude_code.build(dataclasses.replace(run, project_config=False))  # the project's agents stay out
+    assert argv[argv.index("--agent") + 1] == "shouter"
+    with pytest.raises(ValueError, match="other.md is also an agent named 'shouter'.*memory"):
+        claude_code.build(dataclasses.replace(run, preset_extra={"memory": "project"}))
 
 
 # -- Claude Code's stream --------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ class Request:
     run_dir: str
     cwd: str
     model: str | None = None                   # as this harness takes it (pi: ``provider/id[:thinking]``)
+    model_source: str | None = None            # who named it: "call" or "preset" (None: nobody)
     system_prompt: str | None = None           # the preset's body, appended to the harness's own
     system_prompt_path: str | None = None      # ... and the file it is written to beside meta.json
     tools: tuple[str, ...] | None = None       # the preset's, as its author wrote them (None: the harness's own)
@@ -58,6 +59,9 @@ class Request:
     resume_session: str | None = None          # the session it continues (``continues``' answer)
     resumed_run_dir: str | None = None         # ... of this earlier run
     env: Mapping[str, str] = field(default_factory=dict)  # what the kernel gives the child (the offline model's)
+    preset_file: str | None = None             # the preset's file, as its author wrote it
+    preset_scope: str | None = None            # where it was found: claude-user, claude-project, global or project
+    preset_extra: Mapping[str, Any] = field(default_factory=dict)  # its fields nbsubagents does not read itself
 
 
 class Session(Protocol):

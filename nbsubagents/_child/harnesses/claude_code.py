@@ -1,16 +1,27 @@
 """Claude Code as a harness: ``claude -p --output-format stream-json --verbose``, the task on stdin.
 
-``build`` turns a run into Claude Code's flags: the preset body appended to its own system prompt
-(``--append-system-prompt``); the preset's tools as written, in Claude Code's names (pi's verbs read, bash, edit,
-write, grep, find, ls are given their Claude names), as the tools it has (``--tools``, the names) and the ones it
-may use without asking (``--allowedTools``, the entries as written, so rules such as ``Bash(git diff:*)`` hold);
-``--disallowedTools``; ``--model`` (aliases such as ``sonnet`` pass through; ``inherit`` or none: its default);
-``--max-turns``; ``--max-budget-usd`` (max_cost); ``--json-schema`` (output_schema); ``--resume`` (the session of
-the run this one continues); and ``--permission-mode`` as ``permission_mode`` says what each mode means headless
-(nobody can answer a permission prompt in print mode). Its configuration and sessions live in the run's own
-folder (``CLAUDE_CONFIG_DIR``): nothing of the machine's user goes in or out. The project's own configuration
-(``.claude/settings.json`` and ``settings.local.json``: hooks, permissions, plugins; ``.mcp.json``'s servers) is
-left out (``--setting-sources user --strict-mcp-config``) unless the run says ``project_config``.
+A Claude Code agent file (a preset in a Claude Code agents folder, or with a field only Claude Code reads:
+``AGENT_FIELDS``) is what Claude Code reads itself: ``build`` copies the file byte for byte into the run's own Claude
+agents folder (``<run>/claude/agents``, its user scope) and runs it with ``--agent NAME``, so its prompt, tools,
+model, hooks, MCP servers, memory, initialPrompt and any later field reach Claude Code as written; it adds
+``--effort`` with the file's ``effort`` (2.1.197 applies an agent's effort to its sub-agents only). What Claude Code
+would not honour as written is refused by name (an effort ``--effort`` cannot take; ``skills``, which it preloads
+into sub-agents only; pi's tool names; a file without ``name:`` and ``description:``). With the project's config
+loaded, a same-named project agent would outrank the run's own: the copy is then renamed ``NAME@RUN_ID`` (its
+``name:`` line alone). A preset in pi's own style becomes flags instead:
+its body appended to Claude Code's system prompt (``--append-system-prompt``), its tools in Claude Code's names (pi's
+verbs read, bash, edit, write, grep, find, ls are given their Claude names) as the tools it has (``--tools``).
+
+Both: the tools as written as the ones it may use without asking (``--allowedTools``, so rules such as
+``Bash(git diff:*)`` hold); ``--model`` (aliases such as ``sonnet`` pass through; ``inherit`` or none: its default;
+an agent file's own model is read by Claude Code, so only the call's is passed); ``--max-turns``;
+``--max-budget-usd`` (max_cost); ``--json-schema`` (output_schema); ``--resume`` (the session of the run this one
+continues); and ``--permission-mode`` as ``permission_mode`` says what each mode means headless (nobody can answer a
+permission prompt in print mode). Its configuration and sessions live in the run's own folder
+(``CLAUDE_CONFIG_DIR``): nothing of the machine's user goes in or out. The project's own configuration
+(``.claude/settings.json`` and ``settings.local.json``: hooks, permissions, plugins; its agents; ``.mcp.json``'s
+servers) is left out (``--setting-sources user``; ``--strict-mcp-config`` too for flags, as it would also drop an
+agent file's own servers) unless the run says ``project_config``.
 
 ``Adapter`` reads its stream-json records: ``system``/init (the session), ``assistant`` messages (text, thinking,
 tool_use blocks; one record per block, one turn per message id), ``user`` messages (tool_result blocks) and the
@@ -21,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 from ..events import RESULT_TEXT_LIMIT, text_of
@@ -77,6 +89,12 @@ VERBS = {"Read": "read", "Bash": "bash", "Edit": "edit", "MultiEdit": "edit", "W
 # What each permissionMode means when nobody can answer a prompt: what would be asked is denied (dontAsk).
 PERMISSION_MODES = {"default": "dontAsk", "dontAsk": "dontAsk", "acceptEdits": "acceptEdits", "plan": "plan",
                     "bypassPermissions": "bypassPermissions"}
+# The fields of Claude Code's agent files (2.1.197) that only Claude Code reads; a preset with one is given to it as
+# written (nbsubagents reads the others itself: name, description, model, tools, disallowedTools, permissionMode,
+# maxTurns, isolation)
+AGENT_FIELDS = frozenset({"hooks", "mcpServers", "effort", "memory", "skills", "color", "background",
+                          "initialPrompt"})
+EFFORTS = ("low", "medium", "high", "xhigh", "max")  # what its --effort takes
 # Why a run ended, from the result's subtype (result.json's stopReason)
 STOP_WORDS = {"error_max_turns": "budget:turns", "error_max_budget_usd": "budget:cost",
               "error_max_structured_output_retries": "schema"}
@@ -97,20 +115,29 @@ def keys(record: RunRecord, env: Mapping[str, str]) -> tuple[str, ...]:
 def build(run: Request) -> tuple[list[str], dict[str, str]]:
     """Claude Code's argv and environment for ``run`` (see the module's docstring)."""
     argv = [run.program, "-p", "--output-format", "stream-json", "--verbose"]
-    if run.system_prompt:
+    config = os.path.join(run.run_dir, CONFIG_DIR)
+    os.makedirs(config, exist_ok=True)
+    agent = _agent(run, config) if _as_written(run) else None
+    if agent is not None:  # Claude Code reads the file itself: its prompt, tools, hooks, MCP servers, ...
+        argv += ["--agent", agent]
+        effort = run.preset_extra.get("effort")
+        if effort is not None:  # 2.1.197 applies an agent's effort to its sub-agents only, not to --agent's thread
+            argv += ["--effort", str(effort)]
+    elif run.system_prompt:
         argv += ["--append-system-prompt", run.system_prompt]
     model = run.model
-    if model and model != "inherit":
+    if model and model != "inherit" and (agent is None or run.model_source == "call"):
         argv += ["--model", model]
     tools = run.tools
     mode = run.permission_mode
     if tools is not None:
         tools = [_claude_name(tool) for tool in tools]
         names = list(dict.fromkeys(tool.split("(", 1)[0] for tool in tools))  # Bash(git diff:*) -> Bash
-        argv += ["--tools", ",".join(names)]
+        if agent is None:  # an agent file's tools are its own (MCP tools too); these say what runs unasked
+            argv += ["--tools", ",".join(names)]
         if tools:
             argv += ["--allowedTools", *tools]
-    if run.disallowed_tools:
+    if run.disallowed_tools and agent is None:
         argv += ["--disallowedTools", *(_claude_name(tool) for tool in run.disallowed_tools)]
     # No mode written: every tool it has may run without asking, as for a pi child (tools as written: only they).
     default = "dontAsk" if tools is not None else "bypassPermissions"
@@ -122,10 +149,10 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
     if run.output_schema_path:
         with open(run.output_schema_path, encoding="utf-8") as schema:
             argv += ["--json-schema", json.dumps(json.load(schema), separators=(",", ":"))]
-    if not run.project_config:  # the project's .claude/settings*.json (hooks, ...) and .mcp.json stay out
-        argv += ["--setting-sources", "user", "--strict-mcp-config"]
-    config = os.path.join(run.run_dir, CONFIG_DIR)
-    os.makedirs(config, exist_ok=True)
+    if not run.project_config:  # the project's .claude/settings*.json (hooks, agents, ...) and .mcp.json stay out
+        # (--strict-mcp-config would also drop an agent file's own MCP servers: with the user source alone, the
+        # project's .mcp.json is not read either)
+        argv += ["--setting-sources", "user"] + (["--strict-mcp-config"] if agent is None else [])
     if run.resume_session:
         earlier = os.path.join(run.resumed_run_dir or "", CONFIG_DIR, "projects")
         if os.path.isdir(earlier):  # its sessions come along; the earlier run keeps its own
@@ -136,6 +163,87 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
     if argv[argv.index("--permission-mode") + 1] == "bypassPermissions" and os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"  # Claude Code refuses to bypass permissions as root outside a sandbox
     return argv, env
+
+
+def _as_written(run: Request) -> bool:
+    """Whether the preset is a Claude Code agent file, which Claude Code reads itself: it lives in a Claude Code
+    agents folder or has a field only Claude Code reads. A preset in pi's own style becomes flags."""
+    return bool(run.preset_file) and (str(run.preset_scope).startswith("claude-")
+                                      or any(key in AGENT_FIELDS for key in run.preset_extra))
+
+
+def _agent(run: Request, config: str) -> str:
+    """The name of the agent Claude Code runs: the preset's file copied as written into the run's own Claude
+    agents folder (its user scope). What Claude Code would not honour as written is a ValueError naming it."""
+    source = str(run.preset_file)
+    with open(source, "rb") as file:
+        data = file.read()
+    text = data.decode("utf-8-sig", errors="replace")
+    head = text.split("\n---", 1)[0]
+    name = _top_level(head, "name")
+    if not name or not _top_level(head, "description"):
+        raise ValueError(f"{source} is given to Claude Code as written, and Claude Code loads an agent file only "
+                         "with name: and description: lines; add them")
+    pi_names = [tool for tool in (*(run.tools or ()), *(run.disallowed_tools or ())) if tool in CLAUDE_NAMES]
+    if pi_names:
+        raise ValueError(f"tools {', '.join(pi_names)} are pi's names, and Claude Code reads this agent file as "
+                         f"written: write {', '.join(CLAUDE_NAMES[t] for t in pi_names)} (Claude Code's names)")
+    if "skills" in run.preset_extra:
+        raise ValueError("skills: Claude Code (2.1.197) preloads an agent file's skills only into a sub-agent it "
+                         "starts, not into the thread --agent runs; remove the line (a skill Claude Code finds stays "
+                         "available to its Skill tool)")
+    effort = run.preset_extra.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise ValueError(f"effort {effort!r}: Claude Code takes an agent's own effort only as one of "
+                         f"{', '.join(EFFORTS)} (its --effort)")
+    other = _shadowing(run, name) if run.project_config else None
+    if other is not None:  # with the project's config, its agents outrank the run's own: this copy is named anew
+        if "memory" in run.preset_extra:
+            raise ValueError(f"{other} is also an agent named {name!r}, and with project_config Claude Code's "
+                             "project agents outrank the run's own; this file's memory is kept under its name, so "
+                             "it cannot be renamed for the run: rename one of the two files")
+        name = f"{name}@{os.path.basename(run.run_dir)}"
+        line = f"name: {json.dumps(name)}".encode()  # a JSON string is a YAML one
+        data = re.sub(rb"^name[ \t]*:[^\r\n]*", lambda _: line, data, count=1, flags=re.M)
+    agents = os.path.join(config, "agents")
+    os.makedirs(agents, exist_ok=True)
+    with open(os.path.join(agents, os.path.basename(source)), "wb") as copy:
+        copy.write(data)
+    return name
+
+
+def _top_level(frontmatter: str, key: str) -> str | None:
+    """The value of a top-level ``key:`` line of an agent file's frontmatter, as written (quotes removed)."""
+    found = re.search(rf"^{key}[ \t]*:(.*)$", frontmatter, re.M)
+    value = found[1].strip() if found else ""
+    end = value.find(value[:1], 1) if value[:1] in ("'", '"') else -1
+    if end > 0:  # quoted: as it is between the quotes (Claude Code keeps its spaces)
+        return value[1:end] or None
+    return re.sub(r"\s+#.*$", "", value).strip() or None  # a plain value ends at a comment
+
+
+def _shadowing(run: Request, name: str) -> str | None:
+    """Another agent file called ``name`` in a ``.claude/agents`` folder of the run's folder or one above it
+    (Claude Code's project agents), if any."""
+    here = os.path.abspath(run.cwd)
+    while True:
+        folder = os.path.join(here, ".claude", "agents")
+        for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+            path = os.path.join(folder, entry)
+            if entry.endswith(".md") and not _same(path, str(run.preset_file)):
+                with open(path, encoding="utf-8-sig", errors="replace") as file:
+                    if _top_level(file.read().split("\n---", 1)[0], "name") == name:
+                        return path
+        here, parent = os.path.dirname(here), here
+        if here == parent:
+            return None
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def version(program: str) -> str | None:
