@@ -91,6 +91,33 @@ def test_a_steer_while_pi_works_is_an_rpc_steer_recorded_once_pi_accepts_it(tmp_
     assert talk.record()["conversation"] == [event]
 
 
+def test_what_pi_did_with_a_message_is_in_its_event_and_the_record(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task, data={"disposition": "started"}), {"type": "agent_start"}, {"type": "turn_start"})
+    inbox.post(tmp_path, "steer", "look elsewhere")
+    talk.tick()
+    [steer] = pipe.sent()
+    [event] = feed(talk, reply(steer, data={"disposition": "queued"}))  # pi 1.x: held until its tool calls end
+    assert (event["kind"], event["disposition"]) == ("steer", "queued")
+    feed(talk, {"type": "agent_end", "messages": []}, {"type": "agent_settled", "aborted": False})
+    inbox.post(tmp_path, "follow_up", "and then this")
+    talk.tick()
+    [prompt] = pipe.sent()
+    [later] = feed(talk, reply(prompt, data={"disposition": "started"}))
+    assert (later["kind"], later["disposition"]) == ("follow_up", "started")
+    assert [m.get("disposition") for m in talk.record()["conversation"]] == ["queued", "started"]
+
+
+def test_pi_0_73_says_nothing_of_a_messages_disposition(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task), {"type": "agent_start"}, {"type": "turn_start"})
+    inbox.post(tmp_path, "steer", "look elsewhere")
+    talk.tick()
+    [steer] = pipe.sent()
+    [event] = feed(talk, reply(steer))
+    assert "disposition" not in event
+
+
 def test_a_follow_up_waits_for_an_idle_pi_then_goes_as_a_prompt(tmp_path, pipe):
     talk = conversation(tmp_path, pipe)
     task = pipe.task
