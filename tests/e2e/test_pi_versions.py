@@ -158,3 +158,30 @@ def test_a_pi_newer_than_every_tested_one_is_accepted_without_a_code_change(proj
     assert run.status == "completed", run.error
     assert run.output == "Done. 1 step:\n- read README.md: # Demo project"
     assert str(tmp_path / "newer-pi") in run.record.argv[1]  # pi's script of the copy (node next to it first)
+
+
+@pytest.mark.pi_matrix
+def test_a_session_with_a_context_edit_is_resumed(project, scripted, tmp_path, monkeypatch):
+    """pi 1.x sessions may hold ``context_edit`` entries (an extension's or pi's own edit of an earlier message in
+    the model's context): a run continuing such a session in a worktree of its own (so its copy is relocated there)
+    completes, and on a pi that writes them the edit holds."""
+    monkeypatch.setenv("NBSUBAGENTS_WORKTREES", str(tmp_path / "worktrees"))
+    for argv in (["init", "-q"], ["add", "README.md", "src"], ["commit", "-qm", "start"]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv], cwd=project, check=True)
+    first = nbsubagents.run("scout", "say: remember the word PELICAN", show=False)
+    assert first.status == "completed", first.error
+    session = first.dir / "child-session.jsonl"
+    entries = [json.loads(line) for line in session.read_text().splitlines() if line.strip()]
+    task = next(e for e in entries if e.get("type") == "message" and e["message"].get("role") == "user")
+    edit = {"type": "context_edit", "id": "c0ffee01", "parentId": entries[-1]["id"],
+            "timestamp": entries[-1].get("timestamp"), "targetId": task["id"],
+            "replacement": {"content": [{"type": "text", "text": "say: remember HERON"}]}}
+    session.write_text(session.read_text().rstrip("\n") + "\n" + json.dumps(edit) + "\n")
+    second = nbsubagents.run("scout", "read README.md", resume=first.id, isolation="worktree", show=False)
+    assert second.status == "completed", second.error
+    assert json.loads((second.dir / "child-session.jsonl").read_text().splitlines()[0])["cwd"] == \
+        second.result["worktree"]["path"]
+    history = json.dumps(scripted.requests[-1]["messages"])
+    if PI_VERSION >= (1,):
+        assert "say: remember HERON" in history and "say: remember the word PELICAN" not in history  # the task edited
+    assert '"type": "context_edit"' in (second.dir / "child-session.jsonl").read_text().replace('":"', '": "')
