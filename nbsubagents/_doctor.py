@@ -69,9 +69,10 @@ def checks() -> list[Check]:
     found = [Check("python", True, f"{platform.python_version()} ({sys.executable})")]
     node = shutil.which("node")
     node_said = _version([node, "--version"]).stdout.strip() if node else ""
+    node_version = version_key(node_said) if node else None
     if node:
         found.append(Check("node", True, f"{node_said} ({node})"))
-    pi, pi_checks = _pi(node, version_key(node_said) if node else None)
+    pi, pi_checks = _pi(node, node_version)
     found += pi_checks
     found += [_harness(name) for name in harnesses.names() if name != harnesses.DEFAULT]  # the default's: above
     adir = agent_dir()
@@ -87,7 +88,7 @@ def checks() -> list[Check]:
                                             "whatever its preset names"))
     found.append(Check("runs root", True, str(runs_dir(project_root()))))
     if pi:
-        found.append(_models(pi, adir, pi_package(pi)))
+        found.append(_models(pi, adir, _reinstall(pi_package(pi), node_version)))
     return found
 
 
@@ -231,11 +232,11 @@ def _presets() -> list[Check]:
     return out
 
 
-def _models(pi: str, adir: Path, package: PiPackage | None) -> Check:
+def _models(pi: str, adir: Path, reinstall: str) -> Check:
     try:
         models = available_models(pi)
     except ModelError as exc:  # pi that cannot list its models: a broken install
-        return Check("models", False, str(exc), _reinstall(package, None))
+        return Check("models", False, str(exc), reinstall)
     if models:
         shown = ", ".join(models[:MODELS_SHOWN])
         more = f", ... ({len(models)} in all)" if len(models) > MODELS_SHOWN else ""
