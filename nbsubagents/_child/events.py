@@ -23,9 +23,10 @@ dict with ``seq`` (1, 2, ...), ``ts`` (Unix seconds) and ``type``, one of:
 =================  =========================================================================
 
 The conversation with the child (``child/rpc.py``) adds, written by the supervisor: ``user_message`` (kind steer or
-follow_up, text, at, from), ``question`` (id, method, title, message, options, placeholder, timeoutAt, approval),
-``answer`` (id, value, by: person, timeout or policy, at, from), ``notice`` (text), ``model_fallback`` (from, to,
-error) and ``session_stats`` (contextTokens, contextWindow, contextPercent, tokens, cost).
+follow_up, text, at, from, and disposition where pi says what it did with the message: started, queued or handled),
+``question`` (id, method, title, message, options, placeholder, timeoutAt, approval), ``answer`` (id, value, by:
+person, timeout or policy, at, from), ``notice`` (text), ``model_fallback`` (from, to, error) and ``session_stats``
+(contextTokens, contextWindow, contextPercent, tokens, cost).
 
 The adapter is stateful only to number turns; it never needs pi's large snapshots.
 """

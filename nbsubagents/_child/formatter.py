@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from .record import RunRecord
 
-__all__ = ["ProgressLine", "ProgressFormatter", "transcript_header", "transcript_line"]
+__all__ = ["ProgressLine", "ProgressFormatter", "message_words", "transcript_header", "transcript_line"]
 
 SEP = " — "            # joins our words to pi's own text (a reason, an output line)
 MIN_WIDTH = 20         # the spec's commandPreviewWidth floor
@@ -42,6 +42,10 @@ _CD_PREFIX = re.compile(r"""cd\s+(?:"([^"]*)"|'([^']*)'|([^\s;&|]+))\s*(?:&&|;)\
 _BASH_STATUS = ("Command exited with code", "Command timed out", "Command aborted")
 
 _PLURAL = {"match": "matches", "file": "files", "dir": "dirs", "edit": "edits", "line": "lines"}
+# A person's message: its kind, and what pi did with it when pi says (pi 1.x's `disposition`: a prompt started a turn
+# with it at once; a steer or follow-up pi holds until the current tool calls or turn end; an extension took it).
+_MESSAGE_KINDS = {"steer": "steer", "follow_up": "follow-up"}
+_DISPOSITIONS = {"started": "delivered", "queued": "queued", "handled": "taken by an extension"}
 
 
 # typing.NamedTuple would cost the supervisor ~10 ms of start-up (importing typing); these are the same.
@@ -54,6 +58,17 @@ class ProgressLine(namedtuple("ProgressLine", "kind text")):
 
 def _n(count: int, word: str) -> str:
     return f"{count} {word if count == 1 else _PLURAL[word]}"
+
+
+def message_words(event: dict[str, Any]) -> str:
+    """``steer`` or ``follow-up``, then what pi did with it where it says (``steer, queued``, ``follow-up,
+    delivered``): the words of a ``user_message`` event in every surface (transcript, panels)."""
+    kind = event.get("kind")
+    words = _MESSAGE_KINDS.get(kind) or (str(kind) if kind else "message")
+    disposition = event.get("disposition")
+    if isinstance(disposition, str) and disposition:
+        words += ", " + _DISPOSITIONS.get(disposition, disposition)
+    return words
 
 
 def _first_line(text: str) -> str:
@@ -431,8 +446,7 @@ class ProgressFormatter:
 
     # -- the conversation with the person (child/rpc.py) --------------------------------------------
     def _user_message(self, event: dict[str, Any]) -> ProgressLine:
-        kind = "steer" if event.get("kind") == "steer" else "follow-up"
-        return ProgressLine("info", f"you ({kind}): {event.get('text') or ''}")
+        return ProgressLine("info", f"you ({message_words(event)}): {event.get('text') or ''}")
 
     def _question(self, event: dict[str, Any]) -> ProgressLine:
         head = "Asks for approval" if event.get("approval") else "Asks"

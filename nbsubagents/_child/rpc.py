@@ -218,9 +218,10 @@ class RpcSession:
             return self._request(record)
         purpose, message = self.sent.pop(str(record.get("id")), (None, None))
         ok, data = record.get("success") is True, record.get("data")
+        disposition = data.get("disposition") if isinstance(data, dict) else None
         if purpose in ("task", "prompt", "retry") and isinstance(data, dict):
             self.settles = True  # pi 1.x says what became of a prompt, and ends its work with agent_settled
-            if data.get("disposition") == "handled":  # an extension took it: no run starts
+            if disposition == "handled":  # an extension took it: no run starts
                 self.starting, self.settled, self.ended_at = False, True, self.ended_at or time.monotonic()
         if purpose == "task":
             self.starting = self.starting and ok
@@ -231,7 +232,7 @@ class RpcSession:
         elif purpose == "state" and ok and isinstance(data, dict):
             return [{"type": "session", "sessionId": data.get("sessionId"), "cwd": self.cwd}]
         elif purpose in ("steer", "prompt"):
-            return self._delivered(purpose, message, ok, record.get("error"))
+            return self._delivered(purpose, message, ok, record.get("error"), disposition)
         elif purpose == "model":
             return self._switched(ok, record.get("error"))
         elif purpose in ("retry", "again"):
@@ -301,10 +302,15 @@ class RpcSession:
                                           f"{why} (it was left in the run's inbox by something else, the child "
                                           f"perhaps; from {message.get('from')!r}, which anyone can write)"}
 
-    def _delivered(self, purpose: str, message: dict[str, Any], ok: bool, error: Any) -> list[Event]:
+    def _delivered(self, purpose: str, message: dict[str, Any], ok: bool, error: Any,
+                   disposition: Any) -> list[Event]:
+        """pi's answer to a person's message: taken (a ``user_message``, with what pi did with it when it says:
+        ``disposition`` started, queued or handled), refused while busy (held again), or refused."""
         if ok:
             event = {"type": "user_message", "kind": message["kind"], "text": message.get("text") or "",
                      "at": message.get("at"), "from": message.get("from")}
+            if isinstance(disposition, str) and disposition:
+                event["disposition"] = disposition[:40]
             self.conversation.append(event)
             return [event]
         if purpose == "prompt":

@@ -6,7 +6,7 @@ for a panel: the lines a panel and its static record show, in order with the too
 questions still open (``open_questions``, also from ``waiting.json``) and the context use of the latest
 ``session_stats`` (``context_words``).
 
-The words are the transcript's (``you (steer): …``, ``asks: …``, ``answer (person): …``, ``approval: Allow
+The words are the transcript's (``you (steer, queued): …``, ``asks: …``, ``answer (person): …``, ``approval: Allow
 bash? — ls: denied (policy)``, ``model fallback: a → b (429 …)``); a person's message also says when it was
 sent, which a panel line (unlike a transcript line) does not carry otherwise.
 """
@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from .._child.artifacts import parse_iso
-from .._child.formatter import ProgressLine
+from .._child.formatter import ProgressLine, message_words
 from .._child.text import clip
 
 __all__ = ["CONVERSATION_EVENTS", "CONVERSATION_KINDS", "Conversation", "answer_words", "at_words", "question_text"]
@@ -26,7 +26,6 @@ __all__ = ["CONVERSATION_EVENTS", "CONVERSATION_KINDS", "Conversation", "answer_
 CONVERSATION_EVENTS = frozenset({"user_message", "question", "answer", "model_fallback", "notice", "session_stats"})
 # The kinds of line they become, for styling (``nbsubagents-user`` ...).
 CONVERSATION_KINDS = ("user", "question", "answer", "fallback", "notice")
-KIND_WORDS = {"steer": "steer", "follow_up": "follow-up"}
 BY_WORDS = {"person": "person", "timeout": "timeout", "policy": "policy"}
 TEXT_LIMIT = 2000  # a message or question kept in a line (the events keep all of it)
 
@@ -74,7 +73,7 @@ class Conversation:
             return None
         if kind == "user_message":
             self.messages.append(event)
-            said = KIND_WORDS.get(str(event.get("kind")), str(event.get("kind") or "message"))
+            said = message_words(event)
             stamp = at_words(event.get("at") or event.get("ts"))
             who = f"you ({said}, {stamp})" if stamp else f"you ({said})"
             return ProgressLine("user", f"{who}: {clip(str(event.get('text') or ''), TEXT_LIMIT)}")

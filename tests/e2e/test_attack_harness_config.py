@@ -20,7 +20,7 @@ from nbsubagents import _config as config
 
 pytestmark = pytest.mark.faults
 
-PIS = {"pi-0.73.1": REPO / "node_modules" / ".bin" / "pi", "pi-1.3.0": REPO / "pi1" / "node_modules" / ".bin" / "pi"}
+PIS = {"pi-0.x": REPO / "node_modules" / ".bin" / "pi", "pi-1.x": REPO / "pi1" / "node_modules" / ".bin" / "pi"}
 CLAUDE = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
 REVIEWER = """---
 name: reviewer

