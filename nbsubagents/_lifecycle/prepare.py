@@ -196,7 +196,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             resolved_model=choice.resolved or None, model_thinking=choice.thinking, offline=current.offline or None,
             tools=list(preset.tools) if preset.tools is not None else None, ignored_tools=ignored_tools or None,
             disallowed_tools=list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
-            permission_mode=preset.permission_mode, preset_notes=list(preset.notes) or None,
+            permission_mode=preset.permission_mode, preset_notes=preset_mod.notes(preset, harness.NAME) or None,
             thinking=preset.thinking, system_prompt_path=str(paths.system_prompt) if preset.prompt else None,
             prompt_path=str(paths.prompt), files=[str(f) if isinstance(f, Path) else f for f in spec.files or []],
             resumed_from=earlier.run_id if earlier is not None else None, session_path=str(paths.session),

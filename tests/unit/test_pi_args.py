@@ -27,7 +27,8 @@ def argv_of(tmp_path: Path, frontmatter: str) -> list[str]:
 def test_base_argv_has_json_mode_session_model_and_prompt_file(tmp_path):
     argv = argv_of(tmp_path, "")
     assert argv == ["pi", "--mode", "rpc", "--session", str(tmp_path / "child-session.jsonl"), "--model", "demo/scripted",
-                    "--no-extensions", "--append-system-prompt", str(tmp_path / "sp.md")]  # pi of unknown version
+                    "--no-extensions", "--append-system-prompt", str(tmp_path / "sp.md"),  # pi of unknown version
+                    "--tools", "read,bash,edit,write,grep,find,ls"]  # no tools line: all of pi's, not its default four
 
 
 def fake_pi(tmp_path: Path, version: str) -> Path:
@@ -47,7 +48,7 @@ def test_the_projects_own_config_loads_only_when_the_run_says_so(tmp_path, versi
     program = fake_pi(tmp_path, version)
     argv, env = pi.build(Request(program=str(program), run_dir=str(tmp_path), cwd=str(tmp_path),
                                  model="demo/scripted", project_config=project_config))
-    assert argv[argv.index("--model") + 2:] == flags and env == {}
+    assert argv[argv.index("--model") + 2:] == flags + ["--tools", ",".join(pi.PI_TOOLS)] and env == {}
 
 
 def test_pi_0_does_not_install_the_packages_the_projects_settings_name(tmp_path):
@@ -63,7 +64,8 @@ def test_profile_flags_map_to_pi_flags(tmp_path):
     argv = argv_of(tmp_path, "thinking: high\nnoSkills: true\nnoContextFiles: true\nnoExtensions: true\n"
                              "extraArgs: [--verbose]\n")
     tail = argv[argv.index("--append-system-prompt") + 2:]
-    assert tail == ["--thinking", "high", "--no-skills", "--no-context-files", "--no-extensions", "--verbose"]
+    assert tail == ["--tools", "read,bash,edit,write,grep,find,ls", "--thinking", "high", "--no-skills",
+                    "--no-context-files", "--no-extensions", "--verbose"]
 
 
 def test_skills_tools_and_no_tools(tmp_path):
@@ -85,5 +87,6 @@ def test_an_explicitly_empty_tool_list_gives_no_tools_without_a_warning(tmp_path
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert argv_of(tmp_path, "tools: []\n")[-1] == "--no-tools"
-    with pytest.warns(UserWarning, match="permissionMode: plan and its tools leave no pi tool"):
-        assert argv_of(tmp_path, "tools: Write, Edit\npermissionMode: plan\n")[-1] == "--no-tools"
+    planned = preset(tmp_path, "tools: Write, Edit\npermissionMode: plan\n")
+    assert pi_argv(planned, run_dir=tmp_path)[0][-1] == "--no-tools"
+    assert any("permissionMode: plan and its tools leave no pi tool" in note for note in pi.preset_notes(planned))

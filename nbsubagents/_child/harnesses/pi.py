@@ -46,10 +46,12 @@ __all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRAC
            "agent_dir", "build", "command", "continues", "failure_line", "keys", "left_out", "models", "models_key",
            "offline_env", "package", "parse_model_table", "relocate", "session", "version",
            "write_agent_dir", "PI_TOOLS", "classify_tool", "effective_tools", "extension_name", "extension_selector",
-           "pi_tool_names", "tool_notes"]
+           "pi_tool_names", "preset_notes", "tool_notes"]
 
 PI_TOOLS = ("read", "bash", "edit", "write", "grep", "find", "ls")
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")  # permissionMode: plan
+# Claude Code's agent-file fields that change what its child does and that a pi child has no way to honour.
+UNHONOURED = ("hooks", "mcpServers", "effort", "memory", "background", "initialPrompt", "skills")
 # Claude Code tool names with a pi meaning; other Claude tools (WebFetch, Task, ...) have none.
 _ALIASES = {"glob": "find", "multiedit": "edit", "notebookread": "read"}
 _CALL_FORM = re.compile(r"^([A-Za-z0-9_.-]+)\((.*)\)$")
@@ -140,11 +142,13 @@ def pi_tool_names(names: Sequence[str]) -> tuple[list[str] | None, list[str]]:
 
 
 def effective_tools(preset: Any) -> tuple[list[str] | None, list[str]]:
-    """The pi tools the child gets (None: pi's defaults, no ``--tools``) and the names left out."""
+    """The pi tools the child gets and the names left out. No ``tools`` line means every built-in tool pi has
+    (``PI_TOOLS``: what Claude Code's "all tools" means here), not pi's default four; ``*`` is None: no ``--tools``,
+    pi's defaults with every tool of the extensions it loads."""
     ignored: list[str] = []
     if preset.no_tools:
         return [], []
-    tools: list[str] | None = None
+    tools: list[str] | None = list(PI_TOOLS)
     if preset.tools is not None:
         tools, ignored = pi_tool_names(preset.tools)
     excluded: set[str] = set()
@@ -205,6 +209,14 @@ def tool_notes(preset: Any) -> list[str]:
         why = "permissionMode: plan and its tools leave" if preset.permission_mode == "plan" else "its tools leave"
         notes.append(f"{why} no pi tool: the child runs with no tools (pi's tools: {', '.join(PI_TOOLS)})")
     return notes
+
+
+def preset_notes(preset: Any) -> list[str]:
+    """What the preset listing says about a preset a pi child runs, once per file: its tool notes, and the Claude
+    Code fields it carries that pi cannot honour (the child runs without them)."""
+    fields = [key for key in UNHONOURED if key in (preset.extra or {})]
+    said = [f"pi cannot honour {', '.join(fields)} (Claude Code's): the child runs without them"] if fields else []
+    return [*tool_notes(preset), *said]
 
 
 def command(program: str) -> list[str]:
