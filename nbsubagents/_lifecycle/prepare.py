@@ -169,6 +169,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
     conversation = _conversation(chosen, program, harness, bool(current.offline))
+    if choice.note:  # a model name resolved to its nearest: said in the run, as the notes above are
+        conversation["notes"] = [*conversation.get("notes", []), choice.note]
     project_config = _project_config(chosen)
     if conversation["approval"] is not None:
         env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
