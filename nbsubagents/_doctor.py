@@ -28,7 +28,7 @@ from ._pi import find_pi
 from ._pi.locate import PI_PACKAGE, PI_VERSION, TESTED_PI, HarnessNotFoundError, find_program, pi_command, pi_package
 from ._child.harnesses.pi import failure_line
 from ._pi.models import ModelError, available_models
-from ._preset_files import scan
+from ._preset_files import notes, scan
 
 __all__ = ["Check", "checks", "dask_checks", "INSTALL_PI", "OFFLINE_MODEL"]
 
@@ -178,7 +178,8 @@ def _presets() -> list[Check]:
         out = [Check("presets", None, "none yet: nbsubagents init makes three starter presets",
                      "nbsubagents init")]
     for preset in found.presets.values():
-        out += [Check("preset", None, f"{preset.name} ({preset.path}): {note}") for note in preset.notes]
+        out += [Check("preset", None, f"{preset.name} ({preset.path}): {note}") for note in notes(preset)]
+    out += [Check("preset", None, duplicate.message) for duplicate in found.duplicates.values()]
     out += [Check("preset", False, problem.message, f"${{EDITOR:-vi}} {problem.path}") for problem in found.problems]
     return out
 

@@ -337,6 +337,29 @@ def test_cli_new_list_show_set_copy_delete(project, capsys, tmp_path):
     assert not (tmp_path / "agent" / "subagents" / "reviewer2.md").exists()
 
 
+def test_cli_list_shows_what_is_wrong_grouped_under_the_table(project, capsys):
+    claude = project / ".claude" / "agents"
+    for folder in ("one", "two"):
+        (claude / folder).mkdir(parents=True)
+        (claude / folder / "fixer.md").write_text(f"---\nname: fixer\ndescription: from {folder}\n---\n")
+    (claude / "web.md").write_text("---\nname: web\ndescription: Use when: browsing\ntools: Read, WebFetch\n"
+                                   "effort: low\n---\n")
+    (claude / "broken.md").write_text("---\nname: broken\ntools: 42\n---\n")
+    code, out, err = presets_cli(capsys)
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["NAME", "fixer", "web"]
+    lines = err.splitlines()
+    assert lines[0] == "Not loaded (1 file; running one of these names raises its error):"
+    assert lines[1].startswith(f"  broken (claude-project): Preset file {claude.resolve() / 'broken.md'}: 'tools' must")
+    assert lines[2] == "Names several files claim (1; the last in its folder's listing is kept, as Claude Code keeps it):"
+    assert lines[3].startswith("  fixer (claude-project): kept ") and "; shadowed " in lines[3]
+    assert lines[4:] == ["Notes (1 preset):", "  web (claude-project): not strict YAML: the value of 'description' "
+                         "holds ': ' or another YAML sign unquoted; read as quoted text, as Claude Code reads it (quote "
+                         "it to silence this); tools a pi child cannot have are left out (no pi equivalent: WebFetch); "
+                         "pi cannot honour effort (Claude Code's): the child runs without them"]
+    code, out, _ = presets_cli(capsys, "list", "--json")
+    assert [len(row["notes"]) for row in json.loads(out)] == [0, 3]
+
+
 @pytest.mark.parametrize("words, code, message", [
     (["new", "x", "--description", "d", "--max"], 2, "unrecognized arguments"),
     (["new", "x"], 2, "required: --description"),
