@@ -94,6 +94,7 @@ class Preset:
     path: Path
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     no_tools: bool = False
+    all_tools: bool = False  # a Claude Code agent file without a tools line: Claude Code's "all tools"
     exclude_tools: tuple[str, ...] | None = None
     no_skills: bool = False
     no_context_files: bool = False
@@ -291,6 +292,7 @@ def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) 
         path=path,
         extra=extra,
         no_tools=_flag(data, "noTools", where),
+        all_tools=claude and "tools" not in data,
         exclude_tools=_parse_tools(data.get("excludeTools"), where, "excludeTools"),
         no_skills=_flag(data, "noSkills", where),
         no_context_files=_flag(data, "noContextFiles", where),

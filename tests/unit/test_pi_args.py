@@ -27,8 +27,7 @@ def argv_of(tmp_path: Path, frontmatter: str) -> list[str]:
 def test_base_argv_has_json_mode_session_model_and_prompt_file(tmp_path):
     argv = argv_of(tmp_path, "")
     assert argv == ["pi", "--mode", "rpc", "--session", str(tmp_path / "child-session.jsonl"), "--model", "demo/scripted",
-                    "--no-extensions", "--append-system-prompt", str(tmp_path / "sp.md"),  # pi of unknown version
-                    "--tools", "read,bash,edit,write,grep,find,ls"]  # no tools line: all of pi's, not its default four
+                    "--no-extensions", "--append-system-prompt", str(tmp_path / "sp.md")]  # pi of unknown version
 
 
 def fake_pi(tmp_path: Path, version: str) -> Path:
@@ -48,7 +47,7 @@ def test_the_projects_own_config_loads_only_when_the_run_says_so(tmp_path, versi
     program = fake_pi(tmp_path, version)
     argv, env = pi.build(Request(program=str(program), run_dir=str(tmp_path), cwd=str(tmp_path),
                                  model="demo/scripted", project_config=project_config))
-    assert argv[argv.index("--model") + 2:] == flags + ["--tools", ",".join(pi.PI_TOOLS)] and env == {}
+    assert argv[argv.index("--model") + 2:] == flags and env == {}
 
 
 def test_pi_0_does_not_install_the_packages_the_projects_settings_name(tmp_path):
@@ -64,8 +63,21 @@ def test_profile_flags_map_to_pi_flags(tmp_path):
     argv = argv_of(tmp_path, "thinking: high\nnoSkills: true\nnoContextFiles: true\nnoExtensions: true\n"
                              "extraArgs: [--verbose]\n")
     tail = argv[argv.index("--append-system-prompt") + 2:]
-    assert tail == ["--tools", "read,bash,edit,write,grep,find,ls", "--thinking", "high", "--no-skills",
-                    "--no-context-files", "--no-extensions", "--verbose"]
+    assert tail == ["--thinking", "high", "--no-skills", "--no-context-files", "--no-extensions", "--verbose"]
+
+
+@pytest.mark.parametrize("scope, tools", [("claude-project", "read,bash,edit,write,grep,find,ls"),
+                                          ("claude-user", "read,bash,edit,write,grep,find,ls"),
+                                          ("project", None), ("global", None)])
+def test_no_tools_line_in_a_claude_code_file_is_every_tool_pi_has(tmp_path, scope, tools):
+    path = tmp_path / "p.md"
+    path.write_text("---\nname: p\ndescription: d\n---\nbody\n")
+    argv, left_out = pi_argv(parse_preset(path, scope))
+    assert (argv[argv.index("--tools") + 1] if "--tools" in argv else None) == tools and left_out == []
+    # a pi preset keeps pi's own default: its four and every tool of the extensions it loads (no --tools)
+    path.write_text("---\nname: p\ndescription: d\ndisallowedTools: Bash\n---\nbody\n")
+    argv, _ = pi_argv(parse_preset(path, scope))
+    assert argv[argv.index("--tools") + 1] == "read,edit,write,grep,find,ls"
 
 
 def test_skills_tools_and_no_tools(tmp_path):

@@ -142,13 +142,14 @@ def pi_tool_names(names: Sequence[str]) -> tuple[list[str] | None, list[str]]:
 
 
 def effective_tools(preset: Any) -> tuple[list[str] | None, list[str]]:
-    """The pi tools the child gets and the names left out. No ``tools`` line means every built-in tool pi has
-    (``PI_TOOLS``: what Claude Code's "all tools" means here), not pi's default four; ``*`` is None: no ``--tools``,
-    pi's defaults with every tool of the extensions it loads."""
+    """The pi tools the child gets (None: no ``--tools``, pi's default four and every tool of the extensions it loads:
+    a pi preset without a ``tools`` line, or ``*``) and the names left out. A Claude Code agent file without a
+    ``tools`` line (``all_tools``) gets every built-in tool pi has, ``PI_TOOLS``: what Claude Code's "all tools" means
+    here, not pi's default four."""
     ignored: list[str] = []
     if preset.no_tools:
         return [], []
-    tools: list[str] | None = list(PI_TOOLS)
+    tools: list[str] | None = list(PI_TOOLS) if getattr(preset, "all_tools", False) else None
     if preset.tools is not None:
         tools, ignored = pi_tool_names(preset.tools)
     excluded: set[str] = set()
