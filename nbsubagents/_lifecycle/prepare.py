@@ -275,7 +275,8 @@ def preset_fields(preset: Any) -> dict[str, Any]:
 
     return dict(
         system_prompt=preset.prompt, tools=listed(preset.tools), disallowed_tools=listed(preset.disallowed_tools),
-        exclude_tools=listed(preset.exclude_tools), no_tools=bool(preset.no_tools), all_tools=bool(getattr(preset, "all_tools", False)),
+        exclude_tools=listed(preset.exclude_tools), no_tools=bool(preset.no_tools),
+        all_tools=bool(getattr(preset, "all_tools", False)),
         permission_mode=preset.permission_mode, thinking=preset.thinking, skills=tuple(preset.skills or ()),
         no_skills=bool(preset.no_skills), no_context_files=bool(preset.no_context_files),
         no_extensions=bool(preset.no_extensions), extension_files=tuple(str(p) for p in preset.extension_files),
