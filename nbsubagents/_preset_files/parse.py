@@ -122,7 +122,7 @@ class Preset:
 
 @dataclass(frozen=True)
 class Problem:
-    """A preset file that could not be loaded (or a name two files claim): shown by ``presets()``.
+    """A preset file that could not be loaded: shown by ``presets()`` (a name several files claim is a ``Duplicate``).
 
     ``name`` is the preset name the file claims (its ``name:`` when that much could be read, else
     the file's stem): asking for that name raises ``message``.
