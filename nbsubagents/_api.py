@@ -144,7 +144,8 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
 def presets(project: str | Path | None = None, *, cwd: str | Path | None = None) -> PresetList:
     """The presets a run can name in ``project`` (a folder inside it; default: the current folder): project over
     global over Claude Code's folders, by name, shown as a table; ``.problems`` lists the files that could not be
-    loaded, each with its error. (``cwd=`` is the older name of ``project=``.)"""
+    loaded, each with its error, and ``.duplicates`` the names several files claim (the file kept, those shadowed);
+    the table shows them and each preset's notes under it. (``cwd=`` is the older name of ``project=``.)"""
     if project is None and cwd is None:
         return list_presets(None)  # from the current folder, as a run finds its preset
     return list_presets(project_arg(project, "presets", cwd=cwd))

@@ -13,7 +13,8 @@ from typing import Any
 
 from ._child.text import clip, terminal_safe
 from ._cli_shell import echo, echo_json, subcommand
-from ._preset_files import PresetError, PresetWarning, scan, split_tool_list, write
+from ._preset_files import PresetError, PresetWarning, split_tool_list, write
+from ._views.presets import list_presets, notes
 
 
 def add_presets(sub: Any) -> None:
@@ -97,9 +98,9 @@ def _presets_action(args: argparse.Namespace, scope: str) -> int:
 
 
 def _list_presets(*, as_json: bool) -> int:
-    found = scan()
-    rows = [{"name": p.name, "scope": p.scope, "model": p.model, "description": p.description, "path": str(p.path)}
-            for p in found.presets.values()]
+    found = list_presets()
+    rows = [{"name": p.name, "scope": p.scope, "model": p.model, "description": p.description, "path": str(p.path),
+             "notes": notes(p)} for p in found]
     if as_json:
         echo_json(rows)
     elif rows:
@@ -111,8 +112,10 @@ def _list_presets(*, as_json: bool) -> int:
     else:
         echo("No presets yet: nbsubagents presets new NAME --description '...' (or nbsubagents init)",
              file=sys.stderr)
-    for problem in found.problems:
-        echo(f"✗ {problem.message}", file=sys.stderr)
+    for head, items in found.sections():  # the files not loaded, names several files claim, notes: grouped
+        echo(head, file=sys.stderr)
+        for name, scope, text in items:
+            echo(f"  {name} ({scope}): {text}", file=sys.stderr)
     return 0
 
 

@@ -29,7 +29,7 @@ from ._pi.locate import (PI1_NODE, PI1_PACKAGE, HarnessNotFoundError, PiPackage,
                          newest_tested, pi_command, pi_package, version_key)
 from ._child.harnesses.pi import failure_line
 from ._pi.models import ModelError, available_models
-from ._preset_files import scan
+from ._preset_files import notes, scan
 
 __all__ = ["Check", "checks", "dask_checks", "OFFLINE_MODEL"]
 
@@ -227,7 +227,8 @@ def _presets() -> list[Check]:
         out = [Check("presets", None, "none yet: nbsubagents init makes three starter presets",
                      "nbsubagents init")]
     for preset in found.presets.values():
-        out += [Check("preset", None, f"{preset.name} ({preset.path}): {note}") for note in preset.notes]
+        out += [Check("preset", None, f"{preset.name} ({preset.path}): {note}") for note in notes(preset)]
+    out += [Check("preset", None, duplicate.message) for duplicate in found.duplicates.values()]
     out += [Check("preset", False, problem.message, f"${{EDITOR:-vi}} {problem.path}") for problem in found.problems]
     return out
 

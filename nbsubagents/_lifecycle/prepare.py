@@ -169,6 +169,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
     conversation = _conversation(chosen, program, harness, bool(current.offline))
+    if choice.note:  # a model name resolved to its nearest: said in the run, as the notes above are
+        conversation["notes"] = [*conversation.get("notes", []), choice.note]
     project_config = _project_config(chosen)
     if conversation["approval"] is not None:
         env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
@@ -196,7 +198,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             resolved_model=choice.resolved or None, model_thinking=choice.thinking, offline=current.offline or None,
             tools=list(preset.tools) if preset.tools is not None else None, ignored_tools=ignored_tools or None,
             disallowed_tools=list(preset.disallowed_tools) if preset.disallowed_tools is not None else None,
-            permission_mode=preset.permission_mode, preset_notes=list(preset.notes) or None,
+            permission_mode=preset.permission_mode, preset_notes=preset_mod.notes(preset, harness.NAME) or None,
             thinking=preset.thinking, system_prompt_path=str(paths.system_prompt) if preset.prompt else None,
             prompt_path=str(paths.prompt), files=[str(f) if isinstance(f, Path) else f for f in spec.files or []],
             resumed_from=earlier.run_id if earlier is not None else None, session_path=str(paths.session),
@@ -276,6 +278,7 @@ def preset_fields(preset: Any) -> dict[str, Any]:
     return dict(
         system_prompt=preset.prompt, tools=listed(preset.tools), disallowed_tools=listed(preset.disallowed_tools),
         exclude_tools=listed(preset.exclude_tools), no_tools=bool(preset.no_tools),
+        all_tools=bool(getattr(preset, "all_tools", False)),
         permission_mode=preset.permission_mode, thinking=preset.thinking, skills=tuple(preset.skills or ()),
         no_skills=bool(preset.no_skills), no_context_files=bool(preset.no_context_files),
         no_extensions=bool(preset.no_extensions), extension_files=tuple(str(p) for p in preset.extension_files),

@@ -4,7 +4,9 @@ pi only warns about an unknown model and runs anyway, so a typo would surface as
 provider error minutes later; we check up front against ``pi --list-models`` (the models whose
 provider is configured) and resolve the name the way ``pi --model`` does: ``provider/id``, a bare
 id, a part of an id such as ``sonnet`` (an alias without a date wins, else the latest dated one),
-with an optional ``:thinking`` suffix. The child then gets the canonical ``provider/id``.
+with an optional ``:thinking`` suffix. The child then gets the canonical ``provider/id``. A dated Anthropic id pi
+does not list (Claude Code agent files carry ``claude-sonnet-4-20250514``) gets the nearest model of its family
+(``nearest_model``), and the run's record says so.
 
 Asking pi (its harness's ``models``) costs a pi start-up (~0.6 s and more), so the answer is cached in memory and
 on disk (``$XDG_CACHE_HOME/nbsubagents/models.json``), keyed by what the harness's ``models_key`` says the list
@@ -56,6 +58,7 @@ class ModelChoice:
     source: str | None      # "call" or "preset"
     resolved: str           # canonical provider/id
     thinking: str | None    # a :thinking suffix of the request, passed on to pi
+    note: str | None = None  # why ``resolved`` is not what was asked for (a dated id pi does not have: its nearest)
 
     @property
     def argv_model(self) -> str:
@@ -212,6 +215,49 @@ def match_model(name: str, available: tuple[str, ...] | list[str]) -> tuple[str,
     return f"{p}/{i}", thinking
 
 
+_CLAUDE_DATED = re.compile(r"^claude-[a-z0-9-]+-\d{8}$")
+
+
+def _claude_family(model_id: str) -> tuple[str, tuple[int, ...]] | None:
+    """``claude-sonnet-4-5-20250929`` -> ("sonnet", (4, 5)); the older ``claude-3-5-haiku-20241022`` -> ("haiku",
+    (3, 5)); ``claude-opus-4-0`` -> ("opus", (4,)). None for an id of another shape."""
+    parts = model_id.lower().split("-")
+    if parts[0] != "claude":
+        return None
+    parts = [p for p in parts[1:] if not re.fullmatch(r"\d{8}|latest", p)]
+    words = [p for p in parts if not p.isdigit()]
+    if len(words) != 1 or not parts:
+        return None
+    version = [int(p) for p in parts if p.isdigit()]
+    while version and version[-1] == 0:
+        version.pop()
+    return words[0], tuple(version)
+
+
+def nearest_model(name: str, available: tuple[str, ...] | list[str]) -> str | None:
+    """For a dated Anthropic id pi does not list (``claude-sonnet-4-20250514``, all 0xfurai agents' model, gone from
+    pi 1.x's list): the ``provider/id`` of the nearest model of its family (sonnet, opus, haiku, ...): the lowest
+    version at or above it, else the highest below; an alias over a dated id, the requested provider (else
+    ``anthropic``) over others. None for any other name, or a family pi has no model of."""
+    provider, _, model_id = name.strip().rpartition("/")
+    wanted = _claude_family(model_id) if _CLAUDE_DATED.match(model_id.lower()) else None
+    if wanted is None:
+        return None
+    family, version = wanted
+    found = [(m, known[1]) for m in available if "/" in m
+             and (known := _claude_family(m.split("/", 1)[1])) is not None and known[0] == family]
+    if not found:
+        return None
+    at_or_above = [v for _, v in found if v >= version]
+    best = min(at_or_above) if at_or_above else max(v for _, v in found)
+
+    def rank(model: str) -> tuple[bool, bool, bool, str]:
+        head, model_id = model.split("/", 1)
+        return (head == provider if provider else False, head == "anthropic", _is_alias(model_id), model_id)
+
+    return max((m for m, v in found if v == best), key=rank)
+
+
 def closest_models(name: str, available: tuple[str, ...] | list[str], limit: int = MAX_SUGGESTIONS) -> list[str]:
     """The ``limit`` available models most like ``name`` (by the whole name and by the id alone)."""
     lower = name.lower().rsplit(":", 1)[0] if name.rsplit(":", 1)[-1] in THINKING_SUFFIXES else name.lower()
@@ -249,8 +295,14 @@ def choose_model(requested: str | None, preset_name: str, preset_model: str | No
     available = available_models(program, harness)
     found = match_model(chosen, available)
     source = "the call's model=" if requested else f'preset "{preset_name}"'
+    note = None
     if found is None:
-        raise ModelError(unknown_model_message(chosen, source, available))
+        nearest = nearest_model(chosen, available)
+        if nearest is None:
+            raise ModelError(unknown_model_message(chosen, source, available))
+        found = (nearest, None)
+        note = (f'model "{chosen.strip()}" (from {source}) is not one pi has here; its nearest, {nearest}, is used '
+                "(pi's models: `pi --list-models`)")
     resolved, thinking = found
     return ModelChoice(requested=chosen, source="call" if requested else "preset", resolved=resolved,
-                       thinking=thinking)
+                       thinking=thinking, note=note)

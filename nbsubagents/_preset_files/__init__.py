@@ -17,10 +17,13 @@ A later scope overrides an earlier one by name; the two Claude scopes can be swi
 ``name``: the file's stem is the name; no ``description``) load as their authors meant. Tool names
 are kept as written here; mapping them onto pi's tools is its harness's business (``child.harnesses.pi``).
 
-A broken file costs that file only: discovery keeps every good preset and reports each broken file
-as a ``Problem`` (with a warning, once per file and content), and asking for a broken preset by name
-raises that file's error. Nothing is cached: the files are tiny, and a notebook user who edits a
-preset expects the next call to see it.
+Claude Code's folders are read as Claude Code 2.1 reads them: subfolders too, a frontmatter strict YAML refuses
+given Claude Code's second reading (an unquoted value holding ``: `` read as text), and of several files of one
+folder claiming a name the last in the folder's listing order is kept (a ``Duplicate``; running that name warns once).
+A broken file costs that file only: discovery keeps every good preset and reports each broken file as a ``Problem``,
+and asking for a broken preset by name raises that file's error. Nothing is warned while discovering: the preset
+listing (``presets()``, ``nbsubagents presets``) shows the problems, duplicates and notes, grouped. Nothing is cached
+but parsed frontmatter: a notebook user who edits a preset expects the next call to see it.
 
 The package: ``locations`` (the scopes' directories), ``parse`` (one file -> a ``Preset``), ``discover`` (every
 scope merged, problems collected), ``write`` (presets made and changed from code: new, edit, copy, delete, each
@@ -31,7 +34,7 @@ drawn by ``views.presets``.
 from __future__ import annotations
 
 from .._config import agent_dir
-from .discover import Scan, discover, get, scan
+from .discover import Duplicate, Scan, discover, get, notes, scan
 from .locations import (
     SCOPES,
     claude_user_dir,
@@ -57,6 +60,7 @@ from .parse import (
 from .shared_fields import split_tool_list
 
 __all__ = [
+    "Duplicate",
     "IGNORED_KEYS",
     "KNOWN_KEYS",
     "PERMISSION_MODES",
@@ -75,6 +79,7 @@ __all__ = [
     "get",
     "global_presets_dir",
     "is_disabled",
+    "notes",
     "parse_preset",
     "read_frontmatter",
     "resolve_cwd",

@@ -1,27 +1,23 @@
 """One preset file -> a ``Preset``: the frontmatter's keys checked and read, and what a person should be told.
 
-The parser knows the syntax; ``child.harnesses.pi`` knows which tools a pi child can have (``tool_notes``).
+The parser knows the syntax and says what holds whatever harness runs the file (``Preset.notes``); the harness that runs
+it says what it cannot honour (its ``preset_notes``: pi's tools and fields, ``discover.notes`` joins the two).
 """
 
 from __future__ import annotations
 
-import copy
 import difflib
-import functools
 import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .._child import budgets
 from .._child import harnesses
 from .._child.errors import positive_seconds
-from .._child.text import clip
-from .._config import NbSubagentsError
-from .._child.harnesses.pi import extension_name, extension_selector, tool_notes
+from .._child.harnesses.pi import extension_name, extension_selector
+from .frontmatter import PresetError, ReadLeniently, read_frontmatter
 from .locations import SCOPES
 from .shared_fields import approval_policy, model_list, split_tool_list
 
@@ -63,7 +59,6 @@ _SHELL_META = set(";&|`$<>(){}*?!~\\\n\r'\"")
 _TOOL_NAME = re.compile(r"^(\*|[A-Za-z0-9_.-]+(\*|\([^()]*\)|:[A-Za-z0-9_.*-]+)?"
                         r"|ext:[A-Za-z0-9_.@-]+(/[A-Za-z0-9_.-]+)?)$")
 _SKILL_NAME = re.compile(r"^[A-Za-z0-9_./~-]+$")
-_FENCE = "---"
 
 
 class PresetWarning(UserWarning):
@@ -79,17 +74,6 @@ def warn_once(path: Path, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, PresetWarning, stacklevel=3)
-
-
-class PresetError(NbSubagentsError):
-    """A preset file is broken, or a preset name is unknown.
-
-    ``problems`` holds one message per problem; ``str(err)`` joins them one per line.
-    """
-
-    def __init__(self, message: str | list[str]):
-        self.problems: list[str] = [message] if isinstance(message, str) else list(message)
-        super().__init__("\n".join(self.problems))
 
 
 @dataclass(frozen=True)
@@ -110,6 +94,7 @@ class Preset:
     path: Path
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     no_tools: bool = False
+    all_tools: bool = False  # a Claude Code agent file without a tools line: Claude Code's "all tools"
     exclude_tools: tuple[str, ...] | None = None
     no_skills: bool = False
     no_context_files: bool = False
@@ -127,7 +112,7 @@ class Preset:
     fallback_models: tuple[str, ...] | None = None    # as written; resolved like ``model`` when a run is prepared
     harness: str | None = None                        # pi (None), claude-code or codex: the child's agent harness
     project_config: bool = False                      # the child loads the project's own agent config (hooks, ...)
-    notes: tuple[str, ...] = field(default=(), compare=False, hash=False)  # the warnings given for this file
+    notes: tuple[str, ...] = field(default=(), compare=False, hash=False)  # what to say of this file, any harness
 
     @property
     def restricts_tools(self) -> bool:
@@ -137,7 +122,7 @@ class Preset:
 
 @dataclass(frozen=True)
 class Problem:
-    """A preset file that could not be loaded (or a name two files claim): shown by ``presets()``.
+    """A preset file that could not be loaded: shown by ``presets()`` (a name several files claim is a ``Duplicate``).
 
     ``name`` is the preset name the file claims (its ``name:`` when that much could be read, else
     the file's stem): asking for that name raises ``message``.
@@ -147,73 +132,6 @@ class Problem:
     scope: str
     path: Path
     message: str
-
-
-def _split_frontmatter(text: str, where: str) -> tuple[str, str]:
-    """Return (yaml text, body); the YAML text starts at file line 2."""
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].rstrip() != _FENCE:
-        raise PresetError(
-            f"{where}: no YAML frontmatter; start the file with '---', "
-            "then name: and description:, then '---'"
-        )
-    for index in range(1, len(lines)):
-        if lines[index].rstrip() == _FENCE:
-            return "".join(lines[1:index]), "".join(lines[index + 1:])
-    raise PresetError(
-        f"{where}: the YAML frontmatter opened with '---' on line 1 is never closed; "
-        "add a line with just '---' after the last frontmatter field"
-    )
-
-
-def _load_yaml(text: str, where: str) -> dict[Any, Any]:
-    """The frontmatter's mapping (a copy: the caller may change it), parsed once per distinct text: every run
-    looks at each preset file of its project, and PyYAML took most of a run's preparation doing it again."""
-    return copy.deepcopy(_parsed_yaml(text, where))
-
-
-@functools.lru_cache(maxsize=512)
-def _parsed_yaml(text: str, where: str) -> dict[Any, Any]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        # YAML marks are 0-based within the frontmatter, which starts on file line 2.
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        at = f" at line {mark.line + 2}, column {mark.column + 1}" if mark is not None else ""
-        if exc.problem and exc.context and exc.context_mark is not None:
-            # e.g. an unclosed '[' is only noticed at the end; say where it was opened
-            problem += f" ({exc.context} started at line {exc.context_mark.line + 2})"
-        hint = "Fix the YAML between the '---' lines."
-        if mark is not None and exc.problem == "mapping values are not allowed here":
-            hint = _colon_hint(text, mark.line) or hint
-        raise PresetError(f"{where}: malformed YAML frontmatter{at}: {problem}. {hint}") from None
-    except yaml.YAMLError as exc:
-        raise PresetError(
-            f"{where}: malformed YAML frontmatter: {exc}. Fix the YAML between the '---' lines."
-        ) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise PresetError(
-            f"{where}: the YAML frontmatter must be 'key: value' lines "
-            f"(name:, description:, ...), got {type(data).__name__} {data!r}"
-        )
-    return data
-
-
-def _colon_hint(text: str, line_index: int) -> str | None:
-    """``description: Use when: ...`` is the common case: a value holding ': ' must be quoted."""
-    lines = text.splitlines()
-    if not 0 <= line_index < len(lines):
-        return None
-    key, sep, value = lines[line_index].partition(":")
-    if not sep or not key.strip() or " " in key.strip() or not value.strip():
-        return None
-    quoted = value.strip().replace("\\", "\\\\").replace('"', '\\"')
-    shown = clip(quoted, 60)
-    return (f"The value of '{key.strip()}' contains ': ', which YAML reads as a new key: put the value in "
-            f'quotes, e.g. {key.strip()}: "{shown}"')
 
 
 def _text_field(data: dict[Any, Any], key: str, where: str) -> str | None:
@@ -288,17 +206,6 @@ def _unknown_key_notes(data: dict[Any, Any]) -> list[str]:
     return notes
 
 
-def read_frontmatter(path: Path) -> tuple[dict[Any, Any], str]:
-    """The frontmatter mapping and the body of one file; PresetError naming the file on any problem."""
-    where = f"Preset file {path}"
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # -sig: tolerate a BOM from Windows editors
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PresetError(f"{where}: cannot be read as UTF-8 text: {exc}") from None
-    frontmatter, body = _split_frontmatter(text, where)
-    return _load_yaml(frontmatter, where), body
-
-
 def is_disabled(data: dict[Any, Any]) -> bool:
     """Claude Code's ``disabled: true`` and pi extensions' ``enabled: false`` switch a file off."""
     return data.get("disabled") is True or data.get("enabled") is False
@@ -317,11 +224,16 @@ def parse_preset(path: Path, scope: str, *, warn: bool = True,
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     data, body = read if read is not None else read_frontmatter(path)
+    quoted = data.quoted if isinstance(data, ReadLeniently) else ()
     data, spelled = one_spelling(data, where)
     try:
         preset = _parse(path, scope, data, body, where)
     except PresetError as exc:
         raise PresetError([respell(message, spelled) for message in exc.problems]) from None
+    if quoted:
+        note = (f"not strict YAML: the value of {', '.join(repr(key) for key in quoted)} holds ': ' or another YAML "
+                "sign unquoted; read as quoted text, as Claude Code reads it (quote it to silence this)")
+        preset = _with_notes(preset, [note, *preset.notes])
     if warn:
         for note in preset.notes:
             warn_once(path, f"{where}: {note}")
@@ -380,6 +292,7 @@ def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) 
         path=path,
         extra=extra,
         no_tools=_flag(data, "noTools", where),
+        all_tools=claude and "tools" not in data,
         exclude_tools=_parse_tools(data.get("excludeTools"), where, "excludeTools"),
         no_skills=_flag(data, "noSkills", where),
         no_context_files=_flag(data, "noContextFiles", where),
@@ -399,8 +312,6 @@ def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) 
         project_config=_flag(data, "projectConfig", where),
     )
     _check_combinations(preset, where)
-    if preset.harness is None:  # another harness takes the tools as written: pi's notes on them do not apply
-        notes += tool_notes(preset)
     return _with_notes(preset, notes)
 
 

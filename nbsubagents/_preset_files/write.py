@@ -21,7 +21,7 @@ import yaml
 
 from .._config import project_root
 from .._child.harnesses.pi import classify_tool
-from .discover import claimed_name, preset_files, scan
+from .discover import claimed_name, notes, preset_files, scan
 from .locations import find_project_presets_dir, global_presets_dir, resolve_cwd
 from .parse import (
     IGNORED_KEYS,
@@ -34,6 +34,7 @@ from .parse import (
     parse_preset,
     read_frontmatter,
     respell,
+    warn_once,
 )
 
 WRITABLE_SCOPES = ("project", "global")
@@ -131,7 +132,10 @@ def _commit(text: str, final: Path, scope: str, *, name: str, spelled: dict[str,
         os.replace(draft, final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return parse_preset(final, scope)  # its notes (tools pi has no meaning for, ...) are warned now
+    preset = parse_preset(final, scope, warn=False)
+    for note in notes(preset):  # what the person writing it should know (tools pi has no meaning for, ...): now
+        warn_once(final, f"Preset file {final}: {note}")
+    return preset
 
 
 def _refuse_existing(name: str, scope: str, directory: Path) -> None:

@@ -1,5 +1,7 @@
 """The preset list ``nbsubagents.presets()`` returns: a list of presets that shows itself as a table in a notebook
-(HTML) and a terminal (text), with the files that could not be loaded under it."""
+(HTML) and a terminal (text), with what a person should know under it, grouped: the files that could not be loaded,
+the names several files claim (which one is kept), and each preset's notes (for the harness that runs it: the fields
+pi cannot honour, ...), once per file here instead of a warning at every run."""
 
 from __future__ import annotations
 
@@ -7,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from .._child.harnesses.pi import effective_tools
-from .._preset_files import Preset, Problem, find_project_presets_dir, global_presets_dir, resolve_cwd, scan
+from .._preset_files import (Duplicate, Preset, Problem, find_project_presets_dir, global_presets_dir, notes,
+                             resolve_cwd, scan)
 from .._style import plural, shorten
 from .._templates import part
 
-__all__ = ["PresetList", "list_presets"]
+__all__ = ["PresetList", "list_presets", "notes"]
 
 DESCRIPTION_WIDTH = 60  # text table only; keeps a row on one line in a notebook cell
 TOOLS_WIDTH = 30
@@ -27,8 +30,9 @@ def tools_text(preset: Preset) -> str:
 class PresetList(list):
     """A list of presets that shows itself as a table in a notebook or a terminal.
 
-    ``problems`` holds the files that could not be loaded (each a ``Problem`` with its error); the
-    table shows them under the presets.
+    ``problems`` holds the files that could not be loaded (each a ``Problem`` with its error) and ``duplicates`` the
+    names several files of one scope claim (each a ``Duplicate``); the table shows them, and each preset's notes,
+    under the presets.
     """
 
     _COLUMNS = ("name", "scope", "model", "tools", "description")
@@ -41,12 +45,14 @@ class PresetList(list):
         project_dir: Path | None = None,
         cwd: Path | None = None,
         problems: list[Problem] | None = None,
+        duplicates: list[Duplicate] | None = None,
     ):
         super().__init__(presets)
         self.global_dir = global_dir if global_dir is not None else global_presets_dir()
         self.project_dir = project_dir
         self.cwd = cwd if cwd is not None else resolve_cwd(None)
         self.problems: list[Problem] = list(problems or [])
+        self.duplicates: list[Duplicate] = list(duplicates or [])
 
     def _empty_message(self) -> str:
         project = (
@@ -70,14 +76,22 @@ class PresetList(list):
             for p in self
         ]
 
-    def _problems_head(self) -> str:
-        return (f"Problems ({plural(len(self.problems), 'file')} skipped; "
-                "running one of these names raises its error):")
+    def sections(self) -> list[tuple[str, list[tuple[str, str, str]]]]:
+        """What is shown under the table: (heading, [(name, scope, text)]) for each group that has something."""
+        noted = [(p, said) for p in self if (said := notes(p))]
+        groups = [
+            (f"Not loaded ({plural(len(self.problems), 'file')}; running one of these names raises its error):",
+             [(p.name, p.scope, p.message) for p in self.problems]),
+            (f"Names several files claim ({len(self.duplicates)}; the last in its folder's listing is kept, as Claude "
+             "Code keeps it):", [(d.name, d.scope, f"kept {d.kept}; shadowed {', '.join(map(str, d.shadowed))}")
+                                for d in self.duplicates]),
+            (f"Notes ({plural(len(noted), 'preset')}):", [(p.name, p.scope, "; ".join(said)) for p, said in noted]),
+        ]
+        return [(head, items) for head, items in groups if items]
 
     def _problem_lines(self) -> list[str]:
-        if not self.problems:
-            return []
-        return [self._problems_head(), *(f"  {p.name} ({p.scope}): {p.message}" for p in self.problems)]
+        return [line for head, items in self.sections()
+                for line in (head, *(f"  {name} ({scope}): {text}" for name, scope, text in items))]
 
     def __repr__(self) -> str:
         if not self:
@@ -94,7 +108,7 @@ class PresetList(list):
 
     def _repr_html_(self) -> str:
         return part("tables.html", "presets", found=list(self), columns=self._COLUMNS, tools=tools_text,
-                    empty=self._empty_message(), head=self._problems_head(), problems=self.problems)
+                    empty=self._empty_message(), sections=self.sections())
 
     def to_records(self) -> list[dict[str, Any]]:
         """Plain dicts (e.g. for ``pandas.DataFrame``); tools as a list, path as a string."""
@@ -124,4 +138,5 @@ def list_presets(cwd: str | Path | None = None) -> PresetList:
         project_dir=find_project_presets_dir(cwd),
         cwd=resolve_cwd(cwd),
         problems=found.problems,
+        duplicates=list(found.duplicates.values()),
     )

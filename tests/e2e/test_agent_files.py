@@ -1,7 +1,9 @@
 """Real users' agent files (tests/fixtures/agent-corpus): Claude Code collections and pi extensions' agent folders.
 
-A broken file costs that file only; Claude Code's tool syntax, disallowedTools and permissionMode mean what their
-authors meant; pi-extension files without name or description load; ``model: sonnet`` runs when pi has one.
+A broken file costs that file only; what Claude Code loads loads (an unquoted ': ', a name two files claim: the one
+Claude Code keeps); Claude Code's tool syntax, disallowedTools and permissionMode mean what their authors meant;
+pi-extension files without name or description load; ``model: sonnet`` runs when pi has one. What a person should
+know is in the preset listing, grouped, not warned at each run.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ import nbsubagents
 from nbsubagents import _config as config
 from nbsubagents import _preset_files as presets
 from nbsubagents._preset_files import parse as preset_parse
+from nbsubagents._preset_files.discover import preset_files
 from helpers import pi_argv
 from nbsubagents._preset_files import PresetError, PresetWarning
 from nbsubagents._child.harnesses.pi import write_agent_dir
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "agent-corpus"
-GOOD = ["architect", "code-reviewer", "doc-writer", "explorer", "generalist", "gh-triage", "git-historian",
-        "implementer", "nomodel", "orchestrator", "personal-helper", "scout", "scribe", "summarizer", "typo-agent",
-        "web-researcher"]
+GOOD = ["architect", "code-reviewer", "doc-writer", "explorer", "fixer", "generalist", "gh-triage", "git-historian",
+        "implementer", "nomodel", "orchestrator", "personal-helper", "scout", "scribe", "summarizer", "test-runner",
+        "typo-agent", "web-researcher"]
 
 
 @pytest.fixture
@@ -42,10 +45,11 @@ def corpus(project, tmp_path, monkeypatch):
 
 
 def listed(**kwargs):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    """The listing, and each preset's notes as ``path: note`` (what it shows under the table); listing warns nothing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PresetWarning)
         result = nbsubagents.presets(**kwargs)
-    return result, [str(w.message) for w in caught if issubclass(w.category, PresetWarning)]
+    return result, [f"Preset file {p.path}: {note}" for p in result for note in presets.notes(p)]
 
 
 def argv_for(name: str, model: str = "demo/scripted") -> tuple[list[str], list[str]]:
@@ -65,46 +69,48 @@ def tools_flag(argv: list[str]) -> str | None:
 
 
 def test_presets_list_every_good_file_and_show_each_broken_one_with_its_error(corpus):
-    found, messages = listed()
+    found, _ = listed()
     assert [p.name for p in found] == GOOD
     scopes = {p.name: p.scope for p in found}
     assert scopes["code-reviewer"] == "claude-project"  # the project's Claude agent overrides the user's
     assert scopes["personal-helper"] == "claude-user" and scopes["explorer"] == "project"
     problems = {p.name: p for p in found.problems}
-    assert sorted(problems) == ["fixer", "notes", "test-runner"]
+    assert sorted(problems) == ["notes"]
     assert "retired" not in problems and "retired" not in scopes  # disabled: true switches a file off
-    claude = corpus.resolve() / ".claude" / "agents"
-    assert problems["fixer"].message == (f"Two presets named 'fixer' in claude-project scope: {claude / 'fixer-one.md'}"
-                                         f" and {claude / 'fixer-two.md'}. Rename one.")
     assert problems["notes"].message.endswith("notes.md: no YAML frontmatter; start the file with '---', then name: "
                                               "and description:, then '---'")
     text = repr(found)
-    assert "Problems (3 files skipped; running one of these names raises its error):" in text
-    assert "  test-runner (claude-project): Preset file " in text
+    assert "Not loaded (1 file; running one of these names raises its error):" in text
+    assert "  notes (project): Preset file " in text
+    assert "Names several files claim (1; " in text and "  fixer (claude-project): kept " in text
     assert "<span class='nbsubagents-problem'>" in found._repr_html_()
     assert [r["name"] for r in found.problem_records()] == [p.name for p in found.problems]
-    # one warning per broken file, and nothing again on the next listing
-    assert sum("(this file is skipped; the other presets work)" in m for m in messages) == 3
-    _, again = listed()
-    assert again == []
 
 
-def test_a_yaml_error_gives_line_column_and_says_the_value_needs_quotes(corpus):
-    with pytest.raises(PresetError) as err:
-        nbsubagents.run("test-runner", "run the tests")
-    message = str(err.value)
-    assert message.startswith(f"Preset file {corpus.resolve() / '.claude' / 'agents' / 'test-runner.md'}: "
-                              "malformed YAML frontmatter at line 3, column 22: mapping values are not allowed here.")
-    assert message.endswith("The value of 'description' contains ': ', which YAML reads as a new key: put the value "
-                            'in quotes, e.g. description: "Use when: tests fail and need a diagnosis"')
+def test_an_unquoted_colon_loads_as_claude_code_reads_it_and_the_listing_says_so(corpus):
+    runner = presets.get("test-runner")
+    assert runner.description == "Use when: tests fail and need a diagnosis" and runner.tools == ("Read", "Bash")
+    _, notes = listed()
+    assert f"Preset file {runner.path}: not strict YAML: the value of 'description' holds ': '" in "\n".join(notes)
+
+
+def test_two_files_of_one_name_run_the_one_claude_code_keeps_with_one_warning(corpus):
+    claude = corpus.resolve() / ".claude" / "agents"
+    last = [p for p in preset_files(claude, nested=True) if p.name.startswith("fixer-")][-1]
+    with pytest.warns(PresetWarning) as record:
+        run = nbsubagents.run("fixer", "read README.md", model="demo/scripted", show=False)
+    assert run.status == "completed", run.error
+    assert run.record.preset_source == str(last)  # the last in the folder's listing, as Claude Code keeps it
+    [warned] = [str(w.message) for w in record if issubclass(w.category, PresetWarning)]
+    assert warned.startswith(f"2 claude-project files are named 'fixer': {last} is kept")
+    assert "shadowed: " in warned and "fixer-" in warned.split("shadowed: ")[1]
 
 
 def test_calling_a_broken_preset_raises_its_error_while_good_ones_run(corpus):
-    with pytest.raises(PresetError, match="Two presets named 'fixer' in claude-project scope: .*fixer-one.md and "
-                                          ".*fixer-two.md. Rename one."):
-        nbsubagents.run("fixer", "fix it", model="demo/scripted", show=False)
-    good, broken = nbsubagents.run_parallel([{"preset": "scout", "task": "read README.md"},
-                                             {"preset": "notes", "task": "read README.md"}], show=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PresetWarning)  # the other files' notes and problems are not warned at a run
+        good, broken = nbsubagents.run_parallel([{"preset": "scout", "task": "read README.md"},
+                                                 {"preset": "notes", "task": "read README.md"}], show=False)
     assert good.status == "completed" and "# Demo project" in good.output
     assert broken.status == "failed" and broken.error.endswith("notes.md: no YAML frontmatter; start the file with "
                                                                "'---', then name: and description:, then '---'")
@@ -143,6 +149,7 @@ def test_claude_agent_folders_can_be_switched_off_in_settings(corpus):
     ("orchestrator", "read", ["Task(worker)", "Agent(scout, reviewer)"]),
     ("gh-triage", "read", ["mcp__github__*", "mcp__github__create_issue", "github:list_pull_requests"]),
     ("generalist", None, []),                                      # tools: "*" = all of pi's tools
+    ("typo-agent", "read,bash,edit,write,grep,find,ls", []),        # no tools line: every tool pi has
     ("web-researcher", "(none)", ["WebFetch", "WebSearch"]),
     ("git-historian", "read,grep", ["Bash(git log:*)", "Bash(git diff:*)"]),  # pi cannot restrict arguments
     ("personal-helper", "read", []),
@@ -156,7 +163,7 @@ def test_claude_tool_syntax_becomes_pi_tools(corpus, name, tools, left_out):
 
 
 def test_what_a_pi_child_cannot_have_is_said_once_per_file(corpus):
-    _, messages = listed()
+    found, messages = listed()
     web = [m for m in messages if "web-researcher.md" in m]
     assert len(web) == 2
     assert any("tools a pi child cannot have are left out (no pi equivalent: WebFetch, WebSearch)" in m for m in web)
@@ -165,7 +172,7 @@ def test_what_a_pi_child_cannot_have_is_said_once_per_file(corpus):
     assert "(sub-agents: Task(worker), Agent(scout, reviewer))" in orchestrator
     triage = next(m for m in messages if "gh-triage.md" in m)
     assert "(MCP tools: mcp__github__*, mcp__github__create_issue, github:list_pull_requests)" in triage
-    found, _ = listed()
+    assert repr(found).count("web-researcher (claude-project): ") == 1  # once, in the listing's notes
     row = next(line for line in repr(found).splitlines() if line.startswith("web-researcher"))
     assert "(none) (not for pi: WebFetch," in row
 
@@ -176,7 +183,7 @@ def test_unknown_keys_warn_once_with_did_you_mean(corpus):
     assert len(typo) == 2
     assert any(m.endswith("unknown key 'tool' (ignored); did you mean 'tools'?") for m in typo)
     assert any(m.endswith("unknown key 'modle' (ignored); did you mean 'model'?") for m in typo)
-    assert presets.get("typo-agent").tools is None  # the typo leaves all tools: hence the warning
+    assert presets.get("typo-agent").tools is None  # the typo leaves all tools: hence the note
     # keys other formats use for things a pi child has no use for are accepted quietly
     quiet = ("summarizer.md", "architect.md", "gh-triage.md", "code-reviewer.md")
     assert not [m for m in messages if "unknown key" in m and m.split(":")[0].endswith(quiet)]

@@ -46,7 +46,7 @@ def test_doctor_says_how_to_install_a_missing_pi(project, tmp_path):
 
 
 def test_doctor_names_a_broken_preset_file(project):
-    (project / ".pi" / "subagents" / "broken.md").write_text("---\nname: [x\n---\n")
+    (project / ".pi" / "subagents" / "broken.md").write_text("---\nname: [x\n  y\n---\n")  # not Claude Code's either
     proc = nbsubagents_cli("doctor")
     assert proc.returncode == 1
     assert "✓ presets        nomodel (project), scout (project), scribe (project)" in proc.stdout

@@ -194,6 +194,8 @@ def test_no_tools_with_ask_leaves_the_child_only_its_question():
     assert argv[-4:] == ["--tools", "ask", "--extension", str(ASK_EXTENSION)]
     assert pi_argv(bare, approval=True)[0][-2:] == ["--extension", str(APPROVE_EXTENSION)]
     assert "--tools" not in pi_argv(bare, ask=True)[0]  # every tool already: ask among them
+    argv = pi_argv(SimpleNamespace(**{**vars(bare), "all_tools": True}), ask=True)[0]  # a Claude file: pi's seven
+    assert argv[argv.index("--tools") + 1] == "read,bash,edit,write,grep,find,ls,ask"
     argv, _ = pi_argv(SimpleNamespace(**{**vars(bare), "tools": ("read", "ext:x/ask")}), ask=True)
     assert argv[argv.index("--tools") + 1] == "read,ask"
 

@@ -5,6 +5,7 @@ record keeps and doctor shows."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import fields
 
 from nbsubagents import _config as config, _doctor as doctor
@@ -86,3 +87,17 @@ def test_a_call_reads_its_folders_settings_once_and_passes_them_down(project, mo
     assert runs[1].record.sources["timeout"] == str(settings_file)
     later = original(TaskSpec("scout", "c"), mode="background", note=False)  # the next call reads them again
     assert (later.record.timeout, later.record.budget["maxTurns"]) == (400, 2)
+
+
+def test_a_runs_preset_notes_are_those_of_the_harness_that_runs_it(project, monkeypatch):
+    claude = project / ".claude" / "agents"
+    claude.mkdir(parents=True)
+    (claude / "web.md").write_text("---\nname: web\ndescription: d\ntools: Read, WebFetch, mcp__docs__search\n---\n")
+    monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(Path(__file__).resolve().parents[2] / "harnesses" / "node_modules"
+                                                  / ".bin" / "claude"))
+    under_pi = prepare(TaskSpec("web", "ls", model="demo/scripted"), mode="background", note=False)
+    assert under_pi.record.preset_notes == ["tools a pi child cannot have are left out (no pi equivalent: WebFetch; "
+                                            "MCP tools: mcp__docs__search)"]
+    assert under_pi.record.ignored_tools == ["WebFetch", "mcp__docs__search"]
+    under_claude = prepare(TaskSpec("web", "ls", harness="claude-code"), mode="background", note=False)
+    assert under_claude.record.preset_notes is None and under_claude.record.ignored_tools is None

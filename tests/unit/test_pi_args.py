@@ -66,6 +66,20 @@ def test_profile_flags_map_to_pi_flags(tmp_path):
     assert tail == ["--thinking", "high", "--no-skills", "--no-context-files", "--no-extensions", "--verbose"]
 
 
+@pytest.mark.parametrize("scope, tools", [("claude-project", "read,bash,edit,write,grep,find,ls"),
+                                          ("claude-user", "read,bash,edit,write,grep,find,ls"),
+                                          ("project", None), ("global", None)])
+def test_no_tools_line_in_a_claude_code_file_is_every_tool_pi_has(tmp_path, scope, tools):
+    path = tmp_path / "p.md"
+    path.write_text("---\nname: p\ndescription: d\n---\nbody\n")
+    argv, left_out = pi_argv(parse_preset(path, scope))
+    assert (argv[argv.index("--tools") + 1] if "--tools" in argv else None) == tools and left_out == []
+    # a pi preset keeps pi's own default: its four and every tool of the extensions it loads (no --tools)
+    path.write_text("---\nname: p\ndescription: d\ndisallowedTools: Bash\n---\nbody\n")
+    argv, _ = pi_argv(parse_preset(path, scope))
+    assert argv[argv.index("--tools") + 1] == "read,edit,write,grep,find,ls"
+
+
 def test_skills_tools_and_no_tools(tmp_path):
     assert argv_of(tmp_path, "skills: [lint, review]\n")[-4:] == ["--skill", "lint", "--skill", "review"]
     assert argv_of(tmp_path, "tools: read, Grep, Glob, WebFetch\n")[-2:] == ["--tools", "read,grep,find"]
@@ -85,5 +99,6 @@ def test_an_explicitly_empty_tool_list_gives_no_tools_without_a_warning(tmp_path
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert argv_of(tmp_path, "tools: []\n")[-1] == "--no-tools"
-    with pytest.warns(UserWarning, match="permissionMode: plan and its tools leave no pi tool"):
-        assert argv_of(tmp_path, "tools: Write, Edit\npermissionMode: plan\n")[-1] == "--no-tools"
+    planned = preset(tmp_path, "tools: Write, Edit\npermissionMode: plan\n")
+    assert pi_argv(planned, run_dir=tmp_path)[0][-1] == "--no-tools"
+    assert any("permissionMode: plan and its tools leave no pi tool" in note for note in pi.preset_notes(planned))

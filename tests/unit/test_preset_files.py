@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import re
+import warnings
 
 import pytest
 
 from nbsubagents import _preset_files as presets
 from nbsubagents._preset_files import Preset, PresetError
+from nbsubagents._preset_files.discover import preset_files
 from nbsubagents._templates import stylesheet
 from nbsubagents._views.presets import PresetList, list_presets
 
@@ -317,27 +319,52 @@ def test_claude_code_agent_file_loads_unchanged(tmp_path):
 
 
 def test_malformed_yaml_reports_file_line_number(tmp_path):
-    # file line 1 '---', 2 name, 3 description, 4 the broken line
-    path = write(tmp_path, "a.md", "---\nname: a\ndescription: d\nmodel: [unclosed\n---\nbody\n")
+    # file line 1 '---', 2 name, 3 description, 4 tools:, 5 the broken item (no `key: value` line the second reading
+    # of a frontmatter, Claude Code's, could quote)
+    path = write(tmp_path, "a.md", "---\nname: a\ndescription: d\ntools:\n  - [unclosed\n---\nbody\n")
     with pytest.raises(PresetError) as err:
         presets.parse_preset(path, "global")
     message = str(err.value)
     assert message == (
-        f"Preset file {path}: malformed YAML frontmatter at line 5, column 1: expected ',' or ']', but got "
-        "'<stream end>' (while parsing a flow sequence started at line 4). "
+        f"Preset file {path}: malformed YAML frontmatter at line 6, column 1: expected ',' or ']', but got "
+        "'<stream end>' (while parsing a flow sequence started at line 5). "
         "Fix the YAML between the '---' lines."
     )
 
 
 def test_malformed_yaml_line_number_points_at_the_bad_line(tmp_path):
-    path = write(tmp_path, "a.md", "---\nname: a\ndescription: Use when: the tests fail\n---\n")
+    path = write(tmp_path, "a.md", "---\nname: a\nhooks:\n  Stop: run: this\n---\n")
     with pytest.raises(PresetError) as err:
         presets.parse_preset(path, "global")
     assert str(err.value) == (
-        f"Preset file {path}: malformed YAML frontmatter at line 3, column 22: mapping values are not "
-        "allowed here. The value of 'description' contains ': ', which YAML reads as a new key: put the value "
-        'in quotes, e.g. description: "Use when: the tests fail"'
+        f"Preset file {path}: malformed YAML frontmatter at line 4, column 12: mapping values are not "
+        "allowed here. The value of 'Stop' contains ': ', which YAML reads as a new key: put the value "
+        'in quotes, e.g. Stop: "run: this"'
     )
+
+
+@pytest.mark.parametrize("line, value", [
+    ("description: Use when: the tests fail", "Use when: the tests fail"),  # 8 VoltAgent files
+    ('description: Triggers on: "a", \'b\' #1 [x] {y}', 'Triggers on: "a", \'b\' #1 [x] {y}'),
+    ("description: a\\b: c", "a\\b: c"),
+    ("model: [unclosed", "[unclosed"),
+])
+def test_a_frontmatter_strict_yaml_refuses_is_read_as_claude_code_reads_it(tmp_path, line, value):
+    field = line.split(":", 1)[0]
+    path = write(tmp_path, "a.md", f"---\nname: a\n{line}\ntools: [Read, Grep]\nhooks:\n\tStop: echo\n---\nbody\n")
+    with pytest.warns(presets.PresetWarning, match=f"not strict YAML: the value of '{field}' holds ': '"):
+        preset = presets.parse_preset(path, "global")
+    assert getattr(preset, field) == value and preset.tools == ("Read", "Grep") and preset.prompt == "body"
+    assert preset.extra == {"hooks": {"Stop": "echo"}}  # a tab that indents: two spaces, as Claude Code reads it
+
+
+def test_a_quoted_value_and_a_list_are_not_rewritten_by_the_second_reading(tmp_path):
+    path = write(tmp_path, "a.md", '---\nname: a\ndescription: "x: y"\ntools: [Read, "Bash(git diff:*)"]\n'
+                                   "model: a: b\n---\n")
+    with pytest.warns(presets.PresetWarning, match="the value of 'model' holds") as record:
+        preset = presets.parse_preset(path, "global")
+    assert (preset.description, preset.tools, preset.model) == ("x: y", ("Read", "Bash(git diff:*)"), "a: b")
+    assert "'description'" not in str(record[0].message) and "'tools'" not in str(record[0].message)
 
 
 def test_missing_frontmatter_is_explained(tmp_path):
@@ -394,20 +421,31 @@ def test_frontmatter_that_is_not_a_mapping_is_rejected(tmp_path):
         presets.parse_preset(path, "global")
 
 
-def test_duplicate_names_in_one_scope_name_both_files(agent, project):
-    d = project_dir(project)
-    write(d, "x.md", preset_md("scout"))
-    write(d, "y.md", preset_md("scout"))
-    write(d, "z.md", preset_md("other"))
-    with pytest.warns(presets.PresetWarning, match="Two presets named 'scout'"):
-        assert list(presets.discover()) == ["other"]
-    with pytest.raises(PresetError) as err:
-        presets.get("scout")
-    resolved = d.resolve()
-    assert str(err.value) == (
-        f"Two presets named 'scout' in project scope: {resolved / 'x.md'} and "
-        f"{resolved / 'y.md'}. Rename one."
-    )
+def test_a_name_several_files_claim_is_the_last_listed_with_one_warning(agent, project, monkeypatch):
+    claude = project / ".claude" / "agents"
+    for folder, mark in (("", "top"), ("a", "in-a"), ("b/deeper", "deeper")):
+        write(claude / folder, "reviewer.md" if mark != "deeper" else "other.md", preset_md("reviewer", mark))
+    write(claude, "z.md", preset_md("other"))
+    listing = [p.description for p in (presets.parse_preset(path, "claude-project", warn=False)
+                                       for path in preset_files(claude, nested=True)) if p.name == "reviewer"]
+    assert sorted(listing) == ["deeper", "in-a", "top"]  # subfolders are read, each where the listing has it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # listing and discovering warn of nothing: the listing shows it
+        found = list_presets()
+    assert [p.name for p in found] == ["other", "reviewer"]
+    kept = next(p for p in found if p.name == "reviewer")
+    assert kept.description == listing[-1]  # the last in the folder's listing order, as Claude Code keeps it
+    [dup] = found.duplicates
+    assert dup.kept == kept.path and len(dup.shadowed) == 2 and kept.path not in dup.shadowed
+    text = repr(found)
+    assert "Names several files claim (1; the last in its folder's listing is kept, as Claude Code keeps it):" in text
+    assert f"  reviewer (claude-project): kept {kept.path}; shadowed " in text
+    with pytest.warns(presets.PresetWarning) as record:
+        assert presets.get("reviewer").path == kept.path
+        presets.get("reviewer")
+        presets.get("other")
+    assert len(record) == 1 and str(record[0].message) == dup.message
+    assert f"{kept.path} is kept" in dup.message and all(str(p) in dup.message for p in dup.shadowed)
 
 
 def test_same_name_in_different_scopes_is_not_a_duplicate(agent, project):
@@ -420,19 +458,20 @@ def test_several_broken_files_are_reported_together(agent, project):
     g = write(global_dir(agent), "nofm.md", "just text\n")
     write(global_dir(agent), "ok.md", preset_md("ok"))
     d = project_dir(project).resolve()
-    write(d, "noname.md", "---\ndescription: [d\n---\n")
+    write(d, "noname.md", "---\ndescription: [d\n  x\n---\n")
     write(d, "badtools.md", preset_md("t", extra="tools: 42\n"))
-    with pytest.warns(presets.PresetWarning) as record:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # shown in the listing, not warned at each run
         listed = list_presets()
     assert [p.name for p in listed] == ["ok"]
     messages = [p.message for p in listed.problems]
-    assert len(messages) == 3 and len(record) == 3
+    assert len(messages) == 3
     assert messages[0].startswith(f"Preset file {g}: no YAML frontmatter")
     assert messages[1].startswith(f"Preset file {d / 'badtools.md'}: 'tools' must be")
-    assert messages[2].startswith(f"Preset file {d / 'noname.md'}: malformed YAML frontmatter at line 3")
+    assert messages[2].startswith(f"Preset file {d / 'noname.md'}: malformed YAML frontmatter at line")
     assert [p.name for p in listed.problems] == ["nofm", "t", "noname"]
     text = repr(listed)
-    assert "Problems (3 files skipped; running one of these names raises its error):" in text
+    assert "Not loaded (3 files; running one of these names raises its error):" in text
     assert f"  t (project): Preset file {d / 'badtools.md'}: 'tools' must be" in text
 
 

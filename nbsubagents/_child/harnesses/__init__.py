@@ -42,6 +42,7 @@ class Request:
     disallowed_tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] | None = None
     no_tools: bool = False
+    all_tools: bool = False                    # no tools line in a Claude Code agent file: all the harness's tools
     permission_mode: str | None = None
     thinking: str | None = None
     skills: tuple[str, ...] = ()
