@@ -23,7 +23,8 @@ from .._config import NbSubagentsError, project_root
 from .._child.harnesses import Harness, Request
 from .._pi import choose_model, offline
 from .._pi.locate import find_program
-from .._pi.models import ModelChoice, ModelError, available_models, match_model, unknown_model_message
+from .._pi.models import (ModelChoice, ModelError, available_models, match_model, nearest_model,
+                          unknown_model_message)
 from .._preset_files.parse import approval_policy, model_list
 from . import settle
 from .context import compose_prompt
@@ -64,8 +65,8 @@ def _conversation(chosen: Chosen, program: str, harness: Harness, offline_run: b
         note = (f"{source} ({', '.join(names)}) not used: the offline setting sends every run to the scripted "
                 f"model, which has no other model to fall back on")
         return {"ask": bool(ask), "approval": approval, "fallback_models": [], "notes": [note]}
-    fallbacks = _resolve_models(names, source, program, harness) if names else []
-    return {"ask": bool(ask), "approval": approval, "fallback_models": fallbacks}
+    fallbacks, notes = _resolve_models(names, source, program, harness) if names else ([], [])
+    return {"ask": bool(ask), "approval": approval, "fallback_models": fallbacks, **({"notes": notes} if notes else {})}
 
 
 def _project_config(chosen: Chosen) -> bool:
@@ -76,12 +77,19 @@ def _project_config(chosen: Chosen) -> bool:
     return bool(value)
 
 
-def _resolve_models(names: Iterable[str], source: str, program: str, harness: Harness) -> list[str]:
-    """Each fallback model as ``provider/id``, resolved the way ``model`` is; an unknown one is an error now."""
+def _resolve_models(names: Iterable[str], source: str, program: str,
+                    harness: Harness) -> tuple[list[str], list[str]]:
+    """Each fallback model as ``provider/id``, resolved the way ``model`` is (a dated Anthropic id pi does not list:
+    its nearest, with a note); an unknown one is an error now. Also the notes."""
     available = available_models(program, harness)
     resolved: list[str] = []
+    notes: list[str] = []
     for name in names:
         found = match_model(name, available)
+        if found is None and (nearest := nearest_model(name, available)) is not None:
+            found = (nearest, None)
+            notes.append(f'fallback model "{name}" (from {source}) is not one pi has here; its nearest, {nearest}, '
+                         "is used")
         if found is None:
             raise ModelError(unknown_model_message(name, source, available))
         if found[1] is not None:
@@ -89,7 +97,7 @@ def _resolve_models(names: Iterable[str], source: str, program: str, harness: Ha
                              f"is given as provider/id, such as {found[0]} (the run keeps its thinking level)")
         if found[0] not in resolved:
             resolved.append(found[0])
-    return resolved
+    return resolved, notes
 
 
 def _resume_source(root: Path, run_id: str, harness: Harness) -> tuple[Run, str | None]:

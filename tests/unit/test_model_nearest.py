@@ -82,3 +82,18 @@ def test_other_unknown_names_are_refused_with_the_closest(pi_lists, listed, name
         choose_model(None, "p", name, "pi")
     assert str(err.value).startswith(f'Unknown model "{name}" (from preset "p"). pi has {len(listed)} models; the '
                                      "closest: anthropic/claude-")
+
+
+def test_a_dated_fallback_model_runs_its_nearest_with_a_note(monkeypatch):
+    """fallbackModels are model names too: a dated id pi 1.x does not list is its nearest, said in a note; an unknown
+    name is still an error naming the closest."""
+    from nbsubagents._lifecycle import prepare
+
+    monkeypatch.setattr(prepare, "available_models", lambda program, harness=None: tuple(PI_1))
+    resolved, notes = prepare._resolve_models(["claude-opus-4-20250514", "anthropic/claude-sonnet-4-5"],
+                                              "preset fallbackModels", "pi", None)
+    assert resolved == ["anthropic/claude-opus-4-5", "anthropic/claude-sonnet-4-5"]
+    assert notes == ['fallback model "claude-opus-4-20250514" (from preset fallbackModels) is not one pi has here; '
+                     "its nearest, anthropic/claude-opus-4-5, is used"]
+    with pytest.raises(ModelError, match="claude-sonet-4-5"):
+        prepare._resolve_models(["anthropic/claude-sonet-4-5"], "preset fallbackModels", "pi", None)
