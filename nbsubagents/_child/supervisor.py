@@ -480,8 +480,9 @@ class Supervisor:
         if error_end is not None:
             self.stop_word = error_end[1]
             return "failed", error_end[0]
+        words = getattr(self.harness, "failure_words", None)  # a harness may say more than stderr's last line
         return verdict.judge(self.tally, self.rpc, self.harness.NAME, 0 if self.ended_after_conversation else exit_code,
-                             self.paths.stderr)
+                             self.paths.stderr, explain=words and (lambda text: words(self.record.argv, text)))
 
 
 def _spawn_message(harness: harnesses.Harness, program: str, exc: OSError) -> str:
