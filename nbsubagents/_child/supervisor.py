@@ -114,6 +114,8 @@ class Supervisor:
     def emit(self, event: Event) -> None:
         self.seq += 1
         event = {"seq": self.seq, "ts": round(time.time(), 3), **self.masks.data(event, pieces=True)}
+        if self.record.offline and "cost" in event:  # the scripted model: nobody paid (what a harness prices is not)
+            event["cost"] = 0
         data = json.dumps(event, ensure_ascii=False)
         try:
             encoded = data.encode()
@@ -249,7 +251,7 @@ class Supervisor:
         if status == "completed" and self.record.output_schema is not None and self.broken is None:
             status, error = self._safely("checking the reply against output_schema", self._check_output,
                                          default=("failed", None))
-        usage = self._safely("counting the usage", verdict.usage, self.tally, self.rpc)
+        usage = self._safely("counting the usage", verdict.usage, self.tally, self.rpc, bool(self.record.offline))
         reason = self._safely("naming why the run ended", verdict.reason, self.stop_word, status, spawn_error,
                               self.tally)
         status, error, reason = self._if_broken(status, error, reason)

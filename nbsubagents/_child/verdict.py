@@ -58,12 +58,15 @@ def reason(word: str | None, status: str, spawn_error: str | None, tally: Tally)
     return pi
 
 
-def usage(tally: Tally, session: Session) -> dict[str, Any]:
-    """The run's usage from its events; the harness's native total cost (Claude's total_cost_usd) wins. (Turns
+def usage(tally: Tally, session: Session, offline: bool = False) -> dict[str, Any]:
+    """The run's usage from its events; the harness's native total cost (Claude's total_cost_usd) wins, but an
+    ``offline`` run (on the scripted model) costs 0: nobody paid for it. (Turns
     are counted from the events alike for every harness: Claude's num_turns counts a turn it did not take
     when its --max-turns stops it; the result's ``harnessEnd`` keeps it.)"""
     found = tally.usage()
     totals = session.totals()
     if "cost" in totals:
         found["cost"] = round(float(totals["cost"]), 8)
+    if offline:
+        found["cost"] = 0
     return found

@@ -176,7 +176,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     refuse_unhonoured(harness, spec, preset, chosen)
     program = find_program(harness, cwd, current)
     if current.offline:  # the project's offline setting: the scripted model, whatever the call or preset asks
-        choice, env = offline.choice(spec.model, preset.model), offline.child_env(harness)
+        choice, env = offline.choice(spec.model, preset.model, program, harness), offline.child_env(harness)
     elif harness.LISTS_MODELS:
         choice, env = choose_model(spec.model, preset.name, preset.model, program, harness), {}
     else:  # the harness resolves its own model names (Claude Code's aliases such as sonnet); none: its default
@@ -191,7 +191,9 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
     conversation = _conversation(chosen, program, harness, bool(current.offline))
     waits = question_timeout(current)
-    said = [*conversation.get("notes", []), choice.note, _nobody_to_ask(conversation) if waits == 0 else None]
+    free = current.offline and (budget or {}).get("maxCost") and "max_cost is never reached offline: the scripted " \
+        "model costs nothing (an offline run's cost is 0)"
+    said = [*conversation.get("notes", []), choice.note, _nobody_to_ask(conversation) if waits == 0 else None, free]
     if any(said):  # a model resolved to its nearest, nobody to ask here: said in the run, as the notes above are
         conversation["notes"] = [note for note in said if note]
     project_config = _project_config(chosen)
