@@ -16,6 +16,7 @@ import nbsubagents
 from nbsubagents import _config as config
 from nbsubagents._doctor import checks
 from nbsubagents._pi.locate import pi_package
+from nbsubagents._pi import models
 from nbsubagents._pi.models import ModelError
 
 PI0 = REPO / "node_modules" / ".bin" / "pi"  # pi 0.73.1: it runs on the node on PATH
@@ -62,7 +63,8 @@ def test_a_run_on_a_node_too_old_for_pi_fails_naming_node_the_version_pi_needs_a
 
 
 def test_asking_pi_for_its_models_on_a_node_too_old_says_so(project, old_node, monkeypatch):
-    monkeypatch.setenv("NBSUBAGENTS_PI", str(PI0))  # a pi whose model list is not cached: it is asked
+    monkeypatch.setenv("NBSUBAGENTS_PI", str(PI0))
+    models.clear_cache()  # pi is asked for its models (the test's may have been seeded)
     with pytest.raises(ModelError, match="failed to list its models") as raised:
         nbsubagents.run("scout", "ls src", show=False)
     assert too_old() in str(raised.value)
