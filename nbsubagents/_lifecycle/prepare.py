@@ -191,8 +191,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
     conversation = _conversation(chosen, program, harness, bool(current.offline))
     waits = question_timeout(current)
-    free = current.offline and (budget or {}).get("maxCost") and "max_cost is never reached offline: the scripted " \
-        "model costs nothing (an offline run's cost is 0)"
+    free = ("max_cost is never reached offline: the scripted model costs nothing (an offline run's cost is 0)"
+            if current.offline and (budget or {}).get("maxCost") else None)
     said = [*conversation.get("notes", []), choice.note, _nobody_to_ask(conversation) if waits == 0 else None, free]
     if any(said):  # a model resolved to its nearest, nobody to ask here: said in the run, as the notes above are
         conversation["notes"] = [note for note in said if note]

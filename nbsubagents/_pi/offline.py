@@ -173,7 +173,7 @@ def _checked(name: str, program: str, harness: harnesses.Harness) -> str:
     if nearest is not None:
         return nearest
     message = unknown_model_message(name, "the call's model=", known)
-    if len(known) == len(OFFLINE_NAMES):  # pi lists none of its own: no provider configured here
+    if set(known) <= set(OFFLINE_NAMES):  # pi lists none of its own: no provider configured here
         message += (". pi has no provider configured here, so under the offline setting only the scripted model's "
                     "names are known: drop model= (the run uses the scripted model) or configure a provider")
     raise ModelError(message)

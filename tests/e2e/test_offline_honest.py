@@ -78,3 +78,10 @@ def test_an_offline_run_costs_nothing_wherever_its_cost_shows(offline, harness):
     assert [row["cost"] for row in json.loads(cli.stdout)] == [0], cli.stderr
     markdown = Path(nbsubagents.report([run], format="md")).read_text()
     assert "· $0.0000 ·" in markdown and "**Cost:** $0.0000" in markdown
+
+
+def test_an_offline_runs_max_cost_is_never_reached_and_the_run_says_so(offline):
+    run = nbsubagents.run("scout", "read README.md", max_cost=0.0001, show=False)  # online this run costs more
+    assert run.status == "completed", run.error
+    assert run.record.notes == ["max_cost is never reached offline: the scripted model costs nothing (an offline "
+                                "run's cost is 0)"]
