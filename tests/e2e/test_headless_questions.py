@@ -11,6 +11,10 @@ import subprocess
 import sys
 import textwrap
 
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
 NOBODY_ANSWER = "No answer: nobody to ask here (set question_timeout or answer with `nbsubagents answer …`)"
 NOBODY_APPROVAL = "Denied by the policy: nobody to ask here (set question_timeout or answer with `nbsubagents approve …`)"
 SAID_BEFORE = "nobody to ask here (question_timeout is 0 where no person is at a notebook"
@@ -68,3 +72,19 @@ def test_with_question_timeout_set_a_script_answers_its_runs(project):
     found, stderr = script(project, "60")
     assert found["asked"] and "- ask: src/app.py" in found["output"] and "guarded" in found["output"]
     assert found["by"] == ["person", "person"] and SAID_BEFORE not in stderr
+
+
+@pytest.mark.notebook
+def test_a_notebook_executed_headless_says_nobody_can_answer(project):
+    """As ``jupyter execute`` and papermill run a notebook (nbclient, no person at it): the run says so before it
+    starts, and its question is logged as nobody to ask."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import nbsubagents\n"
+        "run = nbsubagents.run('scout', 'ask: Which file? [README.md | src/app.py]\\nls src', ask=True, show=False)\n"
+        "print(run.record.question_timeout, run.record.notes)\n"
+        "print(run.transcript)")])
+    NotebookClient(nb, kernel_name="python3", timeout=240, startup_timeout=120,
+                   resources={"metadata": {"path": str(project)}}).execute()
+    printed = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.output_type == "stream")
+    assert printed.startswith(f"0.0 ['{SAID_BEFORE}"), printed
+    assert NOBODY_ANSWER in printed and "no reply in time" not in printed
