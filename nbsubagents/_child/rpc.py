@@ -345,11 +345,10 @@ class RpcSession:
     def _expire(self) -> list[Event]:
         events: list[Event] = []
         for qid, question in list(self.open.items()):
-            if time.time() >= question["_deadline"]:
-                if question["method"] == "confirm":
-                    events += self._answer(qid, self.allow_otherwise, "policy", now_iso(), self.me)
-                else:
-                    events += self._answer(qid, None, "timeout", now_iso(), self.me)
+            if time.time() >= question["_deadline"]:  # questionTimeout 0: nobody was there to ask (a headless run)
+                confirm = question["method"] == "confirm"
+                by = "nobody" if self.question_timeout == 0 else "policy" if confirm else "timeout"
+                events += self._answer(qid, self.allow_otherwise if confirm else None, by, now_iso(), self.me)
         return events
 
     def _answer_from(self, message: dict[str, Any]) -> list[Event]:

@@ -58,11 +58,16 @@ def change_words(changes: dict[str, Any]) -> str:
 
 
 def extra_parts(run: Any, spent: dict[str, Any]) -> list[str]:
-    """``offline model`` (the project's offline setting sent the run to the scripted model), ``project config``
+    """``offline model`` (the project's offline setting sent the run to the scripted model; ``offline model in place
+    of NAME`` when the call named a model), ``project config``
     (the agent loaded its project's own hooks, extensions, settings), spend against the run's budget (``budget
     tools 3/20``) and an isolated run's ``+N −M``: the words every surface (summary line, panel header) shows for
     them."""
-    parts = ["offline model"] if run.record.offline else []
+    record = run.record  # offline: the scripted model answered, in place of the model the call named (if any)
+    asked, used = record.requested_model, record.resolved_model or ""
+    instead = f" in place of {asked}" if record.requested_model_source == "call" and asked not in (
+        used, used.partition("/")[2]) else ""
+    parts = [f"offline model{instead}"] if record.offline else []
     if run.record.project_config:
         parts.append("project config")
     budget = run.record.budget

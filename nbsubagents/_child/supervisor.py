@@ -114,6 +114,8 @@ class Supervisor:
     def emit(self, event: Event) -> None:
         self.seq += 1
         event = {"seq": self.seq, "ts": round(time.time(), 3), **self.masks.data(event, pieces=True)}
+        if self.record.offline and "cost" in event:  # the scripted model: nobody paid (what a harness prices is not)
+            event["cost"] = 0
         data = json.dumps(event, ensure_ascii=False)
         try:
             encoded = data.encode()
@@ -249,7 +251,7 @@ class Supervisor:
         if status == "completed" and self.record.output_schema is not None and self.broken is None:
             status, error = self._safely("checking the reply against output_schema", self._check_output,
                                          default=("failed", None))
-        usage = self._safely("counting the usage", verdict.usage, self.tally, self.rpc)
+        usage = self._safely("counting the usage", verdict.usage, self.tally, self.rpc, bool(self.record.offline))
         reason = self._safely("naming why the run ended", verdict.reason, self.stop_word, status, spawn_error,
                               self.tally)
         status, error, reason = self._if_broken(status, error, reason)
@@ -480,8 +482,9 @@ class Supervisor:
         if error_end is not None:
             self.stop_word = error_end[1]
             return "failed", error_end[0]
+        words = getattr(self.harness, "failure_words", None)  # a harness may say more than stderr's last line
         return verdict.judge(self.tally, self.rpc, self.harness.NAME, 0 if self.ended_after_conversation else exit_code,
-                             self.paths.stderr)
+                             self.paths.stderr, explain=words and (lambda text: words(self.record.argv, text)))
 
 
 def _spawn_message(harness: harnesses.Harness, program: str, exc: OSError) -> str:

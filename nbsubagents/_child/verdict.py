@@ -11,7 +11,7 @@ from .run_files import last_line, tail
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any
+    from typing import Any, Callable
 
     from .events import Tally
     from .harnesses import Session
@@ -23,14 +23,17 @@ OUT_OF_BUFFER = ("it could not write its output stream (ENOBUFS: more than 2 GiB
                  "@earendil-works/pi-coding-agent), or ask for the content in smaller parts")
 
 
-def judge(tally: Tally, session: Session, program: str, exit_code: int | None, stderr: Path) -> tuple[str, str | None]:
-    """(status, error) of a child that ran; ``exit_code`` is 0 for one the supervisor ended after its conversation."""
+def judge(tally: Tally, session: Session, program: str, exit_code: int | None, stderr: Path,
+          explain: Callable[[str], str | None] | None = None) -> tuple[str, str | None]:
+    """(status, error) of a child that ran; ``exit_code`` is 0 for one the supervisor ended after its conversation.
+    ``explain``: the harness's words for a failed child's stderr (its ``failure_words``; pi: a node too old for it)."""
     if tally.stop_reason == "error":
         return "failed", tally.error_message or "The model provider returned an error"
     if tally.stop_reason == "aborted":
         return "aborted", tally.error_message or "pi aborted the request"
     if exit_code != 0:
-        said = OUT_OF_BUFFER if "ENOBUFS" in tail(stderr) else last_line(stderr)
+        text = tail(stderr)
+        said = OUT_OF_BUFFER if "ENOBUFS" in text else (explain and explain(text)) or last_line(stderr)
         return "failed", f"{program} exited with code {exit_code}" + (f": {said}" if said else "")
     if tally.stop_reason is None:
         return "failed", (f"pi refused the task: {session.refused}" if session.refused
@@ -55,12 +58,15 @@ def reason(word: str | None, status: str, spawn_error: str | None, tally: Tally)
     return pi
 
 
-def usage(tally: Tally, session: Session) -> dict[str, Any]:
-    """The run's usage from its events; the harness's native total cost (Claude's total_cost_usd) wins. (Turns
+def usage(tally: Tally, session: Session, offline: bool = False) -> dict[str, Any]:
+    """The run's usage from its events; the harness's native total cost (Claude's total_cost_usd) wins, but an
+    ``offline`` run (on the scripted model) costs 0: nobody paid for it. (Turns
     are counted from the events alike for every harness: Claude's num_turns counts a turn it did not take
     when its --max-turns stops it; the result's ``harnessEnd`` keeps it.)"""
     found = tally.usage()
     totals = session.totals()
     if "cost" in totals:
         found["cost"] = round(float(totals["cost"]), 8)
+    if offline:
+        found["cost"] = 0
     return found

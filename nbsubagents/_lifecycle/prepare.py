@@ -69,6 +69,19 @@ def _conversation(chosen: Chosen, program: str, harness: Harness, offline_run: b
     return {"ask": bool(ask), "approval": approval, "fallback_models": fallbacks, **({"notes": notes} if notes else {})}
 
 
+def _nobody_to_ask(conversation: dict[str, Any]) -> str | None:
+    """What a run that may ask (``ask``) or needs approval says before it starts where nobody can answer it
+    (``questionTimeout`` 0); None for a run that never asks."""
+    asks = [*(["its questions get no answer"] if conversation["ask"] else []),
+            *(["its approvals get the policy's " + str(conversation["approval"].get("otherwise") or "deny")]
+              if conversation["approval"] is not None else [])]
+    if not asks:
+        return None
+    return (f"nobody to ask here (question_timeout is 0 where no person is at a notebook: a script, a headless "
+            f"notebook, a Dask worker): {' and '.join(asks)} at once. Set question_timeout (configure() or the "
+            "settings file) to answer with run.answer() / run.approve() or `nbsubagents answer` / `approve`")
+
+
 def _project_config(chosen: Chosen) -> bool:
     """Whether the child loads its project's own agent config, as ``resolve`` chose it (default: no)."""
     value, source = chosen["project_config"]
@@ -163,7 +176,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     refuse_unhonoured(harness, spec, preset, chosen)
     program = find_program(harness, cwd, current)
     if current.offline:  # the project's offline setting: the scripted model, whatever the call or preset asks
-        choice, env = offline.choice(spec.model, preset.model), offline.child_env(harness)
+        choice, env = offline.choice(spec.model, preset.model, program, harness), offline.child_env(harness)
     elif harness.LISTS_MODELS:
         choice, env = choose_model(spec.model, preset.name, preset.model, program, harness), {}
     else:  # the harness resolves its own model names (Claude Code's aliases such as sonnet); none: its default
@@ -177,8 +190,12 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
     conversation = _conversation(chosen, program, harness, bool(current.offline))
-    if choice.note:  # a model name resolved to its nearest: said in the run, as the notes above are
-        conversation["notes"] = [*conversation.get("notes", []), choice.note]
+    waits = question_timeout(current)
+    free = ("max_cost is never reached offline: the scripted model costs nothing (an offline run's cost is 0)"
+            if current.offline and (budget or {}).get("maxCost") else None)
+    said = [*conversation.get("notes", []), choice.note, _nobody_to_ask(conversation) if waits == 0 else None, free]
+    if any(said):  # a model resolved to its nearest, nobody to ask here: said in the run, as the notes above are
+        conversation["notes"] = [note for note in said if note]
     project_config = _project_config(chosen)
     if conversation["approval"] is not None:
         env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
@@ -213,7 +230,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             argv=argv, env={"PI_SUBAGENTS_CHILD": "1", **env}, timeout=timeout,
             extend_timeout_debounce=current.extend_timeout_debounce, looping_tool_count=current.looping_tool_count,
             created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, **conversation,
-            question_timeout=question_timeout(current), launcher=_launcher(), project_config=project_config,
+            question_timeout=waits, launcher=_launcher(), project_config=project_config,
             sources={name: source for name, (_, source) in chosen.items()},
             runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec))
         write(run_dir, record, sync=False)  # the supervisor syncs it while pi starts (not before)

@@ -29,7 +29,7 @@ from .._child import harnesses
 from .._child.artifacts import atomic_write_json, read_json
 from .._child.harnesses.pi import write_agent_dir
 from .._child.procs import alive, process_start_ticks
-from .models import ModelChoice, ModelError
+from .models import ModelChoice, ModelError, available_models, match_model, nearest_model, unknown_model_message
 from .scripted import ScriptedModel
 
 __all__ = ["OFFLINE_MODEL", "IDLE_EXIT", "ScriptedServer", "scripted_server", "stop_scripted_model", "choice",
@@ -139,11 +139,44 @@ def stop_scripted_model() -> bool:
     return True
 
 
-def choice(requested: str | None, preset_model: str | None) -> ModelChoice:
+def choice(requested: str | None, preset_model: str | None, program: str,
+           harness: harnesses.Harness) -> ModelChoice:
     """The model of a run under the ``offline`` setting: the scripted model, with what the call or the preset
-    asked for kept as asked (meta.json's ``requestedModel``)."""
+    asked for kept as asked (meta.json's ``requestedModel``). A model given on the call is checked as it is online,
+    against the models the harness lists here (pi's) and the scripted model's own names: a misspelt one is the same
+    error. A run whose call names another model says which model answers instead (its ``note``; a preset's model is
+    overridden in every offline run, which its summary's ``offline model`` says)."""
     source = "call" if requested else "preset" if preset_model else None
-    return ModelChoice(requested=requested or preset_model, source=source, resolved=OFFLINE_MODEL, thinking=None)
+    named = _checked(requested, program, harness) if requested and harness.LISTS_MODELS else requested
+    if named in OFFLINE_NAMES:  # the scripted model by one of its names: no other model was asked for
+        return ModelChoice(requested=requested, source=source, resolved=named, thinking=None)
+    note = None
+    if named:
+        also = f": {named}" if named != requested else ""
+        note = (f'model "{requested}" (from the call\'s model={also}) not used: the offline setting sends every run to '
+                f"the scripted model {OFFLINE_MODEL} (not an AI), which answers instead")
+    return ModelChoice(requested=requested or preset_model, source=source, resolved=OFFLINE_MODEL, thinking=None,
+                       note=note)
+
+
+OFFLINE_NAMES = tuple(f"demo/{name}" for name in OFFLINE_MODELS)
+
+
+def _checked(name: str, program: str, harness: harnesses.Harness) -> str:
+    """``name`` as ``provider/id`` among the models the harness lists here and the scripted model's (a dated
+    Anthropic id: its nearest, as online); an unknown one is the error it is online."""
+    known = (*available_models(program, harness), *OFFLINE_NAMES)
+    found = match_model(name, known)
+    if found is not None:
+        return found[0]
+    nearest = nearest_model(name, known)
+    if nearest is not None:
+        return nearest
+    message = unknown_model_message(name, "the call's model=", known)
+    if set(known) <= set(OFFLINE_NAMES):  # pi lists none of its own: no provider configured here
+        message += (". pi has no provider configured here, so under the offline setting only the scripted model's "
+                    "names are known: drop model= (the run uses the scripted model) or configure a provider")
+    raise ModelError(message)
 
 
 def child_env(harness: harnesses.Harness) -> dict[str, str]:

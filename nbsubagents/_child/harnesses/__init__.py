@@ -111,6 +111,8 @@ class Harness(Protocol):
     def offline_env(self, url: str, folder: str, offered: Any) -> dict[str, str]: ...  # to the scripted model
     def session(self, run_dir: Any, record: RunRecord) -> Session: ...
     def version(self, program: str) -> str | None: ...
+    # optional: failure_words(argv, stderr) -> str | None, its words for a child that failed where stderr's last line
+    # says too little (pi: a node too old for it); ``verdict.judge`` uses it when the module has it
 
 
 def names() -> list[str]:

