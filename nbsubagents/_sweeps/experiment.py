@@ -8,8 +8,9 @@ task id, repeat and the task's extra columns) and ``tags``; its scores live in `
 indexes all of it (``registry.rebuild()`` restores it).
 
 Calling ``experiment()`` again with the same name and the same definition, or ``Experiment.resume()``,
-resumes: a cell whose run ended is kept, one whose run is still live is waited for, and the rest (never
-started, or cut short when the launching process died: ``reconcile`` settles those) are started. A changed
+resumes: a cell whose run ended is kept (a person's cancel too: ``rerun_cancelled=True`` starts it again), one
+whose run is still live is waited for, and the rest (never started, or cut short when the launching process died:
+``reconcile`` settles those, ``outcomes.cut_short``) are started. A changed
 definition (tasks, presets, models, repeats, run options, tags, scorers: ``sweeps.plan.fingerprint``) under
 an old name is refused, naming what changed; ``replace=True`` starts the experiment afresh, its earlier runs
 kept on disk but out of it. One process at a time runs an experiment (``sweeps.plan.locked``): a second
