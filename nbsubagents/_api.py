@@ -10,7 +10,7 @@ from ._config import NbSubagentsError, find_project, project_arg, current
 from ._lifecycle import batch, handle, reconcile, watcher
 from ._lifecycle.drive import drive
 from ._lifecycle.handle import Run
-from ._lifecycle.spec import call_options, spec_from_call
+from ._lifecycle.spec import call_options, spec_from_call, task_list
 from ._preset_files import Preset, write
 from ._registry import query
 from ._ui import browser, statusbar
@@ -127,7 +127,7 @@ def run_parallel(tasks: Iterable[Any], *, concurrency: int | None = None, show: 
     dask_client : distributed.Client, optional
         The cluster's client (default: one for the ``dask_scheduler`` setting, else the current one).
     """
-    items, now = list(tasks), current()
+    items, now = task_list(tasks), current()
     dask = (now.executor if executor is None else executor) == "dask"
     limit = (max(len(items), 1) if dask else now.concurrency) if concurrency is None else concurrency
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

@@ -114,7 +114,7 @@ class InitResult:
         if self.offline:
             return (f"It runs offline on the scripted model {OFFLINE_MODEL}, which turns task lines such as "
                     "\"ls DIR\", \"read FILE\" or \"run: CMD\" into tool calls (a test double, not an AI). Remove "
-                    "\"offline\" from ._pi/settings.json to use the presets' own model.")
+                    "\"offline\" from .pi/settings.json to use the presets' own model.")
         return (f"The presets use {STARTER_MODEL}: give pi its key (export ANTHROPIC_API_KEY=..., or /login in "
                 "pi) or change their model: line; or `nbsubagents init --offline` to try it offline first.")
 

@@ -17,8 +17,11 @@ follow ``events.jsonl`` and the registry (written only by the notebook's side) i
   A queued run whose scheduler cannot be reached is settled cancelled at once (it can never start); a started
   one whose supervisor is gone is settled as lost (``aborted``: a cancel was asked).
 - A queued run whose scheduler is gone (the kernel that owned a ``LocalCluster`` died, the scheduler stopped):
-  its tasks went with it, so once the scheduler has been unreachable for ``SCHEDULER_GRACE`` seconds (a network
-  blip is not the end) and no worker claimed the run, it ends ``failed`` without having started.
+  its tasks went with it, so once no worker claimed the run, its scheduler is unreachable and the run folder has
+  shown no sign of life for ``SCHEDULER_GRACE`` seconds (a network blip is not the end), the first reader that
+  looks (a kernel, ``nbsubagents status``) settles it ``failed`` without having started. The sign of life is
+  ``dask.json``'s time: written at submit, touched by every reader that finds the scheduler there. The grace is
+  the run folder's, not a reader's: a short CLI call settles a run as a long-lived kernel does.
 - The kernel may die: every future is ``fire_and_forget``, so queued runs still run and running ones finish.
 
 ``distributed`` is imported only here and only when used: ``import nbsubagents`` does not load Dask.
@@ -64,7 +67,6 @@ WORKERS_FRESH = 1.0       # seconds the starts that follow reuse a client's list
 
 _bound: dict[str, Any] = {}       # run id -> the client its call named (dask_client=)
 _by_address: dict[str, Any] = {}  # scheduler address (the dask_scheduler setting) -> this process's client
-_unreachable: dict[str, float] = {}  # scheduler address -> when (monotonic) it was first found unreachable
 _probed: dict[str, tuple[float, bool]] = {}  # scheduler address -> (when, reachable): one probe a second
 _listed: weakref.WeakKeyDictionary[Any, tuple[float, dict[str, dict[str, Any]]]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -154,20 +156,18 @@ def _reachable(address: str, submitter: dict[str, Any]) -> bool:
             ok = False
     with _lock:
         _probed[address] = (time.monotonic(), ok)
-        if ok:
-            _unreachable.pop(address, None)
-        else:
-            _unreachable.setdefault(address, now)
     return ok
 
 
 def scheduler_gone(paths: RunPaths, record: RunRecord, grace: float | None = None) -> str | None:
-    """Why a run no worker has claimed can never start (its scheduler unreachable for ``grace`` seconds, or it
-    was never submitted and the process that queued it is gone), else None. ``grace=0``: unreachable now."""
+    """Why a run no worker has claimed can never start (its scheduler unreachable now and not seen for ``grace``
+    seconds by any reader, as ``dask.json``'s time says; or it was never submitted and the process that queued it
+    is gone), else None. ``grace=0``: unreachable now."""
     grace = SCHEDULER_GRACE if grace is None else grace
     if (paths.dir / CLAIM).exists() or paths.result.exists():
         return None
-    submitted = read_json(paths.dir / SUBMITTED) or {}
+    stamp = paths.dir / SUBMITTED
+    submitted = read_json(stamp) or {}
     address = submitted.get("scheduler")
     queuer = record.launcher or {}
     if not address:  # never submitted: only a dead process that queued it says it never will be
@@ -176,12 +176,23 @@ def scheduler_gone(paths: RunPaths, record: RunRecord, grace: float | None = Non
             return "the process that queued it exited before submitting it"
         return None
     if _reachable(address, queuer):
+        _seen(stamp)
         return None
-    with _lock:
-        since = _unreachable.get(address, time.monotonic())
-    if time.monotonic() - since < grace:
+    quiet = _age(stamp)  # since the run was submitted or a reader last found its scheduler
+    if quiet is not None and quiet < grace:
         return None
     return f"its Dask scheduler {address} cannot be reached (its tasks went with it)"
+
+
+def _seen(stamp: Path) -> None:
+    """The run's scheduler was there just now: ``dask.json``'s time says so to every reader (touched at most every
+    quarter of the grace, so a run settles within 1.25 grace of its scheduler's end)."""
+    age = _age(stamp)
+    if age is not None and age >= SCHEDULER_GRACE / 4:
+        try:
+            os.utime(stamp)
+        except OSError:
+            pass  # a read-only folder: the grace counts from the submit, as it would with no reader
 
 
 def _settle_unstartable(paths: RunPaths, record: RunRecord, why: str) -> None:

@@ -368,9 +368,15 @@ class Run:
 def launch(run: Run) -> None:
     """Start the run's supervisor through its launcher (the record's ``runner``: process, tmux or dask)."""
     if not run.noted_running:  # before the start: an interrupt right after it finds the handle set
-        registry.note(run, status="running")
+        registry.note(run, status=launched_status(run))
         run.noted_running = True
     run.process = launcher_for(run.record.runner).start(run)
+
+
+def launched_status(run: Run) -> str | None:
+    """The registry status of a run being launched: running, or (None: what its folder says) queued while a
+    remote launcher's run waits for a worker (a Dask run is queued until its supervisor.json shows)."""
+    return None if launcher_for(run.record.runner).remote else "running"
 
 
 def says_questions(run: Run, says: bool) -> None:

@@ -29,7 +29,7 @@ from .._preset_files.parse import approval_policy, model_list
 from . import settle
 from .context import compose_prompt
 from .edge import edge
-from .handle import Run, get_run
+from .handle import Run, get_run, launched_status
 from .spec import TaskSpec, as_spec, check_cwd, check_isolation, check_task, resolve
 
 Chosen = dict[str, tuple[Any, str]]  # option -> (value, where it came from): spec.resolve's answer
@@ -241,7 +241,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         raise
     run = Run(run_dir, record)
     if note:
-        registry.note(run, status="running" if launching else None)
+        registry.note(run, status=launched_status(run) if launching else None)
         run.noted_running = launching
     return run
 

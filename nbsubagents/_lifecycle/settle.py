@@ -82,16 +82,22 @@ def unwritten(paths: RunPaths) -> dict[str, Any] | None:
         return _unwritten.get(paths.dir)
 
 
-def never_ran(paths: RunPaths, record: RunRecord, status: str, message: str) -> bool:
-    """The result of a run whose supervisor never started: now, 0 s. False when it already had one."""
+def never_ran(paths: RunPaths, record: RunRecord, status: str, message: str, reason: str | None = None) -> bool:
+    """The result of a run whose supervisor never started: now, 0 s; its stop reason ``reason``, else
+    ``cancelled`` for an aborted one and ``not_started`` for a failed one. False when it already had one."""
     best_effort(sync, paths.meta)  # prepare leaves meta.json's fsync to the supervisor, which never came
-    return _write(paths, record, status, message, "cancelled" if status == "aborted" else "not_started", lost=False)
+    reason = reason or ("cancelled" if status == "aborted" else "not_started")
+    return _write(paths, record, status, message, reason, lost=False)
 
 
 def cancelled_before_start(paths: RunPaths, record: RunRecord, why: str | None = None) -> bool:
-    """A run that was still queued when a cancel came (or, ``why``, when the cell or process that queued it
-    went): ``aborted``, never ran. False when it already had a result."""
-    return never_ran(paths, record, "aborted", NOT_STARTED + (f": {why}" if why else ""))
+    """A run that was still queued when a person's cancel came: ``aborted``, never ran, stop reason
+    ``cancelled`` (final: an experiment's resume and ``retries`` keep it). With ``why`` (the cell, call or
+    process that queued it went, and nobody cancelled it): ``aborted``, stop reason ``not_started``, and a
+    resume starts its cell again. False when it already had a result."""
+    if why is None:
+        return never_ran(paths, record, "aborted", NOT_STARTED)
+    return never_ran(paths, record, "aborted", f"{NOT_STARTED}: {why}", "not_started")
 
 
 def lost(paths: RunPaths, record: RunRecord, *, exit_code: int | None = None, worker_lost: bool = False) -> bool:

@@ -267,12 +267,28 @@ def check_shape(item: Mapping[str, Any], where: str) -> None:
             opt.check(item.get(opt.name), where, opt.name)
 
 
+def task_list(tasks: Any) -> list[Any]:
+    """``run_parallel``'s ``tasks`` as a list. One task given alone (a dict, a ``TaskSpec``, a string) is refused
+    with the list it should have been: a dict is iterable, and its keys are no tasks."""
+    if isinstance(tasks, (Mapping, str)) or (hasattr(tasks, "preset") and not hasattr(tasks, "__iter__")):
+        if isinstance(tasks, Mapping):
+            one, kind = dict(tasks), "dict"
+        elif isinstance(tasks, str):
+            one, kind = {"preset": "scout", "task": tasks if tasks.strip() else "ls ."}, "string"
+        else:
+            one, kind = {"preset": getattr(tasks, "preset", "scout"), "task": getattr(tasks, "task", "ls .")}, "task"
+        shown = repr(one) if len(repr(one)) <= 120 else repr(one)[:117] + "..."
+        raise NbSubagentsError(f"run_parallel takes a list of tasks, got one {kind}: pass [{shown}] (a list, even "
+                               "of one), or run(preset, task) for a single run")
+    return list(tasks)
+
+
 def as_spec(item: Any, index: int) -> TaskSpec:
     """A ``TaskSpec`` from a TaskSpec, a mapping or an object with the same attributes."""
     if isinstance(item, TaskSpec):
         return item
     if not isinstance(item, Mapping) and not hasattr(item, "preset"):  # a bare task string, say
-        example = {"preset": "scout", "task": item if isinstance(item, str) and item.strip() else "ls src"}
+        example = {"preset": "scout", "task": item if isinstance(item, str) and item.strip() else "ls ."}
         raise NbSubagentsError(f"Task {index}: each task is a dict with preset and task, such as {example!r}; "
                                f"got {item!r}")
     if isinstance(item, Mapping):

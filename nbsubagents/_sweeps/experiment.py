@@ -8,8 +8,9 @@ task id, repeat and the task's extra columns) and ``tags``; its scores live in `
 indexes all of it (``registry.rebuild()`` restores it).
 
 Calling ``experiment()`` again with the same name and the same definition, or ``Experiment.resume()``,
-resumes: a cell whose run ended is kept, one whose run is still live is waited for, and the rest (never
-started, or cut short when the launching process died: ``reconcile`` settles those) are started. A changed
+resumes: a cell whose run ended is kept (a person's cancel too: ``rerun_cancelled=True`` starts it again), one
+whose run is still live is waited for, and the rest (never started, or cut short when the launching process died:
+``reconcile`` settles those, ``outcomes.cut_short``) are started. A changed
 definition (tasks, presets, models, repeats, run options, tags, scorers: ``sweeps.plan.fingerprint``) under
 an old name is refused, naming what changed; ``replace=True`` starts the experiment afresh, its earlier runs
 kept on disk but out of it. One process at a time runs an experiment (``sweeps.plan.locked``): a second
@@ -39,12 +40,11 @@ from .._lifecycle import batch, launch, reconcile
 from .._lifecycle.edge import edge
 from .._lifecycle.drive import drive
 from .._lifecycle.handle import Run
-from .._lifecycle.settle import LOST, NOT_STARTED
 from .._lifecycle.spec import call_options
 from .._templates import Html, part
 from . import attempts, driver, export, frames, views
 from .grid import cell_key, expand
-from .outcomes import retry_reason
+from .outcomes import cancelled_by_person, cut_short, retry_reason
 from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
                    replaced_runs, save_plan)
 from .report import ExperimentReport, report
@@ -67,12 +67,6 @@ def _axes(plan: dict[str, Any]) -> tuple[str, ...]:
     """``Experiment.axes()`` of this plan."""
     named = any("harness" in (cell.get("params") or {}) for cell in plan.get("cells") or [])
     return ("harness", "preset", "model") if named else ("preset", "model")
-
-
-def _interrupted(row: dict[str, Any]) -> bool:
-    """A run cut short by its launcher's death, not by itself: resume starts its cell again."""
-    message = row.get("error_message") or ""
-    return message.startswith(NOT_STARTED) or message.startswith(LOST)
 
 
 class Experiment:
@@ -165,6 +159,7 @@ class Experiment:
         the infrastructure cut short; ``limits``' guard stops new starts once a limit is reached."""
         by_key = self._settled_rows()
         cells = {cell["key"]: cell for cell in self.plan.get("cells") or []}
+        superseded = {a["runId"] for cell in cells.values() for a in cell.get("attempts") or []}
         kept: list[Run] = []
         live: list[Run] = []
         todo: list[str] = []
@@ -173,7 +168,7 @@ class Experiment:
         for key in cells:
             row = by_key.get(key)
             ended = row is not None and row.get("status") in TERMINAL
-            if row is None or (ended and (_interrupted(row) or stopped_reason(row))):
+            if row is None or (ended and (cut_short(row) or stopped_reason(row) or row["run_id"] in superseded)):
                 todo.append(key)
             elif ended and limits.retries and retry_reason(row):
                 retrying[key] = (row["run_id"], str(retry_reason(row)))
@@ -233,16 +228,24 @@ class Experiment:
     def resume(self, *, scorers: Iterable[Any] | None = None, concurrency: int | None = None,
                show: bool = True, background: bool = False, dask_client: Any = None,
                scorer_timeout: float | None = None, retries: int | None = None,
-               max_failures: float | None = None, max_total_cost: float | None = None) -> Experiment:
+               max_failures: float | None = None, max_total_cost: float | None = None,
+               rerun_cancelled: bool = False) -> Experiment:
         """Start the cells whose run has not ended (or never started, or was stopped by a limit); ended runs
-        are kept.
+        are kept, a run a person cancelled too (with ``retries`` as well) unless ``rerun_cancelled=True``: then
+        its cell starts again, the cancelled run kept as a superseded attempt.
 
         The plan's shell checks score the new runs; Python scorers must be given again (``scorers=``), and
         each may take ``scorer_timeout`` seconds (the plan's, else 60). ``retries``, ``max_failures`` and
         ``max_total_cost`` replace the plan's (and are kept in it). Another process running this experiment
         makes this refuse, naming it.
         """
+        if not isinstance(rerun_cancelled, bool):
+            raise NbSubagentsError(f"rerun_cancelled must be True or False, got {rerun_cancelled!r}")
         with locked(self.root, self.name):
+            for row in self.current_rows(columns=("status", "stop_reason", "error_message")) if rerun_cancelled else ():
+                if cancelled_by_person(row):  # superseded in the plan: _execute starts its cell again
+                    record_attempt(self.root, self.name, cell_key(json.loads(row["params"] or "{}")), row["run_id"],
+                                   "cancelled; run again on request (rerun_cancelled)")
             given = {"retries": retries, "max_failures": max_failures, "max_total_cost": max_total_cost}
             if any(v is not None for v in given.values()):
                 stored = Limits.from_plan(self.plan)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._lifecycle.settle import LOST, NOT_STARTED
+
 # stopReason -> why a run with it is excluded (result.json's stopReason, the stop_reason column of runs()).
 EXCLUDED: dict[str, str] = {
     "not_started": "never started",
@@ -41,3 +43,17 @@ def retry_reason(row: Mapping[str, Any]) -> str | None:
     """Why the run of ``row`` may be tried again (an infrastructure failure), or None."""
     reason = str(row.get("stop_reason") or "")
     return EXCLUDED[reason] if reason in EXCLUDED and reason not in NOT_RETRIED else None
+
+
+def cut_short(row: Mapping[str, Any]) -> bool:
+    """Whether the run of ``row`` was cut short by its launcher's death (or never started: the call or process
+    that queued it went), not by itself nor by a person: an experiment's resume starts its cell again."""
+    message = str(row.get("error_message") or "")
+    return message.startswith(f"{NOT_STARTED}: ") or message.startswith(LOST)
+
+
+def cancelled_by_person(row: Mapping[str, Any]) -> bool:
+    """Whether a person cancelled the run of ``row`` (queued or running): final, for resume and ``retries``
+    alike (``resume(rerun_cancelled=True)`` starts its cell again on purpose). A queued run a person cancelled
+    says ``NOT_STARTED`` alone; one its launcher left says why after it (``cut_short``)."""
+    return row.get("status") == "aborted" and row.get("stop_reason") == "cancelled" and not cut_short(row)

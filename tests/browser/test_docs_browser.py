@@ -60,8 +60,8 @@ def test_a_built_docs_page_shows_the_runs_rendered_panel_not_a_widget_repr(built
             header = panel.first.locator(".nbsubagents-header")
             expect(header).to_contain_text("✓ first completed")
             expect(header).to_contain_text("demo/scripted · 2 tool calls")
-            expect(panel.first.locator(".nbsubagents-window")).to_contain_text("Reading README.md")
-            expect(panel.first.locator(".nbsubagents-window")).to_contain_text("Listing src")
+            expect(panel.first.locator(".nbsubagents-window")).to_contain_text("Reading .gitignore")
+            expect(panel.first.locator(".nbsubagents-window")).to_contain_text("Listing files")
             # the cell's own printed output sits under the panel: the run really ran at build time
             expect(page.locator(".cell_output").first).to_contain_text("completed")
             panel.first.scroll_into_view_if_needed()

@@ -188,6 +188,47 @@ def test_resume_after_the_launching_process_is_killed(project):
     assert list(again.frame().index) == list(frame.index)  # nothing left to run
 
 
+CANCEL_LAUNCHER = """
+import nbsubagents
+nbsubagents.experiment("final", tasks=["sleep: 3\\nsay: one", "say: two", "say: three", "say: four"],
+                       presets="scout", concurrency=1, show=False)
+"""
+
+
+def test_a_queued_run_a_person_cancelled_stays_cancelled_when_the_sweep_resumes(project):
+    """Issue 55, item 10: the launcher of a sweep is killed with runs queued, one of which a person cancelled
+    (from another process); resuming, with retries too, runs the others and keeps the cancel. ``rerun_cancelled``
+    is the way to run it again on purpose."""
+    runs_dir = project / ".pi" / "subagents" / "runs"
+    launcher = subprocess.Popen([sys.executable, "-c", CANCEL_LAUNCHER], cwd=project)
+    try:
+        wait_for(lambda: len(list(runs_dir.glob("*/meta.json"))) == 4
+                 and len(list(runs_dir.glob("*/supervisor.json"))) == 1, what="one run started, three queued")
+        queued = sorted(d.parent.name for d in runs_dir.glob("*/meta.json") if not (d.parent / "supervisor.json")
+                        .exists())
+        cancelled = queued[1]
+        assert nbsubagents.cancel(cancelled) is True
+    finally:
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+    row = nbsubagents.runs().set_index("run_id").loc[cancelled]
+    assert (row["status"], row["stop_reason"]) == ("aborted", "cancelled")
+    exp = nbsubagents.get_experiment("final").resume(retries=2, show=False)
+    frame = exp.frame()
+    assert len(frame) == 4
+    assert cancelled in frame.index, "the cancelled cell was run again"
+    assert frame.loc[cancelled, "status"] == "aborted"  # kept: the same run, not started again
+    assert set(frame.drop(index=cancelled)["status"]) == {"completed"}
+    left = [r for r in nbsubagents.runs()["run_id"] if r in queued and r != cancelled]
+    assert left and all(nbsubagents.runs().set_index("run_id").loc[r, "stop_reason"] == "not_started" for r in left)
+
+    again = nbsubagents.get_experiment("final").resume(rerun_cancelled=True, show=False).frame()
+    assert cancelled not in again.index and set(again["status"]) == {"completed"}
+    cell = again[again["params.task_id"] == frame.loc[cancelled, "params.task_id"]]
+    assert cell["attempt"].tolist() == [2]
+    assert set(again.drop(index=cell.index).index) == set(frame.drop(index=cancelled).index)  # the rest kept
+
+
 def test_background_sweep_runs_in_a_detached_process_with_its_checks(project):
     exp = nbsubagents.experiment("bg", tasks=TASKS, presets="scout", background=True,
                                  scorers=[nbsubagents.check("test -f src/app.py", name="has_app")])

@@ -501,6 +501,60 @@ def test_queued_dask_runs_of_a_dead_kernels_local_cluster_settle_and_cancel(proj
                   f"{', '.join(rows[i]['status'] for i in ids)} within {took:.0f}s") == []
 
 
+def cli_statuses(root: Path) -> dict[str, str]:
+    """``nbsubagents status --all`` in a process of its own (a short CLI call): each run id's status."""
+    out = subprocess.run([sys.executable, "-m", "nbsubagents", "status", "--all"], cwd=root, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    found = {}
+    for line in out.stdout.splitlines():
+        words = line.split()
+        for status in ("queued", "running", "completed", "failed", "aborted"):
+            if status in words:
+                found.update({w: status for w in words if w[:8].isdigit() and "-" in w})
+    return found
+
+
+def test_a_queued_dask_run_shows_queued_and_short_cli_calls_settle_it_once_its_scheduler_is_gone(proj):
+    """Issue 55, item 9: a queued Dask run is ``queued`` (not ``running``) in ``runs()`` and the CLI; once the
+    process holding its scheduler is killed, short ``nbsubagents status --all`` calls (each a new process) settle
+    it after the grace the run folder measures (the last time its scheduler was seen), not one each call starts
+    afresh."""
+    pytest.importorskip("distributed", reason="the dask extra: pip install -e '.[dask]'")
+    code = ("import distributed\n"
+            "lc = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol='tcp://',"
+            " resources={'nbsubagents': 1}, dashboard_address=None)\n"
+            "client = distributed.Client(lc)\n"
+            "rs = [nbsubagents.start('scout', task, executor='dask', dask_client=client, show=False)\n"
+            "      for task in ('run: sleep 60', 'say: never')]\n"
+            "print(' '.join(r.id for r in rs), flush=True)\n")
+    proc = launcher(code, proj)
+    try:
+        ids = proc.stdout.readline().split()
+        assert len(ids) == 2, ids
+        wait_for(lambda: len(procs.run_processes(ids[0])) >= 2, 90, "the first run's pi and its tool")
+        listed = nbsubagents.runs()
+        assert dict(zip(listed["run_id"], listed["status"]))[ids[1]] == "queued"
+        seen = cli_statuses(proj)
+        assert (seen[ids[0]], seen[ids[1]]) == ("running", "queued")
+    finally:
+        proc.send_signal(signal.SIGKILL)  # the scheduler and its worker go with it
+        proc.wait(30)
+        proc.stdout.close()
+    calls = []
+
+    def settled():
+        calls.append(cli_statuses(proj))
+        return calls[-1] if calls[-1][ids[1]] not in ("queued", "running") else None
+
+    seen = wait_for(settled, dask_launcher.SCHEDULER_GRACE + 50, "a short CLI call to settle the queued run")
+    assert seen[ids[1]] == "failed"
+    row = next(r for r in reconcile.status(include_completed=True, root=proj).rows if r["run_id"] == ids[1])
+    assert "scheduler" in row["error_message"] and "never started" in row["error_message"]
+    wait_for(lambda: cli_statuses(proj)[ids[0]] not in ("queued", "running"), 90, "the running one to settle")
+    assert record("dask: scheduler gone, CLI", proj, ids, f"settled by the CLI after {len(calls)} calls") == []
+
+
 # -- experiments that cannot mix or double (issue 22, item 5) -----------------------------------------
 def test_a_changed_plan_under_an_old_name_is_refused_and_replace_starts_it_afresh(proj):
     from nbsubagents._config import NbSubagentsError

@@ -30,6 +30,7 @@ def test_init_offline_then_the_first_example_runs_in_an_empty_folder(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     assert "made  .pi/settings.json" in made.stdout and 'nbsubagents.run("scout", "ls .")' in made.stdout
+    assert 'Remove "offline" from .pi/settings.json' in made.stdout  # the file it made, by its name
     subprocess.run(["git", "init", "-q", str(folder)], check=True)
     (folder / "notes.txt").write_text("first notes\n")
 

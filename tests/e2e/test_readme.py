@@ -17,12 +17,26 @@ from pathlib import Path
 
 from helpers import REPO, processes_inside
 
-BLOCK = re.compile(r"<!-- first-run -->\s*\n```(\w+)\n(.*?)\n```", re.S)
 LIMIT = 300.0  # seconds for all of it: generous, a newcomer's first minutes
 
 
+def marked_blocks(text: str, marker: str) -> list[tuple[str, str]]:
+    """The fenced blocks right below a ``<!-- MARKER -->`` line, as (the fence's info string, the code), in order."""
+    return re.findall(rf"<!-- {re.escape(marker)} -->\s*\n```([^\n]*)\n(.*?)\n```", text, re.S)
+
+
 def first_run_blocks(text: str) -> list[tuple[str, str]]:
-    return BLOCK.findall(text)
+    return marked_blocks(text, "first-run")
+
+
+def newcomer_env(tmp_path: Path) -> dict[str, str]:
+    """This environment without what points pi at a scripted model or a project; pi's model list cached in
+    ``tmp_path``, not in the machine's cache."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("PI_CODING_AGENT_DIR", "PI_OFFLINE", "NBSUBAGENTS_PI", "NBSUBAGENTS_ROOT",
+                           "NBSUBAGENTS_DISPLAY")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    return env
 
 
 def test_first_run_blocks_are_the_marked_fenced_blocks_in_order():
@@ -44,10 +58,7 @@ def test_the_readme_first_run_works_as_written_in_an_empty_folder(tmp_path):
     assert [kind for kind, _ in blocks] == ["bash", "python"], blocks
     folder = tmp_path / "my-project"
     folder.mkdir()
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("PI_CODING_AGENT_DIR", "PI_OFFLINE", "NBSUBAGENTS_PI", "NBSUBAGENTS_ROOT",
-                           "NBSUBAGENTS_DISPLAY")}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # pi's model list is cached here, not in the machine's cache
+    env = newcomer_env(tmp_path)
     started = time.monotonic()
     outputs = []
     for kind, code in blocks:

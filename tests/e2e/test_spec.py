@@ -117,3 +117,18 @@ def test_each_face_takes_what_the_schema_says():
     assert "model" not in names["sweep"] and "tags" in names["sweep"] and "tags" not in names["call"]
     assert names["column"] == ["cwd", "timeout", "files"]
     assert [o.spelling for o in spec.options("magic")][:4] == ["--model", "--cwd", "--timeout", "--name"]
+
+
+def test_one_task_given_to_run_parallel_shows_the_list_it_should_be(project):
+    """Issue 55: a dict given to run_parallel was taken as its keys, and the error showed
+    ``{'preset': 'scout', 'task': 'preset'}``; it now names the dict and shows it in a list."""
+    one = {"preset": "scout", "task": "ls ."}
+    with pytest.raises(nbsubagents.NbSubagentsError) as raised:
+        nbsubagents.run_parallel(one)
+    message = str(raised.value)
+    assert "got one dict" in message and f"[{one!r}]" in message and "'task': 'preset'" not in message
+    with pytest.raises(nbsubagents.NbSubagentsError, match=r"got one string: pass \[\{'preset': 'scout', 'task': 'ls \.'\}\]"):
+        nbsubagents.run_parallel("ls .")
+    with pytest.raises(nbsubagents.NbSubagentsError, match="got one task"):
+        nbsubagents.run_parallel(spec.TaskSpec(preset="scout", task="ls ."))
+    assert not list((project / ".pi" / "subagents" / "runs").glob("*"))  # refused before anything was written
