@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 
 # what compare()'s display shows of the metrics (its table keeps them all), and the ones where less is better
-SHOWN_METRICS = ("metrics.duration_s", "metrics.cost_usd", "metrics.tokens")
-LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_tokens", "output_tokens", "cost_usd",
+SHOWN_METRICS = ("metrics.duration_s", "metrics.cost", "metrics.tokens")
+LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_tokens", "output_tokens", "cost",
                                               "tool_calls", "turns")}
 
 
@@ -410,7 +410,7 @@ def _norm(key: tuple[Any, ...]) -> tuple[Any, ...]:
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
-def plot(data: pandas.DataFrame, *, x: str = "cost_usd", y: str | None = None,
+def plot(data: pandas.DataFrame, *, x: str = "cost", y: str | None = None,
          by: str | Sequence[str] = ("preset", "model"), title: str = "", theme: str = "auto") -> Any:
     """Cost (or another metric) against a score, one point per run that ran: a colour per cell, a marker per model,
     runs with equal values spread a little (a fixed jitter) so every run shows, each cell's count in the legend

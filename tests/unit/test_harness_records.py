@@ -189,7 +189,7 @@ def test_compare_by_harness_has_one_row_per_harness_with_its_runs_rates_and_cost
     assert list(table.index) == sorted(HARNESSES)
     assert table[("runs", "planned")].to_dict() == dict.fromkeys(HARNESSES, 2)
     assert table[("success", "rate")].to_dict() == {"claude-code": 1.0, "codex": 0.5, "pi": 1.0}
-    assert table[("metrics.cost_usd", "mean")].to_dict() == pytest.approx({"claude-code": 0.04, "codex": 0.01,
+    assert table[("metrics.cost", "mean")].to_dict() == pytest.approx({"claude-code": 0.04, "codex": 0.01,
                                                                            "pi": 0.02})
     assert table[("scores.ok", "rate")]["codex"] == 0.5
     assert exp.axes() == ("harness", "preset", "model")  # compare() and plot() group by the harness unless told
