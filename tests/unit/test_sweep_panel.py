@@ -28,8 +28,8 @@ class FakeRun:
         self.process = None
 
     @property
-    def status(self) -> str:
-        return self.result["status"] if self.result else "queued"
+    def status(self) -> str:  # as a local run's: running once launched
+        return self.result["status"] if self.result else "queued" if self.process is None else "running"
 
     def finish(self, status: str = "completed", took: float = 10.0, cost: float = 0.002, error: str | None = None,
                **scores) -> FakeRun:
