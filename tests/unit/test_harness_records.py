@@ -194,7 +194,8 @@ def test_compare_by_harness_has_one_row_per_harness_with_its_runs_rates_and_cost
     assert table[("scores.ok", "rate")]["codex"] == 0.5
     assert exp.axes() == ("harness", "preset", "model")  # compare() and plot() group by the harness unless told
     assert list(exp.compare().table.index.get_level_values(0)) == sorted(HARNESSES)
-    assert "harness" in repr(exp.compare(by="harness")).splitlines()[1]
+    shown = repr(exp.compare(by="harness"))
+    assert "per cell (harness)" in shown and all(f"\n\n{name}\n  runs " in shown for name in HARNESSES)
 
 
 def test_a_cell_not_launched_counts_as_planned_under_its_harness(root):
