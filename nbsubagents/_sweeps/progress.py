@@ -204,7 +204,9 @@ class SweepState:
     def time_left(self, now: float | None = None) -> float | None:
         """Seconds until the last run ends, estimated: the work left (each queued run the mean duration of the
         runs that ended, each running run what is left of that mean) over the runs that go at once (the slots,
-        at most as many as are left). None before any run ended (nothing to go by)."""
+        at most as many as are left), or the runs left at the pace so far when that says longer (the time since
+        the first run started per run done, a running run counting for the part of the mean it ran: what the
+        slots truly gave, starts and waits between runs included). None before any run ended (nothing to go by)."""
         rows = self.lines.values()
         took = [r.took for r in rows if r.status in ("completed", "failed") and r.took]
         queued = sum(1 for r in rows if r.status == "queued")
@@ -216,7 +218,11 @@ class SweepState:
         mean = sum(took) / len(took)
         now = self._clock() if now is None else now
         work = queued * mean + sum(max(mean - (r.clock(now) or 0.0), 0.0) for r in running)
-        return work / min(self.slots, queued + len(running))
+        by_slots = work / min(self.slots, queued + len(running))
+        first = min((r.started for r in rows if r.started is not None), default=now)
+        done = len(took) + sum(min((r.clock(now) or 0.0) / mean, 1.0) for r in running) if mean else 0.0
+        left = queued + len(running) - (done - len(took))
+        return max(by_slots, (now - first) / done * left) if done else by_slots
 
     def shown(self, *, final: bool = False) -> tuple[list[SweepLine], int]:
         """The lines to show, at most ``cap``, and how many more there are (queued runs are a count apart).
