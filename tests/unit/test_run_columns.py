@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -78,6 +79,11 @@ def test_runs_json_csv_the_frame_and_mlflow_name_a_runs_columns_alike(root, caps
     for name in ("duration_s", "tokens", "cost", "tool_calls"):
         assert metrics.loc["20260101-100000-cccc01", f"metrics.{name}"] == frame.loc["20260101-100000-cccc01", name]
     assert metrics.loc["20260101-100000-cccc02", "error"] == frame.loc["20260101-100000-cccc02", "error"]
+
+    # the report's comparison names them so too
+    page = exp.report(root / "report.html").path.read_text()
+    assert re.search(r"<th>duration_s\b", page) and re.search(r"<th>cost\b", page) and "<th>tokens" in page
+    assert "cost_usd" not in page
 
     # and so are the MLflow export's metrics
     pytest.importorskip("mlflow")
