@@ -28,6 +28,7 @@ from ._lifecycle.handle import get_run
 from ._pi import find_pi
 from ._project_init import init
 from ._registry.query import SELECTED, build_query, shown, to_utc_iso
+from ._registry.rows import shown_name, shown_row
 from ._views.masking import MaskedRun, masker
 from ._views.reports import FORMATS
 
@@ -144,7 +145,7 @@ def list_runs(args: argparse.Namespace) -> int:
     more = limit is not None and len(rows) > limit
     rows = rows[:limit]
     if args.json:
-        echo_json(rows)
+        echo_json([shown_row(row) for row in rows])  # runs()' names for the same columns (rows.SHOWN)
     elif args.csv:
         _write_csv(rows)
     elif not rows:
@@ -169,10 +170,10 @@ def _no_runs(args: argparse.Namespace) -> str:
 
 
 def _write_csv(rows: list[dict[str, Any]]) -> None:
-    writer = csv.DictWriter(sys.stdout, fieldnames=SELECTED, lineterminator="\n")
+    writer = csv.DictWriter(sys.stdout, fieldnames=[shown_name(c) for c in SELECTED], lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        cells = {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()}
+        cells = {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in shown_row(row).items()}
         writer.writerow({k: terminal_safe(v) if isinstance(v, str) else v for k, v in cells.items()})
 
 

@@ -433,6 +433,17 @@ class DaskLauncher:
     def require(self) -> None:
         """Nothing here: the cluster is checked when a call picks it (``launch.executor_client``)."""
 
+    def slots(self, runs: list[Run]) -> int | None:
+        """The cluster's run slots: its workers' ``nbsubagents`` resource, else their threads (each run holds
+        one); None when the cluster cannot be asked (the call's concurrency is all that is known)."""
+        client = next((r.process.future.client for r in runs if isinstance(r.process, DaskProcess)), None)
+        try:
+            workers = _recent_workers(client or client_for(runs[0].run_id if runs else None))
+        except Exception:  # noqa: BLE001 - no client, a scheduler gone: an estimate is no reason to fail
+            return None
+        held = sum(int((w.get("resources") or {}).get(RESOURCE, 0)) for w in workers.values())
+        return held or sum(int(w.get("nthreads") or 0) for w in workers.values()) or None
+
     def wait_any(self, processes: list[Any], timeout: float) -> None:
         """Until the first of the runs' tasks ends (its supervisor exited, or it failed), or ``timeout``: every
         run's end is seen at once, where a wait on one handle saw the others' at the next look."""

@@ -71,6 +71,11 @@ class Launcher(Protocol):
         seconds: the foreground loop refills a slot the moment a run ends, not at its next look."""
         ...
 
+    def slots(self, runs: list[Run]) -> int | None:
+        """How many of ``runs`` can go at once where this launcher starts them (a cluster's run slots); None: as
+        many as the call's concurrency (a sweep's time left divides its work by this)."""
+        ...
+
 
 # The launchers by name (papermill's engines registry is the model); a new runner is one entry here.
 LAUNCHERS: dict[str, Launcher] = {launcher.name: launcher

@@ -98,6 +98,9 @@ class ProcessLauncher:
     def check(self, paths: RunPaths, record: RunRecord, row: dict[str, Any]) -> str | None:
         return None  # a local supervisor: its pid says (reconcile.check)
 
+    def slots(self, runs: list[Run]) -> int | None:
+        return None  # this machine: the call's concurrency bounds its runs
+
     def require(self) -> None:
         """Nothing to check: a process can always be started."""
 

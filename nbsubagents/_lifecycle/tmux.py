@@ -167,6 +167,9 @@ class TmuxLauncher:
     def check(self, paths: RunPaths, record: RunRecord, row: dict[str, Any]) -> str | None:
         return None  # a local supervisor: its pid says (reconcile.check)
 
+    def slots(self, runs: list[Run]) -> int | None:
+        return None  # this machine: the call's concurrency bounds its runs
+
     def require(self) -> None:
         """The tmux runner needs tmux: said before any run is created."""
         require_tmux()

@@ -17,7 +17,7 @@ from .._child.artifacts import STATUSES
 from .._config import NbSubagentsError
 from .._style import shorten
 from . import store
-from .rows import is_waiting, with_waiting
+from .rows import is_waiting, shown_name, with_waiting
 
 if TYPE_CHECKING:
     import pandas
@@ -168,17 +168,18 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
             return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(dtype).array
         return pd.api.types.pandas_dtype(dtype).__from_arrow__(values)
 
-    out = pd.DataFrame({
+    columns = {  # by their registry names; shown by the names every face shows (rows.SHOWN)
         "run_id": text("run_id"), "name": text("name"), "preset": text("preset"), "harness": text("harness"),
         "status": _statuses(got["status"]), "model": text("model"), "task": _tasks(got["task"]), "cwd": text("cwd"),
-        "started": _times(got["started"]), "ended": _times(got["ended_at"]),
-        "duration_s": number("duration", "Float64"), "tool_calls": number("tool_calls", "Int64"),
-        "tokens": number("total_tokens", "Int64"), "cost": number("cost", "Float64"),
-        "error": text("error_message"), "run_dir": text("run_dir"), "mode": text("mode"),
+        "started_at": _times(got["started"]), "ended_at": _times(got["ended_at"]),
+        "duration": number("duration", "Float64"), "tool_calls": number("tool_calls", "Int64"),
+        "total_tokens": number("total_tokens", "Int64"), "cost": number("cost", "Float64"),
+        "error_message": text("error_message"), "run_dir": text("run_dir"), "mode": text("mode"),
         "notebook": text("notebook"), "kernel": text("kernel"), "stop_reason": text("stop_reason"),
         "changes": text("changes"), "files_changed": number("files_changed", "Int64"),
         "resumed_from": text("resumed_from"),
-    })
+    }
+    out = pd.DataFrame({shown_name(name): column for name, column in columns.items()})
     out = _with_waiting(out, status, limit)
     if expand_data:
         data = _objects(got["data"])

@@ -19,14 +19,20 @@ from .._child.record import load
 from .._child.secrets import Masker, secret_values
 from .._child.text import clip
 
-__all__ = ["FINAL_TEXT_LIMIT", "HOST", "RUN_ID_CHARS", "launcher_identity", "row_from_dir", "is_waiting",
-           "with_waiting", "valid_run_id"]
+__all__ = ["FINAL_TEXT_LIMIT", "HOST", "RUN_ID_CHARS", "SHOWN", "shown_name", "shown_row", "launcher_identity",
+           "row_from_dir", "is_waiting", "with_waiting", "valid_run_id"]
 
 FINAL_TEXT_LIMIT = 4000  # characters of the final text kept in the row (result.json has all of it)
 # The row's text columns, masked as the row is made: the registry is a file of the project's (its run's supervisor
 # masked what it wrote with the run's environment; this process masks with its own, and pi's config's keys).
 TEXT_COLUMNS = ("name", "task", "final_text", "error_message", "data", "params", "tags")
 _maskers: dict[Any, Masker] = {}
+# A run's columns as every face shows them (``runs()``, ``nbsubagents runs --json/--csv``, an experiment's frame and
+# report, the MLflow export): the registry column -> the name shown, where the two differ. The names are the ones
+# ``runs()`` has always had, the face people write code against (``frame.tokens.sum()``); the registry keeps its own
+# (a SQLite file of older versions too, and ``status().rows``).
+SHOWN = {"created_at": "created", "started_at": "started", "ended_at": "ended", "duration": "duration_s",
+         "total_tokens": "tokens", "error_message": "error"}
 HOST = os.uname().nodename
 
 
@@ -44,6 +50,16 @@ def launcher_identity() -> dict[str, Any]:
             elif arg.startswith("--f="):
                 ident["kernel"] = Path(arg[4:]).stem
     return ident
+
+
+def shown_name(column: str) -> str:
+    """The name a registry column has wherever a run's columns show (``SHOWN``)."""
+    return SHOWN.get(column, column)
+
+
+def shown_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A registry row with the names every face shows, in its order."""
+    return {shown_name(key): value for key, value in row.items()}
 
 
 def _result_fields(result: dict[str, Any]) -> dict[str, Any]:

@@ -338,7 +338,7 @@ class Experiment:
         return views.compare(self._frame(plan), by=by or _axes(plan), baseline=baseline, title=self.name, ci=ci,
                              k=k, planned=planned)
 
-    def plot(self, *, x: str = "cost_usd", y: str | None = None, by: str | Sequence[str] | None = None,
+    def plot(self, *, x: str = "cost", y: str | None = None, by: str | Sequence[str] | None = None,
              theme: str = "auto") -> Figure:
         """A matplotlib Figure: one point per run that ran (``x`` a metric, ``y`` a score), a colour per cell of
         ``by`` (default: ``axes()``), a marker per model."""

@@ -22,15 +22,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 from .._child.artifacts import CHUNK, TERMINAL, Lines, open_regular, parsed
 from .._child.harnesses import DEFAULT
 from .._registry.query import arrow_times
+from .._registry.rows import shown_name
 from .._views.masking import masker
 from .outcomes import excluded_reason
 
 if TYPE_CHECKING:
     import pandas
 
-# metrics.<name> from registry columns
-METRICS = {"duration_s": "duration", "tokens": "total_tokens", "input_tokens": "input_tokens",
-           "output_tokens": "output_tokens", "cost_usd": "cost", "tool_calls": "tool_calls", "turns": "turns"}
+# metrics.<name> from registry columns, by the names runs() gives them (registry.rows.SHOWN); the MLflow export's too
+METRICS = {shown_name(column): column for column in ("duration", "total_tokens", "input_tokens", "output_tokens",
+                                                     "cost", "tool_calls", "turns")}
 # and, for runs with isolation="worktree", what their changes.patch holds (columns only when a run has them)
 CHANGE_METRICS = {"files_changed": "files_changed", "lines_added": "lines_added", "lines_removed": "lines_removed"}
 # the registry columns frame() reads, and the ones among them that are numbers (for arrow_columns)

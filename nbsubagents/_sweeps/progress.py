@@ -6,7 +6,9 @@ its status glyph, its cell (preset · model · task id · repeat), and while it 
 once it ended its duration, cost and scores (the experiment scores a run before it calls ``end(run)``, so
 ``run.scores`` holds them then). Running runs come first, then ended ones (newest first); queued runs are one
 count; at most ``LINE_CAP`` lines show, the rest is "and N more". Above them: the counts, an n/N progress bar
-and an estimate of the time left (from the durations of ended runs and the concurrency).
+and an estimate of the time left (from the durations of ended runs and the slots the runs have: the concurrency,
+or fewer where they go, a Dask cluster's run slots). The counts are the runs' own (``refresh``: a run is running
+once its supervisor started, on a Dask cluster once a worker took it), not what was launched.
 
 ``SweepState`` is that model (the tests drive it with plain objects); ``state_text`` and ``SweepTextRenderer``
 are its text. ``sweep_renderer`` chooses what shows a sweep: the live panel the notebook edge lends
@@ -15,6 +17,7 @@ are its text. ``sweep_renderer`` chooses what shows a sweep: the live panel the 
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
@@ -24,6 +27,7 @@ from .._child.summary import change_words
 from .._child.text import write_line
 from .._lifecycle.edge import edge
 from .._lifecycle.drive import NullRenderer, Renderer
+from .._lifecycle.launch import launcher_for
 from .._style import duration, glyph, plural, shorten
 from .._views.masking import masker
 from .._views.panel_record import GROUP_WORDS
@@ -102,6 +106,7 @@ class SweepState:
         runs = list(runs)
         self.title = title
         self.concurrency = max(1, int(concurrency))
+        self.slots = self.concurrency  # what goes at once: ``refresh`` asks where the runs go
         self.cap = cap
         self._clock = clock
         self._repeats = any((getattr(r, "params", None) or {}).get("repeat", 1) not in (1, None) for r in runs)
@@ -154,12 +159,19 @@ class SweepState:
         self.changed = True
 
     def refresh(self) -> None:
-        """Runs the loop launched (their supervisor process exists) show as running before their first event."""
-        for row in self.lines.values():
-            if row.status == "queued" and getattr(row.run, "process", None) is not None:
+        """What the runs themselves say: a queued line whose run started (its supervisor is there; on a Dask
+        cluster, a worker took it) is running before its first event, and a launched run a cluster still holds
+        back stays queued. The slots are asked again where the runs go (``slots_of``)."""
+        launched = [row for row in self.lines.values()  # one not launched yet is queued: no file to look at
+                    if row.status == "queued" and getattr(row.run, "process", None) is not None]
+        for row in launched:
+            if row.run.status not in ("queued", *TERMINAL):  # running, or waiting on a question
                 row.status = "running"
                 row.started = self._clock()
                 self.changed = True
+        if not self.done:
+            self.slots = slots_of([row.run for row in self.lines.values() if row.status not in TERMINAL],
+                                  self.concurrency)
 
     # -- what is shown --------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
@@ -191,8 +203,10 @@ class SweepState:
 
     def time_left(self, now: float | None = None) -> float | None:
         """Seconds until the last run ends, estimated: the work left (each queued run the mean duration of the
-        runs that ended, each running run what is left of that mean) over the runs that go at once. None
-        before any run ended (nothing to go by)."""
+        runs that ended, each running run what is left of that mean) over the runs that go at once (the slots,
+        at most as many as are left), or the runs left at the pace so far when that says longer (the time since
+        the first run started per run done, a running run counting for the part of the mean it ran: what the
+        slots truly gave, starts and waits between runs included). None before any run ended (nothing to go by)."""
         rows = self.lines.values()
         took = [r.took for r in rows if r.status in ("completed", "failed") and r.took]
         queued = sum(1 for r in rows if r.status == "queued")
@@ -204,7 +218,11 @@ class SweepState:
         mean = sum(took) / len(took)
         now = self._clock() if now is None else now
         work = queued * mean + sum(max(mean - (r.clock(now) or 0.0), 0.0) for r in running)
-        return work / min(self.concurrency, queued + len(running))
+        by_slots = work / min(self.slots, queued + len(running))
+        first = min((r.started for r in rows if r.started is not None), default=now)
+        done = len(took) + sum(min((r.clock(now) or 0.0) / mean, 1.0) for r in running) if mean else 0.0
+        left = queued + len(running) - (done - len(took))
+        return max(by_slots, (now - first) / done * left) if done else by_slots
 
     def shown(self, *, final: bool = False) -> tuple[list[SweepLine], int]:
         """The lines to show, at most ``cap``, and how many more there are (queued runs are a count apart).
@@ -231,6 +249,19 @@ class SweepState:
         """``Experiment x · 6/24 · 3 running, 15 queued, 6 done · about 1m 05s left``."""
         parts = [self.title, f"{self.ended}/{self.total}", ", ".join(words for _, words in self.header_words())]
         return " · ".join(p for p in [*parts, self.time_left_text()] if p)
+
+
+def slots_of(runs: Iterable[Any], concurrency: int) -> int:
+    """How many of ``runs`` go at once: the concurrency asked, or fewer where their launcher says so (a Dask
+    cluster's run slots; ``Launcher.slots``)."""
+    by_runner: dict[Any, list[Any]] = {}
+    for run in runs:
+        record = getattr(run, "record", None)
+        if record is not None:
+            by_runner.setdefault(record.runner, []).append(run)
+    found = [launcher_for(runner).slots(group) for runner, group in by_runner.items()]
+    held = [n for n in found if n]
+    return max(1, min(concurrency, sum(held)) if held and len(held) == len(found) else concurrency)
 
 
 def line_text(row: SweepLine, now: float, width: int) -> str:
@@ -287,7 +318,8 @@ class SweepTextRenderer:
 
     def start(self, runs: list[Run]) -> None:
         self.state = SweepState(runs, title=self.title, concurrency=self.concurrency)
-        self._print(f"▶ {self.title}: {plural(len(runs), 'run')}, at most {self.concurrency} at once")
+        self.state.refresh()
+        self._print(f"▶ {self.title}: {plural(len(runs), 'run')}, at most {self.state.slots} at once")
         self._said = time.monotonic()
 
     def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None:
@@ -307,6 +339,7 @@ class SweepTextRenderer:
     def _progress(self) -> None:
         if self.state is not None and not self.state.done and time.monotonic() - self._said >= self.every:
             self._said = time.monotonic()
+            self.state.refresh()  # the counts the runs say, not only what their events said so far
             self._print(self.state.header_text())
 
     def close(self) -> None:
@@ -323,9 +356,14 @@ class SweepTextRenderer:
 
 def sweep_renderer(show: bool, *, title: str, concurrency: int) -> Renderer:
     """The renderer of a sweep's ``show=``: the live panel the notebook edge lends where runs show as widgets,
-    else its text lines where notices go; nothing when not shown or silenced (``NBSUBAGENTS_DISPLAY=none``)."""
+    else its text lines: on stderr wherever nobody is at the notebook (a script, papermill, nbconvert), in the
+    cell's output where a person runs it; nothing when not shown or silenced (``NBSUBAGENTS_DISPLAY=none``)."""
     stream = edge.text_stream() if show else None
     if stream is None:
         return NullRenderer()
     panel = edge.sweep_panel(title, concurrency)
-    return panel if panel is not None else SweepTextRenderer(title=title, concurrency=concurrency, stream=stream)
+    if panel is not None:
+        return panel
+    if not edge.person_at_frontend():  # a script, a headless notebook: progress is a log, stdout stays the code's
+        stream = sys.stderr
+    return SweepTextRenderer(title=title, concurrency=concurrency, stream=stream)

@@ -5,8 +5,14 @@
 an inline PNG, when matplotlib is installed), every run's summary with its transcript folded, and the versions of
 nbsubagents and pi with the harnesses and models used. Secrets are
 masked; the escaping, the per-run sections and the atomic write are the runs report's (``views.reports``). It
-returns an :class:`ExperimentReport`, whose notebook display (a link, the counts and the table) stays in a saved
-notebook without a kernel.
+returns an :class:`ExperimentReport`, whose notebook display (the counts, the table and the report itself) stays
+in a saved notebook without a kernel.
+
+What a saved notebook carries must hold wherever it goes: an HTML report up to ``EMBED_LIMIT`` characters is
+embedded in the display (folded), since a papermill or nbconvert kernel cannot know where its notebook will be
+saved (a link relative to its folder points nowhere from another) and JupyterLab drops ``file:`` and ``data:``
+links from a notebook it does not trust (one made elsewhere). The link to the file is written only where the
+notebook's own path is known (a Jupyter server's kernel: ``JPY_SESSION_NAME``), relative to the notebook's folder.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import base64
 import io
 import os
 import platform
+import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,13 +43,18 @@ if TYPE_CHECKING:
 __all__ = ["ExperimentReport", "report"]
 
 _PLOT = "<!--nbsubagents:plot-->"  # the plot goes here once the text is masked (so masking never sees its bytes)
+EMBED_LIMIT = 2_000_000  # characters of an HTML report a notebook's display carries in itself
 
 
 class ExperimentReport:
-    """A written report: ``path``, ``format``; shown in a notebook as a link, the counts and the table."""
+    """A written report: ``path``, ``format``; shown in a notebook as the counts and the table, with the report
+    embedded (``embedded``: its page's stylesheet and body, None when too large or Markdown) and a link to its file
+    where the notebook's folder is known."""
 
-    def __init__(self, path: Path, format: str, name: str, summary: str, table_html: str) -> None:
+    def __init__(self, path: Path, format: str, name: str, summary: str, table_html: str,
+                 embedded: str | None = None) -> None:
         self.path, self.format, self.name, self.summary, self._table = path, format, name, summary, table_html
+        self.embedded = embedded
 
     def __fspath__(self) -> str:
         return str(self.path)
@@ -51,12 +63,32 @@ class ExperimentReport:
         return f"<ExperimentReport {self.name}: {self.path} ({self.summary})>"
 
     def _repr_html_(self) -> str:
-        try:
-            href = os.path.relpath(self.path)
-        except ValueError:  # another drive
-            href = str(self.path)
-        return part("bits.html", "report", name=self.name, href=href, path=str(self.path), summary=self.summary,
-                    table=Html(self._table))
+        return part("bits.html", "report", name=self.name, href=notebook_href(self.path), path=str(self.path),
+                    summary=self.summary, table=Html(self._table), embedded=Html(self.embedded or ""))
+
+
+def notebook_href(path: Path) -> str | None:
+    """``path`` relative to the folder of the notebook this kernel serves (a Jupyter server names it in
+    ``JPY_SESSION_NAME``; the kernel starts in that folder), None where that is not known (papermill, nbconvert,
+    a script): a saved notebook's link must lead to the file from where the notebook is."""
+    notebook = os.environ.get("JPY_SESSION_NAME")
+    if not notebook:
+        return None
+    folder = Path(notebook).parent if os.path.isabs(notebook) else Path.cwd()
+    try:
+        return Path(os.path.relpath(path, folder)).as_posix()
+    except ValueError:  # another drive
+        return None
+
+
+def embedded_page(page: str) -> str | None:
+    """An HTML report's stylesheet and body, to embed in a notebook's display; None beyond ``EMBED_LIMIT``."""
+    if len(page) > EMBED_LIMIT:
+        return None
+    styles = "".join(re.findall(r"<style\b.*?</style>", page[: page.find("<body")], re.S))
+    body = re.search(r"<body\b[^>]*>(.*)</body>", page, re.S)
+    return None if body is None else (f'{styles}<div class="nbsubagents-report" data-jp-theme-light="true">'
+                                      f"{body.group(1)}</div>")
 
 
 # -- what the report says ---------------------------------------------------------------------------------
@@ -201,5 +233,6 @@ def report(exp: Experiment, path: str | Path | None = None, *, format: str = "ht
               else exp.root / ".pi" / "subagents" / "reports" / f"experiment-{exp.name}.{format}")
     reports.write_atomic(target, text)
     table = comparison.html(sheet=False) if comparison is not None else ""
-    return ExperimentReport(target, format, exp.name, summary, strip_controls(masks.text(table)))
+    return ExperimentReport(target, format, exp.name, summary, strip_controls(masks.text(table)),
+                            embedded_page(text) if format == "html" else None)
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import math
 import random
+import textwrap
 import warnings
 from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from .._config import NbSubagentsError
+from .._child.text import ELLIPSIS
 from .. import _templates
 from .._views.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
 from . import stats
@@ -29,8 +31,9 @@ if TYPE_CHECKING:
 
 
 # what compare()'s display shows of the metrics (its table keeps them all), and the ones where less is better
-SHOWN_METRICS = ("metrics.duration_s", "metrics.cost_usd", "metrics.tokens")
-LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_tokens", "output_tokens", "cost_usd",
+TEXT_WIDTH = 100  # a comparison's text (``print(exp.compare())``) fits a terminal this wide
+SHOWN_METRICS = ("metrics.duration_s", "metrics.cost", "metrics.tokens")
+LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_tokens", "output_tokens", "cost",
                                               "tool_calls", "turns")}
 
 
@@ -178,12 +181,29 @@ class Comparison:
         return header, [[" · ".join(text for text, _ in cell if text) for cell in row] for row in rows]
 
     def __repr__(self) -> str:
-        header, rows = self.display_rows()
-        table = [header] + rows
-        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        lines = [self._caption()] + ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-                                     for row in table]
-        return "\n".join(lines)
+        return self.text()
+
+    def text(self, width: int = TEXT_WIDTH) -> str:
+        """The comparison as text no wider than ``width``: the caption wrapped, then the table with each cell's
+        lines one under the other when it fits, else a block per cell (its name, then a line per value)."""
+        header, rows = self._rows()
+        cells = [[[text for text, _ in cell if text] or [""] for cell in row] for row in rows]
+        out = textwrap.wrap(self._caption(), width)
+        table = [[[name] for name in header], *cells]
+        widths = [max(len(line) for row in table for line in row[i]) for i in range(len(header))]
+        if sum(widths) + 2 * (len(widths) - 1) <= width:
+            for n, row in enumerate(table):
+                if n > 1:
+                    out.append("")  # a row of several lines each: a blank line between cells
+                out += ["  ".join((cell[k] if k < len(cell) else "").ljust(w) for cell, w in zip(row, widths)).rstrip()
+                        for k in range(max(len(cell) for cell in row))]
+            return "\n".join(out)
+        keys, names = len(self.by), header[len(self.by):]
+        label = max(len(name) for name in names)
+        for row in cells:
+            out += ["", _fit(" · ".join(line for cell in row[:keys] for line in cell), width)]
+            out += [_fit(f"  {name.ljust(label)}  {' · '.join(cell)}", width) for name, cell in zip(names, row[keys:])]
+        return "\n".join(out)
 
     def _repr_html_(self) -> str:
         return self.html()
@@ -193,6 +213,10 @@ class Comparison:
         header, rows = self._rows()
         return _templates.part("bits.html", "comparison", caption=self._caption(), header=header, rows=rows,
                                by=len(self.by), sheet=sheet)
+
+
+def _fit(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1].rstrip() + ELLIPSIS
 
 
 def _label(value: Any) -> str:
@@ -410,7 +434,7 @@ def _norm(key: tuple[Any, ...]) -> tuple[Any, ...]:
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
-def plot(data: pandas.DataFrame, *, x: str = "cost_usd", y: str | None = None,
+def plot(data: pandas.DataFrame, *, x: str = "cost", y: str | None = None,
          by: str | Sequence[str] = ("preset", "model"), title: str = "", theme: str = "auto") -> Any:
     """Cost (or another metric) against a score, one point per run that ran: a colour per cell, a marker per model,
     runs with equal values spread a little (a fixed jitter) so every run shows, each cell's count in the legend

@@ -32,7 +32,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 __all__ = ["NotebookRecord", "end_live_records", "kernel_shell", "in_kernel", "in_widget_kernel",
-           "person_at_frontend", "text_stream", "cell_parent", "in_cell", "click_subshell", "route_clicks",
+           "person_at_frontend", "text_stream", "progress_stream",
+           "cell_parent", "in_cell", "click_subshell", "route_clicks",
            "keep_widget_channel", "load_ipywidgets", "new_widget", "shared", "widget_view"]
 
 
@@ -85,6 +86,13 @@ def text_stream() -> Any:
     """Where plain-text progress and notices go: the cell's output in a kernel, else stderr (as tqdm and
     pip do), so a script's stdout holds only what the script prints."""
     return sys.stdout if in_kernel() else sys.stderr
+
+
+def progress_stream() -> Any:
+    """Where plain-text progress goes: stderr wherever nobody watches the output as it comes (a script, a
+    notebook run headless by papermill or nbconvert), so stdout holds only what the code prints; the cell's
+    output in a notebook a person runs."""
+    return sys.stdout if in_kernel() and person_at_frontend() else sys.stderr
 
 
 def cell_parent() -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .._child.summary import summary_line
 from .._child.text import write_line
-from .kernel import text_stream
+from .kernel import progress_stream
 
 if TYPE_CHECKING:
     from .._child.formatter import ProgressLine
@@ -26,13 +26,14 @@ class TextRenderer:
     before the next printed line or the summary. Errors and the child's own words always print. The
     run's end is the summary line (not the formatter's ``Completed``), so nothing is said twice.
 
-    Outside a notebook the lines go to stderr (``kernel.text_stream()``): a script's stdout stays its
-    own. A closed stream (``| head``, a consumer that quit) ends the output quietly, never the run.
+    Outside a notebook a person runs the lines go to stderr (``kernel.progress_stream()``): a script's
+    stdout, and a headless notebook's, stays its own.
+    A closed stream (``| head``, a consumer that quit) ends the output quietly, never the run.
     """
 
     def __init__(self, stream: TextIO | None = None, *, rate: float = 20.0, burst: int = 60) -> None:
         if stream is None:
-            stream = text_stream()
+            stream = progress_stream()
         self.stream = stream
         self.rate = rate
         self.burst = burst

@@ -64,7 +64,7 @@ def cell_code(kind: str, code: str) -> str:
     return "\n".join(lines)
 
 
-def test_every_visible_notebook_cell_of_the_user_pages_is_marked_or_says_why_not():
+def test_every_visible_notebook_cell_of_the_user_pages_is_marked():
     cells = [(name, body) for name, text in PAGES.items()
              for body in re.findall(r"```\{code-cell\} ipython3\n(.*?)\n```", text, re.S)
              if "remove-cell" not in body.split("\n", 1)[0]]

@@ -77,7 +77,7 @@ def test_max_total_cost_stops_new_runs_and_a_higher_cap_runs_the_rest_after_an_e
                                  show=False)
     frame = by_task(exp.frame())
     assert list(frame["status"]) == ["completed", "failed", "failed"]
-    cost = frame.loc["task-1", "metrics.cost_usd"]
+    cost = frame.loc["task-1", "metrics.cost"]
     assert cost > 0
     assert list(frame["stop_reason"][1:]) == ["not_started"] * 2
     assert frame.loc["task-2", "error"] == f"max_total_cost reached (${cost:.4g} of $1e-09)"

@@ -22,7 +22,7 @@ def test_a_bad_models_cell_shows_as_not_run_and_a_shell_check_tests_what_it_says
     assert "exit code 1" in (exp.runs()[0].dir / "checks" / "has_file.log").read_text()  # run by bash: && held
     assert set(bad["stop_reason"]) == {"not_started"} and set(bad["excluded"]) == {"never started"}
     assert bad["scores.has_file"].isna().all() and bad["scores.readme"].isna().all()  # not True, not False
-    assert bad["metrics.duration_s"].isna().all() and bad["metrics.cost_usd"].isna().all()
+    assert bad["metrics.duration_s"].isna().all() and bad["metrics.cost"].isna().all()
     for run in exp.runs():
         if run.params["model"] == "demo/nope":  # no scorer ran for it; its record says why
             stored = json.loads((run.dir / "scores.json").read_text())

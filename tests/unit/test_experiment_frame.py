@@ -150,7 +150,7 @@ def test_an_experiment_without_runs_has_an_empty_frame(root):
     exp = Experiment("exp", root)
     assert exp.current_rows() == [] and exp.rows() == []
     frame = exp.frame()
-    assert frame.empty and {"status", "excluded", "metrics.cost_usd", "attempt", "attempts"} <= set(frame.columns)
+    assert frame.empty and {"status", "excluded", "metrics.cost", "attempt", "attempts"} <= set(frame.columns)
 
 
 def test_an_experiments_runs_are_read_in_the_order_of_an_index_a_registry_of_the_previous_schema_gains(root):
@@ -206,7 +206,7 @@ def test_the_frame_read_through_pyarrow_is_the_frame_read_as_lists_on_awkward_ro
     assert frame.loc[ids[0], "model_resolved"] == "x,'y'\n\"z\"" and frame.loc[ids[0], "params.note"] == awkward
     assert frame.loc[ids[0], "error"].startswith(awkward) and SECRET not in frame.to_csv()
     assert frame["harness"].tolist() == ["pi"] * 4 and frame.loc[ids[1], "stop_reason"] == "a, 'b'"
-    assert frame.loc[ids[2], "excluded"] == "never started" and pd.isna(frame.loc[ids[2], "metrics.cost_usd"])
+    assert frame.loc[ids[2], "excluded"] == "never started" and pd.isna(frame.loc[ids[2], "metrics.cost"])
     assert pd.isna(frame.loc[ids[3], "created_at"]) and frame.loc[ids[3], "metrics.files_changed"] == 1
     assert frame.loc[ids[:2], "metrics.tokens"].tolist() == [10.0, 20.0] and pd.isna(frame.loc[ids[0], "scores.ok"])
 
@@ -228,7 +228,7 @@ def test_the_frame_read_through_pyarrow_is_the_frame_read_as_lists_on_awkward_ro
     assert isinstance(exp._columns(frames.READ, exp.plan, arrow=True)["run_id"], list)
     odd = frame_read(exp, arrow=True)
     pd.testing.assert_frame_equal(odd, frame_read(exp, arrow=False), check_exact=True)
-    assert pd.isna(odd.loc[ids[1], "metrics.tokens"]) and pd.isna(odd.loc[ids[1], "metrics.cost_usd"])
+    assert pd.isna(odd.loc[ids[1], "metrics.tokens"]) and pd.isna(odd.loc[ids[1], "metrics.cost"])
 
 
 def test_the_frame_is_the_same_when_pandas_keeps_texts_as_python_strings(root, monkeypatch):

@@ -189,12 +189,13 @@ def test_compare_by_harness_has_one_row_per_harness_with_its_runs_rates_and_cost
     assert list(table.index) == sorted(HARNESSES)
     assert table[("runs", "planned")].to_dict() == dict.fromkeys(HARNESSES, 2)
     assert table[("success", "rate")].to_dict() == {"claude-code": 1.0, "codex": 0.5, "pi": 1.0}
-    assert table[("metrics.cost_usd", "mean")].to_dict() == pytest.approx({"claude-code": 0.04, "codex": 0.01,
+    assert table[("metrics.cost", "mean")].to_dict() == pytest.approx({"claude-code": 0.04, "codex": 0.01,
                                                                            "pi": 0.02})
     assert table[("scores.ok", "rate")]["codex"] == 0.5
     assert exp.axes() == ("harness", "preset", "model")  # compare() and plot() group by the harness unless told
     assert list(exp.compare().table.index.get_level_values(0)) == sorted(HARNESSES)
-    assert "harness" in repr(exp.compare(by="harness")).splitlines()[1]
+    shown = repr(exp.compare(by="harness"))
+    assert "per cell (harness)" in shown and all(f"\n\n{name}\n  runs " in shown for name in HARNESSES)
 
 
 def test_a_cell_not_launched_counts_as_planned_under_its_harness(root):

@@ -28,8 +28,8 @@ class FakeRun:
         self.process = None
 
     @property
-    def status(self) -> str:
-        return self.result["status"] if self.result else "queued"
+    def status(self) -> str:  # as a local run's: running once launched
+        return self.result["status"] if self.result else "queued" if self.process is None else "running"
 
     def finish(self, status: str = "completed", took: float = 10.0, cost: float = 0.002, error: str | None = None,
                **scores) -> FakeRun:
@@ -102,8 +102,11 @@ def test_the_time_left_comes_from_ended_durations_and_the_concurrency():
     assert state.time_left() is None and "estimating the time left" in state.header_text()  # nothing to go by yet
     end(state, runs[2], took=10.0)
     end(state, runs[3], took=20.0)
-    # mean 15 s: 6 queued runs are 90 s of work, the running ones 0 s (past the mean) and 10 s; 3 at once
-    assert state.time_left() == pytest.approx((90 + 0 + 10) / 3)
+    # mean 15 s: 6 queued runs are 90 s of work, the running ones 0 s (past the mean) and 10 s; 3 at once: 33 s.
+    # The pace so far says longer: 20 s since the first start for 2 runs ended and 1 + 1/3 of a run's mean ran,
+    # 6 s a run, for the 6 + 2/3 runs left: 40 s
+    assert state.time_left() == pytest.approx(max((90 + 0 + 10) / 3, 20 / (2 + 1 + 5 / 15) * (8 - 1 - 5 / 15)))
+    assert state.time_left() == pytest.approx(40)
     for r in runs:
         if r.status == "queued" or r in runs[:2]:
             end(state, r)

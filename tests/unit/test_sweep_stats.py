@@ -59,7 +59,7 @@ FIXED = [row(1, "a", True, 1), row(2, "a", True, 2), row(3, "a", False, 3),
 def test_an_excluded_run_keeps_its_row_and_reason_but_no_numbers():
     frame = frames.frame(FIXED)
     assert frame.loc["r7", "excluded"] == "never started" and frame["excluded"].isna().sum() == 6
-    assert math.isnan(frame.loc["r7", "metrics.duration_s"]) and math.isnan(frame.loc["r7", "metrics.cost_usd"])
+    assert math.isnan(frame.loc["r7", "metrics.duration_s"]) and math.isnan(frame.loc["r7", "metrics.cost"])
     assert frame.loc["r7", "scores.ok"] is None and frame.loc["r6", "scores.ok"] is True
 
 
@@ -125,7 +125,7 @@ def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_exclud
     assert "<div class='nbsub-cmp-better'>Δ +9.0 [+2.2, +15.8] ✱</div>" in shown  # a score: more is better
     assert "<div class='nbsub-cmp-muted'>Δ +33 pp [−29, +79]</div>" in shown  # one success more: no finding
     assert "pass@3 100%" in shown and "pass^3 0%" in shown  # k: the fewest runs a cell ran
-    assert "cost_usd (×10⁻³)" in header and ">1.00<" in shown and "e-0" not in shown  # 3 digits, one scale
+    assert "cost (×10⁻³)" in header and ">1.00<" in shown and "e-0" not in shown  # 3 digits, one scale
     assert "@media (prefers-color-scheme: dark)" in shown and '[data-jp-theme-light="false"]' in shown
     assert "3 of 4 ran" in repr(comparison)
     with pytest.raises(NbSubagentsError, match="ci=.*between 0 and 1"):
@@ -180,7 +180,7 @@ def test_frame_columns_come_in_the_order_runs_first_have_them_and_a_missing_valu
     assert math.isnan(frame.loc["r1", "params.extra"]) and frame.loc["r2", "params.extra"] == "x"
     assert frame.loc["r2", "scores.ok"] is None and math.isnan(frame.loc["r2", "scores.words"])
     assert math.isnan(frame.loc["r1", "metrics.files_changed"]) and frame.loc["r2", "metrics.lines_added"] == 4
-    assert frame["scores.ok"].dtype == object and frame["metrics.cost_usd"].dtype == float
+    assert frame["scores.ok"].dtype == object and frame["metrics.cost"].dtype == float
 
 
 def test_runs_with_the_same_keys_in_another_order_give_the_first_runs_column_order():
