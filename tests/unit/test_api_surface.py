@@ -124,7 +124,7 @@ def test_public_functions_say_what_they_return(name):
 def test_a_task_that_is_not_a_dict_shows_the_shape_of_one(task):
     with pytest.raises(NbSubagentsError) as err:
         nbsubagents.run_parallel([{"preset": "scout", "task": "ls"}, task])
-    example = {"preset": "scout", "task": task if isinstance(task, str) else "ls src"}
+    example = {"preset": "scout", "task": task if isinstance(task, str) else "ls ."}
     assert str(err.value) == f"Task 1: each task is a dict with preset and task, such as {example!r}; got {task!r}"
 
 
