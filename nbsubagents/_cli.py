@@ -3,7 +3,8 @@
 Each subcommand is one entry of ``COMMANDS``: a function that adds its parser (help, options, examples) and
 sets ``handler``, the function that runs it and returns the exit code. A handler raises ``NbSubagentsError``
 for a problem; ``main`` prints it (in its shell form) and exits 1. Every word printed goes through ``echo``
-(``cli_shell``): control characters a run wrote are shown escaped, never sent to the terminal.
+(``cli_shell``): control characters a run wrote are shown escaped, never sent to the terminal. ``run`` is
+``cli_run``'s, the commands that talk to a run are ``cli_talk``'s, ``presets`` is ``cli_presets``'.
 """
 
 from __future__ import annotations
