@@ -40,7 +40,8 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
     Bad input (unknown preset or model, empty task, missing cwd, an unknown keyword) raises before anything
-    starts. Interrupting the cell aborts the run and returns it with status ``aborted``.
+    starts. Interrupting the cell aborts the run and returns it with status ``aborted``; in a script Ctrl-C (or
+    SIGTERM) aborts it and then stops the script (``KeyboardInterrupt``; SIGTERM: status 143).
 
     Parameters
     ----------

@@ -3,7 +3,8 @@
 Each subcommand is one entry of ``COMMANDS``: a function that adds its parser (help, options, examples) and
 sets ``handler``, the function that runs it and returns the exit code. A handler raises ``NbSubagentsError``
 for a problem; ``main`` prints it (in its shell form) and exits 1. Every word printed goes through ``echo``
-(``cli_shell``): control characters a run wrote are shown escaped, never sent to the terminal.
+(``cli_shell``): control characters a run wrote are shown escaped, never sent to the terminal. ``run`` is
+``cli_run``'s, the commands that talk to a run are ``cli_talk``'s, ``presets`` is ``cli_presets``'.
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ from collections.abc import Callable
 from typing import Any
 
 from . import __version__, _api as api, demo, _doctor as doctor, _registry as registry
-from ._child.artifacts import STATUSES, unreadable
+from ._child.artifacts import STATUSES
 from ._child.text import terminal_safe
-from ._child.summary import summary_line
 from ._cli_presets import add_presets
+from ._cli_run import add_run
 from ._cli_shell import EXIT_CODES, echo, echo_json, for_shell, subcommand
+from ._cli_talk import add_answer, add_approve, add_followup, add_steer, question_lines, run_facts
 from ._config import NbSubagentsError, project_root
-from ._lifecycle import converse, reconcile
-from ._lifecycle.handle import get_run
+from ._lifecycle import reconcile
+from ._lifecycle.handle import Run, get_run, reread
 from ._pi import find_pi
 from ._project_init import init
 from ._registry.query import SELECTED, build_query, shown, to_utc_iso
 from ._registry.rows import shown_name, shown_row
-from ._views.masking import MaskedRun, masker
+from ._views.masking import masker
 from ._views.reports import FORMATS
 
 TABLE_LIMIT = 50      # the runs table shows the newest 50 unless --limit says otherwise
@@ -212,15 +214,7 @@ def add_show(sub: Any) -> None:
 
 def show_run(args: argparse.Namespace) -> int:
     reconcile.reconcile(reattach=False)  # a run whose supervisor is gone shows how it ended, not "running"
-    run = MaskedRun(get_run(args.run))
-    paths = run.paths
-    questions = [masker().data(q) for q in run.questions]
-    facts = {"run_id": run.id, "name": run.name, "preset": run.preset, "harness": run.harness,
-             "status": run.status, "model": run.model,
-             "summary": summary_line(run).partition("\n")[0], "task": run.task, "output": run.output,
-             "error": run.error, "resumed_from": run.record.resumed_from, "questions": questions,
-             "unread": unreadable(paths.dir),
-             "run_dir": str(paths.dir), "transcript": str(paths.transcript), "events": str(paths.events)}
+    facts = run_facts(get_run(args.run))
     if args.json:
         echo_json(facts)
         return 0
@@ -230,7 +224,7 @@ def show_run(args: argparse.Namespace) -> int:
                 "unread", "run_dir", "transcript", "events"):
         value = facts[key]
         if key == "questions":
-            value = "\n".join(_question_lines(run.id, questions))
+            value = "\n".join(question_lines(facts["run_id"], value))
         elif key == "unread":
             value = "\n".join(value)
         if not value:
@@ -242,23 +236,19 @@ def show_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _question_lines(run_id: str, questions: list[dict[str, Any]]) -> list[str]:
-    """Each open question with the command that answers it (and its id when there are several)."""
-    lines = []
-    for q in questions:
-        which = f" --question {q.get('id')}" if len(questions) > 1 else ""
-        lines += [converse.describe(q), f"  answer: {converse.how_to_answer(run_id, q)}{which}"]
-    return lines
-
-
 # -- report, cancel -------------------------------------------------------------------------------------
 def add_report(sub: Any) -> None:
-    cmd = subcommand(sub, "report", "write a report of some runs (self-contained HTML, or Markdown) and print "
-                                    "its path", """\
-  nbsubagents report a1b2c3               # .pi/subagents/reports/report-<time>.html
+    cmd = subcommand(sub, "report", "write a report of some runs, or of every run (self-contained HTML, or "
+                                    "Markdown) and print its path", """\
+  nbsubagents report                      # every run of the project: .pi/subagents/reports/report-<time>.html
+  nbsubagents report --since 2h
   nbsubagents report a1b2c3 d4e5f6 --format md --out issue.md
   xdg-open "$(nbsubagents report a1b2c3)\"""")
-    cmd.add_argument("runs", nargs="+", metavar="RUN", help="run ids or unique prefixes of them")
+    cmd.add_argument("runs", nargs="*", metavar="RUN",
+                     help="run ids or unique prefixes of them (default: every run of the project, as "
+                          "%%subagent_report does)")
+    cmd.add_argument("--since", type=_since, metavar="WHEN",
+                     help="with no RUN: only runs created since an ISO date or time or an age (30m, 2h, 3d)")
     cmd.add_argument("--format", choices=FORMATS,
                      help="html (self-contained: no script, loads nothing) or md (Markdown for an issue); "
                           "default: from --out's suffix, else html")
@@ -269,7 +259,17 @@ def add_report(sub: Any) -> None:
 
 def write_report(args: argparse.Namespace) -> int:
     reconcile.reconcile(reattach=False)
-    echo(api.report(args.runs, args.out, format=args.format).resolve())
+    if args.runs and args.since:
+        raise NbSubagentsError("give RUNs or --since, not both")
+    runs: list[Any] = args.runs
+    if not runs:
+        db = registry.db_path()
+        sql, params = build_query(status=None, preset=None, model=None, harness=None, since=args.since, limit=None)
+        runs = [Run(row["run_dir"]) for row in (registry.fetch(db, sql, params) if db.exists() else [])]
+        if not runs:
+            raise NbSubagentsError(f"no runs to report{' since ' + args.since if args.since else ''} in "
+                                   f"{project_root()}")
+    echo(api.report(runs, args.out, format=args.format).resolve())
     return 0
 
 
@@ -303,101 +303,13 @@ def _cancel(given: str) -> str | None:
     if run.done:
         return f"run {run.id} had already ended ({run.status})"
     if not run.cancel():
-        return f"run {run.id} ended before the cancel reached it ({run.refresh().status})"
+        return f"run {run.id} ended before the cancel reached it ({reread(run).status})"
     run.wait(CANCEL_WAIT)
     if run.done:
         echo(f"{run.id}: cancelled ({run.status})")
     else:
         echo(f"{run.id}: cancelled; it is still ending (`nbsubagents status {run.id}` shows when it has)")
     return None
-
-
-# -- steer, followup, answer, approve: talking to a run -----------------------------------------------------
-def _run_and_text(sub: Any, name: str, summary: str, examples: str, text_help: str) -> argparse.ArgumentParser:
-    cmd = subcommand(sub, name, summary, examples)
-    cmd.add_argument("run", help="a run id or a unique prefix of one")
-    cmd.add_argument("text", nargs="+", metavar="TEXT", help=text_help + " (several words are joined by spaces)")
-    return cmd
-
-
-def _talked_to(given: str) -> Any:
-    """The run a command talks to; a run whose supervisor is gone is settled first, so it is not talked to."""
-    reconcile.reconcile(reattach=False)
-    return get_run(given)
-
-
-def add_steer(sub: Any) -> None:
-    cmd = _run_and_text(sub, "steer", "tell a running run something: the child reads it after its current tool "
-                                      "call", """\
-  nbsubagents steer a1b2c3 read OTHER.md instead
-  nbsubagents steer a1b2c3 stop editing and list what you changed""", "what to tell it")
-    cmd.set_defaults(handler=steer_run)
-
-
-def steer_run(args: argparse.Namespace) -> int:
-    run = _talked_to(args.run)
-    run.steer(" ".join(args.text))
-    echo(f"{run.id}: steered (the child reads it after its current tool call)")
-    return 0
-
-
-def add_followup(sub: Any) -> None:
-    cmd = _run_and_text(sub, "followup", "follow up on a run: after its current turn, or, when it has ended, as "
-                                         "a new run that continues its session", """\
-  nbsubagents followup a1b2c3 now write the summary to NOTES.md
-  nbsubagents followup a1b2c3 "and the tests?"     # an ended run: prints the new run's id""",
-                        "the next message")
-    cmd.set_defaults(handler=follow_up_run)
-
-
-def follow_up_run(args: argparse.Namespace) -> int:
-    run = _talked_to(args.run)
-    new = converse.follow_up(run.paths, " ".join(args.text), show=False)  # no progress: this command returns
-    if new is None:
-        echo(f"{run.id}: followed up (the child reads it after its current turn)")
-    else:
-        echo(f"{run.id} had ended ({run.status}): continued as run {new.id} in the background "
-             f"(`nbsubagents show {new.id}`)")
-    return 0
-
-
-def add_answer(sub: Any) -> None:
-    cmd = _run_and_text(sub, "answer", "answer the question a run waits on (the oldest open one, or --question)",
-                        """\
-  nbsubagents show a1b2c3                 # what it asks
-  nbsubagents answer a1b2c3 use the staging database
-  nbsubagents answer a1b2c3 2             # a choice: the option's text or its number from 1
-  nbsubagents answer a1b2c3 allow --question 7f3e   # a yes/no question: allow, yes, deny or no""",
-                        "the answer: text, one of the options (or its number), or allow/yes/deny/no")
-    cmd.add_argument("--question", metavar="ID", help="the question's id (or a unique prefix): `nbsubagents show "
-                                                      "RUN` lists them; default: the oldest open one")
-    cmd.set_defaults(handler=answer_run)
-
-
-def answer_run(args: argparse.Namespace) -> int:
-    run = _talked_to(args.run)
-    asked = run.answer(" ".join(args.text), question=args.question)
-    echo(f"{run.id}: answered {converse.describe(asked)}: {asked['answer']}")
-    return 0
-
-
-def add_approve(sub: Any) -> None:
-    cmd = subcommand(sub, "approve", "allow or deny what a run asks approval for (the oldest open approval, or "
-                                     "--question)", """\
-  nbsubagents approve a1b2c3 allow
-  nbsubagents approve a1b2c3 deny --question 7f3e""")
-    cmd.add_argument("run", help="a run id or a unique prefix of one")
-    cmd.add_argument("decision", choices=("allow", "deny"), help="allow or deny")
-    cmd.add_argument("--question", metavar="ID", help="the approval's id (or a unique prefix): `nbsubagents show "
-                                                      "RUN` lists them; default: the oldest open one")
-    cmd.set_defaults(handler=approve_run)
-
-
-def approve_run(args: argparse.Namespace) -> int:
-    run = _talked_to(args.run)
-    asked = run.approve(args.decision == "allow", question=args.question)
-    echo(f"{run.id}: {'allowed' if asked['answer'] else 'denied'}: {converse.describe(asked)}")
-    return 0
 
 
 # -- demo -----------------------------------------------------------------------------------------------
@@ -455,7 +367,7 @@ def run_init(args: argparse.Namespace) -> int:
 # -- the parser -----------------------------------------------------------------------------------------
 # The subcommands in the order --help lists them. A new one: a function add_NAME(sub) that makes its parser with
 # subcommand(...) and sets handler=, appended here.
-COMMANDS: list[Callable[[Any], None]] = [add_init, add_runs, add_status, add_show, add_report, add_cancel,
+COMMANDS: list[Callable[[Any], None]] = [add_init, add_run, add_runs, add_status, add_show, add_report, add_cancel,
                                          add_steer, add_followup, add_answer, add_approve,
                                          add_presets, add_doctor, add_demo]
 
@@ -463,10 +375,11 @@ COMMANDS: list[Callable[[Any], None]] = [add_init, add_runs, add_status, add_sho
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="nbsubagents", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Delegate tasks to pi sub-agents; list, inspect, report, cancel and talk to their runs.",
+        description="Delegate tasks to sub-agents; run them, list, inspect, report, cancel and talk to their runs.",
         epilog=f"""\
 examples:
   nbsubagents doctor                      # can runs start on this machine?
+  nbsubagents run scout "list the modules under src/" > answer.md
   nbsubagents runs --status failed --since 1d
   nbsubagents show a1b2c3                 # one run's output, error and files
   nbsubagents cancel a1b2c3
@@ -478,11 +391,20 @@ examples:
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
+    top.set_defaults(commands=sub.choices)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # a bare `nbsubagents` asks what it can do: the help, on stdout, exit 0
+        parser().print_help()
+        return 0
+    top = parser()
+    if argv[0] == "run":  # options may follow the task's words: `nbsubagents run scout "ls src" --json`
+        args = top.get_default("commands")["run"].parse_intermixed_args(argv[1:], argparse.Namespace(command="run"))
+    else:
+        args = top.parse_args(argv)
     api.wire()  # a follow-up of an ended run starts its new run through the public start()
     try:
         code = args.handler(args)

@@ -17,6 +17,7 @@ EXIT_CODES = """\
 exit codes:
   0    ok
   1    a problem: doctor found one, a run could not be cancelled or talked to, no such run
+       (`nbsubagents run --help` says what run's codes mean)
   2    a usage error: an unknown command, option, status or time
   130  interrupted (Ctrl-C)
   141  the reader of a pipe went away (`nbsubagents runs | head -3`), as git does"""
@@ -59,9 +60,9 @@ def for_shell(message: str) -> str:
     return message
 
 
-def subcommand(sub: Any, name: str, summary: str, examples: str, description: str | None = None
-               ) -> argparse.ArgumentParser:
-    """A subcommand's parser whose ``--help`` ends with its examples and the exit codes."""
+def subcommand(sub: Any, name: str, summary: str, examples: str, description: str | None = None,
+               codes: str = EXIT_CODES) -> argparse.ArgumentParser:
+    """A subcommand's parser whose ``--help`` ends with its examples and its exit codes."""
     return sub.add_parser(name, help=summary, description=textwrap.fill(description or summary, 79),
-                          epilog=f"examples:\n{examples.rstrip()}\n\n{EXIT_CODES}",
+                          epilog=f"examples:\n{examples.rstrip()}\n\n{codes}",
                           formatter_class=argparse.RawDescriptionHelpFormatter)

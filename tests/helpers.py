@@ -102,10 +102,29 @@ def processes_inside(folder: Path) -> list[str]:
     return found
 
 
-class interrupt_when_running:
-    """Interrupts the main thread (as a kernel interrupt does) once a run of ``project`` shows ``marker``
-    in its events, or once ``marker()`` is true when it is a function: deterministic, unlike a timer that may fire
-    while the run is still being prepared."""
+class as_in_a_kernel:
+    """Within it this process counts as a Jupyter kernel for what an interrupt does (``lifecycle.interrupts``): the
+    runs it waits on are aborted and returned, the interrupt goes no further. Outside a kernel it stops the caller."""
+
+    def __enter__(self) -> "as_in_a_kernel":
+        import nbsubagents
+        from nbsubagents._lifecycle.edge import edge, lend
+
+        nbsubagents.run, nbsubagents.run_parallel  # noqa: B018 (their first use lends the edge: done before ours)
+        self._was = edge.in_kernel
+        lend(in_kernel=lambda: True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from nbsubagents._lifecycle.edge import lend
+
+        lend(in_kernel=self._was)
+
+
+class interrupt_when_running(as_in_a_kernel):
+    """Interrupts the main thread (as a kernel interrupt does, and the process counts as a kernel meanwhile) once a
+    run of ``project`` shows ``marker`` in its events, or once ``marker()`` is true when it is a function:
+    deterministic, unlike a timer that may fire while the run is still being prepared."""
 
     def __init__(self, project: Path, marker: str | Callable[[], object] = '"turn_start"',
                  timeout: float = 60.0) -> None:
@@ -137,6 +156,7 @@ class interrupt_when_running:
         # As in a kernel, Ctrl-C raises KeyboardInterrupt: interrupt_main() does nothing while SIGINT is ignored or
         # default, as an earlier test in the same (xdist worker) process may have left it.
         self._old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+        super().__enter__()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
         return self
@@ -144,6 +164,7 @@ class interrupt_when_running:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        super().__exit__(*exc)
         signal.signal(signal.SIGINT, self._old_handler)
 
 

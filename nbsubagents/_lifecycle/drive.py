@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _registry as registry
 from .._config import current
-from . import settle, watcher
+from . import interrupts, settle, watcher
 from .handle import launch, pump
 from .launch import launcher_for
 
@@ -43,8 +43,9 @@ class NullRenderer:
 def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None) -> list[Run]:
     """Run queued runs, at most ``concurrency`` at once, feeding the renderer until all are terminal.
 
-    A KeyboardInterrupt (a kernel interrupt) cancels every active run and marks queued ones
-    aborted, then waits for the supervisors to record it: no child outlives the cell.
+    An interrupt (Ctrl-C, a kernel interrupt; SIGTERM outside a kernel) cancels every active run and marks
+    queued ones aborted, then waits for the supervisors to record it: no child outlives the cell. In a kernel
+    the runs are returned; elsewhere the interrupt goes on to the caller (``lifecycle.interrupts``).
     """
     if renderer is None:
         renderer = NullRenderer()
@@ -60,31 +61,41 @@ def drive(runs: list[Run], *, concurrency: int, renderer: Renderer | None = None
         if r.done:
             renderer.end(r)
     try:
-        while queued or active:
-            while queued and len(active) < concurrency:
-                run = queued.pop(0)
-                if run.done:  # cancelled (from its panel) while it waited: never launch it
-                    registry.note(run, announced=True)
-                    renderer.end(run)
-                    continue
-                launch(run)
-                active.append(run)
-            active = _poll_active(active, renderer, interval)
-    except KeyboardInterrupt:
-        for run in queued:
-            settle.cancelled_before_start(run.paths, run.record, "the cell was interrupted")
-            registry.note(run, announced=True)
-            renderer.end(run)
-        for run in active:
-            run.cancel()
-        while active:
+        with interrupts.terminate_raises():  # outside a kernel SIGTERM, too, aborts the runs before it ends us
             try:
-                active = _poll_active(active, renderer, interval)
-            except KeyboardInterrupt:
-                continue  # a second interrupt must not leave children behind
+                while queued or active:
+                    while queued and len(active) < concurrency:
+                        run = queued.pop(0)
+                        if run.done:  # cancelled (from its panel) while it waited: never launch it
+                            registry.note(run, announced=True)
+                            renderer.end(run)
+                            continue
+                        launch(run)
+                        active.append(run)
+                    active = _poll_active(active, renderer, interval)
+            except interrupts.STOPS:
+                _abort(queued, active, renderer, interval)
+                if interrupts.stops_caller():  # a script, a terminal: it stops too, its background runs named
+                    interrupts.say_left_running()
+                    raise
     finally:
         renderer.close()
     return runs
+
+
+def _abort(queued: list[Run], active: list[Run], renderer: Renderer, interval: float) -> None:
+    """Mark the queued runs aborted and cancel the active ones, then wait until each has recorded its end."""
+    for run in queued:
+        settle.cancelled_before_start(run.paths, run.record, "the cell was interrupted")
+        registry.note(run, announced=True)
+        renderer.end(run)
+    for run in active:
+        run.cancel()
+    while active:
+        try:
+            active = _poll_active(active, renderer, interval)
+        except interrupts.STOPS:
+            continue  # a second interrupt must not leave children behind
 
 
 def _poll_active(active: list[Run], renderer: Renderer, interval: float) -> list[Run]:

@@ -14,8 +14,11 @@ the watcher lends itself as the follower when it first watches a run):
   notebook its HTML in the cell's output);
 - ``person_at_frontend()``: whether a person can answer a run's questions where it is prepared (a notebook's
   cell; nobody in a script, papermill or a Dask worker, the default);
+- ``in_kernel()``: whether this process is a Jupyter kernel, where an interrupt ends the cell's runs and the cell
+  goes on (``lifecycle.interrupts``; elsewhere it stops the caller too; False by default);
 - ``follower``: what follows runs in this process (the watcher): ``get_run`` returns its handle of a run it
-  follows, and ``Run.wait`` waits for it to finish with a run that ended; by default nothing is followed;
+  follows, ``Run.wait`` waits for it to finish with a run that ended, and ``runs()`` are the runs it follows
+  (named when an interrupt stops the process); by default nothing is followed;
 - ``start(preset, task, resume=..., **options)``: how a follow-up of an ended run starts its new run (the public
   ``start``); None until the public API is loaded.
 """
@@ -38,6 +41,7 @@ __all__ = ["Edge", "Follower", "NoFollower", "edge", "lend", "print_repr"]
 class Follower(Protocol):
     def get(self, run_id: str) -> Run | None: ...
     def settle(self, run_id: str, timeout: float) -> bool: ...
+    def runs(self) -> list[Run]: ...
 
 
 class NoFollower:
@@ -46,6 +50,9 @@ class NoFollower:
 
     def settle(self, run_id: str, timeout: float) -> bool:
         return True
+
+    def runs(self) -> list[Run]:
+        return []
 
 
 def print_repr(obj: Any) -> None:
@@ -63,6 +70,7 @@ class Edge:
     sweep_panel: Callable[[str, int], Any] = lambda title, concurrency: None
     show: Callable[[Any], None] = print_repr
     person_at_frontend: Callable[[], bool] = lambda: False
+    in_kernel: Callable[[], bool] = lambda: False
     follower: Follower = NoFollower()  # noqa: RUF009 (one stateless default, shared on purpose)
     start: Callable[..., Run] | None = None
 

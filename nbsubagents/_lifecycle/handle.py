@@ -27,7 +27,7 @@ from .._child.summary import summary_line
 from .._child.text import terminal_safe
 from .._config import NbSubagentsError, current
 from .._views import reports
-from . import converse, inspection, liveness, settle
+from . import converse, inspection, interrupts, liveness, settle
 from .edge import edge
 from .launch import launcher_for
 
@@ -231,6 +231,15 @@ class Run:
         """Wait until the run is terminal, ``until()`` is true or the monotonic ``deadline`` passes: on its
         supervisor when this process started it, else looking every poll interval (and at its liveness now and
         then, when nobody here follows it)."""
+        try:
+            with interrupts.terminate_raises():
+                self._wait_loop(until, deadline)
+        except interrupts.STOPS:
+            if interrupts.stops_caller():  # a script stops; the runs it started in the background go on, named
+                interrupts.say_left_running()
+            raise
+
+    def _wait_loop(self, until: Callable[[], bool], deadline: float | None) -> None:
         interval = current().poll_interval  # resolved once: each read of a setting stats the settings files
         next_check = time.monotonic() + CHECK_EVERY
         while not self.done and not until():

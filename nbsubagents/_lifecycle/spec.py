@@ -8,6 +8,7 @@ options from it, at the time it is used:
   ``check_shape``, ``task_keys()``;
 - ``run()``/``start()``'s keyword options and their signature: ``options("call")``, ``spec_from_call``;
 - ``%subagent``'s flags: ``options("magic")`` (``nbsubagents._magic_args.run_option_arguments``);
+- ``nbsubagents run``'s flags: ``options("call")`` (``nbsubagents._cli_run``);
 - ``experiment()``'s options for every run and ``%%subagent_experiment``'s keys: ``options("sweep")``, and
   the per-task columns of an experiment's task table: ``options("column")``.
 
@@ -41,13 +42,15 @@ class Option:
     """What the faces need to know of one run option (a ``TaskSpec`` field's metadata, ``option(...)``).
 
     ``help`` documents it everywhere (``%subagent?``, ``help(run)``); ``check(value, where, key)`` is its shape
-    check in a task mapping (None: ``prepare`` checks it); ``parse`` turns a magic line's word into the value,
-    ``metavar`` names that word and ``flag`` spells it (default ``--the-name``; ``repeat``: the flag may come
-    again and collects a list). ``call``: ``run()``/``start()`` take it; ``magic``: ``%subagent`` takes it;
-    ``sweep``: ``experiment()``/``%%subagent_experiment`` give it to every run; ``column``: an experiment's task
-    may set it for its own runs. ``usage_order`` places the flag in a magic's usage (default: the field's
-    place). ``preset`` and ``setting`` are the layers below the call that may give it: the preset's field
-    (``budget.max_turns``: a key of its budget) and the settings key (``resolve`` applies the precedence).
+    check in a task mapping (None: ``prepare`` checks it); ``parse`` turns a magic line's (or the command line's)
+    word into the value, ``metavar`` names that word and ``flag`` spells it (default ``--the-name``; ``repeat``:
+    the flag may come again and collects a list; ``structured``: the value may be a list or a mapping, which the
+    command line takes as JSON). ``call``: ``run()``/``start()`` (and ``nbsubagents run``) take it; ``magic``:
+    ``%subagent`` takes it; ``sweep``: ``experiment()``/``%%subagent_experiment`` give it to every run;
+    ``column``: an experiment's task may set it for its own runs. ``usage_order`` places the flag in a magic's
+    usage (default: the field's place). ``preset`` and ``setting`` are the layers below the call that may give it:
+    the preset's field (``budget.max_turns``: a key of its budget) and the settings key (``resolve`` applies the
+    precedence).
     """
 
     help: str
@@ -61,6 +64,7 @@ class Option:
     sweep: bool = True
     column: bool = False
     usage_order: float | None = None
+    structured: bool = False
     preset: str | None = None
     setting: str | None = None
     name: str = ""
@@ -148,12 +152,13 @@ class TaskSpec:
                                    check=_seconds, parse=float, metavar="S", column=True, preset="timeout",
                                    setting="timeout")
     files: list[Any] | None = option("put this file's contents before the task (repeatable)", check=_paths,
-                                     metavar="PATH", flag="--file", repeat=True, column=True)
+                                     metavar="PATH", flag="--file", repeat=True, column=True, structured=True)
     resume: str | None = option("continue an earlier run (its id or a unique prefix)", check=_text,
                                 metavar="RUN_ID", sweep=False)
     isolation: str | None = option("work in a fresh git worktree (or copy); see run.apply()", metavar="worktree",
                                    preset="isolation", setting="isolation")
-    keep_worktree: bool | None = option("keep the worktree after the run (isolation='worktree')", magic=False)
+    keep_worktree: bool | None = option("keep the worktree after the run (isolation='worktree')", parse=yes_no,
+                                        metavar="yes|no", magic=False)
     max_turns: int | None = option("budget: stop after N turns", parse=int, metavar="N",
                                    preset="budget.max_turns", setting="max_turns")
     max_tool_calls: int | None = option("budget: stop after N tool calls", parse=int, metavar="N",
@@ -167,13 +172,13 @@ class TaskSpec:
     approval: Any = option("tool calls that need the notebook's approval: tools such as ['bash', 'edit'], or "
                            "{'tools': [...], 'allow': [bash patterns], 'inside': [folders], 'otherwise': 'deny'}; "
                            "False: none (default: the preset's approval)", check=_approval, metavar="TOOL",
-                           repeat=True, preset="approval")
+                           repeat=True, structured=True, preset="approval")
     fallback_models: list[str] | None = option("models to go on with when the model fails for provider reasons "
                                                "(HTTP 429/5xx, quota, authentication); default: the preset's "
                                                "fallbackModels", check=_models, metavar="M", flag="--fallback-model",
-                                               repeat=True, preset="fallback_models")
+                                               repeat=True, structured=True, preset="fallback_models")
     output_schema: Any = option("a JSON Schema dict or a pydantic model class: a typed result in run.data",
-                                magic=False)
+                                metavar="SCHEMA", magic=False, structured=True)
     harness: str | None = option("the agent harness: pi, claude-code or codex (default: the preset's, else pi)",
                                  check=_harness, metavar="H", sweep=False, preset="harness")  # a grid sets it
     project_config: bool | None = option("the agent loads the configuration the project it works in has for it (hooks, "

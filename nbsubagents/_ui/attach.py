@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from .display import live_display, notice_stream, run_mimebundle, show_object
-from .kernel import cell_parent, in_cell, kernel_shell, person_at_frontend
+from .kernel import cell_parent, in_cell, in_kernel, kernel_shell, person_at_frontend
 from .sweep_panel import live_sweep
 
 __all__ = ["lent", "register_display", "mark_shown", "forget_shown", "skip_if_shown"]
@@ -35,7 +35,7 @@ _shown: dict[int, Any] = {}  # id -> value: values this cell already shows (kept
 def lent() -> dict[str, Any]:
     """What the notebook edge lends the kernel's side of a run (``lifecycle.edge``'s fields)."""
     return dict(text_stream=notice_stream, cell_parent=cell_parent, in_cell=in_cell, sweep_panel=live_sweep,
-                show=show_object, person_at_frontend=person_at_frontend)
+                show=show_object, person_at_frontend=person_at_frontend, in_kernel=in_kernel)
 
 
 def register_display(shell: Any = None) -> None:

@@ -233,7 +233,8 @@ BANDS = [  # lowest first
     ("sweeps", ("nbsubagents._sweeps",)),
     ("ui", ("nbsubagents._ui",)),
     ("faces", ("nbsubagents._api", "nbsubagents._magics", "nbsubagents._magic_args", "nbsubagents._cli",
-               "nbsubagents._cli_presets", "nbsubagents._cli_shell", "nbsubagents._magic_completion",
+               "nbsubagents._cli_presets", "nbsubagents._cli_run", "nbsubagents._cli_shell", "nbsubagents._cli_talk",
+               "nbsubagents._magic_completion",
                "nbsubagents._doctor", "nbsubagents.__main__", "nbsubagents._project_init",
                "nbsubagents.demo", "nbsubagents._sweeps.magic",
                "nbsubagents.lab")),  # JupyterLab's server extension (imports jupyter_server; never at import)
@@ -566,7 +567,8 @@ def test_importing_a_module_changes_nothing_and_the_public_api_lends_the_edge_wh
                           timeout=120, check=True)
     assert json.loads(done.stdout) == {
         "imported": [], "exits": [],
-        "used": ["cell_parent", "in_cell", "person_at_frontend", "show", "start", "sweep_panel", "text_stream"]}, \
+        "used": ["cell_parent", "in_cell", "in_kernel", "person_at_frontend", "show", "start", "sweep_panel",
+                 "text_stream"]}, \
         done.stderr
 
 

@@ -321,7 +321,7 @@ def test_runs_and_status_show_a_run_with_an_open_question_as_waiting(root, capsy
 # -- help -----------------------------------------------------------------------------------------------
 def test_help_of_the_parser_and_of_every_command_shows_examples_and_exit_codes(capsys):
     commands = [None, *cli.parser()._subparsers._group_actions[0].choices]
-    assert {"runs", "status", "show", "report", "cancel", "steer", "followup", "answer", "approve", "doctor",
+    assert {"run", "runs", "status", "show", "report", "cancel", "steer", "followup", "answer", "approve", "doctor",
             "demo"} <= set(commands[1:])
     for command in commands:
         with pytest.raises(SystemExit) as exc:
