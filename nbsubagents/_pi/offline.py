@@ -164,7 +164,10 @@ OFFLINE_NAMES = tuple(f"demo/{name}" for name in OFFLINE_MODELS)
 
 def _checked(name: str, program: str, harness: harnesses.Harness) -> str:
     """``name`` as ``provider/id`` among the models the harness lists here and the scripted model's (a dated
-    Anthropic id: its nearest, as online); an unknown one is the error it is online."""
+    Anthropic id: its nearest, as online); an unknown one is the error it is online. The scripted model's own
+    names need no question to pi (a sweep over them starts no pi to list models)."""
+    if name in OFFLINE_NAMES:
+        return name
     known = (*available_models(program, harness), *OFFLINE_NAMES)
     found = match_model(name, known)
     if found is not None:

@@ -50,7 +50,8 @@ def not_as_shown(folder) -> list[str]:
         events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()
                   if line.strip()] if (run_dir / "events.jsonl").exists() else []
         failed = [f"{e.get('name')}: {str(e.get('text'))[:80]}" for e in events
-                  if e.get("type") == "tool_result" and e.get("isError")]
+                  if e.get("type") == "tool_result" and e.get("isError")
+                  and not str(e.get("text")).startswith("Denied by the person")]  # a Deny the page shows
         if result.get("status") != "completed" or failed:
             wrong.append(f"{run_dir.name}: {result.get('status')} {result.get('errorMessage') or ''} {failed}")
     return wrong
@@ -79,6 +80,7 @@ def test_the_marked_examples_of_a_user_page_run_as_written_in_an_init_offline_fo
     assert {kind for kind, _ in blocks} <= {"python", "bash", CELL}, blocks
     folder = tmp_path / "project"
     folder.mkdir()
+    (tmp_path / "home").mkdir()  # a newcomer has a home (pi keeps its agent folder there)
     env = {**newcomer_env(tmp_path), "HOME": str(tmp_path / "home")}
     made = subprocess.run(console_argv("nbsubagents init --offline"), cwd=folder, env=env, capture_output=True,
                           text=True, timeout=60)

@@ -121,6 +121,8 @@ def test_offline_choice_keeps_what_was_asked_and_resolves_to_the_scripted_model(
     called = offline_choice("openai/gpt-4o", STARTER_MODEL, "claude", claude)  # a harness that lists no models
     assert (called.source, called.resolved) == ("call", OFFLINE_MODEL) and "which answers instead" in called.note
     assert offline_choice(None, None, "pi", pi).requested is None  # a preset without a model runs offline too
+    # the scripted model's own names need no pi to list models ("pi" here is no program: asking it would fail)
+    assert offline_choice("demo/backup", STARTER_MODEL, "pi", pi).resolved == "demo/backup"
 
 
 def test_a_file_is_no_project_folder(tmp_path, capsys):
