@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 import tempfile
+import threading
 from pathlib import Path
 
 from .errors import NbSubagentsError
