@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from .errors import NbSubagentsError
@@ -157,7 +158,7 @@ def share_base(iso: dict[str, Any], path: Path) -> None:
         src, dst = store / sha[:2] / sha[2:], shared / sha[:2] / sha[2:]
         if src.is_file() and not dst.exists():
             dst.parent.mkdir(exist_ok=True)
-            tmp = dst.with_name(f"{dst.name}.{os.getpid()}.tmp")
+            tmp = dst.with_name(f"{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # a sweep's threads race
             shutil.copyfile(src, tmp)
             os.replace(tmp, dst)
 
