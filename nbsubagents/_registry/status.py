@@ -121,7 +121,8 @@ class Status:
     def counts_line(self) -> str:
         c = self.counts
         waiting = f" ({self.waiting} waiting)" if self.waiting else ""
-        return (f"{c['running']} running{waiting} · {c['completed']} completed · {c['failed']} failed · "
+        queued = f"{c['queued']} queued · " if c.get("queued") else ""
+        return (f"{c['running']} running{waiting} · {queued}{c['completed']} completed · {c['failed']} failed · "
                 f"{c['aborted']} aborted · {c['total']} total")
 
     def _cells(self, row: dict[str, Any]) -> dict[str, str]:

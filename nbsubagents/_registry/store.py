@@ -304,14 +304,15 @@ def fetch_columns(db: Path, sql: str, args: Iterable[Any] = ()) -> dict[str, lis
 
 
 def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[str, int]:
-    """``{"running", "completed", "failed", "aborted", "total"}``; queued runs count as running."""
+    """``{"running", "queued", "completed", "failed", "aborted", "total"}``: a run waiting on a question counts as
+    running; a queued one (its launcher, e.g. a Dask cluster, has not started it) as queued."""
     db = db or db_path(root)
-    out = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
+    out = {"running": 0, "queued": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
     if not db.exists():
         return out
     with connect(db) as conn:
         for status_, n in conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status"):
-            key = "running" if status_ in ACTIVE else status_
+            key = "running" if status_ in ACTIVE and status_ != "queued" else status_
             out[key] = out.get(key, 0) + n
             out["total"] += n
     return out

@@ -196,7 +196,7 @@ class StatusBar:
     def text(self) -> str:
         c = self.counts
         text = f"runs: {c['running']} running / {c['total']} total"
-        for status in ("failed", "aborted"):
+        for status in ("queued", "failed", "aborted"):
             if c.get(status):
                 text += f" · {c[status]} {status}"
         if self.notice is not None:

@@ -537,6 +537,8 @@ def test_a_queued_dask_run_shows_queued_and_short_cli_calls_settle_it_once_its_s
         assert dict(zip(listed["run_id"], listed["status"]))[ids[1]] == "queued"
         seen = cli_statuses(proj)
         assert (seen[ids[0]], seen[ids[1]]) == ("running", "queued")
+        counted = nbsubagents.status()
+        assert counted.counts_line().startswith("1 running · 1 queued · "), counted.counts_line()  # not 2 running
     finally:
         proc.send_signal(signal.SIGKILL)  # the scheduler and its worker go with it
         proc.wait(30)
