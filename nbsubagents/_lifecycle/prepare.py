@@ -199,6 +199,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     project_config = _project_config(chosen)
     if conversation["approval"] is not None:
         env = {**env, "NBSUBAGENTS_APPROVAL": json.dumps(conversation["approval"])}
+    if conversation["ask"] and waits == 0:  # the child's ask tool tells its model nobody was asked (pi_extensions)
+        env = {**env, "NBSUBAGENTS_NOBODY_TO_ASK": "1"}
     if schema is not None:
         prompt += output_schema.instruction(schema)
     run_dir = _make_run_dir(root)

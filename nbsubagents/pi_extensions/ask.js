@@ -7,7 +7,11 @@
 //
 // The parameters are a plain JSON Schema object (no build step, no import): pi 0.73 and 1.x validate one as they
 // validate a TypeBox schema.
-const NO_ANSWER = "No answer (the person did not reply in time); go on with your best judgement.";
+// NBSUBAGENTS_NOBODY_TO_ASK: the run was started where nobody can answer (a script, a headless notebook, a Dask
+// worker: question_timeout 0), so no person was asked at all.
+const NO_ANSWER = process.env.NBSUBAGENTS_NOBODY_TO_ASK
+  ? "No answer (nobody is there to answer questions in this run); go on with your best judgement."
+  : "No answer (the person did not reply in time); go on with your best judgement.";
 
 export default function (pi) {
   pi.registerTool({

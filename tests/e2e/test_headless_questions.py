@@ -58,6 +58,8 @@ def test_a_script_says_before_its_runs_start_that_nobody_can_answer_and_logs_eac
     for text in (stderr, found["transcripts"]):
         assert NOBODY_ANSWER in text and NOBODY_APPROVAL in text, text
         assert "no reply in time" not in text
+    assert "No answer (nobody is there to answer questions in this run)" in found["output"]  # what its model read
+    assert "did not reply in time" not in found["output"]
     lines = stderr.splitlines()
     said = [i for i, line in enumerate(lines) if line.startswith(SAID_BEFORE)]
     assert len(said) == 2, stderr  # one line per run, before its first question
