@@ -232,7 +232,7 @@ def test_status_counts_and_filters_for_every_status(warm):
     wait_for(lambda: aborted.done, what="the cancel")
     try:
         active = nbsubagents.status()
-        assert active.counts == {"running": 1, "completed": 1, "failed": 1, "aborted": 1, "total": 4}
+        assert active.counts == {"running": 1, "queued": 0, "completed": 1, "failed": 1, "aborted": 1, "total": 4}
         assert [r["run_id"] for r in active.rows] == [running.id]
         assert active.rows[0]["status"] == "running" and active.rows[0]["supervisor_pid"] > 0
 
