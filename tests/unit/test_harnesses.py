@@ -168,6 +168,11 @@ def test_under_project_config_a_same_named_project_agent_cannot_take_the_files_p
     assert argv[argv.index("--agent") + 1] == "shouter"
     with pytest.raises(ValueError, match="other.md is also an agent named 'shouter'.*memory"):
         claude_code.build(dataclasses.replace(run, preset_extra={"memory": "project"}))
+    nested = tmp_path / ".claude" / "agents" / "collection" / "deep.md"  # Claude Code reads subfolders too
+    nested.parent.mkdir()
+    (tmp_path / ".claude" / "agents" / "other.md").rename(nested)
+    argv, _ = claude_code.build(dataclasses.replace(run, run_dir=str(tmp_path / "run-2")))
+    assert argv[argv.index("--agent") + 1] == "shouter@run-2"
 
 
 # -- Claude Code's stream --------------------------------------------------------------------------------------------

@@ -223,17 +223,17 @@ def _top_level(frontmatter: str, key: str) -> str | None:
 
 
 def _shadowing(run: Request, name: str) -> str | None:
-    """Another agent file called ``name`` in a ``.claude/agents`` folder of the run's folder or one above it
-    (Claude Code's project agents), if any."""
+    """Another agent file called ``name`` in a ``.claude/agents`` folder (or a subfolder of one: Claude Code reads
+    those too) of the run's folder or one above it (Claude Code's project agents), if any."""
     here = os.path.abspath(run.cwd)
     while True:
-        folder = os.path.join(here, ".claude", "agents")
-        for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
-            path = os.path.join(folder, entry)
-            if entry.endswith(".md") and not _same(path, str(run.preset_file)):
-                with open(path, encoding="utf-8-sig", errors="replace") as file:
-                    if _top_level(file.read().split("\n---", 1)[0], "name") == name:
-                        return path
+        for folder, _, entries in os.walk(os.path.join(here, ".claude", "agents")):
+            for entry in sorted(entries):
+                path = os.path.join(folder, entry)
+                if entry.endswith(".md") and not _same(path, str(run.preset_file)):
+                    with open(path, encoding="utf-8-sig", errors="replace") as file:
+                        if _top_level(file.read().split("\n---", 1)[0], "name") == name:
+                            return path
         here, parent = os.path.dirname(here), here
         if here == parent:
             return None
