@@ -23,8 +23,7 @@ from .._config import NbSubagentsError, project_root
 from .._child.harnesses import Harness, Request
 from .._pi import choose_model, offline
 from .._pi.locate import find_program
-from .._pi.models import (ModelChoice, ModelError, available_models, match_model, nearest_model,
-                          unknown_model_message)
+from .._pi.models import ModelChoice, ModelError, available_models, resolve_name
 from .._preset_files.parse import approval_policy, model_list
 from . import settle
 from .context import compose_prompt
@@ -98,13 +97,8 @@ def _resolve_models(names: Iterable[str], source: str, program: str,
     resolved: list[str] = []
     notes: list[str] = []
     for name in names:
-        found = match_model(name, available)
-        if found is None and (nearest := nearest_model(name, available)) is not None:
-            found = (nearest, None)
-            notes.append(f'fallback model "{name}" (from {source}) is not one pi has here; its nearest, {nearest}, '
-                         "is used")
-        if found is None:
-            raise ModelError(unknown_model_message(name, source, available))
+        found, note = resolve_name(name, available, source, "fallback model")
+        notes += [note] if note else []
         if found[1] is not None:
             raise ModelError(f'Fallback model "{name}" (from {source}) has a :{found[1]} suffix; a fallback model '
                              f"is given as provider/id, such as {found[0]} (the run keeps its thinking level)")

@@ -282,6 +282,20 @@ def unknown_model_message(name: str, source: str, available: tuple[str, ...]) ->
             "`nbsubagents doctor` or `pi --list-models` lists them all.")
 
 
+def resolve_name(name: str, available: tuple[str, ...] | list[str], source: str,
+                 what: str = "model") -> tuple[tuple[str, str | None], str | None]:
+    """``name`` among ``available`` (``match_model``'s ``(provider/id, thinking)``), or else a dated Anthropic id's
+    nearest with the note that says so; a name neither finds is a ModelError naming the closest."""
+    found = match_model(name, available)
+    if found is not None:
+        return found, None
+    nearest = nearest_model(name, available)
+    if nearest is None:
+        raise ModelError(unknown_model_message(name, source, available))
+    return (nearest, None), (f'{what} "{name.strip()}" (from {source}) is not one pi has here; its nearest, '
+                             f"{nearest}, is used (pi's models: `pi --list-models`)")
+
+
 def choose_model(requested: str | None, preset_name: str, preset_model: str | None, program: str,
                  harness: Harness | None = None) -> ModelChoice:
     """Call ``model=`` wins over the preset's ``model``; the name must be one pi resolves to a usable model."""
@@ -292,17 +306,7 @@ def choose_model(requested: str | None, preset_name: str, preset_model: str | No
     if chosen.strip() == "inherit":
         raise ModelError(f'No model for preset "{preset_name}": "inherit" means the caller\'s model, and a '
                          'notebook has none; pass model="provider/id" to the call.')
-    available = available_models(program, harness)
-    found = match_model(chosen, available)
     source = "the call's model=" if requested else f'preset "{preset_name}"'
-    note = None
-    if found is None:
-        nearest = nearest_model(chosen, available)
-        if nearest is None:
-            raise ModelError(unknown_model_message(chosen, source, available))
-        found = (nearest, None)
-        note = (f'model "{chosen.strip()}" (from {source}) is not one pi has here; its nearest, {nearest}, is used '
-                "(pi's models: `pi --list-models`)")
-    resolved, thinking = found
+    (resolved, thinking), note = resolve_name(chosen, available_models(program, harness), source)
     return ModelChoice(requested=chosen, source="call" if requested else "preset", resolved=resolved,
                        thinking=thinking, note=note)

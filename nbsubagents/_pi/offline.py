@@ -29,7 +29,7 @@ from .._child import harnesses
 from .._child.artifacts import atomic_write_json, read_json
 from .._child.harnesses.pi import write_agent_dir
 from .._child.procs import alive, process_start_ticks
-from .models import ModelChoice, ModelError, available_models, match_model, nearest_model, unknown_model_message
+from .models import ModelChoice, ModelError, available_models, resolve_name
 from .scripted import ScriptedModel
 
 __all__ = ["OFFLINE_MODEL", "IDLE_EXIT", "ScriptedServer", "scripted_server", "stop_scripted_model", "choice",
@@ -169,17 +169,14 @@ def _checked(name: str, program: str, harness: harnesses.Harness) -> str:
     if name in OFFLINE_NAMES:
         return name
     known = (*available_models(program, harness), *OFFLINE_NAMES)
-    found = match_model(name, known)
-    if found is not None:
-        return found[0]
-    nearest = nearest_model(name, known)
-    if nearest is not None:
-        return nearest
-    message = unknown_model_message(name, "the call's model=", known)
-    if set(known) <= set(OFFLINE_NAMES):  # pi lists none of its own: no provider configured here
-        message += (". pi has no provider configured here, so under the offline setting only the scripted model's "
-                    "names are known: drop model= (the run uses the scripted model) or configure a provider")
-    raise ModelError(message)
+    try:
+        return resolve_name(name, known, "the call's model=")[0][0]
+    except ModelError as exc:
+        if not set(known) <= set(OFFLINE_NAMES):
+            raise
+        raise ModelError(f"{exc}. pi has no provider configured here, so under the offline setting only the scripted "
+                         "model's names are known: drop model= (the run uses the scripted model) or configure a "
+                         "provider") from None  # pi lists none of its own
 
 
 def child_env(harness: harnesses.Harness) -> dict[str, str]:

@@ -94,6 +94,6 @@ def test_a_dated_fallback_model_runs_its_nearest_with_a_note(monkeypatch):
                                               "preset fallbackModels", "pi", None)
     assert resolved == ["anthropic/claude-opus-4-5", "anthropic/claude-sonnet-4-5"]
     assert notes == ['fallback model "claude-opus-4-20250514" (from preset fallbackModels) is not one pi has here; '
-                     "its nearest, anthropic/claude-opus-4-5, is used"]
+                     "its nearest, anthropic/claude-opus-4-5, is used (pi's models: `pi --list-models`)"]
     with pytest.raises(ModelError, match="claude-sonet-4-5"):
         prepare._resolve_models(["anthropic/claude-sonet-4-5"], "preset fallbackModels", "pi", None)
