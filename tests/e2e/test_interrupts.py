@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 
 import pytest
 from helpers import wait_for
@@ -42,11 +43,12 @@ def _asked(scripted, words: str) -> bool:
     return any(words in json.dumps(request) for request in scripted.requests)
 
 
-@pytest.mark.parametrize("sig, status", [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 128 + signal.SIGTERM)])
-def test_a_signal_stops_the_script_after_aborting_its_run_and_leaves_its_background_run_going(project, scripted,
-                                                                                          sig, status):
-    (project / "loop.py").write_text(SCRIPT)
-    script = subprocess.Popen([sys.executable, "loop.py"], cwd=project, stdin=subprocess.DEVNULL,
+@contextmanager
+def signalled(project, scripted, name: str, sig: int):
+    """Script ``name`` started (its first line: its background run's id) and sent ``sig`` once its first foreground
+    run and its background run are at the model: yields (the script, stdout, stderr, the background run's id); the
+    script and the background run end with the test."""
+    script = subprocess.Popen([sys.executable, name], cwd=project, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     bg_id = None
     try:
@@ -55,6 +57,21 @@ def test_a_signal_stops_the_script_after_aborting_its_run_and_leaves_its_backgro
                  "both runs' requests at the model")
         script.send_signal(sig)
         out, err = script.communicate(timeout=90)
+        yield script, out, err, bg_id
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+        if bg_id:
+            nbsubagents.cancel(bg_id)
+            wait_for(lambda: Run(str(project / ".pi" / "subagents" / "runs" / bg_id)).done, 60, "bg to end")
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 128 + signal.SIGTERM)])
+def test_a_signal_stops_the_script_after_aborting_its_run_and_leaves_its_background_run_going(project, scripted,
+                                                                                          sig, status):
+    (project / "loop.py").write_text(SCRIPT)
+    with signalled(project, scripted, "loop.py", sig) as (script, out, err, bg_id):
         # Python ends on an uncaught KeyboardInterrupt by SIGINT itself (the shell's 130); SIGTERM: SystemExit(143)
         assert script.returncode == status, err
         assert "the loop ended" not in out
@@ -66,13 +83,6 @@ def test_a_signal_stops_the_script_after_aborting_its_run_and_leaves_its_backgro
         assert runs["bg"].id == bg_id and runs["bg"].status == "running"
         assert f"background run goes on: {bg_id} (bg)" in err
         assert "foreground 1" not in err and not _asked(scripted, "foreground 1")
-    finally:
-        if script.poll() is None:
-            script.kill()
-            script.wait()
-        if bg_id:
-            nbsubagents.cancel(bg_id)
-            wait_for(lambda: Run(str(project / ".pi" / "subagents" / "runs" / bg_id)).done, 60, "bg to end")
 
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 128 + signal.SIGTERM)])
@@ -87,15 +97,7 @@ def test_a_signal_during_run_parallel_or_a_wait_stops_the_script_and_names_the_b
                                   for i in range(3)], concurrency=1, show=False)
         print("run_parallel returned", flush=True)
     """))
-    script = subprocess.Popen([sys.executable, "many.py"], cwd=project, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    bg_id = None
-    try:
-        bg_id = script.stdout.readline().strip()
-        wait_for(lambda: _asked(scripted, "foreground 0") and _asked(scripted, "say: background"), 90,
-                 "both runs' requests at the model")
-        script.send_signal(sig)
-        out, err = script.communicate(timeout=90)
+    with signalled(project, scripted, "many.py", sig) as (script, out, err, bg_id):
         assert script.returncode == status and "run_parallel returned" not in out, err
         runs = {run.name: run for run in map(Run, (project / ".pi" / "subagents" / "runs").iterdir())}
         assert {name: run.status for name, run in runs.items()} == {
@@ -113,13 +115,6 @@ def test_a_signal_during_run_parallel_or_a_wait_stops_the_script_and_names_the_b
         _, err = waiting.communicate(timeout=60)
         assert waiting.returncode == status, err
         assert Run(str(runs["bg"].dir)).status == "running"
-    finally:
-        if script.poll() is None:
-            script.kill()
-            script.wait()
-        if bg_id:
-            nbsubagents.cancel(bg_id)
-            wait_for(lambda: Run(str(project / ".pi" / "subagents" / "runs" / bg_id)).done, 60, "bg to end")
 
 
 @pytest.mark.notebook
