@@ -199,10 +199,10 @@ class PanelState:
         run, tally = self.run, self.tally
         result = run.result if status in TERMINAL else None
         calls, tokens, cost = tally.tool_calls, tally.tokens, tally.cost
-        if result and not (calls or tokens):  # a run seen only through its result (failed before start)
-            calls = result.get("toolCalls") or 0
+        if result:  # an ended run's numbers are its result's (its cost may be the harness's own total)
             usage = result.get("usage") or {}
-            tokens, cost = usage.get("totalTokens") or 0, usage.get("cost") or 0.0
+            calls = result.get("toolCalls") or calls
+            tokens, cost = usage.get("totalTokens") or tokens, usage.get("cost", cost) or 0.0
         # the model a run ended on is in its result (after a fallback); while it goes its result.json is not read
         model = run.model if status in TERMINAL else run.record.resolved_model
         fields = [("model", model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
