@@ -92,15 +92,19 @@ class _StaticRecord:
 
     def show(self, publish: Callable[[dict[str, Any], str, bool], Any] | None = None, *,
              update: bool = False) -> None:
-        """Display the panel (view and static record) under its display id; later records follow it."""
-        record = self.notebook_record(publish)
-        if self._ended_for_good():
-            record.ended = True
-        if update and record.shown:
-            record.update()
-        else:
-            record.show()
-        self._last_static = time.monotonic()
+        """Display the panel (view and static record) under its display id; later records follow it.
+
+        Under the panel's lock: a run that ends while it is being shown (its final render runs on the clock's
+        thread) gets its final record either here or from that render, never an "as of" record for good."""
+        with self._lock:
+            record = self.notebook_record(publish)
+            if self._ended_for_good():
+                record.ended = True
+            if update and record.shown:
+                record.update()
+            else:
+                record.show()
+            self._last_static = time.monotonic()
 
     def _typing(self) -> bool:
         """Whether a person is typing in one of the view's boxes: a refresh of the record then waits, since it

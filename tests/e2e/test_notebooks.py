@@ -122,7 +122,9 @@ def export(workdir: Path, name: str) -> dict[str, str]:
 def record_of(page: str, run_id: str) -> str:
     """The last static record of one run in an exported page (from its opening tag to its run id line)."""
     start = page.rindex("<div", 0, page.rindex(f'data-run-id="{run_id}"'))
-    return page[start:page.index(f">{run_id}</div>", start)]
+    end = page.find(f">{run_id}</div>", start)
+    assert end != -1, f"the last record of {run_id} is not its final one (an 'as of' record?):\n{page[start:start + 3000]}"
+    return page[start:end]
 
 
 def check_exports(workdir: Path, name: str) -> dict[str, str]:

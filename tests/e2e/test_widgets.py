@@ -759,6 +759,28 @@ def test_static_record_is_shown_with_the_view_refreshed_while_running_and_replac
 
 
 # -- records a saved notebook keeps true (issue 25) ---------------------------------------------------------
+def test_a_run_that_ends_while_its_panel_is_being_shown_leaves_its_final_record(tmp_path):
+    """The clock's thread renders a run's end while the cell still shows its panel: the notebook keeps the final
+    record, never the "as of" record the show was sending (a background run that ends at once, on a loaded host)."""
+    sent: list = []
+    run = fake_run(tmp_path, "r1", "running")
+    panel = RunPanel(run)
+    ender = threading.Thread(target=panel.finish)
+
+    def publish(bundle, display_id, update):
+        sent.append((bundle, display_id, update))
+        if not ender.is_alive() and ender.ident is None:  # the run ends as its first record goes out
+            finish(run.dir, "completed", text="all done")
+            ender.start()
+            ender.join(1.0)  # the end is rendered meanwhile, or waits for the show (then it follows it)
+
+    panel.show(publish)
+    ender.join(30)
+    final, display_id, update = sent[-1]
+    assert display_id == panel.display_id and VIEW_MIME not in final
+    assert "completed" in final["text/plain"] and "as of" not in final["text/plain"], final["text/plain"]
+
+
 def test_a_record_carries_the_widget_view_only_while_its_view_lives_and_the_kernels_exit_ends_it(tmp_path,
                                                                                                  monkeypatch):
     from nbsubagents._ui import kernel
