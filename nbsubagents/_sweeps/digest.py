@@ -3,8 +3,11 @@ scores, then its runs, the successes collapsed into one count.
 
 A reason's kind is its first line with the run-specific bits made ``…``: run ids, uuids and hashes, paths,
 quoted names and numbers (``Timed out after 30s`` and ``Timed out after 31s`` are one kind, ``Timed out after …s``),
-except an HTTP status standing alone (``429`` and ``500`` are two kinds). Failed and aborted runs never share a
-group. A group reads as its text when every run of it said the same, else as its kind.
+except a three-digit number from 100 to 599 standing alone, an HTTP status (``429`` and ``500`` are two kinds). A
+quoted name counts as run-specific only when it holds a digit, ``/``, ``.``, ``_`` or ``-`` (``'demo/x'``,
+``"task-3"``); quoted words stay (``{"message":"upstream exploded"}`` and ``{"message":"database down"}`` are two
+kinds). Failed and aborted runs never share a group. A group reads as its text when every run of it said the
+same, else as its kind.
 
 A cell is a point of the grid without its repeat (``grid.cell_values``): named by the axes that vary across the
 sweep (``model=demo/a · task_id=t1``), or, when none varies, by its preset, model and task. Everything here is one
@@ -34,7 +37,7 @@ _RUN_SPECIFIC = re.compile("|".join((
     r"\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b",          # a uuid
     r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b",        # a hash
     r"(?<![\w/])(?:~|\.{1,2})?/[\w.@+~-]+(?:/[\w.@+~-]*)*",      # a path
-    r"'[^'\n]{1,80}'|\"[^\"\n]{1,80}\"|`[^`\n]{1,80}`",          # a quoted name
+    *(f"{q}(?=[^{q}\\s]*[\\d/._-])[^{q}\\s]{{1,80}}{q}" for q in "'\"`"),  # a quoted name with a digit, / . _ or -
     r"\d+(?:\.\d+)?",                                            # any other number
 )))
 

@@ -72,8 +72,9 @@ def board_html(state: SweepState) -> str:
 class SweepPanel:
     """The live panel of a sweep: one board for the header, the failures' lines, the cells and the running runs,
     drawn from one ``SweepState`` (one message per update, so a page never shows counts and rows from two different
-    moments), and two folds (an ``Accordion`` each, whose open state the widget keeps across renders): the failed
-    runs by reason and the completed runs, each drawn only while open and at most ``cap`` lines."""
+    moments), and two folds (an ``Accordion`` each, whose open state the page keeps across renders, even while the
+    kernel is busy running the sweep and hears nothing of it): the failed runs by reason (at most ``GROUP_RUNS`` of
+    each reason) and the latest completed runs (at most ``cap``), each drawn again only when its count changed."""
 
     def __init__(self, state: SweepState, publish: Publish | None = None, lock: Any = None) -> None:
         self.state = state
@@ -82,6 +83,7 @@ class SweepPanel:
         self.renders = 0
         self.last_render = 0.0
         self.last_record = 0.0
+        self._drawn = (-1, -1)  # the failed and completed counts the folds show
         self.widget = self._build_widget()
         # The output in the notebook: the static record, with the widget view only while the sweep goes.
         self.record = NotebookRecord(self.display_id, lambda: (self.static_text(), self.static_html()),
@@ -99,7 +101,6 @@ class SweepPanel:
                                                               (self.done_list, "nbsubagents-sweep-done-fold")))
         for fold in (self.fail_fold, self.done_fold):
             fold.layout.display = "none"  # until it has a run
-            fold.observe(lambda _: self._fill(), "selected_index")
         sheet = w.HTML(stylesheet()).add_class("nbsubagents-stylesheet")  # once, never with a render
         return w.VBox([self.board, self.fail_fold, self.done_fold, sheet]).add_class("nbsubagents-sweep")
 
@@ -113,22 +114,22 @@ class SweepPanel:
             self.last_render = time.monotonic()
 
     def _fill(self) -> None:
-        """The folds' titles, and the lists of the open ones (a closed fold's list is drawn when it opens)."""
-        with self.lock:
-            state = self.state
-            failed, completed = state.failures(), state.counts().get("completed", 0)
+        """The folds' titles and lists, drawn again only where a count changed (the kernel cannot know which fold
+        is open: a sweep's cell keeps it busy, so what the page says of the folds waits until the sweep ended)."""
+        state = self.state
+        failed, completed = state.failures(), state.counts().get("completed", 0)
+        drawn, self._drawn = self._drawn, (len(failed), completed)
+        if drawn[0] != len(failed):
             aborted = " or aborted" if any(r.status == "aborted" for r in failed) else ""
-            titles = (f"{glyph('failed')} {plural(len(failed), f'failed{aborted} run')}, by reason",
-                      f"{glyph('completed')} {completed} completed")
-            for fold, n, title in zip((self.fail_fold, self.done_fold), (len(failed), completed), titles):
-                fold.titles = (title,)
-                fold.layout.display = None if n else "none"
-            if self.fail_fold.selected_index == 0:
-                self.fail_list.value = part("sweep.html", "group_folds", groups=state.failure_groups(),
-                                            cap=REASON_CAP, named=GROUP_CELLS, per=GROUP_RUNS)
-            if self.done_fold.selected_index == 0:
-                self.done_list.value = part("sweep.html", "done", rows=state.completed()[: state.cap],
-                                            cap=state.cap, now=state.now())
+            self.fail_fold.titles = (f"{glyph('failed')} {plural(len(failed), f'failed{aborted} run')}, by reason",)
+            self.fail_fold.layout.display = None if failed else "none"
+            self.fail_list.value = part("sweep.html", "group_folds", groups=state.failure_groups(), cap=REASON_CAP,
+                                        named=GROUP_CELLS, per=GROUP_RUNS)
+        if drawn[1] != completed:
+            self.done_fold.titles = (f"{glyph('completed')} {completed} completed",)
+            self.done_fold.layout.display = None if completed else "none"
+            self.done_list.value = part("sweep.html", "done", rows=state.completed()[: state.cap], cap=state.cap,
+                                        now=state.now())
 
     # -- the static record ---------------------------------------------------------------------------------
     def static_html(self) -> str:

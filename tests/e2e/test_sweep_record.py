@@ -76,8 +76,8 @@ def test_a_sweeps_live_panel_and_record_lead_with_its_failures_grouped_by_reason
     assert lines[1].startswith("✗ 2 × ") and "429" in lines[1], lines
     assert lines[1].endswith("in cell model=demo/mini · task_id=task-2 (2)")
     assert lines[2] == "✓ 6 completed" and len(lines) == 3
-    order = [html.index(mark) for mark in ("nbsubagents-sweep-header", "nbsubagents-sweep-group",
-                                           "nbsubagents-sweep-cells", "nbsubagents-sweep-done")]
+    order = [html.index(mark) for mark in ('<div class="nbsubagents-sweep-header', '<details class="nbsubagents-sweep-group',
+                                           'nbsubagents-sweep-cells nbsubagents-sweep-font"', '<details class="nbsubagents-sweep-done')]
     assert order == sorted(order), order
     fold = re.search(r'<details class="nbsubagents-sweep-done.*?</details>', html, re.S).group(0)
     assert fold.count("nbsubagents-status-completed") == 6 == html.count("nbsubagents-status-completed")

@@ -162,12 +162,13 @@ def test_the_widget_renders_on_the_clock_and_its_folds_stay_as_the_reader_left_t
     renderer.tick()
     assert panel.fail_fold.titles == ("✗ 1 failed run, by reason",) and panel.fail_fold.layout.display is None
     assert "✗ 1 ×" in panel.board.value and "boom" in panel.board.value  # the reason's line leads on the board
-    assert panel.fail_list.value == ""  # a closed fold is not drawn
-    panel.fail_fold.selected_index = 0  # the reader opens it (the widget's state, kept across renders)
     assert "boom" in panel.fail_list.value and runs[1].run_id in panel.fail_list.value
+    panel.fail_fold.selected_index = 0  # the reader opens it (the widget's state: no render touches it)
+    drawn = panel.fail_list.value
     renderer.end(runs[0].finish())
     renderer.tick()
-    assert panel.done_fold.titles == ("✓ 1 completed",) and panel.done_list.value == ""
+    assert panel.done_fold.titles == ("✓ 1 completed",) and runs[0].run_id in panel.done_list.value
+    assert panel.fail_list.value == drawn  # no new failure: its fold is not drawn again
     renderer.end(runs[2].finish("failed", error="again"))
     renderer.tick()
     assert panel.fail_fold.selected_index == 0 and "again" in panel.fail_list.value  # still open, and redrawn
