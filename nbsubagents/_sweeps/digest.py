@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Iterable
 
 from .._style import ELLIPSIS, glyph, shorten
@@ -29,6 +30,7 @@ __all__ = ["reason_kind", "cell_axes", "cell_name", "FailureGroup", "group_failu
 REASON_CAP = 12      # distinct reasons shown; the rest is one line
 CELL_CAP = 40        # cells in the cells' table; compare() has them all
 GROUP_CELLS = 6      # cells named in a reason's line
+ENDED = frozenset(("completed", "failed", "aborted"))
 AXES = ("harness", "preset", "model", "task_id")  # what makes a cell, in the order a name gives them
 
 _RUN_SPECIFIC = re.compile("|".join((
@@ -83,7 +85,7 @@ class FailureGroup:
     kind: str
     rows: list[Any] = field(default_factory=list)
 
-    @property
+    @cached_property
     def text(self) -> str:
         """The reason as its runs said it, or its kind where they said it differently."""
         said = {first_line(r.reason) for r in self.rows}
@@ -128,11 +130,10 @@ class CellScores:
     sums: dict[str, list[float]] = field(default_factory=dict)   # score: [sum, n, 1 when every value is a bool]
 
     def add(self, row: Any) -> None:
-        self.runs += 1
-        if row.status in ("completed", "failed", "aborted"):
-            self.ended += 1
-            self.completed += row.status == "completed"
-            self.failed += row.status != "completed"
+        """An ended run (``runs`` counts every run of the cell)."""
+        self.ended += 1
+        self.completed += row.status == "completed"
+        self.failed += row.status != "completed"
         for name, value in row.scores.items():
             if isinstance(value, (bool, int, float)) and value == value:
                 total = self.sums.setdefault(name, [0.0, 0, 1])
@@ -153,8 +154,14 @@ def cell_scores(rows: Iterable[Any]) -> tuple[list[CellScores], list[str]]:
     cells: dict[str, CellScores] = {}
     names: dict[str, None] = {}
     for row in rows:
-        cells.setdefault(row.group, CellScores(row.group)).add(row)
-        names.update(dict.fromkeys(row.scores))
+        cell = cells.get(row.group)
+        if cell is None:
+            cell = cells[row.group] = CellScores(row.group)
+        cell.runs += 1
+        if row.status in ENDED:
+            cell.add(row)
+            if row.scores:
+                names.update(dict.fromkeys(row.scores))
     return list(cells.values()), list(names)
 
 

@@ -121,6 +121,9 @@ class SweepState:
         for run in runs:
             self._line(run)
         self._ends = 0
+        self.version = 0   # one more at each end: what the failures' groups and the cells' scores are drawn from
+        self._digest: tuple[tuple[int, int], list[FailureGroup], tuple[list[CellScores], list[str]]] | None = None
+        self._counted: tuple[int, dict[str, int]] | None = None  # the counts, until a status changes
         self.changed = True
 
     def _line(self, run: Run) -> SweepLine:
@@ -139,6 +142,7 @@ class SweepState:
         if row.status == "queued" or (event.get("type") == "run_start" and isinstance(ts, (int, float))):
             row.status = "running"
             row.started = ts if isinstance(ts, (int, float)) else self._clock()
+            self._counted = None
         if event.get("type") == "usage":
             row.cost += event.get("cost") or 0.0
         if line is not None and line.kind in _ACTIVE_KINDS and line.text.strip():
@@ -165,6 +169,8 @@ class SweepState:
         if not row.ended:
             self._ends += 1
             row.ended = self._ends
+        self.version += 1
+        self._counted = None
         self.changed = True
 
     def refresh(self) -> None:
@@ -177,6 +183,7 @@ class SweepState:
             if row.run.status not in ("queued", *TERMINAL):  # running, or waiting on a question
                 row.status = "running"
                 row.started = self._clock()
+                self._counted = None
                 self.changed = True
         if not self.done:
             self.slots = slots_of([row.run for row in self.lines.values() if row.status not in TERMINAL],
@@ -184,11 +191,14 @@ class SweepState:
 
     # -- what is shown --------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
-        """Runs per status, in the header's order (running, queued, completed, failed, aborted), zeros left out."""
-        found = dict.fromkeys(GROUP_WORDS, 0)
-        for row in self.lines.values():
-            found[row.status] = found.get(row.status, 0) + 1
-        return {status: n for status, n in found.items() if n}
+        """Runs per status, in the header's order (running, queued, completed, failed, aborted), zeros left out:
+        counted again once a status changed (a render asks several times)."""
+        if self._counted is None or self._counted[0] != len(self.lines):
+            found = dict.fromkeys(GROUP_WORDS, 0)
+            for row in self.lines.values():
+                found[row.status] = found.get(row.status, 0) + 1
+            self._counted = (len(self.lines), {status: n for status, n in found.items() if n})
+        return dict(self._counted[1])
 
     def now(self) -> float:
         """The state's clock (wall time; a test's own)."""
@@ -210,13 +220,20 @@ class SweepState:
         """The runs that ended failed or aborted, in the order they ended."""
         return sorted((r for r in self.lines.values() if r.status in ("failed", "aborted")), key=lambda r: r.ended)
 
+    def _digested(self) -> tuple[list[FailureGroup], tuple[list[CellScores], list[str]]]:
+        """The failures' groups and the cells' scores, reckoned again only once a run ended (or joined)."""
+        key = (self.version, len(self.lines))
+        if self._digest is None or self._digest[0] != key:
+            self._digest = (key, group_failures(self.failures()), cell_scores(self.lines.values()))
+        return self._digest[1], self._digest[2]
+
     def failure_groups(self) -> list[FailureGroup]:
         """The failures by kind of reason, the biggest first (``digest.group_failures``)."""
-        return group_failures(self.failures())
+        return self._digested()[0]
 
     def cells(self) -> tuple[list[CellScores], list[str]]:
         """Each cell's runs, ends and scores in the sweep's order, and the scores' names (``digest.cell_scores``)."""
-        return cell_scores(self.lines.values())
+        return self._digested()[1]
 
     def completed(self, *, final: bool = False) -> list[SweepLine]:
         """The completed runs: the latest first while the sweep goes, in the sweep's order once it ended."""

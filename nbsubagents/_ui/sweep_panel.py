@@ -63,9 +63,10 @@ def lines_html(state: SweepState, *, live: bool = True) -> str:
                 now=state.now(), live=live)
 
 
-def board_html(state: SweepState) -> str:
-    """The live board: the header, the failures' lines, the cells' scores, the running runs, the queued count."""
-    return header_html(state) + digest_html(state, fold=False) + lines_html(state)
+def board_html(state: SweepState, digest: str | None = None) -> str:
+    """The live board: the header, the failures' lines, the cells' scores (``digest``: drawn already), the running
+    runs, the queued count."""
+    return header_html(state) + (digest_html(state, fold=False) if digest is None else digest) + lines_html(state)
 
 
 # -- the notebook panel ---------------------------------------------------------------------------------------
@@ -84,6 +85,7 @@ class SweepPanel:
         self.last_render = 0.0
         self.last_record = 0.0
         self._drawn = (-1, -1)  # the failed and completed counts the folds show
+        self._digest = (-1, "")  # the board's failures and cells, drawn at this version of the state
         self.widget = self._build_widget()
         # The output in the notebook: the static record, with the widget view only while the sweep goes.
         self.record = NotebookRecord(self.display_id, lambda: (self.static_text(), self.static_html()),
@@ -107,7 +109,9 @@ class SweepPanel:
     def render(self) -> None:
         with self.lock:
             state = self.state
-            self.board.value = board_html(state)
+            if self._digest[0] != state.version:  # they change only when a run ends: not redrawn every second
+                self._digest = (state.version, digest_html(state, fold=False))
+            self.board.value = board_html(state, self._digest[1])
             self._fill()
             state.changed = False
             self.renders += 1
@@ -117,11 +121,12 @@ class SweepPanel:
         """The folds' titles and lists, drawn again only where a count changed (the kernel cannot know which fold
         is open: a sweep's cell keeps it busy, so what the page says of the folds waits until the sweep ended)."""
         state = self.state
-        failed, completed = state.failures(), state.counts().get("completed", 0)
-        drawn, self._drawn = self._drawn, (len(failed), completed)
-        if drawn[0] != len(failed):
-            aborted = " or aborted" if any(r.status == "aborted" for r in failed) else ""
-            self.fail_fold.titles = (f"{glyph('failed')} {plural(len(failed), f'failed{aborted} run')}, by reason",)
+        counts = state.counts()
+        failed, completed = counts.get("failed", 0) + counts.get("aborted", 0), counts.get("completed", 0)
+        drawn, self._drawn = self._drawn, (failed, completed)
+        if drawn[0] != failed:
+            aborted = " or aborted" if counts.get("aborted") else ""
+            self.fail_fold.titles = (f"{glyph('failed')} {plural(failed, f'failed{aborted} run')}, by reason",)
             self.fail_fold.layout.display = None if failed else "none"
             self.fail_list.value = part("sweep.html", "group_folds", groups=state.failure_groups(), cap=REASON_CAP,
                                         named=GROUP_CELLS, per=GROUP_RUNS)
