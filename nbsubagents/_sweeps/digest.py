@@ -92,8 +92,11 @@ class FailureGroup:
         return said.pop() if len(said) == 1 else self.kind
 
     def cells(self) -> list[tuple[str, int]]:
-        """``(cell, runs)``, the most hit first (the sweep's order between equals)."""
-        return Counter(r.group for r in self.rows).most_common()
+        """``(cell, runs)``, the most hit first, the sweep's order between equals (its rows' ``order``)."""
+        first: dict[str, int] = {}
+        for r in self.rows:
+            first[r.group] = min(first.get(r.group, r.order), r.order)
+        return sorted(Counter(r.group for r in self.rows).items(), key=lambda item: (-item[1], first[item[0]]))
 
 
 def group_failures(rows: Iterable[Any]) -> list[FailureGroup]:

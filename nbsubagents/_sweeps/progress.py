@@ -67,6 +67,7 @@ class SweepLine:
     reason: str = ""               # why it did not complete
     group: str = ""                # its cell without the repeat (``digest.cell_name``)
     kind: str = ""                 # its reason's kind (``digest.reason_kind``), what groups failures
+    order: int = 0                 # its place in the sweep
 
     def clock(self, now: float) -> float | None:
         """Seconds it ran: so far while running, its duration once ended."""
@@ -130,7 +131,7 @@ class SweepState:
         line = self.lines.get(run.run_id)
         if line is None:  # a run the sweep was not started with: it joins
             line = self.lines[run.run_id] = SweepLine(run, cell_label(run, repeats=self._repeats),
-                                                      group=cell_name(run, self._axes))
+                                                      group=cell_name(run, self._axes), order=len(self.lines))
         return line
 
     # -- the drive loop's words -----------------------------------------------------------------------------
