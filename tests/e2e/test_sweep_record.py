@@ -85,3 +85,23 @@ def test_a_sweeps_live_panel_and_record_lead_with_its_failures_grouped_by_reason
     said = text.splitlines()
     assert said[0] == "Experiment failing · 12/12 · 6 done, 6 failed"
     assert said[2].startswith("✗ 4 × ") and said[4].startswith("✗ 2 × ") and said[-1] == "✓ 6 completed"
+
+
+def test_an_experiments_report_leads_with_its_failures_by_reason_and_folds_its_completed_runs(project):
+    exp = nbsubagents.experiment("reported", tasks=["read README.md", "fail: 500 upstream exploded",
+                                                    "fail: 500 upstream exploded"], presets="scout", show=False)
+    page = exp.report().path.read_text()
+    assert page.index("<h2>Failures by reason</h2>") < page.index("<h2>The sweep</h2>") < page.index("<h2>Runs</h2>")
+    line = text_of(re.search(r'<details class="nbsubagents-sweep-group".*?<summary[^>]*>(.*?)</summary>', page,
+                             re.S).group(1))
+    assert line.startswith("✗ 2 × ") and "upstream exploded" in line
+    assert line.endswith("in cells task_id=task-2 (1), task_id=task-3 (1)")
+    runs = page[page.index("<h2>Runs</h2>"):]
+    failed = [r.run_id for r in exp.runs() if r.status == "failed"]
+    fold = re.search(r'<details class="nbsubagents-report-completed">.*?</details>', runs, re.S).group(0)
+    assert text_of(re.search(r"<summary>(.*?)</summary>", fold, re.S).group(1)) == "✓ 1 completed"
+    assert all(runs.index(run_id) < runs.index(fold) for run_id in failed)  # the failed runs first, then the fold
+    md = exp.report(project / "report.md", format="md").path.read_text().splitlines()
+    at = md.index("## Failures by reason")
+    assert md[at + 2].startswith("- ✗ 2 × ") and md[at + 2].endswith(r"in cells task\_id=task-2 (1), task\_id=task-3 (1)")
+    assert md.index("## Failures by reason") < md.index("## The sweep")
