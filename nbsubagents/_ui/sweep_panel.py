@@ -118,8 +118,9 @@ class SweepPanel:
             self.last_render = time.monotonic()
 
     def _fill(self) -> None:
-        """The folds' titles and lists, drawn again only where a count changed (the kernel cannot know which fold
-        is open: a sweep's cell keeps it busy, so what the page says of the folds waits until the sweep ended)."""
+        """The folds' titles and lists, drawn again only where a count changed, open or not: the kernel cannot
+        know which fold is open (the sweep keeps its cell's kernel busy: the page's word that one opened arrives
+        only once the sweep ended)."""
         state = self.state
         counts = state.counts()
         failed, completed = counts.get("failed", 0) + counts.get("aborted", 0), counts.get("completed", 0)
