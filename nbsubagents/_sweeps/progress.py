@@ -4,8 +4,10 @@ An experiment drives its runs through the ``lifecycle.drive.Renderer`` port like
 full panel per run (history, answer) buries what is running under what has ended. Here each run is one line:
 its status glyph, its cell (preset · model · task id · repeat), and while it runs its current step and clock,
 once it ended its duration, cost and scores (the experiment scores a run before it calls ``end(run)``, so
-``run.scores`` holds them then). Running runs come first, then ended ones (newest first); queued runs are one
-count; at most ``LINE_CAP`` lines show, the rest is "and N more". Above them: the counts, an n/N progress bar
+``run.scores`` holds them then). What leads is what matters (``digest``): the failures grouped by kind of reason
+with the cells each hit, then the cells' scores, then the running runs (at most ``LINE_CAP`` lines, the rest "and N
+more"), the completed ones as one count (listed in a fold) and the queued ones as one count. Above them: the counts,
+an n/N progress bar
 and an estimate of the time left (from the durations of ended runs and the slots the runs have: the concurrency,
 or fewer where they go, a Dask cluster's run slots). The counts are the runs' own (``refresh``: a run is running
 once its supervisor started, on a Dask cluster once a worker took it), not what was launched.
@@ -31,16 +33,18 @@ from .._lifecycle.launch import launcher_for
 from .._style import duration, glyph, plural, shorten
 from .._views.masking import masker
 from .._views.panel_record import GROUP_WORDS
+from .digest import REASON_CAP, CellScores, FailureGroup, cell_axes, cell_name, cell_scores, cells_text
+from .digest import group_failures, group_text, reason_kind
 
 if TYPE_CHECKING:
     from .._child.formatter import ProgressLine
     from .._lifecycle.handle import Run
 
 __all__ = ["SweepState", "SweepLine", "SweepTextRenderer", "sweep_renderer", "state_text", "line_text",
-           "failure_text", "cell_label", "failure_reason", "LINE_CAP", "FAILURE_CAP"]
+           "digest_lines", "cell_label", "failure_reason", "LINE_CAP", "GROUP_RUNS"]
 
-LINE_CAP = 40            # run lines shown at most; the rest is "and N more"
-FAILURE_CAP = 100        # failures listed with their reasons at most
+LINE_CAP = 40            # run lines shown at most (running, or in the completed fold live); the rest is "and N more"
+GROUP_RUNS = 20          # runs a failure reason lists at most
 TEXT_INTERVAL = 10.0     # outside a notebook, a progress line at most every this many seconds
 _ACTIVE_KINDS = ("tool", "assistant", "thinking", "done", "failed", "error")
 
@@ -61,6 +65,9 @@ class SweepLine:
     scores: dict[str, Any] = field(default_factory=dict)
     changes: str = ""              # an isolated run's changes: ``1 file +2 −0``
     reason: str = ""               # why it did not complete
+    group: str = ""                # its cell without the repeat (``digest.cell_name``)
+    kind: str = ""                 # its reason's kind (``digest.reason_kind``), what groups failures
+    order: int = 0                 # its place in the sweep
 
     def clock(self, now: float) -> float | None:
         """Seconds it ran: so far while running, its duration once ended."""
@@ -110,16 +117,21 @@ class SweepState:
         self.cap = cap
         self._clock = clock
         self._repeats = any((getattr(r, "params", None) or {}).get("repeat", 1) not in (1, None) for r in runs)
+        self._axes = cell_axes(getattr(r, "params", None) or {} for r in runs)
         self.lines: dict[str, SweepLine] = {}
         for run in runs:
             self._line(run)
         self._ends = 0
+        self.version = 0   # one more at each end: what the failures' groups and the cells' scores are drawn from
+        self._digest: tuple[tuple[int, int], list[FailureGroup], tuple[list[CellScores], list[str]]] | None = None
+        self._counted: tuple[int, dict[str, int]] | None = None  # the counts, until a status changes
         self.changed = True
 
     def _line(self, run: Run) -> SweepLine:
         line = self.lines.get(run.run_id)
         if line is None:  # a run the sweep was not started with: it joins
-            line = self.lines[run.run_id] = SweepLine(run, cell_label(run, repeats=self._repeats))
+            line = self.lines[run.run_id] = SweepLine(run, cell_label(run, repeats=self._repeats),
+                                                      group=cell_name(run, self._axes), order=len(self.lines))
         return line
 
     # -- the drive loop's words -----------------------------------------------------------------------------
@@ -131,6 +143,7 @@ class SweepState:
         if row.status == "queued" or (event.get("type") == "run_start" and isinstance(ts, (int, float))):
             row.status = "running"
             row.started = ts if isinstance(ts, (int, float)) else self._clock()
+            self._counted = None
         if event.get("type") == "usage":
             row.cost += event.get("cost") or 0.0
         if line is not None and line.kind in _ACTIVE_KINDS and line.text.strip():
@@ -152,10 +165,13 @@ class SweepState:
         row.scores = dict(getattr(run, "scores", None) or {})
         row.changes = change_words(result["changes"]) if result.get("changes") else ""
         row.reason = "" if row.status == "completed" else failure_reason(run)
+        row.kind = reason_kind(row.reason) or row.status if row.reason else ""
         row.activity = ""
         if not row.ended:
             self._ends += 1
             row.ended = self._ends
+        self.version += 1
+        self._counted = None
         self.changed = True
 
     def refresh(self) -> None:
@@ -168,6 +184,7 @@ class SweepState:
             if row.run.status not in ("queued", *TERMINAL):  # running, or waiting on a question
                 row.status = "running"
                 row.started = self._clock()
+                self._counted = None
                 self.changed = True
         if not self.done:
             self.slots = slots_of([row.run for row in self.lines.values() if row.status not in TERMINAL],
@@ -175,11 +192,14 @@ class SweepState:
 
     # -- what is shown --------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
-        """Runs per status, in the header's order (running, queued, completed, failed, aborted), zeros left out."""
-        found = dict.fromkeys(GROUP_WORDS, 0)
-        for row in self.lines.values():
-            found[row.status] = found.get(row.status, 0) + 1
-        return {status: n for status, n in found.items() if n}
+        """Runs per status, in the header's order (running, queued, completed, failed, aborted), zeros left out:
+        counted again once a status changed (a render asks several times)."""
+        if self._counted is None or self._counted[0] != len(self.lines):
+            found = dict.fromkeys(GROUP_WORDS, 0)
+            for row in self.lines.values():
+                found[row.status] = found.get(row.status, 0) + 1
+            self._counted = (len(self.lines), {status: n for status, n in found.items() if n})
+        return dict(self._counted[1])
 
     def now(self) -> float:
         """The state's clock (wall time; a test's own)."""
@@ -200,6 +220,26 @@ class SweepState:
     def failures(self) -> list[SweepLine]:
         """The runs that ended failed or aborted, in the order they ended."""
         return sorted((r for r in self.lines.values() if r.status in ("failed", "aborted")), key=lambda r: r.ended)
+
+    def _digested(self) -> tuple[list[FailureGroup], tuple[list[CellScores], list[str]]]:
+        """The failures' groups and the cells' scores, reckoned again only once a run ended (or joined)."""
+        key = (self.version, len(self.lines))
+        if self._digest is None or self._digest[0] != key:
+            self._digest = (key, group_failures(self.failures()), cell_scores(self.lines.values()))
+        return self._digest[1], self._digest[2]
+
+    def failure_groups(self) -> list[FailureGroup]:
+        """The failures by kind of reason, the biggest first (``digest.group_failures``)."""
+        return self._digested()[0]
+
+    def cells(self) -> tuple[list[CellScores], list[str]]:
+        """Each cell's runs, ends and scores in the sweep's order, and the scores' names (``digest.cell_scores``)."""
+        return self._digested()[1]
+
+    def completed(self, *, final: bool = False) -> list[SweepLine]:
+        """The completed runs: the latest first while the sweep goes, in the sweep's order once it ended."""
+        rows = [r for r in self.lines.values() if r.status == "completed"]
+        return rows if final else sorted(rows, key=lambda r: -r.ended)
 
     def time_left(self, now: float | None = None) -> float | None:
         """Seconds until the last run ends, estimated: the work left (each queued run the mean duration of the
@@ -224,15 +264,10 @@ class SweepState:
         left = queued + len(running) - (done - len(took))
         return max(by_slots, (now - first) / done * left) if done else by_slots
 
-    def shown(self, *, final: bool = False) -> tuple[list[SweepLine], int]:
-        """The lines to show, at most ``cap``, and how many more there are (queued runs are a count apart).
-
-        Live: running runs first (the longest running on top), then ended ones, the latest first. ``final``
-        (the record of a sweep that ended): every run in the sweep's own order."""
-        rows = [r for r in self.lines.values() if r.status != "queued"]
-        if not final:
-            running = sorted((r for r in rows if r.status == "running"), key=lambda r: r.started or 0.0)
-            rows = running + sorted((r for r in rows if r.status in TERMINAL), key=lambda r: -r.ended)
+    def shown(self) -> tuple[list[SweepLine], int]:
+        """The running runs' lines (the longest running on top), at most ``cap``, and how many more run (ended
+        runs are their failures' groups and the completed count, queued runs a count)."""
+        rows = sorted((r for r in self.lines.values() if r.status == "running"), key=lambda r: r.started or 0.0)
         return rows[: self.cap], max(0, len(rows) - self.cap)
 
     def header_words(self) -> list[tuple[str, str]]:
@@ -274,27 +309,38 @@ def line_text(row: SweepLine, now: float, width: int) -> str:
             f"{cost:>8}  {shorten(last, 80)}").rstrip()
 
 
-def failure_text(row: SweepLine) -> str:
-    return f"  {glyph(row.status)} {row.cell} ({row.run.run_id}): {shorten(row.reason, 200)}"
+def digest_lines(state: SweepState) -> list[str]:
+    """The failures by reason (each with its cells and its first run ids) and the cells' scores, as lines."""
+    lines: list[str] = []
+    groups = state.failure_groups()
+    for group in groups[:REASON_CAP]:
+        ids = [r.run.run_id for r in group.rows]
+        more = f" and {len(ids) - 3} more" if ids[3:] else ""
+        lines += [group_text(group), f"    runs: {', '.join(ids[:3])}{more}"]
+    if len(groups) > REASON_CAP:
+        rest = groups[REASON_CAP:]
+        lines.append(f"… and {len(rest)} more reasons ({plural(sum(len(g.rows) for g in rest), 'run')})")
+    cells, names = state.cells()
+    if state.ended:
+        lines += [f"cells ({len(cells)}):", *cells_text(cells, names)]
+    return lines
 
 
-def state_text(state: SweepState, *, final: bool = False) -> str:
-    """The header, a text progress bar, the run lines, the queued count and the failures' reasons."""
+def state_text(state: SweepState) -> str:
+    """The header, a text progress bar, the failures by reason, the cells' scores, the running runs' lines, the
+    completed and the queued runs as counts."""
     filled = round(20 * state.ended / max(1, state.total))
-    lines = [state.header_text(), f"[{'#' * filled}{'.' * (20 - filled)}]"]
-    rows, more = state.shown(final=final)
+    lines = [state.header_text(), f"[{'#' * filled}{'.' * (20 - filled)}]", *digest_lines(state)]
+    rows, more = state.shown()
     width = min(48, max((len(r.cell) for r in rows), default=0))
     now = state.now()
     lines += [line_text(r, now, width) for r in rows]
     if more:
-        lines.append(f"… and {more} more (experiment.frame() has every run)")
-    queued = state.counts().get("queued", 0)
-    if queued:
-        lines.append(f"{glyph('queued')} {queued} queued")
-    failed = state.failures()
-    if failed:
-        lines.append(f"failures ({len(failed)}):")
-        lines += [failure_text(r) for r in failed[:FAILURE_CAP]]
+        lines.append(f"… and {more} more running")
+    for status in ("completed", "queued"):
+        n = state.counts().get(status, 0)
+        if n:
+            lines.append(f"{glyph(status)} {n} {status}")
     return "\n".join(lines)
 
 
@@ -347,11 +393,8 @@ class SweepTextRenderer:
         if state is None:
             return
         self._print(state.header_text())
-        failed = state.failures()
-        if failed:
-            self._print(f"failures ({len(failed)}):")
-        for r in failed[:FAILURE_CAP]:
-            self._print(masker().text(failure_text(r)))
+        for line in digest_lines(state):
+            self._print(masker().text(line))
 
 
 def sweep_renderer(show: bool, *, title: str, concurrency: int) -> Renderer:

@@ -1,9 +1,11 @@
 """An experiment's report: one file to send, HTML (self-contained) or Markdown (GitHub renders it).
 
-``report(exp, path=None, format="html")`` writes the sweep's definition, the comparison table (whatever columns
+``report(exp, path=None, format="html")`` writes the sweep's failures grouped by reason (as its record leads with
+them: ``progress``, ``digest``), the sweep's definition, the comparison table (whatever columns
 ``exp.compare()`` gives: a cell per harness too when the sweep names harnesses), the cost/score plot (HTML only,
-an inline PNG, when matplotlib is installed), every run's summary with its transcript folded, and the versions of
-nbsubagents and pi with the harnesses and models used. Secrets are
+an inline PNG, when matplotlib is installed), the list of runs (the ones that did not complete first, the completed
+ones folded), every run's summary with its transcript folded, and the versions of nbsubagents and pi with the
+harnesses and models used. Secrets are
 masked; the escaping, the per-run sections and the atomic write are the runs report's (``views.reports``). It
 returns an :class:`ExperimentReport`, whose notebook display (the counts, the table and the report itself) stays
 in a saved notebook without a kernel.
@@ -35,7 +37,9 @@ from .._pi.locate import find_pi, pi_package
 from .._templates import Html, part
 from .._views import reports
 from .._views.masking import MaskedRun, masker
+from .digest import GROUP_CELLS, REASON_CAP, group_text
 from .outcomes import excluded_reason
+from .progress import GROUP_RUNS, SweepState
 
 if TYPE_CHECKING:
     from .experiment import Experiment
@@ -186,20 +190,35 @@ def _table_md(comparison: Any) -> list[str]:
     return out
 
 
+def _ended(exp: Experiment, runs: list[Any]) -> SweepState:
+    """The runs as a sweep's record sees them once they ended (``progress.SweepState``)."""
+    state = SweepState(runs, title=f"Experiment {exp.name}")
+    for run in runs:
+        if run.status in ("completed", "failed", "aborted"):
+            state.end(run)
+    return state
+
+
 def _document_html(exp: Experiment, runs: list[Any], comparison: Any, summary: str,
                    rows: list[dict[str, Any]]) -> str:
     groups, listed = reports.call_groups(runs), {r.run_id for r in runs}
+    failures = part("sweep.html", "groups", groups=_ended(exp, runs).failure_groups(), cap=REASON_CAP,
+                    named=GROUP_CELLS, per=GROUP_RUNS, fold=True)
     return reports.page(f"Experiment {exp.name}", part(
-        "report.html", "experiment", name=exp.name, summary=summary, definition=_definition(exp),
-        comparison=Html(comparison.html(sheet=False)) if comparison is not None else "", plot=Html(_PLOT),
-        versions=_versions(rows), runs=runs,
+        "report.html", "experiment", name=exp.name, summary=summary, failures=Html(failures),
+        definition=_definition(exp), comparison=Html(comparison.html(sheet=False)) if comparison is not None else "",
+        plot=Html(_PLOT), versions=_versions(rows), runs=[r for r in runs if r.status != "completed"],
+        completed=[r for r in runs if r.status == "completed"],
         sections=Html("".join(reports.run_html(r, groups, listed, folded=True) for r in runs))))
 
 
 def _document_md(exp: Experiment, runs: list[Any], comparison: Any, summary: str,
                  rows: list[dict[str, Any]]) -> str:
-    out = [f"# Experiment {reports.md_line(exp.name)}", "", f"{reports.md_line(summary)} · secrets masked", "",
-           "## The sweep", ""]
+    out = [f"# Experiment {reports.md_line(exp.name)}", "", f"{reports.md_line(summary)} · secrets masked", ""]
+    failed = _ended(exp, runs).failure_groups()
+    if failed:
+        out += ["## Failures by reason", "", *(f"- {reports.md_line(group_text(g))}" for g in failed[:REASON_CAP]), ""]
+    out += ["## The sweep", ""]
     out += [f"- **{k}:** {reports.md_line(v)}" for k, v in _definition(exp)]
     out += ["", "## Comparison", ""]
     out += _table_md(comparison) if comparison is not None else ["no ended run to compare"]

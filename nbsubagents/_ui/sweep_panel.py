@@ -1,5 +1,6 @@
-"""A sweep's live panel: the model of ``sweeps.progress`` (one compact line per run, made for 24 to 1,000 runs)
-drawn as ipywidgets, with the failures, each with its reason, one click away.
+"""A sweep's live panel: the model of ``sweeps.progress`` (made for 24 to 1,000 runs) drawn as ipywidgets: the
+header, the failures by kind of reason with the cells each hit, the cells' scores, the running runs' lines and the
+queued count in one board; the failed runs (by reason) and the completed runs one click away, each in a fold.
 
 ``SweepPanel`` is re-rendered on the watcher's clock at most every ``RENDER_INTERVAL`` seconds whatever the number
 of runs, and keeps a static record (``static_html``: a compact table, ``static_text``) that a saved notebook
@@ -18,7 +19,9 @@ from .._child.artifacts import TERMINAL
 from .._child.text import strip_controls, terminal_safe
 from .._lifecycle import watcher
 from .._templates import Html, part, stylesheet
-from .._sweeps.progress import FAILURE_CAP, LINE_CAP, SweepState, state_text
+from .._style import glyph, plural
+from .._sweeps.digest import CELL_CAP, GROUP_CELLS, REASON_CAP
+from .._sweeps.progress import GROUP_RUNS, LINE_CAP, SweepState, state_text
 from .._views.masking import masker
 from .display import widgets_available
 from .kernel import NotebookRecord, Publish, load_ipywidgets
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["SweepPanel", "SweepRenderer", "live_sweep", "RENDER_INTERVAL"]
 
 RENDER_INTERVAL = 0.5    # the live panel re-renders at most twice a second, however many runs there are
+SCORE_CAP = 6            # scores the cells' table shows (compare() has them all)
+RECORD_CAP = 200         # completed runs a record's fold lists
 
 
 # -- HTML and text, from the model ---------------------------------------------------------------------------
@@ -40,31 +45,47 @@ def header_html(state: SweepState) -> str:
     return part("sweep.html", "header", state=state, terminal=TERMINAL)
 
 
-def lines_html(state: SweepState, *, final: bool = False, live: bool = True) -> str:
-    """The run lines as one compact table: the shown ones, "and N more", and the queued runs as a count."""
-    rows, more = state.shown(final=final)
+def digest_html(state: SweepState, *, fold: bool) -> str:
+    """What leads: the failures by kind of reason, one line each with its count and cells (in a record, each a
+    fold over its runs), then the cells' scores once a run ended."""
+    groups = part("sweep.html", "groups", groups=state.failure_groups(), cap=REASON_CAP, named=GROUP_CELLS,
+                  per=GROUP_RUNS, fold=fold)
+    if not state.ended:
+        return groups
+    cells, names = state.cells()
+    return groups + part("sweep.html", "cells", cells=cells, names=names[:SCORE_CAP], cap=CELL_CAP)
+
+
+def lines_html(state: SweepState, *, live: bool = True) -> str:
+    """The running runs' lines as one compact table, "and N more running", and the queued runs as a count."""
+    rows, more = state.shown()
     return part("sweep.html", "lines", rows=rows, more=more, queued=state.counts().get("queued", 0),
                 now=state.now(), live=live)
 
 
-def failures_html(state: SweepState) -> str:
-    """``failures (3)``: a click opens each failed run's cell and reason."""
-    return part("sweep.html", "failures", failed=state.failures(), cap=FAILURE_CAP)
+def board_html(state: SweepState, digest: str | None = None) -> str:
+    """The live board: the header, the failures' lines, the cells' scores (``digest``: drawn already), the running
+    runs, the queued count."""
+    return header_html(state) + (digest_html(state, fold=False) if digest is None else digest) + lines_html(state)
 
 
 # -- the notebook panel ---------------------------------------------------------------------------------------
 class SweepPanel:
-    """The live panel of a sweep: one widget for the header and the run lines, drawn from one ``SweepState``
-    (one message per update, so a page never shows counts and rows from two different moments), and a failures
-    widget re-drawn only when a failure comes (so an opened list stays open)."""
+    """The live panel of a sweep: one board for the header, the failures' lines, the cells and the running runs,
+    drawn from one ``SweepState`` (one message per update, so a page never shows counts and rows from two different
+    moments), and two folds (an ``Accordion`` each, whose open state the page keeps across renders, even while the
+    kernel is busy running the sweep and hears nothing of it): the failed runs by reason (at most ``GROUP_RUNS`` of
+    each reason) and the latest completed runs (at most ``cap``), each drawn again only when its count changed."""
 
-    def __init__(self, state: SweepState, publish: Publish | None = None) -> None:
+    def __init__(self, state: SweepState, publish: Publish | None = None, lock: Any = None) -> None:
         self.state = state
+        self.lock = lock if lock is not None else threading.RLock()
         self.display_id = f"nbsubagents-sweep-{uuid.uuid4().hex[:16]}"
         self.renders = 0
         self.last_render = 0.0
         self.last_record = 0.0
-        self._failures_shown = -1
+        self._drawn = (-1, -1)  # the failed and completed counts the folds show
+        self._digest = (-1, "")  # the board's failures and cells, drawn at this version of the state
         self.widget = self._build_widget()
         # The output in the notebook: the static record, with the widget view only while the sweep goes.
         self.record = NotebookRecord(self.display_id, lambda: (self.static_text(), self.static_html()),
@@ -75,31 +96,62 @@ class SweepPanel:
         """The one place the panel's widgets are made."""
         w = load_ipywidgets()
         self.board = w.HTML().add_class("nbsubagents-sweep-board")
-        self.failures = w.HTML().add_class("nbsubagents-sweep-fails")
+        self.fail_list = w.HTML().add_class("nbsubagents-sweep-fails")
+        self.done_list = w.HTML().add_class("nbsubagents-sweep-done-list")
+        self.fail_fold, self.done_fold = (w.Accordion([child], selected_index=None).add_class(name)
+                                          for child, name in ((self.fail_list, "nbsubagents-sweep-fail-fold"),
+                                                              (self.done_list, "nbsubagents-sweep-done-fold")))
+        for fold in (self.fail_fold, self.done_fold):
+            fold.layout.display = "none"  # until it has a run
         sheet = w.HTML(stylesheet()).add_class("nbsubagents-stylesheet")  # once, never with a render
-        return w.VBox([self.board, self.failures, sheet]).add_class("nbsubagents-sweep")
+        return w.VBox([self.board, self.fail_fold, self.done_fold, sheet]).add_class("nbsubagents-sweep")
 
     def render(self) -> None:
+        with self.lock:
+            state = self.state
+            if self._digest[0] != state.version:  # they change only when a run ends: not redrawn every second
+                self._digest = (state.version, digest_html(state, fold=False))
+            self.board.value = board_html(state, self._digest[1])
+            self._fill()
+            state.changed = False
+            self.renders += 1
+            self.last_render = time.monotonic()
+
+    def _fill(self) -> None:
+        """The folds' titles and lists, drawn again only where a count changed, open or not: the kernel cannot
+        know which fold is open (the sweep keeps its cell's kernel busy: the page's word that one opened arrives
+        only once the sweep ended)."""
         state = self.state
-        self.board.value = header_html(state) + lines_html(state)
-        failed = len(state.failures())
-        if failed != self._failures_shown:
-            self.failures.value = failures_html(state)
-            self._failures_shown = failed
-        state.changed = False
-        self.renders += 1
-        self.last_render = time.monotonic()
+        counts = state.counts()
+        failed, completed = counts.get("failed", 0) + counts.get("aborted", 0), counts.get("completed", 0)
+        drawn, self._drawn = self._drawn, (failed, completed)
+        if drawn[0] != failed:
+            aborted = " or aborted" if counts.get("aborted") else ""
+            self.fail_fold.titles = (f"{glyph('failed')} {plural(failed, f'failed{aborted} run')}, by reason",)
+            self.fail_fold.layout.display = None if failed else "none"
+            self.fail_list.value = part("sweep.html", "group_folds", groups=state.failure_groups(), cap=REASON_CAP,
+                                        named=GROUP_CELLS, per=GROUP_RUNS)
+        if drawn[1] != completed:
+            self.done_fold.titles = (f"{glyph('completed')} {completed} completed",)
+            self.done_fold.layout.display = None if completed else "none"
+            self.done_list.value = part("sweep.html", "done", rows=state.completed()[: state.cap], cap=state.cap,
+                                        now=state.now())
 
     # -- the static record ---------------------------------------------------------------------------------
     def static_html(self) -> str:
-        """The panel as self-contained HTML (the stylesheet, no script): the header, the compact table of the
-        runs, the failures; secrets masked. A saved notebook keeps it beside (at the end: instead of) the widget."""
+        """The panel as self-contained HTML (the stylesheet, no script): the header, the failures by reason each
+        folded over its runs, the cells' scores, the running runs, the completed ones in a fold (the sweep's order),
+        the queued count; secrets masked. A saved notebook keeps it beside (at the end: instead of) the widget."""
         state = self.state
-        body = header_html(state) + lines_html(state, final=state.done, live=not state.done) + failures_html(state)
+        with self.lock:
+            body = (header_html(state) + digest_html(state, fold=True) + lines_html(state, live=not state.done)
+                    + part("sweep.html", "done_fold", rows=state.completed(final=True), cap=RECORD_CAP,
+                           now=state.now()))
         return strip_controls(part("sweep.html", "record", body=Html(masker().text(body))))
 
     def static_text(self) -> str:
-        return terminal_safe(masker().text(state_text(self.state, final=self.state.done)))
+        with self.lock:
+            return terminal_safe(masker().text(state_text(self.state)))
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -126,7 +178,7 @@ class SweepRenderer:
     def start(self, runs: list[Run]) -> None:
         with self._lock:
             self.panel = SweepPanel(SweepState(runs, title=self.title, concurrency=self.concurrency, cap=self.cap),
-                                    self._publish)
+                                    self._publish, self._lock)
         if self._display is not None:
             self._display(self.panel.widget)
         else:

@@ -27,5 +27,8 @@ def test_a_sweep_outside_a_notebook_prints_a_line_per_run_to_stderr_and_nothing_
     assert ended["task-2"].startswith("✗") and "upstream exploded" in ended["task-2"]
     failed = next(r for r in exp.runs() if r.status == "failed")
     assert "Experiment watched · 3/3 · 2 done, 1 failed" in lines
-    assert lines[-1].startswith(f"  ✗ scout · demo/scripted · task-2 ({failed.run_id}): ") and \
-        "upstream exploded" in lines[-1]
+    at = lines.index("Experiment watched · 3/3 · 2 done, 1 failed")  # then the failures by reason, then the cells
+    assert lines[at + 1].startswith("✗ 1 × ") and "upstream exploded" in lines[at + 1]
+    assert lines[at + 1].endswith(" in cell task_id=task-2 (1)") and lines[at + 2] == f"    runs: {failed.run_id}"
+    assert lines[at + 3] == "cells (3):" and lines[at + 5].split()[:6] == ["task_id=task-2", "1/1", "ended", "✓",
+                                                                          "0", "✗"]

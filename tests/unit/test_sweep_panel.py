@@ -1,10 +1,12 @@
 """A sweep's panel model without a browser or pi: ordering, collapsed ends with scores, the time left, the line cap,
-the widget's render discipline and the text lines outside a notebook."""
+the widget's render discipline and the text lines outside a notebook (the grouping of failures and the cells'
+scores: test_sweep_digest)."""
 
 from __future__ import annotations
 
 import io
 import re
+import threading
 
 import pytest
 
@@ -53,7 +55,7 @@ def end(state: SweepState, run: FakeRun, **kwargs) -> None:
     state.end(run.finish(**kwargs))
 
 
-def test_running_runs_come_first_then_ended_ones_newest_first_and_queued_runs_are_a_count():
+def test_running_runs_show_longest_first_completed_ones_fold_newest_first_and_queued_runs_are_a_count():
     state, runs = sweep(24)
     for r in runs[:6]:
         start(state, r, ago=30)
@@ -62,15 +64,15 @@ def test_running_runs_come_first_then_ended_ones_newest_first_and_queued_runs_ar
     start(state, runs[7], ago=9)   # running longest: on top
     start(state, runs[6], ago=1, line="Reading README.md")
     shown, more = state.shown()
-    assert [r.run for r in shown] == [runs[7], runs[20], runs[6], *reversed(runs[:6])] and more == 0
+    assert [r.run for r in shown] == [runs[7], runs[20], runs[6]] and more == 0
+    assert [r.run for r in state.completed()] == [*reversed(runs[:6])]  # the fold, live: the latest first
     assert state.counts() == {"running": 3, "queued": 15, "completed": 6}
     assert state.header_text().startswith("Experiment demo · 6/24 · 3 running, 15 queued, 6 done · about ")
     table = lines_html(state)
-    assert table.count('class="nbsubagents-sweep-line ') == 9  # not one line per queued run
+    assert table.count('class="nbsubagents-sweep-line ') == 3  # not one line per queued or completed run
     assert "○ 15 queued" in table and "Reading README.md" in table and "9.0s" in table  # a running run's clock
-    assert [m for m in re.findall(r"nbsubagents-status-(\w+)", table)][:3] == ["running"] * 3
-    final, _ = state.shown(final=True)  # once ended, the record keeps the sweep's own order
-    assert [r.run for r in final] == [*runs[:8], runs[20]]
+    assert [m for m in re.findall(r"nbsubagents-status-(\w+)", table)] == ["running"] * 3
+    assert [r.run for r in state.completed(final=True)] == runs[:6]  # the record's fold: the sweep's own order
 
 
 def test_an_ended_run_is_one_line_with_duration_cost_and_scores_and_a_failure_shows_its_reason():
@@ -79,20 +81,20 @@ def test_an_ended_run_is_one_line_with_duration_cost_and_scores_and_a_failure_sh
     end(state, runs[0], took=3.5, cost=0.0123, words=42, check_test=True, ratio=0.123456)
     start(state, runs[1], ago=2)
     end(state, runs[1], status="failed", took=2.0, error="500 upstream exploded\nat line 2")
-    table = lines_html(state)
-    line = re.search(r'<tr class="nbsubagents-sweep-line nbsubagents-status-completed".*?</tr>', table).group(0)
+    panel_html = SweepPanel.__new__(SweepPanel)  # the static record needs no widget
+    panel_html.state, panel_html.lock = state, threading.RLock()
+    record = panel_html.static_html()
+    fold = re.search(r'<details class="nbsubagents-sweep-done.*?</details>', record, re.S).group(0)
+    line = re.search(r'<tr class="nbsubagents-sweep-line nbsubagents-status-completed".*?</tr>', fold, re.S).group(0)
     assert "✓ completed" in line and "scout · demo/scripted · task-0" in line and "3.5s" in line
     assert "$0.0123" in line and "words=42, check_test=True, ratio=0.123" in line
     assert "Running" not in line  # what it did is history: the line is collapsed
-    assert "✗ failed" in table and "500 upstream exploded" in table
-    panel_html = SweepPanel.__new__(SweepPanel)  # the static record needs no widget
-    panel_html.state = state
-    record = panel_html.static_html()
-    assert '<details class="nbsubagents-sweep-failures' in record and "failures (1)" in record
-    assert "500 upstream exploded\nat line 2" in record and runs[1].run_id in record
+    group = re.search(r'<details class="nbsubagents-sweep-group".*?</details>', record, re.S).group(0)
+    assert "✗ 1 ×" in group and "500 upstream exploded" in group and "task_id=task-1" in group
+    assert "500 upstream exploded\nat line 2" in group and runs[1].run_id in group
     assert "· #1" not in record  # one repeat: the cell does not name it
     text = panel_html.static_text()
-    assert "failures (1):" in text and f"scout · demo/scripted · task-1 ({runs[1].run_id}): 500 upstream" in text
+    assert "✗ 1 × 500 upstream exploded in cell task_id=task-1 (1)" in text and f"runs: {runs[1].run_id}" in text
 
 
 def test_the_time_left_comes_from_ended_durations_and_the_concurrency():
@@ -123,10 +125,11 @@ def test_a_huge_sweep_shows_at_most_the_cap_and_says_how_many_more():
     for r in runs[64:300]:
         end(state, r)
     shown, more = state.shown()
-    assert len(shown) == 40 and more == 64 + 236 - 40
-    assert all(r.status == "running" for r in shown)  # the running ones first, even past the cap
+    assert len(shown) == 40 and more == 64 - 40
+    assert all(r.status == "running" for r in shown)  # the running ones, the completed ones a fold apart
     table = lines_html(state)
-    assert table.count("class=\"nbsubagents-sweep-line ") == 40 and "… and 260 more" in table and "○ 700 queued" in table
+    assert table.count("class=\"nbsubagents-sweep-line ") == 40 and "… and 24 more running" in table
+    assert "○ 700 queued" in table
     small, small_runs = sweep(100, concurrency=64, cap=40)
     for r in small_runs[:64]:
         start(small, r, ago=3)
@@ -141,7 +144,7 @@ def test_a_launched_run_shows_running_before_its_first_event():
     assert state.counts() == {"running": 1, "queued": 2} and state.changed
 
 
-def test_the_widget_renders_on_the_clock_and_keeps_an_open_failures_list_until_a_new_failure():
+def test_the_widget_renders_on_the_clock_and_its_folds_stay_as_the_reader_left_them():
     shown = []
     renderer = SweepRenderer(title="Experiment demo", concurrency=2, display=shown.append, ticker=False)
     runs = [FakeRun(i, repeat=i % 2 + 1) for i in range(4)]
@@ -154,16 +157,22 @@ def test_the_widget_renders_on_the_clock_and_keeps_an_open_failures_list_until_a
     assert panel.renders == 2 and "Listing src" in panel.board.value and "· #1" in panel.board.value
     # the counts and the rows travel in one widget's value (one message): a page never shows them a tick apart
     assert "nbsubagents-sweep-count" in panel.board.value and "nbsubagents-sweep-line" in panel.board.value
+    assert panel.fail_fold.layout.display == "none" == panel.done_fold.layout.display  # nothing ended: no folds
     renderer.end(runs[1].finish("failed", error="boom"))
     renderer.tick()
-    assert "failures (1)" in panel.failures.value
-    panel.failures.value = "opened by the reader"  # stands for the widget's state in the page
+    assert panel.fail_fold.titles == ("✗ 1 failed run, by reason",) and panel.fail_fold.layout.display is None
+    assert "✗ 1 ×" in panel.board.value and "boom" in panel.board.value  # the reason's line leads on the board
+    assert "boom" in panel.fail_list.value and runs[1].run_id in panel.fail_list.value
+    panel.fail_fold.selected_index = 0  # the reader opens it (the widget's state: no render touches it)
+    drawn = panel.fail_list.value
     renderer.end(runs[0].finish())
     renderer.tick()
-    assert panel.failures.value == "opened by the reader"  # no new failure: not redrawn
+    assert panel.done_fold.titles == ("✓ 1 completed",) and runs[0].run_id in panel.done_list.value
+    assert panel.fail_list.value == drawn  # no new failure: its fold is not drawn again
     renderer.end(runs[2].finish("failed", error="again"))
     renderer.tick()
-    assert "failures (2)" in panel.failures.value
+    assert panel.fail_fold.selected_index == 0 and "again" in panel.fail_list.value  # still open, and redrawn
+    assert panel.fail_fold.titles == ("✗ 2 failed runs, by reason",)
     renders = panel.renders
     panel.last_render += 100.0  # rendered "just now": with nothing new, a tick draws nothing
     renderer.tick()
@@ -206,5 +215,6 @@ def test_outside_a_notebook_each_end_is_one_line_and_the_close_lists_the_failure
     assert re.fullmatch(r"✓ scout · demo/scripted · task-0\s+3\.0s\s+\$0\.0020\s+words=7", lines[1])
     assert lines[2].startswith("✗ scout · demo/scripted · task-1") and lines[2].endswith("provider said no")
     assert lines[4] == "Experiment demo · 3/3 · 2 done, 1 failed"
-    assert lines[5] == "failures (1):"
-    assert lines[6] == f"  ✗ scout · demo/scripted · task-1 ({runs[1].run_id}): provider said no"
+    assert lines[5] == "✗ 1 × provider said no in cell task_id=task-1 (1)"
+    assert lines[6] == f"    runs: {runs[1].run_id}"
+    assert lines[7] == "cells (3):" and re.fullmatch(r"  task_id=task-0\s+1/1 ended  ✓ 1  ✗ 0  words=7", lines[8])
