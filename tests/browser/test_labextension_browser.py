@@ -225,6 +225,15 @@ def test_a_60_run_sweep_of_a_notebook_working_outside_the_root_shows_in_a_bounde
                 expect(popup).to_have_count(0)
                 assert page.evaluate("() => document.activeElement.classList.contains('nbsubagents-lab-status')")
 
+                # the way to the sweep: its notebook at its panel
+                page.evaluate("() => { for (const e of document.querySelectorAll('.jp-WindowedPanel-outer')) "
+                              "e.scrollTop = 0; }")
+                item.click()
+                popup.locator(".nbsubagents-lab-sweep-open").click()
+                expect(popup).to_have_count(0)
+                page.wait_for_function("() => { const r = document.querySelector('.nbsubagents-sweep')"
+                                       ".getBoundingClientRect(); return r.top >= 0 && r.top < window.innerHeight; }")
+
                 page.wait_for_function(f"() => /nbsubagents-status-(running|queued)/.test(({MODEL_HTML})())")
                 save(page)
                 assert session.errors == []
@@ -233,12 +242,14 @@ def test_a_60_run_sweep_of_a_notebook_working_outside_the_root_shows_in_a_bounde
                 lab.api("POST", f"api/kernels/{kernel['id']}/interrupt")
             wait_for(lambda: lab.api("GET", f"nbsubagents/runs?path={SWEEP_NB}")["queued"] == 0, timeout=120,
                      what="the sweep's queued runs cancelled")
+            (outside / "stop").touch()  # a sweep run the interrupt did not reach ends by itself
             for kernel in lab.api("GET", "api/kernels"):
                 lab.api("DELETE", f"api/kernels/{kernel['id']}")
             (outside / "go").touch()
+            wait_for(lambda: lab.api("GET", f"nbsubagents/runs?path={SWEEP_NB}")["running"] == 0, timeout=180,
+                     what="every run's end")  # the server's reads take each run's result.json in
             runs = copy / ".pi" / "subagents" / "runs"
-            wait_for(lambda: any(json.loads(r.read_text()).get("status") == "completed"
-                                 for r in runs.glob("*/result.json")), timeout=120, what="the background run's end")
+            assert any(json.loads(r.read_text()).get("status") == "completed" for r in runs.glob("*/result.json"))
             with lab_page(lab, SWEEP_NB, height=700) as session:  # reopened: a new kernel, in the notebook's folder
                 page = session.page
                 record = page.locator(".nbsubagents-static[data-run-id]").filter(has_text="away")
