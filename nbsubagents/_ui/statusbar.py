@@ -3,7 +3,9 @@
 ``runs: 2 running / 5 total`` (``· 1 failed`` and ``· 1 aborted`` when there are such runs, then the
 last completion notice, ``· ✓ scout completed``), below it each run that waits for a person's answer
 (``◷ scout waits for your answer``: a running run whose ``waiting.json`` lists a question) and the running
-runs by name with their clocks (``↻ scout 12s``, ``◷ scout 12s`` while it waits). In a notebook the bar is
+runs as the panels name them (``run_label``), the longest running first, with the time since each really started
+(``started_ago``: ``↻ scout · demo/scripted 12s``, ``◷ …`` while it waits); queued runs are counted on the line,
+not named. ``bar_record`` is one reading of it, for JupyterLab's repair of a saved bar. In a notebook the bar is
 an output kept true (``kernel.NotebookRecord``, no widget: there is nothing to click; its rules go once, in an
 output before it): its HTML is sent again under the bar's display id whenever it changes (a run that starts
 waiting shows there in place), so the saved notebook holds what the bar last said, stamped with the time it
