@@ -1,9 +1,10 @@
 /**
- * nbsubagents in JupyterLab: the running runs of the current notebook's project in JupyterLab's own status bar,
- * and the saved records of runs whose kernel went away brought up to date in the notebook.
+ * nbsubagents in JupyterLab: the active runs of the current notebook's projects (those its kernel works in, and its
+ * folder's) in JupyterLab's own status bar, and the saved records of runs (and of status bars) whose kernel went
+ * away brought up to date in the notebook.
  *
- * Both read the server extension's endpoints (nbsubagents/lab/handlers.py): GET nbsubagents/runs and
- * GET nbsubagents/record. Nothing is rendered here that the Python package does not render itself: a record is
+ * Both read the server extension's endpoints (nbsubagents/lab/handlers.py): GET nbsubagents/runs,
+ * GET nbsubagents/record and GET nbsubagents/bar. Nothing is rendered here that the Python package does not render itself: a record is
  * replaced by the HTML and text the server made with the kernel's own renderer.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -16,24 +17,45 @@ import { Widget } from '@lumino/widgets';
 
 const POLL_MS = 2000;
 const TERMINAL = new Set(['completed', 'failed', 'aborted']);
+const BAR = 'bar:'; // a watched status_bar() record's key: its HTML after this
 
-/** GET nbsubagents/runs (nbsubagents.lab.readers.running): the words are the server's. */
+/** GET nbsubagents/runs (nbsubagents.lab.readers.running): the words are the server's, the panels' own. */
 interface IRunRow {
   run_id: string;
-  status: string;
+  status: string; // waiting or running (queued runs are only counted)
+  label: string; // as the panels name it: a sweep's cell (preset · model · task id), else name · model
   task: string;
-  line: string; // name · status (or "waiting for an answer") · clock · run id
+  line: string; // glyph label · status words · the clock since the run's own start
+  experiment: string;
+}
+
+interface ISweep {
+  name: string;
+  notebook: string; // the notebook that started it, relative to the server's root ("" if unknown)
+  running: number;
+  queued: number;
 }
 
 interface IRuns {
   project: string;
-  summary: string; // nbsubagents: 2 running · 1 waiting · scout 12s · fixer 3.1s
+  summary: string; // nbsubagents: ◷ 1 waiting · ↻ 4 running · 196 queued (counts only: it never grows)
+  waiting: number;
+  running: number;
+  queued: number;
   runs: IRunRow[];
+  sweeps: ISweep[];
 }
 
 interface IRecord {
   ended: boolean;
   statuses: { [runId: string]: string };
+  text?: string;
+  html?: string;
+}
+
+interface IBar {
+  found: boolean;
+  running?: number;
   text?: string;
   html?: string;
 }
@@ -48,64 +70,203 @@ async function getJSON(endpoint: string, params: URLSearchParams): Promise<any> 
   return response.json();
 }
 
-/** The status bar's item: the running runs with their clocks; a click lists them. */
+/** Who asks: the notebook's path and its kernel (the server follows the projects the kernel works in). */
+function notebookParams(panel: NotebookPanel | null): URLSearchParams {
+  const params = new URLSearchParams({ path: panel?.context.path ?? '' });
+  const kernel = panel?.sessionContext.session?.kernel?.id;
+  if (kernel) {
+    params.set('kernel', kernel);
+  }
+  return params;
+}
+
+function div(className: string, text: string): HTMLElement {
+  const node = document.createElement('div');
+  node.className = className;
+  node.textContent = text;
+  return node;
+}
+
+/**
+ * The status bar's item: the counts of the active runs in a bounded width; Enter, Space or a click opens the list
+ * (waiting runs, running runs with their clocks, the queued ones as one line, each sweep with a way to its notebook),
+ * bounded by the window and scrolling; Escape closes it.
+ */
 class RunsItem extends Widget {
   data: IRuns | null = null;
   private _popup: Popup | null = null;
+  private _list: HTMLElement | null = null;
 
-  constructor() {
+  constructor(private _app: JupyterFrontEnd) {
     super();
     this.addClass('jp-StatusBar-TextItem');
     this.addClass('nbsubagents-lab-status');
-    this.node.title = 'nbsubagents: the runs of this notebook\'s project (click to list them)';
-    this.node.style.cursor = 'pointer';
-    this.node.textContent = 'nbsubagents';
-    this.node.addEventListener('click', () => this.toggle());
+    const node = this.node;
+    node.tabIndex = 0;
+    node.setAttribute('role', 'button');
+    node.setAttribute('aria-haspopup', 'dialog');
+    node.setAttribute('aria-expanded', 'false');
+    Object.assign(node.style, {
+      cursor: 'pointer',
+      maxWidth: '30em',
+      overflow: 'hidden',
+      textOverflow: 'ellipsis',
+      whiteSpace: 'nowrap',
+      fontVariantNumeric: 'tabular-nums'
+    });
+    node.textContent = 'nbsubagents';
+    this.label('nbsubagents');
+    node.addEventListener('click', () => this.toggle());
+    node.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        this.toggle(true);
+      } else if (event.key === 'Escape' && this.open) {
+        event.preventDefault();
+        this.closeList();
+      }
+    });
+  }
+
+  get open(): boolean {
+    return !!this._popup && !this._popup.isDisposed;
+  }
+
+  private label(summary: string): void {
+    const words = `${summary} (Enter or click lists the runs)`;
+    this.node.title = words;
+    this.node.setAttribute('aria-label', words);
   }
 
   show_(data: IRuns | null, error?: string): void {
     this.data = data;
-    this.node.textContent = data ? data.summary : `nbsubagents: ${error ?? 'no answer'}`;
-    if (this._popup && !this._popup.isDisposed) {
-      this._popup.node.replaceChildren(this.list());
+    const summary = data ? data.summary : `nbsubagents: ${error ?? 'no answer'}`;
+    if (this.node.textContent !== summary) {
+      this.node.textContent = summary;
+      this.label(summary);
+    }
+    if (this.open && this._list) {
+      const scroll = this._list.scrollTop;
+      this._list.replaceChildren(...this.lines());
+      this._list.scrollTop = scroll;
     }
   }
 
-  private toggle(): void {
+  private closeList(): void {
     if (this._popup && !this._popup.isDisposed) {
       this._popup.dispose();
-      this._popup = null;
+    }
+  }
+
+  private toggle(focus = false): void {
+    if (this.open) {
+      this.closeList();
       return;
     }
     const body = new Widget();
     body.addClass('nbsubagents-lab-runs');
-    body.node.appendChild(this.list());
-    this._popup = showPopup({ body, anchor: this, align: 'left', hasDynamicSize: true });
+    const box = body.node;
+    box.setAttribute('role', 'dialog');
+    box.setAttribute('aria-label', 'nbsubagents: the active runs');
+    box.tabIndex = -1;
+    Object.assign(box.style, {
+      padding: '6px 10px',
+      fontSize: 'var(--jp-ui-font-size1)',
+      overflowY: 'auto',
+      overflowX: 'hidden',
+      boxSizing: 'border-box',
+      background: 'var(--jp-layout-color1)', // the theme's own surface: nothing behind shows through
+      color: 'var(--jp-ui-font-color1)',
+      border: 'var(--jp-border-width) solid var(--jp-border-color1)',
+      // within the window: HoverBox keeps it above the bar and at most this tall; a list longer scrolls
+      maxHeight: `${Math.max(120, Math.floor(window.innerHeight * 0.6))}px`,
+      maxWidth: `${Math.max(240, Math.min(560, window.innerWidth - 24))}px`
+    });
+    this._list = document.createElement('div');
+    this._list.replaceChildren(...this.lines());
+    box.appendChild(this._list);
+    const popup = showPopup({ body, anchor: this, align: 'left', hasDynamicSize: true });
+    this._popup = popup;
+    this.node.setAttribute('aria-expanded', 'true');
+    popup.disposed.connect(() => {
+      const had = popup.node.contains(document.activeElement);
+      this.node.setAttribute('aria-expanded', 'false');
+      this._list = null;
+      if (had || focus) {
+        this.node.focus();
+      }
+    });
+    // within the window across: the popup starts where the item does; pulled left when it would cross the edge
+    const rect = popup.node.getBoundingClientRect();
+    if (rect.right > window.innerWidth - 4) {
+      popup.node.style.left = `${Math.max(4, window.innerWidth - 4 - rect.width)}px`;
+    }
+    if (focus) {
+      box.focus();
+    }
   }
 
-  /** One line per active run: its name, status (or "waiting for an answer"), clock and id. */
-  private list(): HTMLElement {
-    const box = document.createElement('div');
-    box.style.padding = '6px 10px';
-    box.style.fontSize = 'var(--jp-ui-font-size1)';
+  /** The head, then each sweep, the waiting runs, the running runs and the queued ones as one line. */
+  private lines(): HTMLElement[] {
     const data = this.data;
-    if (!data || !data.runs.length) {
-      box.textContent = data ? `No run of ${data.project} is running.` : 'nbsubagents: no answer from the server';
-      return box;
+    if (!data) {
+      return [div('nbsubagents-lab-none', 'nbsubagents: no answer from the server')];
     }
-    const head = document.createElement('div');
-    head.textContent = `Runs of ${data.project}`;
+    const project = data.project.split('/').pop() || data.project;
+    if (!data.runs.length && !data.queued) {
+      return [div('nbsubagents-lab-none', `No run of ${project} is running.`)];
+    }
+    const head = div('nbsubagents-lab-head', `Runs of ${project}`);
+    head.title = data.project;
     head.style.fontWeight = '600';
-    box.appendChild(head);
-    for (const run of data.runs) {
-      const line = document.createElement('div');
-      line.className = `nbsubagents-lab-run nbsubagents-status-${run.status}`;
-      line.dataset.runId = run.run_id;
-      line.textContent = run.line;
-      line.title = run.task;
-      box.appendChild(line);
+    const out = [head];
+    for (const sweep of data.sweeps) {
+      out.push(this.sweepLine(sweep));
     }
-    return box;
+    for (const run of data.runs) {
+      const line = div(`nbsubagents-lab-run nbsubagents-status-${run.status}`, run.line);
+      line.dataset.runId = run.run_id;
+      line.dataset.label = run.label;
+      line.dataset.experiment = run.experiment;
+      line.title = `${run.task} · run ${run.run_id}`;
+      Object.assign(line.style, { whiteSpace: 'nowrap', overflow: 'hidden', textOverflow: 'ellipsis' });
+      out.push(line);
+    }
+    if (data.queued) {
+      out.push(div('nbsubagents-lab-queued nbsubagents-status-queued', `○ ${data.queued} queued`));
+    }
+    return out;
+  }
+
+  /** ``Sweep NAME: 2 running · 58 queued``, and a button to the notebook that shows its panel. */
+  private sweepLine(sweep: ISweep): HTMLElement {
+    const line = div('nbsubagents-lab-sweep', `Sweep ${sweep.name}: ${sweep.running} running · ${sweep.queued} queued`);
+    line.dataset.sweep = sweep.name;
+    if (sweep.notebook) {
+      const button = document.createElement('button');
+      button.className = 'jp-Button jp-mod-minimal nbsubagents-lab-sweep-open';
+      button.textContent = 'show its panel';
+      button.title = `open ${sweep.notebook} at the sweep's panel`;
+      button.style.marginLeft = '0.5em';
+      button.addEventListener('click', () => void this.reveal(sweep.notebook));
+      line.appendChild(button);
+    }
+    return line;
+  }
+
+  /** Open the notebook and bring its sweep panel into view. */
+  private async reveal(path: string): Promise<void> {
+    this.closeList();
+    const widget: any = await this._app.commands.execute('docmanager:open', { path });
+    await widget?.context?.ready;
+    for (let i = 0; i < 20; i++) {
+      const found = widget?.node?.querySelector('.nbsubagents-sweep');
+      if (found) {
+        found.scrollIntoView({ block: 'center' });
+        return;
+      }
+      await new Promise(resolve => window.setTimeout(resolve, 250));
+    }
   }
 }
 
@@ -119,6 +280,7 @@ function mimeText(value: unknown): string {
 
 interface IShownRecord {
   index: number;
+  bar: boolean; // a status_bar() record (its runs are counted, not named)
   runIds: string[]; // every run the record shows (one, or a group's)
   open: string[]; // those it shows not ended (running, queued, unknown)
   group: boolean;
@@ -130,13 +292,21 @@ function openRecords(cell: ICodeCellModel): IShownRecord[] {
   const found: IShownRecord[] = [];
   for (let index = 0; index < cell.outputs.length; index++) {
     const html = mimeText(cell.outputs.get(index).data['text/html']);
-    if (!html.includes('nbsubagents-static')) {
+    if (!html.includes('nbsubagents-static') && !html.includes('nbsubagents-statusbar')) {
       continue;
     }
     const doc = new DOMParser().parseFromString(html, 'text/html');
     // the record itself, not a view that holds records (a sweep, a browser); a style block before it aside
     const root = Array.from(doc.body.children).find(e => e.tagName !== 'STYLE' && e.tagName !== 'SCRIPT');
     if (!root) {
+      continue;
+    }
+    if (root.classList.contains('nbsubagents-statusbar')) {
+      // "runs: 3 running / …": still running as of its stamp (data-running; an older record says it in words)
+      const said = root.getAttribute('data-running') ?? /runs: (\d+) running/.exec(root.textContent ?? '')?.[1];
+      if (Number(said ?? 0) > 0) {
+        found.push({ index, bar: true, runIds: [], open: [], group: false, html });
+      }
       continue;
     }
     const group = root.classList.contains('nbsubagents-static-group');
@@ -150,7 +320,7 @@ function openRecords(cell: ICodeCellModel): IShownRecord[] {
       })
       .map(p => p.dataset.runId as string);
     if (open.length && (group || single)) {
-      found.push({ index, runIds, open, group, html });
+      found.push({ index, bar: false, runIds, open, group, html });
     }
   }
   return found;
@@ -172,8 +342,9 @@ function codeCells(panel: NotebookPanel): ICodeCellModel[] {
 }
 
 /**
- * Records a gone kernel left behind, per notebook: the runs they show not ended, found when the notebook opens
- * and when its kernel restarts or changes (a live kernel updates its own records; those are never touched).
+ * Records a gone kernel left behind, per notebook: the runs they show not ended, and the ``status_bar()`` records that
+ * say runs go (kept by their HTML, ``bar:`` before it), found when the notebook opens and when its kernel restarts or
+ * changes (a live kernel updates its own records; those are never touched).
  */
 class RecordKeeper {
   private _watched = new Map<NotebookPanel, Set<string>>();
@@ -196,6 +367,9 @@ class RecordKeeper {
     for (const cell of codeCells(panel)) {
       for (const record of openRecords(cell)) {
         record.open.forEach(id => runs.add(id));
+        if (record.bar) {
+          runs.add(BAR + record.html);
+        }
       }
     }
     if (runs.size) {
@@ -210,10 +384,16 @@ class RecordKeeper {
       const still = new Set<string>();
       for (const cell of codeCells(panel)) {
         for (const record of openRecords(cell)) {
+          if (record.bar) {
+            if (runs.has(BAR + record.html)) {
+              await this.bar(panel, cell, record, still);
+            }
+            continue;
+          }
           if (!record.open.some(id => runs.has(id))) {
             continue; // drawn by the kernel that runs now: it keeps it true
           }
-          const params = new URLSearchParams({ path: panel.context.path });
+          const params = notebookParams(panel);
           record.runIds.forEach(id => params.append('run_id', id));
           if (record.group) {
             params.set('group', '1');
@@ -242,12 +422,38 @@ class RecordKeeper {
           }
         }
       }
-      (this._watched.get(panel) ?? []).forEach(id => runs.has(id) || still.add(id));
+      (this._watched.get(panel) ?? []).forEach(id => runs.has(id) || still.add(id)); // marked meanwhile
       if (still.size) {
         this._watched.set(panel, still);
       } else {
         this._watched.delete(panel);
       }
+    }
+  }
+
+  /** A status_bar() record as of now; watched again while it says runs go. */
+  private async bar(panel: NotebookPanel, cell: ICodeCellModel, record: IShownRecord, still: Set<string>) {
+    let answer: IBar;
+    try {
+      answer = await getJSON('bar', notebookParams(panel));
+    } catch (error) {
+      console.warn('nbsubagents: could not read the status bar of', panel.context.path, error);
+      still.add(BAR + record.html);
+      return;
+    }
+    const now = record.index < cell.outputs.length ? cell.outputs.get(record.index) : null;
+    if (!now || mimeText(now.data['text/html']) !== record.html) {
+      return; // redrawn meanwhile (by a kernel that keeps it true)
+    }
+    if (!answer.found || answer.html === undefined || answer.text === undefined) {
+      return; // no project of this notebook has a registry: no answer will come
+    }
+    const output = now.toJSON() as any;
+    output.data = { 'text/plain': answer.text, 'text/html': answer.html };
+    output.metadata = {};
+    cell.outputs.set(record.index, output);
+    if (answer.running) {
+      still.add(BAR + answer.html);
     }
   }
 }
@@ -263,7 +469,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     tracker.forEach(panel => keeper.watch(panel));
     tracker.widgetAdded.connect((_, panel) => keeper.watch(panel));
 
-    const item = new RunsItem();
+    const item = new RunsItem(app);
     if (statusBar) {
       statusBar.registerStatusItem('nbsubagents:runs', { item, align: 'left', rank: 100 });
     }
@@ -275,9 +481,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       busy = true;
       try {
         if (statusBar) {
-          const params = new URLSearchParams({ path: tracker.currentWidget?.context.path ?? '' });
           try {
-            item.show_(await getJSON('runs', params));
+            item.show_(await getJSON('runs', notebookParams(tracker.currentWidget)));
           } catch (error) {
             item.show_(null, 'no answer from the server');
           }

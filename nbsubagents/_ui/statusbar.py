@@ -3,7 +3,9 @@
 ``runs: 2 running / 5 total`` (``· 1 failed`` and ``· 1 aborted`` when there are such runs, then the
 last completion notice, ``· ✓ scout completed``), below it each run that waits for a person's answer
 (``◷ scout waits for your answer``: a running run whose ``waiting.json`` lists a question) and the running
-runs by name with their clocks (``↻ scout 12s``, ``◷ scout 12s`` while it waits). In a notebook the bar is
+runs as the panels name them (``run_label``), the longest running first, with the time since each really started
+(``started_ago``: ``↻ scout · demo/scripted 12s``, ``◷ …`` while it waits); queued runs are counted on the line,
+not named. ``bar_record`` is one reading of it, for JupyterLab's repair of a saved bar. In a notebook the bar is
 an output kept true (``kernel.NotebookRecord``, no widget: there is nothing to click; its rules go once, in an
 output before it): its HTML is sent again under the bar's display id whenever it changes (a run that starts
 waiting shows there in place), so the saved notebook holds what the bar last said, stamped with the time it
@@ -21,23 +23,27 @@ left. Widgets are only ever updated by setting their values. An open widget keep
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import weakref
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import _registry as registry
 from .._child import inbox
 from .._lifecycle import reconcile, watcher
 from .._style import duration, glyph
+from .._sweeps.progress import cell_label
 from .._templates import render, stylesheet
 from .kernel import NotebookRecord, in_kernel, load_ipywidgets
 
 if TYPE_CHECKING:
     from .._lifecycle.watcher import Notice, Subscription
 
-__all__ = ["StatusBar", "status_bar", "BAR_ACTIVE_POLL", "BAR_IDLE_POLL", "RECONCILE_EVERY"]
+__all__ = ["StatusBar", "status_bar", "bar_record", "run_label", "started_ago", "repeating", "BAR_ACTIVE_POLL",
+           "BAR_IDLE_POLL", "RECONCILE_EVERY"]
 
 BAR_ACTIVE_POLL = 1.0    # seconds between looks at the counts while something runs
 BAR_IDLE_POLL = 5.0      # ... and while nothing runs (runs of other kernels still show up)
@@ -85,16 +91,50 @@ def _show_counts(db: Path, bars: Iterable[StatusBar], notice: Notice | None = No
 
 
 def _running(db: Path, waiting: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, str, float | None]]:
-    """``(name, status, seconds since it started)`` of the project's active runs, oldest first; the status of
-    a run in ``waiting`` (run ids) is ``waiting``."""
-    rows = registry.fetch(db, "SELECT run_id, name, status, started_at, created_at FROM runs "
-                              "WHERE status IN ('queued', 'running') ORDER BY created_at LIMIT ?", (RUNNING_SHOWN,))
-    out = []
-    for row in rows:
-        age = registry.age(row.get("started_at"))
-        status = "waiting" if row.get("run_id") in waiting else str(row.get("status"))
-        out.append((str(row.get("name") or "?"), status, None if age == float("inf") else age))
-    return out
+    """``(label, status, seconds since it started)`` of the project's running runs as the panels name them, the
+    longest running first (queued runs are counted, not named); the status of a run in ``waiting`` (run ids) is
+    ``waiting``."""
+    rows = registry.fetch(db, "SELECT run_id, name, preset, model, requested_model, experiment, params, run_dir, "
+                              "started_at FROM runs WHERE status = 'running' ORDER BY COALESCE(started_at, created_at) "
+                              "LIMIT ?", (RUNNING_SHOWN,))
+    repeats = {name: repeating(db, name) for name in {row["experiment"] for row in rows if row.get("experiment")}}
+    out = [(run_label(row, repeats.get(row.get("experiment"), False)),
+            "waiting" if row.get("run_id") in waiting else "running", started_ago(row)) for row in rows]
+    return sorted(out, key=lambda r: (r[2] is None, -(r[2] or 0.0)))
+
+
+def run_label(row: dict[str, Any], repeats: bool = False) -> str:
+    """What the panels call a registry row's run: a sweep's cell as its panel names it (``preset · model · task id``,
+    ``· #repeat`` when the sweep repeats, ``progress.cell_label``), else ``name · model``."""
+    model = row.get("model") or row.get("requested_model")
+    try:
+        params = json.loads(row.get("params") or "{}") if row.get("experiment") else {}
+    except ValueError:
+        params = {}
+    if params and isinstance(params, dict):
+        return cell_label(SimpleNamespace(params=params, preset=row.get("preset"), model=model, name=row.get("name")),
+                          repeats=repeats)
+    return " · ".join(str(p) for p in (row.get("name") or row.get("preset") or row.get("run_id"), model) if p)
+
+
+def repeating(db: Path, experiment: str) -> bool:
+    """Whether an experiment's runs repeat (one has a repeat other than 1): its panel names the repeat then."""
+    return bool(registry.fetch(db, "SELECT 1 FROM runs WHERE experiment = ? AND "
+                                   "COALESCE(json_extract(params, '$.repeat'), 1) != 1 LIMIT 1", (experiment,)))
+
+
+def started_ago(row: dict[str, Any]) -> float | None:
+    """Seconds since a row's run really started: its ``run_start`` event (the panels' clock), else its supervisor's
+    start; None before either (a run launched, not started yet: never the time since it was queued)."""
+    try:
+        with open(Path(str(row.get("run_dir"))) / "events.jsonl", "rb") as f:
+            first = json.loads(f.readline(1 << 16) or b"{}")
+        if first.get("type") == "run_start" and isinstance(first.get("ts"), (int, float)):
+            return max(0.0, time.time() - first["ts"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    since = registry.age(row.get("started_at"))
+    return None if since == float("inf") else max(0.0, since)
 
 
 def _waiting(db: Path) -> list[tuple[str, str, str]]:
@@ -173,7 +213,7 @@ class StatusBar:
     notebook each display of the bar is a ``NotebookRecord`` kept current; elsewhere the bar is its text.
     """
 
-    def __init__(self, root: str | Path | None = None) -> None:
+    def __init__(self, root: str | Path | None = None, *, follow: bool = True) -> None:
         self.db = registry.db_path(root)
         self.root = self.db.parent.parent.parent  # <root>/.pi/subagents/registry.sqlite
         self.counts: dict[str, int] = {"running": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
@@ -185,6 +225,10 @@ class StatusBar:
         self._record = NotebookRecord(f"nbsubagents-statusbar-{id(self):x}",
                                       lambda: (self.text, self._html(sheet=False)))
         self._bar_lock = threading.RLock()
+        self.note = ""  # said beside "as of" (a bar read once for a record its kernel left behind)
+        if not follow:  # one reading, kept by nothing
+            self.refresh()
+            return
         with _lock:
             _bars.add(self)
         _hook()
@@ -214,9 +258,8 @@ class StatusBar:
 
     @property
     def running_text(self) -> str:
-        """``↻ scout 12s · ○ writer queued``: the running runs by name with their clocks."""
-        words = [f"{glyph(status)} {name} " + ("queued" if status == "queued" else
-                                                 "starting" if age is None else duration(age))
+        """``↻ scout · demo/scripted 12s``: the running runs as the panels name them, with their clocks."""
+        words = [f"{glyph(status)} {name} " + ("starting" if age is None else duration(age))
                  for name, status, age in self.running]
         more = self.counts["running"] - len(self.running)
         return " · ".join(words + ([f"+ {more} more"] if more > 0 else []))
@@ -231,7 +274,7 @@ class StatusBar:
                       notice=self.notice, notice_words=_notice_words(self.notice) if self.notice else "",
                       waiting=self.waiting[:WAITING_SHOWN], more=len(self.waiting) - WAITING_SHOWN,
                       running_text=self.running_text if self.running else "",
-                      stamp=time.strftime("%H:%M:%S", time.localtime(self.as_of)))
+                      stamp=time.strftime("%H:%M:%S", time.localtime(self.as_of)), note=self.note)
 
     @property
     def value(self) -> str:
@@ -302,6 +345,15 @@ class StatusBar:
 
 def _notice_words(notice: Notice) -> str:
     return f"{glyph(notice.status)} {notice.name} {notice.status}" + (" while away" if notice.away else "")
+
+
+def bar_record(root: str | Path, note: str = "") -> tuple[str, str, int]:
+    """``(text, html, running)`` of the project's bar as of now, as a notebook's record of it (no rules) with
+    ``note`` beside its stamp: what JupyterLab puts in place of a bar's record whose kernel went away. A pure read:
+    nothing follows it, nothing is reconciled."""
+    bar = StatusBar(root, follow=False)
+    bar.note = note
+    return bar.text, bar._html(sheet=False), bar.counts["running"]
 
 
 def status_bar(root: str | Path | None = None) -> StatusBar:

@@ -1,10 +1,13 @@
 """What JupyterLab's nbsubagents extension asks the server: pure, cheap reads of a project's registry and run folders.
 
 - ``project_of(server_root, path)``: the project of a notebook (``path`` relative to the server's root; "" for the
-  root itself), as a kernel started in the notebook's folder finds it;
-- ``running(project)``: the active runs with their clocks and the line JupyterLab's status bar shows;
-- ``current_record(project, run_ids, group=)``: a run's (or a group's) static record as of now, rendered by the
-  kernel's own renderer (``views.panel_record``), for a saved record the kernel that drew it left behind.
+  root itself), as a kernel started in the notebook's folder finds it; ``project_at(folder)``: the project a kernel
+  works in (its working folder, wherever it is);
+- ``running(*projects)``: the active runs with their clocks, the line JupyterLab's status bar shows and the list it
+  opens, in the panels' words and order;
+- ``current_record(projects, run_ids, group=)``: a run's (or a group's) static record as of now, rendered by the
+  kernel's own renderer (``views.panel_record``), for a saved record the kernel that drew it left behind;
+- ``current_bar(projects)``: the same for a saved ``status_bar()`` record (``ui.statusbar.bar_record``).
 
 Nothing here settles, takes over or launches a run: a run whose supervisor is gone stays as the registry says
 until a kernel reconciles it (``nbsubagents.status()``).
@@ -20,15 +23,14 @@ from .. import _registry as registry
 from .._child.artifacts import TERMINAL, unreadable
 from .._config import NbSubagentsError, find_project
 from .._lifecycle.handle import Run
-from .._style import duration, shorten
+from .._style import duration, glyph, shorten
+from .._ui.statusbar import bar_record, repeating, run_label, started_ago
 from .._templates import part
 from .._views.masking import mask_text
-from .._views.panel_record import group_static_record
+from .._views.panel_record import GROUP_WORDS, group_static_record
 from .._views.panel_state import PanelState
 
-__all__ = ["NAMED", "project_of", "running", "current_record"]
-
-NAMED = 3  # runs the status bar names; the list it opens has them all
+__all__ = ["project_of", "project_at", "running", "current_record"]
 
 
 def project_of(server_root: str | Path, path: str = "") -> Path:
@@ -47,61 +49,82 @@ def project_of(server_root: str | Path, path: str = "") -> Path:
     return project if project == root or root in project.parents else folder
 
 
-def running(project: Path) -> dict[str, Any]:
-    """The project's active runs, oldest first: ``{"project", "summary", "running", "queued", "waiting", "runs"}``,
-    each run ``{"run_id", "name", "status", "clock", "seconds", "waiting", "task", "line"}``. ``summary`` is the
-    status bar's line (``nbsubagents: 2 running · 1 waiting · scout 12s · fixer 3.1s``); ``waiting`` counts the
-    runs waiting for an answer (a question in their ``waiting.json``)."""
-    rows = registry.snapshot(root=project).rows if registry.db_path(project).exists() else []
-    runs = [_run(row) for row in rows]
-    counts = {"running": sum(r["status"] == "running" for r in runs),
-              "queued": sum(r["status"] == "queued" for r in runs),
-              "waiting": sum(r["waiting"] for r in runs)}
-    return {"project": str(project), "summary": _summary(runs, counts), **counts, "runs": runs}
+def project_at(folder: str | Path) -> Path | None:
+    """The project of a folder a kernel works in (its working folder: ``os.chdir`` moves it, anywhere on the machine),
+    when that project has a registry (runs were started there); else None. Not bounded by the server's root: the
+    kernel, not the page, chose it."""
+    try:
+        project = find_project(folder)
+    except (NbSubagentsError, OSError):
+        return None
+    return project if registry.db_path(project).exists() else None
 
 
-def _run(row: dict[str, Any]) -> dict[str, Any]:
-    status = row.get("status") or "queued"
-    waiting = status == "waiting"  # the registry's readers derive it (a running run with an open question)
-    status = "running" if waiting else status
-    since = row.get("started_at") or row.get("created_at")
-    seconds = registry.age(since) if status == "running" else float("inf")
-    seconds = round(seconds, 1) if seconds != float("inf") else None
-    name = mask_text(row.get("name") or row.get("preset") or row["run_id"])
-    clock = duration(max(0.0, seconds)) if seconds is not None else ""
-    state = "waiting for an answer" if waiting else status
+def running(*projects: Path) -> dict[str, Any]:
+    """The active runs of ``projects`` (the first is the one named) as JupyterLab's status item shows them:
+    ``{"project", "projects", "summary", "waiting", "running", "queued", "runs", "sweeps"}``.
+
+    ``summary`` is the bar's line, counts only so that it never grows (``nbsubagents: ◷ 1 waiting · ↻ 4 running ·
+    196 queued``). ``runs`` lists the waiting runs, then the running ones, each longest going first as a sweep's panel
+    orders them, each ``{"run_id", "label", "status", "clock", "seconds", "task", "line", "experiment"}``: ``label``
+    is what the panels call it (a sweep's cell, ``preset · model · task id · #repeat``; else ``name · model``) and the
+    clock counts from the run's own start (its ``run_start`` event; "starting" before it). Queued runs are only
+    counted. ``sweeps``: each experiment with active runs, ``{"name", "notebook", "running", "queued"}``
+    (``notebook``: the path, in the server, of the notebook that started its last listed run, "" if unknown)."""
+    rows = []
+    for project in dict.fromkeys(projects):
+        if registry.db_path(project).exists():
+            rows += [(project, row) for row in registry.snapshot(root=project).rows]
+    repeats = {(p, name): repeating(registry.db_path(p), name)
+               for p, name in {(p, row["experiment"]) for p, row in rows if row.get("experiment")}}
+    runs = [_run(row, repeats.get((project, row.get("experiment")), False)) for project, row in rows]
+    counts = {status: sum(r["status"] == status for r in runs) for status in ("waiting", "running", "queued")}
+    listed = sorted((r for r in runs if r["status"] != "queued"),
+                    key=lambda r: (r["status"] != "waiting", r["seconds"] is None, -(r["seconds"] or 0.0)))
+    sweeps: dict[str, dict[str, Any]] = {}
+    for (_, row), run in zip(rows, runs):
+        if run["experiment"]:
+            sweep = sweeps.setdefault(run["experiment"], {"name": run["experiment"], "notebook": "", "running": 0,
+                                                          "queued": 0})
+            sweep["queued" if run["status"] == "queued" else "running"] += 1
+            sweep["notebook"] = row.get("notebook") or sweep["notebook"]
+    return {"project": str(projects[0]) if projects else "", "projects": [str(p) for p in dict.fromkeys(projects)],
+            "summary": _summary(counts), **counts, "runs": listed,
+            "sweeps": list(sweeps.values())}
+
+
+def _run(row: dict[str, Any], repeats: bool = False) -> dict[str, Any]:
+    status = row.get("status") or "queued"  # the registry's readers say "waiting" of a running run with a question
+    seconds = started_ago(row) if status in ("running", "waiting") else None
+    seconds = round(seconds, 1) if seconds is not None else None
+    label = mask_text(run_label(row, repeats))
+    clock = duration(seconds) if seconds is not None else ("starting" if status != "queued" else "")
     task = mask_text(shorten((row.get("task") or "").strip().partition("\n")[0], 80))
-    return {"run_id": row["run_id"], "name": name, "status": status, "clock": clock, "seconds": seconds,
-            "waiting": waiting, "task": task, "line": " · ".join(p for p in (name, state, clock, row["run_id"]) if p)}
+    line = " · ".join(p for p in (f"{glyph(status)} {label}", GROUP_WORDS[status], clock) if p)
+    return {"run_id": row["run_id"], "label": label, "status": status, "clock": clock, "seconds": seconds,
+            "task": task, "line": line, "experiment": row.get("experiment") or ""}
 
 
-def _summary(runs: list[dict[str, Any]], counts: dict[str, int]) -> str:
-    if not runs:
-        return "nbsubagents: none running"
-    parts = [f"{counts['running']} running"]
-    parts += [f"{counts[key]} {key}" for key in ("queued", "waiting") if counts[key]]
-    parts += [f"{r['name']} {r['clock'] or r['status']}" for r in runs[:NAMED]]
-    if len(runs) > NAMED:
-        parts.append(f"+{len(runs) - NAMED} more")
-    return "nbsubagents: " + " · ".join(parts)
+def _summary(counts: dict[str, int]) -> str:
+    """The bar's line: counts only (no name, no clock), so its width stays within a few words at any scale."""
+    parts = [f"{glyph(status)} {counts[status]} {status}" for status in ("waiting", "running") if counts[status]]
+    if counts["queued"]:
+        parts.append(f"{counts['queued']} queued")
+    return "nbsubagents: " + (" · ".join(parts) if parts else "none running")
 
 
-def current_record(project: Path, run_ids: list[str], *, group: bool = False) -> dict[str, Any]:
+def current_record(project: Path | list[Path], run_ids: list[str], *, group: bool = False) -> dict[str, Any]:
     """The record of ``run_ids`` (one run, or a group's runs with ``group``) as of now: ``{"ended", "statuses"}``,
     and once every run ended its ``text`` and ``html``, the static record the kernel would have written at the
-    end, stamped "as of" now. A run the registry does not know has status ``"missing"``."""
+    end, stamped "as of" now. Each run is looked for in ``project`` (or each of a list of projects, in turn); one no
+    registry knows has status ``"missing"``."""
     if not run_ids:
         raise NbSubagentsError("no run id given: ask with run_id=<id> (one, or each run of a group)")
     if len(run_ids) > 1 and not group:
         raise NbSubagentsError(f"{len(run_ids)} run ids given for one run's record: give one, or group=1")
-    known = registry.db_path(project).exists()
-    runs: dict[str, Run | None] = {}
-    for run_id in run_ids:
-        try:
-            row = registry.resolve(run_id, project) if known else None
-        except NbSubagentsError:  # no such run in this project
-            row = None
-        runs[run_id] = Run(row["run_dir"]) if row is not None and row["run_id"] == run_id else None
+    projects = [p for p in dict.fromkeys(project if isinstance(project, list) else [project])
+                if registry.db_path(p).exists()]
+    runs: dict[str, Run | None] = {run_id: _find(run_id, projects) for run_id in run_ids}
     statuses = {run_id: run.status if run is not None else "missing" for run_id, run in runs.items()}
     answer: dict[str, Any] = {"ended": all(s in TERMINAL for s in statuses.values()), "statuses": statuses}
     unread = [mask_text(why) for run in runs.values() if run is not None for why in unreadable(run.dir)]
@@ -118,3 +141,25 @@ def current_record(project: Path, run_ids: list[str], *, group: bool = False) ->
     note = part("bits.html", "as_of", words=words)
     answer["html"] = html_text[:-len("</div>")] + note + "</div>" if html_text.endswith("</div>") else html_text + note
     return answer
+
+
+def _find(run_id: str, projects: list[Path]) -> Run | None:
+    for project in projects:
+        try:
+            row = registry.resolve(run_id, project)
+        except NbSubagentsError:  # no such run in this project
+            continue
+        if row["run_id"] == run_id:
+            return Run(row["run_dir"])
+    return None
+
+
+def current_bar(projects: list[Path]) -> dict[str, Any]:
+    """A notebook's ``status_bar()`` record as of now, read from the first of ``projects`` with a registry:
+    ``{"found", "running", "text", "html"}`` (``found`` False, and nothing else, when none has one)."""
+    known = [p for p in dict.fromkeys(projects) if registry.db_path(p).exists()]
+    if not known:
+        return {"found": False}
+    registry.ensure_loaded(registry.db_path(known[0]))  # runs that ended meanwhile count as ended (no settling)
+    text, html_text, running_now = bar_record(known[0], note="read after the kernel that showed it had gone")
+    return {"found": True, "running": running_now, "text": text, "html": html_text}

@@ -74,8 +74,8 @@ def test_status_bar_follows_a_background_run_from_start_to_end_and_shows_its_not
     assert bar.text == "runs: 1 running / 1 total"
     assert bar_line(widget.value) == "runs: 1 running / 1 total"
     assert f'background:{status_color("running")};color:#fff' in widget.value
-    # the running run by name, with its clock (or queued while its supervisor starts)
-    assert re.fullmatch(r"(↻ scouter ([\d.]+s|starting)|○ scouter queued)", bar.running_text), bar.running_text
+    # the running run as its panel names it (name · model), with its clock since it started ("starting" before)
+    assert re.fullmatch(r"↻ scouter · demo/scripted ([\d.]+s|starting)", bar.running_text), bar.running_text
     assert bar.running_text in plain(widget.value) and repr(bar) == f"{bar.text}\n{bar.running_text}"
 
     wait_for(lambda: "✓" in bar.text, what="the completion notice on the bar")

@@ -71,21 +71,20 @@ def test_a_notebook_belongs_to_the_project_above_it_and_paths_stay_inside_the_ro
 
 
 # -- the status bar's runs ------------------------------------------------------------------------------------
-def test_the_status_bar_names_the_active_runs_with_their_clocks_and_who_waits(root):
+def test_the_status_bar_counts_the_active_runs_and_lists_who_waits_then_who_runs_with_their_clocks(root):
     make_run(root, "20261126-100000-aaaaaa", name="scout", started=time.time() - 12)
     make_run(root, "20261126-100001-bbbbbb", name="fixer", started=time.time() - 3, waiting=True)
     make_run(root, "20261126-100002-cccccc", name="later")
     make_run(root, "20261126-095959-dddddd", name="old", result={"status": "failed"})
 
     got = readers.running(root)
-    assert (got["running"], got["queued"], got["waiting"]) == (2, 1, 1)
-    assert re.fullmatch(r"nbsubagents: 2 running · 1 queued · 1 waiting · scout 1[23]s · fixer [34]\.\ds · "
-                        r"later queued", got["summary"]), got["summary"]
-    lines = {r["name"]: r["line"] for r in got["runs"]}
-    assert set(lines) == {"scout", "fixer", "later"}  # the ended run is not listed
-    assert re.fullmatch(r"fixer · waiting for an answer · [34]\.\ds · 20261126-100001-bbbbbb", lines["fixer"])
-    assert lines["later"] == "later · queued · 20261126-100002-cccccc"
-    assert [r["task"] for r in got["runs"]][0] == "task of scout"
+    assert (got["running"], got["queued"], got["waiting"]) == (1, 1, 1)
+    assert got["summary"] == "nbsubagents: ◷ 1 waiting · ↻ 1 running · 1 queued"  # counts only: it never grows
+    assert [r["label"] for r in got["runs"]] == ["fixer · demo/scripted", "scout · demo/scripted"]  # waiting first
+    fixer, scout = (r["line"] for r in got["runs"])
+    assert re.fullmatch(r"◷ fixer · demo/scripted · waiting for an answer · [34]\.\ds", fixer), fixer
+    assert re.fullmatch(r"↻ scout · demo/scripted · running · 1[23]s", scout), scout
+    assert got["runs"][1]["task"] == "task of scout"  # the queued run is only counted
 
     for run_dir in (root / ".pi" / "subagents" / "runs").iterdir():  # they end: the registry takes their results in
         if not (run_dir / "result.json").exists():
@@ -94,12 +93,62 @@ def test_the_status_bar_names_the_active_runs_with_their_clocks_and_who_waits(ro
     assert got["summary"] == "nbsubagents: none running" and got["runs"] == []
 
 
-def test_more_runs_than_the_bar_names_are_counted(root):
-    for i in range(5):
-        make_run(root, f"20261126-10000{i}-aaaaa{i}", name=f"r{i}", started=time.time() - 30)
-    summary = readers.running(root)["summary"]
-    assert summary.startswith("nbsubagents: 5 running · r0 ") and summary.endswith(" · +2 more"), summary
-    assert "r3" not in summary
+def test_a_sweeps_runs_are_named_and_ordered_as_its_panel_and_clocked_from_their_own_start(root):
+    """A sweep's runs as its panel names them (preset · model · task id), the longest running first, each clocked
+    from its run_start event, not from when it was queued; the queued ones are one count, the sweep is named."""
+    starts = {"t1": 40.0, "t2": 5.0, "t3": None}
+    for i, (task_id, ago) in enumerate(starts.items()):
+        run_dir = make_run(root, f"20261126-10000{i}-aaaaa{i}", name=f"{task_id} · scout · default · #1",
+                           started=time.time() - 200 if ago is not None else None)  # launched long ago
+        meta = json.loads((run_dir / "meta.json").read_text())
+        meta.update(experiment="sweep-a", params={"task_id": task_id, "preset": "scout", "model": None, "repeat": 1})
+        (run_dir / "meta.json").write_text(json.dumps(meta))
+        if ago is not None:
+            (run_dir / "events.jsonl").write_text(json.dumps({"type": "run_start", "ts": time.time() - ago}) + "\n")
+        registry.record(run_dir)
+    got = readers.running(root)
+    assert [r["label"] for r in got["runs"]] == ["scout · demo/scripted · t1", "scout · demo/scripted · t2"]
+    assert re.fullmatch(r"↻ scout · demo/scripted · t1 · running · 4[01]s", got["runs"][0]["line"])
+    assert re.fullmatch(r"↻ scout · demo/scripted · t2 · running · [56]\.\ds", got["runs"][1]["line"])
+    assert got["summary"] == "nbsubagents: ↻ 2 running · 1 queued"
+    assert got["sweeps"] == [{"name": "sweep-a", "notebook": "", "running": 2, "queued": 1}]
+
+
+def test_many_runs_keep_the_bars_line_short(root):
+    for i in range(30):
+        make_run(root, f"20261126-1000{i:02d}-aaaa{i:02d}", name=f"run-with-a-long-name-{i}",
+                 started=time.time() - 30 if i < 4 else None)
+    got = readers.running(root)
+    assert got["summary"] == "nbsubagents: ↻ 4 running · 26 queued"
+    assert len(got["runs"]) == 4
+
+
+def test_the_projects_a_kernel_used_are_read_together_and_a_record_is_found_in_any(root, tmp_path):
+    other = tmp_path / "elsewhere"
+    (other / ".pi").mkdir(parents=True)
+    make_run(other, "20261126-110000-eeeeee", name="far", started=time.time() - 5, result={"status": "completed"})
+    make_run(root, "20261126-100000-aaaaaa", name="near", started=time.time() - 5)
+    assert readers.project_at(other / ".pi") == other.resolve() or readers.project_at(other / ".pi") == other
+    assert readers.project_at(tmp_path / "nowhere-at-all") is None
+    got = readers.running(tmp_path / "no-registry", root)
+    assert [r["label"] for r in got["runs"]] == ["near · demo/scripted"]
+    answer = readers.current_record([root, other], ["20261126-110000-eeeeee"])
+    assert answer["ended"] and answer["statuses"] == {"20261126-110000-eeeeee": "completed"}
+    assert readers.current_record([root], ["20261126-110000-eeeeee"])["statuses"] == {
+        "20261126-110000-eeeeee": "missing"}
+
+
+def test_a_status_bar_record_is_read_again_as_of_now(root, tmp_path):
+    assert readers.current_bar([tmp_path]) == {"found": False}
+    run_dir = make_run(root, "20261126-100000-aaaaaa", name="scout", started=time.time() - 5)
+    answer = readers.current_bar([tmp_path, root])
+    assert answer["found"] and answer["running"] == 1
+    assert answer["text"].startswith("runs: 1 running / 1 total")
+    assert 'data-running="1"' in answer["html"]
+    assert re.search(r"as of \d\d:\d\d:\d\d · read after the kernel that showed it had gone", answer["html"])
+    end(run_dir)
+    answer = readers.current_bar([root])
+    assert answer["running"] == 0 and answer["text"].startswith("runs: 0 running / 1 total")
 
 
 def test_a_folder_without_runs_shows_none_and_gets_no_registry(tmp_path):
