@@ -247,7 +247,9 @@ class RunPanel(PanelState, _StaticRecord):
             if final:
                 self.drop_repeated_output()
             window = self.window()
-            self.window_html.value = self._window_html(status, window)
+            live = status == "running" and not final and not self._final_rendered
+            self.window_html.value = self._window_html(
+                status, self.without_open_questions(window, questions) if live else window)
             earlier = self.earlier_lines(window)
             title = self._history_title(earlier)
             if self.history_box.titles != (title,):
@@ -257,7 +259,6 @@ class RunPanel(PanelState, _StaticRecord):
                 self.history_box.layout = layout
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
-            live = status == "running" and not final and not self._final_rendered
             self.talk.update(questions if live else [], live=live, taken=len(self.conversation.messages))
             if final:
                 self.final_html.value = part("panel.html", "final", output=self.final_output(),

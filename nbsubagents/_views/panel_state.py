@@ -73,6 +73,8 @@ class PanelState:
         self._last_kind: str | None = None  # the type of the last event, and when it came (wall clock)
         self._last_at: float | None = None
         self.conversation = Conversation()  # what the person said, what the child asked and the answers
+        self.asked: dict[str, list[tuple[str, str, str]]] = {}  # question id -> its lines (a live panel's row
+        # shows an open question instead: ``without_open_questions``)
 
     @classmethod
     def of_run(cls, run: Run, **kwargs: Any) -> PanelState:
@@ -110,12 +112,22 @@ class PanelState:
             self._status = event.get("status") if event.get("status") in TERMINAL else "failed"
             self._ended = ts if isinstance(ts, (int, float)) else time.time()
         if line is not None:
-            self._append(line)
+            pieces = self._append(line)
+            if kind == "question":
+                self.asked[str(event.get("id"))] = pieces
 
-    def _append(self, line: ProgressLine) -> None:
+    def without_open_questions(self, window: list[tuple[str, str, str]],
+                               questions: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        """``window`` but the lines of the ``questions`` a live panel shows as rows with their controls (the text
+        once, where it is answered); answered, a question's lines are in the window again."""
+        hidden = {id(piece) for q in questions for piece in self.asked.get(str(q.get("id")), ())}
+        return [piece for piece in window if id(piece) not in hidden] if hidden else window
+
+    def _append(self, line: ProgressLine) -> list[tuple[str, str, str]]:
         text = _ANSI.sub("", line.text) if "\x1b" in line.text else line.text
         opening = f'<div class="nbsubagents-line nbsubagents-{line.kind}">'
         rows = text.split("\n") if "\n" in text else [text]
+        pieces = []
         if len(rows) > self.history.maxlen:  # type: ignore[operator]
             self.line_count += len(rows) - self.history.maxlen  # type: ignore[operator]
             rows = rows[-self.history.maxlen:]  # type: ignore[operator]
@@ -125,7 +137,9 @@ class PanelState:
                 continue
             piece = (line.kind, row, opening + html.escape(row, quote=False) + "</div>")
             self.history.append(piece)
+            pieces.append(piece)
             self.line_count += 1
+        return pieces
 
     def mark_kernel_gone(self) -> None:
         """The kernel drawing this panel shuts down: from here the run's end is unknown (``kernel_gone_at``)."""

@@ -932,9 +932,10 @@ def test_open_questions_show_their_controls_and_each_answer_posts_the_question_i
     assert [r._nbsubagents["id"] for r in panel.questions_box.children] == ["q-in", "q-sel", "q-ok", "q-no"]
     assert "nbsubagents-open-question-select" in question_row(panel, "q-sel")._dom_classes
     assert "Allow bash? — rm -rf build" in question_row(panel, "q-ok").children[0].value
-    assert [k for k, _ in lines_of(panel.window_html.value)] == ["question"] * 4
-    assert lines_of(panel.window_html.value)[1] == ("question", "asks: Which file? [a.md | b.md]")
-    assert lines_of(panel.window_html.value)[2] == ("question", "approval: Allow bash? — rm -rf build")
+    # each open question is said once, in its row with its controls: not again as a line above (issue 56)
+    assert [k for k, _ in lines_of(panel.window_html.value)] == []
+    shown = panel.window_html.value + "".join(row.children[0].value for row in panel.questions_box.children)
+    assert shown.count("Which file?") == 1 and shown.count("Allow bash?") == 1
 
     (box,) = controls(question_row(panel, "q-in"), "nbsubagents-answer-text")
     assert box.placeholder == "main"
@@ -960,6 +961,7 @@ def test_open_questions_show_their_controls_and_each_answer_posts_the_question_i
     panel.render()
     assert panel.questions_box.children == ()
     assert page_text(panel.header.value).startswith("↻ r1 running · ")
+    assert lines_of(panel.window_html.value)[1] == ("question", "asks: Which file? [a.md | b.md]")  # back, answered
     assert [text for kind, text in lines_of(panel.window_html.value) if kind == "answer"] == [
         "answer (person): feature/x", "answer (person): b.md", "approval: Allow bash? — rm -rf build: allowed (person)",
         "approval: Allow write? — notes.md: denied (policy)"]
