@@ -63,6 +63,7 @@ class PanelState:
         self.line_count = 0
         self.last_seq = -1                  # the seq of the last event taken (a follower skips older ones)
         self.failed_steps = 0               # tool calls whose result was an error
+        self.denied_steps = 0               # ... and those of them that were not allowed at their approval
         self._started: float | None = None  # wall clock (event ts) when the run started
         self._launched: float | None = None # wall clock when the panel first saw it launched (before events)
         self._ended: float | None = None
@@ -99,7 +100,10 @@ class PanelState:
         kind = event.get("type")
         if kind in CONVERSATION_EVENTS:
             line = self.conversation.add(event)  # worded with the time a person said it
-        if kind == "tool_result" and event.get("isError"):
+        if kind == "tool_result" and self.conversation.is_denial(event):
+            self.denied_steps += 1
+            line = self.conversation.denied(line)
+        elif kind == "tool_result" and event.get("isError"):
             self.failed_steps += 1
         ts = event.get("ts")
         if kind not in ("usage", "pi_event", "stdout_text", "session_stats", "notice"):  # not bookkeeping
@@ -222,6 +226,8 @@ class PanelState:
         fields = [("model", model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
         if self.failed_steps:
             fields.append(("failed", plural(self.failed_steps, "failed step")))
+        if self.denied_steps:
+            fields.append(("denied", plural(self.denied_steps, "call") + " denied"))
         fields += [("tokens", f"{tokens:,} tokens"), ("cost", f"${cost:.4f}")]
         context = self.conversation.context_words(result)
         if context:

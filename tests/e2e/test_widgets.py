@@ -1117,3 +1117,26 @@ def test_the_record_says_at_once_that_a_run_waits_but_never_refreshes_while_a_pe
     panel.talk.steer_text.value = ""
     panel.render()
     assert len(sent) == 3 and "Listing" in sent[-1]["text/plain"]
+
+
+def test_a_call_denied_at_its_approval_says_who_denied_it_and_is_no_failed_step(tmp_path):
+    """Issue 56: the line read approve.js's reason for the model, cut off, and the header counted a failed step."""
+    from nbsubagents._child.formatter import ProgressFormatter
+
+    run, panel = conversation_panel(tmp_path)
+    formatter = ProgressFormatter(str(tmp_path))
+    for seq, event in enumerate([
+            {"type": "question", "id": "q1", "method": "confirm", "title": "Allow bash?", "message": "rm -rf build",
+             "approval": True},
+            {"type": "answer", "id": "q1", "value": False, "by": "person"},
+            {"type": "tool_call", "id": "c1", "name": "bash", "args": {"command": "rm -rf build"}},
+            {"type": "tool_result", "id": "c1", "name": "bash", "isError": True,
+             "text": "Denied by the person in the notebook (or, when nobody answered in time, by the run's approval "
+                     "policy)"}], start=1):
+        event = {**event, "seq": seq, "ts": time.time()}
+        panel.add(event, formatter.format(event))
+    panel.render()
+    assert [line for line in lines_of(panel.window_html.value) if line[0] == "failed"] == [
+        ("failed", "Command denied: rm -rf build — by the person asked")]
+    header = page_text(panel.header.value)
+    assert "1 call denied" in header and "failed step" not in header
