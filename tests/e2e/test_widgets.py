@@ -582,9 +582,9 @@ def test_in_a_kernel_each_widget_of_a_panel_opens_with_its_state_in_one_message(
     models = {state["_model_name"] for state in opened}
     assert "LayoutModel" not in models and not any(name.endswith("StyleModel") for name in models)  # shared
     assert "TextareaModel" not in models  # the message box: built when a person opens it
-    # 12 widgets a panel (header, Message, Cancel, window, history toggle and lines, questions, message box, the
-    # final text, the stylesheet and two boxes) and 3 of the group's
-    assert len(opened) == 2 * 12 + 3, sorted(state["_model_name"] for state in opened)
+    # 13 widgets a panel (header, its live region for screen readers, Message, Cancel, window, history toggle and
+    # lines, questions, message box, the final text, the stylesheet and two boxes) and 3 of the group's
+    assert len(opened) == 2 * 13 + 3, sorted(state["_model_name"] for state in opened)
     classes = [c for state in opened for c in state.get("_dom_classes", [])]
     assert {"nbsubagents-panel", "nbsubagents-header", "nbsubagents-cancel", "nbsubagents-message",
             "nbsubagents-window", "nbsubagents-steer-box", "nbsubagents-group-header"} <= set(classes)
@@ -1140,3 +1140,21 @@ def test_a_call_denied_at_its_approval_says_who_denied_it_and_is_no_failed_step(
         ("failed", "Command denied: rm -rf build — by the person asked")]
     header = page_text(panel.header.value)
     assert "1 call denied" in header and "failed step" not in header
+
+
+def test_a_screen_reader_is_told_when_a_run_waits_and_when_it_ends_and_its_boxes_are_labelled(tmp_path):
+    """Issue 56: nothing announced "waiting" or "ended"; the answer and message boxes had no label."""
+    run, panel = conversation_panel(tmp_path)
+    region = re.compile(r'<span class="nbsubagents-sr-only" role="status" aria-live="polite">([^<]*)</span>')
+    assert region.fullmatch(panel.announcer.value)[1] == ""  # running: nothing to say
+    assert panel.announcer in panel.widget.children[0].children  # in the header's row
+    panel.add({"type": "question", "id": "q1", "method": "input", "title": "Which branch?", "seq": 1}, None)
+    panel.render()
+    assert region.fullmatch(panel.announcer.value)[1] == "r1 is waiting for your answer"
+    (box,) = controls(question_row(panel, "q1"), "nbsubagents-answer-text")
+    assert box.description == "Your answer:"
+    panel.talk.open()
+    assert panel.talk.steer_text.description == "Message:"
+    finish(run.dir, "completed", text="done")
+    panel.finish()
+    assert region.fullmatch(panel.announcer.value)[1] == "r1 ended: completed"
