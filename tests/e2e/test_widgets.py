@@ -936,6 +936,8 @@ def test_open_questions_show_their_controls_and_each_answer_posts_the_question_i
     assert [k for k, _ in lines_of(panel.window_html.value)] == []
     shown = panel.window_html.value + "".join(row.children[0].value for row in panel.questions_box.children)
     assert shown.count("Which file?") == 1 and shown.count("Allow bash?") == 1
+    for record in panel.static_record():  # the saved record too: once, with how to answer it
+        assert record.count("Which file?") == 1 and record.count("Allow bash?") == 1, record
 
     (box,) = controls(question_row(panel, "q-in"), "nbsubagents-answer-text")
     assert box.placeholder == "main"
