@@ -277,7 +277,8 @@ class Watcher:
             if entry is None:
                 entry = self._entries[run.run_id] = _Entry(run, renderer, on_done, quiet, announce)
             else:
-                entry.announce = entry.announce or announce
+                if announce and not entry.announce:  # shown here after all: its notice goes to the cell showing it
+                    entry.announce, entry.parent = True, edge.cell_parent()
                 entry.renderer = entry.renderer or renderer
                 entry.on_done = entry.on_done or on_done
             says_questions(entry.run, entry.says_questions)  # Run.wait_for_question returns one once it is said
