@@ -67,7 +67,8 @@ def _public_names(app, docname: str, source: list[str]) -> None:
     if docname != "api":
         return
     names = list(nbsubagents.__all__)
-    lines = [".. autosummary::", "", *(f"   {name}" for name in names), ""]
+    # names only: each signature is in its entry below, and a column of signatures made the table wider than the page
+    lines = [".. autosummary::", "   :nosignatures:", "", *(f"   {name}" for name in names), ""]
     for name in names:
         value = getattr(nbsubagents, name)
         kind = ("exception" if isinstance(value, type) and issubclass(value, BaseException)

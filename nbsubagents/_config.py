@@ -163,6 +163,14 @@ class Settings:
         """Setting ``name``'s value and where it came from."""
         return getattr(self, name), self.origin.get(name, "default")
 
+    def __repr__(self) -> str:
+        """One line: the settings that are not at their defaults, each with where it came from (``configure()``'s
+        value in a notebook cell is this, not twenty fields wrapped over five lines)."""
+        changed = [f"{name}={value!r} ({where})" for name in SPECS
+                   for value, where in [self.source(name)] if value != _DEFAULTS[name]]
+        rest = len(SPECS) - len(changed)
+        return f"Settings({', '.join([*changed, f'{rest} more at their defaults'])})"
+
 
 SPECS: dict[str, Spec] = {f.name: f.metadata["setting"] for f in fields(Settings) if "setting" in f.metadata}
 _DEFAULTS: dict[str, object] = {name: Settings.__dataclass_fields__[name].default for name in SPECS}

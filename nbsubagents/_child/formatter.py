@@ -489,8 +489,11 @@ class ProgressFormatter:
                                 else "Aborted" if status == "aborted" else f"Ended: {status}")
         if status == "completed":
             return ProgressLine("done", "Completed")
-        if status == "aborted":
-            return ProgressLine("error", f"Aborted: {message}" if message else "Aborted")
+        if status == "aborted":  # with the calls it was making: what was stopped (a tally says only how many)
+            flight = ", ".join(call.target or call.name for call in self._calls.values())
+            text = f"Aborted: {message}" if message else "Aborted"
+            return ProgressLine("error", text + (f"{SEP}while running: {clip(flight, self.width // 2)}" if flight
+                                                 else ""))
         if status == "failed":
             if message:
                 return ProgressLine("failed", f"Failed: {message}")

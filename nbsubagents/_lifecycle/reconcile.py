@@ -5,7 +5,9 @@ One run's verdict (``check``) is ``lifecycle.liveness``'s, which the watcher's c
 ``result.json`` exists is ingested; one whose supervisor is gone (pid *and* start time, zombies
 count as gone) without a result is settled (``lifecycle.settle``: its leftover processes are ended, then its
 one verdict is written); a live one whose owner is gone can get this process's watcher back; runs that ended
-while nobody watched are announced once across processes (``registry.claim``).
+while nobody watched are announced once across processes (``registry.claim``), and only where they belong
+(``ours``): in the process that started them, the notebook or kernel that started them (reopened or restarted),
+or, for runs started outside a notebook, another process outside one; never in an unrelated notebook's cell.
 
 Called by explicit ``status()``, by a process's first use of a project (``first_use``) and by the status
 bars' clock; reads (``runs()``, a bar's or a browser's refresh) never call it.
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from .._registry import Status
 
 __all__ = ["QUEUER_GONE", "STARTING_GRACE", "check", "settle_undriven", "reconcile", "announce_finished_while_away",
-           "first_use", "first_use_of", "status"]
+           "first_use", "first_use_of", "ours", "status"]
 
 AWAY_GRACE = 60.0       # a live owner's watcher announces within this; after it anyone may
 
@@ -43,6 +45,32 @@ _lock = threading.Lock()
 
 def _in_kernel() -> bool:
     return "ipykernel" in sys.modules
+
+
+def _ours_sql() -> tuple[str, tuple[Any, ...]]:
+    """The SQL condition (and its arguments) of ``ours``: a row started by this process, this kernel (its id outlives
+    a restart), this notebook (a reopened one has a new kernel), or, here outside a notebook and a kernel, by another
+    process outside them (a script hears of a script's runs)."""
+    me = registry.launcher_identity()
+    kernel, notebook = me.get("kernel"), me.get("notebook")
+    sql = ["(launcher_pid = ? AND launcher_ticks IS ? AND host IS ?)"]
+    args: list[Any] = [me["pid"], me["startTicks"], me["host"]]
+    if kernel:
+        sql.append("kernel = ?")
+        args.append(kernel)
+    if notebook:
+        sql.append("notebook = ?")
+        args.append(notebook)
+    if not kernel and not notebook:
+        sql.append("(kernel IS NULL AND notebook IS NULL)")
+    return f"({' OR '.join(sql)})", tuple(args)
+
+
+def ours(db: Path, run_id: str) -> bool:
+    """Whether the end of a run is news for this process (the place that started it, ``_ours_sql``): only there is
+    its notice printed, so no "completed while away" of another notebook lands in this one's cell."""
+    where, args = _ours_sql()
+    return bool(registry.fetch(db, f"SELECT run_id FROM runs WHERE run_id = ? AND {where}", (run_id, *args)))
 
 
 def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -> list[Run]:
@@ -65,21 +93,24 @@ def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -
         run = Run(row["run_dir"])
         live.append(run)
         if reattach and not owner_alive(row) and registry.take_over(db, row):
-            watcher.watch(run)
+            watcher.watch(run, announce=ours(db, row["run_id"]))  # another notebook's run: its notebook announces it
     return live
 
 
 def announce_finished_while_away(root: str | Path | None = None) -> list[dict[str, Any]]:
-    """Announce (once, across processes) runs that ended while no process watched them."""
+    """Announce (once, across processes) runs that ended while no process watched them, of those that are ``ours``
+    (the others wait for their own notebook, and show in the status bars meanwhile)."""
     db = registry.db_path(root)
     if not db.exists():
         return []
     reconcile(root)
     claimed = []
+    where, args = _ours_sql()
     for row in registry.fetch(db, f"SELECT * FROM runs WHERE announced = 0 AND status IN {registry.TERMINAL_SQL} "
-                                  "ORDER BY ended_at"):
-        if owner_alive(row) and registry.age(row.get("ended_at")) < AWAY_GRACE:
-            continue  # its own watcher announces it
+                                  f"AND {where} ORDER BY ended_at", args):
+        if (owner_alive(row) and row.get("owner_pid") == row.get("launcher_pid")
+                and registry.age(row.get("ended_at")) < AWAY_GRACE):
+            continue  # its launcher's watcher announces it (one that took it over announces only its own)
         if registry.claim(row["run_id"], db):
             row["announced"] = 1
             claimed.append(row)

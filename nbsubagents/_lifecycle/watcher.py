@@ -238,12 +238,13 @@ class Clock:
 
 class _Entry:
     def __init__(self, run: Run, renderer: Renderer | None, on_done: Callable[[Run], Any] | None,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, announce: bool = True) -> None:
         self.run = run
         # the files each step looks at, made once (a RunPaths property makes a new Path on every access)
         self.meta_file, self.result_file, self.supervisor_file = run.paths.meta, run.paths.result, run.paths.supervisor
         self.parent = edge.cell_parent()  # the launching cell: its progress lines and notice go there
         self.quiet = quiet
+        self.announce = announce  # False: another notebook's run taken over; its end is news there, not here
         self.renderer = renderer
         self.on_done = on_done
         self.next_check = time.monotonic() + CHECK_EVERY
@@ -270,12 +271,14 @@ class Watcher:
         self._stops_at_exit = False
 
     def watch(self, run: Run, *, renderer: Renderer | None = None,
-              on_done: Callable[[Run], Any] | None = None, quiet: bool = False) -> None:
+              on_done: Callable[[Run], Any] | None = None, quiet: bool = False, announce: bool = True) -> None:
         with self._lock:
             entry = self._entries.get(run.run_id)
             if entry is None:
-                entry = self._entries[run.run_id] = _Entry(run, renderer, on_done, quiet)
+                entry = self._entries[run.run_id] = _Entry(run, renderer, on_done, quiet, announce)
             else:
+                if announce and not entry.announce:  # shown here after all: its notice goes to the cell showing it
+                    entry.announce, entry.parent = True, edge.cell_parent()
                 entry.renderer = entry.renderer or renderer
                 entry.on_done = entry.on_done or on_done
             says_questions(entry.run, entry.says_questions)  # Run.wait_for_question returns one once it is said
@@ -428,7 +431,7 @@ class Watcher:
         won = False
         try:
             row = registry.record(run)
-            won = row is not None and registry.claim(run.run_id, registry.db_of(run.dir))
+            won = entry.announce and row is not None and registry.claim(run.run_id, registry.db_of(run.dir))
         except (sqlite3.Error, OSError, NbSubagentsError) as exc:  # the registry's trouble, not a bug: one line
             _say(f"nbsubagents: the registry could not record the end of run {run.run_id} ({exc}); "
                  "nbsubagents.rebuild_registry() recreates it from the run directories")
@@ -458,12 +461,13 @@ _watcher = Watcher()
 
 
 def watch(run: Run, *, renderer: Renderer | None = None, on_done: Callable[[Run], Any] | None = None,
-          quiet: bool = False) -> None:
+          quiet: bool = False, announce: bool = True) -> None:
     """Follow ``run`` until it ends: events to ``renderer``, the end to the registry, notices (not printed
-    when ``quiet``), ``on_done``. From then this process's watcher is the runs' follower (``lifecycle.edge``):
-    ``get_run`` finds its handles and ``Run.wait`` waits for it."""
+    when ``quiet``, none at all without ``announce``: another notebook's run, left to it), ``on_done``. From then
+    this process's watcher is the runs' follower (``lifecycle.edge``): ``get_run`` finds its handles and
+    ``Run.wait`` waits for it."""
     lend(follower=_watcher)
-    _watcher.watch(run, renderer=renderer, on_done=on_done, quiet=quiet)
+    _watcher.watch(run, renderer=renderer, on_done=on_done, quiet=quiet, announce=announce)
 
 
 def get(run_id: str) -> Run | None:

@@ -189,7 +189,9 @@ class RunPanel(PanelState, _StaticRecord):
         # the conversation: one row per open question, then the message box (ui/talk.py)
         self.talk = TalkBox(run, self._lock, w, self._subshell, live=status == "running")
         self.questions_box, self.steer_box = self.talk.questions_box, self.talk.steer_box
-        top = new_widget(w.HBox, children=[self.header, self.talk.message_button, self.cancel_button],
+        # told to a screen reader as it happens: the run waits for an answer, the run ended (``_announce``)
+        self.announcer = new_widget(w.HTML, "nbsubagents-announce", value=self._announce(shown, status, False))
+        top = new_widget(w.HBox, children=[self.header, self.announcer, self.talk.message_button, self.cancel_button],
                          layout={"align_items": "center", "justify_content": "space-between"})
         # the stylesheet, once: sent with the widget's first state, never with a render
         sheet = new_widget(w.HTML, "nbsubagents-stylesheet", value=stylesheet(), layout=HIDDEN_LAYOUT)
@@ -251,7 +253,9 @@ class RunPanel(PanelState, _StaticRecord):
             if final:
                 self.drop_repeated_output()
             window = self.window()
-            self.window_html.value = self._window_html(status, window)
+            live = status == "running" and not final and not self._final_rendered
+            self.window_html.value = self._window_html(
+                status, self.without_open_questions(window, questions) if live else window)
             earlier = self.earlier_lines(window)
             title = self._history_title(earlier)
             if self.history_box.titles != (title,):
@@ -261,8 +265,8 @@ class RunPanel(PanelState, _StaticRecord):
                 self.history_box.layout = layout
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
-            live = status == "running" and not final and not self._final_rendered
             self.talk.update(questions if live else [], live=live, taken=len(self.conversation.messages))
+            self.announcer.value = self._announce(shown, status, final or self._final_rendered)
             if final:
                 self.final_html.value = part("panel.html", "final", output=self.final_output(),
                                              error=self.shown_error(), run_id=self.run.run_id)
@@ -282,6 +286,13 @@ class RunPanel(PanelState, _StaticRecord):
         are those of ``run_status`` (the run's own status, the same but for ``waiting``)."""
         return part("panel.html", "header", status=status, fields=self.header_fields(run_status),
                     name=self.run.name, run_id=self.run.run_id)
+
+    def _announce(self, shown: str, status: str, ended: bool) -> str:
+        """The live region's words: set only as the run starts waiting or ends, so a screen reader says just that."""
+        name = self.run.name or self.run.run_id
+        words = (f"{name} ended: {status}" if ended
+                 else f"{name} is waiting for your answer" if shown == "waiting" else "")
+        return part("panel.html", "announce", words=words)
 
     def _window_html(self, status: str, lines: list[tuple[str, str, str]]) -> str:
         """The latest ``lines`` (``window()``), else what stands in for them; then what the run waits on."""

@@ -28,6 +28,12 @@ BUTTON_LAYOUT = {"width": "auto", "flex": "0 0 auto"}
 HIDDEN_LAYOUT = {"display": "none"}
 
 
+def _label_style(w: Any) -> Any:
+    """The style of a text box with a visible label (its ``description``, which ipywidgets ties to the box) as wide
+    as its words."""
+    return shared(w.Text.class_traits()["style"].klass, description_width="initial")
+
+
 class TalkBox:
     """The open questions' rows (``questions_box``) and the message box (``steer_box``) of one run's panel, which
     the Message button (``message_button``, placed by the panel beside Cancel) opens while the run goes.
@@ -64,7 +70,8 @@ class TalkBox:
         with self._lock:
             if self.steer_text is not None or self.ended:
                 return
-            self.steer_text = new_widget(w.Textarea, "nbsubagents-steer-text", rows=1,
+            self.steer_text = new_widget(w.Textarea, "nbsubagents-steer-text", rows=1, description="Message:",
+                                         style=_label_style(w),
                                          placeholder="A message to the run: Steer (after the current tool call) "
                                          "or Follow up (after this turn)", layout={"flex": "1 1 auto", "width": "auto"})
             self.steer_button = new_widget(w.Button, "nbsubagents-steer", description="Steer", icon="share",
@@ -163,7 +170,8 @@ class TalkBox:
                 controls.append(button)
         else:
             editor = {"rows": 3} if method == "editor" else {}
-            box = new_widget(w.Textarea if editor else w.Text, "nbsubagents-answer-text",
+            box = new_widget(w.Textarea if editor else w.Text, "nbsubagents-answer-text", description="Your answer:",
+                             style=_label_style(w),
                              placeholder=str(question.get("placeholder") or "Your answer"),
                              layout={"flex": "1 1 auto", "width": "auto"}, **editor)
             button = new_widget(w.Button, "nbsubagents-answer-button", description="Answer", button_style="primary",

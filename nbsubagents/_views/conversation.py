@@ -28,6 +28,11 @@ CONVERSATION_EVENTS = frozenset({"user_message", "question", "answer", "model_fa
 CONVERSATION_KINDS = ("user", "question", "answer", "fallback", "notice")
 BY_WORDS = {"person": "person", "timeout": "timeout", "policy": "policy"}
 TEXT_LIMIT = 2000  # a message or question kept in a line (the events keep all of it)
+# The start of the reason pi_extensions/approve.js gives the model for a call that was not allowed (it cannot tell
+# who said no: the answer event can), and who said no in a line's words.
+DENIED = "Denied by the person in the notebook"
+DENIED_BY = {"person": "by the person asked", "timeout": "by the approval policy (no answer in time)",
+             "policy": "by the approval policy (no answer in time)"}
 
 
 def at_words(value: Any) -> str:
@@ -101,6 +106,21 @@ class Conversation:
             text = str(event.get("text") or "").strip()
             return ProgressLine("notice", text) if text else None
         return None
+
+    @staticmethod
+    def is_denial(event: dict[str, Any]) -> bool:
+        """A tool call's result that says an approval was refused (not a step that failed)."""
+        return bool(event.get("isError")) and str(event.get("text") or "").startswith(DENIED)
+
+    def denied(self, line: ProgressLine | None) -> ProgressLine:
+        """The line of a refused call: ``Command denied: rm -rf build — by the person asked`` (who said no is the
+        latest approval answered no), not approve.js's reason for the model, which a line cuts short."""
+        refusals = [a for qid, a in self.answers.items() if a.get("value") is not True
+                    and (self.questions.get(qid) or {}).get("approval")]
+        by = DENIED_BY.get(str(refusals[-1].get("by")), "") if refusals else ""
+        head = line.text.partition(" — ")[0] if line is not None else "Tool call failed"
+        head = head.replace(" failed", " denied", 1) if " failed" in head else f"{head} (denied)"
+        return ProgressLine("failed", f"{head} — {by}" if by else head)
 
     def open_questions(self, waiting: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """The questions not answered yet, oldest first: asked in the events, or listed in ``waiting``

@@ -40,7 +40,7 @@ def record_html(state: PanelState) -> str:
         status = "unknown"
     questions = [] if gone else state.open_questions(status)
     window = state.window()
-    lines = [(kind, text) for kind, text, _ in window]
+    lines = [(kind, text) for kind, text, _ in state.without_open_questions(window, questions)]  # said below
     if not window and not (final and state.final_output()):
         lines = [("placeholder", state.placeholder(status))]
     if not final:
@@ -79,15 +79,15 @@ def record_text(state: PanelState) -> str:
     earlier = state.earlier_lines(window)
     if earlier > 0:
         lines.append(f"  ({plural(earlier, 'earlier line')}: run.transcript has every line)")
-    lines += [f"  {text}" for _, text, _ in window]
+    asked = questions if state.kernel_gone_at is None or final else []  # said below, with how to answer
+    lines += [f"  {text}" for _, text, _ in state.without_open_questions(window, asked)]
     if not window and not (final and state.final_output()) and state.placeholder(status):
         lines.append(f"  {state.placeholder(status)}")
     if not final and state.waiting(status):
         lines.append(f"  {state.waiting(status)}")
-    if state.kernel_gone_at is None or final:
-        for question in questions:
-            lines.append(f"{glyph('waiting')} waiting for your answer: {question_text(question)}")
-            lines.append(f"  {question_hint(state, question)}")
+    for question in asked:
+        lines.append(f"{glyph('waiting')} waiting for your answer: {question_text(question)}")
+        lines.append(f"  {question_hint(state, question)}")
     if final:
         output = state.final_output()
         if output:

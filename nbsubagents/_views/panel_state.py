@@ -63,6 +63,7 @@ class PanelState:
         self.line_count = 0
         self.last_seq = -1                  # the seq of the last event taken (a follower skips older ones)
         self.failed_steps = 0               # tool calls whose result was an error
+        self.denied_steps = 0               # ... and those of them that were not allowed at their approval
         self._started: float | None = None  # wall clock (event ts) when the run started
         self._launched: float | None = None # wall clock when the panel first saw it launched (before events)
         self._ended: float | None = None
@@ -73,6 +74,8 @@ class PanelState:
         self._last_kind: str | None = None  # the type of the last event, and when it came (wall clock)
         self._last_at: float | None = None
         self.conversation = Conversation()  # what the person said, what the child asked and the answers
+        self.asked: dict[str, list[tuple[str, str, str]]] = {}  # question id -> its lines (a live panel's row
+        # shows an open question instead: ``without_open_questions``)
 
     @classmethod
     def of_run(cls, run: Run, **kwargs: Any) -> PanelState:
@@ -97,7 +100,10 @@ class PanelState:
         kind = event.get("type")
         if kind in CONVERSATION_EVENTS:
             line = self.conversation.add(event)  # worded with the time a person said it
-        if kind == "tool_result" and event.get("isError"):
+        if kind == "tool_result" and self.conversation.is_denial(event):
+            self.denied_steps += 1
+            line = self.conversation.denied(line)
+        elif kind == "tool_result" and event.get("isError"):
             self.failed_steps += 1
         ts = event.get("ts")
         if kind not in ("usage", "pi_event", "stdout_text", "session_stats", "notice"):  # not bookkeeping
@@ -110,12 +116,22 @@ class PanelState:
             self._status = event.get("status") if event.get("status") in TERMINAL else "failed"
             self._ended = ts if isinstance(ts, (int, float)) else time.time()
         if line is not None:
-            self._append(line)
+            pieces = self._append(line)
+            if kind == "question":
+                self.asked[str(event.get("id"))] = pieces
 
-    def _append(self, line: ProgressLine) -> None:
+    def without_open_questions(self, window: list[tuple[str, str, str]],
+                               questions: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        """``window`` but the lines of the ``questions`` a live panel shows as rows with their controls (the text
+        once, where it is answered); answered, a question's lines are in the window again."""
+        hidden = {id(piece) for q in questions for piece in self.asked.get(str(q.get("id")), ())}
+        return [piece for piece in window if id(piece) not in hidden] if hidden else window
+
+    def _append(self, line: ProgressLine) -> list[tuple[str, str, str]]:
         text = _ANSI.sub("", line.text) if "\x1b" in line.text else line.text
         opening = f'<div class="nbsubagents-line nbsubagents-{line.kind}">'
         rows = text.split("\n") if "\n" in text else [text]
+        pieces = []
         if len(rows) > self.history.maxlen:  # type: ignore[operator]
             self.line_count += len(rows) - self.history.maxlen  # type: ignore[operator]
             rows = rows[-self.history.maxlen:]  # type: ignore[operator]
@@ -125,7 +141,9 @@ class PanelState:
                 continue
             piece = (line.kind, row, opening + html.escape(row, quote=False) + "</div>")
             self.history.append(piece)
+            pieces.append(piece)
             self.line_count += 1
+        return pieces
 
     def mark_kernel_gone(self) -> None:
         """The kernel drawing this panel shuts down: from here the run's end is unknown (``kernel_gone_at``)."""
@@ -208,6 +226,8 @@ class PanelState:
         fields = [("model", model or tally.model or "no model"), ("calls", plural(calls, "tool call"))]
         if self.failed_steps:
             fields.append(("failed", plural(self.failed_steps, "failed step")))
+        if self.denied_steps:
+            fields.append(("denied", plural(self.denied_steps, "call") + " denied"))
         fields += [("tokens", f"{tokens:,} tokens"), ("cost", f"${cost:.4f}")]
         context = self.conversation.context_words(result)
         if context:

@@ -68,3 +68,23 @@ def test_a_built_docs_page_shows_the_runs_rendered_panel_not_a_widget_repr(built
             page.screenshot(path=str(ARTIFACTS / "docs-python-api.png"))
         finally:
             browser.close()
+
+
+def test_the_api_reference_summary_table_fits_its_page_at_1280_px(built_docs):
+    """Issue 56: the table of every public name was wider than its column (a column of signatures), clipped."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
+                          else route.abort())
+            page = context.new_page()
+            page.goto((built_docs / "api.html").as_uri())
+            sizes = page.evaluate("""() => { const table = document.querySelector('table.autosummary');
+                const box = table.parentElement;
+                return {table: table.getBoundingClientRect().width, box: box.clientWidth, scroll: box.scrollWidth}; }""")
+        finally:
+            browser.close()
+    assert sizes["scroll"] <= sizes["box"] and sizes["table"] <= sizes["box"] + 1, sizes

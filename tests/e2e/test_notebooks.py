@@ -273,6 +273,8 @@ def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kerne
     ended = text(cell(nb, "slow.wait()"))
     assert re.search(r"^slowpoke aborted - .*cancel", ended, re.M) and "notes completed" in ended
     assert panels(nb, slow)[0].startswith("■ slowpoke aborted")
+    # it was stopped mid-command: its record says which, and counts the call (issue 56: "0 tool calls")
+    assert "· 1 tool call ·" in panels(nb, slow)[0] and "while running: sleep 120" in panels(nb, slow)[0]
 
     every = text(cell(nb, "%subagent_status --all"))
     assert every.startswith("0 running · 2 completed · 0 failed · 1 aborted · 3 total")

@@ -582,9 +582,9 @@ def test_in_a_kernel_each_widget_of_a_panel_opens_with_its_state_in_one_message(
     models = {state["_model_name"] for state in opened}
     assert "LayoutModel" not in models and not any(name.endswith("StyleModel") for name in models)  # shared
     assert "TextareaModel" not in models  # the message box: built when a person opens it
-    # 12 widgets a panel (header, Message, Cancel, window, history toggle and lines, questions, message box, the
-    # final text, the stylesheet and two boxes) and 3 of the group's
-    assert len(opened) == 2 * 12 + 3, sorted(state["_model_name"] for state in opened)
+    # 13 widgets a panel (header, its live region for screen readers, Message, Cancel, window, history toggle and
+    # lines, questions, message box, the final text, the stylesheet and two boxes) and 3 of the group's
+    assert len(opened) == 2 * 13 + 3, sorted(state["_model_name"] for state in opened)
     classes = [c for state in opened for c in state.get("_dom_classes", [])]
     assert {"nbsubagents-panel", "nbsubagents-header", "nbsubagents-cancel", "nbsubagents-message",
             "nbsubagents-window", "nbsubagents-steer-box", "nbsubagents-group-header"} <= set(classes)
@@ -954,9 +954,12 @@ def test_open_questions_show_their_controls_and_each_answer_posts_the_question_i
     assert [r._nbsubagents["id"] for r in panel.questions_box.children] == ["q-in", "q-sel", "q-ok", "q-no"]
     assert "nbsubagents-open-question-select" in question_row(panel, "q-sel")._dom_classes
     assert "Allow bash? — rm -rf build" in question_row(panel, "q-ok").children[0].value
-    assert [k for k, _ in lines_of(panel.window_html.value)] == ["question"] * 4
-    assert lines_of(panel.window_html.value)[1] == ("question", "asks: Which file? [a.md | b.md]")
-    assert lines_of(panel.window_html.value)[2] == ("question", "approval: Allow bash? — rm -rf build")
+    # each open question is said once, in its row with its controls: not again as a line above (issue 56)
+    assert [k for k, _ in lines_of(panel.window_html.value)] == []
+    shown = panel.window_html.value + "".join(row.children[0].value for row in panel.questions_box.children)
+    assert shown.count("Which file?") == 1 and shown.count("Allow bash?") == 1
+    for record in panel.static_record():  # the saved record too: once, with how to answer it
+        assert record.count("Which file?") == 1 and record.count("Allow bash?") == 1, record
 
     (box,) = controls(question_row(panel, "q-in"), "nbsubagents-answer-text")
     assert box.placeholder == "main"
@@ -982,6 +985,7 @@ def test_open_questions_show_their_controls_and_each_answer_posts_the_question_i
     panel.render()
     assert panel.questions_box.children == ()
     assert page_text(panel.header.value).startswith("↻ r1 running · ")
+    assert lines_of(panel.window_html.value)[1] == ("question", "asks: Which file? [a.md | b.md]")  # back, answered
     assert [text for kind, text in lines_of(panel.window_html.value) if kind == "answer"] == [
         "answer (person): feature/x", "answer (person): b.md", "approval: Allow bash? — rm -rf build: allowed (person)",
         "approval: Allow write? — notes.md: denied (policy)"]
@@ -1137,3 +1141,44 @@ def test_the_record_says_at_once_that_a_run_waits_but_never_refreshes_while_a_pe
     panel.talk.steer_text.value = ""
     panel.render()
     assert len(sent) == 3 and "Listing" in sent[-1]["text/plain"]
+
+
+def test_a_call_denied_at_its_approval_says_who_denied_it_and_is_no_failed_step(tmp_path):
+    """Issue 56: the line read approve.js's reason for the model, cut off, and the header counted a failed step."""
+    from nbsubagents._child.formatter import ProgressFormatter
+
+    run, panel = conversation_panel(tmp_path)
+    formatter = ProgressFormatter(str(tmp_path))
+    for seq, event in enumerate([
+            {"type": "question", "id": "q1", "method": "confirm", "title": "Allow bash?", "message": "rm -rf build",
+             "approval": True},
+            {"type": "answer", "id": "q1", "value": False, "by": "person"},
+            {"type": "tool_call", "id": "c1", "name": "bash", "args": {"command": "rm -rf build"}},
+            {"type": "tool_result", "id": "c1", "name": "bash", "isError": True,
+             "text": "Denied by the person in the notebook (or, when nobody answered in time, by the run's approval "
+                     "policy)"}], start=1):
+        event = {**event, "seq": seq, "ts": time.time()}
+        panel.add(event, formatter.format(event))
+    panel.render()
+    assert [line for line in lines_of(panel.window_html.value) if line[0] == "failed"] == [
+        ("failed", "Command denied: rm -rf build — by the person asked")]
+    header = page_text(panel.header.value)
+    assert "1 call denied" in header and "failed step" not in header
+
+
+def test_a_screen_reader_is_told_when_a_run_waits_and_when_it_ends_and_its_boxes_are_labelled(tmp_path):
+    """Issue 56: nothing announced "waiting" or "ended"; the answer and message boxes had no label."""
+    run, panel = conversation_panel(tmp_path)
+    region = re.compile(r'<span class="nbsubagents-sr-only" role="status" aria-live="polite">([^<]*)</span>')
+    assert region.fullmatch(panel.announcer.value)[1] == ""  # running: nothing to say
+    assert panel.announcer in panel.widget.children[0].children  # in the header's row
+    panel.add({"type": "question", "id": "q1", "method": "input", "title": "Which branch?", "seq": 1}, None)
+    panel.render()
+    assert region.fullmatch(panel.announcer.value)[1] == "r1 is waiting for your answer"
+    (box,) = controls(question_row(panel, "q1"), "nbsubagents-answer-text")
+    assert box.description == "Your answer:"
+    panel.talk.open()
+    assert panel.talk.steer_text.description == "Message:"
+    finish(run.dir, "completed", text="done")
+    panel.finish()
+    assert region.fullmatch(panel.announcer.value)[1] == "r1 ended: completed"

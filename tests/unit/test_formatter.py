@@ -436,6 +436,16 @@ def test_run_end_lines(event, expected):
     assert fmt().format({"type": "run_end", **event}) == expected
 
 
+def test_an_aborted_run_names_the_call_it_was_making_when_it_was_stopped():
+    """Issue 56: an aborted run's end said nothing of the command it stopped."""
+    f = fmt()
+    f.format({"type": "tool_call", "id": "c1", "name": "read", "args": {"path": "a.txt"}})
+    f.format({"type": "tool_result", "id": "c1", "name": "read", "text": "x"})  # done: not in flight
+    f.format({"type": "tool_call", "id": "c2", "name": "bash", "args": {"command": "sleep 120"}})
+    assert f.format({"type": "run_end", "status": "aborted", "errorMessage": "cancelled"}) == \
+        ProgressLine("error", "Aborted: cancelled — while running: sleep 120")
+
+
 @pytest.mark.parametrize("event", [
     {"type": "run_start", "runId": "r1", "cwd": "/proj"},
     {"type": "session", "sessionId": "s", "cwd": "/proj"},

@@ -198,3 +198,10 @@ def test_the_settings_page_names_every_setting_in_both_spellings():
 def test_file_keys_are_the_camel_case_of_the_names():
     assert [config.file_key(n) for n in ("max_tool_calls", "isolation_max_copy_mb", "pi")] == \
         ["maxToolCalls", "isolationMaxCopyMb", "pi"]
+
+
+def test_configure_returns_settings_shown_on_one_line_with_what_changed_and_from_where(project):
+    shown = repr(nbsubagents.configure(question_timeout=120))
+    assert "\n" not in shown and len(shown) < 100, shown
+    assert shown.startswith("Settings(question_timeout=120") and "(configure())" in shown
+    assert f"{len(config.SPECS) - 1} more at their defaults" in shown
