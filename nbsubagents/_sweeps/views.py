@@ -1,8 +1,8 @@
-"""Views of an experiment's runs: the frame (built in ``frames``), the per-cell comparison, the cost/score plot (the
-MLflow export is ``export``).
+"""Views of an experiment's runs: the frame (built in ``frames``), the per-cell comparison (the cost/score plot is
+``plots``, the MLflow export ``export``).
 
 Column names follow MLflow's ``search_runs``: ``params.*``, ``metrics.*``, ``tags.*`` (and ``scores.*``).
-pandas is imported here; matplotlib only by ``plot`` (an optional extra).
+pandas is imported here.
 
 A run the infrastructure ended (``outcomes.excluded_reason``: never started, provider failed, ...) keeps its row,
 with the reason in ``excluded`` and no numbers: its scores and metrics are missing (NaN), so no mean, rate or
@@ -13,7 +13,6 @@ with the intervals of ``sweeps.stats``.
 from __future__ import annotations
 
 import math
-import random
 import textwrap
 import warnings
 from collections import Counter
@@ -22,7 +21,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from .._config import NbSubagentsError
 from .._child.text import ELLIPSIS
 from .. import _templates
-from .._views.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
 from . import stats
 from .outcomes import excluded_reason
 
@@ -37,7 +35,7 @@ LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_token
                                               "tool_calls", "turns")}
 
 
-def _by_columns(data: pandas.DataFrame, by: str | Sequence[str]) -> list[str]:
+def by_columns(data: pandas.DataFrame, by: str | Sequence[str]) -> list[str]:
     names = [by] if isinstance(by, str) else list(by)
     if not names:
         raise NbSubagentsError("compare(by=...) needs at least one column, such as ('preset', 'model')")
@@ -59,11 +57,11 @@ def _planned_key(col: str) -> str | None:
     return "harness" if col == "harness" else None
 
 
-def _values(data: pandas.DataFrame) -> list[str]:
+def value_columns(data: pandas.DataFrame) -> list[str]:
     return [c for c in data.columns if c.startswith("metrics.")] + [c for c in data.columns if c.startswith("scores.")]
 
 
-def _is_boolean(series: pandas.Series) -> bool:
+def is_boolean(series: pandas.Series) -> bool:
     if series.dtype != object:
         return series.dtype == bool and len(series) > 0
     present = [v for v in series if not _missing(v)]
@@ -74,7 +72,7 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _excluded(data: pandas.DataFrame) -> pandas.Series:
+def excluded_reasons(data: pandas.DataFrame) -> pandas.Series:
     """Why each run is excluded (None when it counts): the frame's column, else worked out from its row."""
     if "excluded" in data.columns:
         return data["excluded"]
@@ -123,7 +121,7 @@ class Comparison:
                    + (f" (×10{_superscript(scales[c])})" if scales.get(c) else "") for c in shown]
         rows = []
         for key, row in self.table.iterrows():
-            cells = [[(_label(v), "")] for v in (key if isinstance(key, tuple) else (key,))]  # a line: (text, css)
+            cells = [[(cell_label(v), "")] for v in (key if isinstance(key, tuple) else (key,))]  # a line: (text, css)
             runs = row["runs"]
             ran, planned, steps = int(runs["ran"]), int(runs["planned"]), runs["failed_steps"]
             outcome = f"{int(runs['succeeded'])} succeeded · {int(runs['failed'])} failed" if ran else ""
@@ -219,7 +217,7 @@ def _fit(line: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1].rstrip() + ELLIPSIS
 
 
-def _label(value: Any) -> str:
+def cell_label(value: Any) -> str:
     return "default" if _missing(value) else str(value)
 
 
@@ -273,10 +271,10 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
 
     if isinstance(ci, bool) or not isinstance(ci, (int, float)) or not 0 < ci < 1:
         raise NbSubagentsError(f"compare(ci=...) is a confidence level between 0 and 1, such as 0.95; got {ci!r}")
-    cols = _by_columns(data, by)
-    values = _values(data)
-    boolean = [c for c in values if c.startswith("scores.") and _is_boolean(data[c])]
-    excluded = _excluded(data)
+    cols = by_columns(data, by)
+    values = value_columns(data)
+    boolean = [c for c in values if c.startswith("scores.") and is_boolean(data[c])]
+    excluded = excluded_reasons(data)
     reasons_all, counted = excluded.to_numpy(), excluded.isna().to_numpy()  # why each run is out; the runs that ran
     work = data[cols].copy()
     work["_at"] = range(len(work))  # each run's position: a cell's numbers are slices of whole columns
@@ -427,81 +425,3 @@ def _ks(k: int | Sequence[int] | None, ran: list[int]) -> list[int]:
 
 def _norm(key: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(None if _missing(v) else v for v in key)
-
-
-# -- plot -------------------------------------------------------------------------------------------------------
-
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
-
-
-def plot(data: pandas.DataFrame, *, x: str = "cost", y: str | None = None,
-         by: str | Sequence[str] = ("preset", "model"), title: str = "", theme: str = "auto") -> Any:
-    """Cost (or another metric) against a score, one point per run that ran: a colour per cell, a marker per model,
-    runs with equal values spread a little (a fixed jitter) so every run shows, each cell's count in the legend
-    (outside the axes). The background is transparent and the text takes ``theme``'s colour (``"auto"``:
-    JupyterLab's chosen theme). A matplotlib Figure."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise NbSubagentsError("plot() needs matplotlib: pip install 'nbsubagents[timeline]'") from None
-    import pandas as pd
-
-    if theme not in ("auto", "light", "dark"):
-        raise NbSubagentsError(f'plot(theme=...) is "auto", "light" or "dark", got {theme!r}')
-    dark = theme == "dark" or (theme == "auto" and "dark" in (jupyterlab_theme() or "").lower())
-    ink = "#e5e7eb" if dark else "#1f2937"
-    xcol = x if x in data.columns else f"metrics.{x}"
-    scores = [c for c in data.columns if c.startswith("scores.")]
-    ycol = (y if y in data.columns else f"scores.{y}") if y else (scores[0] if scores else "metrics.duration_s")
-    for col, what in ((xcol, "x"), (ycol, "y")):
-        if col not in data.columns:
-            raise NbSubagentsError(f"plot({what}=...): no column {col!r}; metrics and scores are "
-                                   f"{', '.join(_values(data))}")
-    cols = _by_columns(data, by)
-    ran = data[_excluded(data).isna()]
-
-    def numeric(col: str) -> pandas.Series:
-        return pd.to_numeric(ran[col].map(lambda v: float(v) if isinstance(v, bool) else v), errors="coerce")
-
-    xs, ys = numeric(xcol), numeric(ycol)
-    shake = random.Random(0)  # the same picture every time
-
-    def spread(values: pandas.Series) -> Any:
-        """Each value moved by up to ±2% of the column's span (of its value when all are equal; ±0.06 for a
-        pass/fail score), so equal values sit side by side instead of on top of each other."""
-        finite = values.dropna()
-        if finite.isin([0.0, 1.0]).all():
-            width = 0.06
-        else:
-            span = float(finite.max() - finite.min()) if len(finite) else 0.0
-            width = 0.02 * (span or abs(float(finite.max()) if len(finite) else 0.0) or 1.0)
-        return values + [shake.uniform(-width, width) for _ in range(len(values))]
-
-    xs, ys = spread(xs), spread(ys)
-    model_col = "params.model" if "params.model" in data.columns else None
-    models = sorted({_label(v) for v in ran[model_col]}) if model_col else []
-    fig = new_figure((7.5, 4.0))
-    fig.patch.set_alpha(0.0)  # the notebook's own background shows through, light or dark
-    ax = fig.add_subplot()
-    ax.set_facecolor("none")
-    for cell, part in ran.groupby(cols, dropna=False, sort=True):
-        label = " · ".join(_label(v) for v in (cell if isinstance(cell, tuple) else (cell,)))
-        marker = MARKERS[models.index(_label(part[model_col].iloc[0])) % len(MARKERS)] if model_col else "o"
-        points = ax.scatter(xs[part.index], ys[part.index], label=f"{label} (n={len(part)})", alpha=0.8,
-                            marker=marker, s=36, edgecolors="none")
-        points.set_gid(label)
-    excluded = len(data) - len(ran)
-    ax.set_xlabel(xcol, color=ink)
-    ax.set_ylabel(ycol, color=ink)
-    note = f"({excluded} excluded run{'s' * (excluded != 1)} not shown)" if excluded else ""
-    ax.set_title(" ".join(t for t in (title, note) if t), color=ink, loc="left", fontsize=10)
-    ax.tick_params(colors=ink, labelcolor=ink)
-    for spine in ax.spines.values():
-        spine.set_color(ink)
-    ax.grid(alpha=0.25, color=ink)
-    ax.set_axisbelow(True)
-    if len(ran):
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
-                  labelcolor=ink)
-    fig.tight_layout()
-    return fig
