@@ -7,12 +7,13 @@ pandas is imported here.
 A run the infrastructure ended (``outcomes.excluded_reason``: never started, provider failed, ...) keeps its row,
 with the reason in ``excluded`` and no numbers: its scores and metrics are missing (NaN), so no mean, rate or
 plot counts it. ``compare()`` counts such runs per cell and computes every rate and mean over the runs that ran,
-with the intervals of ``sweeps.stats``.
+with the intervals of ``sweeps.stats``; its display shows them under each cell's success rate.
 """
 
 from __future__ import annotations
 
 import math
+from html import escape as _html_escape
 import textwrap
 import warnings
 from collections import Counter
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from .._config import NbSubagentsError
 from .._child.text import ELLIPSIS
 from .. import _templates
+from .._templates import Html
 from . import stats
 from .outcomes import excluded_reason
 
@@ -81,56 +83,121 @@ def excluded_reasons(data: pandas.DataFrame) -> pandas.Series:
 
 # -- compare ----------------------------------------------------------------------------------------------------
 
+class Line(NamedTuple):
+    """A line of a comparison's cell: its text and css class ("": the value itself; muted, better, worse, excluded),
+    ``tip`` what the HTML shows on hover over it and the text forms after it (in parentheses unless it is an
+    interval, in brackets already), ``hover`` True for a line the HTML
+    shows only on hover over its cell (the text forms show it), ``attach`` True for a line the text forms put after
+    the one before it (an interval after its value) rather than after a " · "."""
+    text: str
+    css: str = ""
+    tip: str = ""
+    hover: bool = False
+    attach: bool = False
+
+    def plain(self) -> str:
+        if not self.tip:
+            return self.text
+        return f"{self.text} {self.tip}" if self.tip.startswith("[") else f"{self.text} ({self.tip})"
+
+
+def _parts(lines: list[Line]) -> list[str]:
+    """A cell's lines as the parts of one line of text, an attached line with the one before it."""
+    out: list[str] = []
+    for line in lines:
+        if line.attach and out:
+            out[-1] += " " + line.plain()
+        elif line.text:
+            out.append(line.plain())
+    return out
+
+
+def _joined(lines: list[Line]) -> str:
+    """A cell's lines on one line of text, " · " between its parts."""
+    return " · ".join(_parts(lines))
+
+
+def _wrapped(parts: list[str], width: int, first: str, indent: int) -> list[str]:
+    """``parts`` joined by " · " after ``first``, in lines no wider than ``width``: a line breaks between parts
+    (the next one ``indent`` spaces in), and within a part only when that part alone is wider than a line."""
+    out, line = [], first
+    for part in parts:
+        if line.strip() and len(line) + 3 + len(part) > width:
+            out.append(line)
+            line = " " * indent
+        line += (" · " if line.strip() and line != first else "") + part
+    out.append(line)
+    return [piece for text in out for piece in textwrap.wrap(text, width, subsequent_indent=" " * indent,
+                                                             drop_whitespace=False) or [text]]
+
+
 class Comparison:
     """Per-cell statistics of an experiment. ``table`` is a DataFrame with (value, stat) columns and every number:
     ``runs`` (planned, ran, succeeded, failed, excluded, why, failed_steps), ``success`` (rate, lo, hi, pass@k,
     pass^k), and for each metric and score its mean (or rate), std, n, lo, hi, pass@k/pass^k (boolean scores),
-    and against a baseline Δ, Δ lo, Δ hi. Its display shows the scores first and fits a notebook."""
+    and against a baseline Δ, Δ lo, Δ hi. Its display shows the scores first and fits a notebook: a value on its
+    first line, its interval on the next, the runs a rate leaves out under the success rate, Δ's interval and
+    pass@k on hover (the text forms show every line)."""
 
     def __init__(self, table: pandas.DataFrame, *, by: list[str], baseline: Any = None, title: str = "",
                  ci: float = 0.95, ks: Sequence[int] = (), boolean: Sequence[str] = ()) -> None:
         self.table, self.by, self.baseline, self.title = table, by, baseline, title
         self.ci, self.ks, self.boolean = ci, list(ks), set(boolean)
 
-    # one formatter: rows of cells, each (text, second line, css class of the second line); two renderers
+    # one formatter: rows of cells, each a list of Lines; three renderers (text, HTML, Markdown's display_rows)
     def _shown(self) -> list[str]:
         values = [c for c in self.table.columns.get_level_values(0).unique() if c not in ("runs", "success")]
-        return (["success"] + [c for c in values if c.startswith("scores.")]
-                + [c for c in SHOWN_METRICS if c in values])
+        metrics = [c for c in SHOWN_METRICS if c in values]
+        if "metrics.cost" in metrics and not (self.table["metrics.cost", "mean"].fillna(0) != 0).any():
+            metrics.remove("metrics.cost")  # no run had a cost (a model without prices): its tokens instead
+        elif "metrics.tokens" in metrics:
+            metrics.remove("metrics.tokens")
+        return ["success"] + [c for c in values if c.startswith("scores.")] + metrics
 
-    def _caption(self) -> str:
-        level = f"{self.ci:.0%}"
+    def _caption(self, html: bool = False) -> str:
         cells = ", ".join(b.removeprefix("params.") for b in self.by)
-        text = (f"{self.title + ': ' if self.title else ''}per cell ({cells})"
-                f"; rates and means over the runs that ran, [{level} interval] (Wilson for rates, Student t for "
-                "means)")
+        text = (f"{self.title + ': ' if self.title else ''}per cell ({cells}): rates and means over the runs that "
+                f"ran, [{self.ci:.0%} interval] (Wilson for rates, Student t for means); excluded runs (ended by "
+                "the infrastructure) counted apart")
         if self.ks:
-            text += f"; pass@k: at least one of k runs passes, pass^k: all k pass (k = {', '.join(map(str, self.ks))})"
+            text += (f"; pass@k: at least one of k runs passes, pass^k: all k pass (k = {', '.join(map(str, self.ks))}"
+                     f"{', on hover' if html else ''})")
         if self.baseline is not None:
-            text += (f"; Δ = cell − baseline {self.baseline!r} (Newcombe for rates, Welch for means), "
-                     "✱ when its interval excludes 0")
+            text += (f"; Δ = cell − baseline {self.baseline!r} (Newcombe for rates, Welch for means"
+                     f"{'; its interval on hover' if html else ''}), ✱ when its interval excludes 0")
         return text
 
-    def _rows(self) -> tuple[list[str], list[list[list[tuple[str, str]]]]]:
-        """The display's header and its cells, each a list of lines (text, css class: "", muted, better,
-        worse): what both renderers place."""
+    def _rows(self) -> tuple[list[str], list[list[list[Line]]]]:
+        """The display's header and its cells, each a list of Lines: what every renderer places."""
         shown = self._shown()
         scales = {col: _scale(self.table[(col, "mean")]) for col in shown if (col, "mean") in self.table}
-        header = [b.removeprefix("params.") for b in self.by] + ["runs", "failed a step"]
+        header = [b.removeprefix("params.") for b in self.by] + ["success", "failed a step"]
         header += [c.removeprefix("scores.").removeprefix("metrics.")
-                   + (f" (×10{_superscript(scales[c])})" if scales.get(c) else "") for c in shown]
+                   + (f" (×10{_superscript(scales[c])})" if scales.get(c) else "") for c in shown[1:]]
         rows = []
         for key, row in self.table.iterrows():
-            cells = [[(cell_label(v), "")] for v in (key if isinstance(key, tuple) else (key,))]  # a line: (text, css)
+            cells = [[Line(cell_label(v))] for v in (key if isinstance(key, tuple) else (key,))]
             runs = row["runs"]
-            ran, planned, steps = int(runs["ran"]), int(runs["planned"]), runs["failed_steps"]
-            outcome = f"{int(runs['succeeded'])} succeeded · {int(runs['failed'])} failed" if ran else ""
-            cells.append([(f"{ran} of {planned} ran", ""), (outcome, "muted"), (runs["why"], "muted")])
-            cells.append([("–" if ran == 0 or _missing(steps) else f"{int(steps)} of {ran}", "")])
-            for col in shown:
-                cells.append(self._value_cell(col, row[col], ran, scales.get(col, 0), key == self._baseline_key()))
+            ran, steps = int(runs["ran"]), runs["failed_steps"]
+            is_baseline = key == self._baseline_key()
+            success = self._value_cell("success", row["success"], ran, 0, is_baseline)
+            cells.append(success[:2] + self._left_out(runs) + success[2:])
+            cells.append([Line("–" if ran == 0 or _missing(steps) else f"{int(steps)} of {ran}")])
+            for col in shown[1:]:
+                cells.append(self._value_cell(col, row[col], ran, scales.get(col, 0), is_baseline))
             rows.append(cells)
         return header, rows
+
+    @staticmethod
+    def _left_out(runs: Any) -> list[Line]:
+        """The runs a cell's rates leave out, under its success rate: excluded (why on hover) and not launched."""
+        ran, planned, excluded = int(runs["ran"]), int(runs["planned"]), int(runs["excluded"])
+        waiting = planned - ran - excluded
+        reasons = [part for part in str(runs["why"] or "").split(", ") if part and not part.endswith(" not launched")]
+        if len(reasons) == 1:  # one reason: its count is the line's
+            reasons = [reasons[0].removeprefix(f"{excluded} ")]
+        out = [Line(f"{excluded} excluded", "excluded", ", ".join(reasons))] * bool(excluded)
+        return out + [Line(f"{waiting} not launched", "excluded")] * (waiting > 0)
 
     def _baseline_key(self) -> Any:
         if self.baseline is None:
@@ -138,54 +205,54 @@ class Comparison:
         key = tuple(self.baseline) if isinstance(self.baseline, (list, tuple)) else (self.baseline,)
         return key if len(self.by) > 1 else key[0]
 
-    def _value_cell(self, col: str, values: Any, ran: int, scale: int, is_baseline: bool) -> list[tuple[str, str]]:
+    def _value_cell(self, col: str, values: Any, ran: int, scale: int, is_baseline: bool) -> list[Line]:
+        """A value's lines: the rate (``of`` the runs it counts) or mean, its interval, Δ, then pass@k (hover)."""
         rate = col == "success" or col in self.boolean
-        lines: list[tuple[str, str]] = []
+        n = ran if col == "success" or _missing(values["n"]) else int(values["n"])
         if rate:
-            head = f"{_pct(values['rate'])} [{_pct(values['lo'], '')}, {_pct(values['hi'], '')}]"
+            head = f"{_pct(values['rate'])} of {n}" if n else "–"
+            interval = f"[{_pct(values['lo'], '')}, {_pct(values['hi'], '')}]" if n else ""
         else:
             mean, lo, hi = (values[s] / 10 ** scale for s in ("mean", "lo", "hi"))
             digits = _decimals(mean, lo, hi)
-            head = (f"{_num(mean, digits)} [{_num(lo, digits)}, {_num(hi, digits)}]"
-                    if not _missing(lo) and lo != hi else _num(mean, digits))
-        if col != "success" and not _missing(values["n"]) and int(values["n"]) != ran:
-            head += f" (n={int(values['n'])})"
-        lines.append((head, ""))
+            head = _num(mean, digits) + (f" (n={n})" if n != ran and n else "")
+            interval = f"[{_num(lo, digits)}, {_num(hi, digits)}]" if not _missing(lo) and lo != hi else ""
+        lines = [Line(head), Line(interval, "muted", attach=True)]
         if self.baseline is not None and "Δ" in values:
-            lines.append(("baseline", "muted") if is_baseline else self._delta(col, values, rate, scale))
+            lines.append(Line("baseline", "muted") if is_baseline else self._delta(col, values, rate, scale))
         if rate:
-            lines += [(f"pass{sign}{k} {_pct(values[f'pass{sign}{k}'])}", "muted") for k in self.ks for sign in "@^"
-                      if not _missing(values.get(f"pass@{k}"))]
-        return [line for line in lines if line[0]]
+            lines += [Line(f"pass{sign}{k} {_pct(values[f'pass{sign}{k}'])}", hover=True) for k in self.ks
+                      for sign in "@^" if not _missing(values.get(f"pass@{k}"))]
+        return [line for line in lines if line.text]
 
-    def _delta(self, col: str, values: Any, rate: bool, scale: int) -> tuple[str, str]:
+    def _delta(self, col: str, values: Any, rate: bool, scale: int) -> Line:
         """Δ to the baseline with its interval: ✱ and the better/worse colour when the interval excludes 0."""
         d, lo, hi = (values[s] * (100 if rate else 10 ** -scale) for s in ("Δ", "Δ lo", "Δ hi"))
         if _missing(d):
-            return "", ""
+            return Line("")
         digits = 0 if rate else _decimals(d, lo, hi)
         text = f"Δ {_signed(d, digits)}{' pp' if rate else ''}"
-        if not _missing(lo) and lo != hi:
-            text += f" [{_signed(lo, digits)}, {_signed(hi, digits)}]"
+        interval = f"[{_signed(lo, digits)}, {_signed(hi, digits)}]" if not _missing(lo) and lo != hi else ""
         if _missing(lo) or lo <= 0 <= hi:
-            return text, "muted"
+            return Line(text, "muted", interval)
         better = (d < 0) if col in LOWER_IS_BETTER else (d > 0)
-        return text + " ✱", "better" if better else "worse"
+        return Line(text + " ✱", "better" if better else "worse", interval)
 
     def display_rows(self) -> tuple[list[str], list[list[str]]]:
         """The display's header and rows as plain text (a cell's lines joined by " · "): what the text repr and
         a Markdown report show."""
         header, rows = self._rows()
-        return header, [[" · ".join(text for text, _ in cell if text) for cell in row] for row in rows]
+        return header, [[_joined(cell) for cell in row] for row in rows]
 
     def __repr__(self) -> str:
         return self.text()
 
     def text(self, width: int = TEXT_WIDTH) -> str:
         """The comparison as text no wider than ``width``: the caption wrapped, then the table with each cell's
-        lines one under the other when it fits, else a block per cell (its name, then a line per value)."""
+        lines one under the other when it fits, else a block per cell (its name, then a line per value, wrapped
+        under the value's start)."""
         header, rows = self._rows()
-        cells = [[[text for text, _ in cell if text] or [""] for cell in row] for row in rows]
+        cells = [[[line.plain() for line in cell] or [""] for cell in row] for row in rows]
         out = textwrap.wrap(self._caption(), width)
         table = [[[name] for name in header], *cells]
         widths = [max(len(line) for row in table for line in row[i]) for i in range(len(header))]
@@ -198,9 +265,10 @@ class Comparison:
             return "\n".join(out)
         keys, names = len(self.by), header[len(self.by):]
         label = max(len(name) for name in names)
-        for row in cells:
-            out += ["", _fit(" · ".join(line for cell in row[:keys] for line in cell), width)]
-            out += [_fit(f"  {name.ljust(label)}  {' · '.join(cell)}", width) for name, cell in zip(names, row[keys:])]
+        for row in rows:
+            out += ["", _fit(" · ".join(cell[0].text for cell in row[:keys]), width)]
+            for name, cell in zip(names, row[keys:]):
+                out += _wrapped(_parts(cell), width, f"  {name.ljust(label)}  ", label + 4)
         return "\n".join(out)
 
     def _repr_html_(self) -> str:
@@ -209,8 +277,15 @@ class Comparison:
     def html(self, *, sheet: bool = True) -> str:
         """The table as HTML; ``sheet=False`` leaves the stylesheet out (for a page that carries it already)."""
         header, rows = self._rows()
-        return _templates.part("bits.html", "comparison", caption=self._caption(), header=header, rows=rows,
-                               by=len(self.by), sheet=sheet)
+        keys = len(self.by)
+        shown = [[(Html(_html_escape(cell[0].text).replace("/", "/<wbr>")) if i < keys else cell[0].text,
+                   sorted((line for line in cell[1:] if not line.hover), key=lambda line: line.css != "excluded"),
+                   " · ".join(line.plain() for line in cell if line.hover))
+                  for i, cell in enumerate(row)] for row in rows]
+        left_out = [(" · ".join(cell[0].text for cell in row[:keys]), line.plain()) for row in rows
+                    for line in row[keys] if line.css == "excluded"]
+        return _templates.part("bits.html", "comparison", caption=self._caption(html=True), header=header,
+                               rows=shown, by=keys, left_out=left_out, sheet=sheet)
 
 
 def _fit(line: str, width: int) -> str:
