@@ -84,11 +84,11 @@ def excluded_reasons(data: pandas.DataFrame) -> pandas.Series:
 # -- compare ----------------------------------------------------------------------------------------------------
 
 class Line(NamedTuple):
-    """A line of a comparison's cell: its text and css class ("": the value itself; muted, better, worse, excluded),
-    ``tip`` what the HTML shows on hover over it and the text forms after it (in parentheses unless it is an
-    interval, in brackets already), ``hover`` True for a line the HTML
-    shows only on hover over its cell (the text forms show it), ``attach`` True for a line the text forms put after
-    the one before it (an interval after its value) rather than after a " · "."""
+    """A line of a comparison's cell: its text and css class ("": the value itself; muted, better, worse, excluded);
+    ``tip``: what the HTML shows on hover over it and the text forms after it (in parentheses unless it is an
+    interval, in brackets already); ``hover``: a line the HTML shows only on hover over its cell (the text forms
+    show it); ``attach``: a line the text forms put after the one before it (an interval after its value), not
+    after a " · "."""
     text: str
     css: str = ""
     tip: str = ""
@@ -181,7 +181,8 @@ class Comparison:
             ran, steps = int(runs["ran"]), runs["failed_steps"]
             is_baseline = key == self._baseline_key()
             success = self._value_cell("success", row["success"], ran, 0, is_baseline)
-            cells.append(success[:2] + self._left_out(runs) + success[2:])
+            at = 2 if len(success) > 1 and success[1].attach else 1  # after the rate and its interval
+            cells.append(success[:at] + self._left_out(runs) + success[at:])
             cells.append([Line("–" if ran == 0 or _missing(steps) else f"{int(steps)} of {ran}")])
             for col in shown[1:]:
                 cells.append(self._value_cell(col, row[col], ran, scales.get(col, 0), is_baseline))
