@@ -45,14 +45,16 @@ def over(rgba, page) -> tuple[float, float, float]:
 def illegible(fig, page) -> list[tuple[str, float]]:
     """Each drawn text whose colour has less than 4.5:1 against what lies around it, the figure laid on ``page``:
     (text, ratio). The background of a text is the commonest colour of the pixels just outside its box."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import to_rgba
     from matplotlib.text import Text
 
-    fig.canvas.draw()
-    pixels = np.asarray(fig.canvas.buffer_rgba(), dtype=float) / 255.0
+    canvas = FigureCanvasAgg(fig)  # (in IPython a figure comes closed, on the base canvas: draw it to pixels here)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba(), dtype=float) / 255.0
     height, width = pixels.shape[:2]
     shown = pixels[..., :3] * pixels[..., 3:] + np.array(page) * (1 - pixels[..., 3:])  # the figure on the page
-    renderer = fig.canvas.get_renderer()
+    renderer = canvas.get_renderer()
     found = []
     for text in fig.findobj(Text):
         if not text.get_visible() or not text.get_text().strip():
