@@ -42,7 +42,7 @@ from .._lifecycle.drive import drive
 from .._lifecycle.handle import Run
 from .._lifecycle.spec import call_options
 from .._templates import Html, part
-from . import attempts, driver, export, frames, views
+from . import attempts, driver, export, frames, plots, views
 from .grid import cell_key, expand
 from .outcomes import cancelled_by_person, cut_short, retry_reason
 from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
@@ -343,7 +343,7 @@ class Experiment:
         """A matplotlib Figure: one point per run that ran (``x`` a metric, ``y`` a score), a colour per cell of
         ``by`` (default: ``axes()``), a marker per model."""
         plan = self.plan
-        return views.plot(self._frame(plan), x=x, y=y, by=by or _axes(plan), title=self.name, theme=theme)
+        return plots.plot(self._frame(plan), x=x, y=y, by=by or _axes(plan), title=self.name, theme=theme)
 
     def to_mlflow(self, tracking_uri: str | None = None, *, artifact_location: str | None = None) -> str:
         """Log each ended run as an MLflow run (params, metrics, scores as ``score.*`` metrics, tags, the run

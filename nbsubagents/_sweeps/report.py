@@ -149,9 +149,10 @@ def _comparison(exp: Experiment) -> Any:
 
 
 def _plot_png(exp: Experiment) -> str | None:
-    """The cost/score plot as base64 PNG, or None without matplotlib or without data to plot."""
+    """The cost/score plot as base64 PNG, or None without matplotlib or without data to plot. It is drawn in the
+    light theme, the report page's own (whatever JupyterLab's theme), on its opaque background."""
     try:
-        figure = exp.plot()
+        figure = exp.plot(theme="light")
     except (ImportError, NbSubagentsError, KeyError, ValueError):
         return None
     buffer = io.BytesIO()

@@ -1,19 +1,19 @@
-"""Views of an experiment's runs: the frame (built in ``frames``), the per-cell comparison, the cost/score plot (the
-MLflow export is ``export``).
+"""Views of an experiment's runs: the frame (built in ``frames``), the per-cell comparison (the cost/score plot is
+``plots``, the MLflow export ``export``).
 
 Column names follow MLflow's ``search_runs``: ``params.*``, ``metrics.*``, ``tags.*`` (and ``scores.*``).
-pandas is imported here; matplotlib only by ``plot`` (an optional extra).
+pandas is imported here.
 
 A run the infrastructure ended (``outcomes.excluded_reason``: never started, provider failed, ...) keeps its row,
 with the reason in ``excluded`` and no numbers: its scores and metrics are missing (NaN), so no mean, rate or
 plot counts it. ``compare()`` counts such runs per cell and computes every rate and mean over the runs that ran,
-with the intervals of ``sweeps.stats``.
+with the intervals of ``sweeps.stats``; its display shows them under each cell's success rate.
 """
 
 from __future__ import annotations
 
 import math
-import random
+from html import escape as _html_escape
 import textwrap
 import warnings
 from collections import Counter
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 from .._config import NbSubagentsError
 from .._child.text import ELLIPSIS
 from .. import _templates
-from .._views.timeline import jupyterlab_theme, new_figure  # shown once in a notebook, drawable elsewhere
+from .._templates import Html
 from . import stats
 from .outcomes import excluded_reason
 
@@ -37,7 +37,7 @@ LOWER_IS_BETTER = {f"metrics.{m}" for m in ("duration_s", "tokens", "input_token
                                               "tool_calls", "turns")}
 
 
-def _by_columns(data: pandas.DataFrame, by: str | Sequence[str]) -> list[str]:
+def by_columns(data: pandas.DataFrame, by: str | Sequence[str]) -> list[str]:
     names = [by] if isinstance(by, str) else list(by)
     if not names:
         raise NbSubagentsError("compare(by=...) needs at least one column, such as ('preset', 'model')")
@@ -59,11 +59,11 @@ def _planned_key(col: str) -> str | None:
     return "harness" if col == "harness" else None
 
 
-def _values(data: pandas.DataFrame) -> list[str]:
+def value_columns(data: pandas.DataFrame) -> list[str]:
     return [c for c in data.columns if c.startswith("metrics.")] + [c for c in data.columns if c.startswith("scores.")]
 
 
-def _is_boolean(series: pandas.Series) -> bool:
+def is_boolean(series: pandas.Series) -> bool:
     if series.dtype != object:
         return series.dtype == bool and len(series) > 0
     present = [v for v in series if not _missing(v)]
@@ -74,7 +74,7 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _excluded(data: pandas.DataFrame) -> pandas.Series:
+def excluded_reasons(data: pandas.DataFrame) -> pandas.Series:
     """Why each run is excluded (None when it counts): the frame's column, else worked out from its row."""
     if "excluded" in data.columns:
         return data["excluded"]
@@ -83,56 +83,122 @@ def _excluded(data: pandas.DataFrame) -> pandas.Series:
 
 # -- compare ----------------------------------------------------------------------------------------------------
 
+class Line(NamedTuple):
+    """A line of a comparison's cell: its text and css class ("": the value itself; muted, better, worse, excluded);
+    ``tip``: what the HTML shows on hover over it and the text forms after it (in parentheses unless it is an
+    interval, in brackets already); ``hover``: a line the HTML shows only on hover over its cell (the text forms
+    show it); ``attach``: a line the text forms put after the one before it (an interval after its value), not
+    after a " · "."""
+    text: str
+    css: str = ""
+    tip: str = ""
+    hover: bool = False
+    attach: bool = False
+
+    def plain(self) -> str:
+        if not self.tip:
+            return self.text
+        return f"{self.text} {self.tip}" if self.tip.startswith("[") else f"{self.text} ({self.tip})"
+
+
+def _parts(lines: list[Line]) -> list[str]:
+    """A cell's lines as the parts of one line of text, an attached line with the one before it."""
+    out: list[str] = []
+    for line in lines:
+        if line.attach and out:
+            out[-1] += " " + line.plain()
+        elif line.text:
+            out.append(line.plain())
+    return out
+
+
+def _joined(lines: list[Line]) -> str:
+    """A cell's lines on one line of text, " · " between its parts."""
+    return " · ".join(_parts(lines))
+
+
+def _wrapped(parts: list[str], width: int, first: str, indent: int) -> list[str]:
+    """``parts`` joined by " · " after ``first``, in lines no wider than ``width``: a line breaks between parts
+    (the next one ``indent`` spaces in), and within a part only when that part alone is wider than a line."""
+    out, line = [], first
+    for part in parts:
+        if line.strip() and len(line) + 3 + len(part) > width:
+            out.append(line)
+            line = " " * indent
+        line += (" · " if line.strip() and line != first else "") + part
+    out.append(line)
+    return [piece for text in out for piece in textwrap.wrap(text, width, subsequent_indent=" " * indent,
+                                                             drop_whitespace=False) or [text]]
+
+
 class Comparison:
     """Per-cell statistics of an experiment. ``table`` is a DataFrame with (value, stat) columns and every number:
     ``runs`` (planned, ran, succeeded, failed, excluded, why, failed_steps), ``success`` (rate, lo, hi, pass@k,
     pass^k), and for each metric and score its mean (or rate), std, n, lo, hi, pass@k/pass^k (boolean scores),
-    and against a baseline Δ, Δ lo, Δ hi. Its display shows the scores first and fits a notebook."""
+    and against a baseline Δ, Δ lo, Δ hi. Its display shows the scores first and fits a notebook: a value on its
+    first line, its interval on the next, the runs a rate leaves out under the success rate, Δ's interval and
+    pass@k on hover (the text forms show every line)."""
 
     def __init__(self, table: pandas.DataFrame, *, by: list[str], baseline: Any = None, title: str = "",
                  ci: float = 0.95, ks: Sequence[int] = (), boolean: Sequence[str] = ()) -> None:
         self.table, self.by, self.baseline, self.title = table, by, baseline, title
         self.ci, self.ks, self.boolean = ci, list(ks), set(boolean)
 
-    # one formatter: rows of cells, each (text, second line, css class of the second line); two renderers
+    # one formatter: rows of cells, each a list of Lines; three renderers (text, HTML, Markdown's display_rows)
     def _shown(self) -> list[str]:
         values = [c for c in self.table.columns.get_level_values(0).unique() if c not in ("runs", "success")]
-        return (["success"] + [c for c in values if c.startswith("scores.")]
-                + [c for c in SHOWN_METRICS if c in values])
+        metrics = [c for c in SHOWN_METRICS if c in values]
+        if "metrics.cost" in metrics and not (self.table["metrics.cost", "mean"].fillna(0) != 0).any():
+            metrics.remove("metrics.cost")  # no run had a cost (a model without prices): its tokens instead
+        elif "metrics.tokens" in metrics:
+            metrics.remove("metrics.tokens")
+        return ["success"] + [c for c in values if c.startswith("scores.")] + metrics
 
-    def _caption(self) -> str:
-        level = f"{self.ci:.0%}"
+    def _caption(self, html: bool = False) -> str:
         cells = ", ".join(b.removeprefix("params.") for b in self.by)
-        text = (f"{self.title + ': ' if self.title else ''}per cell ({cells})"
-                f"; rates and means over the runs that ran, [{level} interval] (Wilson for rates, Student t for "
-                "means)")
+        text = (f"{self.title + ': ' if self.title else ''}per cell ({cells}): rates and means over the runs that "
+                f"ran, [{self.ci:.0%} interval] (Wilson for rates, Student t for means); excluded runs (ended by "
+                "the infrastructure) counted apart")
         if self.ks:
-            text += f"; pass@k: at least one of k runs passes, pass^k: all k pass (k = {', '.join(map(str, self.ks))})"
+            text += (f"; pass@k: at least one of k runs passes, pass^k: all k pass (k = {', '.join(map(str, self.ks))}"
+                     f"{', on hover' if html else ''})")
         if self.baseline is not None:
-            text += (f"; Δ = cell − baseline {self.baseline!r} (Newcombe for rates, Welch for means), "
-                     "✱ when its interval excludes 0")
+            text += (f"; Δ = cell − baseline {self.baseline!r} (Newcombe for rates, Welch for means"
+                     f"{'; its interval on hover' if html else ''}), ✱ when its interval excludes 0")
         return text
 
-    def _rows(self) -> tuple[list[str], list[list[list[tuple[str, str]]]]]:
-        """The display's header and its cells, each a list of lines (text, css class: "", muted, better,
-        worse): what both renderers place."""
+    def _rows(self) -> tuple[list[str], list[list[list[Line]]]]:
+        """The display's header and its cells, each a list of Lines: what every renderer places."""
         shown = self._shown()
         scales = {col: _scale(self.table[(col, "mean")]) for col in shown if (col, "mean") in self.table}
-        header = [b.removeprefix("params.") for b in self.by] + ["runs", "failed a step"]
+        header = [b.removeprefix("params.") for b in self.by] + ["success", "failed a step"]
         header += [c.removeprefix("scores.").removeprefix("metrics.")
-                   + (f" (×10{_superscript(scales[c])})" if scales.get(c) else "") for c in shown]
+                   + (f" (×10{_superscript(scales[c])})" if scales.get(c) else "") for c in shown[1:]]
         rows = []
         for key, row in self.table.iterrows():
-            cells = [[(_label(v), "")] for v in (key if isinstance(key, tuple) else (key,))]  # a line: (text, css)
+            cells = [[Line(cell_label(v))] for v in (key if isinstance(key, tuple) else (key,))]
             runs = row["runs"]
-            ran, planned, steps = int(runs["ran"]), int(runs["planned"]), runs["failed_steps"]
-            outcome = f"{int(runs['succeeded'])} succeeded · {int(runs['failed'])} failed" if ran else ""
-            cells.append([(f"{ran} of {planned} ran", ""), (outcome, "muted"), (runs["why"], "muted")])
-            cells.append([("–" if ran == 0 or _missing(steps) else f"{int(steps)} of {ran}", "")])
-            for col in shown:
-                cells.append(self._value_cell(col, row[col], ran, scales.get(col, 0), key == self._baseline_key()))
+            ran, steps = int(runs["ran"]), runs["failed_steps"]
+            is_baseline = key == self._baseline_key()
+            success = self._value_cell("success", row["success"], ran, 0, is_baseline)
+            at = 2 if len(success) > 1 and success[1].attach else 1  # after the rate and its interval
+            cells.append(success[:at] + self._left_out(runs) + success[at:])
+            cells.append([Line("–" if ran == 0 or _missing(steps) else f"{int(steps)} of {ran}")])
+            for col in shown[1:]:
+                cells.append(self._value_cell(col, row[col], ran, scales.get(col, 0), is_baseline))
             rows.append(cells)
         return header, rows
+
+    @staticmethod
+    def _left_out(runs: Any) -> list[Line]:
+        """The runs a cell's rates leave out, under its success rate: excluded (why on hover) and not launched."""
+        ran, planned, excluded = int(runs["ran"]), int(runs["planned"]), int(runs["excluded"])
+        waiting = planned - ran - excluded
+        reasons = [part for part in str(runs["why"] or "").split(", ") if part and not part.endswith(" not launched")]
+        if len(reasons) == 1:  # one reason: its count is the line's
+            reasons = [reasons[0].removeprefix(f"{excluded} ")]
+        out = [Line(f"{excluded} excluded", "excluded", ", ".join(reasons))] * bool(excluded)
+        return out + [Line(f"{waiting} not launched", "excluded")] * (waiting > 0)
 
     def _baseline_key(self) -> Any:
         if self.baseline is None:
@@ -140,54 +206,54 @@ class Comparison:
         key = tuple(self.baseline) if isinstance(self.baseline, (list, tuple)) else (self.baseline,)
         return key if len(self.by) > 1 else key[0]
 
-    def _value_cell(self, col: str, values: Any, ran: int, scale: int, is_baseline: bool) -> list[tuple[str, str]]:
+    def _value_cell(self, col: str, values: Any, ran: int, scale: int, is_baseline: bool) -> list[Line]:
+        """A value's lines: the rate (``of`` the runs it counts) or mean, its interval, Δ, then pass@k (hover)."""
         rate = col == "success" or col in self.boolean
-        lines: list[tuple[str, str]] = []
+        n = ran if col == "success" or _missing(values["n"]) else int(values["n"])
         if rate:
-            head = f"{_pct(values['rate'])} [{_pct(values['lo'], '')}, {_pct(values['hi'], '')}]"
+            head = f"{_pct(values['rate'])} of {n}" if n else "–"
+            interval = f"[{_pct(values['lo'], '')}, {_pct(values['hi'], '')}]" if n else ""
         else:
             mean, lo, hi = (values[s] / 10 ** scale for s in ("mean", "lo", "hi"))
             digits = _decimals(mean, lo, hi)
-            head = (f"{_num(mean, digits)} [{_num(lo, digits)}, {_num(hi, digits)}]"
-                    if not _missing(lo) and lo != hi else _num(mean, digits))
-        if col != "success" and not _missing(values["n"]) and int(values["n"]) != ran:
-            head += f" (n={int(values['n'])})"
-        lines.append((head, ""))
+            head = _num(mean, digits) + (f" (n={n})" if n != ran and n else "")
+            interval = f"[{_num(lo, digits)}, {_num(hi, digits)}]" if not _missing(lo) and lo != hi else ""
+        lines = [Line(head), Line(interval, "muted", attach=True)]
         if self.baseline is not None and "Δ" in values:
-            lines.append(("baseline", "muted") if is_baseline else self._delta(col, values, rate, scale))
+            lines.append(Line("baseline", "muted") if is_baseline else self._delta(col, values, rate, scale))
         if rate:
-            lines += [(f"pass{sign}{k} {_pct(values[f'pass{sign}{k}'])}", "muted") for k in self.ks for sign in "@^"
-                      if not _missing(values.get(f"pass@{k}"))]
-        return [line for line in lines if line[0]]
+            lines += [Line(f"pass{sign}{k} {_pct(values[f'pass{sign}{k}'])}", hover=True) for k in self.ks
+                      for sign in "@^" if not _missing(values.get(f"pass@{k}"))]
+        return [line for line in lines if line.text]
 
-    def _delta(self, col: str, values: Any, rate: bool, scale: int) -> tuple[str, str]:
+    def _delta(self, col: str, values: Any, rate: bool, scale: int) -> Line:
         """Δ to the baseline with its interval: ✱ and the better/worse colour when the interval excludes 0."""
         d, lo, hi = (values[s] * (100 if rate else 10 ** -scale) for s in ("Δ", "Δ lo", "Δ hi"))
         if _missing(d):
-            return "", ""
+            return Line("")
         digits = 0 if rate else _decimals(d, lo, hi)
         text = f"Δ {_signed(d, digits)}{' pp' if rate else ''}"
-        if not _missing(lo) and lo != hi:
-            text += f" [{_signed(lo, digits)}, {_signed(hi, digits)}]"
+        interval = f"[{_signed(lo, digits)}, {_signed(hi, digits)}]" if not _missing(lo) and lo != hi else ""
         if _missing(lo) or lo <= 0 <= hi:
-            return text, "muted"
+            return Line(text, "muted", interval)
         better = (d < 0) if col in LOWER_IS_BETTER else (d > 0)
-        return text + " ✱", "better" if better else "worse"
+        return Line(text + " ✱", "better" if better else "worse", interval)
 
     def display_rows(self) -> tuple[list[str], list[list[str]]]:
         """The display's header and rows as plain text (a cell's lines joined by " · "): what the text repr and
         a Markdown report show."""
         header, rows = self._rows()
-        return header, [[" · ".join(text for text, _ in cell if text) for cell in row] for row in rows]
+        return header, [[_joined(cell) for cell in row] for row in rows]
 
     def __repr__(self) -> str:
         return self.text()
 
     def text(self, width: int = TEXT_WIDTH) -> str:
         """The comparison as text no wider than ``width``: the caption wrapped, then the table with each cell's
-        lines one under the other when it fits, else a block per cell (its name, then a line per value)."""
+        lines one under the other when it fits, else a block per cell (its name, then a line per value, wrapped
+        under the value's start)."""
         header, rows = self._rows()
-        cells = [[[text for text, _ in cell if text] or [""] for cell in row] for row in rows]
+        cells = [[[line.plain() for line in cell] or [""] for cell in row] for row in rows]
         out = textwrap.wrap(self._caption(), width)
         table = [[[name] for name in header], *cells]
         widths = [max(len(line) for row in table for line in row[i]) for i in range(len(header))]
@@ -200,9 +266,10 @@ class Comparison:
             return "\n".join(out)
         keys, names = len(self.by), header[len(self.by):]
         label = max(len(name) for name in names)
-        for row in cells:
-            out += ["", _fit(" · ".join(line for cell in row[:keys] for line in cell), width)]
-            out += [_fit(f"  {name.ljust(label)}  {' · '.join(cell)}", width) for name, cell in zip(names, row[keys:])]
+        for row in rows:
+            out += ["", _fit(" · ".join(cell[0].text for cell in row[:keys]), width)]
+            for name, cell in zip(names, row[keys:]):
+                out += _wrapped(_parts(cell), width, f"  {name.ljust(label)}  ", label + 4)
         return "\n".join(out)
 
     def _repr_html_(self) -> str:
@@ -211,15 +278,22 @@ class Comparison:
     def html(self, *, sheet: bool = True) -> str:
         """The table as HTML; ``sheet=False`` leaves the stylesheet out (for a page that carries it already)."""
         header, rows = self._rows()
-        return _templates.part("bits.html", "comparison", caption=self._caption(), header=header, rows=rows,
-                               by=len(self.by), sheet=sheet)
+        keys = len(self.by)
+        shown = [[(Html(_html_escape(cell[0].text).replace("/", "/<wbr>")) if i < keys else cell[0].text,
+                   sorted((line for line in cell[1:] if not line.hover), key=lambda line: line.css != "excluded"),
+                   " · ".join(line.plain() for line in cell if line.hover))
+                  for i, cell in enumerate(row)] for row in rows]
+        left_out = [(" · ".join(cell[0].text for cell in row[:keys]), line.plain()) for row in rows
+                    for line in row[keys] if line.css == "excluded"]
+        return _templates.part("bits.html", "comparison", caption=self._caption(html=True), header=header,
+                               rows=shown, by=keys, left_out=left_out, sheet=sheet)
 
 
 def _fit(line: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1].rstrip() + ELLIPSIS
 
 
-def _label(value: Any) -> str:
+def cell_label(value: Any) -> str:
     return "default" if _missing(value) else str(value)
 
 
@@ -273,10 +347,10 @@ def compare(data: pandas.DataFrame, *, by: str | Sequence[str] = ("preset", "mod
 
     if isinstance(ci, bool) or not isinstance(ci, (int, float)) or not 0 < ci < 1:
         raise NbSubagentsError(f"compare(ci=...) is a confidence level between 0 and 1, such as 0.95; got {ci!r}")
-    cols = _by_columns(data, by)
-    values = _values(data)
-    boolean = [c for c in values if c.startswith("scores.") and _is_boolean(data[c])]
-    excluded = _excluded(data)
+    cols = by_columns(data, by)
+    values = value_columns(data)
+    boolean = [c for c in values if c.startswith("scores.") and is_boolean(data[c])]
+    excluded = excluded_reasons(data)
     reasons_all, counted = excluded.to_numpy(), excluded.isna().to_numpy()  # why each run is out; the runs that ran
     work = data[cols].copy()
     work["_at"] = range(len(work))  # each run's position: a cell's numbers are slices of whole columns
@@ -427,81 +501,3 @@ def _ks(k: int | Sequence[int] | None, ran: list[int]) -> list[int]:
 
 def _norm(key: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(None if _missing(v) else v for v in key)
-
-
-# -- plot -------------------------------------------------------------------------------------------------------
-
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
-
-
-def plot(data: pandas.DataFrame, *, x: str = "cost", y: str | None = None,
-         by: str | Sequence[str] = ("preset", "model"), title: str = "", theme: str = "auto") -> Any:
-    """Cost (or another metric) against a score, one point per run that ran: a colour per cell, a marker per model,
-    runs with equal values spread a little (a fixed jitter) so every run shows, each cell's count in the legend
-    (outside the axes). The background is transparent and the text takes ``theme``'s colour (``"auto"``:
-    JupyterLab's chosen theme). A matplotlib Figure."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise NbSubagentsError("plot() needs matplotlib: pip install 'nbsubagents[timeline]'") from None
-    import pandas as pd
-
-    if theme not in ("auto", "light", "dark"):
-        raise NbSubagentsError(f'plot(theme=...) is "auto", "light" or "dark", got {theme!r}')
-    dark = theme == "dark" or (theme == "auto" and "dark" in (jupyterlab_theme() or "").lower())
-    ink = "#e5e7eb" if dark else "#1f2937"
-    xcol = x if x in data.columns else f"metrics.{x}"
-    scores = [c for c in data.columns if c.startswith("scores.")]
-    ycol = (y if y in data.columns else f"scores.{y}") if y else (scores[0] if scores else "metrics.duration_s")
-    for col, what in ((xcol, "x"), (ycol, "y")):
-        if col not in data.columns:
-            raise NbSubagentsError(f"plot({what}=...): no column {col!r}; metrics and scores are "
-                                   f"{', '.join(_values(data))}")
-    cols = _by_columns(data, by)
-    ran = data[_excluded(data).isna()]
-
-    def numeric(col: str) -> pandas.Series:
-        return pd.to_numeric(ran[col].map(lambda v: float(v) if isinstance(v, bool) else v), errors="coerce")
-
-    xs, ys = numeric(xcol), numeric(ycol)
-    shake = random.Random(0)  # the same picture every time
-
-    def spread(values: pandas.Series) -> Any:
-        """Each value moved by up to ±2% of the column's span (of its value when all are equal; ±0.06 for a
-        pass/fail score), so equal values sit side by side instead of on top of each other."""
-        finite = values.dropna()
-        if finite.isin([0.0, 1.0]).all():
-            width = 0.06
-        else:
-            span = float(finite.max() - finite.min()) if len(finite) else 0.0
-            width = 0.02 * (span or abs(float(finite.max()) if len(finite) else 0.0) or 1.0)
-        return values + [shake.uniform(-width, width) for _ in range(len(values))]
-
-    xs, ys = spread(xs), spread(ys)
-    model_col = "params.model" if "params.model" in data.columns else None
-    models = sorted({_label(v) for v in ran[model_col]}) if model_col else []
-    fig = new_figure((7.5, 4.0))
-    fig.patch.set_alpha(0.0)  # the notebook's own background shows through, light or dark
-    ax = fig.add_subplot()
-    ax.set_facecolor("none")
-    for cell, part in ran.groupby(cols, dropna=False, sort=True):
-        label = " · ".join(_label(v) for v in (cell if isinstance(cell, tuple) else (cell,)))
-        marker = MARKERS[models.index(_label(part[model_col].iloc[0])) % len(MARKERS)] if model_col else "o"
-        points = ax.scatter(xs[part.index], ys[part.index], label=f"{label} (n={len(part)})", alpha=0.8,
-                            marker=marker, s=36, edgecolors="none")
-        points.set_gid(label)
-    excluded = len(data) - len(ran)
-    ax.set_xlabel(xcol, color=ink)
-    ax.set_ylabel(ycol, color=ink)
-    note = f"({excluded} excluded run{'s' * (excluded != 1)} not shown)" if excluded else ""
-    ax.set_title(" ".join(t for t in (title, note) if t), color=ink, loc="left", fontsize=10)
-    ax.tick_params(colors=ink, labelcolor=ink)
-    for spine in ax.spines.values():
-        spine.set_color(ink)
-    ax.grid(alpha=0.25, color=ink)
-    ax.set_axisbelow(True)
-    if len(ran):
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
-                  labelcolor=ink)
-    fig.tight_layout()
-    return fig

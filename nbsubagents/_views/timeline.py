@@ -1,7 +1,8 @@
 """The timeline: ``runs_timeline()``, a matplotlib figure with one bar per run from its start to its end.
 
 matplotlib and pandas are imported when a figure is drawn; the theme (light or dark) is JupyterLab's
-chosen one unless given.
+chosen one unless given. Every plot of the package (this one and an experiment's) is painted by ``paint``: an opaque
+background in the theme's colour, so a figure made in one theme reads on a page of the other.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 from .._child.artifacts import ACTIVE, STATUSES
 from .._config import NbSubagentsError
 from .._registry import query
-from .._style import color, is_missing, plural, pydatetime
+from .._style import MUTED, PLOT, color, is_missing, plural, pydatetime
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["runs_timeline", "new_figure", "jupyterlab_theme", "in_ipython", "TIMELINE_LIMIT"]
+__all__ = ["runs_timeline", "new_figure", "paint", "dark_theme", "jupyterlab_theme", "in_ipython",
+           "TIMELINE_LIMIT"]
 
 TIMELINE_LIMIT = 200     # newest runs drawn by runs_timeline()
 
@@ -62,6 +64,23 @@ def new_figure(figsize: tuple[float, float]) -> Figure:
     return fig
 
 
+def paint(fig: Figure, ax: Any, *, dark: bool) -> str:
+    """Give ``fig`` and its axes ``ax`` the theme's opaque background (``_style.PLOT``): frame and ticks in the
+    muted colour, tick labels and axis labels in the theme's ink, which it returns (for the title, the legend and
+    other text)."""
+    index = 1 if dark else 0
+    background, ink, muted = PLOT["background"][index], PLOT["ink"][index], MUTED[index]
+    fig.set_facecolor(background)
+    fig.set_edgecolor(background)
+    ax.set_facecolor(background)
+    ax.tick_params(colors=muted, labelcolor=ink)
+    for spine in ax.spines.values():
+        spine.set_color(muted)
+    ax.xaxis.label.set_color(ink)
+    ax.yaxis.label.set_color(ink)
+    return ink
+
+
 def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, since: Any = None,
                   until: Any = None, text: str | None = None, limit: int | None = TIMELINE_LIMIT,
                   root: str | Path | None = None, theme: str = "auto") -> Figure:
@@ -69,12 +88,12 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     by status, earliest at the top, so runs that ran in parallel overlap. Filters as ``runs()``; the
     newest ``limit`` runs are drawn. Returns the matplotlib ``Figure`` (each bar's gid is its run id).
 
-    ``theme``: ``"light"``, ``"dark"`` or ``"auto"`` (JupyterLab's chosen theme, light when unknown). The
-    figure's background is transparent and its text and bars take the theme's colours.
+    ``theme``: ``"light"``, ``"dark"`` or ``"auto"`` (JupyterLab's chosen theme, light when unknown): the
+    figure's opaque background, its text and its bars take the theme's colours (``paint``), so it reads on a page of
+    either theme.
     """
     _matplotlib()
-    dark = _dark_theme(theme)
-    ink = "#e5e7eb" if dark else "#1f2937"
+    dark = dark_theme(theme)
     import pandas as pd
     from matplotlib import dates as mdates
     from matplotlib.patches import Patch
@@ -84,12 +103,8 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     frame = frame.sort_values(["started", "run_id"], kind="stable").reset_index(drop=True)
     n = len(frame)
     fig = new_figure((10.0, min(1.6 + 0.32 * max(n, 1), 30.0)))
-    fig.patch.set_alpha(0.0)  # the notebook's own background shows through, light or dark
     ax = fig.add_subplot()
-    ax.set_facecolor("none")
-    ax.tick_params(colors=ink, labelcolor=ink)
-    for spine in ax.spines.values():
-        spine.set_color(ink)
+    ink = paint(fig, ax, dark=dark)
     if not n:
         ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color=ink)
         ax.set_axis_off()
@@ -128,7 +143,7 @@ def runs_timeline(*, status: Any = None, preset: Any = None, model: Any = None, 
     ax.xaxis.set_major_locator(mdates.AutoDateLocator(tz=local, minticks=3, maxticks=8))
     ax.xaxis.set_major_formatter(mdates.DateFormatter(_tick_format(high - low, low, high), tz=local))
     ax.set_xlim(low, high)
-    ax.grid(axis="x", alpha=0.3, color=ink)
+    ax.grid(axis="x", alpha=0.4, color=MUTED[1 if dark else 0])
     ax.set_axisbelow(True)
     present = [s for s in STATUSES if s in set(frame["status"].astype(str))]
     ax.legend(handles=[Patch(color=color(s, dark=dark), label=s) for s in present], loc="upper left",
@@ -150,7 +165,8 @@ def _tick_format(span_days: float, low: float, high: float) -> str:
     return "%H:%M:%S" if span_days * 86400 < 1800 else "%H:%M"
 
 
-def _dark_theme(theme: str) -> bool:
+def dark_theme(theme: str) -> bool:
+    """Whether ``theme`` (``"light"``, ``"dark"``, or ``"auto"``: JupyterLab's chosen theme) is a dark one."""
     if theme not in ("auto", "light", "dark"):
         raise NbSubagentsError(f'theme must be "auto", "light" or "dark", got {theme!r}')
     if theme != "auto":

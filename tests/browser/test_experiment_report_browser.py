@@ -32,7 +32,7 @@ def test_the_experiment_report_shows_its_table_plot_and_folded_runs_without_a_ke
             table = page.locator(".nbsub-cmp table")  # compare()'s own display
             expect(table).to_be_visible()
             expect(table.locator("th", has_text="words")).to_be_visible()
-            expect(table).to_contain_text("2 of 2 ran")
+            expect(table).to_contain_text("100% of 2")
             expect(table).to_contain_text("scout")
             plot = page.locator('img[src^="data:image/png;base64,"]')
             expect(plot).to_be_visible()

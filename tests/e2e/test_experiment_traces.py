@@ -78,5 +78,5 @@ def test_the_report_is_one_self_contained_file_with_the_sweep_table_runs_and_ver
     md = exp.report(project / "report.md", format="md").path.read_text()
     assert md.startswith("# Experiment reported") and "s3cr3t" not in md
     table = [line for line in md.splitlines() if line.startswith("|")]
-    assert "| words |" in table[0] and "2 of 2 ran" in table[2] and table[1].startswith("|---|")
+    assert "| words |" in table[0] and "100% of 2 " in table[2] and table[1].startswith("|---|")
     assert md.count("<details><summary>Transcript") == 2

@@ -143,7 +143,7 @@ def test_the_timeline_follows_the_theme_and_its_ticks_read_as_times(project, tmp
     monkeypatch.setenv("JUPYTERLAB_SETTINGS_DIR", str(settings))
     fig = nbsubagents.runs_timeline()
     ax = fig.axes[0]
-    assert fig.patch.get_alpha() == 0.0
+    assert to_hex(fig.get_facecolor(), keep_alpha=True) == style.PLOT["background"][1] + "ff"  # opaque, dark
     bar = [p for p in ax.patches if p.get_gid()][0]
     assert to_hex(bar.get_facecolor()) == style.color("completed", dark=True)
     fig.canvas.draw()

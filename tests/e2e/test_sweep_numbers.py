@@ -38,5 +38,6 @@ def test_a_bad_models_cell_shows_as_not_run_and_a_shell_check_tests_what_it_says
     assert scripted["scores.readme", "rate"] == 1.0 and scripted["success", "rate"] == 1.0
     assert (good["failed_steps"] == 1).all() and scripted["runs", "failed_steps"] == 2  # completed, a step failed
     shown = exp.compare(by="model")._repr_html_()
-    assert "0 of 2 ran" in shown and "2 never started" in shown and "2 of 2 ran" in shown
+    assert "<td>–<div class='nbsub-cmp-excluded' title=\"never started\">2 excluded</div>" in shown  # no rate
+    assert ">100% of 2<" in shown and "Not in any rate or mean: demo/nope: 2 excluded (never started)." in shown
     assert "<th>failed a step</th>" in shown and "<td>2 of 2</td>" in shown

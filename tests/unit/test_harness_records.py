@@ -5,6 +5,7 @@ directories are made by hand (their ``meta["harness"]`` is what the records read
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import stat
 from pathlib import Path
@@ -195,7 +196,8 @@ def test_compare_by_harness_has_one_row_per_harness_with_its_runs_rates_and_cost
     assert exp.axes() == ("harness", "preset", "model")  # compare() and plot() group by the harness unless told
     assert list(exp.compare().table.index.get_level_values(0)) == sorted(HARNESSES)
     shown = repr(exp.compare(by="harness"))
-    assert "per cell (harness)" in shown and all(f"\n\n{name}\n  runs " in shown for name in HARNESSES)
+    assert "per cell (harness)" in shown and "\nharness      success " in shown
+    assert all(re.search(f"\n{name} +(100|50)% of 2 ", shown) for name in HARNESSES)
 
 
 def test_a_cell_not_launched_counts_as_planned_under_its_harness(root):
@@ -223,7 +225,7 @@ def test_the_report_names_the_harness_of_each_cell_and_run(root):
     assert "- **Harnesses:** pi, claude-code, codex" in text
     assert "- **Harnesses used:** claude-code (2 runs), codex (2 runs), pi (2 runs)" in text
     header = next(line for line in text.splitlines() if line.startswith("| harness |"))
-    assert header.startswith("| harness | preset | model | runs |")
+    assert header.startswith("| harness | preset | model | success |")
     assert sum(line.startswith(f"| {h} | scout |") for line in text.splitlines() for h in HARNESSES) == 3
     assert text.count(", harness codex, ") == 2 and text.count(", harness claude-code, ") == 2
     page = exp.report().path.read_text()

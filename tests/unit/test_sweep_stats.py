@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from nbsubagents._config import NbSubagentsError
-from nbsubagents._sweeps import frames, stats, views
+from nbsubagents._sweeps import frames, plots, stats, views
 from nbsubagents._sweeps.scorers import check, shell_syntax
 
 
@@ -110,7 +110,8 @@ def test_a_cell_without_a_model_axis_keeps_its_numbers():
     assert list(table["runs", "ran"]) == [3, 3] and list(table["runs", "planned"]) == [3, 4]
     assert table["scores.ok", "rate"].tolist() == pytest.approx([2 / 3, 1.0])
     assert table["scores.ok", "Δ"].tolist() == pytest.approx([0.0, 1 / 3])
-    assert "3 of 4 ran" in repr(views.compare(frames.frame(rows), by=("preset", "model")))
+    assert "100% of 3 [44, 100] · 1 excluded (never started)" in repr(views.compare(frames.frame(rows),
+                                                                                     by=("preset", "model")))
 
 
 def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_excludes_zero():
@@ -118,16 +119,20 @@ def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_exclud
     shown = comparison._repr_html_()
     header = shown[shown.index("<thead>"):shown.index("</thead>")]
     assert header.index("ok") < header.index("words") < header.index("duration_s")  # scores before metrics
-    assert header.count(">n<") == 0 and "3 of 4 ran" in shown and "1 never started" in shown
-    assert "3 succeeded · 0 failed" in shown
-    # duration: b took longer, its interval excludes 0: marked, in the "worse" colour (less time is better)
-    assert "<div class='nbsub-cmp-worse'>Δ +3.00 [+0.73, +5.27] ✱</div>" in shown
-    assert "<div class='nbsub-cmp-better'>Δ +9.0 [+2.2, +15.8] ✱</div>" in shown  # a score: more is better
-    assert "<div class='nbsub-cmp-muted'>Δ +33 pp [−29, +79]</div>" in shown  # one success more: no finding
-    assert "pass@3 100%" in shown and "pass^3 0%" in shown  # k: the fewest runs a cell ran
+    b_success = ("<td title=\"pass@3 100% · pass^3 100%\">100% of 3<div class='nbsub-cmp-excluded' "
+                 "title=\"never started\">1 excluded</div><div class='nbsub-cmp-muted'>[44, 100]</div>")
+    assert header.count(">n<") == 0 and b_success in shown  # b's rate, right under it what it leaves out, then
+    # its interval
+    assert "Not in any rate or mean: b: 1 excluded (never started)." in shown
+    # duration: b took longer, its interval excludes 0: marked, in the "worse" colour (less time is better); the
+    # interval of a Δ on hover
+    assert "<div class='nbsub-cmp-worse' title=\"[+0.73, +5.27]\">Δ +3.00 ✱</div>" in shown
+    assert "<div class='nbsub-cmp-better' title=\"[+2.2, +15.8]\">Δ +9.0 ✱</div>" in shown  # a score: more is better
+    assert "<div class='nbsub-cmp-muted' title=\"[−29, +79]\">Δ +33 pp</div>" in shown  # one success more: no finding
+    assert 'title="pass@3 100% · pass^3 0%">67% of 3' in shown  # k: the fewest runs a cell ran, on hover
     assert "cost (×10⁻³)" in header and ">1.00<" in shown and "e-0" not in shown  # 3 digits, one scale
     assert "@media (prefers-color-scheme: dark)" in shown and '[data-jp-theme-light="false"]' in shown
-    assert "3 of 4 ran" in repr(comparison)
+    assert "100% of 3 [44, 100] · 1 excluded (never started) · Δ ±0 pp [−56, +56]" in repr(comparison)
     with pytest.raises(NbSubagentsError, match="ci=.*between 0 and 1"):
         views.compare(frames.frame(FIXED), by="preset", ci=95)
     with pytest.raises(NbSubagentsError, match="k=.*whole number"):
@@ -136,16 +141,16 @@ def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_exclud
 
 def test_a_plot_shows_every_run_that_ran_with_counts_and_a_marker_per_model():
     pytest.importorskip("matplotlib")
-    fig = views.plot(frames.frame(FIXED), x="duration_s", y="ok", by="preset", theme="dark")
+    fig = plots.plot(frames.frame(FIXED), x="duration_s", y="ok", by="preset", theme="dark")
     ax = fig.axes[0]
     assert sorted(c.get_gid() for c in ax.collections) == ["a", "b"]
     assert sum(len(c.get_offsets()) for c in ax.collections) == 6  # the never-started run is not a point
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["a (n=3)", "b (n=3)"] and "1 excluded run not shown" in ax.get_title(loc="left")
-    ys = sorted(y for c in ax.collections for _, y in c.get_offsets())
-    assert len(set(ys)) == 6 and all(abs(y - round(y)) <= 0.06 for y in ys)  # equal values spread, a little
+    assert labels == ["a (n=3, 2 true)", "b (n=3, 3 true)"] and "1 excluded run not shown" in ax.get_title(loc="left")
+    xs = sorted(x for c in ax.collections for x, _ in c.get_offsets())
+    assert len(set(xs)) == 6 and all(abs(x - round(x)) <= 0.02 * 5 for x in xs)  # equal values spread, a little
     assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # outside the axes
-    assert fig.patch.get_alpha() == 0.0 and ax.xaxis.label.get_color() == "#e5e7eb"
+    assert fig.get_facecolor()[3] == 1.0 and ax.xaxis.label.get_color() == "#e5e7eb"  # opaque, in the dark ink
 
 
 def test_a_check_with_shell_syntax_runs_in_a_shell_or_is_refused():

@@ -39,7 +39,7 @@ def test_a_comparisons_text_fits_a_100_column_terminal():
     assert max(len(line) for line in shown.splitlines()) <= 100, shown
     # every number of the display is there: each cell's name, its runs, its score and its metrics with Δ
     assert "b-reviewer-with-a-long-name · anthropic/claude-sonnet-4-5-20250929" in shown
-    assert re.search(r"runs\s+3 of 3 ran · 3 succeeded · 0 failed", shown)
+    assert re.search(r"success\s+100% of 3 \[44, 100\] · Δ ±0 pp \[−\d+, \+\d+\]", shown)
     assert re.search(r"duration_s\s+5\.00 \[.*\] · Δ \+3\.00", shown) and re.search(r"\n  ok\s+67%", shown)
     small = views.compare(frames.frame([row(1, "a", True, 1), row(2, "a", True, 2)]), by="preset")
     assert max(len(line) for line in str(small).splitlines()) <= 100
