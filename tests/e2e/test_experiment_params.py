@@ -23,7 +23,8 @@ def test_papermill_runs_the_experiment_notebook_with_other_parameters_keeping_it
     (injected,) = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert 'name = "mini-only"' in injected.source
     table = html(next(c for c in nb.cells if c.source.startswith("exp.compare(")))
-    assert "demo/mini" in table and "demo/scripted" not in table and "<th>answer_words</th>" in table
+    names = table.replace("<wbr>", "")  # a model name may wrap after its slash
+    assert "demo/mini" in names and "demo/scripted" not in names and "<th>answer_words</th>" in table
     shown = html(next(c for c in nb.cells if c.source.startswith("exp.report(")))
     assert "Report of experiment mini-only" in shown and "<th>answer_words</th>" in shown
     (report,) = kernel_env.glob("nbsubagents-params-*/project/.pi/subagents/reports/experiment-mini-only.html")
