@@ -3,7 +3,6 @@ theme. matplotlib is imported only here, when a plot is drawn (an optional extra
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .._config import NbSubagentsError
@@ -22,9 +21,10 @@ LANES = 0.6  # the width of a true/false category a plot's cells share, one lane
 def plot(data: pandas.DataFrame, *, x: str = "cost", y: str | None = None,
          by: str | Sequence[str] = ("preset", "model"), title: str = "", theme: str = "auto") -> Any:
     """Cost (or another metric) against a score, one point per run that ran: a colour per cell, a marker per model,
-    each cell's count in the legend (outside the axes). A number's equal values are spread a little (a fixed
-    jitter) so every run shows; a true/false value is two categories, ``false`` and ``true``, each cell in a lane of
-    its own beside them (and its count of true in the legend). Drawn on an opaque background of ``theme``
+    each cell's count in the legend (outside the axes). A number is drawn where it is (equal values on one spot:
+    the legend counts them; no jitter, which shows equal values as different and can draw a cost below 0); a
+    true/false value is two categories, ``false`` and ``true``, each cell in a lane of its own beside them (and
+    its count of true in the legend). Drawn on an opaque background of ``theme``
     (``"auto"``: JupyterLab's chosen theme), so it reads on a page of either theme. A matplotlib Figure."""
     try:
         import matplotlib  # noqa: F401
@@ -45,22 +45,15 @@ def plot(data: pandas.DataFrame, *, x: str = "cost", y: str | None = None,
     cols = by_columns(data, by)
     ran = data[excluded_reasons(data).isna()]
     cells = list(ran.groupby(cols, dropna=False, sort=True))
-    shake = random.Random(0)  # the same picture every time
-
     def place(col: str) -> tuple[pandas.Series, bool]:
         """The column's positions on its axis, and whether it is true/false: then 0 or 1 and each cell's lane
-        beside it; else its numbers, each moved by up to ±2% of the column's span (of its value when all are
-        equal) so equal values sit side by side instead of on top of each other."""
+        beside it; else its numbers as they are."""
         if is_boolean(ran[col]):
             lane = pd.Series(0.0, index=ran.index)
             for i, (_, part) in enumerate(cells):
                 lane[part.index] = LANES * ((i + 0.5) / len(cells) - 0.5)
             return ran[col].map(lambda v: float(v) if isinstance(v, bool) else float("nan")) + lane, True
-        values = pd.to_numeric(ran[col], errors="coerce")
-        finite = values.dropna()
-        span = float(finite.max() - finite.min()) if len(finite) else 0.0
-        width = 0.02 * (span or abs(float(finite.max()) if len(finite) else 0.0) or 1.0)
-        return values + [shake.uniform(-width, width) for _ in range(len(values))], False
+        return pd.to_numeric(ran[col], errors="coerce"), False
 
     (xs, x_bool), (ys, y_bool) = place(xcol), place(ycol)
     model_col = "params.model" if "params.model" in data.columns else None

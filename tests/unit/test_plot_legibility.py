@@ -143,6 +143,15 @@ def test_a_true_false_score_is_drawn_as_two_categories():
     assert illegible(fig, PAGES["dark"]) == []
 
 
+def test_a_number_is_drawn_where_it_is():
+    """No jitter: each point's x is its run's duration exactly (equal values share a spot, never spread into values
+    no run had, such as a cost below 0 when every offline run cost 0)."""
+    data = frames.frame(FIXED)
+    fig = plots.plot(data, x="duration_s", y="ok", by="preset", theme="light")
+    drawn = sorted(float(x) for points in fig.axes[0].collections for x, _ in points.get_offsets())
+    assert drawn == sorted(float(v) for v in data["metrics.duration_s"].dropna())
+
+
 def test_a_reports_plot_is_drawn_for_its_light_page_whatever_jupyterlabs_theme(tmp_path, monkeypatch):
     """The report page is light; JupyterLab's chosen theme (dark here) must not give it a dark plot."""
     import base64
