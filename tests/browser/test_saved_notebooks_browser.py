@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import nbformat
 import pytest
 from helpers import processes_inside, wait_for
-from jupyterlab_harness import ARTIFACTS, KERNEL_IDLE, JupyterLab, launch_chromium, panel
+from jupyterlab_harness import ARTIFACTS, CONTRASTS, KERNEL_IDLE, JupyterLab, launch_chromium, panel
 from notebook_cells import cell, html, text, value
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
@@ -57,53 +57,6 @@ OUTPUTS = """() => {
     if (cell.type === 'code') out.push(...cell.toJSON().outputs);
   }
   return out;
-}"""
-
-# Contrast of every text node under the records of the page: its colour (with every ancestor's opacity) over
-# the first background behind it, WCAG's relative luminance.
-CONTRASTS = """(selector) => {
-  const parse = (s) => {
-    const m = s.match(/rgba?\\(([^)]+)\\)/);
-    if (!m) return null;
-    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
-    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
-  };
-  const lum = (rgb) => {
-    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
-    return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]);
-  };
-  const mix = (top, under, a) => [0, 1, 2].map((i) => top[i] * a + under[i] * (1 - a));
-  const page = parse(getComputedStyle(document.body).backgroundColor);
-  const opacity = (el, stop) => {
-    let o = 1;
-    for (let e = el; e && e !== stop; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity);
-    return o;
-  };
-  const background = (el) => {
-    for (let e = el; e && e !== document.body; e = e.parentElement) {
-      const c = parse(getComputedStyle(e).backgroundColor);
-      if (c && c[3] > 0) return mix(c, page, c[3] * opacity(e, document.body));
-    }
-    return page;
-  };
-  const seen = [];
-  for (const root of document.querySelectorAll(selector)) {
-    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
-    while (walker.nextNode()) {
-      const node = walker.currentNode;
-      const el = node.parentElement;
-      if (!node.textContent.trim() || !el.getClientRects().length) continue;
-      const style = getComputedStyle(el);
-      if (style.visibility === 'hidden' || el.closest('style')) continue;
-      const fg = parse(style.color), bg = background(el);
-      const shown = mix(fg, bg, fg[3] * opacity(el, null));
-      const [a, b] = [lum(shown), lum(bg)];
-      const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-      seen.push({text: node.textContent.trim().slice(0, 50), ratio: Math.round(ratio * 100) / 100,
-                 color: style.color, cls: el.className});
-    }
-  }
-  return seen;
 }"""
 
 PAGES = {  # pages without JupyterLab's variables: GitHub's dark and light
