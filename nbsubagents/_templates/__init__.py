@@ -82,6 +82,13 @@ def palette_vars(dark: bool) -> str:
     return "".join(f"--nbsubagents-{name}:{pair[dark]};" for name, pair in coloured.items())
 
 
+def site_theme_rules(dark: str, light: str) -> str:
+    """The palette's variables under a site's own theme switch, for a site whose dark mode is not the reader's
+    scheme (a docs theme's toggle): ``dark`` and ``light`` select the root element of each (the docs:
+    ``html[data-theme="dark"]``); they outweigh the stylesheet's own scheme rule."""
+    return f"{dark} body{{{palette_vars(True)}}}{light} body{{{palette_vars(False)}}}"
+
+
 def _palette_rules() -> dict[str, str]:
     """The rules ``_style.PALETTE`` makes: ``vars`` (every sheet has them: the light values, switched to the dark
     ones under a dark JupyterLab theme and, with no JupyterLab theme, under the reader's dark scheme; each status's

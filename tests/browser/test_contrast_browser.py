@@ -176,10 +176,14 @@ def plain_page(browser, body_style: str, scheme: str, made: dict, head: str = ""
 
 
 def docs_css() -> str:
+    """The docs theme's stylesheet and the palette's rules the docs add for its toggle (docs/conf.py)."""
     import pydata_sphinx_theme
 
+    from nbsubagents._templates import site_theme_rules
+
     return (Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / "styles"
-            / "pydata-sphinx-theme.css").read_text()
+            / "pydata-sphinx-theme.css").read_text() + site_theme_rules('html[data-theme="dark"]',
+                                                                        'html[data-theme="light"]')
 
 
 @pytest.mark.parametrize("where", PAGES)
