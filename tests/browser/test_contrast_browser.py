@@ -87,6 +87,7 @@ def made(tmp_path_factory):
                            publish=lambda *a, **k: None)
         report = exp.report()
         runs_report = nbsubagents.report(runs)
+        mp.setenv("JPY_SESSION_NAME", str(project / "colours.ipynb"))  # a Jupyter kernel's: the report is a link
         outputs = {f"panel-{r.status}": run_mimebundle(r)["text/html"] for r in runs}
         outputs |= {
             "panel-running": run_mimebundle(nbsubagents.get_run(busy.id))["text/html"],
@@ -106,8 +107,9 @@ def made(tmp_path_factory):
             "presets": nbsubagents.presets()._repr_html_(),
             "status-bar": bar.html,
         }
+        mp.delenv("JPY_SESSION_NAME")
         pages = {"experiment-report": Path(report.path).read_text(), "runs-report": Path(runs_report).read_text()}
-        assert "failed" in outputs["sweep-record"] and "running" in outputs["sweep-live"]
+        assert "failed" in outputs["sweep-record"] and "running" in outputs["sweep-live"] and "<a " in outputs["report"]
         try:
             yield {"outputs": outputs, "pages": pages, "project": project, "failed": failed.id}
         finally:
