@@ -8,8 +8,9 @@ read from the disk (what any other viewer gets): while the kernel lives only an 
 its widget view (a run's panel turned into its record at the run's end, a status bar is never a widget); once
 the kernel is shut down from the page, the page replaces that last view by its record too
 (``ui.kernel.NotebookRecord``). Then the notebooks exported with nbconvert are measured on a dark and a light
-page without JupyterLab's theme variables: every text of every record has a contrast of at least 4.5:1 (WCAG
-AA), computed from the browser's computed styles.
+page without JupyterLab's theme variables (and a dark one read with a light scheme): every text of every output (records,
+tables, ``compare()``, reports) has a contrast of at least 4.5:1 (WCAG AA), computed from the browser's computed
+styles.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ NOTEBOOKS = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb"
 VIEW = "application/vnd.jupyter.widget-view+json"
 RECORDS = (".nbsubagents-static, .nbsubagents-statusbar, .nbsubagents-browse-static, .nbsubagents-static-group, "
            ".nbsubagents-summary")
+# every output of nbsubagents: the records, the tables, compare(), the report (each paints its own background)
+EVERY_OUTPUT = RECORDS + ", .nbsubagents-surface, .nbsubagents-runs, .nbsub-cmp, .nbsubagents-report, .nbsubagents-spend"
 
 # Every code cell of the open notebook ran and the kernel is idle again.
 ALL_RAN = """() => {
@@ -59,9 +62,11 @@ OUTPUTS = """() => {
   return out;
 }"""
 
-PAGES = {  # pages without JupyterLab's variables: GitHub's dark and light
-    "dark": "body{background:#0d1117;color:#e6edf3;font-family:sans-serif}",
-    "light": "body{background:#ffffff;color:#1f2328;font-family:sans-serif}",
+DARK = "body{background:#0d1117;color:#e6edf3;font-family:sans-serif}"
+PAGES = {  # pages without JupyterLab's variables, GitHub's dark and light: (style, the reader's colour scheme)
+    "dark": (DARK, "dark"),
+    "light": ("body{background:#ffffff;color:#1f2328;font-family:sans-serif}", "light"),
+    "dark-page-light-scheme": (DARK, "light"),  # GitHub set to dark on a light system
 }
 
 
@@ -241,15 +246,15 @@ def run_save_close_reopen(browser, lab: JupyterLab, name: str, tmp_path: Path) -
 
 
 def contrast_failures(browser, root: Path, name: str) -> list[tuple[str, str, dict]]:
-    """Texts of the records below 4.5:1 on each page of ``PAGES``, in the nbconvert export of ``name``."""
+    """Texts of the outputs below 4.5:1 on each page of ``PAGES``, in the nbconvert export of ``name``."""
     body = subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--template", "basic", "--stdout",
                            str(root / name)], capture_output=True, text=True, check=True).stdout
     failures = []
-    for theme, css in PAGES.items():
-        page = browser.new_page(color_scheme=theme)
+    for theme, (css, scheme) in PAGES.items():
+        page = browser.new_page(color_scheme=scheme)
         try:
             page.set_content(f"<!doctype html><html><head><style>{css}</style></head><body>{body}</body></html>")
-            seen = page.evaluate(CONTRASTS, RECORDS)
+            seen = page.evaluate(CONTRASTS, EVERY_OUTPUT)
             assert seen, f"no record in the export of {name}"
             failures += [(name, theme, s) for s in seen if s["ratio"] < 4.5]
             page.screenshot(path=str(ARTIFACTS / f"export-{theme}-{name.removesuffix('.ipynb')}.png"), full_page=True)
