@@ -23,7 +23,7 @@ for name in ("NBSUBAGENTS_DISPLAY", "NBSUBAGENTS_ROOT", "NBSUBAGENTS_PI"):  # th
     os.environ.pop(name, None)
 
 import nbsubagents  # noqa: E402
-from nbsubagents import demo  # noqa: E402
+from nbsubagents import _templates, demo  # noqa: E402
 
 project = "nbsubagents"
 author = "nbsubagents developers"
@@ -60,6 +60,19 @@ napoleon_numpy_docstring = True  # run(), start(): numpy-style Parameters sectio
 html_theme = "pydata_sphinx_theme"
 html_title = "nbsubagents"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+
+# The records and tables on the pages paint their own background and colours, dark under the reader's dark scheme;
+# the theme's toggle can make a page dark (or light) whatever that scheme: this stylesheet, from the palette, switches
+# them with the toggle, and drops the light box the theme's dark mode puts under an HTML output (made for outputs
+# that assume a white page) where the output is one of ours.
+STATIC = BUILD_TMP / "_static"
+STATIC.mkdir()
+(STATIC / "nbsubagents-docs.css").write_text(
+    _templates.site_theme_rules('html[data-theme="dark"]', 'html[data-theme="light"]')
+    + 'html[data-theme="dark"] .bd-content div.cell_output .text_html:has([class*="nbsubagents-"],.nbsub-cmp)'
+    "{background:none !important;padding:0 !important}")
+html_static_path = [str(STATIC)]
+html_css_files = ["nbsubagents-docs.css"]
 
 
 def _public_names(app, docname: str, source: list[str]) -> None:

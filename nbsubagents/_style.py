@@ -1,12 +1,16 @@
-"""How a status looks, everywhere: one set of text glyphs, one palette for light and dark themes.
+"""How a status looks, everywhere: one set of text glyphs, one palette for light and dark pages.
 
-Panels, the status bar, ``browse()``, tables, summaries, notices and the timeline all take their glyphs
+Panels, the status bar, ``browse()``, tables, summaries, notices, reports and the timeline all take their glyphs
 and colours from here, so a status looks the same on every surface. The glyphs are plain text symbols
-(no emoji: they render the same with or without an emoji font). Each colour has a light-theme and a
-dark-theme value, both at least 4.5:1 (WCAG AA) against JupyterLab's backgrounds; HTML carries the
-light value inline (what survives where stylesheets are stripped: ``_templates/inline.html``) and the
-stylesheet (``_templates.stylesheet()``, whose colour rules this palette generates) switches to the dark value
-under JupyterLab's dark themes (``data-jp-theme-light="false"``, also set by nbconvert's dark HTML export).
+(no emoji: they render the same with or without an emoji font). Each colour has a light-page and a
+dark-page value, both at least 4.5:1 (WCAG AA) against JupyterLab's backgrounds and against ``PAGE``; HTML carries
+the light value inline (what survives where stylesheets are stripped: ``_templates/inline.html``). The stylesheet
+(``_templates.stylesheet()``, whose colour rules this palette generates) makes them CSS variables that switch to the
+dark values under JupyterLab's dark themes (``data-jp-theme-light="false"``, also set by nbconvert's dark HTML
+export) and, on a page with no JupyterLab theme, under the reader's dark colour scheme. Every output paints its own
+background (``PAGE``, or JupyterLab's) and text (``TEXT``) with the same switch, so its colours never meet a
+background they were not chosen for (a dark page read with a light scheme, the docs theme's light box in its dark
+mode).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ PALETTE = {
     "waiting": ("#7e22ce", "#d8b4fe"),  # a running run whose child waits for a person's answer
 }
 MUTED = ("#4b5563", "#a3a9b4")
+PAGE = ("#ffffff", "#111111")  # an output's own background where the page has no JupyterLab theme
+TEXT = ("#1f2328", "#e6edf3")  # and its text
 
 DARK_SCOPE = '[data-jp-theme-light="false"]'
 

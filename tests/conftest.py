@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import (NOMODEL, PI, REPO, SCOUT, SCRIBE, interrupt_when_running, processes_inside,  # noqa: F401
-                     seed_model_list, wait_for)
+from helpers import (NOMODEL, PI, REPO, SCOUT, SCRIBE, interrupt_when_running, make_project,  # noqa: F401
+                     processes_inside, seed_model_list, wait_for)
 
 from nbsubagents import _config as config
-from nbsubagents._child.harnesses.pi import write_agent_dir
 from nbsubagents._pi.scripted import ScriptedModel
 
 
@@ -70,25 +69,7 @@ def root(tmp_path, monkeypatch):
 @pytest.fixture
 def project(tmp_path, monkeypatch, scripted):
     """A project with two presets, a few files, an agent dir for the scripted model; cwd is set to it."""
-    root = tmp_path / "project"
-    (root / ".pi" / "subagents").mkdir(parents=True)
-    (root / ".pi" / "subagents" / "scout.md").write_text(SCOUT)
-    (root / ".pi" / "subagents" / "scribe.md").write_text(SCRIBE)
-    (root / ".pi" / "subagents" / "nomodel.md").write_text(NOMODEL)
-    (root / "src").mkdir()
-    (root / "README.md").write_text("# Demo project\nsecond line\n")
-    (root / "src" / "app.py").write_text("print('hi')\n")
-    agent = write_agent_dir(tmp_path / "agent", scripted.url)
-    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
-    monkeypatch.setenv("PI_OFFLINE", "1")
-    monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the model-list cache stays in the test
-    seed_model_list(agent)
-    from nbsubagents._preset_files import locations  # the machine's own ~/.claude/agents must not change what tests see
-    monkeypatch.setattr(locations, "claude_user_dir", lambda: tmp_path / "home" / ".claude" / "agents")
-    monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
-    monkeypatch.chdir(root)
-    config.reset()
+    root = make_project(tmp_path, monkeypatch, scripted.url)
     yield root
     config.reset()
     deadline = time.monotonic() + 10

@@ -85,6 +85,34 @@ description: Has no model.
 """
 
 
+def make_project(tmp_path: Path, monkeypatch, model_url: str) -> Path:
+    """A project with two presets, a few files, an agent dir for the scripted model; cwd is set to it (the
+    ``project`` fixture's, and a module-scoped fixture's with its own ``pytest.MonkeyPatch.context()``)."""
+    from nbsubagents import _config as config
+    from nbsubagents._child.harnesses.pi import write_agent_dir
+    from nbsubagents._preset_files import locations  # the machine's own ~/.claude/agents must not change what tests see
+
+    root = tmp_path / "project"
+    (root / ".pi" / "subagents").mkdir(parents=True)
+    (root / ".pi" / "subagents" / "scout.md").write_text(SCOUT)
+    (root / ".pi" / "subagents" / "scribe.md").write_text(SCRIBE)
+    (root / ".pi" / "subagents" / "nomodel.md").write_text(NOMODEL)
+    (root / "src").mkdir()
+    (root / "README.md").write_text("# Demo project\nsecond line\n")
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    agent = write_agent_dir(tmp_path / "agent", model_url)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("PI_OFFLINE", "1")
+    monkeypatch.setenv("NBSUBAGENTS_PI", str(PI))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the model-list cache stays in the test
+    seed_model_list(agent)
+    monkeypatch.setattr(locations, "claude_user_dir", lambda: tmp_path / "home" / ".claude" / "agents")
+    monkeypatch.delenv("NBSUBAGENTS_ROOT", raising=False)
+    monkeypatch.chdir(root)
+    config.reset()
+    return root
+
+
 def processes_inside(folder: Path) -> list[str]:
     """Processes whose working directory is inside ``folder``: a run's leftovers if any."""
     found = []

@@ -170,6 +170,88 @@ KERNEL_IDLE = ("() => window.jupyterapp && window.jupyterapp.shell.currentWidget
                " && window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel?.status === 'idle'")
 
 
+# Colours as the page paints them: a colour's WCAG relative luminance, and the background behind an element (each
+# background up its ancestors, the translucent ones laid over the next, with the elements' opacity, over the canvas).
+_PAINT = """
+  const parse = (s) => {
+    const m = s.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const lum = (rgb) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]);
+  };
+  const ratio = (x, y) => {
+    const [a, b] = [lum(x), lum(y)];
+    return Math.round((Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05) * 100) / 100;
+  };
+  const mix = (top, under, a) => [0, 1, 2].map((i) => top[i] * a + under[i] * (1 - a));
+  // the canvas: the body's background, else the root's, else white (a page that sets none)
+  const opaque = (el) => { const c = parse(getComputedStyle(el).backgroundColor); return c && c[3] > 0 ? c : null; };
+  const page = opaque(document.body) || opaque(document.documentElement) || [255, 255, 255, 1];
+  const opacity = (el, stop) => {
+    let o = 1;
+    for (let e = el; e && e !== stop; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity);
+    return o;
+  };
+  const background = (el) => {
+    const layers = [];
+    for (let e = el; e && e !== document.body; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (!c || c[3] === 0) continue;
+      const alpha = c[3] * opacity(e, document.body);
+      layers.push([c, alpha]);
+      if (alpha >= 1) break;
+    }
+    return layers.reverse().reduce((under, [c, alpha]) => mix(c, under, alpha), page);
+  };
+"""
+
+# Contrast of every text node under the elements ``selector`` finds: its colour (with every ancestor's opacity) over
+# the background behind it; ``kind``: the data-kind of the output it is in.
+CONTRASTS = """(selector) => {""" + _PAINT + """
+  const seen = [];
+  for (const root of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      const el = node.parentElement;
+      if (!node.textContent.trim() || !el.getClientRects().length) continue;
+      const style = getComputedStyle(el);
+      if (style.visibility === 'hidden' || el.closest('style')) continue;
+      const fg = parse(style.color), bg = background(el);
+      seen.push({text: node.textContent.trim().slice(0, 50), ratio: ratio(mix(fg, bg, fg[3] * opacity(el, null)), bg),
+                 color: style.color, cls: String(el.className), kind: el.closest('[data-kind]')?.dataset.kind});
+    }
+  }
+  return seen;
+}"""
+
+# Every focusable control under the elements ``selector`` finds, focused (after a key press: :focus-visible): the
+# contrast of its outline against the background around it (1 where it has none).
+FOCUS_RINGS = """(selector) => {""" + _PAINT + """
+  const seen = [];
+  const controls = 'a[href], summary, button, input, textarea, select, [tabindex]:not([tabindex="-1"])';
+  for (const root of document.querySelectorAll(selector)) {
+    for (const el of root.querySelectorAll(controls)) {
+      if (!el.getClientRects().length || el.disabled) continue;
+      el.focus();
+      if (document.activeElement !== el) continue;
+      const s = getComputedStyle(el);
+      const ring = s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 1 ? parse(s.outlineColor) : null;
+      const bg = background(el.parentElement);
+      seen.push({text: (el.innerText || el.value || el.tagName).trim().slice(0, 40),
+                 ratio: ring ? ratio(mix(ring, bg, ring[3]), bg) : 1,
+                 outline: `${s.outlineStyle} ${s.outlineWidth} ${s.outlineColor}`, cls: String(el.className),
+                 kind: el.closest('[data-kind]')?.dataset.kind});
+      el.blur();
+    }
+  }
+  return seen;
+}"""
+
 @dataclass
 class LabPage:
     """A notebook open in Chromium, with every request and page error it saw."""

@@ -86,13 +86,13 @@ def notebook_href(path: Path) -> str | None:
 
 
 def embedded_page(page: str) -> str | None:
-    """An HTML report's stylesheet and body, to embed in a notebook's display; None beyond ``EMBED_LIMIT``."""
+    """An HTML report's stylesheet and body, to embed in a notebook's display (in the notebook page's colours, not
+    the file's light page); None beyond ``EMBED_LIMIT``."""
     if len(page) > EMBED_LIMIT:
         return None
     styles = "".join(re.findall(r"<style\b.*?</style>", page[: page.find("<body")], re.S))
     body = re.search(r"<body\b[^>]*>(.*)</body>", page, re.S)
-    return None if body is None else (f'{styles}<div class="nbsubagents-report" data-jp-theme-light="true">'
-                                      f"{body.group(1)}</div>")
+    return None if body is None else f'{styles}<div class="nbsubagents-report">{body.group(1)}</div>'
 
 
 # -- what the report says ---------------------------------------------------------------------------------

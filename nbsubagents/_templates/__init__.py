@@ -8,7 +8,9 @@ loaded, so a fragment is one line (a static record holds no newline and stays on
 
 ``nbsubagents.css`` holds every rule, as ``nbsubagents-`` classes, in sections; ``stylesheet(*sections)`` is the
 base, the sections an output uses and the palette's rules (``_style.PALETTE`` generates them: the palette lives there
-only) as one ``<style>`` block, so a saved output carries the rules it uses, not all of them. ``inline.html`` is
+only) as one ``<style>`` block, so a saved output carries the rules it uses, not all of them. Its colours are the
+palette's CSS variables, which switch with the page (light, dark, JupyterLab's theme or the reader's scheme);
+every output's outer element paints its own background and text with them (base: "surfaces"). ``inline.html`` is
 the one place HTML carries inline styles: ``ink`` (a status's light colour, which survives where a viewer strips
 stylesheets; the stylesheet switches to the dark value), ``badge`` (white on the status's colour) and ``share``
 (a bar segment's width), which the other templates import.
@@ -22,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PALETTE, duration, filesize, glyph, plural, shorten
+from .._style import DARK_SCOPE, MUTED, NO_JP_THEME, PAGE, PALETTE, TEXT, duration, filesize, glyph, plural, shorten
 
 __all__ = ["Html", "render", "part", "stylesheet"]
 
@@ -73,21 +75,38 @@ def _macros(template: str) -> Any:
     return _environment().get_template(template).module
 
 
+def palette_vars(dark: bool) -> str:
+    """The palette as CSS variables (``--nbsubagents-<status>``, ``-muted``, ``-page``, ``-text``) of a light or
+    dark page: what a scope's rule sets (the docs' stylesheet sets them under its theme's switch too)."""
+    coloured = {**PALETTE, "muted": MUTED, "page": PAGE, "text": TEXT}
+    return "".join(f"--nbsubagents-{name}:{pair[dark]};" for name, pair in coloured.items())
+
+
+def site_theme_rules(dark: str, light: str) -> str:
+    """The palette's variables under a site's own theme switch, for a site whose dark mode is not the reader's
+    scheme (a docs theme's toggle): ``dark`` and ``light`` select the root element of each (the docs:
+    ``html[data-theme="dark"]``); they outweigh the stylesheet's own scheme rule."""
+    return f"{dark} body{{{palette_vars(True)}}}{light} body{{{palette_vars(False)}}}"
+
+
 def _palette_rules() -> dict[str, str]:
-    """The rules ``_style.PALETTE`` makes: ``vars`` (every sheet has them), ``colours`` and the rule colour of a
-    record (``edges``) and of a live panel (``live_edges``)."""
-    coloured = {**PALETTE, "muted": MUTED}
-    root = "".join(f"--nbsubagents-{s}:{light};--nbsubagents-{s}-dark:{dark};" for s, (light, dark) in coloured.items())
-    colour = "".join(f".nbsubagents-c-{s}{{color:{light}}}{DARK_SCOPE} .nbsubagents-c-{s}{{color:{dark} !important}}"
-                     for s, (light, dark) in coloured.items())
-    dark = "".join(f"{NO_JP_THEME} .nbsubagents-c-{s}{{color:{dark} !important}}" for s, (_, dark) in coloured.items())
-    edged = [(s, light) for s, (light, _) in PALETTE.items() if s != "queued"]
-    return {"vars": ":root{" + root + "}", "colours": colour + "@media (prefers-color-scheme: dark){" + dark + "}",
+    """The rules ``_style.PALETTE`` makes: ``vars`` (every sheet has them: the light values, switched to the dark
+    ones under a dark JupyterLab theme and, with no JupyterLab theme, under the reader's dark scheme; each status's
+    light value as ``-bg`` too, under white text), ``colours`` and the rule colour of a record (``edges``) and of a
+    live panel (``live_edges``)."""
+    solid = "".join(f"--nbsubagents-{s}-bg:{light};" for s, (light, _) in PALETTE.items())
+    root = (":root{" + palette_vars(False) + solid + "}" + DARK_SCOPE + "{" + palette_vars(True) + "}"
+            "@media (prefers-color-scheme: dark){" + NO_JP_THEME + "{" + palette_vars(True) + "}}")
+    # over the inline light value (inline.html), in whatever the page's variables say
+    colour = "".join(f".nbsubagents-c-{s}{{color:var(--nbsubagents-{s}) !important}}" for s in (*PALETTE, "muted"))
+    edged = [s for s in PALETTE if s != "queued"]
+    return {"vars": root, "colours": colour,
             # a panel's rule in its status's colour (no status-class names here: a text search for a record's
             # status finds the record's, not the sheet's)
-            "edges": "".join(f'.nbsubagents-static[data-status="{s}"]{{border-left-color:{c}}}' for s, c in edged),
+            "edges": "".join(f'.nbsubagents-static[data-status="{s}"]{{border-left-color:var(--nbsubagents-{s})}}'
+                             for s in edged),
             "live_edges": "".join(f".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-icon.nbsubagents-c-{s})"
-                                  f"{{border-left-color:{light}}}" for s, light in edged)}
+                                  f"{{border-left-color:var(--nbsubagents-{s})}}" for s in edged)}
 
 
 @cache

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _registry as registry
 from .._child.artifacts import ACTIVE
-from .._style import DARK_SCOPE, PALETTE, clip, duration, glyph, is_missing, plural, pydatetime, shorten
+from .._style import PALETTE, clip, duration, glyph, is_missing, plural, pydatetime, shorten
 from .._templates import part
 from .._views.masking import masker
 
@@ -66,15 +66,11 @@ def list_header(frame: pandas.DataFrame) -> str:
 
 
 def list_colours(frame: pandas.DataFrame) -> str:
-    """Each listed run in its status colour: one CSS rule per option of the list (the light and dark values)."""
+    """Each listed run in its status colour: one CSS rule per option of the list (the palette's variable)."""
     if frame is None or not len(frame):
         return ""
-    rules = []
-    for i, status in enumerate(frame["status"].astype(str), start=1):
-        if status in PALETTE:
-            light, dark = PALETTE[status]
-            rules.append(f".nbsubagents-browse-list option:nth-child({i}){{color:{light}}}"
-                         f"{DARK_SCOPE} .nbsubagents-browse-list option:nth-child({i}){{color:{dark}}}")
+    rules = [f".nbsubagents-browse-list option:nth-child({i}){{color:var(--nbsubagents-{status})}}"
+             for i, status in enumerate(frame["status"].astype(str), start=1) if status in PALETTE]
     return "<style>" + "".join(rules) + "</style>"
 
 

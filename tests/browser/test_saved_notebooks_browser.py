@@ -7,9 +7,10 @@ One JupyterLab server and one Chromium serve every notebook (the suite stays fas
 read from the disk (what any other viewer gets): it holds no widget view even while an open ``browse()`` shows one
 on the page (the server's pre-save hook, ``nbsubagents.lab.saving``; a run's panel turned into its record at the
 run's end, a status bar is never a widget); once the kernel is shut down from the page, the page replaces that
-last view by its record too (``ui.kernel.NotebookRecord``). Then the notebooks exported with nbconvert are measured on a dark and a light
-page without JupyterLab's theme variables: every text of every record has a contrast of at least 4.5:1 (WCAG
-AA), computed from the browser's computed styles.
+last view by its record too (``ui.kernel.NotebookRecord``). Then the notebooks exported with nbconvert are measured
+on a dark and a light page without JupyterLab's theme variables (and a dark one read with a light scheme): every
+text of every output (records, tables, ``compare()``, reports) has a contrast of at least 4.5:1 (WCAG AA), computed
+from the browser's computed styles.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 import nbformat
 import pytest
 from helpers import processes_inside, wait_for
-from jupyterlab_harness import ARTIFACTS, KERNEL_IDLE, JupyterLab, launch_chromium, panel
+from jupyterlab_harness import ARTIFACTS, CONTRASTS, KERNEL_IDLE, JupyterLab, launch_chromium, panel
 from notebook_cells import cell, html, text, value
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
@@ -36,6 +37,8 @@ NOTEBOOKS = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb"
 VIEW = "application/vnd.jupyter.widget-view+json"
 RECORDS = (".nbsubagents-static, .nbsubagents-statusbar, .nbsubagents-browse-static, .nbsubagents-static-group, "
            ".nbsubagents-summary")
+# every output of nbsubagents: the records, the tables, compare(), the report (each paints its own background)
+EVERY_OUTPUT = RECORDS + ", .nbsubagents-surface, .nbsubagents-runs, .nbsub-cmp, .nbsubagents-report, .nbsubagents-spend"
 
 # Every code cell of the open notebook ran and the kernel is idle again.
 ALL_RAN = """() => {
@@ -59,56 +62,11 @@ OUTPUTS = """() => {
   return out;
 }"""
 
-# Contrast of every text node under the records of the page: its colour (with every ancestor's opacity) over
-# the first background behind it, WCAG's relative luminance.
-CONTRASTS = """(selector) => {
-  const parse = (s) => {
-    const m = s.match(/rgba?\\(([^)]+)\\)/);
-    if (!m) return null;
-    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
-    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
-  };
-  const lum = (rgb) => {
-    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
-    return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]);
-  };
-  const mix = (top, under, a) => [0, 1, 2].map((i) => top[i] * a + under[i] * (1 - a));
-  const page = parse(getComputedStyle(document.body).backgroundColor);
-  const opacity = (el, stop) => {
-    let o = 1;
-    for (let e = el; e && e !== stop; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity);
-    return o;
-  };
-  const background = (el) => {
-    for (let e = el; e && e !== document.body; e = e.parentElement) {
-      const c = parse(getComputedStyle(e).backgroundColor);
-      if (c && c[3] > 0) return mix(c, page, c[3] * opacity(e, document.body));
-    }
-    return page;
-  };
-  const seen = [];
-  for (const root of document.querySelectorAll(selector)) {
-    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
-    while (walker.nextNode()) {
-      const node = walker.currentNode;
-      const el = node.parentElement;
-      if (!node.textContent.trim() || !el.getClientRects().length) continue;
-      const style = getComputedStyle(el);
-      if (style.visibility === 'hidden' || el.closest('style')) continue;
-      const fg = parse(style.color), bg = background(el);
-      const shown = mix(fg, bg, fg[3] * opacity(el, null));
-      const [a, b] = [lum(shown), lum(bg)];
-      const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-      seen.push({text: node.textContent.trim().slice(0, 50), ratio: Math.round(ratio * 100) / 100,
-                 color: style.color, cls: el.className});
-    }
-  }
-  return seen;
-}"""
-
-PAGES = {  # pages without JupyterLab's variables: GitHub's dark and light
-    "dark": "body{background:#0d1117;color:#e6edf3;font-family:sans-serif}",
-    "light": "body{background:#ffffff;color:#1f2328;font-family:sans-serif}",
+DARK = "body{background:#0d1117;color:#e6edf3;font-family:sans-serif}"
+PAGES = {  # pages without JupyterLab's variables, GitHub's dark and light: (style, the reader's colour scheme)
+    "dark": (DARK, "dark"),
+    "light": ("body{background:#ffffff;color:#1f2328;font-family:sans-serif}", "light"),
+    "dark-page-light-scheme": (DARK, "light"),  # GitHub set to dark on a light system
 }
 
 
@@ -288,15 +246,15 @@ def run_save_close_reopen(browser, lab: JupyterLab, name: str, tmp_path: Path) -
 
 
 def contrast_failures(browser, root: Path, name: str) -> list[tuple[str, str, dict]]:
-    """Texts of the records below 4.5:1 on each page of ``PAGES``, in the nbconvert export of ``name``."""
+    """Texts of the outputs below 4.5:1 on each page of ``PAGES``, in the nbconvert export of ``name``."""
     body = subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--template", "basic", "--stdout",
                            str(root / name)], capture_output=True, text=True, check=True).stdout
     failures = []
-    for theme, css in PAGES.items():
-        page = browser.new_page(color_scheme=theme)
+    for theme, (css, scheme) in PAGES.items():
+        page = browser.new_page(color_scheme=scheme)
         try:
             page.set_content(f"<!doctype html><html><head><style>{css}</style></head><body>{body}</body></html>")
-            seen = page.evaluate(CONTRASTS, RECORDS)
+            seen = page.evaluate(CONTRASTS, EVERY_OUTPUT)
             assert seen, f"no record in the export of {name}"
             failures += [(name, theme, s) for s in seen if s["ratio"] < 4.5]
             page.screenshot(path=str(ARTIFACTS / f"export-{theme}-{name.removesuffix('.ipynb')}.png"), full_page=True)

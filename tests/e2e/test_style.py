@@ -65,18 +65,26 @@ def test_the_old_hourglass_counts_as_emoji_and_no_glyph_does():
 
 
 @pytest.mark.parametrize("theme,index", [("light", 0), ("dark", 1)])
-def test_every_status_colour_reaches_wcag_aa_on_jupyterlab_backgrounds(theme, index):
-    backgrounds = theme_backgrounds(theme)
-    assert len(backgrounds) == 2 and all(re.fullmatch(r"#[0-9a-f]{6}", b, re.I) for b in backgrounds)
+def test_every_status_colour_reaches_wcag_aa_on_jupyterlab_backgrounds_and_the_outputs_own(theme, index):
+    backgrounds = theme_backgrounds(theme) + [style.PAGE[index]]
+    assert len(backgrounds) == 3 and all(re.fullmatch(r"#[0-9a-f]{6}", b, re.I) for b in backgrounds)
     low = {status: min(contrast(pair[index], bg) for bg in backgrounds)
-           for status, pair in {**style.PALETTE, "muted": style.MUTED}.items()}
+           for status, pair in {**style.PALETTE, "muted": style.MUTED, "text": style.TEXT}.items()}
     assert all(ratio >= 4.5 for ratio in low.values()), low
+    assert min(contrast("#ffffff", light) for light, _ in style.PALETTE.values()) >= 4.5  # a badge: white on light
 
 
 def test_the_dark_css_switches_every_status_to_its_dark_colour():
-    for status, (light, dark) in style.PALETTE.items():
-        assert f".nbsubagents-c-{status}{{color:{light}}}" in stylesheet()
-        assert f'[data-jp-theme-light="false"] .nbsubagents-c-{status}{{color:{dark} !important}}' in stylesheet()
+    sheet = stylesheet()
+    scopes = {"light": sheet.split(":root{", 1)[1].split("}", 1)[0],
+              "dark": sheet.split(f"{DARK}{{", 1)[1].split("}", 1)[0],
+              "dark scheme": sheet.split("@media (prefers-color-scheme: dark){" + style.NO_JP_THEME + "{", 1)[1]}
+    for status, (light, dark) in {**style.PALETTE, "muted": style.MUTED, "page": style.PAGE}.items():
+        assert f"--nbsubagents-{status}:{light};" in scopes["light"]
+        assert f"--nbsubagents-{status}:{dark};" in scopes["dark"].split("}")[0]
+        assert f"--nbsubagents-{status}:{dark};" in scopes["dark scheme"].split("}")[0]
+        if status != "page":  # over the inline light value
+            assert f".nbsubagents-c-{status}{{color:var(--nbsubagents-{status}) !important}}" in sheet
     assert part("inline.html", "ink", status="failed", classes="x") == 'class="nbsubagents-c-failed x" style="color:#b91c1c"'
 
 
@@ -101,7 +109,7 @@ def test_aborted_has_one_colour_on_every_surface(project):
     assert f'nbsubagents-badge-aborted nbsubagents-status" style="background:{light};color:#fff' in record
     figure = nbsubagents.runs_timeline(theme="light")
     assert to_hex([p for p in figure.axes[0].patches if p.get_gid()][0].get_facecolor()) == light
-    assert f"{DARK} .nbsubagents-c-aborted{{color:{dark} !important}}" in stylesheet()
+    assert f"{DARK}{{" in stylesheet() and f"--nbsubagents-aborted:{dark};" in stylesheet().split(f"{DARK}{{", 1)[1]
 
 
 def test_the_status_bar_and_tables_carry_no_emoji(project):

@@ -132,9 +132,9 @@ def test_provider_failure_is_red_with_pi_message(project):
     css = stylesheet()  # the panel's, sent once
     assert stylesheet() in [child.value for child in panel.widget.children if hasattr(child, "value")]
     assert ".nbsubagents-failed,.nbsubagents-lines .nbsubagents-error{color:var(--nbsubagents-failed)}" in css
-    assert f"--nbsubagents-failed:{failed};" in css
-    assert f'{style.DARK_SCOPE} .nbsubagents-lines .nbsubagents-error{{color:var(--nbsubagents-failed-dark)}}' in css
-    assert f'--nbsubagents-failed-dark:{style.color("failed", dark=True)};' in css
+    assert f":root{{--nbsubagents-queued:{style.color('queued')};" in css and f"--nbsubagents-failed:{failed};" in css
+    dark = css.split(f"{style.DARK_SCOPE}{{", 1)[1].split("}", 1)[0]  # the variables of a dark JupyterLab theme
+    assert f'--nbsubagents-failed:{style.color("failed", dark=True)};' in dark
 
 
 def test_cancel_button_aborts_its_run_alone(project):
@@ -238,7 +238,7 @@ def test_recorded_stream_styles_failures_red_and_assistant_text_apart(tmp_path):
     panel.render()
     kinds = {kind for kind, _ in lines_of(panel.window_html.value)}
     assert {"tool", "done", "assistant", "thinking", "error"} <= kinds
-    assert ".nbsubagents-lines .nbsubagents-assistant{color:var(--jp-brand-color1" in stylesheet()
+    assert ".nbsubagents-lines .nbsubagents-assistant{color:var(--nbsubagents-running)" in stylesheet()
     assert "<script" not in panel.window_html.value
 
 
@@ -1086,9 +1086,9 @@ def test_a_record_taken_while_the_run_waits_says_so_and_how_to_answer(tmp_path):
     assert "nbsubagents-status-waiting" in record
     # its rule's colour, from the record's own rules (a live panel's from the sheet it sends once)
     assert 'data-status="waiting"' in record and (
-        f'.nbsubagents-static[data-status="waiting"]{{border-left-color:{style.color("waiting")}}}') in record
+            '.nbsubagents-static[data-status="waiting"]{border-left-color:var(--nbsubagents-waiting)}') in record
     assert (".nbsubagents-panel.nbsubagents-live:has(.nbsubagents-icon.nbsubagents-c-waiting)"
-            f"{{border-left-color:{style.color('waiting')}}}") in stylesheet() and ":has(" not in record
+            "{border-left-color:var(--nbsubagents-waiting)}") in stylesheet() and ":has(" not in record
     assert WAIT != "?"  # "?" is the glyph of a record whose end is unknown (its kernel gone)
     assert '<div class="nbsubagents-open-question" data-question-id="q1"' in record and "waiting for your answer: Which file?" in page_text(record)
     assert 'nbsubagents.answer("asker", "…")' in page_text(record)

@@ -536,7 +536,7 @@ def test_empty_list_repr_says_where_presets_are_looked_for(agent, project):
 def test_html_repr_escapes_everything(agent, project):
     write(global_dir(agent), "x.md", preset_md("x", "'<b>bold</b> & more'", "model: m<1>\n"))
     html_text = list_presets()._repr_html_()
-    assert html_text.startswith(stylesheet("base") + "<table>")
+    assert html_text.startswith("<div class='nbsubagents-surface'>" + stylesheet("base") + "<table>")
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; more" in html_text
     assert "m&lt;1&gt;" in html_text
     assert "<b>" not in html_text

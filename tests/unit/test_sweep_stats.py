@@ -131,7 +131,8 @@ def test_the_display_shows_scores_first_n_once_and_marks_an_interval_that_exclud
     assert "<div class='nbsub-cmp-muted' title=\"[−29, +79]\">Δ +33 pp</div>" in shown  # one success more: no finding
     assert 'title="pass@3 100% · pass^3 0%">67% of 3' in shown  # k: the fewest runs a cell ran, on hover
     assert "cost (×10⁻³)" in header and ">1.00<" in shown and "e-0" not in shown  # 3 digits, one scale
-    assert "@media (prefers-color-scheme: dark)" in shown and '[data-jp-theme-light="false"]' in shown
+    assert ".nbsub-cmp-worse{color:var(--nbsubagents-failed)}" in shown  # the palette's variable: it switches
+    assert "@media (prefers-color-scheme: dark)" in shown and '[data-jp-theme-light="false"]{' in shown
     assert "100% of 3 [44, 100] · 1 excluded (never started) · Δ ±0 pp [−56, +56]" in repr(comparison)
     with pytest.raises(NbSubagentsError, match="ci=.*between 0 and 1"):
         views.compare(frames.frame(FIXED), by="preset", ci=95)
