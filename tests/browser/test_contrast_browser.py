@@ -48,6 +48,12 @@ def words(run) -> float:
     return float(len(run.output.split()))
 
 
+
+def html_values(widget) -> list[str]:
+    """The HTML of a widget and of every widget inside it (a live sweep's board and its folds' contents)."""
+    own = [widget.value] if isinstance(getattr(widget, "value", None), str) else []
+    return own + [html for child in getattr(widget, "children", ()) for html in html_values(child)]
+
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     """The outputs of real runs, by kind (HTML), the runs reports as pages, and the project they ran in."""
@@ -94,7 +100,7 @@ def made(tmp_path_factory):
             f"summary-{failed.status}": summary_html(nbsubagents.get_run(failed.id)),
             "group": group_static_html([PanelState.of_run(r) for r in runs]),
             "sweep-live": going.static_html(),
-            "sweep-live-widget": "".join(w.value for w in going.widget.children),
+            "sweep-live-widget": "".join(html_values(going.widget)),
             "sweep-record": ended.static_html(),
             "status": nbsubagents.status()._repr_html_(),
             "status-all": nbsubagents.status(include_completed=True)._repr_html_(),
