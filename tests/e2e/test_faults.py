@@ -1062,13 +1062,15 @@ waves, per_wave, me = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 finished = threading.Event()
 reader = threading.Thread(target=read, args=(finished.is_set,))
 reader.start()
-for wave in range(waves):
-    runs = [nbsubagents.start("scout", f"say: {me} {wave} {i}", show=False) for i in range(per_wave)]
-    read(lambda: all(r.done for r in runs))
-    for r in runs:
-        assert r.wait(300).status == "completed", (r.id, r.status, r.error)
-finished.set()
-reader.join()
+try:  # a failed wave ends this starter at once (its reader too), naming the run: the test fails, it does not hang
+    for wave in range(waves):
+        runs = [nbsubagents.start("scout", f"say: {me} {wave} {i}", show=False) for i in range(per_wave)]
+        read(lambda: all(r.done for r in runs))
+        for r in runs:
+            assert r.wait(300).status == "completed", (r.id, r.status, r.error)
+finally:
+    finished.set()
+    reader.join()
 """
 # A reader that starts, reads and exits, as `nbsubagents runs` in a terminal would: its exit closes its last
 # connection, which folds the WAL in and deletes it when SQLite believes no other process has the registry open.
