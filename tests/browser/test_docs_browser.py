@@ -39,6 +39,14 @@ def built_docs(tmp_path_factory):
     assert processes_inside(out.parent) == [], "the docs build left processes behind"
 
 
+def file_page(browser, page_file, *, width: int, height: int):
+    """A built page opened from its file, nothing fetched from elsewhere (every other request refused)."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    page = context.new_page()
+    page.goto(page_file.as_uri())
+    return page
+
 def test_a_built_docs_page_shows_the_runs_rendered_panel_not_a_widget_repr(built_docs):
     from playwright.sync_api import expect, sync_playwright
 
@@ -50,11 +58,7 @@ def test_a_built_docs_page_shows_the_runs_rendered_panel_not_a_widget_repr(built
     with sync_playwright() as p:
         browser = launch_chromium(p)
         try:
-            context = browser.new_context(viewport={"width": 1200, "height": 1400})
-            context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                          else route.abort())
-            page = context.new_page()
-            page.goto(page_file.as_uri())
+            page = file_page(browser, page_file, width=1200, height=1400)
             panel = page.locator(".nbsubagents-static", has=page.locator(".nbsubagents-name", has_text="first"))
             expect(panel.first).to_be_visible()
             header = panel.first.locator(".nbsubagents-header")
@@ -77,11 +81,7 @@ def test_the_api_reference_summary_table_fits_its_page_at_1280_px(built_docs):
     with sync_playwright() as p:
         browser = launch_chromium(p)
         try:
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                          else route.abort())
-            page = context.new_page()
-            page.goto((built_docs / "api.html").as_uri())
+            page = file_page(browser, built_docs / "api.html", width=1280, height=900)
             sizes = page.evaluate("""() => { const table = document.querySelector('table.autosummary');
                 const box = table.parentElement;
                 return {table: table.getBoundingClientRect().width, box: box.clientWidth, scroll: box.scrollWidth}; }""")
