@@ -93,11 +93,9 @@ def pydatetime(stamp: Any) -> Any:
         return stamp.to_pydatetime()
 
 
-# Plots (runs_timeline(), an experiment's plot() and its report's PNG): drawn on an opaque background of JupyterLab's
-# own (light: white; dark: #111111), so a plot made in one theme still reads on a page of the other. Text in ``ink``
-# (at least 12:1 on its background), axes and grid in MUTED, a status in PALETTE, and the cells of a plot (which are
-# no statuses) in SERIES: hues after Okabe and Ito's colour-blind-safe set, each at least 3:1 on its background.
-# (light theme, dark theme)
-PLOT = {"background": ("#ffffff", "#111111"), "ink": ("#1f2937", "#e5e7eb")}
+# Plots (runs_timeline(), an experiment's plot() and its report's PNG) are drawn on an opaque PAGE in TEXT, so a plot
+# made in one theme still reads on a page of the other; axes and grid in MUTED, a status in PALETTE, and the cells of
+# a plot (which are no statuses) in SERIES: hues after Okabe and Ito's colour-blind-safe set, each at least 3:1 on
+# its background. (light theme, dark theme)
 SERIES = (("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#9467bd", "#8c564b", "#a6761d", "#7f7f7f"),
           ("#56b4e9", "#e69f00", "#009e73", "#cc79a7", "#f0e442", "#d55e00", "#b39ddb", "#bbbbbb"))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .._child.artifacts import ACTIVE, STATUSES
 from .._config import NbSubagentsError
 from .._registry import query
-from .._style import MUTED, PLOT, color, is_missing, plural, pydatetime
+from .._style import MUTED, PAGE, TEXT, color, is_missing, plural, pydatetime
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -65,11 +65,11 @@ def new_figure(figsize: tuple[float, float]) -> Figure:
 
 
 def paint(fig: Figure, ax: Any, *, dark: bool) -> str:
-    """Give ``fig`` and its axes ``ax`` the theme's opaque background (``_style.PLOT``): frame and ticks in the
-    muted colour, tick labels and axis labels in the theme's ink, which it returns (for the title, the legend and
-    other text)."""
+    """Give ``fig`` and its axes ``ax`` the theme's opaque background (``_style.PAGE``): frame and ticks in the
+    muted colour, tick labels and axis labels in the theme's ink (``TEXT``), which it returns (for the title, the
+    legend and other text)."""
     index = 1 if dark else 0
-    background, ink, muted = PLOT["background"][index], PLOT["ink"][index], MUTED[index]
+    background, ink, muted = PAGE[index], TEXT[index], MUTED[index]
     fig.set_facecolor(background)
     fig.set_edgecolor(background)
     ax.set_facecolor(background)

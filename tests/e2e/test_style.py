@@ -151,13 +151,13 @@ def test_the_timeline_follows_the_theme_and_its_ticks_read_as_times(project, tmp
     monkeypatch.setenv("JUPYTERLAB_SETTINGS_DIR", str(settings))
     fig = nbsubagents.runs_timeline()
     ax = fig.axes[0]
-    assert to_hex(fig.get_facecolor(), keep_alpha=True) == style.PLOT["background"][1] + "ff"  # opaque, dark
+    assert to_hex(fig.get_facecolor(), keep_alpha=True) == style.PAGE[1] + "ff"  # opaque, dark
     bar = [p for p in ax.patches if p.get_gid()][0]
     assert to_hex(bar.get_facecolor()) == style.color("completed", dark=True)
     fig.canvas.draw()
     labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     assert labels and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in labels), labels
-    assert {to_hex(t.get_color()) for t in ax.get_xticklabels() + ax.get_yticklabels()} == {"#e5e7eb"}
+    assert {to_hex(t.get_color()) for t in ax.get_xticklabels() + ax.get_yticklabels()} == {style.TEXT[1]}
     light = nbsubagents.runs_timeline(theme="light")
     assert to_hex([p for p in light.axes[0].patches if p.get_gid()][0].get_facecolor()) == style.color("completed")
     with pytest.raises(nbsubagents.NbSubagentsError, match='theme must be "auto", "light" or "dark"'):

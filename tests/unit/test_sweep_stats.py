@@ -11,6 +11,7 @@ import statistics
 
 import pytest
 
+from nbsubagents import _style as style
 from nbsubagents._config import NbSubagentsError
 from nbsubagents._sweeps import frames, plots, stats, views
 from nbsubagents._sweeps.scorers import check, shell_syntax
@@ -151,7 +152,7 @@ def test_a_plot_shows_every_run_that_ran_with_counts_and_a_marker_per_model():
     xs = sorted(x for c in ax.collections for x, _ in c.get_offsets())
     assert len(set(xs)) == 6 and all(abs(x - round(x)) <= 0.02 * 5 for x in xs)  # equal values spread, a little
     assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # outside the axes
-    assert fig.get_facecolor()[3] == 1.0 and ax.xaxis.label.get_color() == "#e5e7eb"  # opaque, in the dark ink
+    assert fig.get_facecolor()[3] == 1.0 and ax.xaxis.label.get_color() == style.TEXT[1]  # opaque, in the dark ink
 
 
 def test_a_check_with_shell_syntax_runs_in_a_shell_or_is_refused():
