@@ -71,10 +71,8 @@ def running(*projects: Path) -> dict[str, Any]:
     clock counts from the run's own start (its ``run_start`` event; "starting" before it). Queued runs are only
     counted. ``sweeps``: each experiment with active runs, ``{"name", "notebook", "running", "queued"}``
     (``notebook``: the path, in the server, of the notebook that started its last listed run, "" if unknown)."""
-    rows = []
-    for project in dict.fromkeys(projects):
-        if registry.db_path(project).exists():
-            rows += [(project, row) for row in registry.snapshot(root=project).rows]
+    rows = [(project, row) for project in _with_registry(list(projects))
+            for row in registry.snapshot(root=project).rows]
     repeats = {(p, name): repeating(registry.db_path(p), name)
                for p, name in {(p, row["experiment"]) for p, row in rows if row.get("experiment")}}
     runs = [_run(row, repeats.get((project, row.get("experiment")), False)) for project, row in rows]
@@ -113,18 +111,17 @@ def _summary(counts: dict[str, int]) -> str:
     return "nbsubagents: " + (" · ".join(parts) if parts else "none running")
 
 
-def current_record(project: Path | list[Path], run_ids: list[str], *, group: bool = False) -> dict[str, Any]:
+def current_record(projects: list[Path], run_ids: list[str], *, group: bool = False) -> dict[str, Any]:
     """The record of ``run_ids`` (one run, or a group's runs with ``group``) as of now: ``{"ended", "statuses"}``,
     and once every run ended its ``text`` and ``html``, the static record the kernel would have written at the
-    end, stamped "as of" now. Each run is looked for in ``project`` (or each of a list of projects, in turn); one no
-    registry knows has status ``"missing"``."""
+    end, stamped "as of" now. Each run is looked for in each of ``projects`` in turn; one no registry knows has status
+    ``"missing"``."""
     if not run_ids:
         raise NbSubagentsError("no run id given: ask with run_id=<id> (one, or each run of a group)")
     if len(run_ids) > 1 and not group:
         raise NbSubagentsError(f"{len(run_ids)} run ids given for one run's record: give one, or group=1")
-    projects = [p for p in dict.fromkeys(project if isinstance(project, list) else [project])
-                if registry.db_path(p).exists()]
-    runs: dict[str, Run | None] = {run_id: _find(run_id, projects) for run_id in run_ids}
+    known = _with_registry(projects)
+    runs: dict[str, Run | None] = {run_id: _find(run_id, known) for run_id in run_ids}
     statuses = {run_id: run.status if run is not None else "missing" for run_id, run in runs.items()}
     answer: dict[str, Any] = {"ended": all(s in TERMINAL for s in statuses.values()), "statuses": statuses}
     unread = [mask_text(why) for run in runs.values() if run is not None for why in unreadable(run.dir)]
@@ -143,6 +140,11 @@ def current_record(project: Path | list[Path], run_ids: list[str], *, group: boo
     return answer
 
 
+def _with_registry(projects: list[Path]) -> list[Path]:
+    """``projects`` that have a registry (runs were started there), each once, in order."""
+    return [p for p in dict.fromkeys(projects) if registry.db_path(p).exists()]
+
+
 def _find(run_id: str, projects: list[Path]) -> Run | None:
     for project in projects:
         try:
@@ -157,7 +159,7 @@ def _find(run_id: str, projects: list[Path]) -> Run | None:
 def current_bar(projects: list[Path]) -> dict[str, Any]:
     """A notebook's ``status_bar()`` record as of now, read from the first of ``projects`` with a registry:
     ``{"found", "running", "text", "html"}`` (``found`` False, and nothing else, when none has one)."""
-    known = [p for p in dict.fromkeys(projects) if registry.db_path(p).exists()]
+    known = _with_registry(projects)
     if not known:
         return {"found": False}
     registry.ensure_loaded(registry.db_path(known[0]))  # runs that ended meanwhile count as ended (no settling)

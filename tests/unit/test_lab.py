@@ -153,7 +153,7 @@ def test_a_status_bar_record_is_read_again_as_of_now(root, tmp_path):
 
 def test_a_folder_without_runs_shows_none_and_gets_no_registry(tmp_path):
     assert readers.running(tmp_path)["summary"] == "nbsubagents: none running"
-    assert readers.current_record(tmp_path, ["20261126-100000-aaaaaa"])["statuses"] == {
+    assert readers.current_record([tmp_path], ["20261126-100000-aaaaaa"])["statuses"] == {
         "20261126-100000-aaaaaa": "missing"}
     assert list(tmp_path.iterdir()) == []  # a read creates nothing
 
@@ -161,11 +161,11 @@ def test_a_folder_without_runs_shows_none_and_gets_no_registry(tmp_path):
 # -- a run's current record -----------------------------------------------------------------------------------
 def test_a_record_is_given_once_the_run_ended_as_the_kernel_renders_it_and_says_as_of(root):
     run_dir = make_run(root, "20261126-100000-aaaaaa", name="scout", started=time.time() - 5)
-    answer = readers.current_record(root, ["20261126-100000-aaaaaa"])
+    answer = readers.current_record([root], ["20261126-100000-aaaaaa"])
     assert answer == {"ended": False, "statuses": {"20261126-100000-aaaaaa": "running"}}
 
     end(run_dir, final="the answer, at last")
-    answer = readers.current_record(root, ["20261126-100000-aaaaaa"])
+    answer = readers.current_record([root], ["20261126-100000-aaaaaa"])
     assert answer["ended"] and answer["statuses"] == {"20261126-100000-aaaaaa": "completed"}
     text, html = PanelState.of_run(Run(run_dir)).static_record()  # the kernel's own record of an ended run
     assert answer["text"].startswith(text + "\nAs of ")
@@ -180,21 +180,21 @@ def test_a_group_record_waits_for_every_run_and_names_unknown_ones_missing(root)
     a = make_run(root, "20261126-100000-aaaaaa", name="one", started=time.time() - 5)
     make_run(root, "20261126-100001-bbbbbb", name="two", result={"status": "failed", "final": ""})
     ids = ["20261126-100000-aaaaaa", "20261126-100001-bbbbbb"]
-    answer = readers.current_record(root, ids, group=True)
+    answer = readers.current_record([root], ids, group=True)
     assert not answer["ended"] and "html" not in answer
     end(a)
-    answer = readers.current_record(root, ids, group=True)
+    answer = readers.current_record([root], ids, group=True)
     assert answer["ended"] and answer["html"].startswith('<div class="nbsubagents-static-group')
     assert "1 done" in answer["html"] and "1 failed" in answer["html"]
     assert answer["text"].startswith("Sub-agents: 1 done, 1 failed")
 
-    missing = readers.current_record(root, ["20261126-100000-aaaaab"])  # no such run, though a prefix matches none
+    missing = readers.current_record([root], ["20261126-100000-aaaaab"])  # no such run, though a prefix matches none
     assert missing == {"ended": False, "statuses": {"20261126-100000-aaaaab": "missing"}}
-    assert readers.current_record(root, ["20261126-100000"])["statuses"] == {"20261126-100000": "missing"}  # a prefix
+    assert readers.current_record([root], ["20261126-100000"])["statuses"] == {"20261126-100000": "missing"}  # a prefix
     with pytest.raises(NbSubagentsError, match="no run id given"):
-        readers.current_record(root, [])
+        readers.current_record([root], [])
     with pytest.raises(NbSubagentsError, match="give one, or group=1"):
-        readers.current_record(root, ids)
+        readers.current_record([root], ids)
 
 
 # -- the extension's parts ------------------------------------------------------------------------------------
