@@ -1,0 +1,122 @@
+"""Tools nbsubagents gives a child beyond its harness's own, each served by a small MCP server over stdio.
+
+A tool server is a Python process (``python -m nbsubagents._child.<module>``) that speaks the Model Context
+Protocol's stdio transport: one JSON-RPC 2.0 message a line, ``initialize``, ``tools/list``, ``tools/call``.
+Every harness runs it the way it runs MCP servers: Claude Code and Codex natively (their MCP configuration), pi
+through one bridge extension. So a tool is written once, in Python, and the harness is not asked what it is.
+
+``ToolServer`` is what a run's options turn into (its name, argv and environment, decided by the kernel, never by
+the child); ``serve`` is the loop a server module runs, given its tools.
+
+Standard library only: a server starts in the child's time.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:
+    from typing import IO
+
+PROTOCOL = "2025-06-18"  # the MCP revision answered when the client asks for none we know
+KNOWN = ("2024-11-05", "2025-03-26", "2025-06-18")
+
+
+@dataclass(frozen=True)
+class ToolServer:
+    """One server a run's child gets: ``name`` (its tools appear under it), how to start it, and its environment
+    (added to the child's). Decided by the kernel from the run's options, so the child cannot change it."""
+
+    name: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a tool call gives back: text for the model, whether it failed, and details for the run's record."""
+
+    text: str
+    is_error: bool = False
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool of a server: its name, what the model reads of it, its parameters (a JSON Schema object) and the
+    function that runs a call (its arguments in, a ``Result`` out; an exception becomes an error result)."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    call: Callable[[dict[str, Any]], Result]
+
+
+def _reply(out: IO[str], request_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+    message.update({"error": error} if error is not None else {"result": result})
+    out.write(json.dumps(message, default=str) + "\n")
+    out.flush()
+
+
+def _call(tools: Mapping[str, Tool], params: Mapping[str, Any]) -> dict[str, Any]:
+    tool = tools.get(str(params.get("name")))
+    if tool is None:
+        result = Result(f"no tool {params.get('name')!r} here (there are: {', '.join(tools) or 'none'})", True)
+    else:
+        try:
+            result = tool.call(dict(params.get("arguments") or {}))
+        except Exception as exc:  # a failing call is the model's to read, not the end of the server
+            result = Result(f"{type(exc).__name__}: {exc}", True, {"traceback": traceback.format_exc(limit=5)})
+    answer: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}
+    if result.details:
+        answer["structuredContent"] = dict(result.details)
+    return answer
+
+
+def handle(tools: Mapping[str, Tool], message: Mapping[str, Any], *, name: str, version: str) -> dict[str, Any] | None:
+    """The reply to one JSON-RPC message (None for a notification): the whole protocol this package needs."""
+    method, request_id = message.get("method"), message.get("id")
+    if request_id is None:
+        return None  # notifications/initialized, notifications/cancelled: nothing to answer
+    params = message.get("params") or {}
+    if method == "initialize":
+        asked = params.get("protocolVersion")
+        result = {"protocolVersion": asked if asked in KNOWN else PROTOCOL, "capabilities": {"tools": {}},
+                  "serverInfo": {"name": name, "version": version}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": t.name, "description": t.description, "inputSchema": dict(t.input_schema)}
+                            for t in tools.values()]}
+    elif method == "tools/call":
+        result = _call(tools, params)
+    elif method == "ping":
+        result = {}
+    else:
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"no method {method!r}"}}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def serve(tools: list[Tool], *, name: str, version: str = "1", stdin: IO[str] | None = None,
+          stdout: IO[str] | None = None) -> None:
+    """Answer MCP messages on stdin until it closes. Calls run one at a time, in the order they came."""
+    by_name = {tool.name: tool for tool in tools}
+    src, out = stdin or sys.stdin, stdout or sys.stdout
+    for line in src:
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            _reply(out, None, error={"code": -32700, "message": "not JSON"})
+            continue
+        if not isinstance(message, dict):
+            _reply(out, None, error={"code": -32600, "message": "not a JSON-RPC message"})
+            continue
+        answer = handle(by_name, message, name=name, version=version)
+        if answer is not None:
+            out.write(json.dumps(answer, default=str) + "\n")
+            out.flush()
