@@ -41,7 +41,7 @@ __all__ = ["run", "run_parallel", "presets", "configure", "Run", "NbSubagentsErr
            "StatusBar", "Browser", "report",
            "experiment", "experiments", "get_experiment", "Experiment", "check", "init",
            "new_preset", "edit_preset", "copy_preset", "delete_preset", "steer", "follow_up", "answer",
-           "rebuild_registry"]
+           "rebuild_registry", "pickled"]
 
 _LAZY = {
     "run": "_api", "run_parallel": "_api", "presets": "_api",
@@ -53,6 +53,7 @@ _LAZY = {
     "Experiment": "_sweeps.experiment", "check": "_sweeps.scorers", "init": "_project_init",
     "new_preset": "_api", "edit_preset": "_api", "copy_preset": "_api", "delete_preset": "_api",
     "steer": "_api", "follow_up": "_api", "answer": "_api", "rebuild_registry": "_api",
+    "pickled": "_lifecycle.inputs",
 }
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     )
     from ._config import NbSubagentsError, configure
     from ._lifecycle.handle import Run
+    from ._lifecycle.inputs import pickled
     from ._project_init import init
     from ._registry.status import Status
     from ._sweeps.experiment import Experiment, experiment, experiments, get_experiment

@@ -36,7 +36,8 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
         ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
         output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
-        show: bool = True, executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
+        inputs: dict[str, Any] | None = None, show: bool = True, executor: str | None = None, dask_client: Any = None,
+        **unknown: Never) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
     Bad input (unknown preset or model, empty task, missing cwd, an unknown keyword) raises before anything
@@ -85,6 +86,13 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         The agent loads the configuration the project it works in has for it: Claude Code's ``.claude/settings.json``
         hooks, pi's ``.pi/extensions`` and ``.pi/settings.json``, MCP servers (default: the preset's ``projectConfig``,
         else ``False``: a repository's code never runs unasked, whatever the preset's tools).
+    inputs : dict, optional
+        The notebook's values the sub-agent gets as read-only files in its run folder, by name (``{"df": df,
+        "params": params}``): a pandas DataFrame as Parquet with a Markdown card (shape, dtypes, head, missing
+        values, describe), a NumPy array as ``.npy`` with its card, text as ``.txt``, JSON-able values as JSON, a
+        matplotlib Figure as PNG, a ``pathlib.Path`` as a read-only copy, ``nbsubagents.pickled(x)`` as a pickle.
+        The task gets one line per input (name, kind, file, card). Anything else, or an input over the
+        ``input_max_mb`` setting, is refused by name before the run.
     show : bool, default True
         Progress as a live panel in a notebook, plain lines on stderr elsewhere; ``False`` (or
         ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
@@ -158,8 +166,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
           max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
           ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
           output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
-          on_done: Callable[[Run], Any] | None = None, show: bool = True, executor: str | None = None,
-          dask_client: Any = None, **unknown: Never) -> Run:
+          inputs: dict[str, Any] | None = None, on_done: Callable[[Run], Any] | None = None, show: bool = True,
+          executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
@@ -171,7 +179,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
     Parameters
     ----------
     preset, task, model, cwd, name, timeout, files, resume, isolation, keep_worktree, max_turns, max_tool_calls, \
-max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, executor, dask_client
+max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, inputs, executor, \
+dask_client
         As for ``run``.
     on_done : callable, optional
         Called with the run once it has ended and been recorded.

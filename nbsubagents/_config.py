@@ -147,6 +147,10 @@ class Settings:
                                     "worktree (or copy) of its cwd")
     isolation_max_copy_mb: float = setting(200.0, _number("a number of megabytes > 0", 0, above=True),
                                            "a non-git folder larger than this is refused for isolation")
+    input_max_mb: float = setting(100.0, _number("a number of megabytes > 0", 0, above=True),
+                                  "one input of a run (inputs=, --with) larger than this is refused before the run")
+    inputs_max_mb: float = setting(500.0, _number("a number of megabytes > 0", 0, above=True),
+                                   "a run's inputs together larger than this are refused before the run")
     max_turns: int | None = setting(None, _budget("max_turns"), "turns per run (None: no limit)")
     max_tool_calls: int | None = setting(None, _budget("max_tool_calls"), "tool calls per run (None: no limit)")
     max_tokens: int | None = setting(None, _budget("max_tokens"), "tokens per run (None: no limit)")

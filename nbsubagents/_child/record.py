@@ -64,6 +64,7 @@ class RunRecord:
     budget: dict | None = None
     isolation: dict | None = None
     output_schema: Any = None
+    inputs: list | None = None  # the notebook's values given as files: name, kind, file, card, bytes, sha256, about
     ask: bool = False
     approval: dict | None = None
     project_config: bool = False  # the child loaded the project's own agent config (hooks, extensions, ...)

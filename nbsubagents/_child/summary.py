@@ -60,7 +60,8 @@ def change_words(changes: dict[str, Any]) -> str:
 def extra_parts(run: Any, spent: dict[str, Any]) -> list[str]:
     """``offline model`` (the project's offline setting sent the run to the scripted model; ``offline model in place
     of NAME`` when the call named a model), ``project config``
-    (the agent loaded its project's own hooks, extensions, settings), spend against the run's budget (``budget
+    (the agent loaded its project's own hooks, extensions, settings), ``inputs df, params`` (the notebook's values it
+    was given, ``inputs=``), spend against the run's budget (``budget
     tools 3/20``) and an isolated run's ``+N −M``: the words every surface (summary line, panel header) shows for
     them."""
     record = run.record  # offline: the scripted model answered, in place of the model the call named (if any)
@@ -70,6 +71,9 @@ def extra_parts(run: Any, spent: dict[str, Any]) -> list[str]:
     parts = [f"offline model{instead}"] if record.offline else []
     if run.record.project_config:
         parts.append("project config")
+    given = [e.get("name") for e in record.inputs or [] if isinstance(e, dict)]
+    if given:
+        parts.append("inputs " + ", ".join(map(str, given)))
     budget = run.record.budget
     if budget:
         parts.append("budget " + describe(budget, spent))

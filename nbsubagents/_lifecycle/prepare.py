@@ -6,6 +6,7 @@ that could not start as a failed run, and ``build_runs`` does both for the tasks
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import uuid
@@ -25,7 +26,7 @@ from .._pi import choose_model, offline
 from .._pi.locate import find_program
 from .._pi.models import ModelChoice, ModelError, available_models, resolve_name
 from .._preset_files.parse import approval_policy, model_list
-from . import settle
+from . import inputs as inputs_mod, settle
 from .context import compose_prompt
 from .edge import edge
 from .handle import Run, get_run, launched_status
@@ -197,6 +198,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         env = {**env, "NBSUBAGENTS_NOBODY_TO_ASK": "1"}
     if schema is not None:
         prompt += output_schema.instruction(schema)
+    staged = staged_inputs(spec, current)  # in memory, checked: refused here, before the run's folder exists
     run_dir = _make_run_dir(root)
     run_id = run_dir.name
     paths = RunPaths(run_dir)
@@ -211,7 +213,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         env, ignored_tools = {**env, **harness_env}, harness.left_out(request)
         if preset.prompt:
             paths.system_prompt.write_text(preset.prompt + "\n", encoding="utf-8")
-        paths.prompt.write_text(prompt, encoding="utf-8")
+        given = inputs_mod.write(paths.dir / "inputs", staged) or None
+        paths.prompt.write_text(prompt + inputs_mod.task_lines(given or []), encoding="utf-8")
         record = RunRecord(
             run_id=run_id, name=spec.name or preset.name, harness=harness.NAME, mode=mode, task_index=task_index,
             preset=preset.name, preset_source=str(preset.path), preset_scope=preset.scope, task=task,
@@ -225,7 +228,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             resumed_from=earlier.run_id if earlier is not None else None, session_path=str(paths.session),
             argv=argv, env={"PI_SUBAGENTS_CHILD": "1", **env}, timeout=timeout,
             extend_timeout_debounce=current.extend_timeout_debounce, looping_tool_count=current.looping_tool_count,
-            created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, **conversation,
+            created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, inputs=given,
+            **conversation,
             question_timeout=waits, launcher=_launcher(), project_config=project_config,
             sources={name: source for name, (_, source) in chosen.items()},
             runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec))
@@ -240,6 +244,13 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         registry.note(run, status=launched_status(run) if launching else None)
         run.noted_running = launching
     return run
+
+
+def staged_inputs(spec: TaskSpec, settings: config.Settings, where: str = "inputs") -> list[inputs_mod.Staged]:
+    """The task's inputs in the form each kind calls for, in memory, within the settings' size limits; an input
+    that cannot be sent is refused by name (``inputs.InputError``) before anything is written."""
+    return inputs_mod.stage_all(spec.inputs, input_max_mb=settings.input_max_mb,
+                                inputs_max_mb=settings.inputs_max_mb, where=where)
 
 
 def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any, chosen: Chosen | None = None) -> None:
@@ -374,6 +385,22 @@ def failed_run(spec: TaskSpec, error: Exception, *, mode: str, task_index: int, 
     return run
 
 
+def _with_staged_inputs(spec: TaskSpec, index: int) -> TaskSpec:
+    """A task whose inputs are staged (checked, in memory): one input that cannot be sent refuses the whole call
+    before any run of it is written, naming the task and the input."""
+    if not spec.inputs:
+        return spec
+    try:
+        settings = config.current(check_cwd(spec.cwd))
+    except NbSubagentsError:  # its cwd's own error comes with its run
+        settings = config.current()
+    try:
+        staged = staged_inputs(spec, settings)
+    except inputs_mod.InputError as exc:
+        raise inputs_mod.InputError(f"Task {index}: {exc}") from None
+    return dataclasses.replace(spec, inputs={s.name: s for s in staged})
+
+
 def build_runs(items: Iterable[Any], *, mode: str, runner: str | None = None) -> list[Run]:
     """Each task becomes a run; one task's bad preset or model fails that task alone.
 
@@ -383,7 +410,7 @@ def build_runs(items: Iterable[Any], *, mode: str, runner: str | None = None) ->
     per folder the tasks run in.
     """
     group = uuid.uuid4().hex[:12]
-    specs = [as_spec(item, index) for index, item in enumerate(items)]
+    specs = [_with_staged_inputs(as_spec(item, index), index) for index, item in enumerate(items)]
     runs: list[Run] = []
     in_force: dict[Path, config.Settings] = {}
     try:

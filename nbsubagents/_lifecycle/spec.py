@@ -111,6 +111,20 @@ def _paths(value: Any, where: str, key: str) -> None:
         raise NbSubagentsError(f"{where}: '{key}' must be a list of paths, got {value!r}")
 
 
+def _inputs(value: Any, where: str, key: str) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise NbSubagentsError(f"{where}: '{key}' must be a dict of names to values, such as {{'df': df}}; got "
+                               f"{type(value).__name__}")
+
+
+def input_words(text: str) -> list[str]:
+    """A magic line's (or the command line's) ``--with`` value: names (``df,params``) or ``NAME=PATH``."""
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    if not words:
+        raise ValueError(text)
+    return words
+
+
 def _flag(value: Any, where: str, key: str) -> None:
     if value is not None and not isinstance(value, bool):
         raise NbSubagentsError(f"{where}: '{key}' must be True or False, got {value!r}")
@@ -185,6 +199,12 @@ class TaskSpec:
                                          "extensions, MCP servers, settings: code that runs); default: the preset's "
                                          "projectConfig, else no", check=_flag, parse=yes_no, metavar="yes|no",
                                          preset="project_config")
+    inputs: dict[str, Any] | None = option(
+        "values the sub-agent gets as files in its run folder, by name: {'df': df, 'params': {...}} (a DataFrame as "
+        "Parquet with a card, a NumPy array, text, JSON-able values, a Figure, a pathlib.Path copied read-only, "
+        "nbsubagents.pickled(x)); a magic names the notebook's variables (--with df,params), the command line "
+        "files (--with data=PATH)", check=_inputs, parse=input_words, metavar="NAME", flag="--with", repeat=True,
+        column=True, structured=True)
     experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)
     params: dict[str, Any] | None = option("its cell of the experiment: preset, model, task id, repeat, ...",
                                            **_INTERNAL)

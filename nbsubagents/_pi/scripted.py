@@ -6,7 +6,9 @@ offline demos can drive the real ``pi`` CLI without network access or keys.
 
 Demo-mode lines, one step each: ``read PATH``, ``ls PATH``, ``run: CMD``,
 ``write PATH: CONTENT`` (``\\n`` for newlines), ``edit PATH: OLD -> NEW``,
-``grep PATTERN``, ``ask: QUESTION`` (a call of the ``ask`` tool of ``pi_extensions/ask.js``; with options:
+``grep PATTERN``, ``read card NAME`` / ``read input NAME`` (a read of the card, or the file, of the run's input
+NAME, as the prompt's ``Inputs`` lines name it), ``ask: QUESTION`` (a call of the ``ask`` tool of
+``pi_extensions/ask.js``; with options:
 ``ask: QUESTION [A | B | C]``), ``fail: STATUS MESSAGE``; ``say: TEXT`` and ``sleep: SECONDS``
 attach to the next step; ``fail once: STATUS MESSAGE`` makes the server answer the first request of the first
 conversation with this task (the same system prompt, model and task text) with that HTTP error, and every
@@ -97,6 +99,18 @@ _TOOL_LINES: list[tuple[str, Callable[[re.Match[str]], tuple[str, dict]]]] = [
 ]
 
 
+# A prompt's line of one input (``lifecycle.inputs.task_lines``): "- NAME (KIND: ABOUT): file PATH; card PATH".
+_INPUT_LINE = re.compile(r"^- (\S+) \(.*\): file (.+?)(?:; card (.+))?$", re.M)
+
+
+def _input_read(m: re.Match[str], task: str) -> tuple[str, dict]:
+    """``read card NAME`` / ``read input NAME``: a read of that input's card or file, as the task's lines name it."""
+    found = {i[1]: (i[2], i[3]) for i in _INPUT_LINE.finditer(task)}
+    file, card = found.get(m[2], (None, None))
+    path = card if m[1] == "card" else file
+    return "read", {"path": path or f"(no {m[1]} for an input named {m[2]})"}
+
+
 def demo_plan(task: str) -> list[Step]:
     """Turn task lines into steps; ``say:``/``sleep:`` fold into the next step.
 
@@ -122,7 +136,7 @@ def demo_plan(task: str) -> list[Step]:
         elif m := re.fullmatch(r"fail:\s*(\d{3})\s*(.*)", line):
             step = {"error": {"status": int(m[1]), "message": m[2] or "scripted failure"}}
         else:
-            for pattern, build in _TOOL_LINES:
+            for pattern, build in [(r"read (card|input)\s+(\S+)", lambda m: _input_read(m, task)), *_TOOL_LINES]:
                 if m := re.fullmatch(pattern, line):
                     name, args = build(m)
                     label = line.split(":")[0] if name in ("write", "edit", "ask") else line

@@ -107,6 +107,9 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
         "notebook": launcher.get("notebook"), "kernel": launcher.get("kernel"),
         "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),
     }
+    if record.inputs:
+        row["inputs"] = json.dumps([{k: e.get(k) for k in ("name", "kind", "bytes", "sha256")} for e in record.inputs
+                                    if isinstance(e, dict)])
     if record.experiment is not None:
         scores = read_json(paths.dir / "scores.json") or {}
         row.update(experiment=record.experiment, params=json.dumps(record.params or {}, default=str),

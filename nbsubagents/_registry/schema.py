@@ -8,13 +8,13 @@ import time
 
 __all__ = ["SCHEMA_VERSION", "COLUMNS", "NAMES", "FRAME", "FRAME_NUMBERS", "csv_line", "init_schema"]
 
-SCHEMA_VERSION = 9  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
+SCHEMA_VERSION = 10  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
 # 4: resumed_from; 5: harness; 6: two indexes that give rows in the order they are read, so nothing is sorted:
 # runs_experiment_created (an experiment's runs, oldest first) and runs_status_preset (runs() filtered by a status
 # and a preset, newest first, reading the index backwards); 7: runs_experiment dropped, runs_experiment_created
 # serves every look-up by experiment (one index less to keep up at each write); 8: run_lines, each row's values as
 # runs() reads them, kept by triggers; 9: run_lines and its triggers dropped (every write paid for a saving no one
-# could see)
+# could see); 10: inputs, the run's inputs (JSON: name, kind, bytes, sha256 of each)
 
 # (column, SQL type); the order is the table's.
 COLUMNS: list[tuple[str, str]] = [
@@ -39,6 +39,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("resumed_from", "TEXT"),
     # issue 28: the agent harness that ran it; the rows of an older registry were all pi's
     ("harness", "TEXT DEFAULT 'pi'"),
+    # issue 57: the notebook's values a run was given (JSON list: name, kind, bytes, sha256)
+    ("inputs", "TEXT"),
 ]
 NAMES = [name for name, _ in COLUMNS]
 

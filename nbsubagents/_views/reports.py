@@ -52,8 +52,14 @@ def _facts(run: Run) -> dict[str, Any]:
         "cost": usage.get("cost") or 0.0, "toolCalls": result.get("toolCalls") or 0, "turns": result.get("turns"),
         "created": run.record.created_at, "started": result.get("startedAt"), "ended": result.get("endedAt"),
         "duration": result.get("durationSeconds"), "cwd": run.record.cwd or "",
-        "group": run.record.group, "mode": run.record.mode or "",
+        "group": run.record.group, "mode": run.record.mode or "", "inputs": _inputs(run),
     }
+
+
+def _inputs(run: Run) -> list[tuple[str, str]]:
+    """Each input the run was given: its name and ``kind, N bytes, sha256 HEAD…, its file``."""
+    return [(str(e.get("name")), f"{e.get('kind')}, {e.get('bytes') or 0:,} bytes, sha256 "
+             f"{str(e.get('sha256'))[:12]}…, {e.get('file')}") for e in run.record.inputs or [] if isinstance(e, dict)]
 
 
 def _lines(run: Run) -> list[tuple[str, str]]:
@@ -195,6 +201,8 @@ def run_md(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> list[str
         others = [r for r in groups.get(f["group"], []) if r.run_id != run.run_id and r.run_id in listed]
         out.append("- **Same call as:** " + (", ".join(f"[{md_line(r.name)}](#{_anchor(r.run_id)})" for r in others) or
                                               "no other run of its call is in this report"))
+    if f["inputs"]:
+        out.append("- **Inputs:** " + "; ".join(f"{_code(name)} {md_line(words)}" for name, words in f["inputs"]))
     changed = run.files_changed
     out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
     out += ["", "**Task**", "", block(run.task)]

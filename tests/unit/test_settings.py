@@ -83,7 +83,7 @@ def test_a_setting_given_in_both_spellings_is_refused(project):
 EXAMPLES = {
     "pi": "/opt/pi/bin/pi", "concurrency": 2, "max_tasks": 3, "timeout": 5.5, "extend_timeout_debounce": 7,
     "looping_tool_count": 0, "panel_lines": 9, "runner": "tmux", "poll_interval": 0.5, "claude_agents": False,
-    "isolation": "worktree", "isolation_max_copy_mb": 12.5, "max_turns": 4, "max_tool_calls": 5, "max_tokens": 600,
+    "isolation": "worktree", "isolation_max_copy_mb": 12.5, "input_max_mb": 3.5, "inputs_max_mb": 20, "max_turns": 4, "max_tool_calls": 5, "max_tokens": 600,
     "max_cost": 0.25, "executor": "dask", "dask_scheduler": "tcp://head:8786", "secret_patterns": ("corp-[0-9]+",),
     "offline": True, "question_timeout": 60,
 }

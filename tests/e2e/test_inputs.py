@@ -1,0 +1,105 @@
+"""The notebook's values as a run's inputs (issue 57, part 1): written into the run folder by kind, named in the
+task, read by the real pi (and Claude Code) from the scripted model's ``read card NAME`` line, and kept in the
+run's record, panel, report and registry row; an experiment sweeps them as an axis."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pandas as pd
+import pytest
+
+import nbsubagents
+from nbsubagents._config import NbSubagentsError
+from nbsubagents._views.panel_state import PanelState
+
+from test_harness_claude import claude  # noqa: F401 (the fixture: Claude Code pointed at the scripted model)
+
+FRAME = pd.DataFrame({"city": ["Oslo", "Lima", None], "temp": [3.5, 19.0, 11.25]})
+
+
+def tool_results(run) -> list[dict]:
+    events = [json.loads(line) for line in run.paths.events.read_text().splitlines()]
+    return [e for e in events if e["type"] == "tool_result"]
+
+
+def registry_inputs(project, run_id: str) -> list[dict]:
+    db = project / ".pi" / "subagents" / "registry.sqlite"
+    with sqlite3.connect(db) as conn:
+        (text,) = conn.execute("SELECT inputs FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return json.loads(text)
+
+
+def test_a_dataframe_goes_in_and_the_child_reads_its_card(project, scripted):
+    run = nbsubagents.run("scout", "read card df\nread input notes", show=False,
+                          inputs={"df": FRAME, "notes": "look at the temperatures", "params": {"unit": "C"}})
+
+    assert run.status == "completed", run.error
+    folder = run.dir / "inputs"
+    assert pd.read_parquet(folder / "df.parquet").equals(FRAME)
+    assert json.loads((folder / "params.json").read_text()) == {"unit": "C"}
+    assert not (folder / "df.parquet").stat().st_mode & 0o222  # read-only
+    sent = scripted.requests[0]["messages"][-1]["content"]
+    sent = sent if isinstance(sent, str) else " ".join(p.get("text", "") for p in sent)
+    assert f"- df (dataframe: DataFrame, 3 rows × 2 columns): file {folder / 'df.parquet'}; card {folder / 'df.md'}" \
+        in sent
+    card, notes = tool_results(run)
+    assert card["name"] == "read" and "DataFrame, 3 rows × 2 columns" in card["text"]  # the card reached the model
+    assert "city    object" in card["text"] or "city" in card["text"] and "Missing values" in card["text"]
+    assert "city    1" in card["text"]  # its missing values: one city
+    assert notes["text"].strip() == "look at the temperatures"
+    assert "DataFrame, 3 rows × 2 columns" in run.output
+    by_name = {e["name"]: e for e in run.record.inputs}
+    assert by_name["df"]["kind"] == "dataframe" and by_name["notes"]["kind"] == "text"
+    assert by_name["df"]["bytes"] == (folder / "df.parquet").stat().st_size and len(by_name["df"]["sha256"]) == 64
+    assert [(e["name"], e["kind"]) for e in registry_inputs(project, run.run_id)] == [
+        ("df", "dataframe"), ("notes", "text"), ("params", "json")]
+    text, html = PanelState.of_run(run).static_record()
+    assert "inputs df, notes, params" in text and "inputs df, notes, params" in html
+    report = nbsubagents.report([run], project / "report.md").read_text()
+    assert "- **Inputs:** `df` dataframe" in report and "`params` json" in report
+    assert "<th>Inputs</th><td><code>df</code> dataframe" in nbsubagents.report([run], project / "r.html").read_text()
+
+
+def test_inputs_that_cannot_be_sent_are_refused_by_name_before_anything_is_written(project):
+    runs = project / ".pi" / "subagents" / "runs"
+    with pytest.raises(NbSubagentsError, match=r"Input 'lock'.*pickled"):
+        nbsubagents.run("scout", "x", show=False, inputs={"df": FRAME, "lock": nbsubagents.pickled(lambda: 1)})
+    nbsubagents.configure(input_max_mb=0.001)
+    with pytest.raises(NbSubagentsError, match=r"Input 'big' is 5,000 bytes, over the limit of 1,000 bytes per input"):
+        nbsubagents.run("scout", "x", show=False, inputs={"small": "ok", "big": "x" * 5000})
+    with pytest.raises(NbSubagentsError, match=r"Task 1: Input 'big'"):
+        nbsubagents.run_parallel([{"preset": "scout", "task": "x"},
+                                  {"preset": "scout", "task": "x", "inputs": {"big": "x" * 5000}}], show=False)
+    assert not runs.exists() or not list(runs.iterdir())  # no run folder, not even a failed run's
+
+
+def test_an_experiment_sweeps_two_inputs_as_an_axis(project):
+    small, large = FRAME.head(1), FRAME
+    exp = nbsubagents.experiment("by-input", tasks=[
+        {"id": "small", "task": "read card df", "inputs": {"df": small}},
+        {"id": "large", "task": "read card df", "inputs": {"df": large}}], presets="scout", show=False)
+    frame = exp.frame()
+    assert set(frame["status"]) == {"completed"}
+    table = exp.compare(by="input").table
+    labels = sorted(str(v) for v in table.index.get_level_values(0))
+    assert len(labels) == 2 and all(label.startswith("df:") for label in labels)
+    for run in exp.runs():
+        (card,) = tool_results(run)
+        rows = len(small) if run.record.params["task_id"] == "small" else len(large)
+        assert f"DataFrame, {rows} rows × 2 columns" in card["text"]
+    plan = exp.plan
+    assert all(cell["spec"]["inputs"]["df"]["sha256"] for cell in plan["cells"])
+    with pytest.raises(NbSubagentsError, match="changed"):  # other data under the same name: another plan
+        nbsubagents.experiment("by-input", tasks=[
+            {"id": "small", "task": "read card df", "inputs": {"df": large}},
+            {"id": "large", "task": "read card df", "inputs": {"df": large}}], presets="scout", show=False)
+
+
+def test_a_dataframe_goes_in_under_claude_code(claude, scripted):  # noqa: F811
+    run = nbsubagents.run("scout", "read card df", show=False, harness="claude-code", inputs={"df": FRAME})
+    assert run.status == "completed", run.error
+    (card,) = tool_results(run)
+    assert "DataFrame, 3 rows × 2 columns" in card["text"] and "Missing values" in card["text"]
+    assert run.record.inputs[0]["name"] == "df"
