@@ -16,6 +16,7 @@ from . import _api as api
 from ._cli_shell import EXIT_CODES, echo, echo_json, subcommand
 from ._cli_talk import run_facts
 from ._config import NbSubagentsError
+from ._lifecycle import inputs
 from ._lifecycle.spec import Option, options, yes_no
 
 __all__ = ["add_run", "run_preset", "RUN_CODES", "exit_code"]
@@ -82,7 +83,8 @@ def add_run(sub: Any) -> None:
   nbsubagents run editor "fix the failing test" --isolation worktree --max-cost 0.50
   nbsubagents run scout "find the config" --json | jq -r .output
   nbsubagents run scout "audit the dependencies" --bg   # prints the run id at once
-  nbsubagents run scout "triage" --approval '{"tools": ["bash"], "allow": ["git status*"]}'""",
+  nbsubagents run scout "triage" --approval '{"tools": ["bash"], "allow": ["git status*"]}'
+  nbsubagents run scout "summarise the data" --with df=data.parquet --with notes=notes.md""",
                      "Run PRESET on a task in the foreground, as nbsubagents.run() does: progress lines on stderr, "
                      "the run's answer on stdout (or, with --json, the run as JSON), the exit status from how it "
                      "ended. The run options are run()'s: a repeatable flag collects a list; an option that takes "
@@ -129,6 +131,11 @@ def _task(args: argparse.Namespace) -> str:
                                "or - for stdin") from None
 
 
+def _no_variables(name: str) -> Any:
+    raise NbSubagentsError(f"--with {name}: the command line has no variables; give a file or folder as "
+                           f"{name}=PATH, or values as JSON: --with '{{\"{name}\": ...}}'")
+
+
 def exit_code(run: Any) -> int:
     """How a run ended, as the exit status of ``nbsubagents run`` (``RUN_CODES``)."""
     if run.status == "completed":
@@ -142,6 +149,8 @@ def run_preset(args: argparse.Namespace) -> int:
     task = _task(args)
     values = {opt.name: _value(opt, given) for opt in options("call")
               if (given := getattr(args, opt.name)) is not None}
+    if isinstance(values.get("inputs"), list):  # --with NAME=PATH (repeatable); JSON: {"NAME": value, ...}
+        values["inputs"] = inputs.names_of(values["inputs"], _no_variables, "--with")
     if args.bg:
         run = api.start(args.preset, task, show=False, executor=args.executor, **values)
         echo(run.id)

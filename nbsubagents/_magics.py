@@ -28,7 +28,7 @@ from IPython.utils.text import DollarFormatter
 
 from nbsubagents import _api as api
 from nbsubagents._child.text import terminal_safe
-from nbsubagents._lifecycle import converse
+from nbsubagents._lifecycle import converse, inputs
 from nbsubagents._lifecycle.spec import check_shape
 from nbsubagents._preset_files import write as preset_write
 from nbsubagents._magic_args import (
@@ -173,6 +173,13 @@ class SubagentMagics(Magics):
             raise UsageError(f"--expand could not fill in the task: {type(exc).__name__}: {exc}. "
                              "Without --expand the task is sent exactly as written.") from None
 
+    def _variable(self, name: str) -> Any:
+        """``--with NAME``: the notebook's variable NAME (never an expression: nothing is evaluated)."""
+        if name not in self.shell.user_ns:
+            raise UsageError(f"--with {name}: the notebook has no variable {name!r}; define it first, or give a file "
+                             f"as {name}=PATH")
+        return self.shell.user_ns[name]
+
     def _store(self, var: str | None, value: Any) -> Any:
         if var:
             self.shell.user_ns[var] = value
@@ -213,7 +220,10 @@ class SubagentMagics(Magics):
         if args.expand:
             task = self._expand(task)
         launch = api.start if args.bg else api.run
-        result = launch(args.preset, task, executor=args.executor, **run_option_values(args))
+        values = run_option_values(args)
+        if values.get("inputs") is not None:  # --with df,params: the notebook's variables of these names
+            values["inputs"] = inputs.names_of(values["inputs"], self._variable, "--with")
+        result = launch(args.preset, task, executor=args.executor, **values)
         return self._store(args.out, result)
 
     @no_var_expand

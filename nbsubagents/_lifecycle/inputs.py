@@ -312,9 +312,9 @@ def task_lines(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def label(entries: Iterable[Mapping[str, Any]]) -> str:
+def label(staged: Iterable[Staged]) -> str:
     """A short name of a set of inputs (an experiment's ``input`` param): each name and the head of its hash."""
-    return ", ".join(f"{e['name']}:{str(e['sha256'])[:8]}" for e in entries)
+    return ", ".join(f"{s.name}:{s.sha256[:8]}" for s in staged)
 
 
 # -- an experiment's inputs, stored once beside its plan -------------------------------------------------------

@@ -15,11 +15,13 @@ from . import frames
 
 def cells_of(params: Any) -> list[tuple[Any, ...]]:
     """The plan cell of each run's params (``frames.parse``d), as ``cell_key`` names it: ``cell_values`` (task,
-    preset, model, repeat, and the harness where a cell names one) as a tuple, worked out a key at a time."""
+    preset, model, repeat, and the harness and inputs where a cell names them) as a tuple, worked out a key at a
+    time."""
     cells = list(zip(*(frames.key_list(params, key) for key in ("task_id", "preset", "model", "repeat"))))
-    harness = frames.key_list(params, "harness")
-    if harness.count(None) < len(harness):
-        cells = [cell if named is None else (*cell, named) for cell, named in zip(cells, harness)]
+    for key in ("harness", "input"):
+        named = frames.key_list(params, key)
+        if named.count(None) < len(named):
+            cells = [cell if value is None else (*cell, value) for cell, value in zip(cells, named)]
     return cells
 
 

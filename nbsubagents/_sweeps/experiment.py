@@ -43,10 +43,10 @@ from .._lifecycle.handle import Run
 from .._lifecycle.spec import call_options
 from .._templates import Html, part
 from . import attempts, driver, export, frames, plots, views
-from .grid import cell_key, expand
+from .grid import cell_key, expand, runnable
 from .outcomes import cancelled_by_person, cut_short, retry_reason
-from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, read_plan, record_attempt,
-                   replaced_runs, save_plan)
+from .plan import (check_name, differences, fingerprint, listing, locked, plan_path, plans_dir, read_plan,
+                   record_attempt, replaced_runs, save_plan)
 from .report import ExperimentReport, report
 from .scorers import SCORER_TIMEOUT, Check, as_scorer, check_timeout, load_scorers, score, unique_names
 from .progress import sweep_renderer
@@ -221,7 +221,7 @@ class Experiment:
         if executor == "dask" and dask_client is None and self.plan.get("daskScheduler") \
                 and not current().dask_scheduler:  # the detached driver of a background sweep
             configure(dask_scheduler=self.plan["daskScheduler"])
-        specs = [{**cells[k]["spec"], "experiment": self.name, "params": cells[k]["params"],
+        specs = [{**runnable(cells[k]["spec"]), "experiment": self.name, "params": cells[k]["params"],
                   "tags": cells[k].get("tags")} for k in keys]
         return batch.build(specs, mode="parallel", executor=executor, dask_client=dask_client, cwd=self.root)
 
@@ -433,7 +433,8 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
                max_turns: int | None = None, max_tool_calls: int | None = None, max_tokens: int | None = None,
                max_cost: float | None = None, ask: bool | None = None, approval: Any = None,
                fallback_models: list[str] | None = None, output_schema: Any = None,
-               project_config: bool | None = None, tags: dict[str, Any] | None = None, **unknown: Never) -> Experiment:
+               project_config: bool | None = None, inputs: Any = None, tags: dict[str, Any] | None = None,
+               **unknown: Never) -> Experiment:
     """Run the sweep tasks × harnesses × presets × models × repeats as one experiment and return it.
 
     ``tasks`` are strings, dicts (``task``, optional ``id``, ``preset``, ``model``, ``harness``, ``cwd``,
@@ -445,7 +446,8 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     scratch workspace removed after them).
     The run options (``cwd``, ``timeout``, ``files``, ``isolation``, ``keep_worktree``, the budgets ``max_turns``,
     ``max_tool_calls``, ``max_tokens``, ``max_cost``, ``ask``, ``approval``, ``fallback_models``, ``output_schema``,
-    ``project_config``, as for ``run``, and ``tags``, a dict kept with each run) apply to every run.
+    ``project_config``, ``inputs``, as for ``run``, and ``tags``, a dict kept with each run) apply to every run;
+    ``inputs`` may also be a list of dicts, an axis (``compare(by="input")``), and a task its own ``inputs``.
     Foreground by default (one live panel; no limit on the number of runs, at most ``concurrency`` at once);
     ``background=True`` hands the sweep to a detached process (``.wait()``). A name used before with the same
     definition resumes: ended runs are kept, the rest start. A name used before with another definition (tasks,
@@ -475,7 +477,7 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     scorer_seconds = check_timeout(scorer_timeout)
     if not isinstance(replace, bool):
         raise NbSubagentsError(f"replace must be True or False, got {replace!r}")
-    cells = expand(tasks, presets, models, repeats, run_options, harnesses)
+    cells = expand(tasks, presets, models, repeats, run_options, harnesses, plans_dir(exp.root) / f"{exp.name}.inputs")
     limits = Limits.checked(retries, max_failures, max_total_cost)
     chosen_executor = current().executor if executor is None else executor
     on_dask: dict[str, Any] = {}

@@ -12,7 +12,8 @@ runs or is stored.
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import Any, Mapping
 
 from .. import _config as config
 from .._child import budgets
@@ -20,11 +21,13 @@ from .._child import harnesses as harness_modules
 from .._child.isolation import plan as isolation_plan
 from .._child.output_schema import normalize
 from .._config import NbSubagentsError
+from .._lifecycle import inputs as inputs_mod
 from .._lifecycle.spec import check_cwd, check_isolation, options, unknown_names
 
-__all__ = ["expand", "cell_key", "cell_values", "sweep_options"]
+__all__ = ["expand", "cell_key", "cell_values", "sweep_options", "runnable"]
 
-_RESERVED = {"preset", "model", "harness", "repeat", "task_id"}  # params that name the grid, not a task's own columns
+_RESERVED = {"preset", "model", "harness", "repeat", "task_id", "input"}  # params that name the grid, not a task's
+# own columns
 # experiment()'s own arguments, named when an option is unknown
 _GRID = ("tasks", "harnesses", "presets", "models", "repeats", "concurrency", "scorers", "background", "show",
          "executor", "dask_client", "replace", "scorer_timeout", "retries", "max_failures", "max_total_cost")
@@ -105,21 +108,25 @@ def _names(value: Any, what: str) -> list[Any]:
 
 
 def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1,
-           run_options: dict[str, Any] | None = None, harnesses: Any = None) -> list[dict[str, Any]]:
+           run_options: dict[str, Any] | None = None, harnesses: Any = None,
+           inputs_at: Path | None = None) -> list[dict[str, Any]]:
     """The cells of the grid, each ``{"key", "spec", "params", "tags"}``; bad input raises before anything runs.
     ``harnesses``: the agent harnesses to sweep (``["pi", "claude-code", "codex"]``); None: a task's own
-    ``harness``, else each preset's."""
+    ``harness``, else each preset's. ``inputs`` (a dict: every run's; a list of dicts: an axis, one cell each) and
+    a task's own ``inputs`` are staged and stored in ``inputs_at`` (``_inputs``)."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise NbSubagentsError(f"repeats must be a whole number of at least 1, got {repeats!r}")
     options_given = dict(run_options or {})
     unknown_names(options_given, [*_GRID, *sweep_options()], "experiment()")
     tags = options_given.pop("tags", None) or {}
+    axis = _input_axis(options_given.pop("inputs", None))
     if options_given.get("cwd") is not None:
         options_given["cwd"] = str(options_given["cwd"])
     given = _checked(options_given)
     if not isinstance(tags, dict):
         raise NbSubagentsError(f"tags must be a dict of names to values, got {tags!r}")
     rows = _task_rows(tasks)
+    staging = _Staging()
     preset_list, model_list = _names(presets, "presets"), _names(models, "models")
     harness_list = _names(harnesses, "harnesses")
     cells = []
@@ -140,18 +147,62 @@ def expand(tasks: Any, presets: Any = None, models: Any = None, repeats: int = 1
                 if not preset:
                     raise NbSubagentsError(f"Task {row['task_id']!r} has no preset: give presets=[...] or a 'preset' "
                                            "column")
-                for model in model_list:
+                for model, given_inputs in ((m, i) for m in model_list for i in axis):
                     model = model or row["model"]
+                    sent = staging.cell(row["task_id"], given_inputs, row["spec"].get("inputs"))
+                    named = {"input": inputs_mod.label(sorted(sent, key=lambda s: s.name))} if sent else {}
                     for repeat in range(1, repeats + 1):
                         params = {"task_id": row["task_id"], **chosen, "preset": preset, "model": model,
-                                  "repeat": repeat, **row["extras"]}
-                        name = " · ".join([row["task_id"], *chosen.values(), preset, model or "default", f"#{repeat}"])
-                        spec = {"preset": preset, "task": row["task"], "model": model, **given, **row["spec"],
-                                **chosen, "name": name}
+                                  "repeat": repeat, **named, **row["extras"]}
+                        name = " · ".join([row["task_id"], *chosen.values(), preset, model or "default",
+                                           *named.values(), f"#{repeat}"])
+                        spec = {"preset": preset, "task": row["task"], "model": model, **given,
+                                **{k: v for k, v in row["spec"].items() if k != "inputs"}, **chosen, "name": name,
+                                **({"inputs": sent} if sent else {})}
                         cells.append({"key": cell_key(params), "spec": spec, "params": params,
                                       "tags": {k: _plain(v) for k, v in tags.items()}})
     _check_isolation(cells)
+    for cell in [c for c in cells if c["spec"].get("inputs")]:  # all checked: stored, and named in the plan
+        if inputs_at is None:
+            raise NbSubagentsError("an experiment's inputs need a folder to be kept in")
+        cell["spec"]["inputs"] = inputs_mod.save(inputs_at, cell["spec"]["inputs"])
     return cells
+
+
+def _input_axis(given: Any) -> list[dict[str, Any] | None]:
+    """The sweep's ``inputs``: one dict for every run, or a list of dicts, one cell each (an axis)."""
+    if given is None or isinstance(given, Mapping):
+        return [dict(given) if given else None]
+    if isinstance(given, (list, tuple)) and given and all(isinstance(g, Mapping) for g in given):
+        return [dict(g) for g in given]
+    raise NbSubagentsError(f"experiment(inputs=...) is a dict of names to values (every run's), or a list of such "
+                           f"dicts (an axis: one cell each); got {type(given).__name__}")
+
+
+class _Staging:
+    """The inputs of each cell staged (checked against the settings' limits, hashed), each value once."""
+
+    def __init__(self) -> None:
+        self.settings = config.current()
+        self.done: dict[tuple[str, int], inputs_mod.Staged] = {}
+
+    def cell(self, task_id: str, sweep: dict[str, Any] | None, own: Any) -> list[inputs_mod.Staged]:
+        if own is not None and not isinstance(own, Mapping):
+            raise NbSubagentsError(f"Task {task_id!r}: 'inputs' must be a dict of names to values, such as "
+                                   f"{{'df': df}}; got {type(own).__name__}")
+        sent = {**(sweep or {}), **(own or {})}  # a task's own over the sweep's, by name
+        for name, value in sent.items():
+            if (name, id(value)) not in self.done:
+                self.done[(name, id(value))] = inputs_mod.stage(name, value,
+                                                                max_bytes=int(self.settings.input_max_mb * 1e6))
+        return inputs_mod.stage_all({n: self.done[(n, id(v))] for n, v in sent.items()},
+                                    input_max_mb=self.settings.input_max_mb,
+                                    inputs_max_mb=self.settings.inputs_max_mb)
+
+
+def runnable(spec: dict[str, Any]) -> dict[str, Any]:
+    """A cell's spec as a run takes it: its stored inputs read back (``inputs.load``)."""
+    return {**spec, "inputs": inputs_mod.load(spec["inputs"])} if spec.get("inputs") else spec
 
 
 def _checked(given: dict[str, Any]) -> dict[str, Any]:
@@ -175,11 +226,14 @@ def _check_isolation(cells: list[dict[str, Any]]) -> None:
 
 
 def cell_key(params: dict[str, Any]) -> str:
-    """A cell's identity: task, preset, model, repeat, and its harness when the sweep names one."""
+    """A cell's identity: task, preset, model, repeat, its harness when the sweep names one, its inputs (names and
+    hashes) when it has any."""
     return json.dumps(cell_values(params))
 
 
 def cell_values(params: dict[str, Any]) -> list[Any]:
-    """What ``cell_key`` is made of (the harness only when a cell names one: the keys of earlier plans stay)."""
+    """What ``cell_key`` is made of (the harness and inputs only when a cell has them: the keys of earlier plans
+    stay)."""
     harness = [params["harness"]] if params.get("harness") is not None else []
-    return [params.get("task_id"), params.get("preset"), params.get("model"), params.get("repeat"), *harness]
+    given = [params["input"]] if params.get("input") is not None else []  # "df:1a2b3c4d": never a harness's name
+    return [params.get("task_id"), params.get("preset"), params.get("model"), params.get("repeat"), *harness, *given]

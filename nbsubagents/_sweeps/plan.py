@@ -2,9 +2,9 @@
 shell checks and executor), the listing of a project's experiments from the plans and the registry, and the
 lock that lets one process at a time run an experiment.
 
-A plan is identified by what defines its runs: each cell's task text, harness, preset, model, repeat, run options and
-tags, and the scorers (a check's command, name, timeout; a Python scorer's module and qualified name). Their
-SHA-256 is the plan's ``fingerprint``; ``experiment()`` refuses a plan whose fingerprint differs from the
+A plan is identified by what defines its runs: each cell's task text, harness, preset, model, repeat, run options
+(its inputs by their names and SHA-256, ``grid``) and tags, and the scorers (a check's command, name, timeout; a
+Python scorer's module and qualified name). Their SHA-256 is the plan's ``fingerprint``; ``experiment()`` refuses a plan whose fingerprint differs from the
 stored one (``differences`` names what changed) unless told ``replace=True``, which keeps the earlier runs on
 disk and in the registry but takes them out of the experiment (the plan's ``replaced`` list). Concurrency,
 the executor, the scorer timeout and the stop rules (``retries``, ``max_failures``, ``max_total_cost``) are how
@@ -91,15 +91,17 @@ def differences(plan: dict[str, Any], cells: list[dict[str, Any]], scorers: Sequ
             return sorted({str(c["params"].get(_AXES[what])) for c in defined})
         if what == "repeats":
             return sorted({c["params"].get("repeat") or 0 for c in defined})
+        if what == "inputs":  # their names and hashes: other data under the same name is another plan
+            return sorted({str(c["params"].get("input")) for c in defined})
         if what == "run options":
-            skip = {"preset", "task", "model", "harness", "name"}
+            skip = {"preset", "task", "model", "harness", "name", "inputs"}
             return sorted(json.dumps({k: v for k, v in c["spec"].items() if k not in skip}, sort_keys=True)
                           for c in defined)
         if what == "task columns":
             return sorted(json.dumps(c["params"], sort_keys=True, default=str) for c in defined)
         return sorted(json.dumps(c.get("tags") or {}, sort_keys=True) for c in defined)
 
-    changed = [what for what in ("tasks", "harnesses", "presets", "models", "repeats", "run options", "tags")
+    changed = [what for what in ("tasks", "harnesses", "presets", "models", "repeats", "inputs", "run options", "tags")
                if axis(old, what) != axis(new, what)]
     if not changed and old != new:
         changed.append("task columns")

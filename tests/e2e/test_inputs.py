@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,7 +15,10 @@ import nbsubagents
 from nbsubagents._config import NbSubagentsError
 from nbsubagents._views.panel_state import PanelState
 
+from IPython.core.error import UsageError
+from test_cli_run import nbsubagents_cli
 from test_harness_claude import claude  # noqa: F401 (the fixture: Claude Code pointed at the scripted model)
+from test_magics import shell  # noqa: F401 (the fixture: IPython's test shell with the extension loaded)
 
 FRAME = pd.DataFrame({"city": ["Oslo", "Lima", None], "temp": [3.5, 19.0, 11.25]})
 
@@ -77,24 +81,20 @@ def test_inputs_that_cannot_be_sent_are_refused_by_name_before_anything_is_writt
 
 def test_an_experiment_sweeps_two_inputs_as_an_axis(project):
     small, large = FRAME.head(1), FRAME
-    exp = nbsubagents.experiment("by-input", tasks=[
-        {"id": "small", "task": "read card df", "inputs": {"df": small}},
-        {"id": "large", "task": "read card df", "inputs": {"df": large}}], presets="scout", show=False)
+    exp = nbsubagents.experiment("by-input", tasks=["read card df"], presets="scout", show=False,
+                                 inputs=[{"df": small}, {"df": large}])  # a list of dicts: an axis
     frame = exp.frame()
     assert set(frame["status"]) == {"completed"}
     table = exp.compare(by="input").table
     labels = sorted(str(v) for v in table.index.get_level_values(0))
     assert len(labels) == 2 and all(label.startswith("df:") for label in labels)
-    for run in exp.runs():
-        (card,) = tool_results(run)
-        rows = len(small) if run.record.params["task_id"] == "small" else len(large)
-        assert f"DataFrame, {rows} rows × 2 columns" in card["text"]
+    cards = sorted(tool_results(run)[0]["text"].splitlines()[0] for run in exp.runs())
+    assert cards == ["# Input `df`: DataFrame, 1 rows × 2 columns", "# Input `df`: DataFrame, 3 rows × 2 columns"]
     plan = exp.plan
     assert all(cell["spec"]["inputs"]["df"]["sha256"] for cell in plan["cells"])
-    with pytest.raises(NbSubagentsError, match="changed"):  # other data under the same name: another plan
-        nbsubagents.experiment("by-input", tasks=[
-            {"id": "small", "task": "read card df", "inputs": {"df": large}},
-            {"id": "large", "task": "read card df", "inputs": {"df": large}}], presets="scout", show=False)
+    with pytest.raises(NbSubagentsError, match="was defined with other inputs"):  # other data under the same name: another plan
+        nbsubagents.experiment("by-input", tasks=["read card df"], presets="scout", show=False,
+                               inputs=[{"df": large}, {"df": large.tail(1)}])
 
 
 def test_a_dataframe_goes_in_under_claude_code(claude, scripted):  # noqa: F811
@@ -103,3 +103,33 @@ def test_a_dataframe_goes_in_under_claude_code(claude, scripted):  # noqa: F811
     (card,) = tool_results(run)
     assert "DataFrame, 3 rows × 2 columns" in card["text"] and "Missing values" in card["text"]
     assert run.record.inputs[0]["name"] == "df"
+
+
+def test_the_magic_sends_the_notebooks_variables_by_name(shell, scripted):  # noqa: F811
+    shell.user_ns.update(df=FRAME, params={"unit": "C"})
+    shell.run_cell_magic("subagent", "scout --with df,params -o got", "read card df\nread input params")
+    run = shell.user_ns["got"]
+    assert run.status == "completed", run.error
+    assert [(e["name"], e["kind"]) for e in run.record.inputs] == [("df", "dataframe"), ("params", "json")]
+    card, params = tool_results(run)
+    assert "DataFrame, 3 rows × 2 columns" in card["text"] and '"unit": "C"' in params["text"]
+    with pytest.raises(UsageError, match="--with nope: the notebook has no variable 'nope'"):
+        shell.run_cell_magic("subagent", "scout --with df,nope", "read card df")
+    assert len(list((shell.user_ns["got"].dir.parent).iterdir())) == 1  # the refused call wrote no run
+
+
+def test_the_command_line_sends_files_by_name(project, scripted):
+    (project / "notes.md").write_text("# Notes\nthe freezer is at -18 C\n")
+    proc = nbsubagents_cli("run", "scout", "read input notes", "--with", "notes=notes.md", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "# Notes" in json.loads(proc.stdout)["output"]
+    (run_dir,) = (project / ".pi" / "subagents" / "runs").iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert [(e["name"], e["kind"]) for e in meta["inputs"]] == [("notes", "path")]
+    proc = nbsubagents_cli("run", "scout", "read input p", "--with", '{"p": {"unit": "C"}}', "--json")
+    assert proc.returncode == 0, proc.stderr
+    latest = Path(json.loads(proc.stdout)["run_dir"])
+    assert json.loads((latest / "inputs" / "p.json").read_text()) == {"unit": "C"}
+    bad = nbsubagents_cli("run", "scout", "x", "--with", "df")
+    assert bad.returncode == 1 and "--with df: the command line has no variables; give a file or folder as df=PATH" \
+        in bad.stderr

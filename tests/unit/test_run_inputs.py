@@ -3,6 +3,7 @@ the task's lines, the record's and the registry's entries, and the scripted mode
 
 from __future__ import annotations
 
+import io
 import json
 import pickle
 import sqlite3
@@ -162,3 +163,25 @@ def test_import_nbsubagents_and_its_inputs_module_load_no_pandas_numpy_or_matplo
             "print([m for m in ('pandas', 'numpy', 'matplotlib') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_an_experiments_inputs_are_an_axis_or_a_tasks_own_and_name_their_cells(tmp_path):
+    from nbsubagents._sweeps.grid import expand, runnable
+
+    a, b = pd.DataFrame({"x": [1]}), pd.DataFrame({"x": [2]})
+    cells = expand(["t"], "scout", run_options={"inputs": [{"df": a}, {"df": b}]}, inputs_at=tmp_path)
+    labels = [c["params"]["input"] for c in cells]
+    assert len(set(labels)) == 2 and all(label.startswith("df:") for label in labels)
+    assert len({c["key"] for c in cells}) == 2  # two cells, not one cell twice
+    assert json.loads(json.dumps(cells[0]["spec"]))["inputs"]["df"]["kind"] == "dataframe"  # a plan holds JSON
+    staged = runnable(cells[0]["spec"])["inputs"]["df"]  # read back from where it was stored, as a run takes it
+    assert pd.read_parquet(io.BytesIO(dict(staged.blobs)["df.parquet"])).equals(a)
+    own = expand([{"task": "t", "id": "one", "inputs": {"df": a}}, {"task": "t", "id": "none"}], "scout",
+                 inputs_at=tmp_path / "own")
+    assert "input" in own[0]["params"] and "input" not in own[1]["params"] and "inputs" not in own[1]["spec"]
+    with pytest.raises(Exception, match=r"Input 'lock'.*pickled"):
+        expand(["t"], "scout", run_options={"inputs": {"lock": __import__("threading").Lock()}},
+               inputs_at=tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()  # refused before anything was stored
+    with pytest.raises(Exception, match=r"inputs=...\) is a dict of names to values"):
+        expand(["t"], "scout", run_options={"inputs": ["df"]}, inputs_at=tmp_path)
