@@ -4,9 +4,10 @@ lock that lets one process at a time run an experiment.
 
 A plan is identified by what defines its runs: each cell's task text, harness, preset, model, repeat, run options
 (its inputs by their names and SHA-256, ``grid``) and tags, and the scorers (a check's command, name, timeout; a
-Python scorer's module and qualified name). Their SHA-256 is the plan's ``fingerprint``; ``experiment()`` refuses a plan whose fingerprint differs from the
-stored one (``differences`` names what changed) unless told ``replace=True``, which keeps the earlier runs on
-disk and in the registry but takes them out of the experiment (the plan's ``replaced`` list). Concurrency,
+Python scorer's module and qualified name). Their SHA-256 is the plan's ``fingerprint``; ``experiment()`` refuses a
+plan whose fingerprint differs from the stored one (``differences`` names what changed) unless told
+``replace=True``, which keeps the earlier runs on disk and in the registry but takes them out of the experiment (the
+plan's ``replaced`` list). Concurrency,
 the executor, the scorer timeout and the stop rules (``retries``, ``max_failures``, ``max_total_cost``) are how
 a plan runs, not what it is: they may change between calls, and a call with other ones resumes the experiment.
 A cell's ``attempts`` list the runs a retry superseded (``record_attempt``); they are kept from call to call.
