@@ -18,6 +18,7 @@ from nbsubagents._views.panel_state import PanelState
 from IPython.core.error import UsageError
 from test_cli_run import nbsubagents_cli
 from test_harness_claude import claude  # noqa: F401 (the fixture: Claude Code pointed at the scripted model)
+from test_isolation import make_repo, worktrees  # noqa: F401 (the fixture: the worktrees' folder of the test)
 from test_magics import shell  # noqa: F401 (the fixture: IPython's test shell with the extension loaded)
 
 FRAME = pd.DataFrame({"city": ["Oslo", "Lima", None], "temp": [3.5, 19.0, 11.25]})
@@ -133,3 +134,16 @@ def test_the_command_line_sends_files_by_name(project, scripted):
     bad = nbsubagents_cli("run", "scout", "x", "--with", "df")
     assert bad.returncode == 1 and "--with df: the command line has no variables; give a file or folder as df=PATH" \
         in bad.stderr
+
+
+def test_a_background_isolated_run_reads_its_inputs_copy_inside_the_sandbox(project, worktrees):  # noqa: F811
+    make_repo(project)
+    data = project / "data.csv"
+    data.write_text("a,b\n1,2\n")
+    job = nbsubagents.start("scribe", "read input data", isolation="worktree", inputs={"data": data}, show=False)
+    run = job.wait()
+    assert run.status == "completed", run.error
+    (read,) = tool_results(run)
+    assert read["text"].startswith("a,b")  # the sandbox lets the child read its run folder's copy
+    assert run.record.inputs[0]["kind"] == "path" and run.record.inputs[0]["file"] != str(data)
+    assert data.read_text() == "a,b\n1,2\n"  # the person's file, untouched
