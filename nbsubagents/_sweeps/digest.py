@@ -31,7 +31,7 @@ REASON_CAP = 12      # distinct reasons shown; the rest is one line
 CELL_CAP = 40        # cells in the cells' table; compare() has them all
 GROUP_CELLS = 6      # cells named in a reason's line
 ENDED = frozenset(("completed", "failed", "aborted"))
-AXES = ("harness", "preset", "model", "task_id")  # what makes a cell, in the order a name gives them
+AXES = ("harness", "preset", "model", "input", "task_id")  # what makes a cell, in the order a name gives them
 
 _RUN_SPECIFIC = re.compile("|".join((
     r"(?P<status>(?<![\w.])[1-5]\d\d(?![\w.]))",                 # an HTTP status standing alone: kept

@@ -64,9 +64,10 @@ __all__ = ["experiment", "experiments", "get_experiment", "Experiment"]
 
 
 def _axes(plan: dict[str, Any]) -> tuple[str, ...]:
-    """``Experiment.axes()`` of this plan."""
+    """``Experiment.axes()`` of this plan (``input`` too when its cells' inputs differ)."""
     named = any("harness" in (cell.get("params") or {}) for cell in plan.get("cells") or [])
-    return ("harness", "preset", "model") if named else ("preset", "model")
+    inputs = ("input",) if len({str((c.get("params") or {}).get("input")) for c in plan.get("cells") or []}) > 1 else ()
+    return ("harness", "preset", "model", *inputs) if named else ("preset", "model", *inputs)
 
 
 class Experiment:

@@ -86,6 +86,7 @@ def test_an_experiment_sweeps_two_inputs_as_an_axis(project):
                                  inputs=[{"df": small}, {"df": large}])  # a list of dicts: an axis
     frame = exp.frame()
     assert set(frame["status"]) == {"completed"}
+    assert exp.axes() == ("preset", "model", "input")  # compare() and plot() put the inputs side by side unasked
     table = exp.compare(by="input").table
     labels = sorted(str(v) for v in table.index.get_level_values(0))
     assert len(labels) == 2 and all(label.startswith("df:") for label in labels)
