@@ -36,7 +36,7 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
         ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
         output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
-        inputs: dict[str, Any] | None = None, show: bool = True, executor: str | None = None, dask_client: Any = None,
+        inputs: Any = None, show: bool = True, executor: str | None = None, dask_client: Any = None,
         **unknown: Never) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
@@ -166,7 +166,7 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
           max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
           ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
           output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
-          inputs: dict[str, Any] | None = None, on_done: Callable[[Run], Any] | None = None, show: bool = True,
+          inputs: Any = None, on_done: Callable[[Run], Any] | None = None, show: bool = True,
           executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 

@@ -199,7 +199,7 @@ class TaskSpec:
                                          "extensions, MCP servers, settings: code that runs); default: the preset's "
                                          "projectConfig, else no", check=_flag, parse=yes_no, metavar="yes|no",
                                          preset="project_config")
-    inputs: dict[str, Any] | None = option(
+    inputs: Any = option(
         "values the sub-agent gets as files in its run folder, by name: {'df': df, 'params': {...}} (a DataFrame as "
         "Parquet with a card, a NumPy array, text, JSON-able values, a Figure, a pathlib.Path copied read-only, "
         "nbsubagents.pickled(x)); a magic names the notebook's variables (--with df,params), the command line "

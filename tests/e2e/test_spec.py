@@ -115,7 +115,7 @@ def test_each_face_takes_what_the_schema_says():
     assert spec.task_keys() == spec.TASK_KEYS == tuple(f.name for f in dataclasses.fields(spec.TaskSpec))
     assert "output_schema" in names["call"] and "output_schema" not in names["magic"]  # a dict is no flag
     assert "model" not in names["sweep"] and "tags" in names["sweep"] and "tags" not in names["call"]
-    assert names["column"] == ["cwd", "timeout", "files"]
+    assert names["column"] == ["cwd", "timeout", "files", "inputs"]
     assert [o.spelling for o in spec.options("magic")][:4] == ["--model", "--cwd", "--timeout", "--name"]
 
 
