@@ -168,9 +168,9 @@ def _path(name: str, path: Path, limit: int) -> tuple[str, tuple[tuple[str, byte
         if real is None or not real.exists():
             raise InputError(f"Input {name!r}: {str(path)!r} does not exist: give an existing file or folder")
         path = real
-    if path.is_file():
+    if path.is_file():  # NAME plus the file's own suffix (data.csv): no two inputs' files share a name
         _fits(name, path.stat().st_size, limit)
-        return path.name, ((path.name, path.read_bytes()),), "", f"copy of the file {path}"
+        return name + path.suffix, ((name + path.suffix, path.read_bytes()),), "", f"copy of the file {path}"
     if not path.is_dir():
         raise InputError(f"Input {name!r}: {str(path)!r} is neither a file nor a folder: give a file or a folder")
     files: list[tuple[str, bytes]] = []
@@ -182,8 +182,8 @@ def _path(name: str, path: Path, limit: int) -> tuple[str, tuple[tuple[str, byte
             if found.is_file() and not found.is_symlink():
                 total += found.stat().st_size
                 _fits(name, total, limit)
-                files.append((f"{path.name}/{found.relative_to(path).as_posix()}", found.read_bytes()))
-    return path.name + "/", tuple(files), "", f"copy of the folder {path} ({len(files)} files)"
+                files.append((f"{name}/{found.relative_to(path).as_posix()}", found.read_bytes()))
+    return name + "/", tuple(files), "", f"copy of the folder {path} ({len(files)} files)"
 
 
 def _fits(name: str, size: int, limit: int) -> None:
@@ -265,7 +265,7 @@ def _kind(name: str, value: Any) -> tuple[str, tuple[str, bytes, str, str]]:
 
 def _renamed(staged: Staged, name: str) -> Staged:
     def moved(rel: str) -> str:
-        return name + rel[len(staged.name):] if rel.startswith(staged.name + ".") else rel
+        return name + rel[len(staged.name):] if rel.startswith((staged.name + ".", staged.name + "/")) else rel
     return Staged(name, staged.kind, moved(staged.file), tuple((moved(r), d) for r, d in staged.blobs),
                   moved(staged.card) if staged.card else None, staged.sha256, staged.size, staged.about)
 
@@ -279,6 +279,12 @@ def stage_all(inputs: Any, *, input_max_mb: float, inputs_max_mb: float, where: 
         raise InputError(f"{where} must be a dict of names to values, such as {{'df': df}}; got "
                          f"{type(inputs).__name__}")
     staged = [stage(name, value, max_bytes=int(input_max_mb * 1e6)) for name, value in inputs.items()]
+    owner: dict[str, str] = {}
+    for item in staged:
+        for rel, _ in item.blobs:
+            if owner.setdefault(rel.split("/")[0], item.name) != item.name:
+                raise InputError(f"Inputs {owner[rel.split('/')[0]]!r} and {item.name!r} would both write "
+                                 f"inputs/{rel.split('/')[0]}: rename one of them")
     total = sum(s.size for s in staged)
     if total > inputs_max_mb * 1e6:
         sizes = ", ".join(f"{s.name} {_mb(s.size)}" for s in staged)

@@ -60,18 +60,23 @@ def test_an_array_text_json_and_figure_each_get_their_file(tmp_path):
 
 
 def test_a_path_is_a_read_only_copy_and_the_original_is_untouched(tmp_path):
-    original = tmp_path / "data.csv"
+    original = tmp_path / "data"
     original.write_text("a,b\n1,2\n")
     folder = tmp_path / "raw"
     (folder / "sub").mkdir(parents=True)
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "t.csv").write_text("t")
     (folder / "x.txt").write_text("x")
     (folder / "sub" / "y.txt").write_text("y")
     got = written(tmp_path / "run", data=original, raw=folder)
     copy = Path(got["data"]["file"])
     assert copy != original and copy.read_text() == "a,b\n1,2\n" and not copy.stat().st_mode & 0o222
     assert original.stat().st_mode & 0o200  # the person's file keeps its mode
-    assert got["raw"]["file"].endswith("/raw") or got["raw"]["file"].endswith("raw/")
+    assert Path(got["data"]["file"]).name == "data"  # the input's name, the file's suffix (none here)
+    assert Path(written(tmp_path / "run2", table=tmp_path / "x" / "t.csv")["table"]["file"]).name == "table.csv"
     assert (Path(got["raw"]["file"]) / "sub" / "y.txt").read_text() == "y"
+    with pytest.raises(InputError, match=r"Inputs 'x' and 'x.md' would both write inputs/x.md: rename one"):
+        stage_all({"x": pd.DataFrame({"a": [1]}), "x.md": original}, input_max_mb=1, inputs_max_mb=1)
     with pytest.raises(InputError, match=r"Input 'gone': .* does not exist"):
         stage("gone", tmp_path / "nowhere.csv", max_bytes=MB)
 
