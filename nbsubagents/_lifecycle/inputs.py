@@ -130,14 +130,14 @@ def _array(name: str, array: Any) -> tuple[str, bytes, str, str]:
         np.save(buffer, array, allow_pickle=False)
     except ValueError:
         raise InputError(f"Input {name!r}: a NumPy array of Python objects has no .npy form without pickle; give "
-                         "an array of numbers or text, or send nbsubagents.pickled(array)") from None
+                         f"an array of numbers or text, or send nbsubagents.pickled({name})") from None
     about = f"NumPy array, shape {tuple(array.shape)}, dtype {array.dtype}"
     card = [f"# Input `{name}`: {about}", "", f"Load it with `numpy.load(\"{name}.npy\")` (the file beside this "
             "card).", ""]
     if array.size and np.issubdtype(array.dtype, np.number):
         missing = int(np.isnan(array).sum()) if np.issubdtype(array.dtype, np.floating) else 0
-        card += ["## Values", "", f"- min {np.nanmin(array)!r}, max {np.nanmax(array)!r}, mean "
-                 f"{np.nanmean(array)!r}" if missing < array.size else "- every value is NaN",
+        card += ["## Values", "", f"- min {np.nanmin(array)}, max {np.nanmax(array)}, mean "
+                 f"{np.nanmean(array)}" if missing < array.size else "- every value is NaN",
                  f"- missing (NaN): {missing}", ""]
     with np.printoptions(threshold=50, edgeitems=3):
         card += ["## First values", "", _fenced(np.array2string(array[:CARD_ROWS] if array.ndim else array)), ""]

@@ -51,7 +51,10 @@ def test_an_array_text_json_and_figure_each_get_their_file(tmp_path):
     fig.subplots().plot([1, 2, 3])
     got = written(tmp_path, a=np.arange(12.0).reshape(3, 4), note="hello", params={"k": [1, 2]}, fig=fig, n=3)
     assert (np.load(got["a"]["file"]) == np.arange(12.0).reshape(3, 4)).all()
-    assert "shape (3, 4), dtype float64" in Path(got["a"]["card"]).read_text()
+    card = Path(got["a"]["card"]).read_text()
+    assert "shape (3, 4), dtype float64" in card and "- min 0.0, max 11.0, mean 5.5" in card
+    with pytest.raises(InputError, match=r"Input 'objs': a NumPy array of Python objects .*pickled\(objs\)"):
+        stage("objs", np.array([object()]), max_bytes=MB)
     assert Path(got["note"]["file"]).read_text() == "hello" and got["note"]["kind"] == "text"
     assert json.loads(Path(got["params"]["file"]).read_text()) == {"k": [1, 2]} and got["params"]["kind"] == "json"
     assert json.loads(Path(got["n"]["file"]).read_text()) == 3
