@@ -1,0 +1,249 @@
+"""A scratch Python session for a run's child (the run option ``python_session``): the tool ``python``.
+
+A tool server (``tool_servers``) holding one interpreter's state between calls: each call's code runs in the same
+namespace (``exec``, as a REPL does), in the child's working folder, with the run's inputs loaded as variables
+before the first call (each file of the run folder's ``inputs/`` by its kind: Parquet as a pandas DataFrame,
+``.npy`` as a NumPy array, JSON, text, a link as the path it names, a pickle only where the call wrote one). A call
+gives back what it printed (stdout and stderr, also of the processes it starts), the value of its last expression
+(a DataFrame as its table), and each matplotlib figure it drew, saved as a PNG in the run folder's ``python/`` and
+named in the result; an exception is an error result with its traceback, and the session goes on.
+
+It is a process of the run, never the person's kernel: the harness starts it (it runs inside the run's sandbox,
+as the harness does) and it ends with the harness (its stdin closes) or with the run. The interpreter is the
+kernel's own (the libraries the notebook has), started as ``python -c`` with this package's folder on its path.
+The protocol keeps file descriptors of its own: code that writes to fd 1 or reads fd 0 (a ``print``, a
+subprocess, ``input()``) never reaches the MCP stream.
+
+Standard library only (pandas, NumPy and matplotlib are used when the code or the inputs need them).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .tool_servers import Result, Tool, ToolServer, serve
+
+NAME = "python"          # the server's name (Claude Code shows its tool as mcp__python__python)
+TOOL = "python"          # its one tool
+FOLDER = "python"        # in the run folder: the figures it saves (writable in a sandbox)
+INPUTS = "inputs"        # in the run folder: the run's inputs, one file each (a card beside each is its description)
+OUTPUT_LIMIT = 20_000    # characters of one call's output the model gets (its head and tail)
+TABLE_ROWS = 60          # rows of a DataFrame shown as a table
+_CODE = ("import sys; sys.path[0] = sys.argv[1]; from nbsubagents._child.pysession import main; "
+         "main(sys.argv[2:])")
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+
+__all__ = ["NAME", "TOOL", "FOLDER", "server", "Session", "load_inputs", "main"]
+
+
+def server(run_dir: str | os.PathLike[str], run_id: str | None = None) -> ToolServer:
+    """The tool server of a run's Python session: the kernel's interpreter, this package from where the kernel has
+    it, the run folder as its one argument; matplotlib without a display."""
+    env = {"MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    if run_id:
+        env["PI_SUBAGENTS_RUN_ID"] = run_id  # procs.MARKER: found and ended with its run, whatever its parent passes
+    return ToolServer(NAME, (sys.executable, "-c", _CODE, _PACKAGE_PARENT, str(run_dir)), env, tools=(TOOL,),
+                      writes={FOLDER: "folder"})
+
+
+def _clip(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - limit} characters left out ...]\n{text[-half:]}"
+
+
+def _kind(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    name = type(value).__name__
+    if isinstance(shape, tuple):
+        return f"{name} {'×'.join(str(n) for n in shape)}"
+    if isinstance(value, (dict, list, str)):
+        return f"{name} of {len(value)}"
+    return name
+
+
+def _cards(folder: Path) -> set[str]:
+    """The files of ``inputs/`` that describe another (``df.md`` beside ``df.parquet``; ``*.card.md``)."""
+    stems: dict[str, list[Path]] = {}
+    for entry in folder.iterdir():
+        stems.setdefault(entry.name.split(".", 1)[0], []).append(entry)
+    return {entry.name for entries in stems.values() if len(entries) > 1
+            for entry in entries if entry.name.endswith(".md")}
+
+
+def _load(path: Path) -> Any:
+    """One input file as the value it holds (by its extension); a link is the path it names."""
+    if path.is_symlink():
+        return Path(os.path.realpath(path))
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pandas  # noqa: PLC0415 (the kernel's, when an input is a DataFrame)
+        return pandas.read_parquet(path)
+    if suffix == ".npy":
+        import numpy  # noqa: PLC0415
+        return numpy.load(path, allow_pickle=False)
+    if suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))
+    if suffix in (".txt", ".md", ".csv", ".tsv", ".yaml", ".yml"):
+        return path.read_text(encoding="utf-8")
+    if suffix in (".pkl", ".pickle"):  # written only when the call said so (an input's pickle is the person's)
+        import pickle  # noqa: PLC0415
+        with open(path, "rb") as file:
+            return pickle.load(file)  # noqa: S301
+    return path
+
+
+def load_inputs(run_dir: Path) -> tuple[dict[str, Any], list[str]]:
+    """The run's inputs as variables (name -> value) and a line for each: what it is, or why it was not loaded."""
+    folder = run_dir / INPUTS
+    if not folder.is_dir():
+        return {}, []
+    values: dict[str, Any] = {}
+    lines: list[str] = []
+    cards = _cards(folder)
+    for path in sorted(folder.iterdir()):
+        name = path.name.split(".", 1)[0]
+        if path.name in cards or path.name.startswith(".") or not name.isidentifier() or name in values:
+            continue
+        try:
+            values[name] = _load(path)
+        except Exception as exc:  # noqa: BLE001 (one input that cannot be read is said, the others load)
+            lines.append(f"{name}: not loaded from {path.name} ({type(exc).__name__}: {exc})")
+            continue
+        lines.append(f"{name}: {_kind(values[name])} (from {INPUTS}/{path.name})")
+    return values, lines
+
+
+def _shown(value: Any) -> str:
+    """The last expression's value as the model reads it: a DataFrame as its table, anything else its repr."""
+    module = type(value).__module__ or ""
+    if module.startswith("pandas") and hasattr(value, "to_string"):
+        rows = len(value)
+        head = value.head(TABLE_ROWS) if rows > TABLE_ROWS else value
+        text = head.to_string()
+        return text + (f"\n[{TABLE_ROWS} of {rows} rows]" if rows > TABLE_ROWS else "")
+    return repr(value)
+
+
+class Session:
+    """One interpreter's state: the namespace every call runs in, the run folder, the figures saved so far."""
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        self.run_dir = Path(run_dir)
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.loaded: list[str] | None = None  # the inputs' lines, once loaded (said by the first call)
+        self.calls = 0
+        self.figures = 0
+
+    def tool(self) -> Tool:
+        folder = self.run_dir / INPUTS
+        cards = _cards(folder) if folder.is_dir() else set()
+        names = sorted({p.name.split(".", 1)[0] for p in folder.glob("*") if p.name not in cards})
+        given = f" The run's inputs are loaded as variables: {', '.join(names)}." if names else ""
+        return Tool(TOOL, "Run Python code in a scratch session of your own (not the person's notebook). State is "
+                    "kept between calls. The result has what the code printed, the value of its last expression "
+                    "(a DataFrame as a table) and the PNG files of the matplotlib figures it drew." + given,
+                    {"type": "object", "properties": {"code": {"type": "string", "description": "Python code"}},
+                     "required": ["code"], "additionalProperties": False}, self.call)
+
+    def call(self, args: dict[str, Any]) -> Result:
+        code = args.get("code")
+        if not isinstance(code, str):
+            return Result(f"'code' must be text (Python code), got {type(code).__name__}", True)
+        said = []
+        if self.loaded is None:
+            values, self.loaded = load_inputs(self.run_dir)
+            self.namespace.update(values)
+            said = ["Inputs loaded as variables: " + "; ".join(self.loaded)] if self.loaded else []
+        self.calls += 1
+        value, error, output = self._run(code)
+        figures = self._figures(value)
+        parts = [*said, output.rstrip("\n")] if output.strip() else said
+        if error is not None:
+            parts.append(error)
+        elif value is not None and not (type(value).__module__ or "").startswith("matplotlib"):
+            parts.append(f"Out[{self.calls}]: {_shown(value)}")
+        parts += [f"Figure saved: {path}" for path in figures]
+        text = _clip("\n".join(part for part in parts if part)) or "(no output)"
+        details = {"call": self.calls, "figures": ", ".join(figures)} if figures else {"call": self.calls}
+        return Result(text, error is not None, details)
+
+    def _run(self, code: str) -> tuple[Any, str | None, str]:
+        """Run ``code`` (its last expression evaluated for its value); its value, its error, what it wrote to fds
+        1 and 2."""
+        with tempfile.TemporaryFile() as sink:
+            saved = [os.dup(1), os.dup(2)]
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            value = error = None
+            try:
+                tree = ast.parse(code, "<python>", "exec")
+                last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+                exec(compile(tree, "<python>", "exec"), self.namespace)  # noqa: S102 (the session's purpose)
+                if last is not None:
+                    value = eval(compile(ast.Expression(last.value), "<python>", "eval"), self.namespace)  # noqa: S307
+                    if value is not None:
+                        self.namespace["_"] = value
+            except BaseException as exc:  # noqa: BLE001 (SystemExit and KeyboardInterrupt too: the session goes on)
+                if isinstance(exc, SyntaxError):
+                    error = "".join(traceback.format_exception_only(type(exc), exc))
+                else:  # from the code's own frame on (this module's is left out)
+                    error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
+            finally:
+                sys.stdout.flush(), sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                for fd in saved:
+                    os.close(fd)
+            sink.seek(0)
+            output = sink.read().decode(errors="replace")
+        return value, error, output
+
+    def _figures(self, value: Any) -> list[str]:
+        """Each figure the call left open (pyplot's, and a Figure that is its value) saved as a PNG, then closed."""
+        plt = sys.modules.get("matplotlib.pyplot")
+        found = [plt.figure(n) for n in plt.get_fignums()] if plt is not None else []
+        if type(value).__name__ == "Figure" and value not in found:
+            found.append(value)
+        saved = []
+        for figure in found:
+            self.figures += 1
+            folder = self.run_dir / FOLDER
+            folder.mkdir(exist_ok=True)
+            path = folder / f"figure-{self.figures}.png"
+            try:
+                figure.savefig(path, format="png")
+                saved.append(str(path))
+            except Exception as exc:  # noqa: BLE001 (a figure that cannot be saved is said, not fatal)
+                saved.append(f"(figure {self.figures} not saved: {exc})")
+            if plt is not None:
+                plt.close(figure)
+        return saved
+
+
+def main(argv: list[str]) -> None:
+    """``RUN_DIR``: serve the session's tool on the MCP stream, which keeps fds of its own (fd 0 reads nothing and
+    fd 1 goes to stderr, so code that uses them cannot break the stream); the working folder is the child's."""
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m nbsubagents._child.pysession RUN_DIR\n")
+        raise SystemExit(2)
+    stream_in = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8")
+    stream_out = io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), encoding="utf-8", write_through=True)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (the session's input(): end of file)
+    sys.path.insert(0, os.getcwd())  # the child's folder, as a REPL has it
+    session = Session(argv[0])
+    serve([session.tool()], name=NAME, stdin=stream_in, stdout=stream_out)
