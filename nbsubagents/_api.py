@@ -36,6 +36,7 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
         ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
         output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
+        python_session: bool | None = None,
         show: bool = True, executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
@@ -85,6 +86,10 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         The agent loads the configuration the project it works in has for it: Claude Code's ``.claude/settings.json``
         hooks, pi's ``.pi/extensions`` and ``.pi/settings.json``, MCP servers (default: the preset's ``projectConfig``,
         else ``False``: a repository's code never runs unasked, whatever the preset's tools).
+    python_session : bool, optional
+        The sub-agent gets a scratch Python session of its own (its tool ``python``): state kept between calls,
+        started in its folder with the run's inputs loaded, never this kernel (default: the preset's
+        ``pythonSession``, else ``False``).
     show : bool, default True
         Progress as a live panel in a notebook, plain lines on stderr elsewhere; ``False`` (or
         ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
@@ -158,6 +163,7 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
           max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
           ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
           output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
+          python_session: bool | None = None,
           on_done: Callable[[Run], Any] | None = None, show: bool = True, executor: str | None = None,
           dask_client: Any = None, **unknown: Never) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
@@ -171,7 +177,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
     Parameters
     ----------
     preset, task, model, cwd, name, timeout, files, resume, isolation, keep_worktree, max_turns, max_tool_calls, \
-max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, executor, dask_client
+max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, python_session, \
+executor, dask_client
         As for ``run``.
     on_done : callable, optional
         Called with the run once it has ended and been recorded.

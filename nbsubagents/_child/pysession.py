@@ -23,6 +23,7 @@ import ast
 import io
 import json
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -85,12 +86,15 @@ def _load(path: Path) -> Any:
     if path.is_symlink():
         return Path(os.path.realpath(path))
     suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pandas  # noqa: PLC0415 (the kernel's, when an input is a DataFrame)
-        return pandas.read_parquet(path)
-    if suffix == ".npy":
-        import numpy  # noqa: PLC0415
-        return numpy.load(path, allow_pickle=False)
+    try:  # the kernel's own libraries, when an input needs them (the run's inputs were written with them)
+        if suffix == ".parquet":
+            import pandas  # noqa: PLC0415
+            return pandas.read_parquet(path)
+        if suffix == ".npy":
+            import numpy  # noqa: PLC0415
+            return numpy.load(path, allow_pickle=False)
+    except ImportError as exc:
+        raise ValueError(f"{exc.name} is not installed in {sys.executable}") from None
     if suffix == ".json":
         return json.loads(path.read_text(encoding="utf-8"))
     if suffix in (".txt", ".md", ".csv", ".tsv", ".yaml", ".yml"):
@@ -186,6 +190,7 @@ class Session:
             os.dup2(sink.fileno(), 1)
             os.dup2(sink.fileno(), 2)
             value = error = None
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # an aborted call: KeyboardInterrupt
             try:
                 tree = ast.parse(code, "<python>", "exec")
                 last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
@@ -200,6 +205,7 @@ class Session:
                 else:  # from the code's own frame on (this module's is left out)
                     error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
             finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
                 sys.stdout.flush(), sys.stderr.flush()
                 os.dup2(saved[0], 1)
                 os.dup2(saved[1], 2)
@@ -244,6 +250,7 @@ def main(argv: list[str]) -> None:
     os.close(null)
     os.dup2(2, 1)
     sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (the session's input(): end of file)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # between calls an interrupt has nothing to stop
     sys.path.insert(0, os.getcwd())  # the child's folder, as a REPL has it
     session = Session(argv[0])
     serve([session.tool()], name=NAME, stdin=stream_in, stdout=stream_out)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 PROTOCOL = "2025-06-18"  # the MCP revision answered when the client asks for none we know
 KNOWN = ("2024-11-05", "2025-03-26", "2025-06-18")
+DETAILS = "nbsubagents/details"  # the key of a result's details in its _meta (the run's record; pi's tool details)
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,8 @@ def _call(tools: Mapping[str, Tool], params: Mapping[str, Any]) -> dict[str, Any
         except Exception as exc:  # a failing call is the model's to read, not the end of the server
             result = Result(f"{type(exc).__name__}: {exc}", True, {"traceback": traceback.format_exc(limit=5)})
     answer: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}
-    if result.details:
-        answer["structuredContent"] = dict(result.details)
+    if result.details:  # not structuredContent: Claude Code gives a model that in place of the text
+        answer["_meta"] = {DETAILS: dict(result.details)}
     return answer
 
 

@@ -185,6 +185,10 @@ class TaskSpec:
                                          "extensions, MCP servers, settings: code that runs); default: the preset's "
                                          "projectConfig, else no", check=_flag, parse=yes_no, metavar="yes|no",
                                          preset="project_config")
+    python_session: bool | None = option("the sub-agent gets a scratch Python session of its own (its tool `python`: "
+                                         "state kept between calls, the run's inputs loaded, never this kernel); "
+                                         "default: the preset's pythonSession, else no", check=_flag, parse=yes_no,
+                                         metavar="yes|no", preset="python_session")
     experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)
     params: dict[str, Any] | None = option("its cell of the experiment: preset, model, task id, repeat, ...",
                                            **_INTERNAL)

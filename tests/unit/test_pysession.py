@@ -75,7 +75,7 @@ def test_errors_are_error_results_and_the_session_goes_on_figures_are_saved(tmp_
     for figure in figures:
         assert f"Figure saved: {figure}" in text(replies[5])
         assert figure.read_bytes().startswith(b"\x89PNG")
-    assert replies[5]["structuredContent"]["figures"] == ", ".join(map(str, figures))
+    assert replies[5]["_meta"]["nbsubagents/details"]["figures"] == ", ".join(map(str, figures))
     assert text(replies[6]) == "Out[6]: []"  # saved figures are closed
 
 
