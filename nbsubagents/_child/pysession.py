@@ -200,10 +200,9 @@ class Session:
                     if value is not None:
                         self.namespace["_"] = value
             except BaseException as exc:  # noqa: BLE001 (SystemExit and KeyboardInterrupt too: the session goes on)
-                if isinstance(exc, SyntaxError):
-                    error = "".join(traceback.format_exception_only(type(exc), exc))
-                else:  # from the code's own frame on (this module's is left out)
-                    error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
+                error = "".join(traceback.format_exception_only(type(exc), exc)).strip()  # first: what failed
+                if not isinstance(exc, SyntaxError):  # then where, from the code's own frame on (not this module's)
+                    error += "\n\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
             finally:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 sys.stdout.flush(), sys.stderr.flush()
