@@ -2,8 +2,9 @@
 
 A tool server (``tool_servers``) holding one interpreter's state between calls: each call's code runs in the same
 namespace (``exec``, as a REPL does), in the child's working folder, with the run's inputs loaded as variables
-before the first call (each file of the run folder's ``inputs/`` by its kind: Parquet as a pandas DataFrame,
-``.npy`` as a NumPy array, JSON, text, a link as the path it names, a pickle only where the call wrote one). A call
+before the first call (as the run's record lists them, each by its kind: a DataFrame's Parquet as a pandas
+DataFrame, an array's ``.npy`` as a NumPy array, JSON, text, a pickle where the call sent one, a copied path or a
+figure as the path of its file; without a record, each file of the run folder's ``inputs/`` by its extension). A call
 gives back what it printed (stdout and stderr, also of the processes it starts), the value of its last expression
 (a DataFrame as its table), and each matplotlib figure it drew, saved as a PNG in the run folder's ``python/`` and
 named in the result; an exception is an error result with its traceback, and the session goes on.
@@ -22,7 +23,10 @@ from __future__ import annotations
 import ast
 import io
 import json
+import keyword
 import os
+import pickle
+import re
 import signal
 import sys
 import tempfile
@@ -30,6 +34,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .record import load
 from .tool_servers import Result, Tool, ToolServer, serve
 
 NAME = "python"          # the server's name (Claude Code shows its tool as mcp__python__python)
@@ -73,7 +78,7 @@ def _kind(value: Any) -> str:
 
 
 def _cards(folder: Path) -> set[str]:
-    """The files of ``inputs/`` that describe another (``df.md`` beside ``df.parquet``; ``*.card.md``)."""
+    """The files of ``inputs/`` that describe another (``df.md`` beside ``df.parquet``)."""
     stems: dict[str, list[Path]] = {}
     for entry in folder.iterdir():
         stems.setdefault(entry.name.split(".", 1)[0], []).append(entry)
@@ -81,45 +86,58 @@ def _cards(folder: Path) -> set[str]:
             for entry in entries if entry.name.endswith(".md")}
 
 
-def _load(path: Path) -> Any:
-    """One input file as the value it holds (by its extension); a link is the path it names."""
-    if path.is_symlink():
-        return Path(os.path.realpath(path))
-    suffix = path.suffix.lower()
+_KINDS = {".parquet": "dataframe", ".npy": "array", ".json": "json", ".txt": "text", ".pkl": "pickle",
+          ".png": "figure"}
+
+
+def inputs_of(run_dir: Path) -> list[tuple[str, str, Path]]:
+    """The run's inputs as (variable name, kind, file): as its record lists them (``inputs``: name, kind, file),
+    else each file of its ``inputs/`` folder by its extension (a card beside its input is none)."""
+    record = load(run_dir)
+    entries = record.to_json().get("inputs") if record is not None else None
+    found = [(str(e["name"]), str(e.get("kind")), Path(str(e["file"]))) for e in entries
+             if isinstance(e, dict) and isinstance(e.get("name"), str) and e.get("file")] if isinstance(
+                 entries, list) else []
+    folder = run_dir / INPUTS
+    if not found and folder.is_dir():
+        cards = _cards(folder)
+        found = [(path.name.split(".", 1)[0], "path" if path.is_symlink() else _KINDS.get(path.suffix, "path"), path)
+                 for path in sorted(folder.iterdir()) if path.name not in cards and not path.name.startswith(".")]
+    named = [(re.sub(r"\W", "_", name), kind, path) for name, kind, path in found]  # df-2.x: df_2_x
+    return [(name, kind, path) for name, kind, path in named if name.isidentifier() and not keyword.iskeyword(name)]
+
+
+def _load(kind: str, path: Path) -> Any:
+    """One input's value: a DataFrame, an array, JSON, text, a pickle (only when the call sent one); a figure, a
+    copied path or anything else: the path of its file."""
     try:  # the kernel's own libraries, when an input needs them (the run's inputs were written with them)
-        if suffix == ".parquet":
+        if kind == "dataframe":
             import pandas  # noqa: PLC0415
             return pandas.read_parquet(path)
-        if suffix == ".npy":
+        if kind == "array":
             import numpy  # noqa: PLC0415
             return numpy.load(path, allow_pickle=False)
     except ImportError as exc:
         raise ValueError(f"{exc.name} is not installed in {sys.executable}") from None
-    if suffix == ".json":
+    if kind == "json":
         return json.loads(path.read_text(encoding="utf-8"))
-    if suffix in (".txt", ".md", ".csv", ".tsv", ".yaml", ".yml"):
+    if kind == "text":
         return path.read_text(encoding="utf-8")
-    if suffix in (".pkl", ".pickle"):  # written only when the call said so (an input's pickle is the person's)
-        import pickle  # noqa: PLC0415
+    if kind == "pickle":  # the person's own value, pickled because the call said so
         with open(path, "rb") as file:
             return pickle.load(file)  # noqa: S301
-    return path
+    return Path(os.path.realpath(path))
 
 
 def load_inputs(run_dir: Path) -> tuple[dict[str, Any], list[str]]:
     """The run's inputs as variables (name -> value) and a line for each: what it is, or why it was not loaded."""
-    folder = run_dir / INPUTS
-    if not folder.is_dir():
-        return {}, []
     values: dict[str, Any] = {}
     lines: list[str] = []
-    cards = _cards(folder)
-    for path in sorted(folder.iterdir()):
-        name = path.name.split(".", 1)[0]
-        if path.name in cards or path.name.startswith(".") or not name.isidentifier() or name in values:
+    for name, kind, path in inputs_of(run_dir):
+        if name in values:
             continue
         try:
-            values[name] = _load(path)
+            values[name] = _load(kind, path)
         except Exception as exc:  # noqa: BLE001 (one input that cannot be read is said, the others load)
             lines.append(f"{name}: not loaded from {path.name} ({type(exc).__name__}: {exc})")
             continue
@@ -149,9 +167,7 @@ class Session:
         self.figures = 0
 
     def tool(self) -> Tool:
-        folder = self.run_dir / INPUTS
-        cards = _cards(folder) if folder.is_dir() else set()
-        names = sorted({p.name.split(".", 1)[0] for p in folder.glob("*") if p.name not in cards})
+        names = [name for name, _, _ in inputs_of(self.run_dir)]
         given = f" The run's inputs are loaded as variables: {', '.join(names)}." if names else ""
         return Tool(TOOL, "Run Python code in a scratch session of your own (not the person's notebook). State is "
                     "kept between calls. The result has what the code printed, the value of its last expression "

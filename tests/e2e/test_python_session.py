@@ -106,6 +106,20 @@ def test_an_error_is_the_tool_s_failure_and_the_session_goes_on(project):
     assert "python failed" in run.transcript and "ZeroDivisionError" in run.transcript
 
 
+@pytest.mark.pi_matrix
+def test_a_run_cancelled_while_its_session_works_ends_the_session(project):
+    """The session's process, busy in a call (its pid written to a file first), ends with the cancelled run."""
+    pid_file = project / "session.pid"
+    task = f"python: import os, time\\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\\ntime.sleep(300)"
+    run = nbsubagents.start("scout", task, python_session=True, show=False)
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), 120, "the session at work")
+    pid = int(pid_file.read_text())
+    assert os.path.exists(f"/proc/{pid}")
+    assert run.cancel() is True
+    assert run.wait(120).status == "aborted"
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 30, "the session's process gone")
+
+
 def git(cwd, *args):
     return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
                           capture_output=True, text=True).stdout

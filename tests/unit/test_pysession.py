@@ -85,3 +85,20 @@ def test_the_server_is_the_kernel_s_interpreter_marked_as_its_run_s():
     assert server.argv[-1] == "/runs/r1" and server.env["PI_SUBAGENTS_RUN_ID"] == "r1"
     assert server.env["MPLBACKEND"] == "Agg"
     assert type(server).from_json(json.loads(json.dumps(server.as_json()))) == server
+
+
+def test_the_inputs_are_those_the_run_s_record_lists_by_their_kind(tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / "inputs" / "raw").mkdir(parents=True)
+    pd.DataFrame({"v": [1.5, None]}).to_parquet(run_dir / "inputs" / "my-df.parquet")
+    (run_dir / "inputs" / "notes.txt").write_text("hello")
+    (run_dir / "inputs" / "stray.json").write_text("[1]")  # not in the record: not an input
+    entries = [{"name": "my-df", "kind": "dataframe", "file": str(run_dir / "inputs" / "my-df.parquet")},
+               {"name": "notes", "kind": "text", "file": str(run_dir / "inputs" / "notes.txt")},
+               {"name": "raw", "kind": "path", "file": str(run_dir / "inputs" / "raw")},
+               {"name": "class", "kind": "text", "file": str(run_dir / "inputs" / "notes.txt")}]  # no variable name
+    (run_dir / "meta.json").write_text(json.dumps({"runId": "run", "inputs": entries}))
+    replies = session(run_dir, ["my_df.v.isna().sum(), notes, raw.is_dir(), 'stray' in dir()"], cwd=tmp_path)
+    assert "Out[1]: (np.int64(1), 'hello', True, False)" in text(replies[1])
+    assert "my_df: DataFrame 2×1" in text(replies[1]) and "class" not in text(replies[1])
+    assert replies["list"]["tools"][0]["description"].endswith("loaded as variables: my_df, notes, raw.")
