@@ -67,6 +67,19 @@ def _clip(text: str, limit: int = OUTPUT_LIMIT) -> str:
     return f"{text[:half]}\n[... {len(text) - limit} characters left out ...]\n{text[-half:]}"
 
 
+def _read_clipped(file: Any) -> str:
+    """What a call wrote (``file``, at its end), its head and tail only when it is long: a call that prints
+    gigabytes costs no more memory than one that prints a page."""
+    size, room = file.tell(), OUTPUT_LIMIT * 4  # bytes: a character may take four
+    file.seek(0)
+    if size <= 2 * room:
+        return file.read().decode(errors="replace")
+    head = file.read(room).decode(errors="replace")
+    file.seek(size - room)
+    tail = file.read(room).decode(errors="replace")
+    return f"{head}\n[... {size - 2 * room} bytes left out ...]\n{tail}"
+
+
 def _kind(value: Any) -> str:
     shape = getattr(value, "shape", None)
     name = type(value).__name__
@@ -226,15 +239,14 @@ class Session:
                 os.dup2(saved[1], 2)
                 for fd in saved:
                     os.close(fd)
-            sink.seek(0)
-            output = sink.read().decode(errors="replace")
+            output = _read_clipped(sink)
         return value, error, output
 
     def _figures(self, value: Any) -> list[str]:
         """Each figure the call left open (pyplot's, and a Figure that is its value) saved as a PNG, then closed."""
         plt = sys.modules.get("matplotlib.pyplot")
         found = [plt.figure(n) for n in plt.get_fignums()] if plt is not None else []
-        if type(value).__name__ == "Figure" and value not in found:
+        if type(value).__module__.startswith("matplotlib") and hasattr(value, "savefig") and value not in found:
             found.append(value)
         saved = []
         for figure in found:

@@ -64,6 +64,7 @@ def test_errors_are_error_results_and_the_session_goes_on_figures_are_saved(tmp_
         "input()",
         "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.figure()\nplt.bar([1], [2])\ny + 1",
         "plt.get_fignums()",
+        "import sys\nfor i in range(200_000): sys.stdout.write(f'line {i}\\n')",
     ], cwd=tmp_path)
     assert replies[1]["isError"] and "ZeroDivisionError: division by zero" in text(replies[1])
     assert 'File "<python>", line 2' in text(replies[1]) and "pysession" not in text(replies[1])
@@ -77,6 +78,9 @@ def test_errors_are_error_results_and_the_session_goes_on_figures_are_saved(tmp_
         assert figure.read_bytes().startswith(b"\x89PNG")
     assert replies[5]["_meta"]["nbsubagents/details"]["figures"] == ", ".join(map(str, figures))
     assert text(replies[6]) == "Out[6]: []"  # saved figures are closed
+    long = text(replies[7])  # 2.6 MB printed: its head and tail
+    assert long.startswith("line 0\n") and long.endswith("line 199999") and "left out" in long
+    assert len(long) < 2 * pysession.OUTPUT_LIMIT
 
 
 def test_the_server_is_the_kernel_s_interpreter_marked_as_its_run_s():
