@@ -36,8 +36,8 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
         ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
         output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
-        inputs: Any = None, show: bool = True, executor: str | None = None, dask_client: Any = None,
-        **unknown: Never) -> Run:
+        inputs: Any = None, python_session: bool | None = None, show: bool = True, executor: str | None = None,
+        dask_client: Any = None, **unknown: Never) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
     Bad input (unknown preset or model, empty task, missing cwd, an unknown keyword) raises before anything
@@ -93,6 +93,10 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         matplotlib Figure as PNG, a ``pathlib.Path`` as a read-only copy, ``nbsubagents.pickled(x)`` as a pickle.
         The task gets one line per input (name, kind, file, card). Anything else, or an input over the
         ``input_max_mb`` setting, is refused by name before the run.
+    python_session : bool, optional
+        The sub-agent gets a scratch Python session of its own (its tool ``python``): state kept between calls,
+        started in its folder with the run's inputs loaded, never this kernel (default: the preset's
+        ``pythonSession``, else ``False``).
     show : bool, default True
         Progress as a live panel in a notebook, plain lines on stderr elsewhere; ``False`` (or
         ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
@@ -166,8 +170,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
           max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
           ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
           output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
-          inputs: Any = None, on_done: Callable[[Run], Any] | None = None, show: bool = True,
-          executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
+          inputs: Any = None, python_session: bool | None = None, on_done: Callable[[Run], Any] | None = None,
+          show: bool = True, executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
@@ -179,8 +183,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
     Parameters
     ----------
     preset, task, model, cwd, name, timeout, files, resume, isolation, keep_worktree, max_turns, max_tool_calls, \
-max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, inputs, executor, \
-dask_client
+max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, inputs, \
+python_session, executor, dask_client
         As for ``run``.
     on_done : callable, optional
         Called with the run once it has ended and been recorded.

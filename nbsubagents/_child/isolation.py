@@ -49,6 +49,7 @@ from .artifacts import atomic_write, atomic_write_json, now_iso, read_json
 from .procs import alive, process_start_ticks
 from .record import load
 from .sandbox import enter, probe
+from .tool_servers import writes_of
 from .workspace_git import (SKIP_OWN, IsolationError, add_parent_state, clone, common_dir, copy_folder, copy_listing,
                             git, has_all, listed, share_base, snapshot)
 
@@ -244,11 +245,12 @@ def _inside(path: str, folders: list[str]) -> bool:
     return any(path == folder or path.startswith(folder + os.sep) for folder in folders)
 
 
-def containment(iso: dict[str, Any], run_dir: Path, env: dict[str, str],
-                writes: Mapping[str, str] = {}) -> tuple[Callable[[], None] | None, str | None]:
+def containment(iso: dict[str, Any], run_dir: Path, env: dict[str, str], writes: Mapping[str, str] = {},
+                servers: Any = ()) -> tuple[Callable[[], None] | None, str | None]:
     """What makes the original folder read-only for pi (run between fork and exec), or None and why that cannot be
-    done here (the run's result says which: ``worktree.contained``, ``uncontainedBecause``)."""
-    view = readonly_view(iso, run_dir, env, writes)
+    done here (the run's result says which: ``worktree.contained``, ``uncontainedBecause``). ``writes``: what the
+    harness writes in the run's folder; the run's tool servers (its record's ``toolServers``) add theirs."""
+    view = readonly_view(iso, run_dir, env, {**writes, **writes_of(servers)})
     if isinstance(view, str):
         return None, view
     why = probe(*view)

@@ -68,6 +68,7 @@ class RunRecord:
     ask: bool = False
     approval: dict | None = None
     project_config: bool = False  # the child loaded the project's own agent config (hooks, extensions, ...)
+    tool_servers: list = field(default_factory=list)  # nbsubagents' tools for the child (tool_servers.ToolServer's)
     question_timeout: float | None = None  # 0: nobody can answer where it was started
     launcher: dict | None = None
     sources: dict = field(default_factory=dict)  # option -> where its value came from (call, preset, a setting's)

@@ -326,7 +326,8 @@ class Supervisor:
         if self.isolation is not None and self.isolation.get("path") and self.workdir:
             from .isolation import containment, workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)
             env = workspace_env(self.isolation, env, self.workdir)  # no variable leads back to the original
-            self.contain, why = containment(self.isolation, self.paths.dir, env, self.harness.WRITES)
+            self.contain, why = containment(self.isolation, self.paths.dir, env, self.harness.WRITES,
+                                            self.record.tool_servers)
             self.extra["worktree"]["contained"] = why is None  # the result says whether, and why not
             if why is not None:
                 self.extra["worktree"]["uncontainedBecause"] = why

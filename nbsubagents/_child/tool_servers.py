@@ -24,16 +24,47 @@ if TYPE_CHECKING:
 
 PROTOCOL = "2025-06-18"  # the MCP revision answered when the client asks for none we know
 KNOWN = ("2024-11-05", "2025-03-26", "2025-06-18")
+DETAILS = "nbsubagents/details"  # the key of a result's details in its _meta (the run's record; pi's tool details)
 
 
 @dataclass(frozen=True)
 class ToolServer:
-    """One server a run's child gets: ``name`` (its tools appear under it), how to start it, and its environment
-    (added to the child's). Decided by the kernel from the run's options, so the child cannot change it."""
+    """One server a run's child gets: ``name`` (its tools appear under it), how to start it, its environment (added
+    to the child's), the names of the tools it serves (a harness that allows tools by name lists them) and what it
+    writes in the run's folder (name -> "file" or "folder", as a harness's ``WRITES``: writable in a sandbox).
+    Decided by the kernel from the run's options, so the child cannot change it; kept in the run's record
+    (``as_json``) and read back by the supervisor (``from_json``)."""
 
     name: str
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+    writes: Mapping[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "argv": list(self.argv), "env": dict(self.env), "tools": list(self.tools),
+                "writes": dict(self.writes)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> ToolServer | None:
+        """The server a record holds (None for an entry that is not one)."""
+        if not (isinstance(data, dict) and isinstance(data.get("name"), str) and isinstance(data.get("argv"), list)):
+            return None
+        env, writes = data.get("env"), data.get("writes")
+        return cls(data["name"], tuple(str(a) for a in data["argv"]),
+                   {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+                   tuple(str(t) for t in data.get("tools") or () if isinstance(t, str)),
+                   {str(k): str(v) for k, v in writes.items()} if isinstance(writes, dict) else {})
+
+
+def writes_of(servers: Any) -> dict[str, str]:
+    """What the tool servers of a record (its ``toolServers``) write in the run's folder."""
+    found: dict[str, str] = {}
+    for entry in servers if isinstance(servers, list) else ():
+        server = ToolServer.from_json(entry)
+        if server is not None:
+            found.update(server.writes)
+    return found
 
 
 @dataclass(frozen=True)
@@ -73,8 +104,8 @@ def _call(tools: Mapping[str, Tool], params: Mapping[str, Any]) -> dict[str, Any
         except Exception as exc:  # a failing call is the model's to read, not the end of the server
             result = Result(f"{type(exc).__name__}: {exc}", True, {"traceback": traceback.format_exc(limit=5)})
     answer: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}
-    if result.details:
-        answer["structuredContent"] = dict(result.details)
+    if result.details:  # not structuredContent: Claude Code gives a model that in place of the text
+        answer["_meta"] = {DETAILS: dict(result.details)}
     return answer
 
 

@@ -15,11 +15,12 @@ from typing import Any, Iterable
 
 from .. import _config as config, _registry as registry
 from .. import _preset_files as preset_mod
-from .._child import artifacts, budgets, harnesses, keys, output_schema
+from .._child import artifacts, budgets, harnesses, keys, output_schema, pysession
 from .._child import isolation as isolating
 from .._child.artifacts import RunPaths, atomic_write_json, now_iso
 from .._child.errors import positive_seconds
 from .._child.record import RunRecord, replace, write
+from .._child.tool_servers import ToolServer
 from .._config import NbSubagentsError, project_root
 from .._child.harnesses import Harness, Request
 from .._pi import choose_model, offline
@@ -204,8 +205,9 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     paths = RunPaths(run_dir)
     try:
         _new_key(run_id)
+        servers = tool_servers(chosen, paths)
         request = _request(harness, program, choice, spec, preset, budget, schema, conversation, earlier, session,
-                           cwd, paths, env, project_config)
+                           cwd, paths, env, project_config, servers)
         try:
             argv, harness_env = harness.build(request)
         except ValueError as exc:  # what the harness cannot do with this preset (its tools, a permission mode, ...)
@@ -231,6 +233,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, inputs=given,
             **conversation,
             question_timeout=waits, launcher=_launcher(), project_config=project_config,
+            tool_servers=[server.as_json() for server in servers],
             sources={name: source for name, (_, source) in chosen.items()},
             runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec))
         write(run_dir, record, sync=False)  # the supervisor syncs it while pi starts (not before)
@@ -284,7 +287,8 @@ def refuse_unhonoured(harness: Harness, spec: TaskSpec, preset: Any, chosen: Cho
 
 def _request(harness: Harness, program: str, choice: ModelChoice, spec: TaskSpec, preset: Any,
              budget: dict[str, Any] | None, schema: Any, conversation: dict[str, Any], earlier: Run | None,
-             session: str | None, cwd: Path, paths: RunPaths, env: dict[str, str], project_config: bool) -> Request:
+             session: str | None, cwd: Path, paths: RunPaths, env: dict[str, str], project_config: bool,
+             servers: tuple[ToolServer, ...] = ()) -> Request:
     """What ``harness`` is asked to start; the output schema is written beside meta.json first."""
     schema_path = None
     if schema is not None:
@@ -299,7 +303,17 @@ def _request(harness: Harness, program: str, choice: ModelChoice, spec: TaskSpec
         output_schema_path=str(schema_path) if schema_path else None, ask=bool(conversation["ask"]),
         approval=conversation["approval"] is not None, resume_session=session,
         resumed_run_dir=str(earlier.dir) if session and earlier is not None else None, env=dict(env),
-        project_config=project_config, **preset_fields(preset))
+        project_config=project_config, tool_servers=servers, **preset_fields(preset))
+
+
+def tool_servers(chosen: Chosen, paths: RunPaths) -> tuple[ToolServer, ...]:
+    """The tools nbsubagents gives this run's child, each an MCP server over stdio that the harness starts
+    (``_child.tool_servers``), as the run's options (``resolve``'s ``chosen``) ask: the Python session
+    (``python_session``). A new one is a line here; the harness and the record need nothing more."""
+    python, source = chosen["python_session"]
+    if source == "call" and not isinstance(python, bool):
+        raise NbSubagentsError(f"The call's python_session must be True or False, got {python!r}")
+    return (pysession.server(paths.dir, paths.dir.name),) if python else ()
 
 
 def preset_fields(preset: Any) -> dict[str, Any]:

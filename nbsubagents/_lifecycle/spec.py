@@ -205,6 +205,10 @@ class TaskSpec:
         "nbsubagents.pickled(x)); a magic names the notebook's variables (--with df,params), the command line "
         "files (--with data=PATH)", check=_inputs, parse=input_words, metavar="NAME", flag="--with", repeat=True,
         column=True, structured=True)
+    python_session: bool | None = option("the sub-agent gets a scratch Python session of its own (its tool `python`: "
+                                         "state kept between calls, the run's inputs loaded, never this kernel); "
+                                         "default: the preset's pythonSession, else no", check=_flag, parse=yes_no,
+                                         metavar="yes|no", preset="python_session")
     experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)
     params: dict[str, Any] | None = option("its cell of the experiment: preset, model, task id, repeat, ...",
                                            **_INTERNAL)

@@ -8,8 +8,8 @@ Demo-mode lines, one step each: ``read PATH``, ``ls PATH``, ``run: CMD``,
 ``write PATH: CONTENT`` (``\\n`` for newlines), ``edit PATH: OLD -> NEW``,
 ``grep PATTERN``, ``read card NAME`` / ``read input NAME`` (a read of the card, or the file, of the run's input
 NAME, as the prompt's ``Inputs`` lines name it), ``ask: QUESTION`` (a call of the ``ask`` tool of
-``pi_extensions/ask.js``; with options:
-``ask: QUESTION [A | B | C]``), ``fail: STATUS MESSAGE``; ``say: TEXT`` and ``sleep: SECONDS``
+``pi_extensions/ask.js``; with options: ``ask: QUESTION [A | B | C]``), ``python: CODE`` (a call of the Python
+session's tool, ``\\n`` for newlines), ``fail: STATUS MESSAGE``; ``say: TEXT`` and ``sleep: SECONDS``
 attach to the next step; ``fail once: STATUS MESSAGE`` makes the server answer the first request of the first
 conversation with this task (the same system prompt, model and task text) with that HTTP error, and every
 later one as if the line were not there: a run that is tried again succeeds (an infrastructure failure, as a
@@ -96,6 +96,7 @@ _TOOL_LINES: list[tuple[str, Callable[[re.Match[str]], tuple[str, dict]]]] = [
     (r"grep\s+(.+)", lambda m: ("grep", {"pattern": m[1]})),
     (r"ask:\s*(.+?)\s*\[([^\[\]]*)\]", lambda m: ("ask", {"question": m[1], "options": _choices(m[2])})),
     (r"ask:\s*(.+)", lambda m: ("ask", {"question": m[1]})),
+    (r"python:\s*(.+)", lambda m: ("python", {"code": m[1].replace("\\n", "\n")})),
 ]
 
 

@@ -8,7 +8,7 @@ text, assistant text and ``tool_calls``, ``tool`` results), so ``demo_step``, ``
 Demo-mode tools become Claude Code's, with its argument names: ``read`` -> ``Read{file_path}``, ``bash`` ->
 ``Bash{command}``, ``edit`` -> ``Edit{file_path, old_string, new_string}``, ``write`` -> ``Write{file_path,
 content}``, ``grep``/``find``/``ls`` -> ``Bash{command: grep -rn/find/ls ...}`` (Claude Code 2.1 offers no Grep,
-Glob or LS tool: it searches with Bash);
+Glob or LS tool: it searches with Bash), ``python`` -> ``mcp__python__python{code}`` (the Python session's MCP tool);
 paths are made absolute against the working directory Claude Code's system prompt names (its tools want absolute
 paths). Claude Code's Edit (and Write over an existing file) needs the file read first in the conversation: a demo
 task reads a file before it edits it. A request that offers no tools (a side request: a title, a summary) gets the
@@ -90,6 +90,8 @@ def claude_call(name: str, args: dict[str, Any], workdir: str | None) -> tuple[s
         return "Bash", {"command": f"grep -rn -- {shlex.quote(args['pattern'])} ."}
     if name == "find":
         return "Bash", {"command": f"find . -name {shlex.quote(args.get('pattern', '*'))}"}
+    if name == "python":  # the Python session's tool: an MCP server's, named by Claude Code mcp__SERVER__TOOL
+        return "mcp__python__python", args
     return name, args
 
 

@@ -149,8 +149,9 @@ def codex_call(name: str, args: dict[str, Any], tools: dict[str, str], cwd: str 
         command = f"apply_patch <<'PATCH'\n{patch}\nPATCH"
     elif name in ("read", "ls", "grep", "bash"):
         command = _command(name, args)
-    else:
-        return "function_call", name, json.dumps(args)
+    else:  # another tool (the Python session's: an MCP tool, which Codex offers under a longer name) as it is
+        offered = next((tool for tool in tools if tool.endswith(f"__{name}")), name)
+        return "function_call", offered, json.dumps(args)
     shell = next((tool for tool in _SHELL_TOOLS if tool in tools), "exec_command")
     if shell == "shell":
         return "function_call", shell, json.dumps({"command": ["bash", "-c", command]})

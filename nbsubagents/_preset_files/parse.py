@@ -27,7 +27,7 @@ KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking", "no
                         "noSkills", "noContextFiles", "noExtensions", "skills", "extraArgs", "timeout",
                         "disallowedTools", "permissionMode", "disabled", "enabled", "isolation", "maxTurns",
                         "maxToolCalls", "maxTokens", "maxCost", "ask", "approval", "fallbackModels", "harness",
-                        "projectConfig"})
+                        "projectConfig", "pythonSession"})
 # The one table of the fields with two spellings: a file's camelCase (pi's, written by ``write``) and the
 # snake_case that ``run()`` and other agent files (pi-subagents' ``max_turns``, ``disallowed_tools``) use.
 # Either is read; both spellings of one field in one file is an error naming both.
@@ -35,7 +35,7 @@ SNAKE_CASE: dict[str, str] = {
     "no_tools": "noTools", "exclude_tools": "excludeTools", "no_skills": "noSkills",
     "no_context_files": "noContextFiles", "no_extensions": "noExtensions", "extra_args": "extraArgs",
     "disallowed_tools": "disallowedTools", "permission_mode": "permissionMode", "fallback_models": "fallbackModels",
-    "project_config": "projectConfig",
+    "project_config": "projectConfig", "python_session": "pythonSession",
     **{snake: camel for snake, (camel, _, _) in budgets.FIELDS.items()},
 }
 # Keys other agent-file formats use that have no meaning for a pi child: accepted without a warning and
@@ -112,6 +112,7 @@ class Preset:
     fallback_models: tuple[str, ...] | None = None    # as written; resolved like ``model`` when a run is prepared
     harness: str | None = None                        # pi (None), claude-code or codex: the child's agent harness
     project_config: bool = False                      # the child loads the project's own agent config (hooks, ...)
+    python_session: bool = False                      # the child gets a scratch Python session (_child/pysession)
     notes: tuple[str, ...] = field(default=(), compare=False, hash=False)  # what to say of this file, any harness
 
     @property
@@ -310,6 +311,7 @@ def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) 
         fallback_models=model_list(data.get("fallbackModels"), f"{where}: 'fallbackModels'", PresetError),
         harness=_parse_harness(data.get("harness"), where),
         project_config=_flag(data, "projectConfig", where),
+        python_session=_flag(data, "pythonSession", where),
     )
     _check_combinations(preset, where)
     return _with_notes(preset, notes)

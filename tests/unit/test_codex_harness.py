@@ -197,7 +197,7 @@ def test_retries_plans_mcp_calls_and_reading_commands_are_worded():
            "result": {"content": [{"type": "text", "text": "found"}]}, "error": None, "status": "completed"}
     out = adapter.adapt({"type": "item.completed", "item": mcp})
     assert [e["type"] for e in out] == ["tool_call", "tool_result"]  # sed's result is still to come: same turn
-    assert out[0]["name"] == "docs.search" and out[1]["text"] == "found" and out[1]["isError"] is False
+    assert out[0]["name"] == "search" and out[1]["text"] == "found" and out[1]["isError"] is False
 
 
 def test_ls_and_grep_commands_are_their_verbs_and_anything_else_is_bash():

@@ -40,7 +40,7 @@ def test_a_server_lists_its_tools_keeps_state_and_turns_failures_into_error_resu
     assert by_id[1]["result"]["protocolVersion"] == "2025-03-26"  # the client's revision, when known
     assert [t["name"] for t in by_id[2]["result"]["tools"]] == ["add", "fail"]
     assert by_id[4]["result"]["content"][0]["text"] == "total 7"  # state kept between calls
-    assert by_id[4]["result"]["structuredContent"] == {"calls": 2} and not by_id[4]["result"]["isError"]
+    assert by_id[4]["result"]["_meta"] == {"nbsubagents/details": {"calls": 2}} and not by_id[4]["result"]["isError"]
     assert by_id[5]["result"]["isError"] and "ValueError: no good" in by_id[5]["result"]["content"][0]["text"]
     assert by_id[6]["result"]["isError"] and "add, fail" in by_id[6]["result"]["content"][0]["text"]
     assert by_id[7]["error"]["code"] == -32601

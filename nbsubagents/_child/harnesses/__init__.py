@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from ..events import Event
     from ..record import RunRecord
+    from ..tool_servers import ToolServer
 
 DEFAULT = "pi"  # the harness of a run that names none (and of every run older than harnesses)
 BUILT_IN = {"pi": f"{__name__}.pi", "claude-code": f"{__name__}.claude_code", "codex": f"{__name__}.codex"}
@@ -63,6 +64,8 @@ class Request:
     preset_file: str | None = None             # the preset's file, as its author wrote it
     preset_scope: str | None = None            # where it was found: claude-user, claude-project, global or project
     preset_extra: Mapping[str, Any] = field(default_factory=dict)  # its fields nbsubagents does not read itself
+    tool_servers: tuple[ToolServer, ...] = ()  # tools nbsubagents gives the child (MCP servers over stdio): each
+                                               # harness runs them as it runs MCP servers (pi: mcp_bridge.js)
 
 
 class Session(Protocol):

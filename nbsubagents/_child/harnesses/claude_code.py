@@ -137,6 +137,11 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
             argv += ["--tools", ",".join(names)]
         if tools:
             argv += ["--allowedTools", *tools]
+    servers = {server.name: {"type": "stdio", "command": server.argv[0], "args": list(server.argv[1:]),
+                             "env": dict(server.env)} for server in run.tool_servers}
+    if servers:  # nbsubagents' own tools (the Python session, ...): MCP servers it starts, allowed to run unasked
+        argv += ["--mcp-config", json.dumps({"mcpServers": servers}, separators=(",", ":")),
+                 "--allowedTools", *(f"mcp__{name}" for name in servers)]
     if run.disallowed_tools and agent is None:
         argv += ["--disallowedTools", *(_claude_name(tool) for tool in run.disallowed_tools)]
     # No mode written: every tool it has may run without asking, as for a pi child (tools as written: only they).
@@ -263,6 +268,11 @@ def session(run_dir: Any, record: RunRecord) -> Stream:
     return Stream(Adapter())
 
 
+def _own_name(name: str) -> str:
+    """An MCP tool's own name (``mcp__python__python`` -> ``python``), as the run's events name a tool."""
+    return name.split("__", 2)[2] if name.startswith("mcp__") and name.count("__") >= 2 else name
+
+
 def _args(name: str, given: Any) -> dict[str, Any]:
     """Claude Code's tool arguments in pi's words where the formatter reads them (path, edits)."""
     args = dict(given) if isinstance(given, dict) else {}
@@ -342,7 +352,7 @@ class Adapter:
                 out.append({"type": "assistant_text", "text": block["text"]})
             elif kind == "tool_use":
                 name = str(block.get("name") or "")
-                verb = VERBS.get(name, name)
+                verb = VERBS.get(name, _own_name(name))
                 self.names[str(block.get("id"))] = verb
                 out.append({"type": "tool_call", "id": block.get("id"), "name": verb,
                             "args": _args(name, block.get("input"))})

@@ -107,6 +107,12 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
         argv += ["-m", model.removeprefix("openai/")]
     if run.output_schema_path:
         argv += ["--output-schema", run.output_schema_path]
+    for server in run.tool_servers:  # nbsubagents' own tools (the Python session, ...): MCP servers it starts
+        key = f"mcp_servers.{server.name}"
+        env = ", ".join(f"{_toml(name)} = {_toml(value)}" for name, value in server.env.items())
+        argv += ["-c", f"{key}.command={_toml(server.argv[0])}",
+                 "-c", f"{key}.args=[{', '.join(_toml(arg) for arg in server.argv[1:])}]",
+                 "-c", f"{key}.env={{{env}}}", "-c", f"{key}.startup_timeout_sec=60"]
     if run.resume_session:
         argv.append(run.resume_session)
     return [*argv, "-"], {"CODEX_HOME": str(home)}
@@ -223,7 +229,7 @@ def _call(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             args["paths"] = paths
         return name, args
     if kind == "mcp_tool_call":
-        return f"{item.get('server')}.{item.get('tool')}", dict(item.get("arguments") or {})
+        return str(item.get("tool")), dict(item.get("arguments") or {})  # by its own name, as every harness
     if kind == "web_search":
         return "web_search", {"query": item.get("query", "")}
     return str(item.get("tool") or kind), {"prompt": item.get("prompt")}

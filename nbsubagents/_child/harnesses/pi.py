@@ -58,6 +58,8 @@ COPILOT_EXTENSION = EXTENSIONS / "copilot_agent_initiator.js"
 ASK_EXTENSION = EXTENSIONS / "ask.js"          # the tool `ask`: a question to the person in the notebook
 APPROVE_EXTENSION = EXTENSIONS / "approve.js"  # approvals of tool calls; its policy: NBSUBAGENTS_APPROVAL
 COMPACT_EXTENSION = EXTENSIONS / "compact_updates.js"  # pi 0.x: no whole-message snapshot in each message_update
+BRIDGE_EXTENSION = EXTENSIONS / "mcp_bridge.js"  # the run's tool servers' tools; the servers: TOOL_SERVERS_ENV
+TOOL_SERVERS_ENV = "NBSUBAGENTS_TOOL_SERVERS"
 
 
 def command(program: str) -> list[str]:
@@ -218,6 +220,8 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
     tools, _ = effective_tools(run)
     if run.ask and tools is not None:
         tools = tools if "ask" in tools else [*tools, "ask"]
+    if tools is not None:  # the tool servers' tools, asked for by the run, join an allowlist as ask does
+        tools += [name for server in run.tool_servers for name in server.tools if name not in tools]
     if tools is not None:
         argv += ["--tools", ",".join(tools)] if tools else ["--no-tools"]
     if run.thinking:
@@ -239,6 +243,9 @@ def build(run: Request) -> tuple[list[str], dict[str, str]]:
         argv += ["--extension", str(ASK_EXTENSION)]
     if run.approval:
         argv += ["--extension", str(APPROVE_EXTENSION)]
+    if run.tool_servers:
+        argv += ["--extension", str(BRIDGE_EXTENSION)]
+        env = {**env, TOOL_SERVERS_ENV: json.dumps([server.as_json() for server in run.tool_servers])}
     return argv, env
 
 
