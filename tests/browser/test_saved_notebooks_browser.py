@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import nbformat
 import pytest
-from helpers import processes_inside, wait_for
+from helpers import PI, processes_inside, wait_for
 from jupyterlab_harness import ARTIFACTS, CONTRASTS, KERNEL_IDLE, JupyterLab, launch_chromium, panel
 from notebook_cells import cell, html, text, value
 
@@ -374,7 +374,9 @@ def test_every_example_notebook_saved_and_reopened_shows_its_records_and_reads_o
         monkeypatch.delenv(var, raising=False)
     ARTIFACTS.mkdir(exist_ok=True)
 
-    with JupyterLab(root, tmp_path / "jupyter") as lab, sync_playwright() as p:
+    # the pi under test (1.x unless NBSUBAGENTS_TEST_PI says), as in the rest of the suite: the 200-run sweep is most
+    # of this test's CPU, and a run of pi 1.x costs a third of 0.73.1's (which the headless notebook tests still run)
+    with JupyterLab(root, tmp_path / "jupyter", env={"NBSUBAGENTS_PI": str(PI)}) as lab, sync_playwright() as p:
         browser = launch_chromium(p)
         try:
             for name in NOTEBOOKS:
