@@ -81,10 +81,11 @@ def project(tmp_path, monkeypatch, scripted):
 # -- running in parallel (pytest-xdist) --------------------------------------------------------------------------
 # `make test` runs the suite on three workers (TEST_WORKERS). Each worker is its own session (own temp folders, own
 # demo model server, own watcher); what would still race is grouped (`xdist_group`, with `--dist loadgroup`: the
-# Dask tests share one module-scoped cluster, the fault-injection tests one report). Tests marked `serial` measure
-# time (budgets, timeouts, render rates): they take an exclusive lock that every other test takes shared, so while
-# one runs no other test runs on another worker; their assertions stay as strict as in a serial run. They come
-# first in the session's order.
+# Dask tests share one module-scoped cluster, the fault-injection tests one report), and so is a module whose tests
+# share an expensive module-scoped fixture, which each worker running one of them would make again (the contrast
+# tests' runs and JupyterLab, the docs build). Tests marked `serial` measure time (budgets, timeouts, render rates):
+# they take an exclusive lock that every other test takes shared, so while one runs no other test runs on another
+# worker; their assertions stay as strict as in a serial run. They come first in the session's order.
 
 def _lock_dir(factory: pytest.TempPathFactory) -> Path:
     base = factory.getbasetemp()

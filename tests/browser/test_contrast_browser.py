@@ -22,7 +22,8 @@ import pytest
 from helpers import make_project, processes_inside, wait_for
 from jupyterlab_harness import ARTIFACTS, CONTRASTS, FOCUS_RINGS, KERNEL_IDLE, JupyterLab, launch_chromium, write_notebook
 
-pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
+# One xdist group: module-scoped fixtures are made per worker, so the outputs' runs and the JupyterLab are made once.
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow, pytest.mark.xdist_group("contrast")]
 
 ROOTS = "[data-kind], .nbsubagents-panel.nbsubagents-live, .nbsubagents-browse"
 LIVE_ONLY = ("sweep-live-widget",)  # a widget's HTML: shown in JupyterLab only (a saved notebook keeps records)

@@ -14,7 +14,8 @@ import pytest
 from helpers import REPO, processes_inside
 from jupyterlab_harness import ARTIFACTS, launch_chromium
 
-pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
+# One xdist group: module-scoped fixtures are made per worker, so the docs are built once.
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow, pytest.mark.xdist_group("docs")]
 
 PAGE = "user/python-api"
 OTHER_NOTEBOOK_PAGES = ["user/magics.md", "user/background.md", "user/experiments.md"]

@@ -2,7 +2,9 @@
 
 Each test runs one notebook from ``notebooks/`` in a temp folder with a real kernel of this Python and
 asserts on what it showed: run statuses, the humanized lines inside the saved panels, status tables,
-DataFrames. The notebooks in the repository carry no outputs.
+DataFrames. The notebooks in the repository carry no outputs. The exploring-runs notebook's HTML export is also
+opened in Chromium with no kernel and no network (``exported_panels_read``: every run's panel there, visible and
+readable; the screenshot goes to test-artifacts/ for a look).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 from nbclient import NotebookClient
 
 from helpers import processes_inside
+from jupyterlab_harness import ARTIFACTS, launch_chromium, open_offline
 from notebook_cells import NOTICE, VIEW, cell, html, text, value
 from nbsubagents.demo import widget_text
 
@@ -149,6 +152,54 @@ def check_exports(workdir: Path, name: str) -> dict[str, str]:
                 assert html_lib.escape(result["errorMessage"].splitlines()[0], quote=False)[:60] in page
         assert "running</span>" not in page and "queued</span>" not in page, kind
     return pages
+
+
+RED = "rgb(185, 28, 28)"  # style.color("failed") in the light theme
+GREEN = "rgb(22, 101, 52)"  # style.color("completed") in the light theme
+
+
+def exported_panels_read(page_file: Path) -> None:
+    """The exploring-runs notebook's HTML export in Chromium, no kernel, no network: each final panel is there and
+    readable (status colour, numbers, lines, final text, red error)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            page, blocked, errors = open_offline(browser, page_file)
+
+            panels = page.locator(".nbsubagents-static")
+            expect(panels.first).to_be_visible()
+            names = [panels.nth(i).locator(".nbsubagents-name").inner_text() for i in range(panels.count())]
+            assert sorted(set(names)) == ["broken", "notes", "survey", "with-file"], names
+
+            broken = panels.filter(has=page.locator(".nbsubagents-name", has_text="broken")).first
+            broken.scroll_into_view_if_needed()
+            expect(broken.locator(".nbsubagents-header")).to_contain_text("✗ broken failed")
+            assert broken.locator(".nbsubagents-status").evaluate("e => getComputedStyle(e).backgroundColor") == RED
+            expect(broken).to_contain_text("500 the provider is down")
+
+            notes = panels.filter(has=page.locator(".nbsubagents-name", has_text="notes")).last
+            header = notes.locator(".nbsubagents-header")
+            expect(header).to_contain_text("✓ notes completed")
+            assert re.search(r"demo/scripted · \d+ tool calls · [\d,]+ tokens · \$\d\.\d{4} · ctx [\d.]+% · [\d.]+s", header.inner_text())
+            assert notes.locator(".nbsubagents-status").evaluate("e => getComputedStyle(e).backgroundColor") == GREEN
+            expect(notes.locator(".nbsubagents-window")).to_contain_text("Writing NOTES.md (+1 line)")
+            output = notes.locator(".nbsubagents-output")
+            expect(output).to_be_visible()
+            assert output.bounding_box()["height"] > 15
+            size = float(header.evaluate("e => getComputedStyle(e).fontSize").removesuffix("px"))
+            assert size >= 12
+            # each line once: in the window, or behind the plain <details> of earlier lines (no script needed)
+            for toggle in notes.locator("summary").all():
+                toggle.click()
+            assert notes.inner_text().count("Finished editing NOTES.md") == 1
+            notes.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "exported-exploring-runs.png"))
+            assert errors == [] or all("require" in e or "define" in e for e in errors), errors
+        finally:
+            browser.close()
 
 
 # -- the notebooks as saved ---------------------------------------------------------------------------
@@ -283,9 +334,11 @@ def test_background_runs_notebook_starts_watches_calls_on_done_and_cancels(kerne
     assert re.match(r"True completed \.pi/subagents/runs/\S+", text(cell(nb, "again = nbsubagents.get_run(")))
 
 
+@pytest.mark.browser
 def test_exploring_runs_notebook_reads_back_output_transcript_events_and_files(kernel_env):
     nb = execute("exploring-runs.ipynb", kernel_env)
     check_exports(kernel_env, "exploring-runs.ipynb")
+    exported_panels_read(kernel_env / "export" / "exploring-runs.html")  # the HTML export check_exports wrote
 
     group = panels(nb, cell(nb, "runs = nbsubagents.run_parallel("))[0]
     assert group.startswith("Sub-agents: 2 done, 1 failed")
