@@ -160,6 +160,18 @@ class RpcSession:
                 pass
             self.pipe = None
 
+    follows_up = True  # it takes a message after its task, before it ends (a repair: ``child/repairs``)
+
+    def follow_up(self, text: str) -> bool:
+        """``text`` as the next prompt of an idle pi's conversation, from nbsubagents itself (a repair); False
+        when pi can take nothing more (its input is closed)."""
+        if self.pipe is None or self.closing or self.aborted:
+            return False
+        self.starting = True
+        self.send({"type": "prompt", "message": text}, "prompt",
+                  {"kind": "repair", "text": text, "at": now_iso(), "from": "nbsubagents"})
+        return True
+
     def abort(self) -> None:
         """Stop pi's current work (RPC ``abort``), then end its input: the run is being stopped."""
         if not self.aborted:
