@@ -20,7 +20,8 @@ import stat
 import re
 import sys
 from pathlib import Path
-from typing import Any, Mapping, is_typeddict
+from typing import Any, Mapping
+from typing import is_typeddict as _typing_typeddict
 
 from .._child import output_schema
 from .._child.repairs import OUTPUTS_DIR, OUTPUTS_ENV
@@ -32,6 +33,15 @@ __all__ = ["schema_of", "class_path", "load_class", "instance", "plan_outputs", 
 FORMATS = {"parquet": "a table as Parquet", "csv": "a table as CSV with a header line",
            "json": "one JSON value", "png": "a PNG image"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}\Z")
+
+
+def is_typeddict(value: Any) -> bool:
+    """A TypedDict of ``typing`` or of ``typing_extensions`` (which pydantic asks for before Python 3.12)."""
+    try:
+        from typing_extensions import is_typeddict as extended  # noqa: PLC0415 (pydantic's dependency, optional)
+    except ImportError:
+        return _typing_typeddict(value)
+    return extended(value)
 
 
 def _is_pydantic_model(value: Any) -> bool:
@@ -68,7 +78,10 @@ def _adapter(cls: type) -> Any:
         raise NbSubagentsError(f"output_schema {cls.__name__} is a {kind}: its JSON Schema is made with pydantic, "
                                "which is not installed. Install it (pip install pydantic), or pass a JSON Schema "
                                "dict such as {'type': 'object', 'properties': {...}}") from None
-    return TypeAdapter(cls)
+    try:
+        return TypeAdapter(cls)
+    except Exception as exc:  # noqa: BLE001 (pydantic's PydanticUserError: a class it cannot take, with its words)
+        raise NbSubagentsError(f"output_schema {cls.__name__}: pydantic cannot make its JSON Schema: {exc}") from None
 
 
 def class_path(cls: type) -> str:
