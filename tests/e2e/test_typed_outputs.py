@@ -150,6 +150,19 @@ def test_claude_code_gives_a_pydantic_instance(claude):  # noqa: F811
     assert run.data == Summary(rows=4, columns=["c"])
 
 
+def test_claude_code_is_resumed_to_repair_a_reply_that_failed_its_schema(claude):  # noqa: F811
+    run = nbsubagents.run("scout", 'say: {"n": "two"}\nrepair: say: {"n": 2}', output_schema=COUNT,
+                          harness="claude-code", show=False)
+
+    assert run.status == "completed", run.error
+    assert run.data == {"n": 2}
+    first, second = tries(run)
+    assert "does not match output_schema" in first["error"] and second["error"] is None
+    typed = [e for e in events(run) if e["type"] == "tool_call" and e["name"] == "StructuredOutput"]
+    assert [e["args"] for e in typed] == [{"n": "two"}, {"n": 2}]  # its own check refused the first, then resumed
+    assert len({e["sessionId"] for e in events(run) if e["type"] == "session"}) == 1
+
+
 def test_claude_code_is_resumed_with_the_error_when_its_output_file_is_missing(claude, scripted):  # noqa: F811
     task = 'say: finished\nrepair: run: echo \'{"n": 2}\' > "$NBSUBAGENTS_OUTPUTS/stats.json"'
     run = nbsubagents.run("scout", task, outputs={"stats": "json"}, harness="claude-code", show=False)
