@@ -12,7 +12,7 @@ import pandas as pd
 import pandas.testing
 import pydantic
 import pytest
-from test_harness_claude import claude  # noqa: F401 (the fixture: Claude Code pointed at the scripted model)
+from test_harness_claude import claude, commit_all  # noqa: F401 (the fixture: Claude Code pointed at the scripted model)
 from test_magics import shell  # noqa: F401 (the fixture: IPython's shell with the extension loaded)
 
 import nbsubagents
@@ -126,6 +126,19 @@ def test_a_missing_output_file_is_asked_for_again(project):
     first, second = tries(run)
     assert "'stats' (outputs/stats.json) was not written" in first["error"]
     assert first["outputs"] == {"stats": None} and second["outputs"]["stats"] > 0
+
+
+def test_an_isolated_run_writes_its_outputs_inside_the_sandbox_and_nothing_else_of_its_run_folder(project):
+    commit_all(project)
+    task = ('run: echo \'{"n": 3}\' > "$NBSUBAGENTS_OUTPUTS/stats.json"\n'
+            'run: echo forged > "$NBSUBAGENTS_OUTPUTS/../forged.json" || echo refused')
+    run = nbsubagents.run("scout", task, outputs={"stats": "json"}, isolation="worktree", show=False)
+
+    assert run.status == "completed", run.error
+    assert run.result["worktree"]["contained"] is True, run.result["worktree"]
+    assert run.outputs == {"stats": {"n": 3}}
+    results = [e["text"] for e in events(run) if e["type"] == "tool_result"]
+    assert "Read-only file system" in results[1] and not (run.dir / "forged.json").exists()
 
 
 def test_bad_outputs_and_max_repairs_are_refused_before_the_run(project):
