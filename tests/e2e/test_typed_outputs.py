@@ -13,9 +13,11 @@ import pandas.testing
 import pydantic
 import pytest
 from test_harness_claude import claude, commit_all  # noqa: F401 (the fixture: Claude Code pointed at the scripted model)
+from test_harness_codex import codex_project  # noqa: F401 (the fixture: a Codex preset on the scripted model)
 from test_magics import shell  # noqa: F401 (the fixture: IPython's shell with the extension loaded)
 
 import nbsubagents
+from nbsubagents._pi.scripted_responses import chat_messages
 
 COUNT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
@@ -196,3 +198,18 @@ def test_claude_code_exhausting_max_repairs_keeps_each_try(claude):  # noqa: F81
                           harness="claude-code", show=False)
     assert run.status == "failed" and run.result["stopReason"] == "schema"
     assert [t["try"] for t in tries(run)] == [1, 2] and "after 2 tries" in run.error
+
+
+# -- Codex -----------------------------------------------------------------------------------------------------------
+def test_codex_is_resumed_on_its_thread_to_repair(codex_project, scripted):  # noqa: F811
+    task = 'say: {"n": "two"}\nrepair: say: {"n": 2}'
+    run = nbsubagents.run("coder", task, output_schema=COUNT, max_repairs=1, show=False)
+
+    assert run.status == "completed", run.error
+    assert run.data == {"n": 2}
+    first, second = tries(run)
+    assert "$.n" in first["error"] and second["error"] is None
+    assert len({e["sessionId"] for e in events(run) if e["type"] == "session"}) == 1  # its thread, resumed
+    asked = {"messages": chat_messages(scripted.requests[-1])}
+    assert '{"n": "two"}' in texts(asked, "assistant")  # the repair continued the thread of the first try
+    assert texts(asked, "user")[-1].startswith("Your result did not pass its check")
