@@ -186,6 +186,9 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
     schema, output_type = schema if schema is not None else (None, None)
     outputs, max_repairs = typed.plan_outputs(spec.outputs), _max_repairs(spec.max_repairs)
+    if max_repairs is not None and schema is None and not outputs:
+        raise NbSubagentsError("max_repairs is how often a reply or output file that failed its check is asked "
+                               "again: give output_schema or outputs with it")
     conversation = _conversation(chosen, program, harness, bool(current.offline))
     waits = question_timeout(current)
     free = ("max_cost is never reached offline: the scripted model costs nothing (an offline run's cost is 0)"

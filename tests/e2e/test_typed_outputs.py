@@ -148,6 +148,8 @@ def test_bad_outputs_and_max_repairs_are_refused_before_the_run(project):
         nbsubagents.run("scout", "x", outputs={"clean": object}, show=False)
     with pytest.raises(nbsubagents.NbSubagentsError, match="max_repairs must be a whole number"):
         nbsubagents.run("scout", "x", output_schema=COUNT, max_repairs=-1, show=False)
+    with pytest.raises(nbsubagents.NbSubagentsError, match="give output_schema or outputs with it"):
+        nbsubagents.run("scout", "x", max_repairs=1, show=False)
     assert nbsubagents.runs().empty  # nothing was written
 
 
