@@ -318,6 +318,8 @@ class RpcSession:
                    disposition: Any) -> list[Event]:
         """pi's answer to a person's message: taken (a ``user_message``, with what pi did with it when it says:
         ``disposition`` started, queued or handled), refused while busy (held again), or refused."""
+        if ok and message["kind"] == "repair":  # nbsubagents' own words, not the person's: its notice says them
+            return []
         if ok:
             event = {"type": "user_message", "kind": message["kind"], "text": message.get("text") or "",
                      "at": message.get("at"), "from": message.get("from")}

@@ -106,7 +106,9 @@ def test_a_reply_that_fails_its_schema_is_repaired_on_the_second_try_in_the_same
     repair = scripted.requests[-1]
     assert any("did not pass its check" in t and "$.n" in t for t in texts(repair, "user"))
     assert '{"n": "two"}' in texts(repair, "assistant")
-    assert [e["kind"] for e in events(run) if e["type"] == "user_message"] == ["repair"]
+    assert [e for e in events(run) if e["type"] == "user_message"] == []  # not the person's words
+    assert any("Try 1 did not pass its check" in e["text"] for e in events(run) if e["type"] == "notice")
+    assert run.result["conversation"] == []
 
 
 def test_exhausting_max_repairs_fails_the_run_keeping_each_try(project):
