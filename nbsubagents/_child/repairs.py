@@ -48,6 +48,8 @@ def check_outputs(run_dir: Path, plan: Mapping[str, Mapping[str, str]] | None) -
 
 
 def _file_problem(path: Path, fmt: str) -> str | None:
+    if os.path.islink(path.parent):
+        return f"is in {path.parent}, which is a link (it is not read)"
     try:
         info = os.lstat(path)
     except OSError:

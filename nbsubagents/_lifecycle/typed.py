@@ -155,17 +155,17 @@ def instruction(plan: Mapping[str, Mapping[str, str]], run_dir: Path) -> str:
 
 
 def _read_regular(path: Path) -> bytes:
-    """A file's bytes, never through a link, only a regular file (the child writes that folder)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    """A file's bytes, never through a link (neither the file nor its folder), only a regular file: the child writes
+    that folder."""
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        with os.fdopen(fd, "rb") as file:
-            fd = -1
-            return file.read()
+        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(folder)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return file.read()
 
 
 def read_outputs(run_dir: Path, plan: Mapping[str, Mapping[str, str]] | None) -> dict[str, Any]:

@@ -189,6 +189,18 @@ def test_an_output_that_is_a_link_is_neither_checked_nor_read(tmp_path):
         typed.read_outputs(run_dir, plan)
 
 
+def test_an_outputs_folder_that_is_a_link_is_neither_checked_nor_read(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "stats.json").write_text('{"key": "value"}')
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "outputs").symlink_to(elsewhere)
+    plan = typed.plan_outputs({"stats": "json"})
+    assert "which is a link" in repairs.check_outputs(tmp_path / "run", plan)
+    with pytest.raises(NbSubagentsError, match=r"The output 'stats' \(outputs/stats.json\) could not be read"):
+        typed.read_outputs(tmp_path / "run", plan)
+
+
 def test_claude_code_is_resumed_on_its_session_to_repair():
     argv = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
     assert claude_code.repair_argv(argv, "s1") == [*argv, "--resume", "s1"]
