@@ -73,12 +73,14 @@ def test_a_dataclass_comes_back_as_an_instance(project):
     assert asked["required"] == ["rows", "cols"] and asked["properties"]["cols"]["type"] == "integer"
 
 
+CLEAN = ("import os, pandas as pd; pd.read_csv('raw.csv').dropna().reset_index(drop=True)"
+         ".to_parquet(os.path.join(os.environ['NBSUBAGENTS_OUTPUTS'], 'clean.parquet'))")
+CLEAN_TASK = f'run: {sys.executable} -c "{CLEAN}"\nrun: echo \'{{"dropped": 1}}\' > "$NBSUBAGENTS_OUTPUTS/stats.json"'
+
+
 def test_a_cleaned_dataframe_comes_back_through_outputs(project):
     (project / "raw.csv").write_text("a,b\n1,x\n,y\n3,z\n")
-    clean = ("import os, pandas as pd; pd.read_csv('raw.csv').dropna().reset_index(drop=True)"
-             ".to_parquet(os.path.join(os.environ['NBSUBAGENTS_OUTPUTS'], 'clean.parquet'))")
-    task = f'run: {sys.executable} -c "{clean}"\nrun: echo \'{{"dropped": 1}}\' > "$NBSUBAGENTS_OUTPUTS/stats.json"'
-    run = nbsubagents.run("scout", task, outputs={"clean": pd.DataFrame, "stats": dict}, show=False)
+    run = nbsubagents.run("scout", CLEAN_TASK, outputs={"clean": pd.DataFrame, "stats": dict}, show=False)
 
     assert run.status == "completed", run.error
     assert set(run.outputs) == {"clean", "stats"}
@@ -167,6 +169,16 @@ def test_claude_code_gives_a_pydantic_instance(claude):  # noqa: F811
                           harness="claude-code", show=False)
     assert run.status == "completed", run.error
     assert run.data == Summary(rows=4, columns=["c"])
+
+
+def test_claude_code_gives_a_cleaned_dataframe_back_through_outputs(claude):  # noqa: F811
+    (claude / "raw.csv").write_text("a,b\n1,x\n,y\n3,z\n")
+    run = nbsubagents.run("scout", CLEAN_TASK, outputs={"clean": pd.DataFrame, "stats": dict}, harness="claude-code",
+                          show=False)
+    assert run.status == "completed", run.error
+    expected = pd.read_csv(claude / "raw.csv").dropna().reset_index(drop=True)
+    pandas.testing.assert_frame_equal(run.outputs["clean"], expected)
+    assert run.outputs["stats"] == {"dropped": 1}
 
 
 def test_claude_code_is_resumed_to_repair_a_reply_that_failed_its_schema(claude):  # noqa: F811
