@@ -193,7 +193,7 @@ class TaskSpec:
                                 structured=True)
     outputs: dict[str, Any] | None = option("files the sub-agent must write, read back as objects in run.outputs: "
                                             "{'clean': pandas.DataFrame (Parquet), 'raw': 'csv', 'stats': 'json', "
-                                            "'fig': 'png'}", check=_outputs, metavar="NAME", magic=False,
+                                            "'fig': 'png'}", check=_outputs, metavar="FILES", magic=False,
                                             sweep=False, structured=True)
     max_repairs: int | None = option("how often a reply or output file that fails its check is asked again, in the "
                                      "same session, before the run fails (default: 2)", check=_count, parse=int,
