@@ -35,9 +35,10 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
         max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
         ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
-        output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
-        inputs: Any = None, python_session: bool | None = None, show: bool = True, executor: str | None = None,
-        dask_client: Any = None, **unknown: Never) -> Run:
+        output_schema: Any = None, outputs: dict[str, Any] | None = None, max_repairs: int | None = None,
+        harness: str | None = None, project_config: bool | None = None, inputs: Any = None,
+        python_session: bool | None = None, show: bool = True, executor: str | None = None, dask_client: Any = None,
+        **unknown: Never) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
     Bad input (unknown preset or model, empty task, missing cwd, an unknown keyword) raises before anything
@@ -77,8 +78,13 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         "allow": [bash patterns], "inside": [folders], "otherwise": "deny"}``; ``False``: none.
     fallback_models : list of str, optional
         Models to go on with when the model fails for provider reasons (HTTP 429/5xx, quota, authentication).
-    output_schema : dict or pydantic model class, optional
-        A JSON Schema the reply must meet: a typed result in ``run.data``.
+    output_schema : dict or pydantic model, dataclass or TypedDict class, optional
+        A JSON Schema the reply must meet: a typed result in ``run.data`` (an instance of the class given).
+    outputs : dict, optional
+        Files the sub-agent must write, read back as objects in ``run.outputs``: ``{"clean": pandas.DataFrame}``
+        (Parquet), ``"csv"``, ``"json"`` or ``"png"`` as what a name holds.
+    max_repairs : int, optional
+        How often a reply or output file that fails its check is asked again in the same session (default 2).
     harness : str, optional
         The agent harness: ``"pi"``, ``"claude-code"``, ``"codex"`` or one a package adds (default: the
         preset's, else pi).
@@ -169,9 +175,10 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
           isolation: str | None = None, keep_worktree: bool | None = None, max_turns: int | None = None,
           max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
           ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
-          output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
-          inputs: Any = None, python_session: bool | None = None, on_done: Callable[[Run], Any] | None = None,
-          show: bool = True, executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
+          output_schema: Any = None, outputs: dict[str, Any] | None = None, max_repairs: int | None = None,
+          harness: str | None = None, project_config: bool | None = None, inputs: Any = None,
+          python_session: bool | None = None, on_done: Callable[[Run], Any] | None = None, show: bool = True,
+          executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
     The run's supervisor is detached (its own session), so the run goes on when the kernel is
@@ -183,8 +190,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
     Parameters
     ----------
     preset, task, model, cwd, name, timeout, files, resume, isolation, keep_worktree, max_turns, max_tool_calls, \
-max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, inputs, \
-python_session, executor, dask_client
+max_tokens, max_cost, ask, approval, fallback_models, output_schema, outputs, max_repairs, harness, project_config, \
+inputs, python_session, executor, dask_client
         As for ``run``.
     on_done : callable, optional
         Called with the run once it has ended and been recorded.

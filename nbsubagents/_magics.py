@@ -195,7 +195,11 @@ class SubagentMagics(Magics):
     @argument("--bg", action="store_true", help="start in the background (api.start) and return at once")
     @argument("--expand", action="store_true",
               help="fill in $name and {expression} from the notebook's variables (off: the task is sent as written)")
-    @argument("-o", "--out", metavar="VAR", help="also store the Run in this variable")
+    @argument("--schema", metavar="NAME", help="output_schema: the notebook's variable NAME, a pydantic model, "
+                                               "dataclass or TypedDict class or a JSON Schema dict")
+    @argument("-o", "--out", metavar="VAR", help="also store in this variable the run's typed value once it "
+                                                 "completes (run.value: its output_schema instance, its outputs) "
+                                                 "or, without output_schema and outputs (or with --bg), the Run")
     @usage_errors
     @line_cell_magic
     def subagent(self, line: str, cell: str | None = None) -> Any:
@@ -220,10 +224,18 @@ class SubagentMagics(Magics):
         if args.expand:
             task = self._expand(task)
         launch = api.start if args.bg else api.run
-        values = run_option_values(args)
-        if values.get("inputs") is not None:  # --with df,params: the notebook's variables of these names
-            values["inputs"] = inputs.names_of(values["inputs"], self._variable, "--with")
-        result = launch(args.preset, task, executor=args.executor, **values)
+        options = run_option_values(args)
+        if options.get("inputs") is not None:  # --with df,params: the notebook's variables of these names
+            options["inputs"] = inputs.names_of(options["inputs"], self._variable, "--with")
+        if args.schema is not None:
+            if args.schema not in self.shell.user_ns:
+                raise UsageError(f"--schema {args.schema}: the notebook has no variable of that name; define the "
+                                 "class (or JSON Schema dict) first")
+            options["output_schema"] = self.shell.user_ns[args.schema]
+        result = launch(args.preset, task, executor=args.executor, **options)
+        if args.out and not args.bg and (result.record.output_schema is not None or result.record.outputs):
+            self._store(args.out, result.value if result.status == "completed" else None)
+            return _shown_value(result)
         return self._store(args.out, result)
 
     @no_var_expand

@@ -65,6 +65,9 @@ class RunRecord:
     isolation: dict | None = None
     output_schema: Any = None
     inputs: list | None = None  # the notebook's values given as files: name, kind, file, card, bytes, sha256, about
+    output_type: str | None = None  # the class output_schema was made from ("module:QualName"): run.data's type
+    outputs: dict | None = None  # name -> {"file", "format"}: the files the child must write (the run reads them)
+    max_repairs: int | None = None  # how often a reply or output file that fails its check is asked again
     ask: bool = False
     approval: dict | None = None
     project_config: bool = False  # the child loaded the project's own agent config (hooks, extensions, ...)

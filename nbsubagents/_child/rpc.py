@@ -160,6 +160,18 @@ class RpcSession:
                 pass
             self.pipe = None
 
+    follows_up = True  # it takes a message after its task, before it ends (a repair: ``child/repairs``)
+
+    def follow_up(self, text: str) -> bool:
+        """``text`` as the next prompt of an idle pi's conversation, from nbsubagents itself (a repair); False
+        when pi can take nothing more (its input is closed)."""
+        if self.pipe is None or self.closing or self.aborted:
+            return False
+        self.starting = True
+        self.send({"type": "prompt", "message": text}, "prompt",
+                  {"kind": "repair", "text": text, "at": now_iso(), "from": "nbsubagents"})
+        return True
+
     def abort(self) -> None:
         """Stop pi's current work (RPC ``abort``), then end its input: the run is being stopped."""
         if not self.aborted:
@@ -306,6 +318,8 @@ class RpcSession:
                    disposition: Any) -> list[Event]:
         """pi's answer to a person's message: taken (a ``user_message``, with what pi did with it when it says:
         ``disposition`` started, queued or handled), refused while busy (held again), or refused."""
+        if ok and message["kind"] == "repair":  # nbsubagents' own words, not the person's: its notice says them
+            return []
         if ok:
             event = {"type": "user_message", "kind": message["kind"], "text": message.get("text") or "",
                      "at": message.get("at"), "from": message.get("from")}

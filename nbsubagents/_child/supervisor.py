@@ -16,8 +16,8 @@ when that worker dies, so no run goes on outside the cluster's accounting. Artif
 full disk costs lines, never the result. A step of its own that breaks (or a reply that would break it)
 ends the run ``failed`` with the reason (stopReason ``supervisor_error``) and keeps what the child produced;
 a reply is checked against ``output_schema`` in a process of its own (``reply_process`` runs ``reply_check``) that
-the run's timeout and cancel end. ``events.StreamLines`` cuts pi's stdout into lines and ``verdict`` names how a run
-ended.
+the run's timeout and cancel end, and with the ``outputs`` files a try that fails is asked again (``repairs``).
+``events.StreamLines`` cuts pi's stdout into lines and ``verdict`` names how a run ended.
 Every harness is driven this way: its module (``child/harnesses/``) says whether the task is its stdin, how long a
 stop waits for its own abort, and gives the session that talks to it and adapts its stream into the same events (a
 harness that takes nothing after its task ends when it exits, or END_GRACE after its own end record; its own error
@@ -39,10 +39,11 @@ import time
 from pathlib import Path
 
 from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, open_append, open_regular, read_text, result_record
-from . import harnesses, reply_process, verdict
+from . import harnesses, verdict
 from .events import StreamLines, Tally
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .record import RunRecord, load
+from .repairs import OUTPUTS_DIR, OUTPUTS_ENV, Repairing
 from .procs import (MARKER, WORKER_PID, become_subreaper, end_run_processes, process_start_ticks, reap_children,
                     send_group)
 from .run_files import (RESERVE, MaskedSink, Sink, best_effort, clean, describe, mask_file, remove_half_folder,
@@ -66,7 +67,7 @@ CANCEL_FILE = "cancel.json"      # a cancel request (lifecycle.settle.request_ca
 WORKER_LOST = "interrupted (worker lost)"
 
 
-class Supervisor:
+class Supervisor(Repairing):
     def __init__(self, paths: RunPaths, record: RunRecord) -> None:
         self.paths = paths
         self.record = record
@@ -109,6 +110,9 @@ class Supervisor:
         self.begun = False  # the run's opening is written (_begin)
         worker = os.environ.get(WORKER_PID, "")
         self.worker_pid: int | None = int(worker) if worker.isdigit() else None
+        self.tries: list[dict[str, Any]] = []  # each try of a typed result's check (``repairs``)
+        self.last_check: tuple[str, Any] | None = None  # (reply, its check) of the current try
+        self.earlier_sessions: list[Any] = []  # the sessions a repair replaced (a harness started again)
 
     # -- events -------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -232,6 +236,8 @@ class Supervisor:
                     self._spawn()
                     self._begin(started_at)  # while pi starts: nothing of ours comes before it
                     exit_code = self._pump()
+                    while self._repair_after_exit(exit_code):  # a harness that ends with its task, asked again
+                        exit_code = self._pump()
                 except OSError as exc:
                     program = (self.record.argv or [self.harness.PROGRAM])[0]
                     spawn_error = _spawn_message(self.harness, program, exc)
@@ -248,10 +254,10 @@ class Supervisor:
             "judging how pi ended", self._verdict, exit_code, spawn_error, default=("failed", None))
         if self.isolation is not None and self.isolation.get("base"):
             self._safely("capturing the run's changes", self._capture_changes)
-        if status == "completed" and self.record.output_schema is not None and self.broken is None:
+        if status == "completed" and self._typed() and self.broken is None:
             status, error = self._safely("checking the reply against output_schema", self._check_output,
                                          default=("failed", None))
-        usage = self._safely("counting the usage", verdict.usage, self.tally, self.rpc, bool(self.record.offline))
+        usage = self._safely("counting the usage", self._usage)
         reason = self._safely("naming why the run ended", verdict.reason, self.stop_word, status, spawn_error,
                               self.tally)
         status, error, reason = self._if_broken(status, error, reason)
@@ -318,20 +324,24 @@ class Supervisor:
         for note in self.record.notes or ():
             self.emit({"type": "notice", "text": str(note)})
 
-    def _spawn(self) -> None:
-        """Start pi (or the run's harness) and hand it the task: the first thing a run does."""
+    def _spawn(self, argv: list[str] | None = None, prompt: str | None = None) -> None:
+        """Start pi (or the run's harness) and hand it the task: the first thing a run does (a repair: again, with
+        its own ``argv`` and task)."""
         needed = self.harness.keys(self.record, os.environ)  # its provider's keys: no other secret reaches it
         env = {**needed_only(os.environ, needed, self.record.env), **self.record.env,
                "PI_SUBAGENTS_CHILD": "1", MARKER: self.record.run_id}  # finds leftovers if we die
+        writes = self.harness.WRITES
+        if self.record.outputs:  # the folder it writes its output files in
+            env[OUTPUTS_ENV] = str(self.paths.dir / OUTPUTS_DIR)
+            writes = {**writes, OUTPUTS_DIR: "folder"}
         if self.isolation is not None and self.isolation.get("path") and self.workdir:
             from .isolation import containment, workspace_env  # noqa: PLC0415 (start-up: only runs that use it load it)
             env = workspace_env(self.isolation, env, self.workdir)  # no variable leads back to the original
-            self.contain, why = containment(self.isolation, self.paths.dir, env, self.harness.WRITES,
-                                            self.record.tool_servers)
+            self.contain, why = containment(self.isolation, self.paths.dir, env, writes, self.record.tool_servers)
             self.extra["worktree"]["contained"] = why is None  # the result says whether, and why not
             if why is not None:
                 self.extra["worktree"]["uncontainedBecause"] = why
-        prompt = self.record.prompt_path
+        prompt = prompt or self.record.prompt_path
         task = read_text(prompt) if prompt else ""
         # the task is the harness's stdin (prompt.md), or its session sends it (and what follows) on a pipe
         stdin: Any = ((open_regular(prompt) if prompt else open(os.devnull, "rb"))  # noqa: SIM115
@@ -339,7 +349,7 @@ class Supervisor:
         try:
             with open_append(self.paths.stderr) as stderr:
                 self.child = subprocess.Popen(
-                    self.record.argv, cwd=self.workdir, env=env, stdin=stdin,
+                    argv or self.record.argv, cwd=self.workdir, env=env, stdin=stdin,
                     stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=self.contain)
         finally:
             if stdin is not subprocess.PIPE:
@@ -411,7 +421,7 @@ class Supervisor:
         ends itself; a pi still there END_GRACE s later is ended."""
         now = time.monotonic()
         if self.conversation_over_at is None:
-            if self.stop_reason is None and self.rpc.finished():
+            if self.stop_reason is None and self.rpc.finished() and not self._repair_in_session():
                 self.conversation_over_at = now
                 self.rpc.close()
         elif (now - self.conversation_over_at >= END_GRACE and self.kill_at is None and self.term_at is None
@@ -420,7 +430,7 @@ class Supervisor:
             self.term_at = self.kill_at = now + KILL_GRACE
             send_group(self.child.pid, signal.SIGTERM)
 
-    # -- isolation (imported only by runs that use it) and typed results --------------------------------
+    # -- isolation (imported only by runs that use it) ----------------------------------------------
     def _setup_isolation(self) -> str | None:
         from .isolation import IsolationError, remove, setup  # noqa: PLC0415 (start-up: only runs that use it load it)
         assert self.isolation is not None
@@ -448,30 +458,6 @@ class Supervisor:
             self.extra["changesError"] = f"the run's changes could not be captured: {exc}"
         if not self.isolation.get("keep"):
             remove(self.isolation)
-
-    def _check_output(self) -> tuple[str, str | None]:
-        """The reply checked against output_schema in a process of its own (``reply_process``), the guards going on:
-        the run's timeout and cancel end the check as they end the child."""
-        structured = self.rpc.structured()  # the harness's own typed output (Claude's structured_output)
-        text = self.tally.final_text if structured is None else json.dumps(structured)
-        checked = reply_process.check(text, self.record.output_schema, self.record.run_id, self._stopped)
-        if checked is None or self.stop_reason is not None:  # cancelled, timed out, signalled or orphaned meanwhile
-            assert self.stop_reason is not None
-            status, message = self.stop_reason
-            if self.stop_word == "timeout":
-                message += " The time ran out while the reply was checked against output_schema."
-            return status, message
-        data, error = checked
-        if error is not None:
-            self.stop_word = "schema"
-            return "failed", error
-        self.extra["data"] = data
-        return "completed", None
-
-    def _stopped(self) -> bool:
-        """The guards' turn while the reply is checked; whether they stopped the run."""
-        self._guards()
-        return self.stop_reason is not None
 
     def _verdict(self, exit_code: int | None, spawn_error: str | None) -> tuple[str, str | None]:
         """The stop a guard decided, the start that failed, the harness's own error end, else ``verdict.judge``."""

@@ -27,7 +27,7 @@ from .._child.summary import summary_line
 from .._child.text import terminal_safe
 from .._config import NbSubagentsError, current
 from .._views import reports
-from . import converse, inspection, interrupts, liveness, settle
+from . import converse, inspection, interrupts, liveness, settle, typed
 from .edge import edge
 from .launch import launcher_for
 
@@ -58,6 +58,7 @@ class Run:
         self.counts: dict[str, int] | None = None  # the registry's counts when nbsubagents.start() returned
         self._says_questions = False  # this process says the run's questions where its notices go (the watcher)
         self._questions_said: set[str] = set()  # the ids of those it has said
+        self.output_class: type | None = None  # the class output_schema was given as, in the call that made it
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -178,8 +179,34 @@ class Run:
     # -- typed results and isolation ----------------------------------------------------------
     @property
     def data(self) -> Any:
-        """The JSON value the child ended with, validated against ``output_schema`` (None without one)."""
-        return (self.result or {}).get("data")
+        """The value the child ended with, validated against ``output_schema`` (None without one): an instance of
+        the class it was given as (a pydantic model, dataclass or TypedDict) when that class is at hand (this
+        kernel's call, or its module imported here), else the JSON value."""
+        value = (self.result or {}).get("data")
+        cls = self.output_class or typed.load_class(self.record.output_type)
+        if value is None or cls is None:
+            return value
+        try:
+            return typed.instance(value, cls)
+        except ValueError as exc:  # pydantic's ValidationError: what the JSON Schema check could not say
+            raise NbSubagentsError(f"Run {self.run_id}'s data does not fit {cls.__name__}: {exc}. Its JSON value is "
+                                   "run.result['data']") from None
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The files ``outputs`` named, read back as objects (a DataFrame, a JSON value, an image); {} without
+        ``outputs`` or before a completed run wrote them."""
+        if not self.record.outputs or self.status != "completed":
+            return {}
+        return typed.read_outputs(self.paths.dir, self.record.outputs)
+
+    @property
+    def value(self) -> Any:
+        """The typed value of a run (what ``%%subagent -o VAR`` binds): ``data`` with an ``output_schema``,
+        ``outputs`` with ``outputs``, with both ``{"data": data, **outputs}``; None for a run without either."""
+        if self.record.outputs and self.record.output_schema is not None:
+            return {"data": self.data, **self.outputs}
+        return self.outputs if self.record.outputs else self.data
 
     @property
     def changes(self) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from .. import _preset_files as preset_mod
 from .._child import artifacts, budgets, harnesses, keys, output_schema, pysession
 from .._child import isolation as isolating
 from .._child.artifacts import RunPaths, atomic_write_json, now_iso
+from .._child.repairs import OUTPUTS_DIR
 from .._child.errors import positive_seconds
 from .._child.record import RunRecord, replace, write
 from .._child.tool_servers import ToolServer
@@ -27,7 +28,7 @@ from .._pi import choose_model, offline
 from .._pi.locate import find_program
 from .._pi.models import ModelChoice, ModelError, available_models, resolve_name
 from .._preset_files.parse import approval_policy, model_list
-from . import inputs as inputs_mod, settle
+from . import inputs as inputs_mod, settle, typed
 from .context import compose_prompt
 from .edge import edge
 from .handle import Run, get_run, launched_status
@@ -185,6 +186,11 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     previously = earlier.transcript if earlier is not None and session is None else None
     prompt = compose_prompt(task, files=spec.files, cwd=cwd, previously=previously)
     budget, isolation, schema = _limits(spec, chosen, current, cwd, earlier)
+    schema, output_type = schema if schema is not None else (None, None)
+    outputs, max_repairs = typed.plan_outputs(spec.outputs), _max_repairs(spec.max_repairs)
+    if max_repairs is not None and schema is None and not outputs:
+        raise NbSubagentsError("max_repairs is how often a reply or output file that failed its check is asked "
+                               "again: give output_schema or outputs with it")
     conversation = _conversation(chosen, program, harness, bool(current.offline))
     waits = question_timeout(current)
     free = ("max_cost is never reached offline: the scripted model costs nothing (an offline run's cost is 0)"
@@ -203,9 +209,13 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     run_dir = _make_run_dir(root)
     run_id = run_dir.name
     paths = RunPaths(run_dir)
+    if outputs:
+        prompt += typed.instruction(outputs, run_dir)
     try:
         _new_key(run_id)
         servers = tool_servers(chosen, paths)
+        if outputs:
+            (run_dir / OUTPUTS_DIR).mkdir()
         request = _request(harness, program, choice, spec, preset, budget, schema, conversation, earlier, session,
                            cwd, paths, env, project_config, servers)
         try:
@@ -231,7 +241,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             argv=argv, env={"PI_SUBAGENTS_CHILD": "1", **env}, timeout=timeout,
             extend_timeout_debounce=current.extend_timeout_debounce, looping_tool_count=current.looping_tool_count,
             created_at=now_iso(), budget=budget, isolation=isolation, output_schema=schema, inputs=given,
-            **conversation,
+            output_type=output_type, outputs=outputs, max_repairs=max_repairs, **conversation,
             question_timeout=waits, launcher=_launcher(), project_config=project_config,
             tool_servers=[server.as_json() for server in servers],
             sources={name: source for name, (_, source) in chosen.items()},
@@ -243,6 +253,7 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         _remove(run_dir)
         raise
     run = Run(run_dir, record)
+    run.output_class = spec.output_schema if output_type else None  # run.data's class, without importing it again
     if note:
         registry.note(run, status=launched_status(run) if launching else None)
         run.noted_running = launching
@@ -351,10 +362,15 @@ def _limits(spec: TaskSpec, chosen: Chosen, current: Any, cwd: Path, earlier: Ru
             base = str(earlier.paths.dir / "changes.patch")
         plan = isolating.plan(cwd, keep=bool(spec.keep_worktree), max_copy_mb=current.isolation_max_copy_mb,
                               base_patch=base, hide=_jupyter_runtime())
-    schema = None
-    if spec.output_schema is not None:
-        schema = output_schema.normalize(spec.output_schema)
+    schema = typed.schema_of(spec.output_schema) if spec.output_schema is not None else None
     return budget, plan, schema
+
+
+def _max_repairs(value: Any) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise NbSubagentsError(f"max_repairs must be a whole number of 0 or more (how often a failed check is asked "
+                               f"again), got {value!r}")
+    return value
 
 
 def _jupyter_runtime() -> list[str]:

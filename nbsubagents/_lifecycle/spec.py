@@ -138,6 +138,17 @@ def _models(value: Any, where: str, key: str) -> None:
     model_list(value, f"{where}: '{key}'")
 
 
+def _outputs(value: Any, where: str, key: str) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise NbSubagentsError(f"{where}: '{key}' must be a mapping of names to what each file holds, such as "
+                               f"{{'clean': pandas.DataFrame}}, got {value!r}")
+
+
+def _count(value: Any, where: str, key: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise NbSubagentsError(f"{where}: '{key}' must be a whole number of 0 or more, got {value!r}")
+
+
 def yes_no(word: str) -> bool:
     """A magic line's yes/no (also true/false, on/off)."""
     found = {"yes": True, "true": True, "on": True, "no": False, "false": False, "off": False}.get(word.lower())
@@ -191,8 +202,16 @@ class TaskSpec:
                                                "(HTTP 429/5xx, quota, authentication); default: the preset's "
                                                "fallbackModels", check=_models, metavar="M", flag="--fallback-model",
                                                repeat=True, structured=True, preset="fallback_models")
-    output_schema: Any = option("a JSON Schema dict or a pydantic model class: a typed result in run.data",
-                                metavar="SCHEMA", magic=False, structured=True)
+    output_schema: Any = option("a JSON Schema dict, or a pydantic model, dataclass or TypedDict class: a typed "
+                                "result in run.data (an instance of the class)", metavar="SCHEMA", magic=False,
+                                structured=True)
+    outputs: dict[str, Any] | None = option("files the sub-agent must write, read back as objects in run.outputs: "
+                                            "{'clean': pandas.DataFrame (Parquet), 'raw': 'csv', 'stats': 'json', "
+                                            "'fig': 'png'}", check=_outputs, metavar="FILES", magic=False,
+                                            sweep=False, structured=True)
+    max_repairs: int | None = option("how often a reply or output file that fails its check is asked again, in the "
+                                     "same session, before the run fails (default: 2)", check=_count, parse=int,
+                                     metavar="N")
     harness: str | None = option("the agent harness: pi, claude-code or codex (default: the preset's, else pi)",
                                  check=_harness, metavar="H", sweep=False, preset="harness")  # a grid sets it
     project_config: bool | None = option("the agent loads the configuration the project it works in has for it (hooks, "

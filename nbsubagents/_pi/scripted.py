@@ -14,9 +14,10 @@ attach to the next step; ``fail once: STATUS MESSAGE`` makes the server answer t
 conversation with this task (the same system prompt, model and task text) with that HTTP error, and every
 later one as if the line were not there: a run that is tried again succeeds (an infrastructure failure, as a
 provider's 5xx is); ``fail for PROVIDER/ID: STATUS MESSAGE`` makes every request for model ID fail with that
-HTTP error (the server sees only the id; other models ignore the line): a fallback model goes on. Other lines are
-prose. The last answer summarises the
-first line of every tool result (every entry of a listing).
+HTTP error (the server sees only the id; other models ignore the line): a fallback model goes on. ``repair: LINE``
+(or ``repair N: LINE`` for the Nth time) is a line of what the script does when a try that failed its check is asked
+again (``child/repairs``); with none, the task is done again as it was. Other lines are prose. The last answer
+summarises the first line of every tool result (every entry of a listing).
 
 The step to answer is chosen statelessly: it is the number of assistant
 messages after the last user message in the request, so one server can serve
@@ -38,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from .._child.events import text_of
+from .._child.repairs import REPAIR_PREFIX
 from .._child.rpc import CONTINUE_PREFIX
 from .._child.text import clip, plural
 
@@ -56,13 +58,28 @@ KEEPALIVE = 0.5  # seconds between SSE comments while a step hangs
 
 def _after_last_user(messages: list[dict]) -> tuple[str, list[dict]]:
     """Return the last user message text and the messages after it. The supervisor's "continue" after a fallback
-    to another model is no new task: the task before it goes on (from the step the failed model did not take)."""
+    to another model is no new task: the task before it goes on (from the step the failed model did not take). A
+    repair (a try that failed its check, asked again) is answered by the task's ``repair`` lines."""
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") == "user":
             text = text_of(messages[i].get("content"))
+            if REPAIR_PREFIX in text[:200]:
+                return _repair_task(messages), messages[i + 1 :]
             if not text.startswith(CONTINUE_PREFIX):
                 return text, messages[i + 1 :]
     return "", messages
+
+
+def _repair_task(messages: list[dict]) -> str:
+    """What the script does when asked again for the Nth time: the first task's ``repair N:`` lines, else its
+    ``repair:`` lines, else the task itself again (which fails its check again)."""
+    users = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]
+    task = next((t for t in users if REPAIR_PREFIX not in t[:200] and not t.startswith(CONTINUE_PREFIX)), "")
+    n = sum(REPAIR_PREFIX in t[:200] for t in users)
+    lines = [line.strip() for line in task.splitlines()]
+    numbered = [m[1] for line in lines if (m := re.fullmatch(rf"repair {n}:\s*(.*)", line))]
+    anyone = [m[1] for line in lines if (m := re.fullmatch(r"repair:\s*(.*)", line))]
+    return "\n".join(numbered or anyone) or task
 
 
 def step_index(body: dict) -> int:

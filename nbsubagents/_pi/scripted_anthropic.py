@@ -97,9 +97,12 @@ def claude_call(name: str, args: dict[str, Any], workdir: str | None) -> tuple[s
 
 def _structured(body: dict[str, Any], messages: list[dict[str, Any]], text: str) -> Any:
     """The JSON object a final reply ends with, when Claude Code offers its StructuredOutput tool (``--json-schema``)
-    and it was not called yet: the reply is given through that tool, as a model asked for typed output does."""
+    and it was not called yet since the last user message (a repair asks anew): the reply is given through that
+    tool, as a model asked for typed output does."""
     offered = {tool.get("name") for tool in body.get("tools") or () if isinstance(tool, dict)}
-    called = any(call["function"]["name"] == STRUCTURED for m in messages for call in m.get("tool_calls") or ())
+    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
+    called = any(call["function"]["name"] == STRUCTURED for m in messages[last_user + 1:]
+                 for call in m.get("tool_calls") or ())
     if STRUCTURED not in offered or called:
         return None
     start = text.find("{")

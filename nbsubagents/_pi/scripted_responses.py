@@ -63,9 +63,13 @@ def _output(output: Any) -> str:
     return text[header.end() :] if header else text
 
 
+_CONTEXT = re.compile(r"<environment_context\s*/>|<environment_context>.*</environment_context>", re.S)
+
+
 def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The request's ``instructions`` and ``input`` items as Chat Completions messages: the items of one answer
-    (reasoning, text, calls) make one assistant message, as the script counts its steps by assistant messages."""
+    (reasoning, text, calls) make one assistant message, as the script counts its steps by assistant messages; a
+    user message that is only Codex's ``<environment_context>`` is a system message (context, not a task)."""
     messages: list[dict[str, Any]] = []
     if body.get("instructions"):
         messages.append({"role": "system", "content": str(body["instructions"])})
@@ -83,8 +87,10 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             message = assistant()
             message["content"] = "\n".join(filter(None, [message["content"], _text(item.get("content"))]))
         elif kind == "message":
-            role = "system" if item.get("role") in ("system", "developer") else "user"
-            messages.append({"role": role, "content": _text(item.get("content"))})
+            text = _text(item.get("content"))
+            context = _CONTEXT.fullmatch(text.strip())  # Codex's environment context is no task (a resumed thread
+            role = "system" if item.get("role") in ("system", "developer") or context else "user"  # puts it last)
+            messages.append({"role": role, "content": text})
         elif kind in ("function_call", "custom_tool_call"):
             arguments = item.get("arguments") if kind == "function_call" else item.get("input")
             call = {"id": item.get("call_id"), "type": "function",

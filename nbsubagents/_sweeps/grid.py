@@ -19,10 +19,10 @@ from .. import _config as config
 from .._child import budgets
 from .._child import harnesses as harness_modules
 from .._child.isolation import plan as isolation_plan
-from .._child.output_schema import normalize
 from .._config import NbSubagentsError
 from .._lifecycle import inputs as inputs_mod
 from .._lifecycle.spec import check_cwd, check_isolation, options, unknown_names
+from .._lifecycle.typed import schema_of
 
 __all__ = ["expand", "cell_key", "cell_values", "sweep_options", "runnable"]
 
@@ -207,12 +207,13 @@ def runnable(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _checked(given: dict[str, Any]) -> dict[str, Any]:
     """Isolation, budgets and output schema checked once for the whole sweep (not once per failed run), in the
-    form a stored plan keeps (a pydantic model becomes its JSON Schema); unset options are left out."""
+    form a stored plan keeps (a pydantic model, dataclass or TypedDict becomes its JSON Schema); unset options are
+    left out."""
     out = {k: v for k, v in given.items() if v is not None}
     budgets.check({k: out[k] for k in budgets.FIELDS if k in out})
     check_isolation(out.get("isolation"), out.get("keep_worktree"))
     if "output_schema" in out:
-        out["output_schema"] = normalize(out["output_schema"])
+        out["output_schema"] = schema_of(out["output_schema"])[0]
     return out
 
 

@@ -70,7 +70,7 @@ def test_pydantic_models_are_accepted_when_installed(project, scripted):
 
     scripted.script = replying('{"files": 4}')
     run = nbsubagents.run("scout", "count", show=False, output_schema=Count)
-    assert run.data == {"files": 4}
+    assert run.data == Count(files=4) and run.result["data"] == {"files": 4}  # an instance; the record keeps JSON
 
 
 @pytest.mark.parametrize("use_jsonschema", [True, False])

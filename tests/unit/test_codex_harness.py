@@ -228,8 +228,8 @@ def test_responses_items_become_the_chat_messages_the_script_counts():
     ]}
     messages = responses.chat_messages(body)
 
-    assert [m["role"] for m in messages] == ["system", "system", "user", "user", "assistant", "tool", "assistant",
-                                             "tool"]
+    assert [m["role"] for m in messages] == ["system", "system", "system", "user", "assistant", "tool", "assistant",
+                                             "tool"]  # the environment context is no task
     assert messages[4]["content"] == "Reading." and messages[4]["tool_calls"][0]["function"]["name"] == "exec_command"
     assert [messages[5]["content"], messages[7]["content"]] == ["file a\n", "Success."]  # Codex's header dropped
     assert step_index({"messages": messages}) == 2

@@ -100,7 +100,8 @@ STOP_WORDS = {"error_max_turns": "budget:turns", "error_max_budget_usd": "budget
               "error_max_structured_output_retries": "schema"}
 
 __all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter",
-           "build", "command", "continues", "keys", "left_out", "offline_env", "relocate", "session", "version"]
+           "build", "command", "continues", "keys", "left_out", "offline_env", "relocate", "repair_argv", "session",
+           "version"]
 
 
 def _claude_name(tool: str) -> str:
@@ -418,3 +419,14 @@ def _end_message(record: dict[str, Any], subtype: str) -> str:
 
 
 continues = continues_by_id(NAME)  # its own earlier session, resumed by id
+
+
+def repair_argv(argv: Sequence[str], session_id: str) -> list[str]:
+    """The argv that continues the session a run's Claude Code ended (``--resume``), a new task on its stdin: how a
+    reply that failed its check is asked again (``child/repairs``). Its sessions are in the run's own config."""
+    out = list(argv)
+    if "--resume" in out[:-1]:
+        out[out.index("--resume") + 1] = session_id
+    else:
+        out += ["--resume", session_id]
+    return out

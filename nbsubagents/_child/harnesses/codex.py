@@ -79,7 +79,8 @@ SANDBOXES = {None: "workspace-write", "default": "workspace-write", "acceptEdits
              "dontAsk": "workspace-write", "plan": "read-only", "bypassPermissions": "danger-full-access"}
 
 __all__ = ["NAME", "PROGRAM", "PACKAGE", "REFUSES", "TASK_ON_STDIN", "ABORT_GRACE", "LISTS_MODELS", "Adapter",
-           "build", "command", "continues", "keys", "left_out", "offline_env", "relocate", "session", "version"]
+           "build", "command", "continues", "keys", "left_out", "offline_env", "relocate", "repair_argv", "session",
+           "version"]
 
 
 def keys(record: RunRecord, env: Mapping[str, str]) -> tuple[str, ...]:
@@ -380,3 +381,15 @@ class Adapter:
 
 
 continues = continues_by_id(NAME)  # its own earlier session, resumed by id
+
+
+def repair_argv(argv: Sequence[str], session_id: str) -> list[str] | None:
+    """The argv that continues the thread a run's Codex ended (``codex exec resume THREAD -``), a new task on its
+    stdin: how a reply that failed its check is asked again (``child/repairs``). None for an argv not ``build``'s."""
+    out = list(argv)
+    if len(out) < 3 or out[1] != "exec" or out[-1] != "-":
+        return None
+    if out[2] == "resume":  # a resumed run: the thread it names is the one that goes on
+        out[-2] = session_id
+        return out
+    return [out[0], "exec", "resume", *out[2:-1], session_id, "-"]

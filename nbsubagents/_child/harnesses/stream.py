@@ -38,6 +38,11 @@ class Stream:
     def finished(self) -> bool:
         return bool(self.adapter.conversation_over)
 
+    follows_up = False  # nothing reaches it after its task: a repair starts it again (its harness's repair_argv)
+
+    def follow_up(self, text: str) -> bool:
+        return False
+
     def abort(self) -> None:
         pass  # stopped by signals alone
 
