@@ -188,6 +188,8 @@ def demo_step(body: dict, index: int) -> Step:
     tools = [s for s in plan if "tool_calls" in s]
     results = [text_of(m.get("content")) for m in after if m.get("role") == "tool"]
     says = step.pop("says")
+    data = [say for say in says if say.lstrip()[:1] in ("{", "[")]  # a JSON value ends the answer, as a model's does
+    says = [say for say in says if say not in data]
     if tools:
         lines = [f"Done. {plural(len(tools), 'step')}:"]
         for s, result in zip(tools, results + [""] * len(tools)):
@@ -195,10 +197,10 @@ def demo_step(body: dict, index: int) -> Step:
             quote = ", ".join(found) if s["tool_calls"][0]["name"] == "ls" else found[0]  # a listing: each entry
             lines.append(f"- {s['label']}: {clip(quote, 80)}")
         says.append("\n".join(lines))
-    elif not says:
+    elif not says and not data:
         first = next((ln.strip() for ln in task.splitlines() if ln.strip()), "")
         says.append(f"Done: {clip(first, 80)}")
-    step["text"] = "\n".join(says)
+    step["text"] = "\n".join(says + data)
     return step
 
 

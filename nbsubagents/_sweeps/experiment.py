@@ -445,10 +445,10 @@ def experiment(name: str, *, tasks: Any, presets: Any = None, models: Any = None
     without it each run takes its task's ``harness``, else its preset's (pi unless the preset names another).
     ``isolation="worktree"`` gives every run its own worktree (checks then score each run's own changes, in a
     scratch workspace removed after them).
-    The run options (``cwd``, ``timeout``, ``files``, ``isolation``, ``keep_worktree``, the budgets, ``ask``,
-    ``approval``, ``fallback_models``, ``output_schema``, ``max_repairs``, ``project_config``, ``inputs``,
-    ``python_session``: as for ``run``; ``tags``: a dict kept with each run) apply to every run; ``inputs`` may be a
-    list of dicts (an axis, its cells compared with ``compare(by="input")``), and a task may have its own.
+    The run options (``cwd``, ``timeout``, ``files``, ``isolation``, ``keep_worktree``, ``max_turns``,
+    ``max_tool_calls``, ``max_tokens``, ``max_cost``, ``ask``, ``approval``, ``fallback_models``, ``output_schema``,
+    ``max_repairs``, ``project_config``, ``inputs``, ``python_session``: as for ``run``; ``tags``: a dict kept with
+    each run) apply to every run; ``inputs`` may be a list of dicts (an axis: ``compare(by="input")``).
     Foreground by default (one live panel; no limit on the number of runs, at most ``concurrency`` at once);
     ``background=True`` hands the sweep to a detached process (``.wait()``). A name used before with the same
     definition resumes: ended runs are kept, the rest start. A name used before with another definition (tasks,

@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
-NAMES = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb", "conversation.ipynb"]
+NAMES = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb", "conversation.ipynb", "data.ipynb"]
 
 
 @pytest.fixture
@@ -452,3 +452,25 @@ def test_conversation_notebook_steers_follows_up_answers_approves_and_falls_back
     assert panels(nb, fallback)[0].startswith("✓ fallback completed · demo/backup ·")
     table = text(cell(nb, "nbsubagents.runs()"))
     assert re.search(r"fallback\s+completed\s+demo/backup", table)
+
+
+def test_data_notebook_hands_a_frame_in_and_gets_a_typed_summary_and_a_cleaned_frame_back(kernel_env):
+    nb = execute("data.ipynb", kernel_env)
+    pages = check_exports(kernel_env, "data.ipynb")
+
+    first = cell(nb, "class Summary(BaseModel):")
+    (panel,) = panels(nb, first)
+    assert panel.startswith("✓ scout completed") and "inputs df" in panel, panel
+    assert "Reading .pi/subagents/runs/" in panel and panel.count("Running python") == 2, panel
+    assert value(cell(nb, "run.data")) == "Summary(rows=6, missing=2, kept=4)"
+    clean = value(cell(nb, 'run.outputs["clean"]'))
+    assert [line.split()[1] for line in clean.splitlines()[1:]] == ["Oslo", "Pune", "Kyiv", "Nara"], clean
+    assert value(cell(nb, "[(i[")).startswith("[('df', 'dataframe', ")
+
+    (repair,) = panels(nb, cell(nb, "%%subagent scout --with readings"))
+    assert "inputs readings" in repair and "Try 1 did not pass its check" in repair, repair
+    assert value(cell(nb, "summary")) == "Summary(rows=6, missing=2, kept=4)"  # -o bound the instance
+    tries = value(cell(nb, "repaired = nbsubagents.runs()"))
+    assert "(1,\n  \"The reply does not match output_schema: at $.rows: 'six' is not of type 'integer'\")" in tries
+    assert tries.endswith("(2, None)]"), tries
+    assert "inputs df" in pages["html"] and "inputs readings" in pages["markdown"]  # the records, without a kernel
