@@ -11,26 +11,15 @@ import queue
 import subprocess
 
 import pytest
-from helpers import REPO, processes_inside, wait_for
+from helpers import processes_inside, wait_for
+from test_harness_claude import claude  # noqa: F401 (the fixture: Claude Code pointed at the scripted model)
 
 import nbsubagents
 from nbsubagents._views.panel_state import PanelState
 
-CLAUDE = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
 THREE_CALLS = ("python: import os\\nx = 41\\nos.getpid(), os.getppid()\n"
                "python: x += 1\n"
                "python: print('x is', x)\\nimport matplotlib.pyplot as plt\\nplt.plot([1, 2, 3])\\nx * 2")
-
-
-@pytest.fixture
-def claude(project, scripted, monkeypatch):
-    """The project, with Claude Code pointed at the scripted model through its environment only."""
-    assert CLAUDE.is_file(), "Claude Code is installed by `make setup-test` (harnesses/package.json)"
-    monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(CLAUDE))
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", scripted.url.removesuffix("/v1"))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "scripted-dummy-key")
-    monkeypatch.setenv("HOME", str(project.parent / "home"))
-    return project
 
 
 def tool_events(run) -> list[dict]:
@@ -189,3 +178,20 @@ def execute(kc, code: str) -> str:
             raise AssertionError("\n".join(msg["content"]["traceback"]))
         elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             return said
+
+
+def test_a_claude_code_child_reads_a_frame_s_card_cleans_it_in_its_session_and_gives_it_back(claude):  # noqa: F811
+    import pandas as pd
+    import pandas.testing
+
+    frame = pd.DataFrame({"city": ["Oslo", "Lima", "Pune"], "temp": [3.5, None, 31.0]})
+    task = ("read card df\n"
+            "python: import os\\ndf.dropna().reset_index(drop=True).to_parquet("
+            "os.path.join(os.environ['NBSUBAGENTS_OUTPUTS'], 'clean.parquet'))")
+    run = nbsubagents.run("scout", task, inputs={"df": frame}, python_session=True, outputs={"clean": pd.DataFrame},
+                          harness="claude-code", show=False)
+
+    assert run.status == "completed", run.error
+    card, cleaned = [e for e in tool_events(run) if e["type"] == "tool_result"]
+    assert "DataFrame, 3 rows × 2 columns" in card["text"], card  # the child read the card
+    pandas.testing.assert_frame_equal(run.outputs["clean"], frame.dropna().reset_index(drop=True))
