@@ -36,6 +36,7 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
         ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
         output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
+        delegate: Any = None, max_depth: int | None = None, max_children: int | None = None,
         show: bool = True, executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
@@ -85,6 +86,11 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         The agent loads the configuration the project it works in has for it: Claude Code's ``.claude/settings.json``
         hooks, pi's ``.pi/extensions`` and ``.pi/settings.json``, MCP servers (default: the preset's ``projectConfig``,
         else ``False``: a repository's code never runs unasked, whatever the preset's tools).
+    delegate : list of str or bool, optional
+        The sub-agent may start sub-agents from these presets (``True``: any) with its tool ``delegate``; its
+        budgets then cover it and every run under it (docs: delegation). Default: the preset's ``delegate``.
+    max_depth, max_children : int, optional
+        How deep the tree under it may grow (default 2) and how many sub-agents it may start in all (default 8).
     show : bool, default True
         Progress as a live panel in a notebook, plain lines on stderr elsewhere; ``False`` (or
         ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
@@ -158,6 +164,7 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
           max_tool_calls: int | None = None, max_tokens: int | None = None, max_cost: float | None = None,
           ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
           output_schema: Any = None, harness: str | None = None, project_config: bool | None = None,
+          delegate: Any = None, max_depth: int | None = None, max_children: int | None = None,
           on_done: Callable[[Run], Any] | None = None, show: bool = True, executor: str | None = None,
           dask_client: Any = None, **unknown: Never) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
@@ -171,7 +178,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
     Parameters
     ----------
     preset, task, model, cwd, name, timeout, files, resume, isolation, keep_worktree, max_turns, max_tool_calls, \
-max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, executor, dask_client
+max_tokens, max_cost, ask, approval, fallback_models, output_schema, harness, project_config, delegate, max_depth, \
+max_children, executor, dask_client
         As for ``run``.
     on_done : callable, optional
         Called with the run once it has ended and been recorded.

@@ -16,8 +16,7 @@ when that worker dies, so no run goes on outside the cluster's accounting. Artif
 full disk costs lines, never the result. A step of its own that breaks (or a reply that would break it)
 ends the run ``failed`` with the reason (stopReason ``supervisor_error``) and keeps what the child produced;
 a reply is checked against ``output_schema`` in a process of its own (``reply_process`` runs ``reply_check``) that
-the run's timeout and cancel end. ``events.StreamLines`` cuts pi's stdout into lines and ``verdict`` names how a run
-ended.
+the run's timeout and cancel end. ``events.StreamLines`` cuts pi's stdout into lines, ``verdict`` names how a run ended.
 Every harness is driven this way: its module (``child/harnesses/``) says whether the task is its stdin, how long a
 stop waits for its own abort, and gives the session that talks to it and adapts its stream into the same events (a
 harness that takes nothing after its task ends when it exits, or END_GRACE after its own end record; its own error
@@ -39,7 +38,7 @@ import time
 from pathlib import Path
 
 from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, open_append, open_regular, read_text, result_record
-from . import harnesses, reply_process, verdict
+from . import harnesses, reply_process, tree_end, verdict
 from .events import StreamLines, Tally
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .record import RunRecord, load
@@ -176,7 +175,7 @@ class Supervisor:
         if self.stop_reason is not None:
             return
         if os.path.exists(self.paths.dir / CANCEL_FILE):
-            self.stop("aborted", "cancelled", "cancelled")
+            self.stop(*tree_end.verdict(self.paths.dir))  # its reason: a tree's budget, a parent that ended
         elif self.worker_pid is not None and os.getppid() != self.worker_pid:
             self.stop("failed", WORKER_LOST, "worker_lost")  # orphaned: our worker died
         elif not os.path.exists(self.paths.meta):  # the run's folder was deleted: end the child, write nothing
@@ -235,15 +234,17 @@ class Supervisor:
                 except OSError as exc:
                     program = (self.record.argv or [self.harness.PROGRAM])[0]
                     spawn_error = _spawn_message(self.harness, program, exc)
-                finally:
-                    self._end_leftovers()  # after any end: nothing of the run may remain
+                finally:  # its sub-runs end first, saying why (tree_end); then nothing of the run may remain
+                    if self.record.delegate:
+                        tree_end.settle_children(self.paths, self.record.run_id, self.stop_reason, self.stop_word)
+                    self._end_leftovers()
                     self.rpc.end()  # no question stays open
         except Exception as exc:  # noqa: BLE001 (a step of ours broke: the run fails saying so, never silently)
             self._broke("running pi", exc)
         self._safely("writing the run's opening", self._begin, started_at)  # also when no child was started
         self.child = None  # pi is gone and reaped: no later stop may signal its (reusable) group id
-        # Every step after the child is guarded: whatever breaks, the run ends failed with the reason,
-        # and what the child produced (its text, transcript, events) is kept.
+        # Every step after the child is guarded: whatever breaks, the run ends failed with the reason, and what the
+        # child produced (its text, transcript, events) is kept.
         status, error = ("failed", None) if self.broken is not None else self._safely(
             "judging how pi ended", self._verdict, exit_code, spawn_error, default=("failed", None))
         if self.isolation is not None and self.isolation.get("base"):

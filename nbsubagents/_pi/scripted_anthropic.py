@@ -90,6 +90,8 @@ def claude_call(name: str, args: dict[str, Any], workdir: str | None) -> tuple[s
         return "Bash", {"command": f"grep -rn -- {shlex.quote(args['pattern'])} ."}
     if name == "find":
         return "Bash", {"command": f"find . -name {shlex.quote(args.get('pattern', '*'))}"}
+    if name.startswith("delegate"):  # the delegate tool server's tools, as Claude Code names an MCP server's
+        return f"mcp__delegate__{name}", args
     return name, args
 
 

@@ -1,0 +1,182 @@
+"""The delegation tool server (issue 58): ``delegate``, ``delegate_wait`` and ``delegate_result``, over MCP stdio.
+
+Started by the child's harness as ``delegation.tool_server`` says, its whole configuration in
+``NBSUBAGENTS_DELEGATE`` (the run it serves, its tree's root and depth, the presets it may start, the tree's limits,
+the budgets above it).
+A sub-run starts through ``prepare`` and ``handle.launch`` as a notebook's does. While the server lives, a watch
+thread adds up the spend of its run's subtree; once it reaches the run's budget the run is stopped with the tree's
+reason (its cancel request says it), and its supervisor settles the runs under it the same way, leaves first.
+
+When its harness ends (stdin closed) or it is stopped, the sub-runs it started that are still going are cancelled,
+each saying its parent ended: a sub-agent never outlives the run that asked for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from .. import _registry as registry
+from .._child.artifacts import RunPaths
+from .._child.procs import MARKER
+from .._child.tool_servers import Result, Tool, serve
+from .._registry import tree as registry_tree
+from . import delegation, settle
+from .handle import Run, launch
+from .prepare import prepare
+from .spec import TaskSpec
+
+WATCH_EVERY = 1.0  # seconds between looks at the subtree's spend
+WAIT_LIMIT = 3600.0  # the longest a delegate_wait waits
+
+
+class Delegator:
+    """The state of one server: its configuration and the sub-runs it started."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.run_id = str(config["run"])
+        self.run_dir = Path(config["runDir"])
+        self.project = self.run_dir.parents[3]  # <project>/.pi/subagents/runs/<id>
+        self.spend = delegation.Spend()
+        self.children: dict[str, Run] = {}
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+
+    # -- the tools ----------------------------------------------------------------------------------------
+    def delegate(self, args: dict[str, Any]) -> Result:
+        preset, task, background = args.get("preset"), args.get("task"), bool(args.get("background"))
+        with self.lock:
+            why = self._refusal(preset, task)
+            if why is not None:
+                return Result(f"Refused: {why}", True, {"refused": why})
+            spec = TaskSpec(preset=str(preset), task=str(task), cwd=self.config.get("cwd"))
+            try:
+                run = prepare(spec, mode="delegated", runner="process", launching=True,
+                              position=delegation.position_for_child(self.config))
+            except Exception as exc:  # a preset that does not load, a model that is not there: the model reads why
+                return Result(f"Refused: {exc}", True, {"refused": str(exc)})
+            launch(run)
+            self.children[run.run_id] = run
+        if background:
+            return Result(f"Started run {run.run_id} ({preset}) in the background: delegate_wait or delegate_result "
+                          "with its run_id gives its answer", details={"run_id": run.run_id, "status": "running"})
+        return self._answer(self._wait(run, None))
+
+    def wait(self, args: dict[str, Any]) -> Result:
+        """``delegate_wait``: one background run (``run_id``) or every one this run started, until each ends."""
+        timeout = float(args.get("timeout") or WAIT_LIMIT)
+        wanted = [self._child(args["run_id"])] if args.get("run_id") else list(self.children.values())
+        if not wanted:
+            return Result("No sub-agents to wait for", details={"runs": []})
+        ended = [self._wait(run, timeout) for run in wanted]
+        answers = [self._answer(run) for run in ended]
+        text = "\n\n".join(f"[{run.run_id} {run.preset} {run.status}]\n{answer.text}"
+                           for run, answer in zip(ended, answers))
+        return Result(text, any(a.is_error for a in answers), {"runs": [dict(a.details) for a in answers]})
+
+    def result(self, args: dict[str, Any]) -> Result:
+        """``delegate_result``: a sub-run's status and, once it ended, its answer (no wait)."""
+        run = self._child(args.get("run_id"))
+        if not run.done:
+            return Result(f"Run {run.run_id} is still {run.status}", details={"run_id": run.run_id,
+                                                                                "status": run.status})
+        return self._answer(run)
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def _child(self, run_id: Any) -> Run:
+        run = self.children.get(str(run_id))
+        if run is None:
+            known = ", ".join(self.children) or "none"
+            raise ValueError(f"no sub-agent {run_id!r} of this run (its sub-agents: {known})")
+        return run
+
+    def _refusal(self, preset: Any, task: Any) -> str | None:
+        root = str(self.config["root"])
+        rows = registry_tree.tree_rows(root, self.project)
+        started = sum(1 for row in rows if row["run_id"] != root)
+        spent = {str(entry["run"]): self.spend.total(delegation.subtree_dirs(str(entry["run"]), self.project))
+                 for entry in self.config.get("budgets") or ()}
+        return delegation.refusal(self.config, preset, task, started, spent)
+
+    def _wait(self, run: Run, timeout: float | None) -> Run:
+        run.wait(timeout)
+        registry.record(run)
+        return run
+
+    def _answer(self, run: Run) -> Result:
+        details = {"run_id": run.run_id, "status": run.status, "stop_reason": (run.result or {}).get("stopReason")}
+        if not run.done:
+            return Result(f"Run {run.run_id} is still {run.status}", details=details)
+        if run.status == "completed":
+            return Result(run.output or "(the sub-agent said nothing)", details=details)
+        return Result(f"The sub-agent {run.status}: {run.error or 'no reason given'}\n{run.output}".rstrip(), True,
+                      details)
+
+    # -- the tree's budget, the end ----------------------------------------------------------------------
+    def watch(self) -> None:
+        """Stop the run once its subtree spent its budget (the run's own budget: the last of ``budgets``)."""
+        own = [e for e in self.config.get("budgets") or () if str(e.get("run")) == self.run_id]
+        while own and not self.stopped.wait(WATCH_EVERY):
+            if not self.children:
+                continue  # its own spend alone is its supervisor's to judge
+            spent = self.spend.total(delegation.subtree_dirs(self.run_id, self.project))
+            stop = delegation.tree_budget_stop(self.run_id, own[0]["budget"], spent)
+            if stop is not None:
+                settle.request_cancel(RunPaths(self.run_dir), reason=stop[1], stop_reason=stop[0])
+                return
+
+    def end(self) -> None:
+        """The run's harness is gone: its sub-runs still going are cancelled, saying so."""
+        self.stopped.set()
+        for run in list(self.children.values()):
+            if not run.done:
+                settle.request_cancel(run.paths, reason=f"its parent run {self.run_id} ended",
+                                      stop_reason="parent_ended")
+                run.cancel()
+        for run in list(self.children.values()):
+            self._wait(run, 60)
+
+
+def tools(delegator: Delegator) -> list[Tool]:
+    allowed = delegator.config.get("presets")
+    which = "any preset of the project" if allowed is True else "one of: " + ", ".join(allowed or ())
+    return [
+        Tool("delegate", f"Start a sub-agent from a preset ({which}) with a task. In the foreground (default) its "
+             "answer is this tool's result; with background=true you get its run_id at once and read its answer "
+             "later with delegate_wait or delegate_result. Refused past this tree's depth, sub-agent count or budget.",
+             {"type": "object", "properties": {
+                 "preset": {"type": "string", "description": "the preset to start"},
+                 "task": {"type": "string", "description": "what the sub-agent should do"},
+                 "background": {"type": "boolean", "description": "return its run_id at once"}},
+              "required": ["preset", "task"]}, delegator.delegate),
+        Tool("delegate_wait", "Wait until a background sub-agent (run_id), or every one you started, has ended; "
+             "their answers.", {"type": "object", "properties": {
+                 "run_id": {"type": "string"}, "timeout": {"type": "number", "description": "seconds"}}},
+             delegator.wait),
+        Tool("delegate_result", "A background sub-agent's status, and its answer once it ended (no wait).",
+             {"type": "object", "properties": {"run_id": {"type": "string"}}, "required": ["run_id"]},
+             delegator.result),
+    ]
+
+
+def main() -> None:
+    config = json.loads(os.environ[delegation.ENV])
+    os.environ.pop(delegation.ENV, None)  # its sub-runs' supervisors get their own, never this one
+    os.environ.pop(MARKER, None)  # nor its run's marker: ending that run's leftovers is not ending its sub-runs
+    delegator = Delegator(config)
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, stop)
+    threading.Thread(target=delegator.watch, daemon=True, name="delegate-watch").start()
+    try:
+        serve(tools(delegator), name=delegation.NAME)
+    finally:
+        delegator.end()
