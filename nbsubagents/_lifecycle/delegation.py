@@ -31,7 +31,6 @@ from .._child.tool_servers import ToolServer
 from .._config import NbSubagentsError
 from .._preset_files.shared_fields import delegate_presets
 from .._registry import tree as registry_tree
-from .process import _PACKAGE_PARENT
 
 __all__ = ["NAME", "ENV", "MAX_DEPTH", "MAX_CHILDREN", "tree_fields", "tool_server", "refusal", "Spend",
            "tree_budget_stop"]
@@ -41,6 +40,7 @@ ENV = "NBSUBAGENTS_DELEGATE"  # the server's whole configuration (JSON), set by 
 MAX_DEPTH = 2
 MAX_CHILDREN = 8
 TREE_BUDGET = "tree_budget"  # a run stopped because its tree's budget was spent: stopReason tree_budget:<kind>
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the server imports the package from where we have it
 _SERVER_CODE = ("import sys; sys.path[0] = sys.argv[1]; from nbsubagents._lifecycle.delegation_server import main; "
                 "main()")
 

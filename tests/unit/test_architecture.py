@@ -292,7 +292,8 @@ def test_every_module_belongs_to_a_band():
 
 # -- one clock: only the watcher starts threads ----------------------------------------------------------
 CLOCK = "nbsubagents._lifecycle.watcher"
-THREAD_OWNERS = {CLOCK, "nbsubagents._pi.scripted"}  # the scripted model's server: a program of its own
+# the scripted model's server and the delegate tool server: programs of their own, not the kernel
+THREAD_OWNERS = {CLOCK, "nbsubagents._pi.scripted", "nbsubagents._lifecycle.delegation_server"}
 
 
 def thread_starts(source: str) -> list[int]:
