@@ -154,9 +154,8 @@ class Supervisor:
             self.term_at = time.monotonic() + self.harness.ABORT_GRACE
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        self.stop("aborted", "cancelled" if signum == signal.SIGTERM
-                  else f"stopped by signal {signal.Signals(signum).name}",
-                  "cancelled" if signum == signal.SIGTERM else "signal")
+        self.stop(*(tree_end.verdict(self.paths.dir) if signum == signal.SIGTERM  # a cancel: as its request says
+                    else ("aborted", f"stopped by signal {signal.Signals(signum).name}", "signal")))
 
     def _beat(self, now: float) -> None:
         """Touch the heartbeat file (at most every HEARTBEAT s); notice a cancel request and a lost worker."""

@@ -23,6 +23,7 @@ from typing import Any
 from .. import _registry as registry
 from .._child.artifacts import RunPaths
 from .._child.procs import MARKER
+from .._child.run_files import exclusive
 from .._child.tool_servers import Result, Tool, serve
 from .._registry import tree as registry_tree
 from . import delegation, settle
@@ -50,7 +51,8 @@ class Delegator:
     # -- the tools ----------------------------------------------------------------------------------------
     def delegate(self, args: dict[str, Any]) -> Result:
         preset, task, background = args.get("preset"), args.get("task"), bool(args.get("background"))
-        with self.lock:
+        # one spawn at a time in the whole tree (its servers are processes of their own): max_children holds
+        with self.lock, exclusive(self.run_dir.parent / str(self.config["root"]) / ".delegate.lock"):
             why = self._refusal(preset, task)
             if why is not None:
                 return Result(f"Refused: {why}", True, {"refused": why})

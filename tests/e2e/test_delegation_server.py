@@ -182,3 +182,37 @@ def test_cancel_of_the_root_ends_its_subtree_with_no_process_left(lead, servers,
     below.close()  # the harnesses that started them are gone: so are their servers
     server.close()
     wait_for(lambda: not processes_inside(tmp_path), 30, "no process of the tree left")
+
+
+def test_a_killed_parent_and_a_kernel_restart_settle_every_run_of_the_tree_once(lead, servers, tmp_path):
+    import signal
+
+    from nbsubagents._lifecycle import reconcile
+
+    root = nbsubagents.start("lead", "sleep: 120", show=False, delegate=["scout"], timeout=300)
+    wait_for(lambda: root.paths.supervisor.exists(), what="the root to start")
+    server = servers(root)
+    kids = [nbsubagents.get_run(server.call("delegate", preset="scout", task="sleep: 120", background=True)[2]["run_id"])
+            for _ in range(2)]
+    wait_for(lambda: all(kid.paths.supervisor.exists() for kid in kids), what="the sub-runs to start")
+    os.kill(json.loads(root.paths.supervisor.read_text())["pid"], signal.SIGKILL)  # the parent is killed outright
+    server.proc.kill()  # and its tool server with it (ended as the lost run's leftovers are)
+    server.proc.wait()
+    reconcile.forget()  # a kernel that starts again: its first look at the project settles what it finds
+    registry.forget_loaded()
+
+    def settled():
+        nbsubagents.status()
+        return all(run.done for run in (root, *kids))
+
+    wait_for(settled, 120, "every run of the tree to settle")
+    assert root.status == "failed" and root.result["stopReason"] == "interrupted"
+    results = {}
+    for kid in kids:
+        assert kid.status == "aborted" and kid.error == f"cancelled: its parent run {root.run_id} ended", kid.error
+        results[kid.run_id] = kid.paths.result.read_text()
+    nbsubagents.status()  # another look settles nothing again
+    assert {kid.run_id: kid.paths.result.read_text() for kid in kids} == results
+    found = rows()
+    assert [found[r]["status"] for r in (root.run_id, *results)] == ["failed", "aborted", "aborted"]
+    wait_for(lambda: not processes_inside(tmp_path), 30, "no process of the tree left")
