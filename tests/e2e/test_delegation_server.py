@@ -216,3 +216,24 @@ def test_a_killed_parent_and_a_kernel_restart_settle_every_run_of_the_tree_once(
     found = rows()
     assert [found[r]["status"] for r in (root.run_id, *results)] == ["failed", "aborted", "aborted"]
     wait_for(lambda: not processes_inside(tmp_path), 30, "no process of the tree left")
+
+
+def test_a_tree_whose_sub_run_is_claude_code(lead, servers, scripted, monkeypatch):
+    from helpers import REPO
+
+    claude = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
+    assert claude.is_file(), "Claude Code is installed by `make setup-test` (harnesses/package.json)"
+    monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(claude))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", scripted.url.removesuffix("/v1"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "scripted-dummy-key")
+    monkeypatch.setenv("HOME", str(lead.parent / "home"))
+    (lead / ".pi" / "subagents" / "cscout.md").write_text(
+        "---\nname: cscout\ndescription: A scout on Claude Code.\nmodel: claude-sonnet-4-5\nharness: claude-code\n"
+        "tools: read, bash\n---\nYou scout.\n")
+    root = nbsubagents.run("lead", "read README.md", show=False, delegate=["cscout"])
+    answer, failed, details = servers(root).call("delegate", preset="cscout", task="read README.md")
+    assert not failed and "Demo project" in answer, answer
+    child = nbsubagents.get_run(details["run_id"])
+    assert child.record.harness == "claude-code" and child.result["harness"] == "claude-code"
+    assert (child.record.parent, child.record.tree_root, child.record.depth) == (root.run_id, root.run_id, 1)
+    assert [r.run_id for r in root.children] == [child.run_id]
