@@ -63,6 +63,7 @@ class Delegator:
             except Exception as exc:  # a preset that does not load, a model that is not there: the model reads why
                 return Result(f"Refused: {exc}", True, {"refused": str(exc)})
             launch(run)
+            registry.note(run, status="running", announced=True)  # its end is its parent's news, not a notice
             self.children[run.run_id] = run
         if background:
             return Result(f"Started run {run.run_id} ({preset}) in the background: delegate_wait or delegate_result "

@@ -109,6 +109,7 @@ def test_a_two_level_tree_links_every_run_to_its_parent_and_root(lead, servers):
                                   (grandchild, middle.run_id, 2)):
         assert (found[run_id]["parent"], found[run_id]["root"], found[run_id]["depth"]) == (parent, root.run_id, depth)
         assert found[run_id]["status"] == "completed" and found[run_id]["mode"] == "delegated"
+        assert found[run_id]["announced"] == 1  # its end is its parent's news: no "finished while away" of it
     assert [r.run_id for r in root.children] == [child.run_id, middle.run_id]
     tree = root.tree()
     assert [n["run_id"] for n in tree.walk()] == [root.run_id, child.run_id, middle.run_id, grandchild]
