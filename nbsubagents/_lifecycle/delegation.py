@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -107,9 +108,13 @@ class Spend:
 
     def __init__(self) -> None:
         self._seen: dict[Path, tuple[int, Tally]] = {}
+        self._lock = threading.Lock()  # a server's calls and its budget watch read the same runs
 
     def of(self, run_dir: Path) -> Tally:
-        path = Path(run_dir) / "events.jsonl"
+        with self._lock:
+            return self._of(Path(run_dir) / "events.jsonl")
+
+    def _of(self, path: Path) -> Tally:
         offset, tally = self._seen.get(path, (0, Tally()))
         try:
             with open(path, "rb") as fh:
