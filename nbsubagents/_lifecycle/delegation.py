@@ -56,11 +56,12 @@ def _presets(value: Any) -> tuple[str, ...] | bool | None:
 
 
 def tree_fields(run_id: str, delegate: Any, max_depth: int | None, max_children: int | None,
-                budget: Mapping[str, Any] | None, position: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                budget: Mapping[str, Any] | None, position: Mapping[str, Any] | None = None, *,
+                isolated: bool = False) -> dict[str, Any]:
     """The record's ``parent``, ``tree_root``, ``depth`` and ``delegate`` of a run being prepared: ``position`` is
     what the delegating run's server gave (None: a notebook's run, the root of its own tree). A sub-run keeps its
     tree's ``max_depth`` and ``max_children`` (its own call cannot widen them) and the budgets of the runs above
-    it, to which its own is added."""
+    it, to which its own is added. ``isolated``: the run works in a sandboxed worktree, where it cannot delegate."""
     position = dict(position or {})
     presets = _presets(delegate)
     for key, value in (("max_depth", max_depth), ("max_children", max_children)):
@@ -71,6 +72,9 @@ def tree_fields(run_id: str, delegate: Any, max_depth: int | None, max_children:
     if presets is None:
         fields["delegate"] = None
         return fields
+    if isolated:  # its sandbox makes the project's run folders and the run keys read-only: no sub-run could start
+        raise NbSubagentsError("A run that may delegate cannot run isolated (isolation='worktree') yet: its sandbox "
+                               "keeps it from writing the run folders its sub-agents need. Drop one of the two.")
     above = list(position.get("budgets") or [])
     fields["delegate"] = {
         "presets": True if presets is True else list(presets),

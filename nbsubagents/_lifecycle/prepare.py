@@ -204,8 +204,9 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     paths = RunPaths(run_dir)
     try:
         _new_key(run_id)
+        # its place in a delegation tree; its delegate server: delegation.tool_server(run_id, run_dir, str(cwd), tree)
         tree = delegation.tree_fields(run_id, chosen["delegate"][0], spec.max_depth, spec.max_children, budget,
-                                      position)  # its server: delegation.tool_server(run_id, run_dir, str(cwd), tree)
+                                      position, isolated=isolation is not None)
         request = _request(harness, program, choice, spec, preset, budget, schema, conversation, earlier, session,
                            cwd, paths, env, project_config)
         try:

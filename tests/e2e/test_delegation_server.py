@@ -119,8 +119,8 @@ def test_a_two_level_tree_links_every_run_to_its_parent_and_root(lead, servers):
     assert frame.loc[grandchild, "root"] == root.run_id
 
 
-def test_depth_past_max_depth_and_a_preset_not_allowed_are_refused_with_the_reason(lead, servers):
-    root = nbsubagents.run("lead", "read README.md", show=False, delegate=["lead"], max_depth=2)
+def test_depth_past_max_depth_max_children_and_a_preset_not_allowed_are_refused_with_the_reason(lead, servers):
+    root = nbsubagents.run("lead", "read README.md", show=False, delegate=["lead"], max_depth=2, max_children=2)
     server = servers(root)
     text, failed, _ = server.call("delegate", preset="scout", task="read README.md")
     assert failed and text == 'Refused: preset "scout" is not one this run may delegate to (it may: lead)'
@@ -130,6 +130,9 @@ def test_depth_past_max_depth_and_a_preset_not_allowed_are_refused_with_the_reas
     text, failed, _ = servers(nbsubagents.get_run(depth2)).call("delegate", preset="scout", task="ls .")
     assert failed and "depth 3" in text and "max_depth is 2" in text
     assert set(rows()) == before  # nothing was started
+    text, failed, _ = server.call("delegate", preset="lead", task="ls .")  # the tree's two sub-agents are all it gets
+    assert failed and text.startswith("Refused: this tree has started 2 sub-agents, its max_children")
+    assert set(rows()) == before
     assert nbsubagents.get_run(depth2).record.depth == 2
 
 

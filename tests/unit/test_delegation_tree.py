@@ -63,6 +63,9 @@ def test_a_tree_keeps_its_roots_limits_and_adds_each_runs_budget_under_the_ones_
     plain = delegation.tree_fields("D", None, None, None, None, position)  # a child that may not delegate
     assert plain == {"parent": "R", "tree_root": "R", "depth": 1, "delegate": None}
     assert delegation.tool_server("D", "/p/.pi/subagents/runs/D", "/p", plain) is None
+    with pytest.raises(NbSubagentsError, match="cannot run isolated"):
+        delegation.tree_fields("I", True, None, None, None, isolated=True)
+    assert delegation.tree_fields("I", None, None, None, None, isolated=True)["delegate"] is None
     assert server.name == "delegate" and server.argv[1] == "-c" and "delegation_server" in server.argv[2]
     assert config["root"] == "R" and config["cwd"] == "/p" and config["depth"] == 0
 
