@@ -174,3 +174,16 @@ def test_the_scripted_model_delegates_as_pi_and_claude_code_name_the_tool():
         {"name": "delegate_wait", "arguments": {"run_id": "20260101-000000-abcdef"}}]
     assert claude_call("delegate", {"preset": "scout"}, "/w") == ("mcp__delegate__delegate", {"preset": "scout"})
     assert claude_call("delegate_wait", {}, "/w")[0] == "mcp__delegate__delegate_wait"
+
+
+def test_a_magic_line_and_a_call_say_delegate_as_a_preset_does():
+    from nbsubagents import _magic_args, _magics
+
+    def values(line):
+        return _magic_args.run_option_values(_magic_args.parse(_magics.SubagentMagics.subagent, line))
+
+    assert values("--delegate scout --delegate reviewer --max-depth 3 lead go")["delegate"] == ["scout", "reviewer"]
+    said = values("--delegate yes --max-children 4 lead go")
+    assert said["delegate"] == [True] and said["max_children"] == 4
+    assert delegation.tree_fields("R", said["delegate"], None, said["max_children"], None)["delegate"]["presets"] is True
+    assert delegation.tree_fields("R", "scout, reviewer", None, None, None)["delegate"]["presets"] == ["scout", "reviewer"]
