@@ -33,10 +33,11 @@ from .._config import NbSubagentsError
 from .._preset_files.shared_fields import delegate_presets
 from .._registry import tree as registry_tree
 
-__all__ = ["NAME", "ENV", "MAX_DEPTH", "MAX_CHILDREN", "tree_fields", "tool_server", "refusal", "Spend",
+__all__ = ["NAME", "TOOLS", "ENV", "MAX_DEPTH", "MAX_CHILDREN", "tree_fields", "tool_server", "refusal", "Spend",
            "tree_budget_stop"]
 
 NAME = "delegate"  # the server's name: Claude Code calls its tool mcp__delegate__delegate
+TOOLS = ("delegate", "delegate_wait", "delegate_result")  # the tools it serves
 ENV = "NBSUBAGENTS_DELEGATE"  # the server's whole configuration (JSON), set by the kernel
 MAX_DEPTH = 2
 MAX_CHILDREN = 8

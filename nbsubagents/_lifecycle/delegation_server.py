@@ -149,19 +149,20 @@ def tools(delegator: Delegator) -> list[Tool]:
     allowed = delegator.config.get("presets")
     which = "any preset of the project" if allowed is True else "one of: " + ", ".join(allowed or ())
     return [
-        Tool("delegate", f"Start a sub-agent from a preset ({which}) with a task. In the foreground (default) its "
-             "answer is this tool's result; with background=true you get its run_id at once and read its answer "
-             "later with delegate_wait or delegate_result. Refused past this tree's depth, sub-agent count or budget.",
+        Tool(delegation.TOOLS[0], f"Start a sub-agent from a preset ({which}) with a task. In the foreground "
+             "(default) its answer is this tool's result; with background=true you get its run_id at once and read "
+             "its answer later with delegate_wait or delegate_result. Refused past this tree's depth, sub-agent count "
+             "or budget.",
              {"type": "object", "properties": {
                  "preset": {"type": "string", "description": "the preset to start"},
                  "task": {"type": "string", "description": "what the sub-agent should do"},
                  "background": {"type": "boolean", "description": "return its run_id at once"}},
               "required": ["preset", "task"]}, delegator.delegate),
-        Tool("delegate_wait", "Wait until a background sub-agent (run_id), or every one you started, has ended; "
+        Tool(delegation.TOOLS[1], "Wait until a background sub-agent (run_id), or every one you started, has ended; "
              "their answers.", {"type": "object", "properties": {
                  "run_id": {"type": "string"}, "timeout": {"type": "number", "description": "seconds"}}},
              delegator.wait),
-        Tool("delegate_result", "A background sub-agent's status, and its answer once it ended (no wait).",
+        Tool(delegation.TOOLS[2], "A background sub-agent's status, and its answer once it ended (no wait).",
              {"type": "object", "properties": {"run_id": {"type": "string"}}, "required": ["run_id"]},
              delegator.result),
     ]

@@ -60,7 +60,8 @@ class Server:
 
     def call(self, tool, **arguments):
         result = self.ask("tools/call", {"name": tool, "arguments": arguments})["result"]
-        return result["content"][0]["text"], result["isError"], result.get("structuredContent") or {}
+        details = result.get("structuredContent") or (result.get("_meta") or {}).get("nbsubagents/details") or {}
+        return result["content"][0]["text"], result["isError"], details
 
     def close(self):
         self.proc.stdin.close()
