@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _registry as registry
+from .._child import tree_end
 from .._child.artifacts import RunPaths
 from .._child.procs import MARKER
 from .._child.run_files import exclusive
@@ -129,18 +130,26 @@ class Delegator:
                 continue  # its own spend alone is its supervisor's to judge
             spent = self.spend.total(delegation.subtree_dirs(self.run_id, self.project))
             stop = delegation.tree_budget_stop(self.run_id, own[0]["budget"], spent)
-            if stop is not None:
+            if stop is not None:  # its sub-runs first (they settle theirs), then the run itself, each saying why
+                self._cancel_children(stop[1], stop[0])
                 settle.request_cancel(RunPaths(self.run_dir), reason=stop[1], stop_reason=stop[0])
                 return
 
-    def end(self) -> None:
-        """The run's harness is gone: its sub-runs still going are cancelled, saying so."""
-        self.stopped.set()
+    def _cancel_children(self, reason: str, stop_reason: str) -> None:
         for run in list(self.children.values()):
             if not run.done:
-                settle.request_cancel(run.paths, reason=f"its parent run {self.run_id} ended",
-                                      stop_reason="parent_ended")
+                settle.request_cancel(run.paths, reason=reason, stop_reason=stop_reason)
                 run.cancel()
+
+    def end(self) -> None:
+        """The run's harness is gone: its sub-runs still going are cancelled, saying why (its tree's budget when that
+        is what stopped the run, else that it ended), as its supervisor would (``child.tree_end``)."""
+        self.stopped.set()
+        _, message, word = tree_end.verdict(self.run_dir)
+        if (self.run_dir / tree_end.CANCEL_FILE).exists() and word.startswith(tree_end.TREE_BUDGET):
+            self._cancel_children(message, word)
+        else:
+            self._cancel_children(f"its parent run {self.run_id} ended", tree_end.PARENT_ENDED)
         for run in list(self.children.values()):
             self._wait(run, 60)
 
