@@ -22,6 +22,11 @@ from pathlib import Path
 from .artifacts import RunPaths, atomic_write_json, now_iso, read_json
 from .text import clip
 
+# The delegate tool server (``_lifecycle.delegation_server``): its name (Claude Code calls its tool
+# mcp__delegate__delegate), the tools it serves, and the variable holding its whole configuration (set by the kernel)
+SERVER = "delegate"
+TOOLS = ("delegate", "delegate_wait", "delegate_result")
+ENV = "NBSUBAGENTS_DELEGATE"
 CANCEL_FILE = "cancel.json"
 TREE_BUDGET = "tree_budget:"
 PARENT_ENDED = "parent_ended"

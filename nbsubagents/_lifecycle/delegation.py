@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from .._child import budgets
 from .._child.events import Tally
+from .._child.tree_end import ENV, TOOLS, SERVER as NAME
 from .._child.tool_servers import ToolServer
 from .._config import NbSubagentsError
 from .._preset_files.shared_fields import delegate_presets
@@ -36,9 +37,6 @@ from .._registry import tree as registry_tree
 __all__ = ["NAME", "TOOLS", "ENV", "MAX_DEPTH", "MAX_CHILDREN", "tree_fields", "tool_server", "refusal", "Spend",
            "tree_budget_stop"]
 
-NAME = "delegate"  # the server's name: Claude Code calls its tool mcp__delegate__delegate
-TOOLS = ("delegate", "delegate_wait", "delegate_result")  # the tools it serves
-ENV = "NBSUBAGENTS_DELEGATE"  # the server's whole configuration (JSON), set by the kernel
 MAX_DEPTH = 2
 MAX_CHILDREN = 8
 TREE_BUDGET = "tree_budget"  # a run stopped because its tree's budget was spent: stopReason tree_budget:<kind>

@@ -13,24 +13,41 @@ each saying its parent ended: a sub-agent never outlives the run that asked for 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import _registry as registry
 from .._child import tree_end
-from .._child.artifacts import RunPaths
 from .._child.procs import MARKER
 from .._child.run_files import exclusive
 from .._child.tool_servers import Result, Tool, serve
-from .._registry import tree as registry_tree
-from . import delegation, settle
-from .handle import Run, launch
-from .prepare import prepare
-from .spec import TaskSpec
+
+if TYPE_CHECKING:
+    from .handle import Run
+
+# The server answers its harness before it loads the launch path (``_launch_path``, at the first call): a harness
+# that starts its MCP servers while its model already asks (Claude Code) would otherwise find no tool yet.
+NAME, TOOLS, ENV = tree_end.SERVER, tree_end.TOOLS, tree_end.ENV
+
+
+@functools.cache
+def _launch_path() -> Any:
+    """``delegation_start`` (the launch path and the registry), loaded once, at the first call that needs it."""
+    from . import delegation_start  # noqa: PLC0415 (see above: start-up first)
+
+    return delegation_start
+
+
+def _ask_to_stop(run_dir: Path, reason: str, stop_reason: str) -> None:
+    try:
+        tree_end.request(run_dir, reason, stop_reason)
+    except OSError:
+        pass  # the cancel goes on all the same; only its words are at stake
+
 
 WATCH_EVERY = 1.0  # seconds between looks at the subtree's spend
 WAIT_LIMIT = 3600.0  # the longest a delegate_wait waits
@@ -44,27 +61,33 @@ class Delegator:
         self.run_id = str(config["run"])
         self.run_dir = Path(config["runDir"])
         self.project = self.run_dir.parents[3]  # <project>/.pi/subagents/runs/<id>
-        self.spend = delegation.Spend()
+        self.spend: Any = None  # delegation.Spend, once the launch path is loaded
         self.children: dict[str, Run] = {}
         self.lock = threading.Lock()
+        self.lock_spend = threading.Lock()
         self.stopped = threading.Event()
+
+    def _ready(self) -> Any:
+        """The launch path (``_launch_path``), and this server's spend reader."""
+        lp = _launch_path()
+        with self.lock_spend:
+            if self.spend is None:
+                self.spend = lp.delegation.Spend()
+        return lp
 
     # -- the tools ----------------------------------------------------------------------------------------
     def delegate(self, args: dict[str, Any]) -> Result:
+        lp = self._ready()
         preset, task, background = args.get("preset"), args.get("task"), bool(args.get("background"))
         # one spawn at a time in the whole tree (its servers are processes of their own): max_children holds
         with self.lock, exclusive(self.run_dir.parent / str(self.config["root"]) / ".delegate.lock"):
             why = self._refusal(preset, task)
             if why is not None:
                 return Result(f"Refused: {why}", True, {"refused": why})
-            spec = TaskSpec(preset=str(preset), task=str(task), cwd=self.config.get("cwd"))
             try:
-                run = prepare(spec, mode="delegated", runner="process", launching=True,
-                              position=delegation.position_for_child(self.config))
+                run = lp.start(self.config, str(preset), str(task))
             except Exception as exc:  # a preset that does not load, a model that is not there: the model reads why
                 return Result(f"Refused: {exc}", True, {"refused": str(exc)})
-            launch(run)
-            registry.note(run, status="running", announced=True)  # its end is its parent's news, not a notice
             self.children[run.run_id] = run
         if background:
             return Result(f"Started run {run.run_id} ({preset}) in the background: delegate_wait or delegate_result "
@@ -101,15 +124,16 @@ class Delegator:
 
     def _refusal(self, preset: Any, task: Any) -> str | None:
         root = str(self.config["root"])
-        rows = registry_tree.tree_rows(root, self.project)
+        lp = self._ready()
+        rows = lp.registry_tree.tree_rows(root, self.project)
         started = sum(1 for row in rows if row["run_id"] != root)
-        spent = {str(entry["run"]): self.spend.total(delegation.subtree_dirs(str(entry["run"]), self.project))
+        spent = {str(entry["run"]): self.spend.total(lp.delegation.subtree_dirs(str(entry["run"]), self.project))
                  for entry in self.config.get("budgets") or ()}
-        return delegation.refusal(self.config, preset, task, started, spent)
+        return lp.delegation.refusal(self.config, preset, task, started, spent)
 
     def _wait(self, run: Run, timeout: float | None) -> Run:
         run.wait(timeout)
-        registry.record(run)
+        self._ready().registry.record(run)
         return run
 
     def _answer(self, run: Run) -> Result:
@@ -128,17 +152,18 @@ class Delegator:
         while own and not self.stopped.wait(WATCH_EVERY):
             if not self.children:
                 continue  # its own spend alone is its supervisor's to judge
-            spent = self.spend.total(delegation.subtree_dirs(self.run_id, self.project))
-            stop = delegation.tree_budget_stop(self.run_id, own[0]["budget"], spent)
+            lp = self._ready()
+            spent = self.spend.total(lp.delegation.subtree_dirs(self.run_id, self.project))
+            stop = lp.delegation.tree_budget_stop(self.run_id, own[0]["budget"], spent)
             if stop is not None:  # its sub-runs first (they settle theirs), then the run itself, each saying why
                 self._cancel_children(stop[1], stop[0])
-                settle.request_cancel(RunPaths(self.run_dir), reason=stop[1], stop_reason=stop[0])
+                _ask_to_stop(self.run_dir, stop[1], stop[0])
                 return
 
     def _cancel_children(self, reason: str, stop_reason: str) -> None:
         for run in list(self.children.values()):
             if not run.done:
-                settle.request_cancel(run.paths, reason=reason, stop_reason=stop_reason)
+                _ask_to_stop(run.dir, reason, stop_reason)
                 run.cancel()
 
     def end(self) -> None:
@@ -158,7 +183,7 @@ def tools(delegator: Delegator) -> list[Tool]:
     allowed = delegator.config.get("presets")
     which = "any preset of the project" if allowed is True else "one of: " + ", ".join(allowed or ())
     return [
-        Tool(delegation.TOOLS[0], f"Start a sub-agent from a preset ({which}) with a task. In the foreground "
+        Tool(TOOLS[0], f"Start a sub-agent from a preset ({which}) with a task. In the foreground "
              "(default) its answer is this tool's result; with background=true you get its run_id at once and read "
              "its answer later with delegate_wait or delegate_result. Refused past this tree's depth, sub-agent count "
              "or budget.",
@@ -167,19 +192,19 @@ def tools(delegator: Delegator) -> list[Tool]:
                  "task": {"type": "string", "description": "what the sub-agent should do"},
                  "background": {"type": "boolean", "description": "return its run_id at once"}},
               "required": ["preset", "task"]}, delegator.delegate),
-        Tool(delegation.TOOLS[1], "Wait until a background sub-agent (run_id), or every one you started, has ended; "
+        Tool(TOOLS[1], "Wait until a background sub-agent (run_id), or every one you started, has ended; "
              "their answers.", {"type": "object", "properties": {
                  "run_id": {"type": "string"}, "timeout": {"type": "number", "description": "seconds"}}},
              delegator.wait),
-        Tool(delegation.TOOLS[2], "A background sub-agent's status, and its answer once it ended (no wait).",
+        Tool(TOOLS[2], "A background sub-agent's status, and its answer once it ended (no wait).",
              {"type": "object", "properties": {"run_id": {"type": "string"}}, "required": ["run_id"]},
              delegator.result),
     ]
 
 
 def main() -> None:
-    config = json.loads(os.environ[delegation.ENV])
-    os.environ.pop(delegation.ENV, None)  # its sub-runs' supervisors get their own, never this one
+    config = json.loads(os.environ[ENV])
+    os.environ.pop(ENV, None)  # its sub-runs' supervisors get their own, never this one
     os.environ.pop(MARKER, None)  # nor its run's marker: ending that run's leftovers is not ending its sub-runs
     delegator = Delegator(config)
 
@@ -190,6 +215,6 @@ def main() -> None:
         signal.signal(sig, stop)
     threading.Thread(target=delegator.watch, daemon=True, name="delegate-watch").start()
     try:
-        serve(tools(delegator), name=delegation.NAME)
+        serve(tools(delegator), name=NAME)
     finally:
         delegator.end()

@@ -458,6 +458,8 @@ LAZY_IMPORTS = {
     ("nbsubagents", "nbsubagents._magics"): "import nbsubagents: the magics need IPython, loaded on %load_ext",
     ("nbsubagents._child.supervisor", "nbsubagents._child.budgets"): "supervisor start-up: runs without a budget",
     ("nbsubagents._child.supervisor", "nbsubagents._child.isolation"): "supervisor start-up: runs without isolation",
+    ("nbsubagents._lifecycle.delegation_server", "nbsubagents._lifecycle.delegation_start"):
+        "the delegate server's start-up: its harness (Claude Code) lists its tools while its model already asks",
 }
 
 
