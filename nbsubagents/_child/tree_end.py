@@ -60,7 +60,7 @@ def _children(paths: RunPaths, run_id: str) -> list[Path]:
     if not run_id or not db.exists():
         return []
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        conn = sqlite3.connect(db, timeout=10)  # read only, but not mode=ro: that cannot open a WAL file alone
         try:
             rows = conn.execute("SELECT run_dir FROM runs WHERE parent = ?", (run_id,)).fetchall()
         finally:

@@ -99,7 +99,7 @@ def test_the_record_keeps_parent_root_depth_and_delegate(tmp_path):
     assert (load(tmp_path).depth, load(tmp_path).parent) == (0, None)  # a wrong type reads as absent
 
 
-def make(project, run_id, parent=None, root=None, depth=0, status="completed", cost=0.1):
+def make(project, run_id, parent=None, root=None, depth=0, status="completed", cost=0.1, ended=True):
     run_dir = project / ".pi" / "subagents" / "runs" / run_id
     run_dir.mkdir(parents=True)
     write(run_dir, RunRecord(run_id=run_id, name=run_id.split("-")[-1], preset="scout", task="t", cwd=str(project),
@@ -108,6 +108,8 @@ def make(project, run_id, parent=None, root=None, depth=0, status="completed", c
     (run_dir / "result.json").write_text(json.dumps({
         "runId": run_id, "status": status, "stopReason": "stop" if status == "completed" else "tree_budget:cost",
         "usage": {"totalTokens": 10, "cost": cost}, "turns": 1, "toolCalls": 1}))
+    if not ended:
+        (run_dir / "result.json").unlink()
     registry.record(run_dir)
     return run_id
 
@@ -187,3 +189,23 @@ def test_a_magic_line_and_a_call_say_delegate_as_a_preset_does():
     assert said["delegate"] == [True] and said["max_children"] == 4
     assert delegation.tree_fields("R", said["delegate"], None, said["max_children"], None)["delegate"]["presets"] is True
     assert delegation.tree_fields("R", "scout, reviewer", None, None, None)["delegate"]["presets"] == ["scout", "reviewer"]
+
+
+def test_a_delegating_runs_end_asks_each_sub_run_still_going_to_stop_saying_why(tmp_path, monkeypatch):
+    from nbsubagents._child.artifacts import RunPaths
+
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / ".pi" / "subagents" / "runs"
+    parent = make(tmp_path, "20260101-000000-aaaaaa", ended=False)
+    going = make(tmp_path, "20260101-000001-bbbbbb", parent, parent, 1, ended=False)
+    done = make(tmp_path, "20260101-000002-cccccc", parent, parent, 1)
+    other = make(tmp_path, "20260101-000003-dddddd", ended=False)
+    asked = tree_end.settle_children(RunPaths(runs / parent), parent, ("aborted", "cancelled"), "cancelled", wait=0.1)
+    assert asked == [runs / going]  # an ended sub-run and another tree's run are left alone
+    assert not (runs / done / "cancel.json").exists() and not (runs / other / "cancel.json").exists()
+    assert tree_end.verdict(runs / going) == ("aborted", f"cancelled: its parent run {parent} ended (aborted: "
+                                                         "cancelled)", "cancelled")
+    (runs / going / "cancel.json").unlink()
+    why = f"The tree under run {parent} reached its budget: Stopped at 1 cost (max_cost=1)"
+    tree_end.settle_children(RunPaths(runs / parent), parent, ("failed", why), "tree_budget:cost", wait=0.1)
+    assert tree_end.verdict(runs / going) == ("failed", why, "tree_budget:cost")  # the tree's words, all the way
