@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import _registry as registry
+from .._registry import tree as registry_tree
 from .._child import artifacts, inbox, isolation
 from .._child.artifacts import TERMINAL, RunPaths, read_json
 from .._child.formatter import ProgressFormatter
@@ -236,6 +237,19 @@ class Run:
         if not self.done:
             raise NbSubagentsError(f"Run {self.run_id} is still running: cancel or wait for it before discarding")
         isolation.discard(self.paths.dir)
+
+    # -- its delegation tree (issue 58) ---------------------------------------------------------
+    @property
+    def children(self) -> list[Run]:
+        """The runs this one started with its delegate tool, oldest first."""
+        return [Run(row["run_dir"]) for row in registry_tree.children(self.run_id, self.project)]
+
+    def tree(self) -> registry_tree.Tree:
+        """This run and every run under it (nested dicts of their registry rows, ``children`` in each);
+        ``print(run.tree())`` draws it as indented lines."""
+        registry.record(self)  # its own row as its folder says now
+        return (registry_tree.subtree(self.run_id, self.project)
+                or registry_tree.Tree(run_id=self.run_id, name=self.name, status=self.status, children=[]))
 
     # -- control ------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> Run:

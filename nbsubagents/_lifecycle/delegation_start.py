@@ -1,0 +1,27 @@
+"""What the delegate tool server loads at its first call (``delegation_server``): the kernel's launch path and the
+registry, kept out of its start-up so that it answers its harness at once."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .. import _registry as registry
+from .._registry import tree as registry_tree
+from . import delegation
+from .handle import Run, launch
+from .prepare import prepare
+from .spec import TaskSpec
+
+__all__ = ["start", "registry", "registry_tree", "delegation"]
+
+
+def start(config: Mapping[str, Any], preset: str, task: str) -> Run:
+    """A sub-run of the server's run, started as a notebook's call starts one (``prepare``, ``launch``), with its
+    place in the tree. Its row is announced at once: its end is its parent's news (the tool's result), never a
+    notebook's "finished while away" notice."""
+    spec = TaskSpec(preset=preset, task=task, cwd=config.get("cwd"))
+    run = prepare(spec, mode="delegated", runner="process", launching=True,
+                  position=delegation.position_for_child(config))
+    launch(run)
+    registry.note(run, status="running", announced=True)
+    return run
