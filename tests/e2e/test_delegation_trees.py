@@ -4,7 +4,6 @@ child (issue 57), and the tree completes offline."""
 
 from __future__ import annotations
 
-import pytest
 
 import nbsubagents
 
