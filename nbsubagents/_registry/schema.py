@@ -56,7 +56,8 @@ FRAME: dict[str, str | None] = {
     "notebook": None, "kernel": None, "stop_reason": None,
     "changes": "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
                "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END",
-    "files_changed": None, "resumed_from": None, "parent": None, "root": None, "depth": None}
+    "files_changed": None, "resumed_from": None, "parent": None, "root": None, "depth": None,
+    "inputs": "(SELECT group_concat(json_extract(value, '$.name'), ', ') FROM json_each(inputs))"}
 FRAME_NUMBERS = {"duration": "float64", "cost": "float64", "tool_calls": "int64", "total_tokens": "int64",
                  "files_changed": "int64", "depth": "int64"}
 
