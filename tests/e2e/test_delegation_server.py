@@ -224,14 +224,9 @@ def test_a_killed_parent_and_a_kernel_restart_settle_every_run_of_the_tree_once(
 
 
 def test_a_tree_whose_sub_run_is_claude_code(lead, servers, scripted, monkeypatch):
-    from helpers import REPO
+    from helpers import use_claude_code
 
-    claude = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
-    assert claude.is_file(), "Claude Code is installed by `make setup-test` (harnesses/package.json)"
-    monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(claude))
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", scripted.url.removesuffix("/v1"))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "scripted-dummy-key")
-    monkeypatch.setenv("HOME", str(lead.parent / "home"))
+    use_claude_code(monkeypatch, scripted.url, lead.parent / "home")
     (lead / ".pi" / "subagents" / "cscout.md").write_text(
         "---\nname: cscout\ndescription: A scout on Claude Code.\nmodel: claude-sonnet-4-5\nharness: claude-code\n"
         "tools: read, bash\n---\nYou scout.\n")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import nbsubagents
 
-from helpers import REPO, processes_inside, wait_for
+from helpers import processes_inside, use_claude_code, wait_for
 
 
 LEAD = """---
@@ -45,12 +45,7 @@ def test_a_lead_on_pi_splits_its_task_across_three_scouts_and_merges_their_answe
 
 
 def test_a_lead_on_claude_code_grows_the_same_tree(project, scripted, tmp_path, monkeypatch):
-    claude = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
-    assert claude.is_file(), "Claude Code is installed by `make setup-test` (harnesses/package.json)"
-    monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(claude))
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", scripted.url.removesuffix("/v1"))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "scripted-dummy-key")
-    monkeypatch.setenv("HOME", str(project.parent / "home"))
+    use_claude_code(monkeypatch, scripted.url, project.parent / "home")
     (project / ".pi" / "subagents" / "lead.md").write_text(LEAD.format(model="claude-sonnet-4-5",
                                                                      more="harness: claude-code\n"))
     check_tree(nbsubagents.run("lead", SPLIT, show=False, timeout=300), tmp_path)
