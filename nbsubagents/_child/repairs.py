@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 OUTPUTS_DIR = "outputs"                  # the run folder's, where the child writes its output files
 OUTPUTS_ENV = "NBSUBAGENTS_OUTPUTS"      # the child's variable naming that folder
+TIME_RAN_OUT = " The time ran out while the reply was checked against output_schema."
 TRIES_DIR = "tries"                      # tries/N.json: each try of a run whose check failed once
 DEFAULT_MAX_REPAIRS = 2
 REPAIR_PREFIX = "Your result did not pass its check"  # the repair's first words (the scripted model knows them)
@@ -108,6 +109,7 @@ class Repairing:
         if self.record.output_schema is not None:
             checked = reply_process.check(text, self.record.output_schema, self.record.run_id, self._stopped)
             if checked is None:
+                self._stopped_in_check()
                 return None
             data, error = checked
         if error is None:
@@ -180,11 +182,7 @@ class Repairing:
         guards going on: the run's timeout and cancel end the check as they end the child; then the output files)."""
         checked = self._check_try()
         if checked is None or self.stop_reason is not None:  # cancelled, timed out, signalled or orphaned meanwhile
-            assert self.stop_reason is not None
-            status, message = self.stop_reason
-            if self.stop_word == "timeout":
-                message += " The time ran out while the reply was checked against output_schema."
-            return status, message
+            return self._stopped_in_check()
         if len(self.tries) > 1 or checked[1] is not None:
             self.extra["tries"] = [{"try": t["try"], "error": t["error"], "file": f"{TRIES_DIR}/{t['try']}.json"}
                                    for t in self.tries]
@@ -196,6 +194,14 @@ class Repairing:
         if self.record.output_schema is not None:
             self.extra["data"] = data
         return "completed", None
+
+    def _stopped_in_check(self) -> tuple[str, str]:
+        """How the run stopped while its reply was checked (at the end, or before a repair): its timeout says so."""
+        assert self.stop_reason is not None
+        status, message = self.stop_reason
+        if self.stop_word == "timeout" and not message.endswith(TIME_RAN_OUT):
+            self.stop_reason = status, message + TIME_RAN_OUT
+        return self.stop_reason
 
     def _stopped(self) -> bool:
         """The guards' turn while the reply is checked; whether they stopped the run."""

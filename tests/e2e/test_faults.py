@@ -805,7 +805,7 @@ def test_a_catastrophic_pattern_is_ended_by_the_checks_own_limit(proj, model):
                   mode="background")
     started = time.monotonic()
     try:
-        supervise(run, "s.reply_process.REPLY_CHECK_SECONDS = 2", timeout=60)
+        supervise(run, "from nbsubagents._child import reply_process\nreply_process.REPLY_CHECK_SECONDS = 2", timeout=60)
     finally:
         for pid in procs.run_processes(run.id):  # before the fix: the check spun on inside the supervisor
             os.kill(pid, signal.SIGKILL)
