@@ -9,20 +9,25 @@ import pytest
 
 import nbsubagents
 
+from helpers import REPO
+
 LEAD = """---
 name: lead
 description: Splits a task across scouts.
-model: demo/scripted
+model: {model}
 tools: read, ls, bash
 delegate: [scout]
----
+{more}---
 You lead.
 """
 TASK = "delegate: scout | read README.md\ndelegate: scout | ls src\nsay: merged"
 
 
-def lead_run(project):
-    (project / ".pi" / "subagents" / "lead.md").write_text(LEAD)
+PI_LEAD = LEAD.format(model="demo/scripted", more="")
+
+
+def lead_run(project, lead=PI_LEAD):
+    (project / ".pi" / "subagents" / "lead.md").write_text(lead)
     lead = nbsubagents.run("lead", TASK, show=False, timeout=300)
     assert lead.status == "completed", lead.error
     kids = lead.children
@@ -63,7 +68,7 @@ def test_a_trees_report_nests_each_scout_under_the_delegate_call_that_started_it
 
 def test_a_trees_mlflow_trace_has_each_scouts_spans_under_the_delegate_call(project, tmp_path):
     mlflow = pytest.importorskip("mlflow")
-    (project / ".pi" / "subagents" / "lead.md").write_text(LEAD)
+    (project / ".pi" / "subagents" / "lead.md").write_text(PI_LEAD)
     exp = nbsubagents.experiment("tree", tasks=[TASK], presets=["lead"], show=False)
     (row,) = exp.current_rows()
     assert row["status"] == "completed"
@@ -88,3 +93,21 @@ def test_a_trees_mlflow_trace_has_each_scouts_spans_under_the_delegate_call(proj
         assert len([s for s in own if s.span_type == "TOOL"]) == kid.result["toolCalls"] > 0
         assert len([s for s in own if s.span_type == "CHAT_MODEL"]) == kid.result["turns"]
     assert len(set(calls)) == 2
+
+
+def test_a_claude_code_leads_report_finds_each_scouts_call_by_its_arguments(project, scripted, tmp_path, monkeypatch):
+    """Claude Code keeps a tool result's text only (no run id in it for a foreground call): the call is the one
+    whose preset and task are the scout's."""
+    claude = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
+    assert claude.is_file(), "Claude Code is installed by `make setup-test` (harnesses/package.json)"
+    monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(claude))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", scripted.url.removesuffix("/v1"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "scripted-dummy-key")
+    monkeypatch.setenv("HOME", str(project.parent / "home"))
+    lead, kids = lead_run(project, LEAD.format(model="claude-sonnet-4-5", more="harness: claude-code\n"))
+    assert all(kid.run_id not in (e.get("text") or "") for kid in kids for e in lead.events())  # no run id to go by
+    md = lead.report(tmp_path / "tree.md").read_text()
+    lines = md.split(f'<a id="run-{lead.run_id}">')[1].split('<a id="run-')[0].splitlines()
+    at = [next(n for n, line in enumerate(lines) if f"↳ sub-run {k.run_id} (scout)" in line) for k in kids]
+    calls = [n for n, line in enumerate(lines) if line.startswith("Running delegate")]
+    assert len(calls) == 2 and calls[0] < at[0] < calls[1] < at[1]
