@@ -97,7 +97,7 @@ def _nest(run_dir: Path, root: Span, masks: Masker, seen: frozenset[str]) -> Non
     if not rows:
         return
     kids = {k: record.blank(Path(row["run_dir"])) for k, row in rows.items()}
-    by_call = delegated.calls_of(_events(run_dir), [(k, r.preset, r.task) for k, r in kids.items()])
+    by_call = delegated.calls_of(_events(run_dir), [(k, r.preset, r.task, r.tool_call) for k, r in kids.items()])
     tools = {span.attributes.get("tool_call_id"): span for span in root.children if span.kind == TOOL}
     for call, run_ids in by_call.items():
         for kid in run_ids:

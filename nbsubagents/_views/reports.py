@@ -71,7 +71,8 @@ def _lines(run: Run) -> list[tuple[str, Any]]:
     lines: list[tuple[str, Any]] = []
     events = run.events()
     kids = {k.run_id: k for k in _kids(run)}
-    by_call = delegated.calls_of(events, [(k.run_id, k.preset, k.task) for k in kids.values()]) if kids else {}
+    by_call = delegated.calls_of(events, [(k.run_id, k.preset, k.task, k.record.tool_call)
+                                          for k in kids.values()]) if kids else {}
     answered = {e.get("id") for e in events if e.get("type") == "tool_result"}
     for event in events:
         line = formatter.format(event)

@@ -32,6 +32,8 @@ def lead_run(project, lead=PI_LEAD):
     assert lead.status == "completed", lead.error
     kids = lead.children
     assert [k.status for k in kids] == ["completed", "completed"]
+    calls = [e["id"] for e in lead.events() if e["type"] == "tool_call"]
+    assert [k.record.tool_call for k in kids] == calls  # the harness named each call to the delegate server
     return lead, kids
 
 

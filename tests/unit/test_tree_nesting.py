@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 
 from nbsubagents import _registry as registry
+from nbsubagents._child.tool_servers import Result, Tool, handle
+from nbsubagents._lifecycle import delegation
 from nbsubagents._child.secrets import Masker
 from nbsubagents._lifecycle.handle import Run
 from nbsubagents._sweeps.traces import AGENT, TOOL, otel_spans, spans
@@ -70,6 +72,23 @@ def test_each_sub_run_is_matched_to_the_call_that_started_it():
     assert delegated.calls_of(events, kids) == {"p1": ["A"], "c1": ["B"], "c2": ["C"], "c3": ["D"]}
     assert delegated.calls_of(events[:2], kids[1:2]) == {None: ["B"]}  # A's call is no other's: B is under the run
     assert delegated.is_delegate("mcp__delegate__delegate") and not delegated.is_delegate("delegate_wait")
+    named = [("B", "scout", "y", "c2"), ("C", "scout", "y", None)]  # B's record names its call: C takes the other
+    assert delegated.calls_of(events, named) == {"c2": ["B"], "c1": ["C"]}
+    assert delegated.calls_of(events, [("B", "scout", "y", "r")]) == {"c1": ["B"]}  # a refused call started nothing
+
+
+def test_the_delegate_tool_gets_the_id_its_harness_gave_the_call():
+    got = []
+    tools = {"delegate": Tool("delegate", "", {}, lambda args, call: got.append((args, call)) or Result("ok"), True),
+             "plain": Tool("plain", "", {}, lambda args: got.append(args) or Result("ok"))}
+    for meta in ({"claudecode/toolUseId": "toolu_1"}, {"nbsubagents/toolCallId": "call_2"}, {}, {"other": 3}):
+        handle(tools, {"id": 1, "method": "tools/call", "params": {"name": "delegate", "arguments": {"a": 1},
+                                                                    "_meta": meta}}, name="d", version="1")
+    handle(tools, {"id": 2, "method": "tools/call", "params": {"name": "plain", "_meta": {"claudecode/toolUseId": "x"}}},
+           name="d", version="1")
+    assert got == [({"a": 1}, "toolu_1"), ({"a": 1}, "call_2"), ({"a": 1}, None), ({"a": 1}, None), {}]
+    assert delegation.tree_fields("C", None, None, None, None, {"parent": "R", "root": "R", "depth": 1,
+                                                                "toolCall": "toolu_1"})["tool_call"] == "toolu_1"
 
 
 def test_a_trees_report_nests_each_sub_run_under_its_call_and_sums_the_tree(root):
