@@ -97,9 +97,9 @@ def test_a_trees_mlflow_trace_has_each_scouts_spans_under_the_delegate_call(proj
     assert len(set(calls)) == 2
 
 
-def test_a_claude_code_leads_report_finds_each_scouts_call_by_its_arguments(project, scripted, tmp_path, monkeypatch):
-    """Claude Code keeps a tool result's text only (no run id in it for a foreground call): the call is the one
-    whose preset and task are the scout's."""
+def test_a_claude_code_leads_report_nests_each_scout_under_its_call(project, scripted, tmp_path, monkeypatch):
+    """Claude Code keeps a tool result's text only (no run id in it for a foreground call): the id it gives the
+    delegate server for each call is in the scout's record."""
     claude = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
     assert claude.is_file(), "Claude Code is installed by `make setup-test` (harnesses/package.json)"
     monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(claude))
