@@ -68,6 +68,8 @@ def tree_fields(run_id: str, delegate: Any, max_depth: int | None, max_children:
             raise NbSubagentsError(f"{key} must be a whole number of at least 0, got {value!r}")
     fields: dict[str, Any] = {"parent": position.get("parent"), "tree_root": position.get("root"),
                               "depth": int(position.get("depth") or 0)}
+    if isinstance(position.get("toolCall"), str):  # the parent's call that started it, as its harness named it
+        fields["tool_call"] = position["toolCall"]
     if presets is None:
         fields["delegate"] = None
         return fields

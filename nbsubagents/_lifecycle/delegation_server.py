@@ -76,7 +76,7 @@ class Delegator:
         return lp
 
     # -- the tools ----------------------------------------------------------------------------------------
-    def delegate(self, args: dict[str, Any]) -> Result:
+    def delegate(self, args: dict[str, Any], call_id: str | None = None) -> Result:
         lp = self._ready()
         preset, task, background = args.get("preset"), args.get("task"), bool(args.get("background"))
         # one spawn at a time in the whole tree (its servers are processes of their own): max_children holds
@@ -85,7 +85,7 @@ class Delegator:
             if why is not None:
                 return Result(f"Refused: {why}", True, {"refused": why})
             try:
-                run = lp.start(self.config, str(preset), str(task))
+                run = lp.start(self.config, str(preset), str(task), call_id)
             except Exception as exc:  # a preset that does not load, a model that is not there: the model reads why
                 return Result(f"Refused: {exc}", True, {"refused": str(exc)})
             self.children[run.run_id] = run
@@ -191,7 +191,7 @@ def tools(delegator: Delegator) -> list[Tool]:
                  "preset": {"type": "string", "description": "the preset to start"},
                  "task": {"type": "string", "description": "what the sub-agent should do"},
                  "background": {"type": "boolean", "description": "return its run_id at once"}},
-              "required": ["preset", "task"]}, delegator.delegate),
+              "required": ["preset", "task"]}, delegator.delegate, with_call_id=True),
         Tool(TOOLS[1], "Wait until a background sub-agent (run_id), or every one you started, has ended; "
              "their answers.", {"type": "object", "properties": {
                  "run_id": {"type": "string"}, "timeout": {"type": "number", "description": "seconds"}}},
