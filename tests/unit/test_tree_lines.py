@@ -110,3 +110,20 @@ def test_the_status_bar_counts_a_tree_once_with_its_live_leaves(tmp_path, monkey
     assert sorted(r["run_id"] for r in seen["runs"]) == [ROOT, "20260101-000009-eeeeee"]
     lead = next(r for r in seen["runs"] if r["run_id"] == ROOT)
     assert lead["label"].endswith("(1 sub-agent running)") and lead["leaves"] == 1
+
+
+def test_progress_outside_a_notebook_names_each_sub_agent_as_it_ends(tmp_path, monkeypatch):
+    import io
+
+    from nbsubagents._ui.renderers import TextRenderer
+
+    monkeypatch.chdir(tmp_path)
+    lead, out = tree(tmp_path), io.StringIO()
+    renderer = TextRenderer(out)
+    renderer.end(lead)
+    renderer.end(lead)  # said once each
+    lines = out.getvalue().splitlines()
+    assert lines[:3] == ["  ✓ scout bbbbbb · completed: README says hello · $0.1000",
+                         "  ✗ sublead cccccc · failed: The tree under run R reached its budget · $0.1000",
+                         "    ✗ scout dddddd · failed: The tree under run R reached its budget · $0.1000"]
+    assert lines[3].startswith("✓ lead completed") and len(lines) == 5
