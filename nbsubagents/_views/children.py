@@ -79,14 +79,15 @@ class _Follow:
 
 
 def ended_words(row: dict[str, Any], run_dir: Path) -> str:
-    """How a sub-agent ended: ``completed: <its answer's first words>``, or its status with its stop reason and
-    error."""
+    """How a sub-agent ended: ``completed: <its answer's first words>``, or its status, its stop reason (first: a
+    line is cut short) and its error: ``failed (tree_budget:cost): The tree under run … reached its budget``."""
     status = str(row.get("status") or "")
     if status == "completed":
         answer = (read_json(RunPaths(run_dir).result) or {}).get("finalText") or ""
         return f"completed: {answer}" if str(answer).strip() else "completed"
-    why = row.get("error_message") or row.get("stop_reason") or ""
-    return f"{status}: {why}" if why else status
+    reason, error = row.get("stop_reason"), row.get("error_message")
+    head = f"{status} ({reason})" if reason and reason != status else status
+    return f"{head}: {error}" if error else head
 
 
 class Children:

@@ -60,8 +60,8 @@ def test_a_panel_record_lists_a_runs_sub_agents_under_it_grandchildren_indented(
     at = lines.index("Sub-agents:")
     assert lines[at + 1:at + 4] == [
         "  ✓ scout bbbbbb · completed: README says hello · $0.1000",
-        "  ✗ sublead cccccc · failed: The tree under run R reached its budget · $0.1000",
-        "    ✗ scout dddddd · failed: The tree under run R reached its budget · $0.1000"]
+        "  ✗ sublead cccccc · failed (tree_budget:cost): The tree under run R reached its budget · $0.1000",
+        "    ✗ scout dddddd · failed (tree_budget:cost): The tree under run R reached its budget · $0.1000"]
     found = re.findall(r'<div class="nbsubagents-child nbsubagents-child-d(\d)" role="listitem" data-run-id="([^"]+)" '
                        r'data-status="(\w+)"', page)
     assert found == [("1", A, "completed"), ("1", B, "failed"), ("2", C, "failed")]
@@ -124,6 +124,6 @@ def test_progress_outside_a_notebook_names_each_sub_agent_as_it_ends(tmp_path, m
     renderer.end(lead)  # said once each
     lines = out.getvalue().splitlines()
     assert lines[:3] == ["  ✓ scout bbbbbb · completed: README says hello · $0.1000",
-                         "  ✗ sublead cccccc · failed: The tree under run R reached its budget · $0.1000",
-                         "    ✗ scout dddddd · failed: The tree under run R reached its budget · $0.1000"]
+                         "  ✗ sublead cccccc · failed (tree_budget:cost): The tree under run R reached its budget · $0.1000",
+                         "    ✗ scout dddddd · failed (tree_budget:cost): The tree under run R reached its budget · $0.1000"]
     assert lines[3].startswith("✓ lead completed") and len(lines) == 5
