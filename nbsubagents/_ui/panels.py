@@ -181,6 +181,7 @@ class RunPanel(PanelState, _StaticRecord):
         # its sub-agents, looked up in the registry at the clock's ticks (``children_lines``): a widget only for a run
         # that may delegate (each widget is kernel CPU)
         self.children_html = new_widget(w.HTML, "nbsubagents-children-box") if self.children.may_have else None
+        self._children_shown: list = []
         self.history_html = new_widget(w.HTML, "nbsubagents-history")
         self.history_box = new_widget(w.Accordion, "nbsubagents-history-toggle", children=[self.history_html],
                                       selected_index=None, titles=(self._history_title(self.earlier_lines(window)),),
@@ -269,10 +270,10 @@ class RunPanel(PanelState, _StaticRecord):
                 self.history_box.layout = layout
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
-            if self.children_html is not None:
-                children = part("bits.html", "children", lines=self.children_lines(final or self._final_rendered))
-                if self.children_html.value != children:
-                    self.children_html.value = children
+            children = self.children_lines(final or self._final_rendered) if self.children_html is not None else []
+            if children != self._children_shown:  # drawn again only when a line changed
+                self._children_shown = children
+                self.children_html.value = part("bits.html", "children", lines=children)
             self.talk.update(questions if live else [], live=live, taken=len(self.conversation.messages))
             self.announcer.value = self._announce(shown, status, final or self._final_rendered)
             if final:
