@@ -23,6 +23,7 @@ from .._style import glyph, shorten
 from .masking import masker
 
 if TYPE_CHECKING:
+    from .._child.secrets import Masker
     from .._lifecycle.handle import Run
 
 __all__ = ["Children", "ChildLine", "CHILD_POLL", "DOING_WIDTH"]
@@ -90,6 +91,11 @@ def ended_words(row: dict[str, Any], run_dir: Path) -> str:
     return f"{head}: {error}" if error else head
 
 
+def _levels(tree: registry_tree.Tree, level: int = 0) -> list[tuple[registry_tree.Tree, int]]:
+    """Every node under ``tree`` with its level below it (1 for its children), depth first."""
+    return [pair for kid in tree.kids for pair in [(kid, level + 1), *_levels(kid, level + 1)]]
+
+
 class Children:
     """The sub-agents of ``run`` (at every depth) as ``ChildLine`` s, oldest first under each parent."""
 
@@ -115,30 +121,30 @@ class Children:
             tree = registry_tree.subtree(self.run.run_id, self.run.project)
         except Exception:  # the registry is a bonus here: a panel never fails over its sub-agents
             return False
-        lines = [self._line(node, node["depth"] - tree["depth"]) for node in tree.walk()[1:]] if tree else []
+        mask = masker()  # once a look (finding the masker in force costs more than a line)
+        lines = [self._line(node, depth, mask) for node, depth in _levels(tree)] if tree else []
         changed = lines != self.lines
         self.lines = lines
         return changed
 
-    def _line(self, node: dict[str, Any], depth: int) -> ChildLine:
+    def _line(self, node: dict[str, Any], depth: int, mask: Masker) -> ChildLine:
         run_id, status = str(node["run_id"]), str(node.get("status") or "queued")
         run_dir = Path(str(node.get("run_dir") or ""))
         cost = float(node.get("cost") or 0.0)
         if status in TERMINAL:
             self._follow.pop(run_id, None)
             if run_id not in self._ended:
-                self._ended[run_id] = masker().text(ended_words(node, run_dir))
+                self._ended[run_id] = mask.text(ended_words(node, run_dir))
             doing = self._ended[run_id]
         else:
             follow = self._follow.get(run_id)
             if follow is None:
                 follow = self._follow[run_id] = _Follow(run_dir)
             follow.read()
-            doing = masker().text(follow.latest) if follow.latest else ("queued" if status == "queued" else
-                                                                          "starting")
+            doing = mask.text(follow.latest) if follow.latest else "queued" if status == "queued" else "starting"
             cost = max(cost, follow.tally.cost)
         preset = str(node.get("preset") or node.get("name") or "?")
-        return ChildLine(run_id, max(1, int(depth)), status, preset, shorten(doing, DOING_WIDTH), cost)
+        return ChildLine(run_id, depth, status, preset, shorten(doing, DOING_WIDTH), cost)
 
     def text_lines(self) -> list[str]:
         """``Sub-agents:`` and one line each, indented by depth ([] when there are none)."""
