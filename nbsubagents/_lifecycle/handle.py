@@ -28,6 +28,7 @@ from .._child.summary import summary_line
 from .._child.text import terminal_safe
 from .._config import NbSubagentsError, current
 from .._views import reports
+from .._views.children import Children
 from . import converse, inspection, interrupts, liveness, settle, typed
 from .edge import edge
 from .launch import launcher_for
@@ -406,6 +407,9 @@ class Run:
         out = self.output.strip()
         if out:
             text += "\n" + "\n".join("  " + ln for ln in out.splitlines()[:20])
+        children = Children(self)  # a run that may delegate: its sub-agents, one line each (from the registry)
+        if children.refresh(force=True):
+            text += "\n" + "\n".join(children.text_lines())
         return terminal_safe(text)
 
     def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:
