@@ -42,6 +42,9 @@ class ChildLine:
     preset: str
     doing: str
     cost: float
+    tokens: int = 0  # its spend, which the budget of a run above it covers (issue 58: a tree's budget)
+    calls: int = 0
+    turns: int = 0
 
     @property
     def short(self) -> str:
@@ -131,6 +134,7 @@ class Children:
         run_id, status = str(node["run_id"]), str(node.get("status") or "queued")
         run_dir = Path(str(node.get("run_dir") or ""))
         cost = float(node.get("cost") or 0.0)
+        tokens, calls, turns = int(node.get("total_tokens") or 0), int(node.get("tool_calls") or 0), 0
         if status in TERMINAL:
             self._follow.pop(run_id, None)
             if run_id not in self._ended:
@@ -142,9 +146,11 @@ class Children:
                 follow = self._follow[run_id] = _Follow(run_dir)
             follow.read()
             doing = mask.text(follow.latest) if follow.latest else "queued" if status == "queued" else "starting"
-            cost = max(cost, follow.tally.cost)
+            tally = follow.tally
+            cost, tokens, calls = max(cost, tally.cost), max(tokens, tally.tokens), max(calls, tally.tool_calls)
+            turns = tally.turns
         preset = str(node.get("preset") or node.get("name") or "?")
-        return ChildLine(run_id, depth, status, preset, shorten(doing, DOING_WIDTH), cost)
+        return ChildLine(run_id, depth, status, preset, shorten(doing, DOING_WIDTH), cost, tokens, calls, turns)
 
     def text_lines(self) -> list[str]:
         """``Sub-agents:`` and one line each, indented by depth ([] when there are none)."""

@@ -247,8 +247,11 @@ class PanelState:
         if context:
             fields.append(("context", context))
         turns = tally.turns or ((result or {}).get("turns") or 0)
-        fields += [("extra", part) for part in extra_parts(
-            run, {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost})]
+        spent = {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost}
+        for line in self.children.lines:  # a delegating run's budget covers its tree: its sub-agents' spend counts
+            for key, value in zip(spent, (line.turns, line.calls, line.tokens, line.cost)):
+                spent[key] += value
+        fields += [("extra", part) for part in extra_parts(run, spent)]
         # the status given is the run's (its files are not read again), but "unknown" (a gone kernel's record)
         elapsed = self.elapsed(None if status == "unknown" else status)
         if elapsed is not None:

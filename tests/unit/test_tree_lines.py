@@ -21,13 +21,13 @@ ROOT, A, B, C = "20260101-000000-aaaaaa", "20260101-000001-bbbbbb", "20260101-00
 
 
 def make(project, run_id, parent=None, root=None, depth=0, status="completed", cost=0.1, preset="scout",
-         answer="found 3 files", delegate=None, events=()):
+         answer="found 3 files", delegate=None, events=(), budget=None):
     """A run folder and its registry row; ``status`` None: a run still going (no result.json, its events so far)."""
     run_dir = project.joinpath(*RUNS, run_id)
     run_dir.mkdir(parents=True)
     write(run_dir, RunRecord(run_id=run_id, name=preset, preset=preset, task="t", cwd=str(project),
                              root=str(project), created_at=f"2026-01-01T00:00:0{len(list(run_dir.parent.iterdir()))}Z",
-                             parent=parent, tree_root=root, depth=depth, delegate=delegate))
+                             parent=parent, tree_root=root, depth=depth, delegate=delegate, budget=budget))
     (run_dir / "events.jsonl").write_text("".join(json.dumps({"seq": i, "ts": 1.0, **e}) + "\n"
                                                   for i, e in enumerate(events)))
     if status is not None:
@@ -43,9 +43,10 @@ def make(project, run_id, parent=None, root=None, depth=0, status="completed", c
     return run_dir
 
 
-def tree(project, going=False):
+def tree(project, going=False, budget=None):
     """A lead that delegated a scout and a sub-lead, which delegated a scout of its own (``going``: still going)."""
-    lead = make(project, ROOT, preset="lead", delegate={"presets": True}, status=None if going else "completed")
+    lead = make(project, ROOT, preset="lead", delegate={"presets": True}, status=None if going else "completed",
+                budget=budget)
     make(project, A, ROOT, ROOT, 1, answer="README says hello")
     make(project, B, ROOT, ROOT, 1, preset="sublead", delegate={"presets": True}, status=None if going else "failed")
     make(project, C, B, ROOT, 2, status=None if going else "failed", events=[
@@ -127,3 +128,11 @@ def test_progress_outside_a_notebook_names_each_sub_agent_as_it_ends(tmp_path, m
                          "  ✗ sublead cccccc · failed (tree_budget:cost): The tree under run R reached its budget · $0.1000",
                          "    ✗ scout dddddd · failed (tree_budget:cost): The tree under run R reached its budget · $0.1000"]
     assert lines[3].startswith("✓ lead completed") and len(lines) == 5
+
+
+def test_a_delegating_run_s_header_shows_its_tree_s_spend_against_its_budget(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    state = PanelState.of_run(tree(tmp_path, budget={"maxCost": 0.5, "maxToolCalls": 20}))
+    state.children_lines(final=True)
+    words = [value for key, value in state.header_fields("completed") if key == "extra"]
+    assert words == ["tree budget cost 0.4/0.5 · tools 4/20"], words  # its own 0.1 and 1 call, and its 3 sub-agents'
