@@ -5,6 +5,7 @@ kernel's prepare step decides for the run (``delegation.tool_server``), with its
 from __future__ import annotations
 
 import json
+import threading
 import os
 import subprocess
 
@@ -147,12 +148,21 @@ def runaway(body, index):
 
 def test_a_tree_wide_max_cost_stops_a_runaway_tree_leaves_first_every_run_saying_why(lead, servers, scripted,
                                                                                       tmp_path):
-    scripted.script = runaway
+    go = threading.Event()
+
+    def gated(body, index):  # no sub-agent spends before both are started (the second spawn finds budget left)
+        if "runaway" in json.dumps(body.get("messages") or []):
+            go.wait(120)
+        return runaway(body, index)
+
+    scripted.script = gated
     root = nbsubagents.start("lead", "sleep: 120", show=False, delegate=["scout"], max_cost=0.05, timeout=300)
     wait_for(lambda: root.paths.supervisor.exists(), what="the root to start")
     server = servers(root)
-    kids = [server.call("delegate", preset="scout", task=f"runaway {i}", background=True)[2]["run_id"]
-            for i in range(2)]
+    calls = [server.call("delegate", preset="scout", task=f"runaway {i}", background=True) for i in range(2)]
+    go.set()
+    assert [failed for _, failed, _ in calls] == [False, False], calls
+    kids = [details["run_id"] for _, _, details in calls]
     root.wait(240)
     server.close()
     assert root.status == "failed" and root.result["stopReason"] == "tree_budget:cost"
