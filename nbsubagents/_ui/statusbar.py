@@ -42,8 +42,8 @@ from .kernel import NotebookRecord, in_kernel, load_ipywidgets
 if TYPE_CHECKING:
     from .._lifecycle.watcher import Notice, Subscription
 
-__all__ = ["StatusBar", "status_bar", "bar_record", "run_label", "started_ago", "repeating", "tree_counts",
-           "live_leaves", "with_leaves", "BAR_ACTIVE_POLL", "BAR_IDLE_POLL", "RECONCILE_EVERY"]
+__all__ = ["StatusBar", "status_bar", "bar_record", "run_label", "started_ago", "repeating", "live_leaves",
+           "with_leaves", "BAR_ACTIVE_POLL", "BAR_IDLE_POLL", "RECONCILE_EVERY"]
 
 BAR_ACTIVE_POLL = 1.0    # seconds between looks at the counts while something runs
 BAR_IDLE_POLL = 5.0      # ... and while nothing runs (runs of other kernels still show up)
@@ -82,25 +82,12 @@ def _show_counts(db: Path, bars: Iterable[StatusBar], notice: Notice | None = No
     """Read the counts of ``db`` and its running runs, and show them on ``bars`` (with ``notice``, a run's
     completion, when given), as one step."""
     with _reading:
-        counts = tree_counts(db)
+        counts = registry.counts(db=db, trees=True)  # a delegation tree counts once
         waiting = _waiting(db) if counts["running"] else []
         running = _running(db, {run_id for run_id, _, _ in waiting}) if counts["running"] else []
         for bar in bars:
             bar._show(counts, running, waiting, notice)
     return counts
-
-
-def tree_counts(db: Path) -> dict[str, int]:
-    """``registry.counts`` with a delegation tree counted once, by its first run: the runs it delegated are not
-    counted apart (issue 58)."""
-    out = {"running": 0, "queued": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
-    if not db.exists():
-        return out
-    for row in registry.fetch(db, "SELECT status, COUNT(*) AS n FROM runs WHERE parent IS NULL GROUP BY status"):
-        key = "running" if row["status"] in registry.ACTIVE and row["status"] != "queued" else row["status"]
-        out[key] = out.get(key, 0) + row["n"]
-        out["total"] += row["n"]
-    return out
 
 
 def live_leaves(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
