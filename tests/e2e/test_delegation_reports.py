@@ -10,16 +10,8 @@ import pytest
 import nbsubagents
 
 from helpers import REPO
+from test_delegation_trees import LEAD
 
-LEAD = """---
-name: lead
-description: Splits a task across scouts.
-model: {model}
-tools: read, ls, bash
-delegate: [scout]
-{more}---
-You lead.
-"""
 TASK = "delegate: scout | read README.md\ndelegate: scout | ls src\nsay: merged"
 
 
