@@ -37,7 +37,8 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
         output_schema: Any = None, outputs: dict[str, Any] | None = None, max_repairs: int | None = None,
         harness: str | None = None, project_config: bool | None = None, inputs: Any = None,
-        python_session: bool | None = None, show: bool = True, executor: str | None = None, dask_client: Any = None,
+        python_session: bool | None = None, delegate: Any = None, max_depth: int | None = None,
+        max_children: int | None = None, show: bool = True, executor: str | None = None, dask_client: Any = None,
         **unknown: Never) -> Run:
     """Run one sub-agent in the foreground and return its finished ``Run``.
 
@@ -103,6 +104,11 @@ def run(preset: str, task: str, *, model: str | None = None, cwd: str | None = N
         The sub-agent gets a scratch Python session of its own (its tool ``python``): state kept between calls,
         started in its folder with the run's inputs loaded, never this kernel (default: the preset's
         ``pythonSession``, else ``False``).
+    delegate : list of str or bool, optional
+        The sub-agent may start sub-agents from these presets (``True``: any) with its tool ``delegate``; its
+        budgets then cover it and every run under it (docs: delegation). Default: the preset's ``delegate``.
+    max_depth, max_children : int, optional
+        How deep the tree under it may grow (default 2) and how many sub-agents it may start in all (default 8).
     show : bool, default True
         Progress as a live panel in a notebook, plain lines on stderr elsewhere; ``False`` (or
         ``NBSUBAGENTS_DISPLAY=none``) shows nothing.
@@ -177,7 +183,8 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
           ask: bool | None = None, approval: Any = None, fallback_models: list[str] | None = None,
           output_schema: Any = None, outputs: dict[str, Any] | None = None, max_repairs: int | None = None,
           harness: str | None = None, project_config: bool | None = None, inputs: Any = None,
-          python_session: bool | None = None, on_done: Callable[[Run], Any] | None = None, show: bool = True,
+          python_session: bool | None = None, delegate: Any = None, max_depth: int | None = None,
+          max_children: int | None = None, on_done: Callable[[Run], Any] | None = None, show: bool = True,
           executor: str | None = None, dask_client: Any = None, **unknown: Never) -> Run:
     """Start one sub-agent in the background and return its ``Run`` at once.
 
@@ -191,7 +198,7 @@ def start(preset: str, task: str, *, model: str | None = None, cwd: str | None =
     ----------
     preset, task, model, cwd, name, timeout, files, resume, isolation, keep_worktree, max_turns, max_tool_calls, \
 max_tokens, max_cost, ask, approval, fallback_models, output_schema, outputs, max_repairs, harness, project_config, \
-inputs, python_session, executor, dask_client
+inputs, python_session, delegate, max_depth, max_children, executor, dask_client
         As for ``run``.
     on_done : callable, optional
         Called with the run once it has ended and been recorded.

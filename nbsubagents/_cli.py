@@ -134,8 +134,9 @@ def _rows(args: argparse.Namespace, limit: int | None) -> list[dict[str, Any]]:
                               since=args.since, limit=limit)
     rows = shown(registry.fetch(db, sql, params), args.status, limit)  # a run with an open question: waiting
     for row in rows:
-        if isinstance(row.get("data"), str):
-            row["data"] = json.loads(row["data"])
+        for name in ("data", "inputs"):  # JSON in the registry: a value in --json (JSON text again in --csv)
+            if isinstance(row.get(name), str):
+                row[name] = json.loads(row[name])
     masks = masker()
     return [masks.data(row) for row in rows]  # masked before anything cuts a cell short
 

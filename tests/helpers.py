@@ -113,6 +113,19 @@ def make_project(tmp_path: Path, monkeypatch, model_url: str) -> Path:
     return root
 
 
+CLAUDE = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
+
+
+def use_claude_code(monkeypatch, model_url: str, home: Path) -> None:
+    """Claude Code (``make setup-test`` installs it) pointed at the scripted model, through its environment only;
+    ``home`` is its HOME: were its config dir ignored, nothing real is touched."""
+    assert CLAUDE.is_file(), "Claude Code is installed by `make setup-test` (harnesses/package.json)"
+    monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(CLAUDE))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url.removesuffix("/v1"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "scripted-dummy-key")
+    monkeypatch.setenv("HOME", str(home))
+
+
 def processes_inside(folder: Path) -> list[str]:
     """Processes whose working directory is inside ``folder``: a run's leftovers if any."""
     found = []

@@ -79,6 +79,11 @@ class RunRecord:
     experiment: str | None = None
     params: dict | None = None
     tags: dict | None = None
+    parent: str | None = None  # the run whose delegate tool started this one (issue 58); None: a notebook's call
+    tree_root: str | None = None  # the first run of its tree (None: this run is its own root)
+    depth: int = 0  # 0 for a run the notebook started, its parent's + 1 for a delegated one
+    delegate: dict | None = None  # what it may delegate: presets, maxDepth, maxChildren, its tree's budget
+    tool_call: str | None = None  # the id of its parent's delegate call that started it, when its harness said it
     created_at: str | None = None
     schema_version: int = SCHEMA_VERSION
     extra: dict = field(default_factory=dict)  # keys this version does not know, kept as written

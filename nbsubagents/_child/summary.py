@@ -75,8 +75,8 @@ def extra_parts(run: Any, spent: dict[str, Any]) -> list[str]:
     if given:
         parts.append("inputs " + ", ".join(map(str, given)))
     budget = run.record.budget
-    if budget:
-        parts.append("budget " + describe(budget, spent))
+    if budget:  # a run that may delegate: its budget is its tree's (spent: the tree's)
+        parts.append(("tree budget " if record.delegate else "budget ") + describe(budget, spent))
     changes = (run.result or {}).get("changes")
     if changes:
         parts.append(change_words(changes))

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from .artifacts import RUN_DIR_GONE, RunPaths, now_iso, open_append, open_regular, read_text, result_record
-from . import harnesses, verdict
+from . import harnesses, tree_end, verdict
 from .events import StreamLines, Tally
 from .formatter import ProgressFormatter, transcript_header, transcript_line
 from .record import RunRecord, load
@@ -159,9 +159,8 @@ class Supervisor(Repairing):
             self.term_at = time.monotonic() + self.harness.ABORT_GRACE
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        self.stop("aborted", "cancelled" if signum == signal.SIGTERM
-                  else f"stopped by signal {signal.Signals(signum).name}",
-                  "cancelled" if signum == signal.SIGTERM else "signal")
+        self.stop(*(tree_end.verdict(self.paths.dir) if signum == signal.SIGTERM  # a cancel: as its request says
+                    else ("aborted", f"stopped by signal {signal.Signals(signum).name}", "signal")))
 
     def _beat(self, now: float) -> None:
         """Touch the heartbeat file (at most every HEARTBEAT s); notice a cancel request and a lost worker."""
@@ -180,7 +179,7 @@ class Supervisor(Repairing):
         if self.stop_reason is not None:
             return
         if os.path.exists(self.paths.dir / CANCEL_FILE):
-            self.stop("aborted", "cancelled", "cancelled")
+            self.stop(*tree_end.verdict(self.paths.dir))  # its reason: a tree's budget, a parent that ended
         elif self.worker_pid is not None and os.getppid() != self.worker_pid:
             self.stop("failed", WORKER_LOST, "worker_lost")  # orphaned: our worker died
         elif not os.path.exists(self.paths.meta):  # the run's folder was deleted: end the child, write nothing
@@ -241,15 +240,17 @@ class Supervisor(Repairing):
                 except OSError as exc:
                     program = (self.record.argv or [self.harness.PROGRAM])[0]
                     spawn_error = _spawn_message(self.harness, program, exc)
-                finally:
-                    self._end_leftovers()  # after any end: nothing of the run may remain
+                finally:  # its sub-runs end first, saying why (tree_end); then nothing of the run may remain
+                    if self.record.delegate:
+                        tree_end.settle_children(self.paths, self.record.run_id, self.stop_reason, self.stop_word)
+                    self._end_leftovers()
                     self.rpc.end()  # no question stays open
         except Exception as exc:  # noqa: BLE001 (a step of ours broke: the run fails saying so, never silently)
             self._broke("running pi", exc)
         self._safely("writing the run's opening", self._begin, started_at)  # also when no child was started
         self.child = None  # pi is gone and reaped: no later stop may signal its (reusable) group id
-        # Every step after the child is guarded: whatever breaks, the run ends failed with the reason,
-        # and what the child produced (its text, transcript, events) is kept.
+        # Every step after the child is guarded: whatever breaks, the run ends failed with the reason, and what the
+        # child produced (its text, transcript, events) is kept.
         status, error = ("failed", None) if self.broken is not None else self._safely(
             "judging how pi ended", self._verdict, exit_code, spawn_error, default=("failed", None))
         if self.isolation is not None and self.isolation.get("base"):

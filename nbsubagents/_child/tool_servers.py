@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 PROTOCOL = "2025-06-18"  # the MCP revision answered when the client asks for none we know
 KNOWN = ("2024-11-05", "2025-03-26", "2025-06-18")
 DETAILS = "nbsubagents/details"  # the key of a result's details in its _meta (the run's record; pi's tool details)
+# where a harness names the call in a tools/call request's _meta: the pi bridge (mcp_bridge.js), Claude Code
+CALL_IDS = ("nbsubagents/toolCallId", "claudecode/toolUseId")
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,15 @@ class Tool:
     name: str
     description: str
     input_schema: Mapping[str, Any]
-    call: Callable[[dict[str, Any]], Result]
+    call: Callable[..., Result]
+    with_call_id: bool = False  # call(arguments, call_id): the harness's id of the call (``call_id``), or None
+
+
+def call_id(params: Mapping[str, Any]) -> str | None:
+    """The id the harness gave a tools/call request in its ``_meta`` (its tool call's id), None when it gave none."""
+    meta = params.get("_meta")
+    found = next((meta[k] for k in CALL_IDS if isinstance(meta, Mapping) and isinstance(meta.get(k), str)), None)
+    return found[:200] if found else None
 
 
 def _reply(out: IO[str], request_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
@@ -100,7 +110,8 @@ def _call(tools: Mapping[str, Tool], params: Mapping[str, Any]) -> dict[str, Any
         result = Result(f"no tool {params.get('name')!r} here (there are: {', '.join(tools) or 'none'})", True)
     else:
         try:
-            result = tool.call(dict(params.get("arguments") or {}))
+            args = dict(params.get("arguments") or {})
+            result = tool.call(args, call_id(params)) if tool.with_call_id else tool.call(args)
         except Exception as exc:  # a failing call is the model's to read, not the end of the server
             result = Result(f"{type(exc).__name__}: {exc}", True, {"traceback": traceback.format_exc(limit=5)})
     answer: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}

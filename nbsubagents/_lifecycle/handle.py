@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import _registry as registry
+from .._registry import tree as registry_tree
 from .._child import artifacts, inbox, isolation
 from .._child.artifacts import TERMINAL, RunPaths, read_json
 from .._child.formatter import ProgressFormatter
@@ -27,6 +28,7 @@ from .._child.summary import summary_line
 from .._child.text import terminal_safe
 from .._config import NbSubagentsError, current
 from .._views import reports
+from .._views.children import Children
 from . import converse, inspection, interrupts, liveness, settle, typed
 from .edge import edge
 from .launch import launcher_for
@@ -237,6 +239,19 @@ class Run:
             raise NbSubagentsError(f"Run {self.run_id} is still running: cancel or wait for it before discarding")
         isolation.discard(self.paths.dir)
 
+    # -- its delegation tree (issue 58) ---------------------------------------------------------
+    @property
+    def children(self) -> list[Run]:
+        """The runs this one started with its delegate tool, oldest first."""
+        return [Run(row["run_dir"]) for row in registry_tree.children(self.run_id, self.project)]
+
+    def tree(self) -> registry_tree.Tree:
+        """This run and every run under it (nested dicts of their registry rows, ``children`` in each);
+        ``print(run.tree())`` draws it as indented lines."""
+        registry.record(self)  # its own row as its folder says now
+        return (registry_tree.subtree(self.run_id, self.project)
+                or registry_tree.Tree(run_id=self.run_id, name=self.name, status=self.status, children=[]))
+
     # -- control ------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> Run:
         """Block until the run is terminal (or ``timeout`` seconds pass); returns self.
@@ -392,6 +407,9 @@ class Run:
         out = self.output.strip()
         if out:
             text += "\n" + "\n".join("  " + ln for ln in out.splitlines()[:20])
+        children = Children(self)  # a run that may delegate: its sub-agents, one line each (from the registry)
+        if children.refresh(force=True):
+            text += "\n" + "\n".join(children.text_lines())
         return terminal_safe(text)
 
     def report(self, path: str | Path | None = None, *, format: str | None = None) -> Path:

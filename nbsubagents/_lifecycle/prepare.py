@@ -28,7 +28,7 @@ from .._pi import choose_model, offline
 from .._pi.locate import find_program
 from .._pi.models import ModelChoice, ModelError, available_models, resolve_name
 from .._preset_files.parse import approval_policy, model_list
-from . import inputs as inputs_mod, settle, typed
+from . import delegation, inputs as inputs_mod, settle, typed
 from .context import compose_prompt
 from .edge import edge
 from .handle import Run, get_run, launched_status
@@ -153,7 +153,8 @@ def _write_error(run_dir: Path, exc: OSError) -> RunDirError:
 
 
 def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True, runner: str | None = None,
-            launching: bool = False, settings: config.Settings | None = None) -> Run:
+            launching: bool = False, settings: config.Settings | None = None,
+            position: dict[str, Any] | None = None) -> Run:
     """Validate one task, then write its run directory; raises NbSubagentsError on bad input.
 
     Everything is checked before the first write. The run's project is the one its ``cwd`` belongs
@@ -161,7 +162,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
     to the caller (``build_runs`` writes rows once every task of a call is written). ``runner="dask"`` sends
     the run to a Dask worker (``lifecycle.dask_launcher``). ``launching``: the caller launches the run at once
     (``run()``, ``start()``), so its row is written as running, and the launch need not write it again.
-    ``settings``: the call's, read once for the task's folder (None: read now).
+    ``settings``: the call's, read once for the task's folder (None: read now). ``position``: the run's place in a
+    delegation tree, given by the delegating run's server (``delegation.position_for_child``; None: a root).
     """
     task = check_task(spec.task)
     cwd = check_cwd(spec.cwd)
@@ -213,7 +215,11 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
         prompt += typed.instruction(outputs, run_dir)
     try:
         _new_key(run_id)
-        servers = tool_servers(chosen, paths)
+        # its place in a delegation tree; its delegate server: delegation.tool_server(run_id, run_dir, str(cwd), tree)
+        tree = delegation.tree_fields(run_id, chosen["delegate"][0], spec.max_depth, spec.max_children, budget,
+                                      position, isolated=isolation is not None)
+        servers = tool_servers(chosen, paths) + tuple(filter(None, [delegation.tool_server(run_id, run_dir, str(cwd),
+                                                                                            tree)]))
         if outputs:
             (run_dir / OUTPUTS_DIR).mkdir()
         request = _request(harness, program, choice, spec, preset, budget, schema, conversation, earlier, session,
@@ -245,7 +251,8 @@ def prepare(spec: TaskSpec, *, mode: str, task_index: int = 0, note: bool = True
             question_timeout=waits, launcher=_launcher(), project_config=project_config,
             tool_servers=[server.as_json() for server in servers],
             sources={name: source for name, (_, source) in chosen.items()},
-            runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec))
+            runner=runner or ("process" if mode == "background" else current.runner), **_experiment_fields(spec),
+            **tree)
         write(run_dir, record, sync=False)  # the supervisor syncs it while pi starts (not before)
     except OSError as exc:
         raise _write_error(run_dir, exc) from None

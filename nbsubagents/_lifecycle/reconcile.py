@@ -91,10 +91,23 @@ def reconcile(root: str | Path | None = None, *, reattach: bool | None = None) -
         if verdict != "live":
             continue
         run = Run(row["run_dir"])
+        if orphaned(db, row):  # its parent ended (or was killed) and left it going: it ends as its parent's would have
+            settle.request_cancel(run.paths, f"its parent run {row['parent']} ended", "parent_ended")
+            run.cancel()
         live.append(run)
         if reattach and not owner_alive(row) and registry.take_over(db, row):
             watcher.watch(run, announce=ours(db, row["run_id"]))  # another notebook's run: its notebook announces it
     return live
+
+
+def orphaned(db: Path, row: dict[str, Any]) -> bool:
+    """Whether a live delegated run's parent has ended: its supervisor settles its sub-runs as it ends, so one
+    still going had a parent that was killed (issue 58)."""
+    if not row.get("parent"):
+        return False
+    found = registry.fetch(db, f"SELECT run_id FROM runs WHERE run_id = ? AND status IN {registry.TERMINAL_SQL}",
+                           (row["parent"],))
+    return bool(found)
 
 
 def announce_finished_while_away(root: str | Path | None = None) -> list[dict[str, Any]]:

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import _registry as registry
-from .._child import artifacts, keys
-from .._child.artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, now_iso, read_json
+from .._child import artifacts, keys, tree_end
+from .._child.artifacts import RUN_DIR_GONE, RunPaths, atomic_write_json, read_json
 from .._child.isolation import salvage
 from .._child.procs import end_run_processes
 from .._child.run_files import best_effort, exclusive, sync
@@ -50,10 +50,12 @@ _unwritten: dict[Path, dict[str, Any]] = {}  # results a full or read-only disk 
 _lock = threading.Lock()
 
 
-def request_cancel(paths: RunPaths) -> None:
-    """Record that a cancel was asked for (before any signal is sent): a lost run then ends ``aborted``."""
+def request_cancel(paths: RunPaths, reason: str | None = None, stop_reason: str | None = None) -> None:
+    """Record that a cancel was asked for (before any signal is sent): a lost run then ends ``aborted``. With a
+    ``reason`` (a tree's budget, a parent that ended: ``child.tree_end``) the run's end says it; the first request's
+    reason stands."""
     try:
-        atomic_write_json(paths.dir / CANCEL_FILE, {"requestedAt": now_iso(), "pid": os.getpid()})
+        tree_end.request(paths.dir, reason, stop_reason)
     except OSError:
         pass  # the signal still goes; only the verdict of a supervisor that dies without a result is at stake
 
@@ -125,7 +127,7 @@ def lost(paths: RunPaths, record: RunRecord, *, exit_code: int | None = None, wo
 def _lost(paths: RunPaths, record: RunRecord, exit_code: int | None, extra: dict[str, Any],
           worker_lost: bool) -> bool:
     if cancel_requested(paths):
-        status, message, reason = "aborted", CANCELLED, "cancelled"
+        status, message, reason = tree_end.verdict(paths.dir)  # "aborted", CANCELLED, or the reason it was asked with
     elif worker_lost:
         status, message, reason = "failed", WORKER_LOST, "worker_lost"  # as its supervisor says it, when it can
     else:

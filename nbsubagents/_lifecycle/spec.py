@@ -29,6 +29,7 @@ from .. import _config as config
 from .._child.errors import positive_seconds
 from .._config import NbSubagentsError
 from .._preset_files.parse import approval_policy, model_list
+from .._preset_files.shared_fields import delegate_presets
 
 __all__ = ["TaskSpec", "Option", "option", "options", "task_keys", "TASK_KEYS", "as_spec", "spec_from_call",
            "UnknownOption", "unknown_names", "call_options", "check_shape", "check_task", "check_cwd",
@@ -144,9 +145,21 @@ def _outputs(value: Any, where: str, key: str) -> None:
                                f"{{'clean': pandas.DataFrame}}, got {value!r}")
 
 
-def _count(value: Any, where: str, key: str) -> None:
+def _delegate(value: Any, where: str, key: str) -> None:
+    delegate_presets(value, f"{where}: '{key}'")
+
+
+def _delegate_word(word: str) -> Any:
+    """A magic line's ``--delegate``: yes/no, or a preset name (the flag may come again)."""
+    try:
+        return yes_no(word)
+    except ValueError:
+        return word
+
+
+def _whole(value: Any, where: str, key: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise NbSubagentsError(f"{where}: '{key}' must be a whole number of 0 or more, got {value!r}")
+        raise NbSubagentsError(f"{where}: '{key}' must be a whole number of at least 0, got {value!r}")
 
 
 def yes_no(word: str) -> bool:
@@ -210,7 +223,7 @@ class TaskSpec:
                                             "'fig': 'png'}", check=_outputs, metavar="FILES", magic=False,
                                             sweep=False, structured=True)
     max_repairs: int | None = option("how often a reply or output file that fails its check is asked again, in the "
-                                     "same session, before the run fails (default: 2)", check=_count, parse=int,
+                                     "same session, before the run fails (default: 2)", check=_whole, parse=int,
                                      metavar="N")
     harness: str | None = option("the agent harness: pi, claude-code or codex (default: the preset's, else pi)",
                                  check=_harness, metavar="H", sweep=False, preset="harness")  # a grid sets it
@@ -228,6 +241,14 @@ class TaskSpec:
                                          "state kept between calls, the run's inputs loaded, never this kernel); "
                                          "default: the preset's pythonSession, else no", check=_flag, parse=yes_no,
                                          metavar="yes|no", preset="python_session")
+    delegate: Any = option("the sub-agent may start sub-agents of its own with its tool `delegate`: a list of the "
+                           "presets it may start, or True for every preset (default: the preset's delegate); its "
+                           "budgets then cover it and every run under it", check=_delegate, parse=_delegate_word,
+                           metavar="PRESET", repeat=True, structured=True, preset="delegate", sweep=False)
+    max_depth: int | None = option("delegation: how deep a tree of sub-agents may grow under this run (default 2: "
+                                   "its children and theirs)", check=_whole, parse=int, metavar="N", sweep=False)
+    max_children: int | None = option("delegation: how many sub-agents the whole tree under this run may start "
+                                      "(default 8)", check=_whole, parse=int, metavar="N", sweep=False)
     experiment: str | None = option("the experiment this run belongs to (nbsubagents.experiment)", **_INTERNAL)
     params: dict[str, Any] | None = option("its cell of the experiment: preset, model, task id, repeat, ...",
                                            **_INTERNAL)

@@ -99,6 +99,11 @@ def _content(text: str | None) -> str:
     return (text or "").replace("\\n", "\n").rstrip("\n") + "\n"
 
 
+def _delegation(m: re.Match[str], background: bool) -> dict:
+    """A ``delegate: PRESET | TASK`` line's arguments (``delegate_bg:``: in the background)."""
+    return {"preset": m[1], "task": m[2].replace("\\n", "\n"), "background": background}
+
+
 def _choices(text: str) -> list[str]:
     """``A | B | C`` -> ["A", "B", "C"] (the options of an ``ask:`` line)."""
     return [choice.strip() for choice in text.split("|") if choice.strip()]
@@ -114,6 +119,10 @@ _TOOL_LINES: list[tuple[str, Callable[[re.Match[str]], tuple[str, dict]]]] = [
     (r"ask:\s*(.+?)\s*\[([^\[\]]*)\]", lambda m: ("ask", {"question": m[1], "options": _choices(m[2])})),
     (r"ask:\s*(.+)", lambda m: ("ask", {"question": m[1]})),
     (r"python:\s*(.+)", lambda m: ("python", {"code": m[1].replace("\\n", "\n")})),
+    # delegation (issue 58): the delegate tool server's tools; a literal \n in the task is a new line of it
+    (r"delegate:\s*(\S+)\s*\|\s*(.+)", lambda m: ("delegate", _delegation(m, False))),
+    (r"delegate_bg:\s*(\S+)\s*\|\s*(.+)", lambda m: ("delegate", _delegation(m, True))),
+    (r"delegate_wait(?::\s*(\S+))?", lambda m: ("delegate_wait", {"run_id": m[1]} if m[1] else {})),
 ]
 
 

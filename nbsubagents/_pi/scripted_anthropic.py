@@ -92,6 +92,8 @@ def claude_call(name: str, args: dict[str, Any], workdir: str | None) -> tuple[s
         return "Bash", {"command": f"find . -name {shlex.quote(args.get('pattern', '*'))}"}
     if name == "python":  # the Python session's tool: an MCP server's, named by Claude Code mcp__SERVER__TOOL
         return "mcp__python__python", args
+    if name.startswith("delegate"):  # the delegate tool server's tools, as Claude Code names an MCP server's
+        return f"mcp__delegate__{name}", args
     return name, args
 
 

@@ -19,7 +19,7 @@ from .._child.errors import positive_seconds
 from .._child.harnesses.pi import extension_name, extension_selector
 from .frontmatter import PresetError, ReadLeniently, read_frontmatter
 from .locations import SCOPES
-from .shared_fields import approval_policy, model_list, split_tool_list
+from .shared_fields import approval_policy, delegate_presets, model_list, split_tool_list
 
 # pi's --thinking values (pi-coding-agent cli/args VALID_THINKING_LEVELS).
 THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high", "xhigh")
@@ -27,7 +27,7 @@ KNOWN_KEYS = frozenset({"name", "description", "model", "tools", "thinking", "no
                         "noSkills", "noContextFiles", "noExtensions", "skills", "extraArgs", "timeout",
                         "disallowedTools", "permissionMode", "disabled", "enabled", "isolation", "maxTurns",
                         "maxToolCalls", "maxTokens", "maxCost", "ask", "approval", "fallbackModels", "harness",
-                        "projectConfig", "pythonSession"})
+                        "projectConfig", "pythonSession", "delegate"})
 # The one table of the fields with two spellings: a file's camelCase (pi's, written by ``write``) and the
 # snake_case that ``run()`` and other agent files (pi-subagents' ``max_turns``, ``disallowed_tools``) use.
 # Either is read; both spellings of one field in one file is an error naming both.
@@ -113,6 +113,7 @@ class Preset:
     harness: str | None = None                        # pi (None), claude-code or codex: the child's agent harness
     project_config: bool = False                      # the child loads the project's own agent config (hooks, ...)
     python_session: bool = False                      # the child gets a scratch Python session (_child/pysession)
+    delegate: tuple[str, ...] | bool | None = None    # presets its delegate tool may start (True: all; issue 58)
     notes: tuple[str, ...] = field(default=(), compare=False, hash=False)  # what to say of this file, any harness
 
     @property
@@ -312,6 +313,7 @@ def _parse(path: Path, scope: str, data: dict[Any, Any], body: str, where: str) 
         harness=_parse_harness(data.get("harness"), where),
         project_config=_flag(data, "projectConfig", where),
         python_session=_flag(data, "pythonSession", where),
+        delegate=delegate_presets(data.get("delegate"), f"{where}: 'delegate'", PresetError),
     )
     _check_combinations(preset, where)
     return _with_notes(preset, notes)

@@ -111,3 +111,19 @@ def model_list(value: Any, where: str, error: type[NbSubagentsError] = NbSubagen
         raise error(f"{where} must be a list of models such as [anthropic/claude-sonnet-4-5, openai/gpt-4.1], "
                     f"got {value!r}")
     return tuple(item.strip() for item in items)
+
+
+def delegate_presets(value: Any, where: str, error: type[NbSubagentsError] = NbSubagentsError
+                     ) -> tuple[str, ...] | bool | None:
+    """``delegate``: the presets a run may start sub-agents from (issue 58): a list of preset names, ``True`` for
+    every preset of the project, ``False`` (or nothing) for none. None when unset or ``False``."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return True
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",")]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) and v.strip() for v in value):
+        return tuple(dict.fromkeys(v.strip() for v in value))
+    raise error(f"{where} must be a list of preset names (such as [scout, reviewer]), true for every preset, or "
+                f"false, got {value!r}")

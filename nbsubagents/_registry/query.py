@@ -28,7 +28,8 @@ _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 8640
           "w": 604800, "wk": 604800}
 _SELECT = ("run_id, name, preset, status, model, task, cwd, started_at, created_at, ended_at, duration, "
            "tool_calls, total_tokens, cost, error_message, run_dir, mode, notebook, kernel, final_text, "
-           "stop_reason, files_changed, lines_added, lines_removed, data, resumed_from, harness")
+           "stop_reason, files_changed, lines_added, lines_removed, data, resumed_from, harness, parent, root, depth, "
+           "inputs")
 SELECTED = [column.strip() for column in _SELECT.split(",")]  # the registry columns a runs query returns
 def _select(columns: dict[str, str | None]) -> str:
     """The SELECT list of ``columns`` (name -> its SQL, None: the registry column of that name)."""
@@ -177,7 +178,8 @@ def runs(*, status: Any = None, preset: Any = None, model: Any = None, harness: 
         "error_message": text("error_message"), "run_dir": text("run_dir"), "mode": text("mode"),
         "notebook": text("notebook"), "kernel": text("kernel"), "stop_reason": text("stop_reason"),
         "changes": text("changes"), "files_changed": number("files_changed", "Int64"),
-        "resumed_from": text("resumed_from"),
+        "resumed_from": text("resumed_from"), "parent": text("parent"), "root": text("root"),
+        "depth": number("depth", "Int64"), "inputs": text("inputs"),
     }
     out = pd.DataFrame({shown_name(name): column for name, column in columns.items()})
     out = _with_waiting(out, status, limit)

@@ -103,6 +103,7 @@ def row_from_dir(run_dir: str | Path) -> dict[str, Any] | None:
         "runner": record.runner, "task": record.task, "cwd": record.cwd, "requested_model": record.requested_model,
         "model": record.resolved_model, "run_dir": str(paths.dir), "created_at": record.created_at,
         "resumed_from": record.resumed_from, "harness": record.harness, "host": launcher.get("host"),
+        "parent": record.parent, "root": record.tree_root or record.run_id, "depth": record.depth,
         "launcher_pid": launcher.get("pid"), "launcher_ticks": launcher.get("startTicks"),
         "notebook": launcher.get("notebook"), "kernel": launcher.get("kernel"),
         "owner_pid": launcher.get("pid"), "owner_ticks": launcher.get("startTicks"), "owner_host": launcher.get("host"),

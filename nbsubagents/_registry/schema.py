@@ -8,13 +8,14 @@ import time
 
 __all__ = ["SCHEMA_VERSION", "COLUMNS", "NAMES", "FRAME", "FRAME_NUMBERS", "csv_line", "init_schema"]
 
-SCHEMA_VERSION = 10  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
+SCHEMA_VERSION = 11  # 2: experiment, params, tags, scores; 3: an isolated run's changes, a typed run's data;
 # 4: resumed_from; 5: harness; 6: two indexes that give rows in the order they are read, so nothing is sorted:
 # runs_experiment_created (an experiment's runs, oldest first) and runs_status_preset (runs() filtered by a status
 # and a preset, newest first, reading the index backwards); 7: runs_experiment dropped, runs_experiment_created
 # serves every look-up by experiment (one index less to keep up at each write); 8: run_lines, each row's values as
 # runs() reads them, kept by triggers; 9: run_lines and its triggers dropped (every write paid for a saving no one
 # could see); 10: inputs, the run's inputs (JSON: name, kind, bytes, sha256 of each)
+# 11: parent, root, depth (issue 58: a run's place in its delegation tree)
 
 # (column, SQL type); the order is the table's.
 COLUMNS: list[tuple[str, str]] = [
@@ -41,6 +42,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("harness", "TEXT DEFAULT 'pi'"),
     # issue 57: the notebook's values a run was given (JSON list: name, kind, bytes, sha256)
     ("inputs", "TEXT"),
+    # issue 58: the run that delegated this one, the first run of its tree (itself when none), its depth there
+    ("parent", "TEXT"), ("root", "TEXT"), ("depth", "INTEGER"),
 ]
 NAMES = [name for name, _ in COLUMNS]
 
@@ -53,9 +56,10 @@ FRAME: dict[str, str | None] = {
     "notebook": None, "kernel": None, "stop_reason": None,
     "changes": "CASE WHEN lines_added IS NOT NULL AND lines_removed IS NOT NULL THEN "
                "'+' || CAST(lines_added AS INTEGER) || ' \u2212' || CAST(lines_removed AS INTEGER) END",
-    "files_changed": None, "resumed_from": None}
+    "files_changed": None, "resumed_from": None, "parent": None, "root": None, "depth": None,
+    "inputs": "(SELECT group_concat(json_extract(value, '$.name'), ', ') FROM json_each(inputs))"}
 FRAME_NUMBERS = {"duration": "float64", "cost": "float64", "tool_calls": "int64", "total_tokens": "int64",
-                 "files_changed": "int64"}
+                 "files_changed": "int64", "depth": "int64"}
 
 
 def csv_line(columns: dict[str, str | None], numbers: dict[str, str], *, floats: bool = True) -> str:
@@ -85,6 +89,7 @@ _SCHEMA = [
     "CREATE INDEX IF NOT EXISTS runs_unannounced ON runs(status) WHERE announced = 0",
     "CREATE INDEX IF NOT EXISTS runs_experiment_created ON runs(experiment, created_at, run_id)",
     "CREATE INDEX IF NOT EXISTS runs_status_preset ON runs(status, preset, created_at, run_id)",
+    "CREATE INDEX IF NOT EXISTS runs_root ON runs(root, created_at)",
     "DROP INDEX IF EXISTS runs_experiment",
     "DROP TRIGGER IF EXISTS run_lines_insert",  # 8 kept a CSV line of each row by triggers: runs() formats its
     "DROP TRIGGER IF EXISTS run_lines_update",  # rows' lines as it reads them (25,000 rows: ~35 ms more, unseen)

@@ -303,15 +303,17 @@ def fetch_columns(db: Path, sql: str, args: Iterable[Any] = ()) -> dict[str, lis
     return {name: list(values) for name, values in zip(names, zip(*rows) if rows else [()] * len(names))}
 
 
-def counts(root: str | Path | None = None, *, db: Path | None = None) -> dict[str, int]:
+def counts(root: str | Path | None = None, *, db: Path | None = None, trees: bool = False) -> dict[str, int]:
     """``{"running", "queued", "completed", "failed", "aborted", "total"}``: a run waiting on a question counts as
-    running; a queued one (its launcher, e.g. a Dask cluster, has not started it) as queued."""
+    running; a queued one (its launcher, e.g. a Dask cluster, has not started it) as queued. ``trees``: a
+    delegation tree counts once, by its first run (the runs it delegated are not counted apart)."""
     db = db or db_path(root)
     out = {"running": 0, "queued": 0, "completed": 0, "failed": 0, "aborted": 0, "total": 0}
     if not db.exists():
         return out
     with connect(db) as conn:
-        for status_, n in conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status"):
+        where = " WHERE parent IS NULL" if trees else ""
+        for status_, n in conn.execute(f"SELECT status, COUNT(*) FROM runs{where} GROUP BY status"):
             key = "running" if status_ in ACTIVE and status_ != "queued" else status_
             out[key] = out.get(key, 0) + n
             out["total"] += n

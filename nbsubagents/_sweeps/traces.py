@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._child import record
 from .._child.artifacts import TERMINAL, read_events
 from .._child.secrets import Masker
 from .._child.text import clip
 from .._config import NbSubagentsError
+from .._registry import tree as registry_tree
+from .._views import delegated
 from .._views.masking import masker
 from .._views.reports import write_atomic
 from .grid import cell_key
@@ -68,12 +71,43 @@ def _masked(value: Any, masks: Masker) -> Any:
     return value
 
 
-def spans(run_dir: str | Path, masks: Masker | None = None) -> Span | None:
+def spans(run_dir: str | Path, masks: Masker | None = None, *, nest: bool = True,
+          seen: frozenset[str] = frozenset()) -> Span | None:
     """The trace of one run from its ``events.jsonl``: the agent span (task, preset, model, result) with a
     model span per turn (token usage, reply) and a tool span per tool call (arguments, result, error), each
-    timed by its events. None when the run has no events. A span its run never closed ends with the run."""
+    timed by its events. None when the run has no events. A span its run never closed ends with the run.
+    ``nest``: each run it delegated (issue 58) is an agent span of its own under the delegate call's tool span that
+    started it, with its own runs under its calls: the trace of a tree is the whole tree."""
     masks = masks or masker()
-    events = _events(Path(run_dir))
+    root = _own_spans(Path(run_dir), masks)
+    if root is not None and nest:
+        _nest(Path(run_dir), root, masks, seen)
+    return root
+
+
+def _nest(run_dir: Path, root: Span, masks: Masker, seen: frozenset[str]) -> None:
+    """The spans of the runs ``run_dir``'s run delegated, each under the tool span of the call that started it
+    (``views.delegated``; a run whose call is not known: under the run's own span)."""
+    run_id = str(root.attributes.get("run_id") or run_dir.name)
+    seen = seen | {run_id}
+    db = run_dir.parent.parent / "registry.sqlite"  # <project>/.pi/subagents/runs/<id>: its project's registry
+    if not db.is_file():
+        return
+    rows = {row["run_id"]: row for row in registry_tree.children(run_id, db=db) if row["run_id"] not in seen}
+    if not rows:
+        return
+    kids = {k: record.blank(Path(row["run_dir"])) for k, row in rows.items()}
+    by_call = delegated.calls_of(_events(run_dir), [(k, r.preset, r.task, r.tool_call) for k, r in kids.items()])
+    tools = {span.attributes.get("tool_call_id"): span for span in root.children if span.kind == TOOL}
+    for call, run_ids in by_call.items():
+        for kid in run_ids:
+            span = spans(Path(rows[kid]["run_dir"]), masks, seen=seen)
+            if span is not None:
+                tools.get(call, root).children.append(span)
+
+
+def _own_spans(run_dir: Path, masks: Masker) -> Span | None:
+    events = _events(run_dir)
     if not events:
         return None
     first = events[0]
@@ -216,12 +250,17 @@ def _log_trace(client: Any, root: Span, name: str, experiment_id: str, tags: dic
                                  attributes=_mlflow_attributes(root), experiment_id=experiment_id,
                                  start_time_ns=_ns(root.start), run_id=run_id)
     trace_id = started.trace_id
-    for child in root.children:
-        span = client.start_span(child.name, trace_id=trace_id, parent_id=started.span_id, span_type=child.kind,
-                                 inputs=child.inputs, attributes=_mlflow_attributes(child),
-                                 start_time_ns=_ns(child.start))
-        client.end_span(trace_id, span.span_id, outputs=child.outputs, status="ERROR" if child.error else "OK",
-                        end_time_ns=_ns(child.end or root.end or child.start))
+
+    def log(parent: Span, parent_id: str) -> None:  # each span under its own parent: a sub-run's under its call
+        for child in parent.children:
+            span = client.start_span(child.name, trace_id=trace_id, parent_id=parent_id, span_type=child.kind,
+                                     inputs=child.inputs, attributes=_mlflow_attributes(child),
+                                     start_time_ns=_ns(child.start))
+            log(child, span.span_id)
+            client.end_span(trace_id, span.span_id, outputs=child.outputs, status="ERROR" if child.error else "OK",
+                            end_time_ns=_ns(child.end or parent.end or child.start))
+
+    log(root, started.span_id)
     client.end_trace(trace_id, outputs=root.outputs, status="ERROR" if root.error else "OK",
                      end_time_ns=_ns(root.end or root.start))
     return trace_id
@@ -269,7 +308,10 @@ def otel_spans(root: Span, run_id: str, tags: dict[str, str]) -> list[dict[str, 
     """The OTLP JSON spans of one run's trace (ids derived from the run id: the same run, the same ids)."""
     trace_id = _hex_id(run_id, length=32)
     out = []
-    for n, span in enumerate(root.walk()):
+    order = root.walk()
+    number = {id(span): n for n, span in enumerate(order)}
+    parent_of = {id(kid): number[id(span)] for span in order for kid in span.children}
+    for n, span in enumerate(order):
         attributes = _otel_attributes(span) | (tags if span is root else {})
         item = {"traceId": trace_id, "spanId": _hex_id(run_id, n, length=16),
                 "name": f"{_OPERATIONS[span.kind]} {span.name}", "kind": 1,
@@ -277,7 +319,7 @@ def otel_spans(root: Span, run_id: str, tags: dict[str, str]) -> list[dict[str, 
                 "attributes": [{"key": k, "value": _value(v)} for k, v in attributes.items()],
                 "status": {"code": 2 if span.error else 1}}
         if span is not root:
-            item["parentSpanId"] = _hex_id(run_id, 0, length=16)
+            item["parentSpanId"] = _hex_id(run_id, parent_of[id(span)], length=16)
         out.append(item)
     return out
 

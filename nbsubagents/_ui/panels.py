@@ -178,6 +178,10 @@ class RunPanel(PanelState, _StaticRecord):
                                         tooltip="Abort this run only", layout=BUTTON_LAYOUT)
         self.cancel_button.on_click(self._on_cancel)
         self.window_html = new_widget(w.HTML, "nbsubagents-window", value=self._window_html(status, window))
+        # its sub-agents, looked up in the registry at the clock's ticks (``children_lines``): a widget only for a run
+        # that may delegate (each widget is kernel CPU)
+        self.children_html = new_widget(w.HTML, "nbsubagents-children-box") if self.children.may_have else None
+        self._children_shown: list = []
         self.history_html = new_widget(w.HTML, "nbsubagents-history")
         self.history_box = new_widget(w.Accordion, "nbsubagents-history-toggle", children=[self.history_html],
                                       selected_index=None, titles=(self._history_title(self.earlier_lines(window)),),
@@ -196,8 +200,9 @@ class RunPanel(PanelState, _StaticRecord):
         # the stylesheet, once: sent with the widget's first state, never with a render
         sheet = new_widget(w.HTML, "nbsubagents-stylesheet", value=stylesheet(), layout=HIDDEN_LAYOUT)
         self.widget = new_widget(w.VBox, "nbsubagents-panel", "nbsubagents-live", f"nbsubagents-run-{run.run_id}",
-                                 children=[top, self.history_box, self.window_html, self.questions_box,
-                                           self.steer_box, self.final_html, sheet])
+                                 children=[top, self.history_box, self.window_html,
+                                           *([self.children_html] if self.children_html else []),
+                                           self.questions_box, self.steer_box, self.final_html, sheet])
         _live[run.run_id] = self  # the run shown as a cell value later reuses this live panel (``live_panel``)
         for control in (self.cancel_button, self.history_box):
             route_clicks(control, self._subshell)
@@ -265,6 +270,10 @@ class RunPanel(PanelState, _StaticRecord):
                 self.history_box.layout = layout
             if self.history_box.selected_index is not None:
                 self.history_html.value = self._history_html()
+            children = self.children_lines(final or self._final_rendered) if self.children_html is not None else []
+            if children != self._children_shown:  # drawn again only when a line changed
+                self._children_shown = children
+                self.children_html.value = part("bits.html", "children", lines=children)
             self.talk.update(questions if live else [], live=live, taken=len(self.conversation.messages))
             self.announcer.value = self._announce(shown, status, final or self._final_rendered)
             if final:

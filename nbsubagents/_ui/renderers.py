@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .._child.summary import summary_line
 from .._child.text import write_line
+from .._views.children import Children
 from .kernel import progress_stream
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class TextRenderer:
         self._folded: dict[str, int] = {}
         self._prefix_runs = False
         self.closed = False  # the stream went away: nothing more is printed
+        self._children: dict[str, Children] = {}  # a delegating run's sub-agents (from the registry)
+        self._said: dict[str, str] = {}  # a sub-agent's run id -> the status last printed of it
 
     def start(self, runs: list[Run]) -> None:
         self._prefix_runs = len(runs) > 1
@@ -70,7 +73,20 @@ class TextRenderer:
             self._print(f"{self._prefix(run)}… {folded} line{'' if folded == 1 else 's'} folded "
                         f"(run.transcript has every line)")
 
+    def _say_children(self, run: Run, *, force: bool = False) -> None:
+        """A line for each sub-agent of a run that may delegate as it appears and as it ends (``Children``: a look
+        at the registry at most once a second), indented by its depth."""
+        if not run.record.delegate or self.closed:
+            return
+        children = self._children.setdefault(run.run_id, Children(run))
+        children.refresh(force=force)
+        for child in children.lines:
+            if self._said.get(child.run_id) != child.status:
+                self._said[child.run_id] = child.status
+                self._print(f"{self._prefix(run)}{child.indented()}")
+
     def event(self, run: Run, event: dict[str, Any], line: ProgressLine | None) -> None:
+        self._say_children(run)
         if line is None or event.get("type") == "run_end" or self.closed:
             return
         important = line.kind in ("assistant", "failed", "error")
@@ -83,6 +99,7 @@ class TextRenderer:
 
     def end(self, run: Run) -> None:
         self._say_folded(run)
+        self._say_children(run, force=True)
         self._print(summary_line(run))
 
     def close(self) -> None:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .. import _registry as registry
 from .._child import inbox
 from .._lifecycle import reconcile, watcher
-from .._style import duration, glyph
+from .._style import duration, glyph, plural
 from .._sweeps.progress import cell_label
 from .._templates import render, stylesheet
 from .kernel import NotebookRecord, in_kernel, load_ipywidgets
@@ -42,8 +42,8 @@ from .kernel import NotebookRecord, in_kernel, load_ipywidgets
 if TYPE_CHECKING:
     from .._lifecycle.watcher import Notice, Subscription
 
-__all__ = ["StatusBar", "status_bar", "bar_record", "run_label", "started_ago", "repeating", "BAR_ACTIVE_POLL",
-           "BAR_IDLE_POLL", "RECONCILE_EVERY"]
+__all__ = ["StatusBar", "status_bar", "bar_record", "run_label", "started_ago", "repeating", "live_leaves",
+           "with_leaves", "BAR_ACTIVE_POLL", "BAR_IDLE_POLL", "RECONCILE_EVERY"]
 
 BAR_ACTIVE_POLL = 1.0    # seconds between looks at the counts while something runs
 BAR_IDLE_POLL = 5.0      # ... and while nothing runs (runs of other kernels still show up)
@@ -82,7 +82,7 @@ def _show_counts(db: Path, bars: Iterable[StatusBar], notice: Notice | None = No
     """Read the counts of ``db`` and its running runs, and show them on ``bars`` (with ``notice``, a run's
     completion, when given), as one step."""
     with _reading:
-        counts = registry.counts(db=db)
+        counts = registry.counts(db=db, trees=True)  # a delegation tree counts once
         waiting = _waiting(db) if counts["running"] else []
         running = _running(db, {run_id for run_id, _, _ in waiting}) if counts["running"] else []
         for bar in bars:
@@ -90,15 +90,34 @@ def _show_counts(db: Path, bars: Iterable[StatusBar], notice: Notice | None = No
     return counts
 
 
+def live_leaves(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Of active rows (``run_id``, ``parent``, ``root``): each tree's live leaves by its first run's id, the
+    delegated runs that go while none of their own sub-agents does (a lead waiting on its scouts is not one)."""
+    delegated = [row for row in rows if row.get("parent")]
+    parents = {row["parent"] for row in delegated}
+    out: dict[str, int] = {}
+    for row in delegated:
+        if row["run_id"] not in parents:
+            out[row["root"]] = out.get(row["root"], 0) + 1
+    return out
+
+
+def with_leaves(label: str, leaves: int) -> str:
+    """``lead · demo/scripted (3 sub-agents running)``: a tree's first run named with its live leaves."""
+    return f"{label} ({plural(leaves, 'sub-agent')} running)" if leaves else label
+
+
 def _running(db: Path, waiting: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, str, float | None]]:
     """``(label, status, seconds since it started)`` of the project's running runs as the panels name them, the
     longest running first (queued runs are counted, not named); the status of a run in ``waiting`` (run ids) is
-    ``waiting``."""
+    ``waiting``. A delegation tree is its first run, named with its live leaves (``with_leaves``)."""
     rows = registry.fetch(db, "SELECT run_id, name, preset, model, requested_model, experiment, params, run_dir, "
-                              "started_at FROM runs WHERE status = 'running' ORDER BY COALESCE(started_at, created_at) "
-                              "LIMIT ?", (RUNNING_SHOWN,))
+                              "started_at FROM runs WHERE status = 'running' AND parent IS NULL "
+                              "ORDER BY COALESCE(started_at, created_at) LIMIT ?", (RUNNING_SHOWN,))
     repeats = {name: repeating(db, name) for name in {row["experiment"] for row in rows if row.get("experiment")}}
-    out = [(run_label(row, repeats.get(row.get("experiment"), False)),
+    leaves = live_leaves(registry.fetch(db, "SELECT run_id, parent, root FROM runs WHERE parent IS NOT NULL AND "
+                                            f"status IN {registry.ACTIVE_SQL}"))
+    out = [(with_leaves(run_label(row, repeats.get(row.get("experiment"), False)), leaves.get(row["run_id"], 0)),
             "waiting" if row.get("run_id") in waiting else "running", started_ago(row)) for row in rows]
     return sorted(out, key=lambda r: (r[2] is None, -(r[2] or 0.0)))
 

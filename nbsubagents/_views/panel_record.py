@@ -53,7 +53,7 @@ def record_html(state: PanelState) -> str:
                   hidden=[(kind, text) for kind, text, _ in list(state.history)[:earlier - dropped]],
                   lines=[(kind, text) for kind, text in lines if text],
                   questions=[(str(q.get("id")), question_text(q), question_hint(state, q)) for q in questions],
-                  final=final, output=state.final_output() if final else "",
+                  children=state.children_lines(final), final=final, output=state.final_output() if final else "",
                   error=state.shown_error() if final else "",
                   stamp="" if final or gone else f' · as of {time.strftime("%H:%M:%S")}')
 
@@ -85,6 +85,8 @@ def record_text(state: PanelState) -> str:
         lines.append(f"  {state.placeholder(status)}")
     if not final and state.waiting(status):
         lines.append(f"  {state.waiting(status)}")
+    state.children_lines(final)
+    lines += state.children.text_lines()
     for question in asked:
         lines.append(f"{glyph('waiting')} waiting for your answer: {question_text(question)}")
         lines.append(f"  {question_hint(state, question)}")

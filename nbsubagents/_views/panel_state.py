@@ -27,11 +27,13 @@ from .._child.summary import extra_parts
 from .._config import NbSubagentsError, current
 from .._style import duration, plural
 from . import panel_record
+from .children import Children
 from .conversation import CONVERSATION_EVENTS, Conversation
 from .masking import masker
 
 if TYPE_CHECKING:
     from .._child.formatter import ProgressLine
+    from .children import ChildLine
     from .._child.secrets import Masker
     from .._lifecycle.handle import Run
 
@@ -76,6 +78,8 @@ class PanelState:
         self.conversation = Conversation()  # what the person said, what the child asked and the answers
         self.asked: dict[str, list[tuple[str, str, str]]] = {}  # question id -> its lines (a live panel's row
         # shows an open question instead: ``without_open_questions``)
+        self.children = Children(run)  # its sub-agents' lines, from the registry (a run that may not delegate: none)
+        self._children_settled = False
 
     @classmethod
     def of_run(cls, run: Run, **kwargs: Any) -> PanelState:
@@ -211,6 +215,16 @@ class PanelState:
         return max(0.0, time.time() - start)
 
     # -- the pieces a panel shows ---------------------------------------------------------------------
+    def children_lines(self, final: bool) -> list[ChildLine]:
+        """The run's sub-agents, one line each (theirs under them): looked at again at most every ``CHILD_POLL``
+        seconds while the run goes, once more at its end (its sub-agents ended before it), then no more."""
+        if not final:
+            self.children.refresh()
+        elif not self._children_settled:
+            self._children_settled = True
+            self.children.refresh(force=True)
+        return self.children.lines
+
     def header_fields(self, status: str) -> list[tuple[str, str]]:
         """``(field, words)`` of the header: model, calls, failed (when any), tokens, cost, elapsed, and the
         timeout while the run is active. Tokens and cost are always there, so nothing shifts as they come."""
@@ -233,8 +247,11 @@ class PanelState:
         if context:
             fields.append(("context", context))
         turns = tally.turns or ((result or {}).get("turns") or 0)
-        fields += [("extra", part) for part in extra_parts(
-            run, {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost})]
+        spent = {"max_turns": turns, "max_tool_calls": calls, "max_tokens": tokens, "max_cost": cost}
+        for line in self.children.lines:  # a delegating run's budget covers its tree: its sub-agents' spend counts
+            for key, value in zip(spent, (line.turns, line.calls, line.tokens, line.cost)):
+                spent[key] += value
+        fields += [("extra", part) for part in extra_parts(run, spent)]
         # the status given is the run's (its files are not read again), but "unknown" (a gone kernel's record)
         elapsed = self.elapsed(None if status == "unknown" else status)
         if elapsed is not None:

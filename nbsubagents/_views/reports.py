@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 from .._child import VERSION
 from .._child.artifacts import unreadable
 from .._child.formatter import ProgressFormatter
-from .._child.text import strip_controls
+from .._child.text import clip, strip_controls
 from .._config import NbSubagentsError, project_root
 from .._style import duration, glyph
 from .._templates import Html, part, render
+from . import delegated
 from .masking import MaskedRun, masker
 from .panel_state import PanelState
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["report"]
 
 TRANSCRIPT_LINES = 5_000
+CARD_TEXT = 600  # characters of a sub-run's task or answer shown under its parent's call
 FORMATS = ("html", "md")
 
 
@@ -62,18 +64,62 @@ def _inputs(run: Run) -> list[tuple[str, str]]:
              f"{str(e.get('sha256'))[:12]}…, {e.get('file')}") for e in run.record.inputs or [] if isinstance(e, dict)]
 
 
-def _lines(run: Run) -> list[tuple[str, str]]:
-    """(kind, text) of every formatter line of the run, from its events (the transcript's words)."""
+def _lines(run: Run) -> list[tuple[str, Any]]:
+    """(kind, text) of every formatter line of the run, from its events (the transcript's words); after a delegate
+    call's result (or its call, when it has none), ``("subrun", card)`` for each sub-run it started (``_card``)."""
     formatter = ProgressFormatter(run.record.cwd)
-    lines: list[tuple[str, str]] = []
-    for event in run.events():
+    lines: list[tuple[str, Any]] = []
+    events = run.events()
+    kids = {k.run_id: k for k in _kids(run)}
+    by_call = delegated.calls_of(events, [(k.run_id, k.preset, k.task, k.record.tool_call)
+                                          for k in kids.values()]) if kids else {}
+    answered = {e.get("id") for e in events if e.get("type") == "tool_result"}
+    for event in events:
         line = formatter.format(event)
-        if line is None:
-            continue
-        for row in line.text.split("\n"):
+        for row in (line.text.split("\n") if line is not None else ()):
             if row.strip():
                 lines.append((line.kind, row.rstrip()))
+        kind, call = event.get("type"), event.get("id")
+        if call in by_call and (kind == "tool_result" or (kind == "tool_call" and call not in answered)):
+            lines += [("subrun", _card(kids[k])) for k in by_call.pop(call)]
+    lines += [("subrun", _card(kids[k])) for ks in by_call.values() for k in ks]  # no call of its events is known
     return lines
+
+
+def _kids(run: Run) -> list[Run]:
+    """The runs ``run`` delegated, oldest first, masked as it is (none for a run that is no ``Run``)."""
+    kids = getattr(run, "children", None) or []
+    return [k if isinstance(k, MaskedRun) else MaskedRun(k, getattr(run, "_mask", None)) for k in kids]
+
+
+def _card(run: Run, seen: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A sub-run as its parent's transcript shows it under the call that started it: preset, status, task, answer,
+    spend, its anchor in the report, and its own sub-runs' cards (a cycle of rows ends the walk)."""
+    f = _facts(run)
+    seen = seen | {run.run_id}
+    return {"run_id": run.run_id, "anchor": _anchor(run.run_id), "name": run.name, "preset": f["preset"],
+            "status": f["status"], "task": clip(run.task.strip(), CARD_TEXT),
+            "answer": clip((run.output or run.error or "").strip(), CARD_TEXT), "cost": f["cost"],
+            "tokens": f["tokens"], "took": f["duration"],
+            "kids": [_card(k, seen) for k in _kids(run) if k.run_id not in seen]}
+
+
+def with_subtrees(runs: list[Run]) -> list[Run]:
+    """``runs``, each followed by every run under it (depth first) that is not already among them: a report of a
+    tree has a section for each of its runs, and its totals are the tree's."""
+    out: list[Run] = []
+    listed = {r.run_id for r in runs}
+
+    def add(run: Run) -> None:
+        out.append(run)
+        for kid in _kids(run):
+            if kid.run_id not in listed:
+                listed.add(kid.run_id)
+                add(kid)
+
+    for run in runs:
+        add(run)
+    return out
 
 
 def call_groups(runs: list[Run]) -> dict[str, list[Run]]:
@@ -101,7 +147,27 @@ def run_html(run: Run, groups: dict[str, list[Run]], listed: set[str], *, folded
     others = [r for r in groups.get(run.record.group or "", []) if r.run_id != run.run_id and r.run_id in listed]
     return part("report.html", "run", r=run, f=_facts(run), header=PanelState.of_run(run).static_text().splitlines()[0],
                 others=others, lines=_lines(run), limit=TRANSCRIPT_LINES, folded=folded, when=_when,
-                unread=unreadable(run.dir))
+                unread=unreadable(run.dir), tree=tree_total(run), parent=_parent(run, listed))
+
+
+def _parent(run: Run, listed: set[str]) -> tuple[str, bool] | None:
+    """The run that delegated ``run`` (its id, and whether the report has its section), None: a notebook's run."""
+    parent = run.record.parent
+    return (parent, parent in listed) if isinstance(parent, str) and parent else None
+
+
+def tree_total(run: Run) -> dict[str, Any] | None:
+    """What ``run`` and every run under it spent together: runs, tokens, cost (None: it delegated nothing)."""
+    nodes, todo, seen = [], [run], set()
+    while todo:
+        node = todo.pop()
+        if node.run_id not in seen:
+            seen.add(node.run_id)
+            nodes.append(_facts(node))
+            todo += _kids(node)
+    if len(nodes) == 1:
+        return None
+    return {"runs": len(nodes), "tokens": sum(f["tokens"] for f in nodes), "cost": sum(f["cost"] for f in nodes)}
 
 
 def _document_html(runs: list[Run], title: str) -> str:
@@ -197,12 +263,18 @@ def run_md(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> list[str
             f"**Tool calls:** {f['toolCalls']}",
             f"- **Started:** {md_line(_when(f['started']))} · **Ended:** {md_line(_when(f['ended']))} · "
             f"**Took:** {took}"]
+    if parent := _parent(run, listed):
+        out.append("- **Delegated by:** " + (f"[{_code(parent[0])}](#{_anchor(parent[0])})" if parent[1] else
+                                            _code(parent[0])))
     if f["group"]:
         others = [r for r in groups.get(f["group"], []) if r.run_id != run.run_id and r.run_id in listed]
         out.append("- **Same call as:** " + (", ".join(f"[{md_line(r.name)}](#{_anchor(r.run_id)})" for r in others) or
                                               "no other run of its call is in this report"))
     if f["inputs"]:
         out.append("- **Inputs:** " + "; ".join(f"{_code(name)} {md_line(words)}" for name, words in f["inputs"]))
+    if tree := tree_total(run):
+        out.append(f"- **Its tree:** {tree['runs']} runs · {tree['tokens']:,} tokens · ${tree['cost']:.4f} (this run "
+                   "and every run under it)")
     changed = run.files_changed
     out.append("- **Files changed:** " + (", ".join(_code(p) for p in changed) if changed else "none"))
     out += ["", "**Task**", "", block(run.task)]
@@ -213,11 +285,37 @@ def run_md(run: Run, groups: dict[str, list[Run]], listed: set[str]) -> list[str
     if unread := unreadable(run.dir):  # what a child put in place of its run's files
         out += ["", "**Not read**", "", *(f"- {md_line(why)}" for why in unread)]
     lines = _lines(run)
+    cards = [card for kind, card in lines if kind == "subrun"]
+    if cards:
+        out += ["", "**Sub-agents** (each under the delegate call that started it in the transcript)", "",
+                *(row for card in cards for row in _card_md(card))]
+    lines = [("subrun", _card_line(text)) if kind == "subrun" else (kind, text) for kind, text in lines]
     shown = "\n".join(text for _, text in lines[:TRANSCRIPT_LINES])
     if len(lines) > TRANSCRIPT_LINES:
         shown += f"\n… {len(lines) - TRANSCRIPT_LINES:,} more lines in {run.paths.transcript}"
     out += ["", f"<details><summary>Transcript ({len(lines):,} lines)</summary>", "", block(shown), "",
             "</details>"]
+    return out
+
+
+def _card_line(card: dict[str, Any], indent: str = "    ") -> str:
+    """A sub-run's line in its parent's transcript (and its sub-runs' under it): ``↳ sub-run ID (preset) status``."""
+    head = (f"{indent}↳ sub-run {card['run_id']} ({card['preset']}) {glyph(card['status'])} {card['status']} · "
+            f"${card['cost']:.4f}: see #{card['anchor']}")
+    return "\n".join([head, *(_card_line(kid, indent + "    ") for kid in card["kids"])])
+
+
+def _card_md(card: dict[str, Any], indent: str = "") -> list[str]:
+    """A sub-run's item in its parent's list of sub-agents, its own nested under it."""
+    took = duration(card["took"]) if isinstance(card["took"], (int, float)) else "—"
+    out = [f"{indent}- [{md_cell(card['name'])}](#{card['anchor']}) {glyph(card['status'])} {md_cell(card['status'])}"
+           f" · preset {md_cell(card['preset']) or '—'} · {card['tokens']:,} tokens · ${card['cost']:.4f} · {took} · "
+           f"{_code(card['run_id'])}",
+           f"{indent}  - **Task:** {md_cell(card['task'])}"]
+    if card["answer"]:
+        out.append(f"{indent}  - **Answer:** {md_cell(card['answer'])}")
+    for kid in card["kids"]:
+        out += _card_md(kid, indent + "  ")
     return out
 
 
@@ -253,6 +351,7 @@ def report(runs: list[Run], path: str | Path | None = None, *, format: str | Non
     runs = [MaskedRun(run, masks) for run in runs]  # masked before any line or header is cut short
     title = title or (f"Sub-agent run {runs[0].name} ({runs[0].run_id})" if len(runs) == 1 else
                       f"Sub-agent runs ({len(runs)})")
+    runs = with_subtrees(runs)  # a run's sub-agents have their sections too, and count in the totals
     text = _document_md(runs, title) if format == "md" else _document_html(runs, title)
     text = strip_controls(masks.text(text))
     if path is not None:

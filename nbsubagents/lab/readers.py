@@ -24,7 +24,7 @@ from .._child.artifacts import TERMINAL, unreadable
 from .._config import NbSubagentsError, find_project
 from .._lifecycle.handle import Run
 from .._style import duration, glyph, shorten
-from .._ui.statusbar import bar_record, repeating, run_label, started_ago
+from .._ui.statusbar import bar_record, live_leaves, repeating, run_label, started_ago, with_leaves
 from .._templates import part
 from .._views.masking import mask_text
 from .._views.panel_record import GROUP_WORDS, group_static_record
@@ -70,12 +70,17 @@ def running(*projects: Path) -> dict[str, Any]:
     is what the panels call it (a sweep's cell, ``preset · model · task id · #repeat``; else ``name · model``) and the
     clock counts from the run's own start (its ``run_start`` event; "starting" before it). Queued runs are only
     counted. ``sweeps``: each experiment with active runs, ``{"name", "notebook", "running", "queued"}``
-    (``notebook``: the path, in the server, of the notebook that started its last listed run, "" if unknown)."""
+    (``notebook``: the path, in the server, of the notebook that started its last listed run, "" if unknown).
+    A delegation tree is one run, its first, labelled with its live leaves (``lead · demo/scripted (3 sub-agents
+    running)``, their number in ``leaves``); a delegated run is listed apart only while it waits for an answer."""
     rows = [(project, row) for project in _with_registry(list(projects))
             for row in registry.snapshot(root=project).rows]
+    leaves = live_leaves(row for _, row in rows)
+    rows = [(p, row) for p, row in rows if not row.get("parent") or row.get("status") == "waiting"]
     repeats = {(p, name): repeating(registry.db_path(p), name)
                for p, name in {(p, row["experiment"]) for p, row in rows if row.get("experiment")}}
-    runs = [_run(row, repeats.get((project, row.get("experiment")), False)) for project, row in rows]
+    runs = [_run(row, repeats.get((project, row.get("experiment")), False), leaves.get(row["run_id"], 0))
+            for project, row in rows]
     counts = {status: sum(r["status"] == status for r in runs) for status in ("waiting", "running", "queued")}
     listed = sorted((r for r in runs if r["status"] != "queued"),
                     key=lambda r: (r["status"] != "waiting", r["seconds"] is None, -(r["seconds"] or 0.0)))
@@ -91,16 +96,16 @@ def running(*projects: Path) -> dict[str, Any]:
             "sweeps": list(sweeps.values())}
 
 
-def _run(row: dict[str, Any], repeats: bool = False) -> dict[str, Any]:
+def _run(row: dict[str, Any], repeats: bool = False, leaves: int = 0) -> dict[str, Any]:
     status = row.get("status") or "queued"  # the registry's readers say "waiting" of a running run with a question
     seconds = started_ago(row) if status in ("running", "waiting") else None
     seconds = round(seconds, 1) if seconds is not None else None
-    label = mask_text(run_label(row, repeats))
+    label = mask_text(with_leaves(run_label(row, repeats), leaves))
     clock = duration(seconds) if seconds is not None else ("starting" if status != "queued" else "")
     task = mask_text(shorten((row.get("task") or "").strip().partition("\n")[0], 80))
     line = " · ".join(p for p in (f"{glyph(status)} {label}", GROUP_WORDS[status], clock) if p)
     return {"run_id": row["run_id"], "label": label, "status": status, "clock": clock, "seconds": seconds,
-            "task": task, "line": line, "experiment": row.get("experiment") or ""}
+            "task": task, "line": line, "experiment": row.get("experiment") or "", "leaves": leaves}
 
 
 def _summary(counts: dict[str, int]) -> str:

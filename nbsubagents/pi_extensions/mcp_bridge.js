@@ -125,11 +125,12 @@ export default async function (pi) {
         description: tool.description || tool.name,
         promptSnippet: tool.description || tool.name,
         parameters: tool.inputSchema || { type: "object", properties: {} },
-        async execute(_toolCallId, params, signal) {
+        async execute(toolCallId, params, signal) {
           const onAbort = () => server.interrupt();
           signal?.addEventListener("abort", onAbort, { once: true });
           try {
-            const result = await server.request("tools/call", { name: tool.name, arguments: params || {} });
+            const meta = { "nbsubagents/toolCallId": toolCallId }; // the call's id (tool_servers.CALL_IDS)
+            const result = await server.request("tools/call", { name: tool.name, arguments: params || {}, _meta: meta });
             const text = textOf(result);
             if (result?.isError) throw new Error(text || `${tool.name} failed`);
             return { content: [{ type: "text", text }], details: result?._meta?.[DETAILS] || {} };

@@ -9,25 +9,20 @@ import subprocess
 import time
 
 import pytest
-from helpers import REPO, wait_for
+from helpers import REPO, use_claude_code, wait_for
 
 import nbsubagents
 from nbsubagents._views.panel_state import PanelState
 from nbsubagents import _config as config
 from nbsubagents._config import NbSubagentsError
 
-CLAUDE = REPO / "harnesses" / "node_modules" / ".bin" / "claude"
 HISTORIAN = (REPO / "tests" / "fixtures" / "agent-corpus" / "claude" / ".claude" / "agents" / "git-historian.md")
 
 
 @pytest.fixture
 def claude(project, scripted, monkeypatch):
     """The project, with Claude Code pointed at the scripted model through its environment only."""
-    assert CLAUDE.is_file(), "Claude Code is installed by `make setup-test` (harnesses/package.json)"
-    monkeypatch.setenv("NBSUBAGENTS_CLAUDE", str(CLAUDE))
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", scripted.url.removesuffix("/v1"))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "scripted-dummy-key")
-    monkeypatch.setenv("HOME", str(project.parent / "home"))  # were its config dir ignored, nothing real is touched
+    use_claude_code(monkeypatch, scripted.url, project.parent / "home")
     return project
 
 

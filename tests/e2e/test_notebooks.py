@@ -31,7 +31,8 @@ pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
-NAMES = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb", "conversation.ipynb", "data.ipynb"]
+NAMES = ["quickstart.ipynb", "background-runs.ipynb", "exploring-runs.ipynb", "conversation.ipynb", "data.ipynb",
+         "delegation.ipynb"]
 
 
 @pytest.fixture
@@ -132,13 +133,19 @@ def record_of(page: str, run_id: str) -> str:
 
 def check_exports(workdir: Path, name: str) -> dict[str, str]:
     """Every run of the notebook reads in both exports as it ended: status, numbers, final text, error; no
-    widget repr is left and no panel says it is still going."""
+    widget repr is left and no panel says it is still going. A delegated run (issue 58) reads as its line in its
+    parent's record."""
     pages = export(workdir, name)
     results = [json.loads(p.read_text()) for p in workdir.glob("**/.pi/subagents/runs/*/result.json")]
     assert results
+    parents = {p.parent.name: json.loads(p.read_text()).get("parent")
+               for p in workdir.glob("**/.pi/subagents/runs/*/meta.json")}
     for kind, page in pages.items():
         assert "VBox(children=" not in page and "HTML(value=" not in page, kind
         for result in results:
+            if parents.get(result["runId"]):
+                assert f'data-run-id="{result["runId"]}" data-status="{result["status"]}"' in page, (kind, result)
+                continue
             record = record_of(page, result["runId"])
             status = result["status"]
             assert f'nbsubagents-status-{status}"' in record and f">{status}</span>" in record, (kind, record)
@@ -452,6 +459,33 @@ def test_conversation_notebook_steers_follows_up_answers_approves_and_falls_back
     assert panels(nb, fallback)[0].startswith("✓ fallback completed · demo/backup ·")
     table = text(cell(nb, "nbsubagents.runs()"))
     assert re.search(r"fallback\s+completed\s+demo/backup", table)
+
+
+def test_delegation_notebook_grows_a_tree_shows_it_under_its_lead_and_stops_a_runaway_one(kernel_env):
+    nb = execute("delegation.ipynb", kernel_env)
+    pages = check_exports(kernel_env, "delegation.ipynb")
+
+    (panel,) = panels(nb, cell(nb, 'lead = nbsubagents.run("lead"'))
+    assert panel.startswith("✓ lead completed") and "merged: the README" in panel, panel
+    kids = re.findall(r"^  ✓ scout (\w{6}) · completed(.*) · \$\d\.\d{4}$", panel, re.M)
+    assert len(kids) == 3 and "the shell works" in kids[2][1], panel  # its answers, oldest first
+    tree = text(cell(nb, "print(lead.tree())")).splitlines()
+    assert re.fullmatch(r"\S+ lead completed", tree[0]) and len(tree) == 4
+    assert [line.split()[0][-6:] for line in tree[1:]] == [k for k, _ in kids]
+    assert all(re.fullmatch(r"  \S+ scout completed", line) for line in tree[1:]), tree
+    frame = html(cell(nb, 'nbsubagents.runs()[["run_id"'))
+    lead_id = tree[0].split()[0]
+    rows = sorted(zip(*(column(frame, n) for n in (1, 3, 4, 5))))  # name, parent, root, depth
+    assert rows == [("lead", "", lead_id, "0")] + [("scout", lead_id, lead_id, "1")] * 3, rows
+
+    (stopped,) = panels(nb, cell(nb, "steps = "))
+    assert stopped.startswith("✗ lead failed") and stopped.count("failed (tree_budget:cost)") == 2, stopped
+    reasons = value(cell(nb, '[(node["name"], node["depth"]'))
+    assert len(re.findall(r"'failed',\s+'tree_budget:cost',\s+'The tree under run", reasons)) == 3, reasons
+    assert reasons.count("max_cost=0.02)") == 3
+    assert pages["html"].count('class="nbsubagents-child nbsubagents-child-d1"') >= 5  # the records, without a kernel
+    (bar,) = bars(cell(nb, "nbsubagents.status_bar()"))
+    assert bar["text/plain"].startswith("runs: 0 running / 2 total · 1 failed")  # each tree once
 
 
 def test_data_notebook_hands_a_frame_in_and_gets_a_typed_summary_and_a_cleaned_frame_back(kernel_env):

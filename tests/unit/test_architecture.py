@@ -292,7 +292,8 @@ def test_every_module_belongs_to_a_band():
 
 # -- one clock: only the watcher starts threads ----------------------------------------------------------
 CLOCK = "nbsubagents._lifecycle.watcher"
-THREAD_OWNERS = {CLOCK, "nbsubagents._pi.scripted"}  # the scripted model's server: a program of its own
+# the scripted model's server and the delegate tool server: programs of their own, not the kernel
+THREAD_OWNERS = {CLOCK, "nbsubagents._pi.scripted", "nbsubagents._lifecycle.delegation_server"}
 
 
 def thread_starts(source: str) -> list[int]:
@@ -457,6 +458,8 @@ LAZY_IMPORTS = {
     ("nbsubagents", "nbsubagents._magics"): "import nbsubagents: the magics need IPython, loaded on %load_ext",
     ("nbsubagents._child.supervisor", "nbsubagents._child.budgets"): "supervisor start-up: runs without a budget",
     ("nbsubagents._child.supervisor", "nbsubagents._child.isolation"): "supervisor start-up: runs without isolation",
+    ("nbsubagents._lifecycle.delegation_server", "nbsubagents._lifecycle.delegation_start"):
+        "the delegate server's start-up: its harness (Claude Code) lists its tools while its model already asks",
 }
 
 

@@ -9,6 +9,7 @@ import io
 import json
 import math
 import re
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -99,3 +100,19 @@ def test_runs_json_csv_the_frame_and_mlflow_name_a_runs_columns_alike(root, caps
         for name in ("duration_s", "tokens", "cost", "tool_calls"):
             assert math.isclose(logged[name], float(frame.loc[run_id, name])), name
     assert not {"cost_usd", "total_tokens", "duration"} & set(found["20260101-100000-cccc01"])
+
+
+def test_runs_name_a_run_s_inputs_and_json_lists_them_whole(root, capsys):
+    make_run(root, "20260101-100000-cccc03", status="completed", params={}, tokens=1, cost=0.0, took=1.0)
+    make_run(root, "20260101-100000-cccc04", status="completed", params={}, tokens=1, cost=0.0, took=1.0)
+    given = [{"name": "df", "kind": "dataframe", "bytes": 2142, "sha256": "ab" * 32},
+             {"name": "params", "kind": "json", "bytes": 14, "sha256": "cd" * 32}]
+    with sqlite3.connect(registry.db_path()) as db:
+        db.execute("UPDATE runs SET inputs = ? WHERE run_id = ?", (json.dumps(given), "20260101-100000-cccc03"))
+
+    frame = nbsubagents.runs().set_index("run_id")
+    assert frame.loc["20260101-100000-cccc03", "inputs"] == "df, params"
+    assert frame.loc["20260101-100000-cccc04", "inputs"] is pd.NA
+    assert cli.main(["runs", "--json"]) == 0
+    listed = {row["run_id"]: row for row in json.loads(capsys.readouterr().out)}
+    assert listed["20260101-100000-cccc03"]["inputs"] == given and listed["20260101-100000-cccc04"]["inputs"] is None
