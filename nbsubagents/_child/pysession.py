@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .record import load
-from .tool_servers import Result, Tool, ToolServer, serve
+from .tool_servers import Result, Tool, ToolServer, python_argv, serve
 
 NAME = "python"          # the server's name (Claude Code shows its tool as mcp__python__python)
 TOOL = "python"          # its one tool
@@ -43,9 +43,6 @@ FOLDER = "python"        # in the run folder: the figures it saves (writable in 
 INPUTS = "inputs"        # in the run folder: the run's inputs, one file each (a card beside each is its description)
 OUTPUT_LIMIT = 20_000    # characters of one call's output the model gets (its head and tail)
 TABLE_ROWS = 60          # rows of a DataFrame shown as a table
-_CODE = ("import sys; sys.path[0] = sys.argv[1]; from nbsubagents._child.pysession import main; "
-         "main(sys.argv[2:])")
-_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
 __all__ = ["NAME", "TOOL", "FOLDER", "server", "Session", "load_inputs", "main"]
 
@@ -56,7 +53,7 @@ def server(run_dir: str | os.PathLike[str], run_id: str | None = None) -> ToolSe
     env = {"MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     if run_id:
         env["PI_SUBAGENTS_RUN_ID"] = run_id  # procs.MARKER: found and ended with its run, whatever its parent passes
-    return ToolServer(NAME, (sys.executable, "-c", _CODE, _PACKAGE_PARENT, str(run_dir)), env, tools=(TOOL,),
+    return ToolServer(NAME, python_argv(__name__, str(run_dir)), env, tools=(TOOL,),
                       writes={FOLDER: "folder"})
 
 

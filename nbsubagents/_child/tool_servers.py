@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -27,6 +28,16 @@ KNOWN = ("2024-11-05", "2025-03-26", "2025-06-18")
 DETAILS = "nbsubagents/details"  # the key of a result's details in its _meta (the run's record; pi's tool details)
 # where a harness names the call in a tools/call request's _meta: the pi bridge (mcp_bridge.js), Claude Code
 CALL_IDS = ("nbsubagents/toolCallId", "claudecode/toolUseId")
+
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # a server imports this package from where we have it
+
+
+def python_argv(module: str, *args: str) -> tuple[str, ...]:
+    """How a tool server written in this package starts: this interpreter, this package from where it is here,
+    ``module``'s ``main(args)``."""
+    code = f"import sys; sys.path[0] = sys.argv[1]; from {module} import main; main(sys.argv[2:])"
+    return (sys.executable, "-c", code, _PACKAGE_PARENT, *args)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ spend and finds rows, never grants anything.
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,7 +28,7 @@ from typing import Any, Mapping
 from .._child import budgets
 from .._child.events import Tally
 from .._child.tree_end import ENV, TOOLS, SERVER as NAME
-from .._child.tool_servers import ToolServer
+from .._child.tool_servers import ToolServer, python_argv
 from .._config import NbSubagentsError
 from .._preset_files.shared_fields import delegate_presets
 from .._registry import tree as registry_tree
@@ -40,9 +39,6 @@ __all__ = ["NAME", "TOOLS", "ENV", "MAX_DEPTH", "MAX_CHILDREN", "tree_fields", "
 MAX_DEPTH = 2
 MAX_CHILDREN = 8
 TREE_BUDGET = "tree_budget"  # a run stopped because its tree's budget was spent: stopReason tree_budget:<kind>
-_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the server imports the package from where we have it
-_SERVER_CODE = ("import sys; sys.path[0] = sys.argv[1]; from nbsubagents._lifecycle.delegation_server import main; "
-                "main()")
 
 
 def _presets(value: Any) -> tuple[str, ...] | bool | None:
@@ -97,7 +93,7 @@ def tool_server(run_id: str, run_dir: Path, cwd: str, fields: Mapping[str, Any])
         return None
     config = {"run": run_id, "runDir": str(run_dir), "cwd": cwd, "root": fields.get("tree_root") or run_id,
               "depth": int(fields.get("depth") or 0), **delegate}
-    return ToolServer(NAME, (sys.executable, "-c", _SERVER_CODE, _PACKAGE_PARENT), {ENV: json.dumps(config)}, TOOLS)
+    return ToolServer(NAME, python_argv(f"{__package__}.delegation_server"), {ENV: json.dumps(config)}, TOOLS)
 
 
 def position_for_child(config: Mapping[str, Any]) -> dict[str, Any]:

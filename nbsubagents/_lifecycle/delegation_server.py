@@ -202,7 +202,7 @@ def tools(delegator: Delegator) -> list[Tool]:
     ]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:  # noqa: ARG001 (no arguments: its config is ENV)
     config = json.loads(os.environ[ENV])
     os.environ.pop(ENV, None)  # its sub-runs' supervisors get their own, never this one
     os.environ.pop(MARKER, None)  # nor its run's marker: ending that run's leftovers is not ending its sub-runs
