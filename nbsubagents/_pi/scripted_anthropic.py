@@ -8,10 +8,10 @@ text, assistant text and ``tool_calls``, ``tool`` results), so ``demo_step``, ``
 Demo-mode tools become Claude Code's, with its argument names: ``read`` -> ``Read{file_path}``, ``bash`` ->
 ``Bash{command}``, ``edit`` -> ``Edit{file_path, old_string, new_string}``, ``write`` -> ``Write{file_path,
 content}``, ``grep``/``find``/``ls`` -> ``Bash{command: grep -rn/find/ls ...}`` (Claude Code 2.1 offers no Grep,
-Glob or LS tool: it searches with Bash), ``python`` -> ``mcp__python__python{code}`` (the Python session's MCP tool);
-paths are made absolute against the working directory Claude Code's system prompt names (its tools want absolute
-paths). Claude Code's Edit (and Write over an existing file) needs the file read first in the conversation: a demo
-task reads a file before it edits it. A request that offers no tools (a side request: a title, a summary) gets the
+Glob or LS tool: it searches with Bash), a tool server's tool (``python``, ``delegate``) -> the offered
+``mcp__SERVER__TOOL``; paths are made absolute against the working directory Claude Code's system prompt names
+(its tools want absolute paths). Claude Code's Edit (and Write over an existing file) needs the file read first in
+the conversation: a demo task reads a file before it edits it. A request that offers no tools (a side request: a title, a summary) gets the
 step's text alone. With ``--json-schema`` Claude Code offers a ``StructuredOutput`` tool: a final reply ending with a
 JSON object is given through it.
 """
@@ -29,6 +29,8 @@ from .._child.events import text_of
 from .scripted import KEEPALIVE, pieces, step_index
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .scripted import ScriptedModel, Step
 
     _Handler = Any  # the server's request handler (its _json and _headers write the answer)
@@ -69,7 +71,8 @@ def to_chat(body: dict[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def claude_call(name: str, args: dict[str, Any], workdir: str | None) -> tuple[str, dict[str, Any]]:
+def claude_call(name: str, args: dict[str, Any], workdir: str | None,
+                offered: Iterable[str] = ()) -> tuple[str, dict[str, Any]]:
     """A demo-mode tool call (pi's verbs) as Claude Code's tool and arguments; other names pass through."""
     def where(path: str) -> str:
         return os.path.join(workdir, path) if workdir and not os.path.isabs(path) else path
@@ -90,11 +93,8 @@ def claude_call(name: str, args: dict[str, Any], workdir: str | None) -> tuple[s
         return "Bash", {"command": f"grep -rn -- {shlex.quote(args['pattern'])} ."}
     if name == "find":
         return "Bash", {"command": f"find . -name {shlex.quote(args.get('pattern', '*'))}"}
-    if name == "python":  # the Python session's tool: an MCP server's, named by Claude Code mcp__SERVER__TOOL
-        return "mcp__python__python", args
-    if name.startswith("delegate"):  # the delegate tool server's tools, as Claude Code names an MCP server's
-        return f"mcp__delegate__{name}", args
-    return name, args
+    # a tool server's tool (the Python session's, the delegate tools): Claude Code names it mcp__SERVER__TOOL
+    return next((tool for tool in offered if tool.startswith("mcp__") and tool.endswith(f"__{name}")), name), args
 
 
 def _structured(body: dict[str, Any], messages: list[dict[str, Any]], text: str) -> Any:
@@ -140,9 +140,10 @@ def answer(model: ScriptedModel, h: _Handler, body: dict[str, Any]) -> None:
     workdir = found[1] if found else None
     users = sum(m["role"] == "user" for m in messages)
     calls = []
-    if body.get("tools"):  # a side request (no tools offered) gets the text alone
+    offered = [t["name"] for t in body.get("tools") or () if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    if offered:  # a side request (no tools offered) gets the text alone
         for i, call in enumerate(step.get("tool_calls") or []):
-            name, args = claude_call(call["name"], call.get("arguments") or {}, workdir)
+            name, args = claude_call(call["name"], call.get("arguments") or {}, workdir, offered)
             calls.append({"type": "tool_use", "id": f"toolu_{users}_{index}_{i}", "name": name, "input": args})
     text = step.get("text") or ("" if calls else "Done.")
     typed = _structured(body, messages, text) if not calls else None

@@ -174,8 +174,10 @@ def test_the_scripted_model_delegates_as_pi_and_claude_code_name_the_tool():
         {"name": "delegate", "arguments": {"preset": "lead", "task": "delegate: scout | ls .", "background": True}},
         {"name": "delegate_wait", "arguments": {}},
         {"name": "delegate_wait", "arguments": {"run_id": "20260101-000000-abcdef"}}]
-    assert claude_call("delegate", {"preset": "scout"}, "/w") == ("mcp__delegate__delegate", {"preset": "scout"})
-    assert claude_call("delegate_wait", {}, "/w")[0] == "mcp__delegate__delegate_wait"
+    offered = ["Bash", "mcp__delegate__delegate", "mcp__delegate__delegate_wait"]
+    assert claude_call("delegate", {"preset": "scout"}, "/w", offered) == ("mcp__delegate__delegate", {"preset": "scout"})
+    assert claude_call("delegate_wait", {}, "/w", offered)[0] == "mcp__delegate__delegate_wait"
+    assert claude_call("delegate_result", {}, "/w", offered)[0] == "delegate_result"  # not offered: as it is
 
 
 def test_a_magic_line_and_a_call_say_delegate_as_a_preset_does():

@@ -75,7 +75,8 @@ def test_mcp_tools_are_named_by_their_own_name_in_the_events():
 def test_the_scripted_model_calls_the_python_tool_in_each_dialect():
     step = demo_plan("python: x = 41\\nx + 1")[0]
     assert step["tool_calls"] == [{"name": "python", "arguments": {"code": "x = 41\nx + 1"}}]
-    assert scripted_anthropic.claude_call("python", {"code": "1"}, "/w") == ("mcp__python__python", {"code": "1"})
+    offered = ["Bash", "mcp__python__python"]
+    assert scripted_anthropic.claude_call("python", {"code": "1"}, "/w", offered) == ("mcp__python__python", {"code": "1"})
     kind, name, args = scripted_responses.codex_call("python", {"code": "1"}, {"mcp__python__python": "function"}, None)
     assert (kind, name, json.loads(args)) == ("function_call", "mcp__python__python", {"code": "1"})
 
