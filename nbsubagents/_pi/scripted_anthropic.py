@@ -11,9 +11,9 @@ content}``, ``grep``/``find``/``ls`` -> ``Bash{command: grep -rn/find/ls ...}`` 
 Glob or LS tool: it searches with Bash), a tool server's tool (``python``, ``delegate``) -> the offered
 ``mcp__SERVER__TOOL``; paths are made absolute against the working directory Claude Code's system prompt names
 (its tools want absolute paths). Claude Code's Edit (and Write over an existing file) needs the file read first in
-the conversation: a demo task reads a file before it edits it. A request that offers no tools (a side request: a title, a summary) gets the
-step's text alone. With ``--json-schema`` Claude Code offers a ``StructuredOutput`` tool: a final reply ending with a
-JSON object is given through it.
+the conversation: a demo task reads a file before it edits it. A request that offers no tools (a side request: a
+title, a summary) gets the step's text alone. With ``--json-schema`` Claude Code offers a ``StructuredOutput`` tool:
+a final reply ending with a JSON object is given through it.
 """
 
 from __future__ import annotations
